@@ -1,0 +1,108 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Control-channel methods. "down" frames go from the supervisor to a child on the
+// child's stdin; "up" frames go from the child on its stdout.
+const (
+	MethodSpawn    = "spawn"       // down, first frame: params SpawnPayload
+	MethodReady    = "ctrl/ready"  // up, first frame: params Ready
+	MethodPing     = "ctrl/ping"   // down: params Ping
+	MethodPong     = "ctrl/pong"   // up: params Ping, the same seq
+	MethodCancel   = "ctrl/cancel" // down: params Cancel
+	MethodEvent    = "loop/event"  // up: params LoopEvent
+	MethodToolCall = "tool/call"   // up, a request with an id: params ToolCall; answered with a ToolResult
+	MethodResult   = "result"      // up, the last frame: params SubagentResult
+)
+
+// Environment variables of subagent mode.
+const (
+	// EnvSubagent marks a process as a subagent; set only by the supervisor.
+	EnvSubagent = "AGENT_SUBAGENT"
+	// EnvSupervisorPID carries the supervisor's pid, which the child compares with
+	// getppid() after arming PR_SET_PDEATHSIG.
+	EnvSupervisorPID = "AGENT_SUPERVISOR_PID"
+	// EnvIntelligenceKey carries the model API key to a child, never argv.
+	EnvIntelligenceKey = "AGENT_INTELLIGENCE_KEY"
+)
+
+// Ready is the child's first upward frame.
+type Ready struct {
+	PID int `json:"pid"`
+}
+
+// Ping carries a liveness sequence number, echoed in the pong.
+type Ping struct {
+	Seq uint64 `json:"seq"`
+}
+
+// Cancel asks the child to stop its loop with status cancelled.
+type Cancel struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// Loop event kinds.
+const (
+	EventStep     = "step"
+	EventModel    = "model"
+	EventToolCall = "tool_call"
+)
+
+// LoopEvent reports progress and the token usage since the previous event.
+type LoopEvent struct {
+	Step       int    `json:"step"`
+	Kind       string `json:"kind"`
+	UsageDelta Usage  `json:"usage_delta"`
+}
+
+// ToolCall is a child's request to run a tool; the supervisor executes it.
+type ToolCall struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// ToolResult answers a ToolCall. A refusal or a failed tool is a result with
+// IsError set, never a protocol error. Field names follow MCP's CallToolResult.
+type ToolResult struct {
+	Content           []ToolContent   `json:"content"`
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+	IsError           bool            `json:"isError,omitempty"`
+}
+
+// ToolContent is one content block of a tool result.
+type ToolContent struct {
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+}
+
+// TextResult returns a tool result holding one text block.
+func TextResult(text string, isError bool) ToolResult {
+	return ToolResult{Content: []ToolContent{{Type: "text", Text: text}}, IsError: isError}
+}
+
+// Text joins the text blocks of the result.
+func (r ToolResult) Text() string {
+	var s string
+	for i, c := range r.Content {
+		if i > 0 {
+			s += "\n"
+		}
+		s += c.Text
+	}
+	return s
+}
+
+// DecodeParams unmarshals a frame's params into v, refusing a frame without
+// params.
+func DecodeParams(f *Frame, v any) error {
+	if len(f.Params) == 0 {
+		return fmt.Errorf("%s: missing params", f.Method)
+	}
+	if err := json.Unmarshal(f.Params, v); err != nil {
+		return fmt.Errorf("%s params: %w", f.Method, err)
+	}
+	return nil
+}

@@ -1,0 +1,10 @@
+// Package api holds agentd's wire contracts: the spawn payload a supervisor hands a
+// subagent, the result a subagent hands back, the control-channel frame codec and
+// method names, and the exit-code table of a one-shot run.
+//
+// The package is pure: types, validation and encoding, no I/O beyond the
+// io.Reader/io.Writer a caller hands the frame codec. Both sides of the process
+// tree (package supervisor and package agent) meet only through these types.
+// JSON field names are snake_case, as the seeds (RFC 0009 sections 3.2 and 3.4)
+// write them.
+package api

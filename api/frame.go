@@ -1,0 +1,201 @@
+package api
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// DefaultMaxFrame is the default size limit of one control frame's body.
+const DefaultMaxFrame = 4 << 20
+
+// Frame is one JSON-RPC 2.0 object on the control channel: a request (Method and
+// ID), a notification (Method, no ID) or a response (ID and Result or Error).
+// IDs on the control channel are positive integers; 0 means "no id".
+type Frame struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      uint64          `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *RPCError       `json:"error,omitempty"`
+}
+
+// RPCError is a JSON-RPC 2.0 error object.
+type RPCError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
+
+// IsResponse reports whether f answers a request.
+func (f *Frame) IsResponse() bool { return f.Method == "" }
+
+// Sentinel errors of the frame codec. A read that fails with either is a
+// protocol violation by the peer.
+var (
+	ErrFrameTooLarge = errors.New("api: control frame over the size limit")
+	ErrFrameInvalid  = errors.New("api: control frame is not a valid JSON-RPC 2.0 object")
+)
+
+// NewFrame builds a request or notification frame with params marshalled from v.
+func NewFrame(method string, id uint64, v any) (*Frame, error) {
+	f := &Frame{JSONRPC: "2.0", ID: id, Method: method}
+	if v != nil {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("marshal %s params: %w", method, err)
+		}
+		f.Params = b
+	}
+	return f, nil
+}
+
+// NewResponse builds a response frame with result marshalled from v.
+func NewResponse(id uint64, v any) (*Frame, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("marshal response: %w", err)
+	}
+	return &Frame{JSONRPC: "2.0", ID: id, Result: b}, nil
+}
+
+// validate checks the JSON-RPC 2.0 shape: version, and exactly one of a method
+// or a result/error; a response needs an id and exactly one of result or error.
+func (f *Frame) validate() error {
+	if f.JSONRPC != "2.0" {
+		return fmt.Errorf("%w: jsonrpc must be \"2.0\"", ErrFrameInvalid)
+	}
+	if f.Method != "" {
+		if f.Result != nil || f.Error != nil {
+			return fmt.Errorf("%w: a request carries no result or error", ErrFrameInvalid)
+		}
+		return nil
+	}
+	if f.ID == 0 {
+		return fmt.Errorf("%w: neither a method nor a response id", ErrFrameInvalid)
+	}
+	if (f.Result == nil) == (f.Error == nil) {
+		return fmt.Errorf("%w: a response carries exactly one of result or error", ErrFrameInvalid)
+	}
+	return nil
+}
+
+// EncodeFrame returns f as one length-prefixed frame: a 4-byte big-endian length
+// followed by the JSON body.
+func EncodeFrame(f *Frame) ([]byte, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("encode frame: %w", err)
+	}
+	buf := make([]byte, 4+len(body))
+	binary.BigEndian.PutUint32(buf, uint32(len(body)))
+	copy(buf[4:], body)
+	return buf, nil
+}
+
+// FrameWriter writes frames to one control pipe. It is safe for concurrent use:
+// each frame is written with a single Write under a lock, so frames never
+// interleave. The zero value is not usable; use NewFrameWriter.
+type FrameWriter struct {
+	mu  sync.Mutex // guards w
+	w   io.Writer
+	max int
+}
+
+// NewFrameWriter returns a writer that refuses frames larger than max bytes
+// (DefaultMaxFrame when max <= 0).
+func NewFrameWriter(w io.Writer, max int) *FrameWriter {
+	if max <= 0 {
+		max = DefaultMaxFrame
+	}
+	return &FrameWriter{w: w, max: max}
+}
+
+// Write encodes and writes one frame.
+func (fw *FrameWriter) Write(f *Frame) error {
+	buf, err := EncodeFrame(f)
+	if err != nil {
+		return err
+	}
+	if len(buf)-4 > fw.max {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, len(buf)-4, fw.max)
+	}
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	_, err = fw.w.Write(buf)
+	return err
+}
+
+// Send builds a frame from method, id and params and writes it.
+func (fw *FrameWriter) Send(method string, id uint64, params any) error {
+	f, err := NewFrame(method, id, params)
+	if err != nil {
+		return err
+	}
+	return fw.Write(f)
+}
+
+// FrameReader reads frames from one control pipe. It is not safe for concurrent
+// use; one goroutine owns it.
+type FrameReader struct {
+	r   *bufio.Reader
+	max int
+	hdr [4]byte
+}
+
+// NewFrameReader returns a reader that refuses frames larger than max bytes
+// (DefaultMaxFrame when max <= 0).
+func NewFrameReader(r io.Reader, max int) *FrameReader {
+	if max <= 0 {
+		max = DefaultMaxFrame
+	}
+	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// Read returns the next frame. At a clean end of stream between frames it
+// returns io.EOF; a stream that ends inside a frame gives io.ErrUnexpectedEOF. A
+// frame over the limit fails with ErrFrameTooLarge before its body is read; a
+// body that is not one valid JSON-RPC 2.0 object fails with ErrFrameInvalid.
+// After ErrFrameTooLarge or ErrFrameInvalid the stream is out of sync and the
+// reader must not be used again.
+func (fr *FrameReader) Read() (*Frame, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(fr.hdr[:])
+	if n == 0 {
+		return nil, fmt.Errorf("%w: empty frame", ErrFrameInvalid)
+	}
+	if uint64(n) > uint64(fr.max) {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, fr.max)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(fr.r, body); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return DecodeFrameBody(body)
+}
+
+// DecodeFrameBody parses one frame body (without its length prefix).
+func DecodeFrameBody(body []byte) (*Frame, error) {
+	var f Frame
+	if err := json.Unmarshal(body, &f); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFrameInvalid, err)
+	}
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}

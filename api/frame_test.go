@@ -1,0 +1,156 @@
+package api
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func TestFrameRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewFrameWriter(&buf, 0)
+	if err := w.Send(MethodReady, 0, Ready{PID: 42}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Send(MethodToolCall, 7, ToolCall{Tool: "subagent.spawn"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := NewResponse(7, TextResult("ok", false))
+	if err := w.Write(resp); err != nil {
+		t.Fatal(err)
+	}
+	r := NewFrameReader(&buf, 0)
+	f, err := r.Read()
+	if err != nil || f.Method != MethodReady {
+		t.Fatalf("first frame: %+v %v", f, err)
+	}
+	var ready Ready
+	if err := DecodeParams(f, &ready); err != nil || ready.PID != 42 {
+		t.Fatalf("ready params: %+v %v", ready, err)
+	}
+	if f, err = r.Read(); err != nil || f.ID != 7 || f.Method != MethodToolCall {
+		t.Fatalf("second frame: %+v %v", f, err)
+	}
+	if f, err = r.Read(); err != nil || !f.IsResponse() || f.ID != 7 {
+		t.Fatalf("third frame: %+v %v", f, err)
+	}
+	if _, err = r.Read(); err != io.EOF {
+		t.Fatalf("end of stream: %v, want io.EOF", err)
+	}
+}
+
+func frameBytes(body string) []byte {
+	b := make([]byte, 4+len(body))
+	binary.BigEndian.PutUint32(b, uint32(len(body)))
+	copy(b[4:], body)
+	return b
+}
+
+func TestFrameReaderRejects(t *testing.T) {
+	huge := make([]byte, 4)
+	binary.BigEndian.PutUint32(huge, 100<<20)
+	tests := []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"over the limit", huge, ErrFrameTooLarge},
+		{"not json", frameBytes("hello"), ErrFrameInvalid},
+		{"wrong version", frameBytes(`{"jsonrpc":"1.0","method":"x"}`), ErrFrameInvalid},
+		{"neither request nor response", frameBytes(`{"jsonrpc":"2.0"}`), ErrFrameInvalid},
+		{"response without result", frameBytes(`{"jsonrpc":"2.0","id":3}`), ErrFrameInvalid},
+		{"request with result", frameBytes(`{"jsonrpc":"2.0","method":"x","result":1}`), ErrFrameInvalid},
+		{"two objects", frameBytes(`{"jsonrpc":"2.0","method":"x"}{}`), ErrFrameInvalid},
+		{"empty", frameBytes(""), ErrFrameInvalid},
+		{"truncated body", frameBytes(`{"jsonrpc":"2.0","method":"x"}`)[:10], io.ErrUnexpectedEOF},
+		{"truncated header", []byte{0, 0}, io.ErrUnexpectedEOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewFrameReader(bytes.NewReader(tt.in), 1<<20).Read()
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Read() = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestFrameWriterRefusesOversize(t *testing.T) {
+	w := NewFrameWriter(io.Discard, 64)
+	err := w.Send(MethodEvent, 0, map[string]string{"pad": string(make([]byte, 100))})
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("oversize write: %v", err)
+	}
+}
+
+// FuzzReadFrame feeds arbitrary bytes to the decoder: it must never panic, and a
+// frame it accepts must survive a re-encode unchanged.
+func FuzzReadFrame(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","method":"ctrl/ready","params":{"pid":1}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`,
+		`{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"no"}}`,
+		`{"jsonrpc":"2.0","method":"result","params":{"status":"completed","distillate":{"kind":"inline","value":"x"},"usage":{}}}`,
+	} {
+		f.Add(frameBytes(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := NewFrameReader(bytes.NewReader(data), 1<<16)
+		for {
+			fr, err := r.Read()
+			if err != nil {
+				return
+			}
+			enc, err := EncodeFrame(fr)
+			if err != nil {
+				t.Fatalf("accepted frame does not re-encode: %v", err)
+			}
+			again, err := NewFrameReader(bytes.NewReader(enc), 1<<16).Read()
+			if err != nil {
+				t.Fatalf("re-encoded frame does not decode: %v", err)
+			}
+			if !reflect.DeepEqual(normalize(fr), normalize(again)) {
+				t.Fatalf("re-encode changed the frame: %+v vs %+v", fr, again)
+			}
+			if fr.Method == MethodResult {
+				var res SubagentResult
+				_ = DecodeParams(fr, &res)
+			}
+		}
+	})
+}
+
+// normalize makes frames comparable by meaning: raw JSON is decoded, so that
+// escaping differences (json.Marshal writes "&" as "\u0026") do not count.
+func normalize(f *Frame) Frame {
+	g := *f
+	g.Params = semantic(g.Params)
+	g.Result = semantic(g.Result)
+	return g
+}
+
+func semantic(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return b
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+// TestFuzzCorpusCommitted keeps the committed seed corpus from going missing.
+func TestFuzzCorpusCommitted(t *testing.T) {
+	ents, err := os.ReadDir(filepath.Join("testdata", "fuzz", "FuzzReadFrame"))
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("seed corpus testdata/fuzz/FuzzReadFrame is missing: %v", err)
+	}
+}

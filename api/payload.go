@@ -1,0 +1,251 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// MaxDeadline is the longest deadline a subagent can be granted. Every deadline
+// is finite (RFC 0009 section 3.2: "MANDATORY, never infinity"); this bound keeps
+// a typo such as "6000h" from reading as "forever".
+const MaxDeadline = 24 * time.Hour
+
+// SpawnPayload is everything a subagent is handed, as the params of the first
+// downward control frame (method "spawn"). It never travels on argv.
+//
+// AgentID, AgentPath and Depth are minted by the supervisor; whatever a parent
+// asks for in their place is discarded at the subagent.spawn chokepoint.
+type SpawnPayload struct {
+	AgentID   string `json:"agent_id"`
+	AgentPath string `json:"agent_path"`
+	Depth     int    `json:"depth"`
+
+	Contract  OutputContract `json:"contract"`
+	Seed      ContextSeed    `json:"seed"`
+	Scope     ToolScope      `json:"scope"`
+	Limits    Limits         `json:"limits"`
+	Telemetry Telemetry      `json:"telemetry"`
+
+	// Intelligence names the model endpoint the subagent's loop talks to. It is an
+	// agentd addition to the seeds' struct: the supervisor never calls a model, so
+	// the child must be told where to. Secrets (the API key) never travel here;
+	// the child reads them from its environment.
+	Intelligence Intelligence `json:"intelligence"`
+}
+
+// Intelligence names a model endpoint: "builtin:NAME" for a builtin
+// deterministic model, or an OpenAI-compatible base URL plus a model name.
+type Intelligence struct {
+	Endpoint string `json:"endpoint"`
+	Model    string `json:"model,omitempty"`
+}
+
+// OutputContract is what the parent wants back: an objective, a required shape,
+// and optional guidance and boundaries. An empty objective is refused.
+type OutputContract struct {
+	Objective    string       `json:"objective"`
+	OutputFormat OutputFormat `json:"output_format"`
+	ToolGuidance string       `json:"tool_guidance,omitempty"`
+	Boundaries   string       `json:"boundaries,omitempty"`
+}
+
+// Output format kinds.
+const (
+	FormatText     = "text"
+	FormatMarkdown = "markdown"
+	FormatJSON     = "json"
+)
+
+// OutputFormat is the required shape of the distillate: text, markdown, or JSON
+// satisfying Schema. The zero value means text.
+type OutputFormat struct {
+	Kind   string          `json:"kind"`
+	Schema json.RawMessage `json:"schema,omitempty"`
+}
+
+// ContextSeed is the narrowed context a parent chooses to pass: labeled slices,
+// never a transcript. The protocol has no field for one.
+type ContextSeed struct {
+	Slices []SeedSlice `json:"slices,omitempty"`
+}
+
+// SeedSlice is one labeled piece of context.
+type SeedSlice struct {
+	Label   string      `json:"label"`
+	Content SeedContent `json:"content"`
+}
+
+// SeedContent is either inline text or a reference to a resource (agent:// or a
+// server URI); exactly one is set.
+type SeedContent struct {
+	Text        string `json:"text,omitempty"`
+	ResourceRef string `json:"resource_ref,omitempty"`
+}
+
+// ToolScope is the set of (server, tool) pairs a subagent may call, with the
+// Rule-of-Two trust legs the scope carries. It only ever narrows down the tree.
+type ToolScope struct {
+	Allow []ToolRef `json:"allow,omitempty"`
+	Tags  ToolTags  `json:"tags"`
+}
+
+// Holds reports whether the scope allows ref.
+func (s ToolScope) Holds(ref ToolRef) bool {
+	for _, r := range s.Allow {
+		if r == ref {
+			return true
+		}
+	}
+	return false
+}
+
+// ToolRef names one tool of one server. Self-tools use the server "subagent".
+type ToolRef struct {
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+}
+
+// String formats the ref as SERVER/TOOL, the form refusal messages use.
+func (r ToolRef) String() string { return r.Server + "/" + r.Tool }
+
+// ToolTags are the Rule-of-Two legs a scope holds.
+type ToolTags struct {
+	UntrustedInput bool `json:"untrusted_input"`
+	Sensitive      bool `json:"sensitive"`
+	Egress         bool `json:"egress"`
+}
+
+// Trifecta reports whether all three legs are held at once.
+func (t ToolTags) Trifecta() bool { return t.UntrustedInput && t.Sensitive && t.Egress }
+
+// Limits bound one subagent. Deadline is mandatory and finite.
+type Limits struct {
+	MaxSteps    int      `json:"max_steps"`
+	MaxTokens   int64    `json:"max_tokens"`
+	Deadline    Duration `json:"deadline"`
+	MaxChildren int      `json:"max_children"`
+}
+
+// Telemetry is the correlation block: one run_id for the whole tree, the W3C
+// trace context, and the log settings the child adopts.
+type Telemetry struct {
+	RunID        string `json:"run_id"`
+	TraceID      string `json:"trace_id,omitempty"`
+	ParentSpanID string `json:"parent_span_id,omitempty"`
+	Traceparent  string `json:"traceparent,omitempty"`
+	LogLevel     string `json:"log_level,omitempty"`
+	LogContent   bool   `json:"log_content,omitempty"`
+}
+
+// ErrMissingObjective is the refusal for a contract without an objective. Its
+// text is the seeds' refusal message.
+var ErrMissingObjective = errors.New("spawn denied: missing objective/output-contract")
+
+// Validate checks the contract a parent supplies: an objective and a known format.
+func (c OutputContract) Validate() error {
+	if strings.TrimSpace(c.Objective) == "" {
+		return ErrMissingObjective
+	}
+	return c.OutputFormat.Validate()
+}
+
+// Validate checks the format kind and, for JSON, that the schema is a JSON object
+// or boolean.
+func (f OutputFormat) Validate() error {
+	switch f.Kind {
+	case "", FormatText, FormatMarkdown:
+		if len(f.Schema) != 0 {
+			return fmt.Errorf("output_format: a schema is only allowed with kind %q", FormatJSON)
+		}
+		return nil
+	case FormatJSON:
+		if len(f.Schema) == 0 {
+			return nil // any JSON value
+		}
+		var v any
+		if err := json.Unmarshal(f.Schema, &v); err != nil {
+			return fmt.Errorf("output_format.schema: %w", err)
+		}
+		switch v.(type) {
+		case map[string]any, bool:
+			return nil
+		}
+		return errors.New("output_format.schema: a JSON Schema is an object or a boolean")
+	default:
+		return fmt.Errorf("output_format.kind %q: want text, markdown or json", f.Kind)
+	}
+}
+
+// Validate checks the seed: every slice labeled, exactly one content each.
+func (s ContextSeed) Validate() error {
+	for i, sl := range s.Slices {
+		if strings.TrimSpace(sl.Label) == "" {
+			return fmt.Errorf("seed.slices[%d]: missing label", i)
+		}
+		if (sl.Content.Text == "") == (sl.Content.ResourceRef == "") {
+			return fmt.Errorf("seed.slices[%d] %q: exactly one of text or resource_ref", i, sl.Label)
+		}
+	}
+	return nil
+}
+
+// Validate checks that every tool reference names a server and a tool.
+func (s ToolScope) Validate() error {
+	for i, r := range s.Allow {
+		if r.Server == "" || r.Tool == "" || strings.Contains(r.Server, "/") {
+			return fmt.Errorf("scope.allow[%d]: a tool is {server, tool}, both non-empty", i)
+		}
+	}
+	return nil
+}
+
+// Validate checks the limits: positive steps and tokens, a finite positive
+// deadline, a non-negative breadth cap.
+func (l Limits) Validate() error {
+	switch {
+	case l.MaxSteps <= 0:
+		return errors.New("limits.max_steps must be positive")
+	case l.MaxTokens <= 0:
+		return errors.New("limits.max_tokens must be positive")
+	case l.Deadline <= 0:
+		return errors.New("limits.deadline must be positive: every deadline is finite and mandatory")
+	case l.Deadline.D() > MaxDeadline:
+		return fmt.Errorf("limits.deadline %s exceeds the maximum of %s", l.Deadline, MaxDeadline)
+	case l.MaxChildren < 0:
+		return errors.New("limits.max_children must not be negative")
+	}
+	return nil
+}
+
+// Validate checks a whole payload as the child receives it: the minted identity
+// present, and every part valid.
+func (p *SpawnPayload) Validate() error {
+	if p.AgentID == "" || p.AgentPath == "" {
+		return errors.New("spawn payload: agent_id and agent_path are minted by the supervisor and must be set")
+	}
+	if p.Depth < 0 {
+		return errors.New("spawn payload: negative depth")
+	}
+	if err := p.Contract.Validate(); err != nil {
+		return err
+	}
+	if err := p.Seed.Validate(); err != nil {
+		return err
+	}
+	if err := p.Scope.Validate(); err != nil {
+		return err
+	}
+	if err := p.Limits.Validate(); err != nil {
+		return err
+	}
+	if p.Telemetry.RunID == "" {
+		return errors.New("spawn payload: telemetry.run_id must be set")
+	}
+	if p.Intelligence.Endpoint == "" {
+		return errors.New("spawn payload: intelligence.endpoint must be set")
+	}
+	return nil
+}
