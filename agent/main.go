@@ -1,0 +1,93 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentd/agentd/api"
+)
+
+// ExitParentMismatch is the exit code of a child whose parent is not the
+// supervisor that spawned it: the supervisor died between fork and prctl.
+const ExitParentMismatch = 137
+
+// Main runs subagent mode and returns the process exit code. cmd/agentd calls it
+// first thing when AGENT_SUBAGENT is set. It arms PR_SET_PDEATHSIG(SIGKILL),
+// checks that its parent is still the supervisor named in AGENT_SUPERVISOR_PID,
+// announces ctrl/ready, reads the spawn frame, runs the loop, writes the result
+// frame and returns 0. The payload never travels on argv.
+func Main() int {
+	// PDEATHSIG is cleared across execve, so the child arms it itself; then it
+	// closes the fork/prctl race by checking that its parent is still alive.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "agentd subagent: prctl(PR_SET_PDEATHSIG):", err)
+		return 1
+	}
+	if want, err := strconv.Atoi(os.Getenv(api.EnvSupervisorPID)); err != nil || unix.Getppid() != want {
+		return ExitParentMismatch
+	}
+	return Serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, os.Getenv(api.EnvIntelligenceKey))
+}
+
+// Serve runs one subagent over the given control pipes: ctrl/ready, the spawn
+// frame, the loop, the result frame. It returns the exit code.
+func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key string) int {
+	log := slog.New(slog.NewJSONHandler(errw, nil)).With("pid", os.Getpid())
+	c := newControl(in, out, log)
+	if err := c.w.Send(api.MethodReady, 0, api.Ready{PID: os.Getpid()}); err != nil {
+		log.Error("send ctrl/ready", "err", err)
+		return 1
+	}
+	p, err := c.readSpawn()
+	if err != nil {
+		log.Error("no spawn payload", "err", err)
+		return 1
+	}
+	log = log.With("run_id", p.Telemetry.RunID, "agent_path", p.AgentPath)
+	if p.Telemetry.TraceID != "" {
+		log = log.With("trace_id", p.Telemetry.TraceID)
+	}
+	c.log = log
+	if err := p.Validate(); err != nil {
+		return c.finish(api.SubagentResult{Status: api.StatusCrashed, Detail: "invalid spawn payload: " + err.Error()})
+	}
+	model, err := NewModel(p.Intelligence, key)
+	if err != nil {
+		return c.finish(api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error()})
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go c.serve(cancel)
+	ctx, stop := context.WithTimeout(ctx, time.Duration(p.Limits.Deadline))
+	defer stop()
+	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
+	loop := &Loop{Payload: p, Model: model, Caller: c, Report: c, Log: log}
+	res := loop.Run(ctx)
+	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
+	return c.finish(res)
+}
+
+// finish writes the result frame; it is the child's last word.
+func (c *control) finish(res api.SubagentResult) int {
+	if err := c.w.Send(api.MethodResult, 0, res); err != nil {
+		c.log.Error("send result", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// CallTool implements ToolCaller over the control channel.
+func (c *control) CallTool(ctx context.Context, name string, args json.RawMessage) (api.ToolResult, error) {
+	return c.call(ctx, name, args)
+}
+
+// Event implements Reporter over the control channel.
+func (c *control) Event(step int, kind string, delta api.Usage) { c.event(step, kind, delta) }

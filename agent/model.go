@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentd/agentd/api"
+)
+
+// Model is an intelligence: given the conversation so far, it produces the next
+// assistant turn. Implementations are safe for use by one loop at a time.
+type Model interface {
+	Complete(ctx context.Context, req *Request) (*Response, error)
+}
+
+// Role of a message in the conversation.
+type Role string
+
+// Message roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one turn of the conversation the loop keeps. It never leaves the
+// child process: only the distillate travels up.
+type Message struct {
+	Role       Role
+	Content    string
+	ToolCalls  []ToolCall // assistant turns that call tools
+	ToolCallID string     // tool turns: which call this answers
+}
+
+// ToolCall is a model's request to call one tool.
+type ToolCall struct {
+	ID   string
+	Name string
+	Args json.RawMessage
+}
+
+// ToolSpec describes a tool offered to the model.
+type ToolSpec struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // JSON Schema of the arguments
+}
+
+// Request is one model call: the system prompt, the conversation, the tools.
+type Request struct {
+	System   string
+	Messages []Message
+	Tools    []ToolSpec
+	// Objective is the contract's objective, for builtin models that answer from it.
+	Objective string
+	// AgentPath and Depth identify the caller, for scripted builtin models.
+	AgentPath string
+	Depth     int
+}
+
+// FinishReason says why a model turn ended.
+type FinishReason string
+
+// Finish reasons, normalized across intelligences.
+const (
+	FinishStop          FinishReason = "stop"
+	FinishToolCalls     FinishReason = "tool_calls"
+	FinishLength        FinishReason = "length"
+	FinishRefusal       FinishReason = "refusal"
+	FinishContentFilter FinishReason = "content_filter"
+)
+
+// Response is one assistant turn.
+type Response struct {
+	Content   string
+	ToolCalls []ToolCall
+	Usage     api.Usage // tokens of this call; Steps is ignored
+	Finish    FinishReason
+	Refusal   string
+}
+
+// ErrUnreachable wraps failures to reach the intelligence endpoint at all. The
+// loop maps it to status crashed with cause intelligence_unreachable (exit 4).
+var ErrUnreachable = errors.New("agent: intelligence endpoint unreachable")
+
+// NewModel returns the intelligence named by spec. key is the API key for an
+// HTTP endpoint (from the environment, never argv).
+func NewModel(spec api.Intelligence, key string) (Model, error) {
+	name, arg, _ := strings.Cut(spec.Endpoint, "=")
+	switch name {
+	case "builtin:demo":
+		return demoModel{}, nil
+	case "builtin:wait":
+		return waitModel{}, nil
+	}
+	_ = arg
+	return nil, fmt.Errorf("agent: unknown intelligence %q", spec.Endpoint)
+}
+
+// CheckIntelligence validates an intelligence spec at startup, so that bad
+// config fails before any child is spawned.
+func CheckIntelligence(spec api.Intelligence) error {
+	_, err := NewModel(spec, "")
+	return err
+}
+
+// estimateTokens is the builtin models' deterministic token count: one token
+// per four bytes, rounded up.
+func estimateTokens(s string) int64 { return int64((len(s) + 3) / 4) }
+
+func requestText(req *Request) string {
+	var b strings.Builder
+	b.WriteString(req.System)
+	for _, m := range req.Messages {
+		b.WriteString(m.Content)
+	}
+	return b.String()
+}

@@ -1,0 +1,39 @@
+// Package supervisor is the parent side of agentd's process tree. It re-execs
+// the agentd binary once per subagent, speaks the control channel to each child,
+// enforces every limit, and kills whole subtrees when a limit, a detector or an
+// operator says so. It never talks to a model and never imports package agent.
+//
+// # Reaping: one owner of wait4
+//
+// Every subagent is a direct OS child of the supervisor (nested spawns go
+// through the subagent.spawn chokepoint, which the supervisor serves), and the
+// supervisor may also inherit reparented grandchildren when it is a subreaper.
+// The package therefore uses one design, not a mix: children are started with
+// syscall.ForkExec (never os/exec), and a single process-wide reaper goroutine is
+// the only caller of wait4. On SIGCHLD it drains wait4(-1, WNOHANG) until nothing
+// is left, hands each known pid's status to that child's waiter, and logs and
+// reaps unknown pids as orphans (orphan=true).
+//
+// Two invariants make this race-free:
+//   - Subscribe before start: the fork and the registration of the new pid happen
+//     under the reaper's lock, and the reaper holds the same lock while it calls
+//     wait4, so a child that exits at once cannot be collected before its waiter
+//     exists.
+//   - Never signal a reaped pid: signals to a child's process group are sent under
+//     the reaper's lock and only while the child is not yet reaped, so a recycled
+//     pid is never hit. When a known child is reaped its group gets one last
+//     SIGKILL, so nothing it left in its group outlives it.
+//
+// Because the reaper owns wait4(-1), a process hosting a Supervisor must not wait
+// for children in any other way (os/exec's Cmd.Wait would fail with "no child
+// processes" after the reaper collected its child). agentd's own binary never
+// does; tests that use os/exec live in packages that do not host a Supervisor.
+//
+// # PDEATHSIG
+//
+// The kernel sends a child's parent-death signal when the thread that forked it
+// exits, not when the process does. All forks therefore happen on one goroutine
+// locked to its OS thread for the life of the process, and the child arms
+// PR_SET_PDEATHSIG itself after exec (it is cleared by execve), then checks
+// getppid() against AGENT_SUPERVISOR_PID.
+package supervisor

@@ -1,0 +1,418 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/agentd/agentd/api"
+
+	"sync"
+)
+
+// verdict is the supervisor's decision about how a node ends, taken before the
+// process is gone (a deadline, a cancel, a protocol violation). The first
+// verdict wins; it overrides the status the child reports, not its distillate.
+type verdict struct {
+	status api.TerminalStatus
+	cause  string
+	detail string
+}
+
+// node is one subagent in a tree.
+type node struct {
+	handle   string
+	parent   *node
+	payload  api.SpawnPayload
+	deadline time.Time
+	done     chan struct{} // closed after final is set
+	final    api.SubagentResult
+
+	mu        sync.Mutex // guards proc, verdict, result, usage, children, killing, abandoned
+	proc      *proc
+	verdict   *verdict
+	result    *api.SubagentResult
+	usage     api.Usage
+	children  []*node
+	killing   bool          // a kill ladder has been started for this node
+	abandoned chan struct{} // closed when the ladder gives up on an unreapable process
+}
+
+func newNode(handle string, parent *node, p api.SpawnPayload) *node {
+	return &node{
+		handle:    handle,
+		parent:    parent,
+		payload:   p,
+		deadline:  time.Now().Add(p.Limits.Deadline.D()),
+		done:      make(chan struct{}),
+		abandoned: make(chan struct{}),
+	}
+}
+
+func (n *node) root() *node {
+	for n.parent != nil {
+		n = n.parent
+	}
+	return n
+}
+
+func (n *node) info() NodeInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	in := NodeInfo{
+		Handle:     n.handle,
+		RootHandle: n.root().handle,
+		RunID:      n.payload.Telemetry.RunID,
+		AgentID:    n.payload.AgentID,
+		AgentPath:  n.payload.AgentPath,
+		Depth:      n.payload.Depth,
+		Objective:  n.payload.Contract.Objective,
+		Usage:      n.usage,
+		Deadline:   n.deadline,
+	}
+	if n.parent != nil {
+		in.ParentHandle = n.parent.handle
+	}
+	switch {
+	case n.proc == nil || !n.proc.spawned.Load():
+		in.State = StateStarting
+	case n.killing:
+		in.State = StateStopping
+	default:
+		in.State = StateRunning
+	}
+	if n.proc != nil {
+		in.PID = n.proc.pid
+	}
+	return in
+}
+
+func (n *node) getProc() *proc {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc
+}
+
+// setProc records the started process.
+func (n *node) setProc(p *proc) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.proc = p
+}
+
+// stopping reports whether a kill ladder has been requested for n.
+func (n *node) stopping() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.killing
+}
+
+func (n *node) setVerdict(v verdict) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.verdict == nil {
+		n.verdict = &v
+	}
+}
+
+// subtree returns n and its descendants, deepest first.
+func (n *node) subtree() []*node {
+	var levels [][]*node
+	cur := []*node{n}
+	for len(cur) > 0 {
+		levels = append(levels, cur)
+		var next []*node
+		for _, m := range cur {
+			m.mu.Lock()
+			next = append(next, m.children...)
+			m.mu.Unlock()
+		}
+		cur = next
+	}
+	var out []*node
+	for i := len(levels) - 1; i >= 0; i-- {
+		out = append(out, levels[i]...)
+	}
+	return out
+}
+
+// run supervises one node from spawn to reap and publishes its result.
+func (s *Supervisor) run(n *node) {
+	defer s.wg.Done()
+	log := s.log.With("run_id", n.payload.Telemetry.RunID, "agent_path", n.payload.AgentPath, "task_id", n.handle)
+	res := s.supervise(n, log)
+	n.final = res
+	s.mu.Lock()
+	delete(s.nodes, n.handle)
+	s.mu.Unlock()
+	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.NodeFinished(n.info(), res)
+	}
+	close(n.done)
+}
+
+// supervise runs the child's whole life and returns its final result.
+func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
+	p, err := startProc(procSpec{
+		exe:       s.cfg.Executable,
+		env:       s.cfg.Env,
+		maxFrame:  s.cfg.MaxFrame,
+		rlimitAS:  s.cfg.RlimitAS,
+		rlimitCPU: s.cfg.RlimitCPU,
+		log:       log,
+		writeWait: s.cfg.KillGrace,
+	})
+	if err != nil {
+		log.Error("spawn failed", "err", err)
+		return api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error(), Distillate: api.InlineText("")}
+	}
+	log = log.With("pid", p.pid)
+	defer p.in.Close()
+	n.setProc(p)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.NodeStarted(n.info())
+	}
+
+	// ctrl/ready, within SpawnReady.
+	ready := time.NewTimer(s.cfg.SpawnReady)
+	defer ready.Stop()
+	select {
+	case f, ok := <-p.frames:
+		if !ok {
+			if !errors.Is(p.readErr, io.EOF) {
+				return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation,
+					detail: "protocol violation before ctrl/ready: " + p.readErr.Error()}, log)
+			}
+			// EOF before ready: most likely a crash; let the reap say how it ended.
+			select {
+			case <-p.done:
+				return s.finish(n, p, verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult,
+					detail: "exited before ctrl/ready: " + p.status.String()})
+			case <-ready.C:
+				return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseSpawnTimeout,
+					detail: "closed control-out before ctrl/ready"}, log)
+			}
+		}
+		if f.Method != api.MethodReady {
+			return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation,
+				detail: fmt.Sprintf("first frame is %q, want %q", f.Method, api.MethodReady)}, log)
+		}
+	case <-ready.C:
+		return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseSpawnTimeout,
+			detail: fmt.Sprintf("no ctrl/ready within %s", s.cfg.SpawnReady)}, log)
+	case <-p.done:
+		return s.finish(n, p, verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult,
+			detail: "exited before ctrl/ready: " + p.status.String()})
+	}
+	if n.stopping() {
+		// A kill was requested before the child had its payload: there is no work
+		// to save, so it gets no ctrl/cancel, only the signal.
+		return s.killNow(n, p, verdict{status: api.StatusCancelled, detail: "cancelled before start"}, log)
+	}
+	if err := p.w.Send(api.MethodSpawn, 0, n.payload); err != nil {
+		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "write spawn payload: " + err.Error()}, log)
+	}
+	p.spawned.Store(true)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.NodeProgress(n.info())
+	}
+
+	deadline := time.NewTimer(time.Until(n.deadline))
+	defer deadline.Stop()
+	var eofWait <-chan time.Time
+	frames := p.frames
+	for {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				frames = nil
+				if errors.Is(p.readErr, io.EOF) {
+					// EOF alone is not death: wait for the reap to confirm it,
+					// and start the ladder if it does not come.
+					t := time.NewTimer(s.cfg.DrainGrace)
+					defer t.Stop()
+					eofWait = t.C
+					continue
+				}
+				log.Error("protocol violation: killing child", "err", p.readErr)
+				s.violation(n, p, p.readErr.Error())
+				continue
+			}
+			if err := s.handleFrame(n, p, f, log); err != nil {
+				log.Error("protocol violation: killing child", "err", err)
+				s.violation(n, p, err.Error())
+				frames = nil
+			}
+		case <-p.done:
+			s.drainFrames(n, p, frames, log)
+			return s.finish(n, p, verdict{})
+		case <-n.abandoned:
+			return s.finish(n, p, verdict{})
+		case <-deadline.C:
+			log.Warn("deadline passed: killing subtree", "deadline", n.payload.Limits.Deadline.String())
+			s.killSubtree(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed", n.payload.Limits.Deadline)}, "deadline")
+		case <-eofWait:
+			eofWait = nil
+			s.killSubtree(n, verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult, detail: "closed control-out but did not exit"}, "control-out closed")
+		}
+	}
+}
+
+// violation kills a child that broke the protocol at once (SIGKILL, no ladder)
+// and runs the ladder on its descendants.
+func (s *Supervisor) violation(n *node, p *proc, detail string) {
+	n.setVerdict(verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail})
+	p.signal(sigKill)
+	s.killSubtree(n, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail}, "protocol violation")
+}
+
+// killNow SIGKILLs a child that failed before it started working and waits for
+// the reap (bounded by ReapGrace).
+func (s *Supervisor) killNow(n *node, p *proc, v verdict, log *slog.Logger) api.SubagentResult {
+	n.setVerdict(v)
+	p.signal(sigKill)
+	t := time.NewTimer(s.cfg.ReapGrace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		s.unreaped.Add(1)
+		log.Error("process would not reap", "pid", p.pid)
+	}
+	return s.finish(n, p, v)
+}
+
+// drainFrames handles frames still buffered after the reap (the result frame
+// usually arrives this way), bounded by ReapGrace in case a grandchild holds
+// control-out open.
+func (s *Supervisor) drainFrames(n *node, p *proc, frames <-chan *api.Frame, log *slog.Logger) {
+	if frames == nil {
+		return
+	}
+	t := time.NewTimer(s.cfg.ReapGrace)
+	defer t.Stop()
+	for {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				if !errors.Is(p.readErr, io.EOF) {
+					n.setVerdict(verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + p.readErr.Error()})
+				}
+				return
+			}
+			if err := s.handleFrame(n, p, f, log); err != nil {
+				n.setVerdict(verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + err.Error()})
+				return
+			}
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// finish combines the verdict, the child's result and the supervisor's own
+// usage count into the final result. fallback is used when neither a verdict
+// nor a result exists.
+func (s *Supervisor) finish(n *node, p *proc, fallback verdict) api.SubagentResult {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var res api.SubagentResult
+	if n.result != nil {
+		res = *n.result
+	} else {
+		res.Distillate = api.InlineText("")
+	}
+	// The supervisor's count is the truth: a child cannot report less than the
+	// events it sent.
+	res.Usage = maxUsage(res.Usage, n.usage)
+	v := n.verdict
+	if v == nil && n.result == nil {
+		if fallback.status == "" {
+			fallback = verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult, detail: "exited without a result: " + p.status.String()}
+		}
+		v = &fallback
+	}
+	if v != nil {
+		res.Status, res.Cause, res.Detail = v.status, v.cause, v.detail
+	}
+	return res
+}
+
+func maxUsage(a, b api.Usage) api.Usage {
+	if b.TokensIn > a.TokensIn {
+		a.TokensIn = b.TokensIn
+	}
+	if b.TokensOut > a.TokensOut {
+		a.TokensOut = b.TokensOut
+	}
+	if b.Steps > a.Steps {
+		a.Steps = b.Steps
+	}
+	return a
+}
+
+// handleFrame processes one upward frame. An error is a protocol violation.
+func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logger) error {
+	switch f.Method {
+	case api.MethodEvent:
+		var ev api.LoopEvent
+		if err := api.DecodeParams(f, &ev); err != nil {
+			return err
+		}
+		if ev.UsageDelta.TokensIn < 0 || ev.UsageDelta.TokensOut < 0 || ev.UsageDelta.Steps < 0 {
+			return errors.New("loop/event with negative usage")
+		}
+		n.mu.Lock()
+		n.usage = n.usage.Add(ev.UsageDelta)
+		n.mu.Unlock()
+		if s.cfg.Observer != nil {
+			s.cfg.Observer.NodeProgress(n.info())
+		}
+	case api.MethodToolCall:
+		if f.ID == 0 {
+			return errors.New("tool/call without an id")
+		}
+		var call api.ToolCall
+		if err := api.DecodeParams(f, &call); err != nil {
+			return err
+		}
+		go s.serveTool(n, p, f.ID, call, log)
+	case api.MethodResult:
+		var r api.SubagentResult
+		if err := api.DecodeParams(f, &r); err != nil {
+			return err
+		}
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		n.mu.Lock()
+		dup := n.result != nil
+		n.result = &r
+		n.mu.Unlock()
+		if dup {
+			return errors.New("a second result frame")
+		}
+	case api.MethodPong:
+	case api.MethodReady:
+		return errors.New("ctrl/ready sent twice")
+	default:
+		log.Warn("ignoring unknown control method", "method", f.Method)
+	}
+	return nil
+}
+
+// serveTool answers one tool/call. Every refusal is a tool result with isError,
+// never a protocol error.
+func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, log *slog.Logger) {
+	res := api.TextResult(fmt.Sprintf("unknown tool %q: not in this subagent's scope", call.Tool), true)
+	resp, err := api.NewResponse(id, res)
+	if err == nil {
+		err = p.w.Write(resp)
+	}
+	if err != nil {
+		log.Warn("tool/call response not delivered", "tool", call.Tool, "err", err)
+	}
+}

@@ -1,0 +1,222 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentd/agentd/api"
+)
+
+// proc is one running child process and its three pipes.
+type proc struct {
+	pid int
+	w   *api.FrameWriter // control-in: the child's stdin
+	in  *os.File         // our end of control-in, closed when the child is done
+
+	frames  chan *api.Frame // control-out frames, closed after readErr is set
+	readErr error           // why control-out ended (io.EOF or a protocol violation); read after frames closes
+
+	spawned atomic.Bool // the spawn frame has been written; ctrl/cancel is meaningful from here
+
+	done   chan struct{} // closed once the process is reaped
+	status ExitStatus    // valid after done closes
+}
+
+// procSpec is what a start needs.
+type procSpec struct {
+	exe       string
+	env       []string
+	maxFrame  int
+	rlimitAS  uint64       // bytes; 0 leaves the inherited limit
+	rlimitCPU uint64       // seconds; 0 leaves the inherited limit
+	log       *slog.Logger // tagged with run_id and agent_path; child stderr lines go here
+	// writeWait bounds each write to control-in, so a child that stopped reading
+	// (SIGSTOP, a full pipe) cannot block the supervisor.
+	writeWait time.Duration
+}
+
+// startProc re-execs the binary in subagent mode in its own process group, with
+// stdin/stdout as the control channel and stderr as its log stream.
+func startProc(spec procSpec) (*proc, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("control-in pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("control-out pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	env := append(append([]string{}, spec.env...),
+		api.EnvSubagent+"=1",
+		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
+	)
+	attr := &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	exit := make(chan ExitStatus, 1)
+	pid, err := theReaper.fork(spec.exe, []string{spec.exe, "subagent"}, attr, exit)
+	// The child holds its own copies now; ours must go so EOF can be seen.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("re-exec %s: %w", spec.exe, err)
+	}
+	setRlimits(pid, spec, spec.log)
+	p := &proc{
+		pid:    pid,
+		w:      api.NewFrameWriter(deadlineWriter{inW, spec.writeWait}, spec.maxFrame),
+		in:     inW,
+		frames: make(chan *api.Frame, 16),
+		done:   make(chan struct{}),
+	}
+	go func() {
+		p.status = <-exit
+		close(p.done)
+	}()
+	go p.readFrames(outR, spec.maxFrame)
+	go forwardLogs(errR, spec.log)
+	return p, nil
+}
+
+// deadlineWriter bounds every write to a pipe.
+type deadlineWriter struct {
+	f *os.File
+	d time.Duration
+}
+
+func (w deadlineWriter) Write(b []byte) (int, error) {
+	if w.d > 0 {
+		_ = w.f.SetWriteDeadline(time.Now().Add(w.d))
+	}
+	return w.f.Write(b)
+}
+
+// setRlimits applies the per-child resource limits with prlimit(2), right after
+// the fork; the child is still starting its runtime at that point.
+func setRlimits(pid int, spec procSpec, log *slog.Logger) {
+	if spec.rlimitAS > 0 {
+		lim := unix.Rlimit{Cur: spec.rlimitAS, Max: spec.rlimitAS}
+		if err := unix.Prlimit(pid, unix.RLIMIT_AS, &lim, nil); err != nil {
+			log.Warn("prlimit RLIMIT_AS", "pid", pid, "err", err)
+		}
+	}
+	if spec.rlimitCPU > 0 {
+		lim := unix.Rlimit{Cur: spec.rlimitCPU, Max: spec.rlimitCPU + 1}
+		if err := unix.Prlimit(pid, unix.RLIMIT_CPU, &lim, nil); err != nil {
+			log.Warn("prlimit RLIMIT_CPU", "pid", pid, "err", err)
+		}
+	}
+}
+
+// readFrames owns control-out: it decodes frames until EOF or a violation.
+func (p *proc) readFrames(r *os.File, max int) {
+	defer r.Close()
+	fr := api.NewFrameReader(r, max)
+	for {
+		f, err := fr.Read()
+		if err != nil {
+			p.readErr = err
+			close(p.frames)
+			return
+		}
+		p.frames <- f
+	}
+}
+
+// signal sends sig to the child's process group unless it has been reaped.
+func (p *proc) signal(sig unix.Signal) bool { return theReaper.signalGroup(p.pid, sig) }
+
+// exited reports whether the process has been reaped.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// forwardLogs copies the child's stderr into the supervisor's log. A line that is
+// a JSON object (the child's slog output) keeps its fields; anything else is
+// logged as text. log already carries run_id and agent_path.
+func forwardLogs(r io.ReadCloser, log *slog.Logger) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readLine(br, 1<<20)
+		if len(line) > 0 {
+			forwardLine(log, line)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readLine reads one line, keeping at most max bytes of it.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) <= max {
+			line = append(line, chunk...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if n := len(line); n > 0 && line[n-1] == '\n' {
+			line = line[:n-1]
+		}
+		return line, err
+	}
+}
+
+func forwardLine(log *slog.Logger, line []byte) {
+	var rec map[string]any
+	if len(line) > 0 && line[0] == '{' && json.Unmarshal(line, &rec) == nil {
+		level := slog.LevelInfo
+		if s, ok := rec["level"].(string); ok {
+			_ = level.UnmarshalText([]byte(s))
+		}
+		msg, _ := rec["msg"].(string)
+		attrs := make([]any, 0, 2*len(rec)+2)
+		attrs = append(attrs, "child", true)
+		for k, v := range rec {
+			switch k {
+			case "time", "level", "msg", "run_id", "agent_path":
+				continue
+			}
+			attrs = append(attrs, k, v)
+		}
+		log.Log(context.Background(), level, msg, attrs...)
+		return
+	}
+	log.Info("child stderr", "child", true, "line", string(line))
+}

@@ -1,0 +1,286 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentd/agentd/api"
+)
+
+// Config holds the supervisor's settings. Every timing is a value here so tests
+// can run the whole kill ladder in milliseconds. The zero value of a field means
+// its default.
+type Config struct {
+	// Executable is the binary re-exec'd for each child; default os.Executable().
+	Executable string
+	// Env is the environment children start with (the supervisor adds the
+	// subagent marker and its own pid). Secrets for the child go here, never argv.
+	Env []string
+	// Logger receives the supervisor's log and the forwarded child logs.
+	Logger *slog.Logger
+	// Observer, if set, hears about every node's start, progress and end.
+	Observer Observer
+
+	MaxFrame   int           // control frame size limit; default api.DefaultMaxFrame
+	SpawnReady time.Duration // a child must send ctrl/ready within this; default 2s
+	DrainGrace time.Duration // kill ladder: ctrl/cancel to SIGTERM; default 5s
+	KillGrace  time.Duration // kill ladder: SIGTERM to SIGKILL; default 2s
+	ReapGrace  time.Duration // after SIGKILL, how long to wait for the reap before reporting; default 1s
+
+	RlimitAS  uint64 // per-child RLIMIT_AS in bytes; 0 inherits
+	RlimitCPU uint64 // per-child RLIMIT_CPU in seconds; 0 inherits
+}
+
+func (c *Config) setDefaults() error {
+	if c.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("supervisor: find own executable: %w", err)
+		}
+		c.Executable = exe
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = api.DefaultMaxFrame
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.SpawnReady, 2*time.Second)
+	def(&c.DrainGrace, 5*time.Second)
+	def(&c.KillGrace, 2*time.Second)
+	def(&c.ReapGrace, time.Second)
+	return nil
+}
+
+// Observer hears about the tree as it changes. Calls for one node arrive in
+// order (started, progress..., finished) from that node's goroutine; calls for
+// different nodes may be concurrent. Implementations must not block.
+type Observer interface {
+	NodeStarted(n NodeInfo)
+	NodeProgress(n NodeInfo)
+	NodeFinished(n NodeInfo, r api.SubagentResult)
+}
+
+// NodeInfo is a snapshot of one subagent.
+type NodeInfo struct {
+	Handle       string // the A2A task id of this subagent
+	RootHandle   string // the handle of the tree's root
+	ParentHandle string // empty for a root
+	RunID        string
+	AgentID      string
+	AgentPath    string
+	Depth        int
+	PID          int
+	Objective    string
+	State        string // StateStarting, StateRunning or StateStopping
+	Usage        api.Usage
+	Deadline     time.Time
+}
+
+// Node states, as NodeInfo reports them.
+const (
+	StateStarting = "starting" // forked, payload not yet delivered
+	StateRunning  = "running"  // working on its payload
+	StateStopping = "stopping" // on the kill ladder
+)
+
+// ErrDraining refuses new work while the supervisor drains.
+var ErrDraining = errors.New("supervisor: draining, no new work accepted")
+
+// ErrUnclean reports a drain in which some process would not reap.
+var ErrUnclean = errors.New("supervisor: unclean drain, a process would not reap")
+
+// Supervisor runs subagent trees. It is safe for concurrent use. Create it with
+// New; the zero value is not usable.
+type Supervisor struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex       // guards nodes, draining
+	nodes    map[string]*node // live nodes by handle
+	draining bool
+
+	wg       sync.WaitGroup // one per node goroutine
+	unreaped atomic.Int64
+}
+
+// New returns a supervisor. It starts the process-wide reaper.
+func New(cfg Config) (*Supervisor, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	theReaper.start(cfg.Logger)
+	return &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node)}, nil
+}
+
+// StartRequest asks for a new tree: a root subagent with this payload. The
+// supervisor mints the identity fields (agent_id, agent_path, depth) and the
+// run_id if the payload has none.
+type StartRequest struct {
+	Handle  string // the root's handle (its A2A task id); generated if empty
+	Payload api.SpawnPayload
+}
+
+// Run is a handle on a started subagent. It is safe for concurrent use.
+type Run struct{ n *node }
+
+// Handle returns the subagent's handle.
+func (r *Run) Handle() string { return r.n.handle }
+
+// Done is closed when the subagent has ended and its process is reaped.
+func (r *Run) Done() <-chan struct{} { return r.n.done }
+
+// Result returns the final result; it blocks until Done.
+func (r *Run) Result() api.SubagentResult {
+	<-r.n.done
+	return r.n.final
+}
+
+// Info returns a snapshot of the subagent.
+func (r *Run) Info() NodeInfo { return r.n.info() }
+
+// Start launches a new tree and returns at once; a failure to start becomes a
+// crashed result, never an error, except while draining.
+func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) {
+	p := req.Payload
+	if p.Telemetry.RunID == "" {
+		p.Telemetry.RunID = newID()
+	}
+	p.AgentID, p.AgentPath, p.Depth = "0", "0", 0
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	handle := req.Handle
+	if handle == "" {
+		handle = newID()
+	}
+	n := newNode(handle, nil, p)
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return nil, ErrDraining
+	}
+	if _, dup := s.nodes[handle]; dup {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("supervisor: handle %q is already running", handle)
+	}
+	s.nodes[handle] = n
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.run(n)
+	return &Run{n: n}, nil
+}
+
+// Lookup returns the live subagent with this handle.
+func (s *Supervisor) Lookup(handle string) (*Run, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nodes[handle]
+	if !ok {
+		return nil, false
+	}
+	return &Run{n: n}, true
+}
+
+// Cancel runs the kill ladder on the subtree rooted at handle, with status
+// cancelled, and returns at once. It reports whether a live subagent had that
+// handle.
+func (s *Supervisor) Cancel(handle, reason string) bool {
+	s.mu.Lock()
+	n, ok := s.nodes[handle]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	s.killSubtree(n, verdict{status: api.StatusCancelled, detail: "cancelled: " + reason}, reason)
+	return true
+}
+
+// Live returns a snapshot of every live subagent.
+func (s *Supervisor) Live() []NodeInfo {
+	s.mu.Lock()
+	nodes := make([]*node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		nodes = append(nodes, n)
+	}
+	s.mu.Unlock()
+	out := make([]NodeInfo, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.info()
+	}
+	return out
+}
+
+// Draining reports whether Shutdown has begun.
+func (s *Supervisor) Draining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+// Shutdown drains: it refuses new work, runs the kill ladder over every live
+// tree, and waits until every child is reaped or ctx ends. It returns ErrUnclean
+// if a process would not reap (or ctx ended first), nil after a clean drain.
+// Calling it again waits again.
+func (s *Supervisor) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	var roots []*node
+	for _, n := range s.nodes {
+		if n.parent == nil {
+			roots = append(roots, n)
+		}
+	}
+	s.mu.Unlock()
+	for _, n := range roots {
+		s.killSubtree(n, verdict{status: api.StatusCancelled, detail: "cancelled: supervisor draining"}, "drain")
+	}
+	all := make(chan struct{})
+	go func() { s.wg.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-ctx.Done():
+		s.log.Error("drain timed out", "live", len(s.Live()))
+		return ErrUnclean
+	}
+	if n := s.unreaped.Load(); n > 0 {
+		return fmt.Errorf("%w: %d unreaped", ErrUnclean, n)
+	}
+	return nil
+}
+
+// KillAll sends SIGKILL to every child's process group at once: the second
+// signal to a draining supervisor.
+func (s *Supervisor) KillAll() {
+	s.mu.Lock()
+	s.draining = true
+	var procs []*proc
+	for _, n := range s.nodes {
+		if p := n.getProc(); p != nil {
+			procs = append(procs, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.signal(sigKill)
+	}
+}
+
+// Unreaped returns how many processes never reaped inside their kill budget.
+func (s *Supervisor) Unreaped() int64 { return s.unreaped.Load() }
+
+func newID() string { return uuid.Must(uuid.NewV7()).String() }

@@ -1,0 +1,192 @@
+package supervisor
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/api"
+)
+
+func TestRunCompletes(t *testing.T) {
+	s, logs := newSupervisor(t, "complete")
+	r := start(t, s, testPayload("say hi", time.Minute))
+	res := result(t, r, 10*time.Second)
+	if res.Status != api.StatusCompleted || res.Distillate.Text() != "echo: say hi" {
+		t.Fatalf("result = %+v", res)
+	}
+	// The child reported less usage than its events: the supervisor's count wins.
+	if res.Usage.TokensIn != 30 || res.Usage.TokensOut != 12 || res.Usage.Steps != 1 {
+		t.Fatalf("usage = %+v, want the supervisor's count {30 12 1}", res.Usage)
+	}
+	// The child's stderr line is forwarded, tagged with run_id and agent_path.
+	waitFor(t, func() bool { return strings.Contains(logs.String(), `"msg":"helper working"`) })
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"helper working"`) {
+			if !strings.Contains(line, `"run_id":"run-test"`) || !strings.Contains(line, `"agent_path":"0"`) || !strings.Contains(line, `"objective_len":6`) {
+				t.Fatalf("forwarded line lacks its tags: %s", line)
+			}
+		}
+	}
+}
+
+func TestCancelCooperativeChild(t *testing.T) {
+	s, _ := newSupervisor(t, "cooperative")
+	r := start(t, s, testPayload("work", time.Minute))
+	pid := waitPID(t, r)
+	waitFor(t, func() bool { return s.Cancel(r.Handle(), "test") })
+	res := result(t, r, 10*time.Second)
+	if res.Status != api.StatusCancelled || res.Distillate.Text() != "stopped" {
+		t.Fatalf("result = %+v", res)
+	}
+	waitGroupGone(t, pid)
+}
+
+func TestCancelEscalatesToSIGKILL(t *testing.T) {
+	s, logs := newSupervisor(t, "ignore-term")
+	r := start(t, s, testPayload("work", time.Minute))
+	pid := waitPID(t, r)
+	// Wait until it ignores SIGTERM (its first act after the spawn frame arrives).
+	waitFor(t, func() bool { return ignoresTerm(pid) })
+	s.Cancel(r.Handle(), "test")
+	res := result(t, r, 10*time.Second)
+	if res.Status != api.StatusCancelled {
+		t.Fatalf("status = %s", res.Status)
+	}
+	for _, rung := range []string{"kill ladder: SIGTERM", "kill ladder: SIGKILL"} {
+		if !strings.Contains(logs.String(), rung) {
+			t.Errorf("log lacks %q", rung)
+		}
+	}
+	waitGroupGone(t, pid)
+}
+
+// ignoresTerm reports whether pid has SIGTERM ignored (SigIgn in /proc/PID/status).
+func ignoresTerm(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "SigIgn:") {
+			mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, "SigIgn:")), 16, 64)
+			return err == nil && mask&(1<<(15-1)) != 0
+		}
+	}
+	return false
+}
+
+func TestProtocolViolationKillsChildOnly(t *testing.T) {
+	for _, helper := range []string{"bad-frame", "huge-frame"} {
+		t.Run(helper, func(t *testing.T) {
+			s, _ := newSupervisor(t, helper)
+			r := start(t, s, testPayload("x", time.Minute))
+			res := result(t, r, 10*time.Second)
+			if res.Status != api.StatusCrashed || res.Cause != api.CauseProtocolViolation {
+				t.Fatalf("result = %+v", res)
+			}
+		})
+	}
+	// The supervisor goes on serving.
+	s, _ := newSupervisor(t, "complete")
+	if res := result(t, start(t, s, testPayload("again", time.Minute)), 10*time.Second); res.Status != api.StatusCompleted {
+		t.Fatalf("after violations: %+v", res)
+	}
+}
+
+func TestSpawnReadyTimeout(t *testing.T) {
+	s, _ := newSupervisor(t, "no-ready", func(c *Config) { c.SpawnReady = 200 * time.Millisecond })
+	res := result(t, start(t, s, testPayload("x", time.Minute)), 10*time.Second)
+	if res.Status != api.StatusCrashed || res.Cause != api.CauseSpawnTimeout {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestCrashBeforeReady(t *testing.T) {
+	s, _ := newSupervisor(t, "crash-before-ready")
+	res := result(t, start(t, s, testPayload("x", time.Minute)), 10*time.Second)
+	if res.Status != api.StatusCrashed || !strings.Contains(res.Detail, "exit 3") {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestExitWithoutResult(t *testing.T) {
+	s, _ := newSupervisor(t, "exit-no-result")
+	res := result(t, start(t, s, testPayload("x", time.Minute)), 10*time.Second)
+	if res.Status != api.StatusCrashed || res.Cause != api.CauseExitedWithoutResult {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+// EOF on control-out is not death: the supervisor waits for the reap, and runs
+// the ladder when it does not come.
+func TestClosedStdoutIsNotDeath(t *testing.T) {
+	s, _ := newSupervisor(t, "close-stdout")
+	r := start(t, s, testPayload("x", time.Minute))
+	res := result(t, r, 10*time.Second)
+	if res.Status != api.StatusCrashed || res.Cause != api.CauseExitedWithoutResult || !strings.Contains(res.Detail, "did not exit") {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestDeadlineKills(t *testing.T) {
+	s, _ := newSupervisor(t, "cooperative")
+	res := result(t, start(t, s, testPayload("x", 300*time.Millisecond)), 10*time.Second)
+	if res.Status != api.StatusDeadline {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestPayloadNeverOnArgv(t *testing.T) {
+	s, _ := newSupervisor(t, "cooperative")
+	secret := "objective-token-7f3a9c"
+	r := start(t, s, testPayload(secret, time.Minute))
+	pid := waitPID(t, r)
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(cmdline, []byte(secret)) || bytes.Contains(cmdline, []byte("objective")) {
+		t.Fatalf("argv holds the payload: %q", cmdline)
+	}
+	s.Cancel(r.Handle(), "done")
+	result(t, r, 10*time.Second)
+}
+
+func TestShutdownDrainsEverything(t *testing.T) {
+	s, _ := newSupervisor(t, "ignore-term")
+	var runs []*Run
+	for i := 0; i < 3; i++ {
+		runs = append(runs, start(t, s, testPayload("x", time.Minute)))
+	}
+	for _, r := range runs {
+		waitPID(t, r)
+	}
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	for _, r := range runs {
+		if res := r.Result(); res.Status != api.StatusCancelled {
+			t.Fatalf("after drain: %+v", res)
+		}
+	}
+	if _, err := s.Start(ctx, StartRequest{Payload: testPayload("late", time.Minute)}); err != ErrDraining {
+		t.Fatalf("start while draining: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
