@@ -1,0 +1,556 @@
+package a2a
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+)
+
+// ErrDraining refuses new work while the service drains.
+var ErrDraining = errors.New("agentd is draining: no new work is accepted")
+
+// errTaskFinished refuses an event for a task that has already ended.
+var errTaskFinished = errors.New("a2a: task already in a terminal state")
+
+// subscriberBuffer is how many events a slow subscriber may lag before it is
+// dropped; the executor never waits on a subscriber.
+const subscriberBuffer = 256
+
+// Engine is agentd's implementation of a2asrv.RequestHandler: it owns task
+// lifecycles over the bounded Store, runs an a2asrv.AgentExecutor per incoming
+// message, fans events out to streaming subscribers, and guarantees that every
+// task it starts reaches a terminal state, even when the executor errors,
+// panics, or returns without a final event. It is safe for concurrent use;
+// create it with NewEngine.
+type Engine struct {
+	store *Store
+	exec  a2asrv.AgentExecutor
+	log   *slog.Logger
+
+	mu       sync.Mutex // guards live, draining
+	live     map[a2a.TaskID]*liveTask
+	draining bool
+	wg       sync.WaitGroup // executor goroutines
+}
+
+var _ a2asrv.RequestHandler = (*Engine)(nil)
+
+// liveTask is a task that has not reached a terminal state.
+type liveTask struct {
+	mu   sync.Mutex // guards task, subs
+	task *a2a.Task  // current snapshot, immutable
+	subs map[*subscriber]struct{}
+	done chan struct{} // closed when the task turns terminal
+
+	// cancelExec cancels the executor run that drives the task; nil for tasks
+	// driven from outside (nested subagents).
+	cancelExec context.CancelCauseFunc
+}
+
+type subscriber struct {
+	ch      chan a2a.Event
+	dropped bool
+}
+
+// NewEngine returns an engine running exec over store.
+func NewEngine(store *Store, exec a2asrv.AgentExecutor, log *slog.Logger) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{store: store, exec: exec, log: log, live: make(map[a2a.TaskID]*liveTask)}
+}
+
+// Drain refuses new messages from now on; running tasks continue.
+func (e *Engine) Drain() {
+	e.mu.Lock()
+	e.draining = true
+	e.mu.Unlock()
+}
+
+// Wait blocks until every executor run has returned or ctx ends.
+func (e *Engine) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// InFlight returns the number of tasks not yet in a terminal state.
+func (e *Engine) InFlight() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.live)
+}
+
+// Store returns the engine's task store.
+func (e *Engine) Store() *Store { return e.store }
+
+// OpenTask registers a task driven from outside the engine (a nested subagent)
+// and stores its first snapshot. Events for it arrive through Update.
+func (e *Engine) OpenTask(t *a2a.Task) error {
+	lt := &liveTask{task: t, done: make(chan struct{})}
+	if err := e.store.Put(t); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.live[t.ID] = lt
+	e.mu.Unlock()
+	return nil
+}
+
+// Update applies an event to a live task.
+func (e *Engine) Update(id a2a.TaskID, ev a2a.Event) error {
+	lt := e.getLive(id)
+	if lt == nil {
+		return fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, id)
+	}
+	return e.apply(lt, ev)
+}
+
+func (e *Engine) getLive(id a2a.TaskID) *liveTask {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.live[id]
+}
+
+// apply folds one event into the task, stores the new snapshot and fans the
+// event out. Events after the terminal one are refused.
+func (e *Engine) apply(lt *liveTask, ev a2a.Event) error {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if lt.task.Status.State.Terminal() {
+		return errTaskFinished
+	}
+	next, err := nextSnapshot(lt.task, ev)
+	if err != nil {
+		return err
+	}
+	if err := e.store.Put(next); err != nil {
+		return err
+	}
+	lt.task = next
+	for s := range lt.subs {
+		select {
+		case s.ch <- ev:
+		default:
+			s.dropped = true
+			close(s.ch)
+			delete(lt.subs, s)
+		}
+	}
+	if next.Status.State.Terminal() {
+		for s := range lt.subs {
+			close(s.ch)
+		}
+		lt.subs = nil
+		close(lt.done)
+		e.mu.Lock()
+		delete(e.live, next.ID)
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// nextSnapshot returns a new snapshot: the old one with ev applied. Slices of
+// the old snapshot are never appended to in place.
+func nextSnapshot(old *a2a.Task, ev a2a.Event) (*a2a.Task, error) {
+	t := *old
+	switch v := ev.(type) {
+	case *a2a.TaskStatusUpdateEvent:
+		if v.TaskID != old.ID {
+			return nil, fmt.Errorf("a2a: status update for task %s applied to %s", v.TaskID, old.ID)
+		}
+		if old.Status.Message != nil {
+			t.History = append(slices.Clip(old.History), old.Status.Message)
+		}
+		t.Metadata = mergeMeta(old.Metadata, v.Metadata)
+		t.Status = v.Status
+		if t.Status.Timestamp == nil {
+			t.Status.Timestamp = now()
+		}
+	case *a2a.TaskArtifactUpdateEvent:
+		if v.TaskID != old.ID || v.Artifact == nil {
+			return nil, fmt.Errorf("a2a: bad artifact update for task %s", old.ID)
+		}
+		i := slices.IndexFunc(old.Artifacts, func(a *a2a.Artifact) bool { return a.ID == v.Artifact.ID })
+		switch {
+		case i < 0:
+			t.Artifacts = append(slices.Clip(old.Artifacts), v.Artifact)
+		case v.Append:
+			merged := *old.Artifacts[i]
+			merged.Parts = append(slices.Clip(merged.Parts), v.Artifact.Parts...)
+			t.Artifacts = slices.Clone(old.Artifacts)
+			t.Artifacts[i] = &merged
+		default:
+			t.Artifacts = slices.Clone(old.Artifacts)
+			t.Artifacts[i] = v.Artifact
+		}
+	case *a2a.Task:
+		if v.ID != old.ID {
+			return nil, fmt.Errorf("a2a: task %s applied to %s", v.ID, old.ID)
+		}
+		t = *v
+	default:
+		return nil, fmt.Errorf("a2a: unexpected event %T for a task", ev)
+	}
+	return &t, nil
+}
+
+func mergeMeta(old, add map[string]any) map[string]any {
+	if len(add) == 0 {
+		return old
+	}
+	m := make(map[string]any, len(old)+len(add))
+	for k, v := range old {
+		m[k] = v
+	}
+	for k, v := range add {
+		m[k] = v
+	}
+	return m
+}
+
+// subscribe returns a channel of the task's events from now on, and the
+// snapshot at the moment of subscription. The channel closes when the task
+// ends (or the subscriber falls too far behind).
+func (lt *liveTask) subscribe() (*subscriber, *a2a.Task) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	s := &subscriber{ch: make(chan a2a.Event, subscriberBuffer)}
+	if lt.task.Status.State.Terminal() {
+		close(s.ch)
+		return s, lt.task
+	}
+	if lt.subs == nil {
+		lt.subs = make(map[*subscriber]struct{})
+	}
+	lt.subs[s] = struct{}{}
+	return s, lt.task
+}
+
+func (lt *liveTask) unsubscribe(s *subscriber) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if _, ok := lt.subs[s]; ok {
+		delete(lt.subs, s)
+		close(s.ch)
+	}
+}
+
+func (lt *liveTask) snapshot() *a2a.Task {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return lt.task
+}
+
+// queue is the eventqueue.Queue an executor writes a task's events to.
+type queue struct {
+	e  *Engine
+	lt *liveTask
+}
+
+func (q queue) Write(ctx context.Context, ev a2a.Event) error { return q.e.apply(q.lt, ev) }
+func (q queue) Read(ctx context.Context) (a2a.Event, error) {
+	return nil, errors.New("a2a: the task queue is write-only")
+}
+func (q queue) Close() error { return nil }
+
+var _ eventqueue.Queue = queue{}
+
+// start creates a task for a new message and runs the executor on it in the
+// background. The caller may subscribe before the executor starts.
+func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liveTask, error) {
+	if err := ValidateSendParams(params); err != nil {
+		return nil, err
+	}
+	msg := params.Message
+	if msg.TaskID != "" {
+		if t, ok := e.store.Get(msg.TaskID); !ok {
+			return nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, msg.TaskID)
+		} else if t.Status.State.Terminal() {
+			return nil, fmt.Errorf("task %s is %s and takes no more messages: %w", t.ID, t.Status.State, a2a.ErrInvalidParams)
+		}
+		return nil, fmt.Errorf("task %s is running; agentd does not take follow-up messages on a running task: %w", msg.TaskID, a2a.ErrUnsupportedOperation)
+	}
+	e.mu.Lock()
+	draining := e.draining
+	e.mu.Unlock()
+	if draining {
+		return nil, ErrDraining
+	}
+	m := *msg
+	m.TaskID = a2a.NewTaskID()
+	if m.ContextID == "" {
+		m.ContextID = a2a.NewContextID()
+	}
+	task := &a2a.Task{
+		ID:        m.TaskID,
+		ContextID: m.ContextID,
+		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: now()},
+		History:   []*a2a.Message{&m},
+		Metadata:  params.Metadata,
+	}
+	if err := e.store.Put(task); err != nil {
+		return nil, err
+	}
+	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	lt := &liveTask{task: task, done: make(chan struct{}), cancelExec: cancel}
+	e.mu.Lock()
+	e.live[task.ID] = lt
+	e.wg.Add(1)
+	e.mu.Unlock()
+	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
+	go e.run(execCtx, cancel, lt, reqCtx)
+	return lt, nil
+}
+
+// run drives one executor and makes sure its task ends terminal.
+func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *liveTask, reqCtx *a2asrv.RequestContext) {
+	defer e.wg.Done()
+	defer cancel(nil)
+	var err error
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("executor panic: %v", r)
+			e.log.Error("executor panicked", "task_id", reqCtx.TaskID, "panic", r, "stack", string(debug.Stack()))
+		}
+		if lt.snapshot().Status.State.Terminal() {
+			return
+		}
+		text := "the executor ended without a final state"
+		if err != nil {
+			text = "the executor failed: " + err.Error()
+		}
+		e.log.Error("forcing task to failed", "task_id", reqCtx.TaskID, "err", err)
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateFailed, a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: text}))
+		ev.Final = true
+		_ = e.apply(lt, ev)
+	}()
+	err = e.exec.Execute(ctx, reqCtx, queue{e: e, lt: lt})
+}
+
+// OnSendMessage handles message/send: it starts a task and, unless the client
+// asked not to block, waits for it to end.
+func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	lt, err := e.start(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	hist := historyLength(params)
+	if params.Config != nil && params.Config.Blocking != nil && !*params.Config.Blocking {
+		return trimHistory(lt.snapshot(), hist), nil
+	}
+	select {
+	case <-lt.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return trimHistory(lt.snapshot(), hist), nil
+}
+
+// OnSendMessageStream handles message/stream: the task first, then every event
+// until the terminal one.
+func (e *Engine) OnSendMessageStream(ctx context.Context, params *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		lt, err := e.start(ctx, params)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		e.stream(ctx, lt, yield)
+	}
+}
+
+// OnResubscribeToTask handles tasks/resubscribe: the current task, then its
+// events until it ends. A finished task yields its final snapshot and ends.
+func (e *Engine) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if params == nil || params.ID == "" {
+			yield(nil, fmt.Errorf("missing task id: %w", a2a.ErrInvalidParams))
+			return
+		}
+		lt := e.getLive(params.ID)
+		if lt == nil {
+			t, ok := e.store.Get(params.ID)
+			if !ok {
+				yield(nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, params.ID))
+				return
+			}
+			yield(t, nil)
+			return
+		}
+		e.stream(ctx, lt, yield)
+	}
+}
+
+func (e *Engine) stream(ctx context.Context, lt *liveTask, yield func(a2a.Event, error) bool) {
+	sub, first := lt.subscribe()
+	defer lt.unsubscribe(sub)
+	if !yield(first, nil) {
+		return
+	}
+	if first.Status.State.Terminal() {
+		return
+	}
+	for {
+		select {
+		case ev, ok := <-sub.ch:
+			if !ok {
+				if sub.dropped {
+					yield(nil, fmt.Errorf("stream subscriber fell behind: %w", a2a.ErrInternalError))
+				}
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// OnGetTask handles tasks/get, on any handle: roots and nested subagents.
+func (e *Engine) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Task, error) {
+	if q == nil || q.ID == "" {
+		return nil, fmt.Errorf("missing task id: %w", a2a.ErrInvalidParams)
+	}
+	if q.HistoryLength != nil && *q.HistoryLength < 0 {
+		return nil, fmt.Errorf("historyLength must not be negative: %w", a2a.ErrInvalidParams)
+	}
+	t, ok := e.store.Get(q.ID)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, q.ID)
+	}
+	return trimHistory(t, q.HistoryLength), nil
+}
+
+// OnCancelTask handles tasks/cancel: it stops the task's subtree (the kill
+// ladder) and returns the task once it is terminal.
+func (e *Engine) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a2a.Task, error) {
+	if params == nil || params.ID == "" {
+		return nil, fmt.Errorf("missing task id: %w", a2a.ErrInvalidParams)
+	}
+	lt := e.getLive(params.ID)
+	if lt == nil {
+		t, ok := e.store.Get(params.ID)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, params.ID)
+		}
+		return nil, fmt.Errorf("task %s is %s: %w", t.ID, t.Status.State, a2a.ErrTaskNotCancelable)
+	}
+	if lt.cancelExec != nil {
+		lt.cancelExec(errCancelRequested)
+	} else {
+		snap := lt.snapshot()
+		reqCtx := &a2asrv.RequestContext{TaskID: snap.ID, ContextID: snap.ContextID, StoredTask: snap, Metadata: params.Metadata}
+		if err := e.exec.Cancel(ctx, reqCtx, queue{e: e, lt: lt}); err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case <-lt.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return lt.snapshot(), nil
+}
+
+// errCancelRequested is the cause an executor's context carries after
+// tasks/cancel.
+var errCancelRequested = errors.New("task cancelled by tasks/cancel")
+
+// OnGetTaskPushConfig and the other push-config methods: push notifications are
+// not offered by this engine.
+func (e *Engine) OnGetTaskPushConfig(ctx context.Context, params *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+// OnListTaskPushConfig reports that push notifications are not supported.
+func (e *Engine) OnListTaskPushConfig(ctx context.Context, params *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+// OnSetTaskPushConfig reports that push notifications are not supported.
+func (e *Engine) OnSetTaskPushConfig(ctx context.Context, params *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+// OnDeleteTaskPushConfig reports that push notifications are not supported.
+func (e *Engine) OnDeleteTaskPushConfig(ctx context.Context, params *a2a.DeleteTaskPushConfigParams) error {
+	return a2a.ErrPushNotificationNotSupported
+}
+
+// OnGetExtendedAgentCard reports that there is no extended card.
+func (e *Engine) OnGetExtendedAgentCard(ctx context.Context) (*a2a.AgentCard, error) {
+	return nil, a2a.ErrAuthenticatedExtendedCardNotConfigured
+}
+
+func historyLength(p *a2a.MessageSendParams) *int {
+	if p.Config == nil {
+		return nil
+	}
+	return p.Config.HistoryLength
+}
+
+// trimHistory returns t with at most n history messages (the latest), sharing
+// everything else.
+func trimHistory(t *a2a.Task, n *int) *a2a.Task {
+	if n == nil || *n >= len(t.History) {
+		return t
+	}
+	c := *t
+	if *n <= 0 {
+		c.History = nil
+	} else {
+		c.History = t.History[len(t.History)-*n:]
+	}
+	return &c
+}
+
+// ValidateSendParams checks a message before a task exists for it: a message
+// with an id, a role, and at least one well-formed part.
+func ValidateSendParams(p *a2a.MessageSendParams) error {
+	if p == nil || p.Message == nil {
+		return fmt.Errorf("params.message is required: %w", a2a.ErrInvalidParams)
+	}
+	m := p.Message
+	if m.ID == "" {
+		return fmt.Errorf("message.messageId is required: %w", a2a.ErrInvalidParams)
+	}
+	if m.Role != a2a.MessageRoleUser && m.Role != a2a.MessageRoleAgent {
+		return fmt.Errorf("message.role must be \"user\" or \"agent\": %w", a2a.ErrInvalidParams)
+	}
+	if len(m.Parts) == 0 {
+		return fmt.Errorf("message.parts must not be empty: %w", a2a.ErrInvalidParams)
+	}
+	for i, part := range m.Parts {
+		switch v := part.(type) {
+		case a2a.TextPart:
+		case a2a.DataPart:
+			if v.Data == nil {
+				return fmt.Errorf("message.parts[%d]: a data part needs data: %w", i, a2a.ErrInvalidParams)
+			}
+		case a2a.FilePart:
+		default:
+			return fmt.Errorf("message.parts[%d]: unknown part: %w", i, a2a.ErrInvalidParams)
+		}
+	}
+	if p.Config != nil && p.Config.HistoryLength != nil && *p.Config.HistoryLength < 0 {
+		return fmt.Errorf("configuration.historyLength must not be negative: %w", a2a.ErrInvalidParams)
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package a2a
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+)
+
+// fakeExec is an AgentExecutor driven by a function.
+type fakeExec struct {
+	exec func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error
+}
+
+func (f fakeExec) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	return f.exec(ctx, reqCtx, q)
+}
+
+func (f fakeExec) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+func msg(text string) *a2a.MessageSendParams {
+	return &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})}
+}
+
+func send(t *testing.T, e *Engine, p *a2a.MessageSendParams) *a2a.Task {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := e.OnSendMessage(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.(*a2a.Task)
+}
+
+// Every task ends terminal, whatever the executor does.
+func TestEngineForcesTerminalState(t *testing.T) {
+	for name, f := range map[string]func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error{
+		"error": func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+			return errors.New("boom")
+		},
+		"panic": func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+			panic("kaboom")
+		},
+		"no final event": func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+			return q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := NewEngine(NewStore(10, time.Hour), fakeExec{f}, nil)
+			task := send(t, e, msg("x"))
+			if task.Status.State != a2a.TaskStateFailed {
+				t.Fatalf("state = %s, want failed", task.Status.State)
+			}
+			if e.InFlight() != 0 {
+				t.Fatalf("%d tasks still live", e.InFlight())
+			}
+		})
+	}
+}
+
+func TestEngineRefusesEventsAfterTerminal(t *testing.T) {
+	var late error
+	done := make(chan struct{})
+	e := NewEngine(NewStore(10, time.Hour), fakeExec{func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+		ev.Final = true
+		q.Write(ctx, ev)
+		late = q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil))
+		close(done)
+		return nil
+	}}, nil)
+	task := send(t, e, msg("x"))
+	<-done
+	if !errors.Is(late, errTaskFinished) {
+		t.Fatalf("late write: %v", late)
+	}
+	got, _ := e.OnGetTask(context.Background(), &a2a.TaskQueryParams{ID: task.ID})
+	if got.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("state after late write: %s", got.Status.State)
+	}
+}
+
+func TestResubscribeToFinishedTask(t *testing.T) {
+	e := NewEngine(NewStore(10, time.Hour), fakeExec{func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+		ev.Final = true
+		return q.Write(ctx, ev)
+	}}, nil)
+	task := send(t, e, msg("x"))
+	var got []a2a.Event
+	for ev, err := range e.OnResubscribeToTask(context.Background(), &a2a.TaskIDParams{ID: task.ID}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+	if len(got) != 1 || got[0].(*a2a.Task).Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("resubscribe to a finished task yielded %v", got)
+	}
+}
+
+func TestCancelWhileWorking(t *testing.T) {
+	started := make(chan struct{})
+	e := NewEngine(NewStore(10, time.Hour), fakeExec{func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+		q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil))
+		close(started)
+		<-ctx.Done()
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
+		ev.Final = true
+		return q.Write(context.WithoutCancel(ctx), ev)
+	}}, nil)
+	f := false
+	p := msg("x")
+	p.Config = &a2a.MessageSendConfig{Blocking: &f}
+	task := send(t, e, p)
+	<-started
+	got, err := e.OnCancelTask(context.Background(), &a2a.TaskIDParams{ID: task.ID})
+	if err != nil || got.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("cancel: %+v %v", got, err)
+	}
+	if _, err := e.OnCancelTask(context.Background(), &a2a.TaskIDParams{ID: task.ID}); !errors.Is(err, a2a.ErrTaskNotCancelable) {
+		t.Fatalf("second cancel: %v", err)
+	}
+	if _, err := e.OnCancelTask(context.Background(), &a2a.TaskIDParams{ID: "missing"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("cancel of unknown task: %v", err)
+	}
+}
+
+func TestValidateSendParams(t *testing.T) {
+	bad := []*a2a.MessageSendParams{
+		nil,
+		{},
+		{Message: &a2a.Message{Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.TextPart{Text: "x"}}}},
+		{Message: &a2a.Message{ID: "m", Parts: a2a.ContentParts{a2a.TextPart{Text: "x"}}}},
+		{Message: &a2a.Message{ID: "m", Role: a2a.MessageRoleUser}},
+		{Message: &a2a.Message{ID: "m", Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.DataPart{}}}},
+	}
+	for i, p := range bad {
+		if err := ValidateSendParams(p); !errors.Is(err, a2a.ErrInvalidParams) {
+			t.Errorf("case %d: %v, want invalid params", i, err)
+		}
+	}
+}
+
+func TestStoreBoundedAndEvictsFinishedFirst(t *testing.T) {
+	s := NewStore(2, 0)
+	live := &a2a.Task{ID: "live", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	done1 := &a2a.Task{ID: "d1", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}
+	done2 := &a2a.Task{ID: "d2", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}
+	for _, tk := range []*a2a.Task{live, done1, done2} {
+		if err := s.Put(tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := s.Get("d1"); ok {
+		t.Fatal("oldest finished task not evicted")
+	}
+	if _, ok := s.Get("live"); !ok {
+		t.Fatal("a running task was evicted")
+	}
+	live2 := &a2a.Task{ID: "live2", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	if err := s.Put(live2); err != nil {
+		t.Fatal(err) // evicts d2
+	}
+	if err := s.Put(&a2a.Task{ID: "live3", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}); !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("full of running tasks: %v", err)
+	}
+}
+
+func TestStoreRetention(t *testing.T) {
+	s := NewStore(10, time.Minute)
+	clock := time.Now()
+	s.now = func() time.Time { return clock }
+	s.Put(&a2a.Task{ID: "old", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
+	clock = clock.Add(2 * time.Minute)
+	s.Put(&a2a.Task{ID: "new", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}})
+	if _, ok := s.Get("old"); ok {
+		t.Fatal("a finished task outlived its retention")
+	}
+}

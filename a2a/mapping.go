@@ -1,0 +1,112 @@
+package a2a
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/api"
+)
+
+// Metadata keys agentd writes on tasks.
+const (
+	MetaStatus     = "agentd/status"      // the exact TerminalStatus
+	MetaCause      = "agentd/cause"       // the status's cause, when there is one
+	MetaUsage      = "agentd/usage"       // {tokens_in, tokens_out, steps}
+	MetaAgentPath  = "agentd/agent_path"  // the subagent's place in its tree
+	MetaParentTask = "agentd/parent_task" // a nested subagent's parent task id
+	MetaRunID      = "agentd/run_id"
+)
+
+// TaskState maps a terminal status to its A2A task state: completed to
+// completed, refused to rejected, cancelled to canceled, every other status to
+// failed (the exact status travels in metadata).
+func TaskState(s api.TerminalStatus) a2a.TaskState {
+	switch s {
+	case api.StatusCompleted:
+		return a2a.TaskStateCompleted
+	case api.StatusRefused:
+		return a2a.TaskStateRejected
+	case api.StatusCancelled:
+		return a2a.TaskStateCanceled
+	default:
+		return a2a.TaskStateFailed
+	}
+}
+
+// ArtifactID is the id of a task's one final artifact.
+func ArtifactID(taskID a2a.TaskID) a2a.ArtifactID {
+	return a2a.ArtifactID(string(taskID) + ".distillate")
+}
+
+// DistillateArtifact turns a result's distillate into the task's final
+// artifact: a text part for text, a data part for JSON (a non-object value is
+// wrapped as {"value": v}), a file part with the uri plus the summary text for a
+// stored reference.
+func DistillateArtifact(taskID a2a.TaskID, res api.SubagentResult) *a2a.Artifact {
+	art := &a2a.Artifact{ID: ArtifactID(taskID), Name: "distillate"}
+	d := res.Distillate
+	switch {
+	case d.Reference != nil:
+		art.Parts = a2a.ContentParts{
+			a2a.FilePart{File: a2a.FileURI{URI: d.Reference.URI, FileMeta: a2a.FileMeta{Name: "distillate"}}},
+			a2a.TextPart{Text: d.Reference.Summary},
+		}
+	case len(d.Inline) > 0 && d.Inline[0] == '"':
+		art.Parts = a2a.ContentParts{a2a.TextPart{Text: d.Text()}}
+	case len(d.Inline) > 0:
+		var v any
+		if err := json.Unmarshal(d.Inline, &v); err != nil {
+			art.Parts = a2a.ContentParts{a2a.TextPart{Text: string(d.Inline)}}
+			break
+		}
+		obj, ok := v.(map[string]any)
+		if !ok {
+			obj = map[string]any{"value": v}
+		}
+		art.Parts = a2a.ContentParts{a2a.DataPart{Data: obj}}
+	default:
+		art.Parts = a2a.ContentParts{a2a.TextPart{Text: ""}}
+	}
+	return art
+}
+
+// ResultMetadata is the task metadata recording how a subagent ended.
+func ResultMetadata(res api.SubagentResult) map[string]any {
+	m := map[string]any{
+		MetaStatus: string(res.Status),
+		MetaUsage: map[string]any{
+			"tokens_in":  res.Usage.TokensIn,
+			"tokens_out": res.Usage.TokensOut,
+			"steps":      res.Usage.Steps,
+		},
+	}
+	if res.Cause != "" {
+		m[MetaCause] = res.Cause
+	}
+	return m
+}
+
+// FinalStatus is the terminal status update for a result, with a status
+// message explaining any outcome but completed.
+func FinalStatus(info a2a.TaskInfoProvider, res api.SubagentResult) *a2a.TaskStatusUpdateEvent {
+	var msg *a2a.Message
+	if res.Status != api.StatusCompleted {
+		text := string(res.Status)
+		if res.Detail != "" {
+			text = fmt.Sprintf("%s: %s", res.Status, res.Detail)
+		}
+		msg = a2a.NewMessageForTask(a2a.MessageRoleAgent, info, a2a.TextPart{Text: text})
+	}
+	ev := a2a.NewStatusUpdateEvent(info, TaskState(res.Status), msg)
+	ev.Final = true
+	ev.Metadata = ResultMetadata(res)
+	return ev
+}
+
+func now() *time.Time {
+	t := time.Now().UTC()
+	return &t
+}

@@ -1,0 +1,48 @@
+package a2a
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/api"
+)
+
+func TestTaskState(t *testing.T) {
+	want := map[api.TerminalStatus]a2a.TaskState{
+		api.StatusCompleted:       a2a.TaskStateCompleted,
+		api.StatusRefused:         a2a.TaskStateRejected,
+		api.StatusCancelled:       a2a.TaskStateCanceled,
+		api.StatusExhaustedSteps:  a2a.TaskStateFailed,
+		api.StatusExhaustedTokens: a2a.TaskStateFailed,
+		api.StatusDeadline:        a2a.TaskStateFailed,
+		api.StatusStalled:         a2a.TaskStateFailed,
+		api.StatusLoopDetected:    a2a.TaskStateFailed,
+		api.StatusCrashed:         a2a.TaskStateFailed,
+	}
+	for _, s := range api.TerminalStatuses {
+		if got := TaskState(s); got != want[s] {
+			t.Errorf("TaskState(%s) = %s, want %s", s, got, want[s])
+		}
+	}
+}
+
+func TestDistillateArtifact(t *testing.T) {
+	text := DistillateArtifact("t1", api.SubagentResult{Distillate: api.InlineText("hi")})
+	if text.ID != "t1.distillate" || text.Parts[0].(a2a.TextPart).Text != "hi" {
+		t.Fatalf("text: %+v", text)
+	}
+	obj := DistillateArtifact("t1", api.SubagentResult{Distillate: api.ResultBody{Inline: json.RawMessage(`{"n":1}`)}})
+	if obj.Parts[0].(a2a.DataPart).Data["n"] != float64(1) {
+		t.Fatalf("object: %+v", obj)
+	}
+	arr := DistillateArtifact("t1", api.SubagentResult{Distillate: api.ResultBody{Inline: json.RawMessage(`[1,2]`)}})
+	if _, ok := arr.Parts[0].(a2a.DataPart).Data["value"]; !ok {
+		t.Fatalf("array: %+v", arr)
+	}
+	ref := DistillateArtifact("t1", api.SubagentResult{Distillate: api.ResultBody{Reference: &api.Reference{URI: "https://x/blob/1", Summary: "sum"}}})
+	if ref.Parts[0].(a2a.FilePart).File.(a2a.FileURI).URI != "https://x/blob/1" || ref.Parts[1].(a2a.TextPart).Text != "sum" {
+		t.Fatalf("reference: %+v", ref)
+	}
+}

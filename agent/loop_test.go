@@ -1,0 +1,192 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/api"
+)
+
+// scriptModel answers from a list of canned turns.
+type scriptModel struct {
+	turns []*Response
+	err   error
+	calls int
+}
+
+func (m *scriptModel) Complete(ctx context.Context, req *Request) (*Response, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	if m.calls >= len(m.turns) {
+		return m.turns[len(m.turns)-1], nil
+	}
+	m.calls++
+	return m.turns[m.calls-1], nil
+}
+
+type nopTools struct{ calls []string }
+
+func (n *nopTools) CallTool(ctx context.Context, name string, args json.RawMessage) (api.ToolResult, error) {
+	n.calls = append(n.calls, name)
+	return api.TextResult("ok", false), nil
+}
+
+type events struct{ n int }
+
+func (e *events) Event(step int, kind string, delta api.Usage) { e.n++ }
+
+func payload() *api.SpawnPayload {
+	return &api.SpawnPayload{
+		AgentID: "0", AgentPath: "0",
+		Contract:     api.OutputContract{Objective: "do it", OutputFormat: api.OutputFormat{Kind: api.FormatMarkdown}, Boundaries: "nothing else"},
+		Limits:       api.Limits{MaxSteps: 3, MaxTokens: 1000, Deadline: api.Duration(time.Minute)},
+		Telemetry:    api.Telemetry{RunID: "r"},
+		Intelligence: api.Intelligence{Endpoint: "builtin:demo"},
+	}
+}
+
+func toolTurn() *Response {
+	return &Response{Content: "thinking", ToolCalls: []ToolCall{{ID: "1", Name: "t"}}, Finish: FinishToolCalls, Usage: api.Usage{TokensIn: 10, TokensOut: 5}}
+}
+
+func TestLoopStopConditions(t *testing.T) {
+	cancelled, cancel := context.WithCancelCause(context.Background())
+	cancel(ErrCancelled)
+	expired, stop := context.WithTimeout(context.Background(), 0)
+	defer stop()
+	tests := []struct {
+		name   string
+		model  Model
+		ctx    context.Context
+		tokens int64
+		want   api.TerminalStatus
+		cause  string
+	}{
+		{"completed", &scriptModel{turns: []*Response{{Content: "answer", Finish: FinishStop}}}, context.Background(), 1000, api.StatusCompleted, ""},
+		{"steps", &scriptModel{turns: []*Response{toolTurn()}}, context.Background(), 1000, api.StatusExhaustedSteps, ""},
+		{"tokens", &scriptModel{turns: []*Response{toolTurn()}}, context.Background(), 20, api.StatusExhaustedTokens, ""},
+		{"refusal", &scriptModel{turns: []*Response{{Finish: FinishRefusal, Refusal: "no"}}}, context.Background(), 1000, api.StatusRefused, ""},
+		{"content filter", &scriptModel{turns: []*Response{{Finish: FinishContentFilter}}}, context.Background(), 1000, api.StatusRefused, ""},
+		{"cancelled", &scriptModel{turns: []*Response{toolTurn()}}, cancelled, 1000, api.StatusCancelled, ""},
+		{"deadline", waitModel{}, expired, 1000, api.StatusDeadline, ""},
+		{"unreachable", &scriptModel{err: fmt.Errorf("dial: %w", ErrUnreachable)}, context.Background(), 1000, api.StatusCrashed, api.CauseIntelligenceUnreachable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := payload()
+			p.Limits.MaxTokens = tt.tokens
+			ev := &events{}
+			l := &Loop{Payload: p, Model: tt.model, Caller: &nopTools{}, Report: ev}
+			res := l.Run(tt.ctx)
+			if res.Status != tt.want || res.Cause != tt.cause {
+				t.Fatalf("result = %+v, want %s/%s", res, tt.want, tt.cause)
+			}
+		})
+	}
+}
+
+func TestLoopPartialDistillateAndUsage(t *testing.T) {
+	ev := &events{}
+	tools := &nopTools{}
+	res := (&Loop{Payload: payload(), Model: &scriptModel{turns: []*Response{toolTurn()}}, Caller: tools, Report: ev}).Run(context.Background())
+	if res.Status != api.StatusExhaustedSteps || res.Distillate.Text() != "thinking" {
+		t.Fatalf("partial: %+v", res)
+	}
+	if res.Usage.Steps != 3 || res.Usage.TokensIn != 30 || len(tools.calls) != 3 || ev.n != 6 {
+		t.Fatalf("usage %+v, %d tool calls, %d events", res.Usage, len(tools.calls), ev.n)
+	}
+}
+
+func TestSystemPromptFromContract(t *testing.T) {
+	p := payload()
+	p.Seed.Slices = []api.SeedSlice{{Label: "file", Content: api.SeedContent{Text: "/etc/x"}}}
+	sys := SystemPrompt(p)
+	for _, want := range []string{"do it", "Markdown", "nothing else"} {
+		if !strings.Contains(sys, want) {
+			t.Errorf("system prompt lacks %q:\n%s", want, sys)
+		}
+	}
+	if u := userPrompt(p); !strings.Contains(u, "[file]\n/etc/x") {
+		t.Errorf("user prompt lacks the seed: %q", u)
+	}
+}
+
+func TestDemoModel(t *testing.T) {
+	r, _ := demoModel{}.Complete(context.Background(), &Request{Objective: "hello brave world"})
+	if r.Content != `"hello brave world" has 3 words and 17 characters` {
+		t.Fatalf("one line: %q", r.Content)
+	}
+	r, _ = demoModel{}.Complete(context.Background(), &Request{System: "sys", Objective: "a b\n\n  c  \n"})
+	if r.Content != "1. \"a b\" has 2 words and 3 characters\n2. \"c\" has 1 words and 1 characters" {
+		t.Fatalf("two lines: %q", r.Content)
+	}
+	if r.Usage.TokensIn == 0 || r.Usage.TokensOut == 0 {
+		t.Fatalf("no usage: %+v", r.Usage)
+	}
+}
+
+// TestServeOverPipes plays the supervisor against Serve: ready, spawn, a
+// loop/event, the result; then a cancelled run answers pings while blocked.
+func TestServeOverPipes(t *testing.T) {
+	run := func(endpoint string) (*api.FrameReader, *api.FrameWriter, chan int) {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		code := make(chan int, 1)
+		go func() {
+			code <- Serve(context.Background(), inR, outW, io.Discard, "")
+			outW.Close()
+		}()
+		r, w := api.NewFrameReader(outR, 0), api.NewFrameWriter(inW, 0)
+		f, err := r.Read()
+		if err != nil || f.Method != api.MethodReady {
+			t.Fatalf("first frame %+v %v", f, err)
+		}
+		p := payload()
+		p.Intelligence.Endpoint = endpoint
+		if err := w.Send(api.MethodSpawn, 0, p); err != nil {
+			t.Fatal(err)
+		}
+		return r, w, code
+	}
+
+	r, _, code := run("builtin:demo")
+	var methods []string
+	for {
+		f, err := r.Read()
+		if err != nil {
+			break
+		}
+		methods = append(methods, f.Method)
+		if f.Method == api.MethodResult {
+			var res api.SubagentResult
+			if err := api.DecodeParams(f, &res); err != nil || res.Status != api.StatusCompleted {
+				t.Fatalf("result %+v %v", res, err)
+			}
+		}
+	}
+	if strings.Join(methods, ",") != "loop/event,result" || <-code != 0 {
+		t.Fatalf("frames %v", methods)
+	}
+
+	r, w, code := run("builtin:wait")
+	w.Send(api.MethodPing, 0, api.Ping{Seq: 7})
+	f, err := r.Read()
+	if err != nil || f.Method != api.MethodPong {
+		t.Fatalf("no pong while the model call blocks: %+v %v", f, err)
+	}
+	w.Send(api.MethodCancel, 0, api.Cancel{Reason: "test"})
+	f, err = r.Read()
+	var res api.SubagentResult
+	if err != nil || f.Method != api.MethodResult || api.DecodeParams(f, &res) != nil || res.Status != api.StatusCancelled {
+		t.Fatalf("after cancel: %+v %+v %v", f, res, err)
+	}
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+}

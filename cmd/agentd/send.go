@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+
+	a2abind "github.com/agentd/agentd/a2a"
+	"github.com/agentd/agentd/api"
+)
+
+func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("send", stderr, "Sends TEXT to the A2A agent at --to, then prints the task's state and its artifact text.\nExit code: 0 when the task completed, else the exit-code table's code for its status.")
+	to := f.string("to", "AGENT_SEND_TO", "", "base URL of the agent (its card is read from /.well-known/agent-card.json)")
+	stream := f.Bool("stream", false, "stream: print status updates as they arrive")
+	timeout := f.Duration("timeout", 15*time.Minute, "give up after this long")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if *to == "" {
+		return usageError("--to is required")
+	}
+	text := strings.Join(f.Args(), " ")
+	if strings.TrimSpace(text) == "" {
+		return usageError("send needs the message TEXT as arguments")
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	// No total timeout on the client: it would cut long streams. The context
+	// bounds the call instead.
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, Proxy: http.ProxyFromEnvironment}}
+	card, err := agentcard.NewResolver(hc).Resolve(ctx, *to)
+	if err != nil {
+		return fmt.Errorf("read the agent card of %s: %w", *to, err)
+	}
+	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc))
+	if err != nil {
+		return fmt.Errorf("a2a client for %s: %w", *to, err)
+	}
+	defer client.Destroy()
+	msg := &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})}
+
+	var task *a2a.Task
+	if *stream {
+		for ev, err := range client.SendStreamingMessage(ctx, msg) {
+			if err != nil {
+				return fmt.Errorf("stream: %w", err)
+			}
+			switch v := ev.(type) {
+			case *a2a.Task:
+				task = v
+				fmt.Fprintf(stdout, "task %s: %s\n", v.ID, v.Status.State)
+			case *a2a.TaskStatusUpdateEvent:
+				fmt.Fprintf(stdout, "status: %s%s\n", v.Status.State, statusText(v.Status))
+			case *a2a.TaskArtifactUpdateEvent:
+				fmt.Fprintf(stdout, "artifact %s: %s\n", v.Artifact.ID, partsText(v.Artifact.Parts))
+			case *a2a.Message:
+				fmt.Fprintf(stdout, "message: %s\n", partsText(v.Parts))
+			}
+		}
+		if task == nil {
+			return fmt.Errorf("the stream carried no task")
+		}
+		// The stream's last word is the final state; read the whole task once.
+		if task, err = client.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID}); err != nil {
+			return fmt.Errorf("tasks/get: %w", err)
+		}
+	} else {
+		res, err := client.SendMessage(ctx, msg)
+		if err != nil {
+			return fmt.Errorf("message/send: %w", err)
+		}
+		switch v := res.(type) {
+		case *a2a.Task:
+			task = v
+		case *a2a.Message:
+			fmt.Fprintln(stdout, partsText(v.Parts))
+			return nil
+		}
+	}
+	fmt.Fprintf(stdout, "task %s: %s%s\n", task.ID, task.Status.State, statusText(task.Status))
+	for _, art := range task.Artifacts {
+		fmt.Fprintln(stdout, partsText(art.Parts))
+	}
+	return taskExit(task)
+}
+
+// taskExit maps a finished task to the exit-code table, using agentd's exact
+// status from the task metadata when the peer is agentd.
+func taskExit(t *a2a.Task) error {
+	if t.Status.State == a2a.TaskStateCompleted {
+		return nil
+	}
+	if s, ok := t.Metadata[a2abind.MetaStatus].(string); ok && api.TerminalStatus(s).Valid() {
+		cause, _ := t.Metadata[a2abind.MetaCause].(string)
+		return exitWith(api.ExitCode(api.SubagentResult{Status: api.TerminalStatus(s), Cause: cause}))
+	}
+	if t.Status.State == a2a.TaskStateRejected {
+		return exitWith(api.ExitRefused)
+	}
+	return exitWith(api.ExitFailure)
+}
+
+func statusText(s a2a.TaskStatus) string {
+	if s.Message == nil {
+		return ""
+	}
+	return " (" + partsText(s.Message.Parts) + ")"
+}
+
+func partsText(parts a2a.ContentParts) string {
+	var out []string
+	for _, p := range parts {
+		switch v := p.(type) {
+		case a2a.TextPart:
+			out = append(out, v.Text)
+		case a2a.DataPart:
+			out = append(out, fmt.Sprint(v.Data))
+		case a2a.FilePart:
+			if u, ok := v.File.(a2a.FileURI); ok {
+				out = append(out, u.URI)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,186 @@
+// Package delegate is the delegation router: a named registry of providers
+// (local re-exec'd children, remote A2A peers), the start-time capability check
+// that refuses loudly, and the routing rules that pick a provider for each
+// delegation.
+//
+// A provider's Start returns a Run whose Result never fails on child failure: a
+// child that crashed, refused or ran out of budget is a value with a status.
+// Errors are reserved for the delegation machinery itself.
+package delegate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/agentd/agentd/api"
+)
+
+// Capabilities are the start-time features a provider may honour. A request
+// that needs one its provider lacks is refused before Start.
+type Capabilities struct {
+	OutputSchema bool // validates a JSON output_format schema
+	DepthLimit   bool // enforces a depth limit on its own nesting
+	ToolFilter   bool // restricts the child to the requested tool scope
+}
+
+// Provider starts delegations on one backend. Implementations are safe for
+// concurrent use.
+type Provider interface {
+	Name() string
+	Capabilities() Capabilities
+	// InheritsParentContext reports whether children see the parent's context
+	// (a fork). agentd's providers never do: children get only the seed.
+	InheritsParentContext() bool
+	Start(ctx context.Context, req Request) (Run, error)
+}
+
+// Request is one delegation: who it is for and what it carries.
+type Request struct {
+	// Handle is the delegation's id (the A2A task id of the child).
+	Handle string
+	// Payload carries the contract, seed, scope, limits, telemetry and
+	// intelligence. Identity fields are minted by the provider.
+	Payload api.SpawnPayload
+	// Provider names the provider explicitly; empty lets the rules decide.
+	Provider string
+	// Skill is the A2A skill the request names, for routing rules.
+	Skill string
+	// Hops lists the agentd instances this delegation has passed through, for
+	// cycle detection across the mesh.
+	Hops []string
+}
+
+// Run is one started delegation. Implementations are safe for concurrent use.
+type Run interface {
+	ID() string
+	// Done is closed when the delegation has ended.
+	Done() <-chan struct{}
+	// Result blocks until Done and returns the outcome. It never fails: a failed
+	// child is a result with a status.
+	Result() api.SubagentResult
+	// Cancel asks the delegation to stop; the result's status becomes cancelled.
+	Cancel(reason string)
+}
+
+// Errors of the router.
+var (
+	ErrUnknownProvider = errors.New("delegate: unknown provider")
+	// ErrUnsupportedCapability is the seam's loud refusal: UNSUPPORTED_CAPABILITY.
+	ErrUnsupportedCapability = errors.New("UNSUPPORTED_CAPABILITY")
+)
+
+// Rule routes a request to a provider when Match returns true.
+type Rule struct {
+	Skill    string // matches Request.Skill when non-empty
+	Provider string
+}
+
+// Router is the named provider registry. It is safe for concurrent use. The
+// zero value is an empty router.
+type Router struct {
+	mu        sync.RWMutex // guards providers, rules
+	providers map[string]Provider
+	rules     []Rule
+}
+
+// Register adds p under its name; a name can be registered once.
+func (r *Router) Register(p Provider) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.providers == nil {
+		r.providers = make(map[string]Provider)
+	}
+	if _, dup := r.providers[p.Name()]; dup {
+		return fmt.Errorf("delegate: provider %q registered twice", p.Name())
+	}
+	r.providers[p.Name()] = p
+	return nil
+}
+
+// SetRules replaces the routing rules; the first match wins.
+func (r *Router) SetRules(rules []Rule) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rules = append([]Rule(nil), rules...)
+}
+
+// Providers returns the registered provider names, sorted.
+func (r *Router) Providers() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.providers))
+	for n := range r.providers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Route picks the provider for req: the one it names, else the first matching
+// rule, else "local".
+func (r *Router) Route(req Request) (Provider, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	name := req.Provider
+	if name == "" {
+		for _, rule := range r.rules {
+			if rule.Skill != "" && rule.Skill == req.Skill {
+				name = rule.Provider
+				break
+			}
+		}
+	}
+	if name == "" {
+		name = LocalName
+	}
+	p, ok := r.providers[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownProvider, name)
+	}
+	return p, nil
+}
+
+// Start routes req, checks the start-time capabilities it needs against the
+// provider's, and starts it. A missing capability is refused with
+// ErrUnsupportedCapability, never accepted and ignored.
+func (r *Router) Start(ctx context.Context, req Request) (Run, error) {
+	p, err := r.Route(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckCapabilities(p.Capabilities(), Needs(req)); err != nil {
+		return nil, fmt.Errorf("provider %s: %w", p.Name(), err)
+	}
+	return p.Start(ctx, req)
+}
+
+// Needs returns the start-time capabilities req depends on.
+func Needs(req Request) Capabilities {
+	f := req.Payload.Contract.OutputFormat
+	return Capabilities{
+		OutputSchema: f.Kind == api.FormatJSON && len(f.Schema) > 0,
+		DepthLimit:   req.Payload.Limits.MaxChildren > 0,
+		ToolFilter:   len(req.Payload.Scope.Allow) > 0,
+	}
+}
+
+// CheckCapabilities refuses needs that have lacks.
+func CheckCapabilities(has, needs Capabilities) error {
+	var missing []string
+	if needs.OutputSchema && !has.OutputSchema {
+		missing = append(missing, "output_schema")
+	}
+	if needs.DepthLimit && !has.DepthLimit {
+		missing = append(missing, "depth_limit")
+	}
+	if needs.ToolFilter && !has.ToolFilter {
+		missing = append(missing, "tool_filter")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %v", ErrUnsupportedCapability, missing)
+	}
+	return nil
+}

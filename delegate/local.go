@@ -1,0 +1,47 @@
+package delegate
+
+import (
+	"context"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/supervisor"
+)
+
+// LocalName is the name of the local provider, the default route.
+const LocalName = "local"
+
+// Local is the provider that runs a delegation as a supervised child process of
+// this agentd. It honours every start-time capability.
+type Local struct {
+	Sup *supervisor.Supervisor
+}
+
+// Name returns "local".
+func (Local) Name() string { return LocalName }
+
+// Capabilities reports that the local provider honours all of them.
+func (Local) Capabilities() Capabilities {
+	return Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true}
+}
+
+// InheritsParentContext is false: a child sees only its seed.
+func (Local) InheritsParentContext() bool { return false }
+
+// Start launches a root subagent for the request.
+func (l Local) Start(ctx context.Context, req Request) (Run, error) {
+	r, err := l.Sup.Start(ctx, supervisor.StartRequest{Handle: req.Handle, Payload: req.Payload})
+	if err != nil {
+		return nil, err
+	}
+	return localRun{r: r, sup: l.Sup}, nil
+}
+
+type localRun struct {
+	r   *supervisor.Run
+	sup *supervisor.Supervisor
+}
+
+func (l localRun) ID() string                 { return l.r.Handle() }
+func (l localRun) Done() <-chan struct{}      { return l.r.Done() }
+func (l localRun) Result() api.SubagentResult { return l.r.Result() }
+func (l localRun) Cancel(reason string)       { l.sup.Cancel(l.r.Handle(), reason) }

@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+)
+
+func TestSendCompletes(t *testing.T) {
+	s := startService(t)
+	c := s.client(t)
+	res, err := c.SendMessage(context.Background(), textMessage("count these four words"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("result is %T, want a task", res)
+	}
+	if task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("state = %s", task.Status.State)
+	}
+	want := `"count these four words" has 4 words and 22 characters`
+	if got := artifactText(task); got != want {
+		t.Fatalf("artifact = %q, want %q", got, want)
+	}
+	if len(task.Artifacts) != 1 || task.Artifacts[0].ID != a2a.ArtifactID(string(task.ID)+".distillate") {
+		t.Fatalf("artifacts = %+v, want one %s.distillate", task.Artifacts, task.ID)
+	}
+	got, err := c.GetTask(context.Background(), &a2a.TaskQueryParams{ID: task.ID})
+	if err != nil || got.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("tasks/get: %+v %v", got, err)
+	}
+}
+
+func TestStreamShowsWorkingThenCompleted(t *testing.T) {
+	s := startService(t)
+	c := s.client(t)
+	var states []a2a.TaskState
+	var artifact string
+	for ev, err := range c.SendStreamingMessage(context.Background(), textMessage("alpha beta")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch v := ev.(type) {
+		case *a2a.Task:
+			states = append(states, v.Status.State)
+		case *a2a.TaskStatusUpdateEvent:
+			states = append(states, v.Status.State)
+		case *a2a.TaskArtifactUpdateEvent:
+			artifact = v.Artifact.Parts[0].(a2a.TextPart).Text
+		}
+	}
+	idx := func(s a2a.TaskState) int {
+		for i, v := range states {
+			if v == s {
+				return i
+			}
+		}
+		return -1
+	}
+	w, c2 := idx(a2a.TaskStateWorking), idx(a2a.TaskStateCompleted)
+	if w < 0 || c2 < 0 || w > c2 || c2 != len(states)-1 {
+		t.Fatalf("states = %v, want working then completed last", states)
+	}
+	if !strings.Contains(artifact, "2 words") {
+		t.Fatalf("artifact = %q", artifact)
+	}
+}
+
+// runningChild waits until the service has exactly one child and it is running.
+func runningChild(t *testing.T, s *service) int {
+	t.Helper()
+	var pid int
+	waitFor(t, 10*time.Second, "a child process", func() bool {
+		kids := children(s.cmd.Process.Pid)
+		if len(kids) == 1 {
+			pid = kids[0]
+			return true
+		}
+		return false
+	})
+	return pid
+}
+
+func TestCancelKillsTheChildGroup(t *testing.T) {
+	s := startService(t, "--intelligence", "builtin:wait")
+	c := s.client(t)
+	ctx := context.Background()
+	secret := "objective-marker-5d1e"
+	res, err := c.SendMessage(ctx, nonBlocking(textMessage("wait for "+secret)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	pid := runningChild(t, s)
+	waitFor(t, 10*time.Second, "task working", func() bool {
+		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
+		return err == nil && got.Status.State == a2a.TaskStateWorking
+	})
+
+	// The child's argv holds no part of the objective.
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(cmdline, []byte(secret)) || bytes.Contains(cmdline, []byte("wait for")) {
+		t.Fatalf("child argv holds the objective: %q", cmdline)
+	}
+
+	cancelled, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: task.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cancelled.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("after cancel: %s", cancelled.Status.State)
+	}
+	waitFor(t, 5*time.Second, "child process group gone", func() bool { return groupGone(pid) })
+	if _, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: task.ID}); err == nil {
+		t.Fatal("cancelling a canceled task succeeded")
+	}
+}
+
+func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
+	s := startService(t, "--intelligence", "builtin:wait")
+	c := s.client(t)
+	for i := 0; i < 3; i++ {
+		if _, err := c.SendMessage(context.Background(), nonBlocking(textMessage(fmt.Sprintf("task %d", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var kids []int
+	waitFor(t, 10*time.Second, "three children", func() bool {
+		kids = children(s.cmd.Process.Pid)
+		return len(kids) == 3
+	})
+	// Every child arms PDEATHSIG before ctrl/ready and logs "subagent started"
+	// after its payload arrives.
+	waitFor(t, 10*time.Second, "children past ready", func() bool {
+		return strings.Count(s.logs.String(), `"msg":"subagent started"`) >= 3
+	})
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	start := time.Now()
+	waitFor(t, 2*time.Second, "every child dead after SIGKILL of the supervisor", func() bool {
+		for _, k := range kids {
+			if alive(k) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("all children gone %s after SIGKILL", time.Since(start))
+}
+
+func TestPlainHTTPOffLoopbackRefused(t *testing.T) {
+	out, err := exec.Command(agentdBin, "serve", "--listen", "0.0.0.0:8080").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit = %v, want 2\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--listen") {
+		t.Fatalf("message does not name --listen: %s", out)
+	}
+}
+
+func TestBadConfigExits2NamingTheSetting(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		name string
+	}{
+		{[]string{"serve", "--max-steps", "0"}, "", "--max-steps"},
+		{[]string{"serve", "--deadline", "-1s"}, "", "--deadline"},
+		{[]string{"serve", "--intelligence", "builtin:nope"}, "", "--intelligence"},
+		{[]string{"serve"}, "AGENT_MAX_TOKENS=lots", "AGENT_MAX_TOKENS"},
+		{[]string{"run"}, "", "--instruction"},
+		{[]string{"run", "--instruction", "x", "--mode", "reactive"}, "", "--mode"},
+	} {
+		cmd := exec.Command(agentdBin, tc.args...)
+		if tc.env != "" {
+			cmd.Env = append(os.Environ(), tc.env)
+		}
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.name) {
+			t.Errorf("%v %s: exit %v, output %q; want exit 2 naming %s", tc.args, tc.env, err, out, tc.name)
+		}
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	out, err := exec.Command(agentdBin, "run", "--instruction", "one two three").Output()
+	if err != nil {
+		t.Fatalf("completed run: %v", err)
+	}
+	if !strings.Contains(string(out), "3 words") {
+		t.Fatalf("stdout = %q", out)
+	}
+	cmd := exec.Command(agentdBin, "run", "--intelligence", "builtin:wait", "--deadline", "300ms", "--instruction", "x")
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 124 {
+		t.Fatalf("deadline run: %v, want exit 124", err)
+	}
+}
+
+func TestDrainOnSIGTERMExitsZero(t *testing.T) {
+	s := startService(t, "--intelligence", "builtin:wait")
+	c := s.client(t)
+	res, err := c.SendMessage(context.Background(), nonBlocking(textMessage("long")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res
+	pid := runningChild(t, s)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("agentd did not drain within 10s")
+	}
+	if s.err != nil {
+		t.Fatalf("drain exit: %v\n%s", s.err, s.logs.String())
+	}
+	if !groupGone(pid) {
+		t.Fatalf("child %d survived the drain", pid)
+	}
+}

@@ -1,0 +1,238 @@
+// Package e2e runs the real agentd binary: built once in TestMain, started as a
+// process per test, driven over real sockets with a2a-go's client.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+)
+
+var agentdBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agentd-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	agentdBin = filepath.Join(dir, "agentd")
+	build := exec.Command("go", "build", "-o", agentdBin, "../cmd/agentd")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build agentd:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer collects a process's output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// service is one running `agentd serve`.
+type service struct {
+	cmd    *exec.Cmd
+	url    string
+	logs   *syncBuffer
+	waited chan struct{}
+	err    error
+}
+
+// fastFlags make the kill ladder run in milliseconds.
+var fastFlags = []string{"--drain-grace", "200ms", "--kill-grace", "200ms"}
+
+// startService runs agentd serve on a free loopback port and waits until it
+// listens. The process is killed and reaped at cleanup.
+func startService(t *testing.T, args ...string) *service {
+	t.Helper()
+	all := append([]string{"serve", "--listen", "127.0.0.1:0"}, fastFlags...)
+	all = append(all, args...)
+	cmd := exec.Command(agentdBin, all...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &service{cmd: cmd, logs: &syncBuffer{}, waited: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			s.logs.Write([]byte(line + "\n"))
+			var rec struct {
+				Msg    string `json:"msg"`
+				Listen string `json:"listen"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving" {
+				listening <- rec.Listen
+			}
+		}
+	}()
+	go func() {
+		s.err = cmd.Wait()
+		close(s.waited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-s.waited
+		if t.Failed() {
+			t.Logf("agentd log:\n%s", s.logs.String())
+		}
+	})
+	select {
+	case addr := <-listening:
+		s.url = "http://" + addr
+	case <-s.waited:
+		t.Fatalf("agentd exited before listening: %v\n%s", s.err, s.logs.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("agentd did not listen within 20s\n%s", s.logs.String())
+	}
+	return s
+}
+
+// client returns an a2a-go client for the service, built from its agent card.
+func (s *service) client(t *testing.T) *a2aclient.Client {
+	t.Helper()
+	ctx := context.Background()
+	card, err := agentcard.NewResolver(http.DefaultClient).Resolve(ctx, s.url)
+	if err != nil {
+		t.Fatalf("resolve card: %v", err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(&http.Client{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Destroy() })
+	return c
+}
+
+func textMessage(text string) *a2a.MessageSendParams {
+	return &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})}
+}
+
+func nonBlocking(p *a2a.MessageSendParams) *a2a.MessageSendParams {
+	f := false
+	p.Config = &a2a.MessageSendConfig{Blocking: &f}
+	return p
+}
+
+func artifactText(t *a2a.Task) string {
+	var out []string
+	for _, art := range t.Artifacts {
+		for _, p := range art.Parts {
+			if tp, ok := p.(a2a.TextPart); ok {
+				out = append(out, tp.Text)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// children returns the pids of pid's direct children. Children are listed per
+// thread, and agentd forks from one dedicated thread, so every thread is read.
+func children(pid int) []int {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []int
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesized command name.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// groupGone reports whether no live process is left in process group pgid.
+func groupGone(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	if errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	// Only zombies may remain (reaped by whoever inherits them).
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && alive(pid) {
+			return false
+		}
+	}
+	return true
+}
+
+func readAll(r io.Reader) string {
+	b, _ := io.ReadAll(r)
+	return string(b)
+}

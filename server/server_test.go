@@ -1,0 +1,210 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	a2abind "github.com/agentd/agentd/a2a"
+)
+
+// doneExec completes every task with one text artifact.
+type doneExec struct{}
+
+func (doneExec) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil))
+	q.Write(ctx, &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: &a2a.Artifact{ID: "a", Parts: a2a.ContentParts{a2a.TextPart{Text: "done"}}}})
+	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+func (doneExec) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	return nil
+}
+
+func testHandler(maxBody int64) http.Handler {
+	engine := a2abind.NewEngine(a2abind.NewStore(100, time.Hour), doneExec{}, nil)
+	return Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}), MaxBody: maxBody})
+}
+
+type rpcReply struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result"`
+	Error   *RPCError       `json:"error"`
+}
+
+func post(t *testing.T, h http.Handler, body string) (*http.Response, rpcReply) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/", strings.NewReader(body)))
+	resp := rec.Result()
+	var r rpcReply
+	if resp.StatusCode == 200 && resp.Header.Get("Content-Type") == "application/json" {
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+			t.Fatalf("bad JSON-RPC reply: %v", err)
+		}
+	}
+	return resp, r
+}
+
+func TestJSONRPCErrorCodes(t *testing.T) {
+	h := testHandler(0)
+	tests := []struct {
+		name, body string
+		code       int
+		id         string
+	}{
+		{"not json", `{"jsonrpc":`, CodeParseError, "null"},
+		{"empty body", ``, CodeParseError, "null"},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"tasks/get"}]`, CodeInvalidRequest, "null"},
+		{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"tasks/get","params":{}}`, CodeInvalidRequest, "1"},
+		{"missing method", `{"jsonrpc":"2.0","id":"a"}`, CodeInvalidRequest, `"a"`},
+		{"method not a string", `{"jsonrpc":"2.0","id":2,"method":5}`, CodeInvalidRequest, "2"},
+		{"object id", `{"jsonrpc":"2.0","id":{},"method":"tasks/get"}`, CodeInvalidRequest, "null"},
+		{"unknown method", `{"jsonrpc":"2.0","id":3,"method":"tasks/explode","params":{}}`, CodeMethodNotFound, "3"},
+		{"params not an object", `{"jsonrpc":"2.0","id":4,"method":"tasks/get","params":"x"}`, CodeInvalidParams, "4"},
+		{"params of the wrong type", `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"id":7}}`, CodeInvalidParams, "5"},
+		{"no message id", `{"jsonrpc":"2.0","id":6,"method":"message/send","params":{"message":{"role":"user","parts":[{"kind":"text","text":"x"}]}}}`, CodeInvalidParams, "6"},
+		{"empty parts", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"messageId":"m","role":"user","parts":[]}}}`, CodeInvalidParams, "7"},
+		{"unknown task", `{"jsonrpc":"2.0","id":8,"method":"tasks/get","params":{"id":"nope"}}`, CodeTaskNotFound, "8"},
+		{"stream, bad params", `{"jsonrpc":"2.0","id":9,"method":"message/stream","params":{"message":{}}}`, CodeInvalidParams, "9"},
+		{"resubscribe, unknown task", `{"jsonrpc":"2.0","id":10,"method":"tasks/resubscribe","params":{"id":"nope"}}`, CodeTaskNotFound, "10"},
+		{"push config", `{"jsonrpc":"2.0","id":11,"method":"tasks/pushNotificationConfig/get","params":{"id":"x"}}`, CodePushNotSupported, "11"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, r := post(t, h, tt.body)
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("content type %q", ct)
+			}
+			if r.Error == nil || r.Error.Code != tt.code {
+				t.Fatalf("error = %+v, want code %d", r.Error, tt.code)
+			}
+			if string(r.ID) != tt.id {
+				t.Fatalf("id = %s, want %s", r.ID, tt.id)
+			}
+		})
+	}
+}
+
+func TestSendAndGet(t *testing.T) {
+	h := testHandler(0)
+	_, r := post(t, h, `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"messageId":"m1","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`)
+	if r.Error != nil {
+		t.Fatal(r.Error)
+	}
+	var task a2a.Task
+	if err := json.Unmarshal(r.Result, &task); err != nil || task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("task %+v %v", task, err)
+	}
+	_, r = post(t, h, `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"`+string(task.ID)+`","historyLength":0}}`)
+	var got a2a.Task
+	if err := json.Unmarshal(r.Result, &got); err != nil || len(got.History) != 0 || len(got.Artifacts) != 1 || got.ID != task.ID {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+}
+
+func TestStreamIsSSE(t *testing.T) {
+	srv := httptest.NewServer(testHandler(0))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"messageId":"m1","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if n := strings.Count(string(body), "data: "); n != 4 {
+		t.Fatalf("%d events, want 4 (task, working, artifact, completed):\n%s", n, body)
+	}
+	if !strings.Contains(string(body), `"final":true`) {
+		t.Fatalf("no final event:\n%s", body)
+	}
+}
+
+func TestBodyCap(t *testing.T) {
+	h := testHandler(1 << 10)
+	resp, _ := post(t, h, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"`+strings.Repeat("x", 2<<10)+`"}}`)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", resp.StatusCode)
+	}
+}
+
+func TestCardAndProbes(t *testing.T) {
+	h := testHandler(0)
+	for _, path := range []string{"/.well-known/agent-card.json", "/healthz", "/readyz"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != 200 {
+			t.Errorf("%s: %d", path, rec.Code)
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/.well-known/agent-card.json", nil))
+	var card a2a.AgentCard
+	if err := json.Unmarshal(rec.Body.Bytes(), &card); err != nil || card.ProtocolVersion != "0.3.0" || len(card.Skills) == 0 || !card.Capabilities.Streaming {
+		t.Fatalf("card: %+v %v", card, err)
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "[::1]:80": true, "localhost:1": true, "127.1.2.3:9": true,
+		"0.0.0.0:8080": false, ":8080": false, "10.0.0.1:80": false, "example.org:80": false,
+	} {
+		got, err := IsLoopback(addr)
+		if err != nil || got != want {
+			t.Errorf("IsLoopback(%q) = %v, %v; want %v", addr, got, err, want)
+		}
+	}
+	if _, err := IsLoopback("nonsense"); err == nil {
+		t.Error("no error for an address without a port")
+	}
+}
+
+// FuzzJSONRPC posts arbitrary bodies: the front never panics and always answers
+// with a JSON-RPC 2.0 object (or an SSE stream for valid streaming calls).
+func FuzzJSONRPC(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`,
+		`{"jsonrpc":"2.0","id":"s","method":"message/send","params":{"message":{"messageId":"m","role":"user","parts":[{"kind":"text","text":"x"}]}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"tasks/cancel","params":{"id":""}}`,
+		`[]`, `{}`, `null`, `{"jsonrpc":"2.0","id":1.5,"method":"x"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	h := testHandler(1 << 16)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/", bytes.NewReader(body)))
+		switch ct := rec.Header().Get("Content-Type"); ct {
+		case "application/json":
+			var r rpcReply
+			if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil || r.JSONRPC != "2.0" {
+				t.Fatalf("reply is not JSON-RPC 2.0: %q", rec.Body.Bytes())
+			}
+			if (r.Error == nil) == (r.Result == nil) {
+				t.Fatalf("reply has both or neither of result and error: %q", rec.Body.Bytes())
+			}
+		case "text/event-stream":
+		default:
+			if rec.Code != http.StatusRequestEntityTooLarge {
+				t.Fatalf("status %d, content type %q", rec.Code, ct)
+			}
+		}
+	})
+}
