@@ -26,7 +26,7 @@ type Reporter interface {
 type Loop struct {
 	Payload *api.SpawnPayload
 	Model   Model
-	Tools   []ToolSpec // offered to the model; a call's Name is sent to Caller as is
+	Tools   []ToolSpec // offered to the model; a call's Name is mapped to the spec's Wire name
 	Caller  ToolCaller
 	Report  Reporter
 	Log     *slog.Logger
@@ -92,7 +92,16 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 		}
 		req.Messages = append(req.Messages, Message{Role: RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls})
 		for _, tc := range resp.ToolCalls {
-			out, err := l.Caller.CallTool(ctx, tc.Name, tc.Args)
+			wire := tc.Name
+			for _, spec := range l.Tools {
+				if spec.Name == tc.Name {
+					wire = spec.Wire
+					break
+				}
+			}
+			// A name the model made up goes to the supervisor as is; it refuses
+			// anything outside the grant with an error result the model sees.
+			out, err := l.Caller.CallTool(ctx, wire, tc.Args)
 			if err != nil {
 				if ctx.Err() != nil {
 					return stopped(ctx, result)

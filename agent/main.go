@@ -69,7 +69,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	ctx, stop := context.WithTimeout(ctx, time.Duration(p.Limits.Deadline))
 	defer stop()
 	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
-	loop := &Loop{Payload: p, Model: model, Caller: c, Report: c, Log: log}
+	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Log: log}
 	res := loop.Run(ctx)
 	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
 	return c.finish(res)
@@ -91,3 +91,13 @@ func (c *control) CallTool(ctx context.Context, name string, args json.RawMessag
 
 // Event implements Reporter over the control channel.
 func (c *control) Event(step int, kind string, delta api.Usage) { c.event(step, kind, delta) }
+
+// offeredTools is what the loop offers its model: the granted tools the
+// supervisor described in the payload.
+func offeredTools(p *api.SpawnPayload) []ToolSpec {
+	var out []ToolSpec
+	for _, t := range p.Tools {
+		out = append(out, ToolSpec{Name: ModelToolName(t.Name), Wire: t.Name, Description: t.Description, Parameters: t.InputSchema})
+	}
+	return out
+}

@@ -42,11 +42,37 @@ type ToolCall struct {
 	Args json.RawMessage
 }
 
-// ToolSpec describes a tool offered to the model.
+// ToolSpec describes a tool offered to the model. Name is what the model sees
+// and calls (model APIs restrict tool names to [a-zA-Z0-9_-]); Wire is the name
+// on the control channel (a self-tool name or SERVER/TOOL).
 type ToolSpec struct {
 	Name        string
+	Wire        string
 	Description string
 	Parameters  json.RawMessage // JSON Schema of the arguments
+}
+
+// ModelToolName turns a wire tool name into one model APIs accept: every byte
+// outside [a-zA-Z0-9_-] becomes "_", and "/" becomes "__" so scoped tools stay
+// readable (github/search_issues -> github__search_issues).
+func ModelToolName(wire string) string {
+	var b strings.Builder
+	for i := 0; i < len(wire); i++ {
+		c := wire[i]
+		switch {
+		case c == '/':
+			b.WriteString("__")
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return s
 }
 
 // Request is one model call: the system prompt, the conversation, the tools.

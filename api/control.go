@@ -106,3 +106,35 @@ func DecodeParams(f *Frame, v any) error {
 	}
 	return nil
 }
+
+// Self-tools: served by the supervisor to every subagent, outside any scope.
+// On the wire a self-tool is called by these names; a scoped tool is called as
+// SERVER/TOOL (ToolRef.String).
+const (
+	ToolSpawn  = "subagent.spawn"
+	ToolStatus = "subagent.status"
+	ToolAwait  = "subagent.await"
+	ToolCancel = "subagent.cancel"
+)
+
+// ToolSpec describes one tool a subagent may call: its wire name (a self-tool
+// name or SERVER/TOOL), what it does, and the JSON Schema of its arguments. The
+// supervisor puts the specs of the granted tools in the spawn payload, so the
+// child offers its model exactly those (plus the self-tools).
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+}
+
+// ParseToolRef splits a wire tool name SERVER/TOOL. Self-tool names do not
+// parse.
+func ParseToolRef(name string) (ToolRef, bool) {
+	for i := 0; i < len(name); i++ {
+		if name[i] == '/' {
+			r := ToolRef{Server: name[:i], Tool: name[i+1:]}
+			return r, r.Server != "" && r.Tool != ""
+		}
+	}
+	return ToolRef{}, false
+}

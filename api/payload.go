@@ -29,6 +29,11 @@ type SpawnPayload struct {
 	Limits    Limits         `json:"limits"`
 	Telemetry Telemetry      `json:"telemetry"`
 
+	// Tools describes the granted scoped tools (an agentd addition, filled by the
+	// supervisor from Scope): the child offers its model exactly these plus the
+	// self-tools.
+	Tools []ToolSpec `json:"tools,omitempty"`
+
 	// Intelligence names the model endpoint the subagent's loop talks to. It is an
 	// agentd addition to the seeds' struct: the supervisor never calls a model, so
 	// the child must be told where to. Secrets (the API key) never travel here;

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -407,7 +408,7 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 // serveTool answers one tool/call. Every refusal is a tool result with isError,
 // never a protocol error.
 func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, log *slog.Logger) {
-	res := api.TextResult(fmt.Sprintf("unknown tool %q: not in this subagent's scope", call.Tool), true)
+	res := s.callTool(n, call)
 	resp, err := api.NewResponse(id, res)
 	if err == nil {
 		err = p.w.Write(resp)
@@ -415,4 +416,23 @@ func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, l
 	if err != nil {
 		log.Warn("tool/call response not delivered", "tool", call.Tool, "err", err)
 	}
+}
+
+// callTool runs one tool call for n: a self-tool, or a scoped tool the node's
+// grant holds, on the tool server that serves it.
+func (s *Supervisor) callTool(n *node, call api.ToolCall) api.ToolResult {
+	ctx, cancel := context.WithDeadline(context.Background(), n.deadline)
+	defer cancel()
+	if h, ok := s.selfTools[call.Tool]; ok {
+		return h(ctx, n, call.Args)
+	}
+	ref, ok := api.ParseToolRef(call.Tool)
+	if !ok || !n.payload.Scope.Holds(ref) {
+		return api.TextResult(fmt.Sprintf("tool %q is not in this subagent's scope", call.Tool), true)
+	}
+	srv, ok := s.cfg.Tools[ref.Server]
+	if !ok {
+		return api.TextResult(fmt.Sprintf("tool server %q is not configured", ref.Server), true)
+	}
+	return srv.Call(ctx, n.info(), ref.Tool, call.Args)
 }

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, if set, hears about every node's start, progress and end.
 	Observer Observer
+	// Tools are the tool servers by name (MCP servers); a child calls a tool as
+	// SERVER/TOOL and only within its grant.
+	Tools map[string]ToolServer
+	// Caps are the chokepoint's limits; zero fields take DefaultCaps.
+	Caps Caps
 
 	MaxFrame   int           // control frame size limit; default api.DefaultMaxFrame
 	SpawnReady time.Duration // a child must send ctrl/ready within this; default 2s
@@ -87,6 +93,7 @@ type NodeInfo struct {
 	PID          int
 	Objective    string
 	State        string // StateStarting, StateRunning or StateStopping
+	Provider     string // "local", or the peer provider a delegation went to
 	Usage        api.Usage
 	Deadline     time.Time
 }
@@ -97,6 +104,16 @@ const (
 	StateRunning  = "running"  // working on its payload
 	StateStopping = "stopping" // on the kill ladder
 )
+
+// ToolServer executes scoped tools for children. Implementations are safe for
+// concurrent use. Errors are results with IsError set, never Go errors: the
+// model sees them.
+type ToolServer interface {
+	Call(ctx context.Context, caller NodeInfo, tool string, args json.RawMessage) api.ToolResult
+}
+
+// selfTool serves one self-tool for the calling node.
+type selfTool func(ctx context.Context, caller *node, args json.RawMessage) api.ToolResult
 
 // ErrDraining refuses new work while the supervisor drains.
 var ErrDraining = errors.New("supervisor: draining, no new work accepted")
@@ -116,6 +133,11 @@ type Supervisor struct {
 
 	wg       sync.WaitGroup // one per node goroutine
 	unreaped atomic.Int64
+
+	capsMu sync.Mutex // guards caps
+	caps   Caps
+
+	selfTools map[string]selfTool // fixed after New
 }
 
 // New returns a supervisor. It starts the process-wide reaper.
@@ -123,8 +145,14 @@ func New(cfg Config) (*Supervisor, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	caps := cfg.Caps.withDefaults()
+	if err := caps.Validate(); err != nil {
+		return nil, err
+	}
 	theReaper.start(cfg.Logger)
-	return &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node)}, nil
+	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps}
+	s.selfTools = map[string]selfTool{}
+	return s, nil
 }
 
 // StartRequest asks for a new tree: a root subagent with this payload. The

@@ -139,6 +139,7 @@ func (c *core) newSupervisor(log *slog.Logger) (*supervisor.Supervisor, error) {
 		SpawnReady: *c.spawnReady,
 		DrainGrace: *c.drainGrace,
 		KillGrace:  *c.killGrace,
+		Caps:       supervisor.Caps{MaxDepth: *c.maxDepth, MaxChildren: *c.maxChildren},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start supervisor: %w", err)
