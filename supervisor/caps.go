@@ -36,8 +36,12 @@ const (
 	maxTreeTokensBound = 1 << 40
 )
 
-func (c Caps) withDefaults() Caps {
-	d := DefaultCaps
+func (c Caps) withDefaults() Caps { return DefaultCaps.Merge(c) }
+
+// Merge returns c with every positive field of o taking its place.
+func (c Caps) Merge(o Caps) Caps {
+	d := c
+	c = o
 	if c.MaxDepth > 0 {
 		d.MaxDepth = c.MaxDepth
 	}

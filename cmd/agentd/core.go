@@ -67,6 +67,10 @@ func (c *core) validate() error {
 			return usageError("%s must be positive (got %d)", p.name, p.v)
 		}
 	}
+	caps := supervisor.Caps{MaxDepth: *c.maxDepth, MaxChildren: *c.maxChildren}
+	if err := supervisor.DefaultCaps.Merge(caps).Validate(); err != nil {
+		return usageError("--max-depth/--max-children: %v", err)
+	}
 	durations := []struct {
 		name string
 		v    time.Duration
