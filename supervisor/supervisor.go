@@ -35,6 +35,10 @@ type Config struct {
 	Tools map[string]ToolServer
 	// Caps are the chokepoint's limits; zero fields take DefaultCaps.
 	Caps Caps
+	// Delegator, if set, starts nested spawns that name a non-local provider
+	// (a remote A2A peer). cmd injects the delegation router's adapter, so this
+	// package never imports delegate or a2a.
+	Delegator Delegator
 
 	MaxFrame   int           // control frame size limit; default api.DefaultMaxFrame
 	SpawnReady time.Duration // a child must send ctrl/ready within this; default 2s
@@ -110,6 +114,21 @@ const (
 // model sees them.
 type ToolServer interface {
 	Call(ctx context.Context, caller NodeInfo, tool string, args json.RawMessage) api.ToolResult
+}
+
+// Delegator starts a delegation on a non-local provider for a nested spawn. The
+// supervisor has already minted the identity and clamped the limits in payload;
+// the delegation's deadline is enforced by the supervisor too.
+type Delegator interface {
+	Delegate(ctx context.Context, provider, handle string, payload api.SpawnPayload) (Remote, error)
+}
+
+// Remote is one running non-local delegation. Result never fails: a failed
+// remote child is a result with a status.
+type Remote interface {
+	Done() <-chan struct{}
+	Result() api.SubagentResult
+	Cancel(reason string)
 }
 
 // selfTool serves one self-tool for the calling node.
