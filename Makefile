@@ -5,7 +5,7 @@ BIN      := bin/agentd
 LISTEN   ?= 127.0.0.1:8080
 FUZZTIME ?= 20s
 
-.PHONY: all build run test lint vet fmt-check unit fuzz bench clean
+.PHONY: all build run test lint vet fmt-check unit deploy-test fuzz bench clean
 
 all: build
 
@@ -15,8 +15,9 @@ build:
 run: build
 	./$(BIN) serve --listen $(LISTEN)
 
-# test: formatting, vet, then every package with the race detector.
-test: lint unit
+# test: formatting, vet, then every package with the race detector, then the
+# offline validation of deploy/.
+test: lint unit deploy-test
 
 lint: fmt-check vet
 
@@ -29,6 +30,12 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 -timeout 12m ./...
+
+# deploy-test: deploy/ is a module of its own (the Kubernetes libraries stay
+# out of the main module): it renders the kustomizations, decodes every object
+# strictly, runs the PodSecurity "restricted" checks and checks the Dockerfile.
+deploy-test:
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
 # fuzz: run each fuzz target for FUZZTIME (the seed corpora under testdata/
 # run on every `make test`).
