@@ -533,7 +533,8 @@ func checkPorts(s *set) error {
 				if p.AppProtocol == nil || *p.AppProtocol != "tls" {
 					errs = append(errs, fmt.Errorf("Service %s port %s: appProtocol is not tls", svc.Name, p.Name))
 				}
-				if tp, _ := resolvePort(c, p.TargetPort); tp != seenPort(seen, a2aPortName) {
+				a2aPort, _ := containerPort(c, a2aPortName)
+				if tp, _ := resolvePort(c, p.TargetPort); tp != a2aPort {
 					errs = append(errs, fmt.Errorf("Service %s port %s does not target the A2A port", svc.Name, p.Name))
 				}
 			}
@@ -543,15 +544,6 @@ func checkPorts(s *set) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func seenPort(seen map[int32]string, name string) int32 {
-	for p, n := range seen {
-		if n == name {
-			return p
-		}
-	}
-	return -1
 }
 
 func checkProbes(s *set) error {

@@ -60,7 +60,7 @@ func TestPerReplicaURLOverlay(t *testing.T) {
 	c := agentd(s)
 	if len(c.Env) == 0 || c.Env[0].Name != "POD_IP" || c.Env[0].ValueFrom == nil ||
 		c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
-		t.Fatalf("env[0] = %+v, want POD_IP from status.podIP", c.Env[0])
+		t.Fatalf("env %+v, want POD_IP from status.podIP first", c.Env)
 	}
 	port, _ := containerPort(c, a2aPortName)
 	if got, want := mustEnv(t, c, "AGENT_PUBLIC_URL"), "https://$(POD_IP):"+strconv.Itoa(int(port))+"/"; got != want {
