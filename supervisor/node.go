@@ -161,8 +161,11 @@ func (s *Supervisor) run(n *node) {
 	s.mu.Lock()
 	delete(s.nodes, n.handle)
 	s.mu.Unlock()
+	last := s.nodeDone(n)
 	close(n.done)
-	s.nodeDone(n)
+	if last {
+		close(n.nest.tree.done)
+	}
 }
 
 // supervise runs the child's whole life and returns its final result.

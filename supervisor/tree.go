@@ -89,7 +89,10 @@ func (b *bucket) take(now time.Time, burst int, rate float64) bool {
 // account folds a loop/event's usage delta into the tree (the node's own
 // counter was updated by the caller; used is its new token total) and enforces
 // both budgets: a node over its own grant loses its subtree with
-// exhausted_tokens, siblings spared; a tree over the ceiling drains entirely.
+// exhausted_tokens, siblings spared; a tree over the ceiling drains entirely
+// (the kill ladder from the root, verdict exhausted_tokens with cause
+// tree_token_ceiling). Both counters are the supervisor's: what a child later
+// claims in its result cannot lower them.
 func (s *Supervisor) account(n *node, delta api.Usage, used int64, log *slog.Logger) {
 	t := n.nest.tree
 	ceiling := s.Caps().TreeTokenCeiling
@@ -108,23 +111,34 @@ func (s *Supervisor) account(n *node, delta api.Usage, used int64, log *slog.Log
 		return
 	}
 	if grant := n.payload.Limits.MaxTokens; used > grant && !n.stopping() {
+		// The node is killed at once, without ctrl/cancel: its next model call
+		// would spend past the grant, and the kill lands before the supervisor
+		// reads the node's next frame (so before it answers another tool call).
+		// A child whose loop honours its grant has already sent its result.
+		// Its descendants go down the ordinary ladder.
 		log.Warn("token grant exceeded: killing the subtree", "tokens", used, "grant", grant)
-		s.killSubtree(n, verdict{status: api.StatusExhaustedTokens,
-			detail: fmt.Sprintf("%d tokens used, grant %d", used, grant)}, "token grant exceeded")
+		v := verdict{status: api.StatusExhaustedTokens, detail: fmt.Sprintf("%d tokens used, grant %d", used, grant)}
+		n.setVerdict(v)
+		if p := n.getProc(); p != nil {
+			p.signal(sigKill)
+		}
+		s.killSubtree(n, v, "token grant exceeded")
 	}
 }
 
-// nodeDone runs after a node has ended and its process is reaped: the parent's
-// async slot is freed, children that are not detached lose their parent and are
-// stopped, and the tree's done channel closes with its last node.
-func (s *Supervisor) nodeDone(n *node) {
+// nodeDone runs when a node has ended and its process is reaped, before its
+// done channel closes (so an await that returns sees the parent's async slot
+// already free): children that are not detached lose their parent and are
+// stopped. It reports whether n was the tree's last live node; the caller then
+// closes the tree's done channel after n's.
+func (s *Supervisor) nodeDone(n *node) (last bool) {
 	t := n.nest.tree
 	t.mu.Lock()
 	if p := n.parent; p != nil && n.nest.disposition == api.DispositionAsync {
 		p.nest.inflight--
 	}
 	t.live--
-	last := t.live == 0
+	last = t.live == 0
 	t.mu.Unlock()
 
 	n.mu.Lock()
@@ -135,9 +149,7 @@ func (s *Supervisor) nodeDone(n *node) {
 			s.killSubtree(c, verdict{status: api.StatusCancelled, detail: "cancelled: its parent ended"}, "parent ended")
 		}
 	}
-	if last {
-		close(t.done)
-	}
+	return last
 }
 
 // ended reports whether the node has ended (its final result is set).
