@@ -558,7 +558,10 @@ func (m *scriptedModel) call(req *Request, wire string, args json.RawMessage, ch
 	m.next++
 	id := "call_" + strconv.Itoa(m.next)
 	m.pending[id] = pendingCall{tool: wire, child: child}
-	name := ModelToolName(wire)
+	// A tool the model was not offered is called by its wire name, which the
+	// loop passes through as is: the supervisor refuses it, as it would refuse
+	// a name a real model made up.
+	name := wire
 	for _, t := range req.Tools {
 		if t.Wire == wire {
 			name = t.Name
