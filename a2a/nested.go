@@ -98,7 +98,17 @@ func (o *TreeObserver) open(e *Engine, n supervisor.NodeInfo) (opened, bool) {
 	return opened{}, true
 }
 
-// NodeStarted opens the nested task.
+var _ supervisor.AdmissionObserver = (*TreeObserver)(nil)
+
+// NodeAdmitted opens the nested task (submitted) as soon as the chokepoint has
+// admitted the subagent, before its handle reaches anyone.
+func (o *TreeObserver) NodeAdmitted(n supervisor.NodeInfo) {
+	if e := o.engine.Load(); e != nil && n.ParentHandle != "" {
+		o.open(e, n)
+	}
+}
+
+// NodeStarted opens the nested task if it is not open yet.
 func (o *TreeObserver) NodeStarted(n supervisor.NodeInfo) {
 	if e := o.engine.Load(); e != nil && n.ParentHandle != "" {
 		o.open(e, n)

@@ -47,6 +47,9 @@ func (s *Supervisor) toolSpawn(ctx context.Context, parent *node, raw json.RawMe
 	log.Info("subagent spawned", "child_path", child.payload.AgentPath, "child_task_id", child.handle,
 		"disposition", string(child.nest.disposition), "provider", child.nest.provider,
 		"max_tokens", child.payload.Limits.MaxTokens, "deadline", child.payload.Limits.Deadline.String())
+	if a, ok := s.cfg.Observer.(AdmissionObserver); ok {
+		a.NodeAdmitted(child.info())
+	}
 	go s.run(child)
 	if child.nest.disposition != api.DispositionSync {
 		return childReport(child).ToolResult()
@@ -265,6 +268,14 @@ func clampLimits(parent *node, req api.Limits, caps Caps, treeTokens int64, now 
 		l.MaxChildren = req.MaxChildren
 	}
 	return l, ""
+}
+
+// AdmissionObserver is an optional interface of an Observer: NodeAdmitted is
+// called once for every nested subagent the chokepoint admits, before its
+// process starts and before its handle is returned to the parent, so whatever
+// the observer records for a handle exists by the time anyone holds it.
+type AdmissionObserver interface {
+	NodeAdmitted(n NodeInfo)
 }
 
 // ToolDescriber is an optional interface of a ToolServer: it describes one of
