@@ -210,10 +210,11 @@ func TestNestedTasksGetAndCancel(t *testing.T) {
 	if got.Metadata["agentd/parent_task"] != string(mid) || got.Metadata["agentd/agent_path"] != "0.1.1" {
 		t.Fatalf("leaf metadata %v", got.Metadata)
 	}
-	pidsBefore := childPIDs(logLines(s.logs.String()))
-	if len(pidsBefore) != 3 {
-		t.Fatalf("%d subagent pids, want 3", len(pidsBefore))
-	}
+	var pidsBefore []int
+	waitFor(t, 10*time.Second, "three subagents started", func() bool {
+		pidsBefore = childPIDs(logLines(s.logs.String()))
+		return len(pidsBefore) == 3
+	})
 
 	cancelled, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: mid})
 	if err != nil || cancelled.Status.State != a2a.TaskStateCanceled {
@@ -243,7 +244,11 @@ func TestNestedTasksGetAndCancel(t *testing.T) {
 		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: leaf2})
 		return err == nil && got.Status.State == a2a.TaskStateWorking
 	})
-	all := childPIDs(logLines(s.logs.String()))
+	var all []int
+	waitFor(t, 10*time.Second, "six subagents started", func() bool {
+		all = childPIDs(logLines(s.logs.String()))
+		return len(all) == 6
+	})
 	if _, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: root2.ID}); err != nil {
 		t.Fatal(err)
 	}

@@ -526,6 +526,7 @@ func TestCancelNestedHandleKillsItsSubtree(t *testing.T) {
 	if res.Status != api.StatusCompleted {
 		t.Fatalf("root: %+v", res)
 	}
+	<-r.TreeDone()
 	for _, p := range []string{"0.1", "0.1.1"} {
 		if f, _ := rec.byPath(p); f.res.Status != api.StatusCancelled {
 			t.Fatalf("%s: %+v", p, f.res)

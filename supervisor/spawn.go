@@ -325,6 +325,7 @@ func (s *Supervisor) superviseRemote(n *node, log *slog.Logger) api.SubagentResu
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeStarted(n.info())
+		s.cfg.Observer.NodeProgress(n.info())
 	}
 	deadline := time.NewTimer(time.Until(n.deadline))
 	defer deadline.Stop()
