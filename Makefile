@@ -42,6 +42,7 @@ deploy-test:
 fuzz:
 	$(GO) test ./api -run '^$$' -fuzz FuzzReadFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzJSONRPC -fuzztime $(FUZZTIME)
+	$(GO) test ./agent -run '^$$' -fuzz FuzzParseScript -fuzztime $(FUZZTIME)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -9,37 +9,55 @@ import (
 	"github.com/agentd/agentd/api"
 )
 
-// demoModel is "builtin:demo", the embedded default: it answers an objective
-// with checkable facts about its text, without any network. A one-line objective
-// gets its word and character counts; an objective of several lines gets one
-// such line per input line.
-type demoModel struct{}
+// newDemoModel returns "builtin:demo", the embedded default: it answers an
+// objective with checkable facts about its text, without any network. A
+// one-line objective gets its word and character counts. An objective of
+// several lines is fanned out: one async child per line, spawned in one turn
+// and run in parallel, then awaited; the answer joins their distillates, one
+// numbered line each. A line whose spawn the chokepoint refused (a cap, the
+// rate) is answered by the parent itself, so the answer does not depend on the
+// caps. It is a scripted model (script.go) whose steps are built from the
+// objective.
+func newDemoModel() *scriptedModel { return &scriptedModel{plan: demoPlan} }
 
-func (demoModel) Complete(ctx context.Context, req *Request) (*Response, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+func demoPlan(req *Request) []step {
 	var lines []string
 	for _, l := range strings.Split(req.Objective, "\n") {
 		if strings.TrimSpace(l) != "" {
 			lines = append(lines, strings.TrimSpace(l))
 		}
 	}
-	var out string
-	if len(lines) == 1 {
-		out = describeLine(lines[0])
-	} else {
+	if len(lines) <= 1 {
+		text := ""
+		if len(lines) == 1 {
+			text = describeLine(lines[0])
+		}
+		return []step{{kind: stepAnswer, answerFn: func(*scriptedModel) string { return text }}}
+	}
+	spawn := step{kind: stepSpawn}
+	for _, l := range lines {
+		spawn.spawns = append(spawn.spawns, api.SpawnArgs{
+			Contract:    api.OutputContract{Objective: l, OutputFormat: api.OutputFormat{Kind: api.FormatText}},
+			Disposition: api.DispositionAsync,
+		})
+	}
+	join := func(m *scriptedModel) string {
 		parts := make([]string, len(lines))
 		for i, l := range lines {
-			parts[i] = fmt.Sprintf("%d. %s", i+1, describeLine(l))
+			var text string
+			switch c := m.children[i]; {
+			case c.report != nil && c.report.Status == api.StatusCompleted:
+				text = c.report.Distillate.Text()
+			case c.report != nil:
+				text = fmt.Sprintf("subagent %s ended %s: %s", c.report.AgentPath, c.report.Status, c.report.Detail)
+			default: // refused at the chokepoint: answered here
+				text = describeLine(l)
+			}
+			parts[i] = fmt.Sprintf("%d. %s", i+1, text)
 		}
-		out = strings.Join(parts, "\n")
+		return strings.Join(parts, "\n")
 	}
-	return &Response{
-		Content: out,
-		Finish:  FinishStop,
-		Usage:   usageOf(req, out),
-	}, nil
+	return []step{spawn, {kind: stepAwait}, {kind: stepAnswer, answerFn: join}}
 }
 
 // describeLine states a line's word and character counts.

@@ -63,6 +63,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	if err != nil {
 		return c.finish(api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error()})
 	}
+	if m, ok := model.(interface{ setLogger(*slog.Logger) }); ok {
+		m.setLogger(log)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go c.serve(cancel)
@@ -92,11 +95,12 @@ func (c *control) CallTool(ctx context.Context, name string, args json.RawMessag
 // Event implements Reporter over the control channel.
 func (c *control) Event(step int, kind string, delta api.Usage) { c.event(step, kind, delta) }
 
-// offeredTools is what the loop offers its model: the granted tools the
-// supervisor described in the payload.
+// offeredTools is what the loop offers its model: the self-tools every
+// subagent has (subagent.spawn, status, await, cancel), then the granted tools
+// the supervisor described in the payload.
 func offeredTools(p *api.SpawnPayload) []ToolSpec {
 	var out []ToolSpec
-	for _, t := range p.Tools {
+	for _, t := range append(api.SelfToolSpecs(), p.Tools...) {
 		out = append(out, ToolSpec{Name: ModelToolName(t.Name), Wire: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
 	return out

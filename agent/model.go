@@ -118,11 +118,16 @@ func NewModel(spec api.Intelligence, key string) (Model, error) {
 	name, arg, _ := strings.Cut(spec.Endpoint, "=")
 	switch name {
 	case "builtin:demo":
-		return demoModel{}, nil
+		return newDemoModel(), nil
 	case "builtin:wait":
 		return waitModel{}, nil
+	case "builtin:script":
+		sc, err := loadScript(arg)
+		if err != nil {
+			return nil, err
+		}
+		return &scriptedModel{sc: sc}, nil
 	}
-	_ = arg
 	return nil, fmt.Errorf("agent: unknown intelligence %q", spec.Endpoint)
 }
 

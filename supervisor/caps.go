@@ -83,10 +83,22 @@ func (c Caps) Validate() error {
 	}
 	for _, ck := range check {
 		if ck.v <= 0 || ck.v > ck.bound {
-			return fmt.Errorf("supervisor: cap %s = %v: must be in (0, %v]", ck.name, ck.v, ck.bound)
+			return &CapError{Name: ck.name, Value: ck.v, Bound: ck.bound}
 		}
 	}
 	return nil
+}
+
+// CapError reports a cap outside its bounds. Name is the cap's snake_case name
+// (max_depth, spawn_rate, ...), so callers can name the setting that set it.
+type CapError struct {
+	Name  string
+	Value float64
+	Bound float64
+}
+
+func (e *CapError) Error() string {
+	return fmt.Sprintf("supervisor: cap %s = %v: must be in (0, %v]", e.Name, e.Value, e.Bound)
 }
 
 // Caps returns the caps in force.

@@ -29,6 +29,20 @@
 // processes" after the reaper collected its child). agentd's own binary never
 // does; tests that use os/exec live in packages that do not host a Supervisor.
 //
+// # Nesting: one chokepoint
+//
+// A subagent gets children only through the subagent.spawn self-tool, which
+// the supervisor serves (spawn.go): it refuses while the tree drains, mints the
+// child's depth, agent_id, agent_path and parent edge from the caller's own
+// record, enforces the caps (max_depth, max_children, max_inflight for async
+// children, max_total_subagents, the spawn-rate bucket, the tree-token
+// ceiling), requires an objective, narrows the scope (a child holds exactly
+// the tools it asked for, each held by its parent) and clamps the limits to
+// what the parent and the tree can afford. Every refusal is a tool result with
+// isError set. The checks and the registration of the child happen under the
+// tree's lock (tree.go), which also holds the counters every loop/event folds
+// into: the node's usage and the tree's.
+//
 // # PDEATHSIG
 //
 // The kernel sends a child's parent-death signal when the thread that forked it

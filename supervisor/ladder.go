@@ -17,20 +17,26 @@ const (
 // starts the kill ladder over the subtree. It returns at once and is idempotent:
 // nodes already on a ladder are not laddered twice.
 func (s *Supervisor) killSubtree(n *node, v verdict, reason string) {
-	nodes := n.subtree()
 	var fresh []*node
-	for _, m := range nodes {
-		if m == n {
-			m.setVerdict(v)
-		} else {
-			m.setVerdict(verdict{status: api.StatusCancelled, detail: "cancelled: an ancestor was stopped (" + reason + ")"})
+	// A spawn attaches a child only to a parent not yet marked killing, so a
+	// second walk after marking finds any child attached during the first.
+	for again := true; again; {
+		again = false
+		for _, m := range n.subtree() {
+			if m == n {
+				m.setVerdict(v)
+			} else {
+				m.setVerdict(verdict{status: api.StatusCancelled, detail: "cancelled: an ancestor was stopped (" + reason + ")"})
+			}
+			m.mu.Lock()
+			if !m.killing {
+				m.killing = true
+				close(m.killed)
+				fresh = append(fresh, m)
+				again = true
+			}
+			m.mu.Unlock()
 		}
-		m.mu.Lock()
-		if !m.killing {
-			m.killing = true
-			fresh = append(fresh, m)
-		}
-		m.mu.Unlock()
 	}
 	if len(fresh) > 0 {
 		go s.ladder(fresh, reason)

@@ -39,6 +39,9 @@ type node struct {
 	children  []*node
 	killing   bool          // a kill ladder has been started for this node
 	abandoned chan struct{} // closed when the ladder gives up on an unreapable process
+	killed    chan struct{} // closed when killing is set
+
+	nest nest // nesting bookkeeping (tree.go, spawn.go)
 }
 
 func newNode(handle string, parent *node, p api.SpawnPayload) *node {
@@ -49,6 +52,7 @@ func newNode(handle string, parent *node, p api.SpawnPayload) *node {
 		deadline:  time.Now().Add(p.Limits.Deadline.D()),
 		done:      make(chan struct{}),
 		abandoned: make(chan struct{}),
+		killed:    make(chan struct{}),
 	}
 }
 
@@ -73,10 +77,13 @@ func (n *node) info() NodeInfo {
 		Usage:      n.usage,
 		Deadline:   n.deadline,
 	}
+	in.Provider, in.Disposition = n.nest.provider, n.nest.disposition
 	if n.parent != nil {
 		in.ParentHandle = n.parent.handle
 	}
 	switch {
+	case n.nest.remote && !n.killing:
+		in.State = StateRunning
 	case n.proc == nil || !n.proc.spawned.Load():
 		in.State = StateStarting
 	case n.killing:
@@ -145,18 +152,27 @@ func (s *Supervisor) run(n *node) {
 	log := s.log.With("run_id", n.payload.Telemetry.RunID, "agent_path", n.payload.AgentPath, "task_id", n.handle)
 	res := s.supervise(n, log)
 	n.final = res
-	s.mu.Lock()
-	delete(s.nodes, n.handle)
-	s.mu.Unlock()
-	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps)
+	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps, "depth", n.payload.Depth)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeFinished(n.info(), res)
 	}
+	// Removed after the observer heard of the end, so a cancel by handle in
+	// between still finds the node rather than a task with no subagent.
+	s.mu.Lock()
+	delete(s.nodes, n.handle)
+	s.mu.Unlock()
+	last := s.nodeDone(n)
 	close(n.done)
+	if last {
+		close(n.nest.tree.done)
+	}
 }
 
 // supervise runs the child's whole life and returns its final result.
 func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
+	if n.nest.remote {
+		return s.superviseRemote(n, log)
+	}
 	p, err := startProc(procSpec{
 		exe:       s.cfg.Executable,
 		env:       s.cfg.Env,
@@ -368,7 +384,9 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 		}
 		n.mu.Lock()
 		n.usage = n.usage.Add(ev.UsageDelta)
+		used := n.usage.Tokens()
 		n.mu.Unlock()
+		s.account(n, ev.UsageDelta, used, log)
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.NodeProgress(n.info())
 		}
@@ -423,6 +441,13 @@ func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, l
 func (s *Supervisor) callTool(n *node, call api.ToolCall) api.ToolResult {
 	ctx, cancel := context.WithDeadline(context.Background(), n.deadline)
 	defer cancel()
+	go func() { // a call outlives no caller: it ends when the node does
+		select {
+		case <-n.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if h, ok := s.selfTools[call.Tool]; ok {
 		return h(ctx, n, call.Args)
 	}

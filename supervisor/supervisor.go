@@ -39,6 +39,12 @@ type Config struct {
 	// (a remote A2A peer). cmd injects the delegation router's adapter, so this
 	// package never imports delegate or a2a.
 	Delegator Delegator
+	// ToolTags gives the Rule-of-Two legs of each tool; nil, or a tool it does
+	// not know, counts as untrusted_input.
+	ToolTags ToolTagger
+	// Clock is the time the spawn-rate token bucket reads; default time.Now.
+	// Tests inject a fake one.
+	Clock func() time.Time
 
 	MaxFrame   int           // control frame size limit; default api.DefaultMaxFrame
 	SpawnReady time.Duration // a child must send ctrl/ready within this; default 2s
@@ -73,6 +79,9 @@ func (c *Config) setDefaults() error {
 	def(&c.DrainGrace, 5*time.Second)
 	def(&c.KillGrace, 2*time.Second)
 	def(&c.ReapGrace, time.Second)
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
 	return nil
 }
 
@@ -100,6 +109,9 @@ type NodeInfo struct {
 	Provider     string // "local", or the peer provider a delegation went to
 	Usage        api.Usage
 	Deadline     time.Time
+	// Disposition is how the parent waits for it (sync, async, detach); empty
+	// for a root.
+	Disposition api.Disposition
 }
 
 // Node states, as NodeInfo reports them.
@@ -170,7 +182,7 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	theReaper.start(cfg.Logger)
 	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps}
-	s.selfTools = map[string]selfTool{}
+	s.selfTools = s.selfToolTable()
 	return s, nil
 }
 
@@ -208,6 +220,8 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 		p.Telemetry.RunID = newID()
 	}
 	p.AgentID, p.AgentPath, p.Depth = "0", "0", 0
+	p.Scope.Tags = ScopeTags(p.Scope.Allow, s.cfg.ToolTags)
+	p.Tools = s.toolSpecs(p.Scope.Allow)
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
@@ -216,6 +230,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 		handle = newID()
 	}
 	n := newNode(handle, nil, p)
+	newTree(n)
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
@@ -286,10 +301,14 @@ func (s *Supervisor) Draining() bool {
 func (s *Supervisor) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
+	// Every tree with a live node, by its root: a detached subagent may outlive
+	// its ancestors, and killSubtree walks through ended nodes to reach it.
 	var roots []*node
+	seen := make(map[*node]bool)
 	for _, n := range s.nodes {
-		if n.parent == nil {
-			roots = append(roots, n)
+		if r := n.nest.tree.root; !seen[r] {
+			seen[r] = true
+			roots = append(roots, r)
 		}
 	}
 	s.mu.Unlock()

@@ -23,6 +23,7 @@ type core struct {
 	maxSteps     *int
 	maxTokens    *int64
 	maxChildren  *int
+	nest         nestFlags
 	deadline     *time.Duration
 	drainTimeout *time.Duration
 	spawnReady   *time.Duration
@@ -42,6 +43,7 @@ func addCore(f *flags) *core {
 		maxSteps:     f.int("max-steps", "AGENT_MAX_STEPS", 50, "per-subagent step cap"),
 		maxTokens:    f.int64("max-tokens", "AGENT_MAX_TOKENS", 200000, "token budget of a run's root subagent"),
 		maxChildren:  f.int("max-children", "AGENT_MAX_CHILDREN", 8, "per-node child cap"),
+		nest:         addNestFlags(f),
 		deadline:     f.duration("deadline", "AGENT_DEADLINE", 600*time.Second, "wall-clock deadline of a run (finite, at most 24h)"),
 		drainTimeout: f.duration("drain-timeout", "AGENT_DRAIN_TIMEOUT", 25*time.Second, "whole-tree drain budget (keep it under the pod's termination grace)"),
 		spawnReady:   f.duration("spawn-ready", "AGENT_SPAWN_READY", 2*time.Second, "a child must send ctrl/ready within this"),
@@ -67,9 +69,8 @@ func (c *core) validate() error {
 			return usageError("%s must be positive (got %d)", p.name, p.v)
 		}
 	}
-	caps := supervisor.Caps{MaxDepth: *c.maxDepth, MaxChildren: *c.maxChildren}
-	if err := supervisor.DefaultCaps.Merge(caps).Validate(); err != nil {
-		return usageError("--max-depth/--max-children: %v", err)
+	if err := c.nest.validate(c.caps()); err != nil {
+		return err
 	}
 	durations := []struct {
 		name string
@@ -129,7 +130,7 @@ func (c *core) logger(w io.Writer) *slog.Logger {
 
 // newSupervisor builds the supervisor: it becomes the subreaper of its tree and
 // hands children the environment with the intelligence key.
-func (c *core) newSupervisor(log *slog.Logger) (*supervisor.Supervisor, error) {
+func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*supervisor.Supervisor, error) {
 	if err := supervisor.EnableSubreaper(); err != nil {
 		log.Warn("not a subreaper: orphaned grandchildren will reparent to init", "err", err)
 	}
@@ -143,7 +144,8 @@ func (c *core) newSupervisor(log *slog.Logger) (*supervisor.Supervisor, error) {
 		SpawnReady: *c.spawnReady,
 		DrainGrace: *c.drainGrace,
 		KillGrace:  *c.killGrace,
-		Caps:       supervisor.Caps{MaxDepth: *c.maxDepth, MaxChildren: *c.maxChildren},
+		Caps:       c.caps(),
+		Observer:   obs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start supervisor: %w", err)

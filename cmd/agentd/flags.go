@@ -70,6 +70,18 @@ func (f *flags) int64(name, env string, def int64, usage string) *int64 {
 	return f.Int64(name, def, usage+envNote(env))
 }
 
+func (f *flags) float64(name, env string, def float64, usage string) *float64 {
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			f.envErr(env, v, err)
+		} else {
+			def = x
+		}
+	}
+	return f.Float64(name, def, usage+envNote(env))
+}
+
 func (f *flags) duration(name, env string, def time.Duration, usage string) *time.Duration {
 	if v, ok := os.LookupEnv(env); ok && env != "" {
 		d, err := time.ParseDuration(v)

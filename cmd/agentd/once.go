@@ -44,12 +44,13 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	log := c.logger(stderr)
-	sup, err := c.newSupervisor(log)
+	sup, err := c.newSupervisor(log, nil)
 	if err != nil {
 		return err
 	}
 	run, err := sup.Start(ctx, supervisor.StartRequest{Payload: api.SpawnPayload{
 		Contract:     api.OutputContract{Objective: *instruction, OutputFormat: api.OutputFormat{Kind: api.FormatText}},
+		Scope:        c.rootScope(),
 		Limits:       c.limits(),
 		Telemetry:    api.Telemetry{RunID: *runID},
 		Intelligence: c.intelligenceSpec(),
@@ -61,7 +62,9 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	select {
-	case <-run.Done():
+	case <-run.TreeDone():
+		// The root has ended, and so has every subagent of its tree: children
+		// it left running were stopped, detached ones ran to their end.
 	case sig := <-sigs:
 		log.Info("draining", "signal", sig.String())
 		ctx, cancel := context.WithTimeout(context.Background(), *c.drainTimeout)

@@ -55,7 +55,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	log := c.logger(stderr)
-	sup, err := c.newSupervisor(log)
+	// Every nested subagent is an A2A task too; the observer records them in
+	// the engine built below.
+	nested := &a2abind.TreeObserver{Log: log}
+	sup, err := c.newSupervisor(log, nested)
 	if err != nil {
 		return err
 	}
@@ -68,9 +71,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		CancelHandle: sup.Cancel,
 		Limits:       c.limits(),
 		Intelligence: c.intelligenceSpec(),
+		Scope:        c.rootScope(),
 		Log:          log,
 	})
 	engine := a2abind.NewEngine(a2abind.NewStore(*taskCapacity, *taskRetention), exec, log)
+	nested.Attach(engine)
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -1,0 +1,216 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Disposition says how a parent waits for a child it spawns (RFC 0009 section
+// 3.7). The zero value means sync.
+type Disposition string
+
+// The three dispositions.
+const (
+	DispositionSync   Disposition = "sync"   // the spawn call returns the child's result
+	DispositionAsync  Disposition = "async"  // the spawn call returns a handle at once; await it later
+	DispositionDetach Disposition = "detach" // fire and forget: still counted, budgeted and reaped
+)
+
+// Normalize returns the disposition with the empty value read as sync, or an
+// error for an unknown one.
+func (d Disposition) Normalize() (Disposition, error) {
+	switch d {
+	case "", DispositionSync:
+		return DispositionSync, nil
+	case DispositionAsync, DispositionDetach:
+		return d, nil
+	}
+	return "", fmt.Errorf("disposition %q: want sync, async or detach", string(d))
+}
+
+// SpawnArgs are the arguments of the subagent.spawn self-tool. Contract, Seed,
+// Scope and Limits are what the parent asks for; the supervisor narrows the
+// scope, clamps the limits and mints the identity. AgentID, AgentPath, Depth and
+// Parent are accepted only to be discarded: a parent cannot choose them.
+type SpawnArgs struct {
+	Contract    OutputContract `json:"contract"`
+	Seed        ContextSeed    `json:"seed"`
+	Scope       ToolScope      `json:"scope"`
+	Limits      Limits         `json:"limits"`
+	Disposition Disposition    `json:"disposition,omitempty"`
+	// Provider names where the child runs: "" or "local" for a re-exec'd child
+	// of this supervisor, anything else for the delegation router (a peer).
+	Provider string `json:"provider,omitempty"`
+
+	// Discarded at the chokepoint.
+	AgentID   string `json:"agent_id,omitempty"`
+	AgentPath string `json:"agent_path,omitempty"`
+	Depth     *int   `json:"depth,omitempty"`
+	Parent    string `json:"parent,omitempty"`
+}
+
+// HandleArgs are the arguments of subagent.status and subagent.cancel.
+type HandleArgs struct {
+	Handle string `json:"handle"`
+}
+
+// AwaitArgs are the arguments of subagent.await. TimeoutMS defaults to, and is
+// capped at, MaxAwait.
+type AwaitArgs struct {
+	Handle    string `json:"handle"`
+	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+}
+
+// MaxAwait is the default and the longest wait of one subagent.await call.
+const MaxAwait = 30 * time.Second
+
+// Child states a ChildReport gives.
+const (
+	ChildRunning  = "running"  // not yet ended (starting, working or stopping)
+	ChildFinished = "finished" // ended; Status, Distillate and Usage are final
+)
+
+// ChildReport is what the self-tools answer about one child: its handle and
+// resource URI, its place in the tree, whether it has finished, and once it has,
+// its SubagentResult fields. An async or detached spawn answers with a report
+// in state running; a sync spawn and a finished await answer with the result.
+type ChildReport struct {
+	Handle      string         `json:"handle"`
+	ResourceURI string         `json:"resource_uri"`
+	AgentPath   string         `json:"agent_path,omitempty"`
+	State       string         `json:"state"`
+	Status      TerminalStatus `json:"status,omitempty"`
+	Distillate  *ResultBody    `json:"distillate,omitempty"`
+	Usage       Usage          `json:"usage"`
+	Cause       string         `json:"cause,omitempty"`
+	Detail      string         `json:"detail,omitempty"`
+	// Cancelled is set by subagent.cancel: whether a kill ladder was started.
+	Cancelled *bool `json:"cancelled,omitempty"`
+	// SubtreeSize is set by subagent.cancel: how many subagents it stopped.
+	SubtreeSize int `json:"subtree_size,omitempty"`
+}
+
+// ResourceURI is the agent:// resource of a child's handle; a child's completion
+// is an update of this resource.
+func ResourceURI(handle string) string { return "agent://subagent/" + handle }
+
+// ReportResult fills r from a finished child's result.
+func (r *ChildReport) ReportResult(res SubagentResult) {
+	d := res.Distillate
+	r.State = ChildFinished
+	r.Status = res.Status
+	r.Distillate = &d
+	r.Usage = res.Usage
+	r.Cause = res.Cause
+	r.Detail = res.Detail
+}
+
+// ToolResult encodes the report as a tool result: the JSON as text (what a model
+// reads) and as structured content.
+func (r ChildReport) ToolResult() ToolResult {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return TextResult("encode child report: "+err.Error(), true)
+	}
+	res := TextResult(string(b), false)
+	res.StructuredContent = b
+	return res
+}
+
+// SelfToolSpecs describes the self-tools every subagent is offered, with the
+// JSON Schemas of their arguments.
+func SelfToolSpecs() []ToolSpec {
+	return []ToolSpec{
+		{Name: ToolSpawn, Description: spawnDescription, InputSchema: json.RawMessage(spawnSchema)},
+		{Name: ToolStatus, Description: "Report a child subagent's state by handle; a finished child's report carries its result.", InputSchema: json.RawMessage(handleSchema)},
+		{Name: ToolAwait, Description: "Wait for a child subagent (from an async spawn) to finish, at most timeout_ms (default and maximum 30000). Returns its result, or its report in state running if it has not finished yet.", InputSchema: json.RawMessage(awaitSchema)},
+		{Name: ToolCancel, Description: "Stop a child subagent and everything it spawned.", InputSchema: json.RawMessage(handleSchema)},
+	}
+}
+
+const spawnDescription = "Delegate a sub-task to a new child subagent. Give it a specific objective and the output format you need; " +
+	"pass only the context it needs as labeled seed slices; list the tools it may use (a subset of yours). " +
+	"disposition sync (default) waits and returns the child's result; async returns a handle to await later; detach runs it on its own. " +
+	"A refusal (a cap, the rate limit, a tool you do not hold) comes back as an error result: adapt, do not retry blindly."
+
+const spawnSchema = `{
+  "type": "object",
+  "properties": {
+    "contract": {
+      "type": "object",
+      "properties": {
+        "objective": {"type": "string", "description": "the specific objective of the child"},
+        "output_format": {
+          "type": "object",
+          "properties": {
+            "kind": {"type": "string", "enum": ["text", "markdown", "json"]},
+            "schema": {"description": "a JSON Schema the child's JSON answer must satisfy (kind json only)"}
+          }
+        },
+        "tool_guidance": {"type": "string"},
+        "boundaries": {"type": "string", "description": "what is in scope, what not to do, when to stop"}
+      },
+      "required": ["objective"]
+    },
+    "seed": {
+      "type": "object",
+      "properties": {
+        "slices": {
+          "type": "array",
+          "items": {
+            "type": "object",
+            "properties": {
+              "label": {"type": "string"},
+              "content": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}, "resource_ref": {"type": "string"}}
+              }
+            },
+            "required": ["label", "content"]
+          }
+        }
+      }
+    },
+    "scope": {
+      "type": "object",
+      "properties": {
+        "allow": {
+          "type": "array",
+          "items": {
+            "type": "object",
+            "properties": {"server": {"type": "string"}, "tool": {"type": "string"}},
+            "required": ["server", "tool"]
+          }
+        }
+      }
+    },
+    "limits": {
+      "type": "object",
+      "properties": {
+        "max_steps": {"type": "integer", "minimum": 1},
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "deadline": {"type": "string", "description": "a duration such as \"90s\""},
+        "max_children": {"type": "integer", "minimum": 0}
+      }
+    },
+    "disposition": {"type": "string", "enum": ["sync", "async", "detach"]},
+    "provider": {"type": "string", "description": "where the child runs: local (default) or a configured peer"}
+  },
+  "required": ["contract"]
+}`
+
+const handleSchema = `{
+  "type": "object",
+  "properties": {"handle": {"type": "string"}},
+  "required": ["handle"]
+}`
+
+const awaitSchema = `{
+  "type": "object",
+  "properties": {
+    "handle": {"type": "string"},
+    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 30000}
+  },
+  "required": ["handle"]
+}`

@@ -1,0 +1,365 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/api"
+)
+
+// The refusal texts of the subagent.spawn chokepoint. Each is returned to the
+// parent's model as a tool result with isError set, never as a protocol error.
+const (
+	refuseDraining       = "spawn denied: tree draining"
+	refuseChildCap       = "spawn denied: node child cap reached"
+	refuseTreeCap        = "spawn denied: tree subagent cap reached"
+	refuseRate           = "spawn denied: spawn rate exceeded"
+	refuseCeiling        = "spawn denied: tree token ceiling"
+	refuseScopeWidens    = "spawn denied: scope widens: " // + SERVER/TOOL
+	refuseTrifecta       = "spawn denied: rule of two: the scope would hold untrusted_input, sensitive and egress"
+	refuseGrantExhausted = "spawn denied: the parent's token grant is exhausted"
+	refuseDeadlinePassed = "spawn denied: the parent's deadline has passed"
+)
+
+func refuseDepth(max int) string    { return fmt.Sprintf("spawn denied: max_depth %d reached", max) }
+func refuseInflight(max int) string { return fmt.Sprintf("spawn denied: max_inflight %d reached", max) }
+
+// toolSpawn serves subagent.spawn: the only way a subagent comes to have
+// children. It admits or refuses the request (admit), starts the child, and
+// answers according to the disposition.
+func (s *Supervisor) toolSpawn(ctx context.Context, parent *node, raw json.RawMessage) api.ToolResult {
+	log := s.log.With("run_id", parent.payload.Telemetry.RunID, "agent_path", parent.payload.AgentPath, "task_id", parent.handle)
+	args, err := decodeSpawnArgs(raw)
+	if err != nil {
+		return api.TextResult("spawn denied: bad arguments: "+err.Error(), true)
+	}
+	child, refusal := s.admit(parent, args, time.Now())
+	if refusal != "" {
+		log.Info("spawn refused", "reason", refusal)
+		return api.TextResult(refusal, true)
+	}
+	log.Info("subagent spawned", "child_path", child.payload.AgentPath, "child_task_id", child.handle,
+		"disposition", string(child.nest.disposition), "provider", child.nest.provider,
+		"max_tokens", child.payload.Limits.MaxTokens, "deadline", child.payload.Limits.Deadline.String())
+	if a, ok := s.cfg.Observer.(AdmissionObserver); ok {
+		a.NodeAdmitted(child.info())
+	}
+	go s.run(child)
+	if child.nest.disposition != api.DispositionSync {
+		return childReport(child).ToolResult()
+	}
+	select {
+	case <-child.done:
+		return childReport(child).ToolResult()
+	case <-ctx.Done():
+		return api.TextResult("subagent.spawn: the caller stopped before its child "+child.handle+" ended", true)
+	}
+}
+
+func decodeSpawnArgs(raw json.RawMessage) (*api.SpawnArgs, error) {
+	var args api.SpawnArgs
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, errors.New("want an object with a contract")
+	}
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return nil, err
+	}
+	d, err := args.Disposition.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	args.Disposition = d
+	return &args, nil
+}
+
+// admit is the chokepoint. In this order it refuses while the tree drains;
+// mints the child's depth from its parent's record (whatever the request says
+// about depth, agent_id, agent_path or parent is discarded); enforces
+// max_depth, the parent's child cap, max_inflight for an async child, the
+// tree's subagent cap, the spawn-rate bucket and the tree-token ceiling;
+// rejects an empty objective; narrows the scope (every requested tool must be
+// held by the parent, and no child may hold the Rule-of-Two trifecta); clamps
+// the limits to what the parent and the tree can still afford; and finally
+// registers the child, not yet started. The checks and the registration happen
+// under tree.mu, so concurrent spawns in one tree cannot overshoot a cap.
+func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*node, string) {
+	t := parent.nest.tree
+	caps := s.Caps()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+
+	if t.draining || s.Draining() || parent.stopping() {
+		return nil, refuseDraining
+	}
+	depth := parent.payload.Depth + 1 // minted; args.Depth is never read
+	if depth > caps.MaxDepth {
+		return nil, refuseDepth(caps.MaxDepth)
+	}
+	if parent.nest.children >= childCap(parent, caps) {
+		return nil, refuseChildCap
+	}
+	if args.Disposition == api.DispositionAsync && parent.nest.inflight >= caps.MaxInflight {
+		return nil, refuseInflight(caps.MaxInflight)
+	}
+	if t.total >= caps.MaxTotalSubagents {
+		return nil, refuseTreeCap
+	}
+	if !t.bucket.take(s.cfg.Clock(), caps.SpawnBurst, caps.SpawnRate) {
+		return nil, refuseRate
+	}
+	if t.tokens >= caps.TreeTokenCeiling {
+		return nil, refuseCeiling
+	}
+	if err := args.Contract.Validate(); err != nil {
+		if errors.Is(err, api.ErrMissingObjective) {
+			return nil, err.Error()
+		}
+		return nil, "spawn denied: " + err.Error()
+	}
+	scope, refusal := narrowScope(parent.payload.Scope, args.Scope)
+	if refusal != "" {
+		return nil, refusal
+	}
+	scope.Tags = intersectTags(ScopeTags(scope.Allow, s.cfg.ToolTags), parent.payload.Scope.Tags)
+	if scope.Tags.Trifecta() {
+		return nil, refuseTrifecta
+	}
+	if err := args.Seed.Validate(); err != nil {
+		return nil, "spawn denied: " + err.Error()
+	}
+	limits, refusal := clampLimits(parent, args.Limits, caps, t.tokens, now)
+	if refusal != "" {
+		return nil, refusal
+	}
+	provider, remote := localProvider, false
+	if p := strings.TrimSpace(args.Provider); p != "" && p != localProvider {
+		if s.cfg.Delegator == nil {
+			return nil, fmt.Sprintf("spawn denied: unknown provider %q", p)
+		}
+		provider, remote = p, true
+	}
+
+	parent.nest.seq++
+	path := parent.payload.AgentPath + "." + strconv.Itoa(parent.nest.seq)
+	pt := parent.payload.Telemetry
+	payload := api.SpawnPayload{
+		AgentID:   path,
+		AgentPath: path,
+		Depth:     depth,
+		Contract:  args.Contract,
+		Seed:      args.Seed,
+		Scope:     scope,
+		Limits:    limits,
+		Telemetry: api.Telemetry{
+			RunID: pt.RunID, TraceID: pt.TraceID, Traceparent: pt.Traceparent,
+			LogLevel: pt.LogLevel, LogContent: pt.LogContent,
+		},
+		Tools:        s.toolSpecs(scope.Allow),
+		Intelligence: parent.payload.Intelligence,
+	}
+	if err := payload.Validate(); err != nil {
+		return nil, "spawn denied: " + err.Error()
+	}
+	child := newNode(newID(), parent, payload)
+	child.nest = nest{tree: t, disposition: args.Disposition, provider: provider, remote: remote}
+
+	// Registration: the supervisor must not be draining and the parent must not
+	// be on a kill ladder, checked under the locks that Shutdown and
+	// killSubtree take, so a child is never attached behind their back.
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return nil, refuseDraining
+	}
+	parent.mu.Lock()
+	if parent.killing {
+		parent.mu.Unlock()
+		s.mu.Unlock()
+		return nil, refuseDraining
+	}
+	parent.children = append(parent.children, child)
+	parent.mu.Unlock()
+	s.nodes[child.handle] = child
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	t.total++
+	t.live++
+	t.nodes[child.handle] = child
+	parent.nest.children++
+	if args.Disposition == api.DispositionAsync {
+		parent.nest.inflight++
+	}
+	return child, ""
+}
+
+// childCap is the breadth cap of n: the operator's max_children, or n's own
+// grant when that is smaller.
+func childCap(n *node, caps Caps) int {
+	c := caps.MaxChildren
+	if m := n.payload.Limits.MaxChildren; m > 0 && m < c {
+		c = m
+	}
+	return c
+}
+
+// narrowScope returns the child's scope: exactly the requested tools, each of
+// which the parent must hold. Capability never widens down the tree.
+func narrowScope(parent, req api.ToolScope) (api.ToolScope, string) {
+	var out api.ToolScope
+	seen := make(map[api.ToolRef]bool, len(req.Allow))
+	for _, r := range req.Allow {
+		if r.Server == "" || r.Tool == "" || strings.Contains(r.Server, "/") {
+			return out, "spawn denied: scope: a tool is {server, tool}, both non-empty"
+		}
+		if !parent.Holds(r) {
+			return out, refuseScopeWidens + r.String()
+		}
+		if !seen[r] {
+			seen[r] = true
+			out.Allow = append(out.Allow, r)
+		}
+	}
+	return out, ""
+}
+
+// clampLimits bounds what a child asks for by what its parent and its tree can
+// still afford. An absent (zero) request takes the most that is affordable. The
+// deadline is always finite: at most the parent's remaining time.
+func clampLimits(parent *node, req api.Limits, caps Caps, treeTokens int64, now time.Time) (api.Limits, string) {
+	pl := parent.payload.Limits
+	l := api.Limits{MaxSteps: pl.MaxSteps}
+	if req.MaxSteps > 0 && req.MaxSteps < l.MaxSteps {
+		l.MaxSteps = req.MaxSteps
+	}
+	parent.mu.Lock()
+	used := parent.usage.Tokens()
+	parent.mu.Unlock()
+	afford := pl.MaxTokens - used
+	if tree := caps.TreeTokenCeiling - treeTokens; tree < afford {
+		afford = tree
+	}
+	if afford <= 0 {
+		return l, refuseGrantExhausted
+	}
+	l.MaxTokens = afford
+	if req.MaxTokens > 0 && req.MaxTokens < afford {
+		l.MaxTokens = req.MaxTokens
+	}
+	left := parent.deadline.Sub(now)
+	if left <= 0 {
+		return l, refuseDeadlinePassed
+	}
+	if req.Deadline > 0 && req.Deadline.D() < left {
+		left = req.Deadline.D()
+	}
+	if left > api.MaxDeadline {
+		left = api.MaxDeadline
+	}
+	l.Deadline = api.Duration(left)
+	l.MaxChildren = childCap(parent, caps)
+	if req.MaxChildren > 0 && req.MaxChildren < l.MaxChildren {
+		l.MaxChildren = req.MaxChildren
+	}
+	return l, ""
+}
+
+// AdmissionObserver is an optional interface of an Observer: NodeAdmitted is
+// called once for every nested subagent the chokepoint admits, before its
+// process starts and before its handle is returned to the parent, so whatever
+// the observer records for a handle exists by the time anyone holds it.
+type AdmissionObserver interface {
+	NodeAdmitted(n NodeInfo)
+}
+
+// ToolDescriber is an optional interface of a ToolServer: it describes one of
+// its tools, so a child's model is offered the tool with its schema.
+type ToolDescriber interface {
+	Describe(tool string) (api.ToolSpec, bool)
+}
+
+// toolSpecs describes the tools of a grant for the spawn payload.
+func (s *Supervisor) toolSpecs(allow []api.ToolRef) []api.ToolSpec {
+	var out []api.ToolSpec
+	for _, ref := range allow {
+		spec := api.ToolSpec{Name: ref.String()}
+		if d, ok := s.cfg.Tools[ref.Server].(ToolDescriber); ok {
+			if got, ok := d.Describe(ref.Tool); ok {
+				spec.Description, spec.InputSchema = got.Description, got.InputSchema
+			}
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+// childReport describes a child for the self-tools.
+func childReport(c *node) api.ChildReport {
+	in := c.info()
+	r := api.ChildReport{Handle: c.handle, ResourceURI: api.ResourceURI(c.handle), AgentPath: in.AgentPath, State: api.ChildRunning, Usage: in.Usage}
+	if c.ended() {
+		r.ReportResult(c.final)
+	}
+	return r
+}
+
+// superviseRemote runs a child on a non-local provider through the Delegator.
+// It counts against the same caps and budget as a local child (it was admitted
+// by the same chokepoint), and its deadline is enforced here: on expiry, or
+// when its subtree is killed, the delegation is cancelled.
+func (s *Supervisor) superviseRemote(n *node, log *slog.Logger) api.SubagentResult {
+	log = log.With("provider", n.nest.provider)
+	ctx, cancel := context.WithDeadline(context.Background(), n.deadline)
+	defer cancel()
+	r, err := s.cfg.Delegator.Delegate(ctx, n.nest.provider, n.handle, n.payload)
+	if err != nil {
+		log.Warn("delegation failed", "err", err)
+		return api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""),
+			Detail: fmt.Sprintf("delegate to %s: %v", n.nest.provider, err)}
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.NodeStarted(n.info())
+		s.cfg.Observer.NodeProgress(n.info())
+	}
+	deadline := time.NewTimer(time.Until(n.deadline))
+	defer deadline.Stop()
+	select {
+	case <-r.Done():
+	case <-n.killed:
+		r.Cancel("stopped by the supervisor")
+	case <-deadline.C:
+		log.Warn("deadline passed: cancelling the delegation", "deadline", n.payload.Limits.Deadline.String())
+		s.killSubtree(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed", n.payload.Limits.Deadline)}, "deadline")
+		r.Cancel("deadline")
+	}
+	grace := time.NewTimer(s.cfg.DrainGrace + s.cfg.KillGrace)
+	defer grace.Stop()
+	var res api.SubagentResult
+	select {
+	case <-r.Done():
+		res = r.Result()
+	case <-grace.C:
+		log.Error("remote delegation did not stop after cancel")
+		res = api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""), Detail: "the remote delegation did not stop after cancel"}
+	}
+	// The remote's usage counts against this tree.
+	n.mu.Lock()
+	delta := api.Usage{TokensIn: max(res.Usage.TokensIn-n.usage.TokensIn, 0), TokensOut: max(res.Usage.TokensOut-n.usage.TokensOut, 0)}
+	n.usage = maxUsage(n.usage, res.Usage)
+	used := n.usage.Tokens()
+	n.mu.Unlock()
+	s.account(n, delta, used, log)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	res.Usage = n.usage
+	if n.verdict != nil {
+		res.Status, res.Cause, res.Detail = n.verdict.status, n.verdict.cause, n.verdict.detail
+	}
+	return res
+}

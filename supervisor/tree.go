@@ -1,0 +1,176 @@
+package supervisor
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/api"
+)
+
+// tree is the bookkeeping shared by every node of one subagent tree: the
+// counters the subagent.spawn chokepoint reads and the token accounting folds
+// into. Each loop/event costs O(1) here: one add to the node, one to the tree.
+type tree struct {
+	root *node // immutable
+
+	// mu guards every field below and the nest of every node of the tree.
+	// Lock order: tree.mu, then Supervisor.mu, then node.mu.
+	mu       sync.Mutex
+	total    int              // subagents ever created in the tree, the root included
+	tokens   int64            // tokens the whole tree used: the supervisor's count
+	draining bool             // the tree is being torn down; no spawn passes
+	bucket   bucket           // the spawn-rate token bucket
+	nodes    map[string]*node // every node by handle, finished ones included (at most max_total_subagents)
+	live     int              // nodes whose goroutine has not finished
+	done     chan struct{}    // closed when live drops to zero
+}
+
+// nest is a node's part of the nesting bookkeeping. tree, disposition, provider
+// and remote are set before the node's goroutine starts and never change; the
+// counters are guarded by tree.mu.
+type nest struct {
+	tree        *tree
+	disposition api.Disposition // how its parent waits for it; empty for a root
+	provider    string          // "local", or the non-local provider a remote child runs on
+	remote      bool            // runs through Config.Delegator, not as a child process
+
+	seq      int // last child ordinal minted (agent paths are dense over admitted spawns)
+	children int // children counted against max_children: every child ever admitted
+	inflight int // unfinished async children, counted against max_inflight
+}
+
+// newTree makes n the root of a new tree.
+func newTree(n *node) *tree {
+	t := &tree{
+		root:  n,
+		total: 1,
+		nodes: map[string]*node{n.handle: n},
+		live:  1,
+		done:  make(chan struct{}),
+	}
+	n.nest = nest{tree: t, provider: localProvider}
+	return t
+}
+
+const localProvider = "local"
+
+// bucket is a token bucket: burst tokens, refilled at rate per second. The zero
+// value starts full at its first take. Not safe for concurrent use (tree.mu
+// guards it).
+type bucket struct {
+	tokens float64
+	last   time.Time
+	primed bool
+}
+
+// take removes one token if there is one, after refilling for the time since
+// the previous take. burst and rate are read at each take, so an operator's new
+// caps apply at once.
+func (b *bucket) take(now time.Time, burst int, rate float64) bool {
+	if !b.primed {
+		b.tokens, b.last, b.primed = float64(burst), now, true
+	}
+	if el := now.Sub(b.last); el > 0 {
+		b.tokens += el.Seconds() * rate
+		b.last = now
+	}
+	if b.tokens > float64(burst) {
+		b.tokens = float64(burst)
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// account folds a loop/event's usage delta into the tree (the node's own
+// counter was updated by the caller; used is its new token total) and enforces
+// both budgets: a node over its own grant loses its subtree with
+// exhausted_tokens, siblings spared; a tree over the ceiling drains entirely
+// (the kill ladder from the root, verdict exhausted_tokens with cause
+// tree_token_ceiling). Both counters are the supervisor's: what a child later
+// claims in its result cannot lower them.
+func (s *Supervisor) account(n *node, delta api.Usage, used int64, log *slog.Logger) {
+	t := n.nest.tree
+	ceiling := s.Caps().TreeTokenCeiling
+	t.mu.Lock()
+	t.tokens += delta.Tokens()
+	total := t.tokens
+	over := total > ceiling && !t.draining
+	if over {
+		t.draining = true
+	}
+	t.mu.Unlock()
+	if over {
+		log.Warn("tree token ceiling passed: draining the tree", "tokens", total, "ceiling", ceiling)
+		s.killSubtree(t.root, verdict{status: api.StatusExhaustedTokens, cause: api.CauseTreeTokenCeiling,
+			detail: fmt.Sprintf("the tree used %d tokens, over its ceiling of %d", total, ceiling)}, "tree token ceiling")
+		return
+	}
+	if grant := n.payload.Limits.MaxTokens; used > grant && !n.stopping() {
+		// The node is killed at once, without ctrl/cancel: its next model call
+		// would spend past the grant, and the kill lands before the supervisor
+		// reads the node's next frame (so before it answers another tool call).
+		// A child whose loop honours its grant has already sent its result.
+		// Its descendants go down the ordinary ladder.
+		log.Warn("token grant exceeded: killing the subtree", "tokens", used, "grant", grant)
+		v := verdict{status: api.StatusExhaustedTokens, detail: fmt.Sprintf("%d tokens used, grant %d", used, grant)}
+		n.setVerdict(v)
+		if p := n.getProc(); p != nil {
+			p.signal(sigKill)
+		}
+		s.killSubtree(n, v, "token grant exceeded")
+	}
+}
+
+// nodeDone runs when a node has ended and its process is reaped, before its
+// done channel closes (so an await that returns sees the parent's async slot
+// already free): children that are not detached lose their parent and are
+// stopped. It reports whether n was the tree's last live node; the caller then
+// closes the tree's done channel after n's.
+func (s *Supervisor) nodeDone(n *node) (last bool) {
+	t := n.nest.tree
+	t.mu.Lock()
+	if p := n.parent; p != nil && n.nest.disposition == api.DispositionAsync {
+		p.nest.inflight--
+	}
+	t.live--
+	last = t.live == 0
+	t.mu.Unlock()
+
+	n.mu.Lock()
+	kids := append([]*node(nil), n.children...)
+	n.mu.Unlock()
+	for _, c := range kids {
+		if c.nest.disposition != api.DispositionDetach && !c.ended() {
+			s.killSubtree(c, verdict{status: api.StatusCancelled, detail: "cancelled: its parent ended"}, "parent ended")
+		}
+	}
+	return last
+}
+
+// ended reports whether the node has ended (its final result is set).
+func (n *node) ended() bool {
+	select {
+	case <-n.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// TreeDone is closed when every subagent of the run's tree has ended and been
+// reaped, detached ones included.
+func (r *Run) TreeDone() <-chan struct{} { return r.n.nest.tree.done }
+
+// TreeUsage returns the tokens the run's whole tree has used, by the
+// supervisor's count.
+func (r *Run) TreeUsage() int64 {
+	t := r.n.nest.tree
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tokens
+}
