@@ -35,6 +35,7 @@ unit:
 fuzz:
 	$(GO) test ./api -run '^$$' -fuzz FuzzReadFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzJSONRPC -fuzztime $(FUZZTIME)
+	$(GO) test ./cmd/agentd -run '^$$' -fuzz FuzzParseSize -fuzztime $(FUZZTIME)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

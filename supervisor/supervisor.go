@@ -48,6 +48,26 @@ type Config struct {
 
 	RlimitAS  uint64 // per-child RLIMIT_AS in bytes; 0 inherits
 	RlimitCPU uint64 // per-child RLIMIT_CPU in seconds; 0 inherits
+
+	// ChildDeadline caps every child's deadline on top of its payload's
+	// (Detector A); the child is told the capped value. Default 600s.
+	ChildDeadline time.Duration
+	// ExecDeadline is the deadline of exec children (the gated shell tool). This
+	// build has no exec tool; the value is kept so the accounting path that
+	// adds one applies it. Default 120s.
+	ExecDeadline time.Duration
+	// ProgressTimeout is Detector B: a child that sends no frame but pongs for
+	// this long is stuck (stalled, cause no_progress). Default 120s.
+	ProgressTimeout time.Duration
+	// PingInterval and PingMiss are Detector C: a ctrl/ping every PingInterval,
+	// and PingMiss in a row unanswered is stuck (stalled, cause pong_timeout).
+	// Defaults 5s and 3.
+	PingInterval time.Duration
+	PingMiss     int
+
+	// Restart is the schedule of the restart governor (Governor), for children
+	// kept alive on purpose; never used for a one-shot root.
+	Restart GovernorConfig
 }
 
 func (c *Config) setDefaults() error {
@@ -73,6 +93,16 @@ func (c *Config) setDefaults() error {
 	def(&c.DrainGrace, 5*time.Second)
 	def(&c.KillGrace, 2*time.Second)
 	def(&c.ReapGrace, time.Second)
+	def(&c.ChildDeadline, 600*time.Second)
+	def(&c.ExecDeadline, 120*time.Second)
+	def(&c.ProgressTimeout, 120*time.Second)
+	def(&c.PingInterval, 5*time.Second)
+	if c.PingMiss <= 0 {
+		c.PingMiss = 3
+	}
+	if c.Restart.Logger == nil {
+		c.Restart.Logger = c.Logger
+	}
 	return nil
 }
 
@@ -97,6 +127,7 @@ type NodeInfo struct {
 	PID          int
 	Objective    string
 	State        string // StateStarting, StateRunning or StateStopping
+	Health       Health // the detectors' classification while running; empty before
 	Provider     string // "local", or the peer provider a delegation went to
 	Usage        api.Usage
 	Deadline     time.Time
@@ -152,6 +183,8 @@ type Supervisor struct {
 
 	wg       sync.WaitGroup // one per node goroutine
 	unreaped atomic.Int64
+	stats    counters
+	gov      *Governor
 
 	capsMu sync.Mutex // guards caps
 	caps   Caps
@@ -169,7 +202,7 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	theReaper.start(cfg.Logger)
-	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps}
+	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart)}
 	s.selfTools = map[string]selfTool{}
 	return s, nil
 }
@@ -315,15 +348,15 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 func (s *Supervisor) KillAll() {
 	s.mu.Lock()
 	s.draining = true
-	var procs []*proc
+	nodes := make([]*node, 0, len(s.nodes))
 	for _, n := range s.nodes {
-		if p := n.getProc(); p != nil {
-			procs = append(procs, p)
-		}
+		nodes = append(nodes, n)
 	}
 	s.mu.Unlock()
-	for _, p := range procs {
-		p.signal(sigKill)
+	for _, n := range nodes {
+		if p := n.getProc(); p != nil {
+			s.kill(n, p, "forced")
+		}
 	}
 }
 
