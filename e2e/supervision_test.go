@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,25 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// stopped reports whether every thread of pid is stopped (state T).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
 
 // postJSONRPC posts one JSON-RPC request and decodes the response.
 func postJSONRPC(t *testing.T, url, body string) (code int, message string) {
@@ -61,6 +81,8 @@ func TestSecondSignalForces(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// A group stop completes asynchronously, thread by thread.
+	waitFor(t, 10*time.Second, "child stopped", func() bool { return stopped(pid) })
 
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	waitFor(t, 10*time.Second, "the ladder's first rung", func() bool {

@@ -1,8 +1,11 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +71,25 @@ func TestBusyChildAnsweringPingsIsNotKilled(t *testing.T) {
 	}
 	wantRungs(t, s, 0, 0, 0)
 	wantVerdicts(t, s, map[string]int64{})
+}
+
+// stopped reports whether every thread of pid is stopped (state T).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 func isDone(r *Run) bool {
@@ -150,6 +172,8 @@ func TestStoppedChildIsStuck(t *testing.T) {
 	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// A group stop completes asynchronously, thread by thread.
+	waitFor(t, func() bool { return stopped(pid) || isDone(r) })
 	res := result(t, r, 10*time.Second)
 	if res.Status != api.StatusStalled || res.Cause != api.CausePongTimeout {
 		t.Fatalf("result = %+v", res)
