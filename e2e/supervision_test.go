@@ -68,6 +68,12 @@ const sendBody = `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"mes
 // group at once, and the service exits at once, clean because everything was
 // reaped.
 func TestSecondSignalForces(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) { testSecondSignalForces(t, sig) })
+	}
+}
+
+func testSecondSignalForces(t *testing.T, sig syscall.Signal) {
 	s := startService(t, "--intelligence", "builtin:wait",
 		"--drain-grace", "1m", "--kill-grace", "1m", "--drain-timeout", "2m", "--ping-interval", "1m")
 	c := s.client(t)
@@ -84,7 +90,7 @@ func TestSecondSignalForces(t *testing.T) {
 	// A group stop completes asynchronously, thread by thread.
 	waitFor(t, 10*time.Second, "child stopped", func() bool { return stopped(pid) })
 
-	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.cmd.Process.Signal(sig)
 	waitFor(t, 10*time.Second, "the ladder's first rung", func() bool {
 		return strings.Contains(s.logs.String(), `"msg":"kill ladder: ctrl/cancel"`)
 	})
@@ -102,7 +108,7 @@ func TestSecondSignalForces(t *testing.T) {
 	}
 
 	start := time.Now()
-	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.cmd.Process.Signal(sig)
 	select {
 	case <-s.waited:
 	case <-time.After(10 * time.Second):

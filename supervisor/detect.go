@@ -39,12 +39,13 @@ const (
 	Healthy     Health = "healthy"      // events flowing (a missed pong or two is transient)
 	BusyHealthy Health = "busy_healthy" // no recent events but pongs flowing: a long call, left alone
 	Stuck       Health = "stuck"        // pongs stopped, or no progress for the progress timeout
-	Exiting     Health = "exiting"      // EOF on control-out while pongs flowed: the reap confirms
+	Exiting     Health = "exiting"      // sent its result, or EOF on control-out while pongs flowed: the reap confirms
 	Dead        Health = "dead"         // EOF on control-out after pongs stopped: the reap confirms
 )
 
 // observation is what the detectors know about a child at one moment.
 type observation struct {
+	result bool          // the result frame arrived: the child's last word
 	eof    bool          // control-out reached EOF
 	quiet  time.Duration // since the last progress frame
 	missed int           // pings in a row left unanswered
@@ -61,7 +62,7 @@ type thresholds struct {
 // classify is the EOF x pong table. For Stuck it also names the cause.
 func classify(o observation, t thresholds) (Health, string) {
 	switch {
-	case o.eof && o.missed == 0:
+	case o.result, o.eof && o.missed == 0:
 		return Exiting, ""
 	case o.eof:
 		return Dead, ""
@@ -136,6 +137,7 @@ func (l *liveness) toolCall() func() {
 // observe snapshots the detectors' inputs.
 func (l *liveness) observe() observation {
 	return observation{
+		result: l.resulted.Load(),
 		eof:    l.eof.Load(),
 		quiet:  time.Duration(l.now() - l.lastFrame.Load()),
 		missed: int(l.missed.Load()),

@@ -34,6 +34,7 @@ func TestClassify(t *testing.T) {
 		{"EOF while pongs flowed", observation{eof: true, quiet: time.Second}, Exiting, ""},
 		{"EOF after pongs stopped", observation{eof: true, missed: 1}, Dead, ""},
 		{"EOF after a long silence, pongs flowing", observation{eof: true, quiet: 500 * time.Second}, Exiting, ""},
+		{"result sent, then silence", observation{result: true, quiet: 500 * time.Second, missed: 5}, Exiting, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, cause := classify(tc.o, th)
@@ -320,4 +321,42 @@ func TestNoExitAfterResult(t *testing.T) {
 	}
 	wantRungs(t, s, 1, 1, 0)
 	wantVerdicts(t, s, map[string]int64{})
+}
+
+// The second signal: KillAll sends SIGKILL to every group at once, cutting a
+// drain that would otherwise wait out its long graces.
+func TestKillAllCutsTheDrain(t *testing.T) {
+	s, _ := newSupervisor(t, "ignore-term", func(c *Config) {
+		c.DrainGrace = time.Minute
+		c.KillGrace = time.Minute
+	})
+	var runs []*Run
+	for i := 0; i < 3; i++ {
+		runs = append(runs, start(t, s, testPayload("x", time.Hour)))
+	}
+	for _, r := range runs {
+		waitPID(t, r)
+	}
+	drained := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		drained <- s.Shutdown(ctx)
+	}()
+	waitFor(t, func() bool { return s.Stats().Cancels == 3 })
+	s.KillAll()
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatalf("drain after KillAll: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain still waits after KillAll")
+	}
+	for _, r := range runs {
+		if res := r.Result(); res.Status != api.StatusCancelled {
+			t.Errorf("result = %+v", res)
+		}
+	}
+	wantRungs(t, s, 3, 0, 3)
 }

@@ -35,6 +35,7 @@ const (
 	OutcomeCrashBeforeReady
 )
 
+// String names the outcome as Breakers reports it.
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeClean:

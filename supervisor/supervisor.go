@@ -353,11 +353,22 @@ func (s *Supervisor) KillAll() {
 		nodes = append(nodes, n)
 	}
 	s.mu.Unlock()
+	var procs []*proc
 	for _, n := range nodes {
-		if p := n.getProc(); p != nil {
-			s.kill(n, p, "forced")
+		if p := n.getProc(); p != nil && !p.exited() {
+			p.killed.Store(true)
+			s.stats.kills.Add(1)
+			procs = append(procs, p)
 		}
 	}
+	// Signal first, log after: the groups go down together.
+	sent := 0
+	for _, p := range procs {
+		if p.signal(sigKill) {
+			sent++
+		}
+	}
+	s.log.Warn("kill ladder: SIGKILL to every process group", "groups", sent, "reason", "forced")
 }
 
 // Unreaped returns how many processes never reaped inside their kill budget.
