@@ -139,7 +139,7 @@ func TestUncleanDrainExits143(t *testing.T) {
 	}
 	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
-	s := startService(t, "--intelligence", "builtin:wait", "--drain-timeout", "10s", "--ping-interval", "1m")
+	s := startService(t, "--intelligence", "builtin:wait", "--drain-timeout", "10s", "--ping-interval", "1m", "--reap-grace", "300ms")
 	c := s.client(t)
 	if _, err := c.SendMessage(context.Background(), nonBlocking(textMessage("long"))); err != nil {
 		t.Fatal(err)
@@ -272,6 +272,7 @@ func TestSupervisionFlagsValidated(t *testing.T) {
 		{[]string{"serve", "--progress-timeout", "-1s"}, "", "--progress-timeout"},
 		{[]string{"serve", "--child-deadline", "48h"}, "", "--child-deadline"},
 		{[]string{"serve", "--exec-deadline", "0s"}, "", "--exec-deadline"},
+		{[]string{"serve", "--reap-grace", "0s"}, "", "--reap-grace"},
 		{[]string{"serve", "--deadline", "20m"}, "", "--child-deadline"},
 		{[]string{"serve", "--rlimit-as", "lots"}, "", "--rlimit-as"},
 		{[]string{"serve", "--rlimit-as", "64MiB"}, "", "--rlimit-as"},

@@ -28,6 +28,7 @@ type core struct {
 	spawnReady   *time.Duration
 	drainGrace   *time.Duration
 	killGrace    *time.Duration
+	reapGrace    *time.Duration
 	logLevel     *string
 
 	childDeadline   *time.Duration
@@ -56,6 +57,7 @@ func addCore(f *flags) *core {
 		spawnReady:   f.duration("spawn-ready", "AGENT_SPAWN_READY", 2*time.Second, "a child must send ctrl/ready within this"),
 		drainGrace:   f.duration("drain-grace", "AGENT_DRAIN_GRACE", 5*time.Second, "kill ladder: ctrl/cancel to SIGTERM"),
 		killGrace:    f.duration("kill-grace", "AGENT_KILL_GRACE", 2*time.Second, "kill ladder: SIGTERM to SIGKILL"),
+		reapGrace:    f.duration("reap-grace", "AGENT_REAP_GRACE", time.Second, "kill ladder: SIGKILL to reporting a process that will not reap"),
 		logLevel:     f.string("log-level", "AGENT_LOG_LEVEL", "info", "log level: debug, info, warn, error"),
 
 		childDeadline:   f.duration("child-deadline", "AGENT_CHILD_DEADLINE", 600*time.Second, "Detector A: every child's deadline is capped at this (the root's included)"),
@@ -102,6 +104,7 @@ func (c *core) validate() error {
 		{"--spawn-ready", *c.spawnReady},
 		{"--drain-grace", *c.drainGrace},
 		{"--kill-grace", *c.killGrace},
+		{"--reap-grace", *c.reapGrace},
 		{"--child-deadline", *c.childDeadline},
 		{"--exec-deadline", *c.execDeadline},
 		{"--progress-timeout", *c.progressTimeout},
@@ -191,6 +194,7 @@ func (c *core) newSupervisor(log *slog.Logger) (*supervisor.Supervisor, error) {
 		SpawnReady: *c.spawnReady,
 		DrainGrace: *c.drainGrace,
 		KillGrace:  *c.killGrace,
+		ReapGrace:  *c.reapGrace,
 		Caps:       supervisor.Caps{MaxDepth: *c.maxDepth, MaxChildren: *c.maxChildren},
 
 		ChildDeadline:   *c.childDeadline,
