@@ -43,6 +43,7 @@ fuzz:
 	$(GO) test ./api -run '^$$' -fuzz FuzzReadFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzJSONRPC -fuzztime $(FUZZTIME)
 	$(GO) test ./agent -run '^$$' -fuzz FuzzParseScript -fuzztime $(FUZZTIME)
+	$(GO) test ./cmd/agentd -run '^$$' -fuzz FuzzParseSize -fuzztime $(FUZZTIME)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

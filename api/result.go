@@ -69,6 +69,12 @@ const (
 	CauseExitedWithoutResult     = "exited_without_result"
 	CauseTreeTokenCeiling        = "tree_token_ceiling"
 	CauseSchemaMismatch          = "schema_mismatch"
+	// CauseNoProgress: the supervisor's no-progress watchdog (Detector B) saw
+	// no frame for the progress timeout; the status is stalled.
+	CauseNoProgress = "no_progress"
+	// CausePongTimeout: the child left too many ctrl/ping unanswered in a row
+	// (Detector C); the status is stalled.
+	CausePongTimeout = "pong_timeout"
 )
 
 // SubagentResult is what a subagent hands back: a terminal status, the

@@ -130,6 +130,14 @@ func TestCancelKillsTheChildGroup(t *testing.T) {
 	}
 }
 
+// SIGKILL to the supervisor collapses its tree within 1s: every child armed
+// PR_SET_PDEATHSIG(SIGKILL) before ctrl/ready.
+//
+// NOTE for the integrator: this build's tree is one level (several roots);
+// once nested spawns (issue 3, subagent.spawn and builtin:script) are merged,
+// extend this test to a three-level tree (a root that spawns a child that
+// spawns a grandchild, all blocked) and assert the same 1s collapse for every
+// level.
 func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
 	s := startService(t, "--intelligence", "builtin:wait")
 	c := s.client(t)
@@ -150,9 +158,9 @@ func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
 	})
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	start := time.Now()
-	waitFor(t, 2*time.Second, "every child dead after SIGKILL of the supervisor", func() bool {
+	waitFor(t, time.Second, "every child and its process group dead after SIGKILL of the supervisor", func() bool {
 		for _, k := range kids {
-			if alive(k) {
+			if alive(k) || !groupGone(k) {
 				return false
 			}
 		}

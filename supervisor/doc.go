@@ -43,6 +43,25 @@
 // tree's lock (tree.go), which also holds the counters every loop/event folds
 // into: the node's usage and the tree's.
 //
+// # Detectors, the kill ladder and the restart governor
+//
+// Each child with a payload is watched by three detectors (detect.go): A, its
+// deadline (capped at Config.ChildDeadline); B, no progress frame for
+// Config.ProgressTimeout; C, Config.PingMiss ctrl/ping in a row unanswered. B
+// and C give the verdict stalled (causes no_progress, pong_timeout); a child
+// with no events that still answers pings is BusyHealthy and left alone. EOF on
+// control-out is classified (Exiting or Dead) but never ends a node: the reap
+// does. Every verdict runs the kill ladder (ladder.go) on the node's subtree,
+// deepest first: ctrl/cancel, DrainGrace, SIGTERM, KillGrace, SIGKILL,
+// ReapGrace; a process that still has not been reaped is reported, counted
+// (Stats.Unreaped) and abandoned, so Shutdown returns ErrUnclean rather than
+// hang. No write to a child happens on the goroutine that supervises it: pings
+// and ctrl/cancel go out on their own goroutines, each bounded by the write
+// deadline.
+//
+// The restart governor (governor.go) paces restarts of children kept alive on
+// purpose; a one-shot root never goes through it.
+//
 // # PDEATHSIG
 //
 // The kernel sends a child's parent-death signal when the thread that forked it

@@ -3,14 +3,18 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,7 +40,25 @@ var helpers = map[string]func() int{
 	"crash-before-ready": helperCrashBeforeReady,
 	"exit-no-result":     helperExitNoResult,
 	"close-stdout":       helperCloseStdout,
+	"responsive":         helperResponsive,
+	"busy":               helperBusy,
+	"slow-tool":          helperSlowTool,
+	"close-then-exit":    helperCloseThenExit,
+	"fork-grandchild":    helperForkGrandchild,
+	"grandchild":         helperGrandchild,
+	"traced":             helperTraced,
+	"result-then-hang":   helperResultThenHang,
+	"tracer":             helperTracer,
 }
+
+// Settings the helpers read from their environment (set through Config.Env).
+const (
+	envBusy       = "HELPER_BUSY"        // busy: how long the long call lasts
+	envPong       = "HELPER_PONG"        // close-then-exit: "yes" answers pings
+	envGrandGroup = "HELPER_GRAND_GROUP" // fork-grandchild: "own" or "same" process group
+	envSleep      = "HELPER_SLEEP"       // grandchild: how long it lives
+	envTracee     = "HELPER_TRACEE"      // tracer: the pid to ptrace
+)
 
 var (
 	usedMu sync.Mutex
@@ -96,6 +118,190 @@ func (c *childIO) start() *api.SpawnPayload {
 	return &p
 }
 
+// serve answers ctrl/ping from its own goroutine, like the real agent's control
+// reader, delivers responses to tool calls on replies, and calls onCancel (if
+// set) when ctrl/cancel arrives. It returns at once.
+func (c *childIO) serve(onCancel func(reason string)) (replies <-chan *api.Frame) {
+	ch := make(chan *api.Frame, 4)
+	go func() {
+		for {
+			f, err := c.r.Read()
+			if err != nil {
+				close(ch)
+				return
+			}
+			switch {
+			case f.IsResponse():
+				ch <- f
+			case f.Method == api.MethodPing:
+				var p api.Ping
+				_ = api.DecodeParams(f, &p)
+				_ = c.w.Send(api.MethodPong, 0, p)
+			case f.Method == api.MethodCancel && onCancel != nil:
+				var p api.Cancel
+				_ = api.DecodeParams(f, &p)
+				onCancel(p.Reason)
+			}
+		}
+	}()
+	return ch
+}
+
+// sleepForever blocks until a signal ends the process.
+func sleepForever() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+func envDuration(name string) time.Duration {
+	d, err := time.ParseDuration(os.Getenv(name))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "helper: %s: %v\n", name, err)
+		os.Exit(98)
+	}
+	return d
+}
+
+// helperResponsive answers pings and, on ctrl/cancel, reports cancelled.
+func helperResponsive() int {
+	c := helperIO()
+	c.start()
+	c.serve(func(string) {
+		_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCancelled, Distillate: api.InlineText("stopped")})
+		os.Exit(0)
+	})
+	sleepForever()
+	return 0
+}
+
+// helperBusy makes one long call (HELPER_BUSY) while its control reader keeps
+// answering pings, then completes. On ctrl/cancel it reports what it has.
+func helperBusy() int {
+	c := helperIO()
+	c.start()
+	c.serve(func(string) {
+		_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCancelled, Distillate: api.InlineText("partial work")})
+		os.Exit(0)
+	})
+	time.Sleep(envDuration(envBusy))
+	_ = c.w.Send(api.MethodEvent, 0, api.LoopEvent{Step: 1, Kind: api.EventModel, UsageDelta: api.Usage{TokensIn: 5, TokensOut: 5, Steps: 1}})
+	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("done after a long call")})
+	return 0
+}
+
+// helperSlowTool calls the tool slow/wait, which the supervisor serves slowly,
+// answering pings while it waits, and completes with the tool's text.
+func helperSlowTool() int {
+	c := helperIO()
+	c.start()
+	replies := c.serve(nil)
+	if err := c.w.Send(api.MethodToolCall, 1, api.ToolCall{Tool: "slow/wait"}); err != nil {
+		return 1
+	}
+	f, ok := <-replies
+	if !ok {
+		return 1
+	}
+	var r api.ToolResult
+	if err := json.Unmarshal(f.Result, &r); err != nil {
+		return 1
+	}
+	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("tool said: " + r.Text())})
+	return 0
+}
+
+// helperCloseThenExit closes control-out on SIGUSR2 and exits 1 on SIGUSR1,
+// so a test controls the gap between EOF and the reap. It answers pings only
+// when HELPER_PONG is "yes".
+func helperCloseThenExit() int {
+	usr := make(chan os.Signal, 2)
+	signal.Notify(usr, syscall.SIGUSR1, syscall.SIGUSR2)
+	c := helperIO()
+	c.start()
+	if os.Getenv(envPong) == "yes" {
+		c.serve(nil)
+	}
+	for sig := range usr {
+		if sig == syscall.SIGUSR1 {
+			return 1
+		}
+		os.Stdout.Close()
+	}
+	return 1
+}
+
+// helperForkGrandchild starts a grandchild (the test binary as "grandchild"),
+// in its own process group or in this one (HELPER_GRAND_GROUP), reports its
+// pid in the distillate, and exits at once, orphaning it.
+func helperForkGrandchild() int {
+	c := helperIO()
+	c.start()
+	exe, err := os.Executable()
+	if err != nil {
+		return 1
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), envHelper+"=grandchild")
+	if os.Getenv(envGrandGroup) == "own" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	if err := cmd.Start(); err != nil { // stdio is /dev/null: control-out stays ours
+		return 1
+	}
+	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(strconv.Itoa(cmd.Process.Pid))})
+	return 0
+}
+
+// helperGrandchild lives for HELPER_SLEEP and exits 0.
+func helperGrandchild() int {
+	time.Sleep(envDuration(envSleep))
+	return 0
+}
+
+// helperResultThenHang sends its result and then neither exits nor closes
+// control-out; it ignores ctrl/cancel (SIGTERM ends it).
+func helperResultThenHang() int {
+	c := helperIO()
+	c.start()
+	c.serve(nil)
+	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("done")})
+	sleepForever()
+	return 0
+}
+
+// helperTraced lets any process ptrace it, ignores SIGTERM and ctrl/cancel,
+// and answers pings: a child a tracer can make unreapable.
+func helperTraced() int {
+	if err := unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0); err != nil && err != unix.EINVAL {
+		return 1 // EINVAL: no Yama, nothing to allow
+	}
+	signal.Ignore(syscall.SIGTERM)
+	c := helperIO()
+	c.start()
+	c.serve(nil)
+	sleepForever()
+	return 0
+}
+
+// helperTracer attaches to HELPER_TRACEE with PTRACE_SEIZE and then never waits
+// for it: once the tracee dies, its zombie is visible only to this tracer, so
+// its real parent cannot reap it until the tracer goes away.
+func helperTracer() int {
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+	pid, err := strconv.Atoi(os.Getenv(envTracee))
+	if err != nil {
+		return 2
+	}
+	runtime.LockOSThread() // the tracer is this thread; it must outlive the test
+	if err := unix.PtraceSeize(pid); err != nil {
+		fmt.Fprintln(os.Stderr, "tracer: PTRACE_SEIZE:", err)
+		return 3
+	}
+	sleepForever()
+	return 0
+}
+
 func helperComplete() int {
 	c := helperIO()
 	p := c.start()
@@ -105,7 +311,8 @@ func helperComplete() int {
 	return 0
 }
 
-// helperCooperative works until ctrl/cancel, then reports cancelled.
+// helperCooperative works until ctrl/cancel, then reports cancelled. It does
+// not answer pings.
 func helperCooperative() int {
 	c := helperIO()
 	c.start()
@@ -121,16 +328,15 @@ func helperCooperative() int {
 	}
 }
 
-// helperIgnoreTerm ignores ctrl/cancel and SIGTERM: only SIGKILL ends it.
+// helperIgnoreTerm answers pings but ignores ctrl/cancel and SIGTERM: only
+// SIGKILL ends it.
 func helperIgnoreTerm() int {
 	signal.Ignore(syscall.SIGTERM)
 	c := helperIO()
 	c.start()
-	for {
-		if _, err := c.r.Read(); err != nil {
-			select {}
-		}
-	}
+	c.serve(nil)
+	sleepForever()
+	return 0
 }
 
 func helperBadFrame() int {
@@ -201,15 +407,52 @@ func fastConfig(logw io.Writer) Config {
 	}
 }
 
-// newSupervisor returns a supervisor whose children run the named helper.
-func newSupervisor(t *testing.T, helper string, mutate ...func(*Config)) (*Supervisor, *logBuffer) {
-	t.Helper()
+// markUsed records that a test exercises a helper (for helpers a test does not
+// start through newSupervisor, such as a grandchild or a tracer).
+func markUsed(helper string) {
 	usedMu.Lock()
 	used[helper] = true
 	usedMu.Unlock()
+}
+
+// withEnv adds helper settings to the children's environment.
+func withEnv(kv ...string) func(*Config) {
+	return func(c *Config) { c.Env = append(c.Env, kv...) }
+}
+
+// wantRungs checks the ladder rungs a supervisor took, from its counters.
+func wantRungs(t *testing.T, s *Supervisor, cancels, terms, kills int64) {
+	t.Helper()
+	st := s.Stats()
+	if st.Cancels != cancels || st.Terms != terms || st.Kills != kills {
+		t.Errorf("ladder rungs: ctrl/cancel %d, SIGTERM %d, SIGKILL %d; want %d, %d, %d", st.Cancels, st.Terms, st.Kills, cancels, terms, kills)
+	}
+}
+
+// wantVerdicts checks the supervisor's verdicts, from its counters.
+func wantVerdicts(t *testing.T, s *Supervisor, want map[string]int64) {
+	t.Helper()
+	got := s.Stats().Verdicts
+	if len(got) != len(want) {
+		t.Errorf("verdicts = %v, want %v", got, want)
+		return
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("verdicts = %v, want %v", got, want)
+			return
+		}
+	}
+}
+
+// newSupervisor returns a supervisor whose children run the named helper.
+func newSupervisor(t *testing.T, helper string, mutate ...func(*Config)) (*Supervisor, *logBuffer) {
+	t.Helper()
+	markUsed(helper)
 	logs := &logBuffer{}
 	cfg := fastConfig(logs)
-	cfg.Env = []string{envHelper + "=" + helper}
+	// The race detector sleeps a second at exit by default; a helper exits at once.
+	cfg.Env = []string{envHelper + "=" + helper, "GORACE=atexit_sleep_ms=0"}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -222,6 +465,9 @@ func newSupervisor(t *testing.T, helper string, mutate ...func(*Config)) (*Super
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", logs.String())
 		}
 	})
 	return s, logs

@@ -13,9 +13,25 @@ const (
 	sigKill = unix.SIGKILL
 )
 
+// judge gives n the verdict v unless it already has one (the first verdict
+// wins), and counts it. It reports whether v was taken.
+func (s *Supervisor) judge(n *node, v verdict) bool {
+	n.mu.Lock()
+	first := n.verdict == nil
+	if first {
+		n.verdict = &v
+	}
+	n.mu.Unlock()
+	if first {
+		s.stats.verdict(v)
+	}
+	return first
+}
+
 // killSubtree gives n the verdict v, its descendants a cancelled verdict, and
 // starts the kill ladder over the subtree. It returns at once and is idempotent:
-// nodes already on a ladder are not laddered twice.
+// nodes already on a ladder are not laddered twice. A zero v leaves n's own
+// status to its result.
 func (s *Supervisor) killSubtree(n *node, v verdict, reason string) {
 	var fresh []*node
 	// A spawn attaches a child only to a parent not yet marked killing, so a
@@ -24,7 +40,9 @@ func (s *Supervisor) killSubtree(n *node, v verdict, reason string) {
 		again = false
 		for _, m := range n.subtree() {
 			if m == n {
-				m.setVerdict(v)
+				if v.status != "" {
+					s.judge(m, v)
+				}
 			} else {
 				m.setVerdict(verdict{status: api.StatusCancelled, detail: "cancelled: an ancestor was stopped (" + reason + ")"})
 			}
@@ -43,51 +61,92 @@ func (s *Supervisor) killSubtree(n *node, v verdict, reason string) {
 	}
 }
 
+// kill sends SIGKILL to p's process group at once, without the ladder (a
+// protocol violation, a child that failed before it had work, the second
+// signal), and counts the rung. It reports whether the signal was sent.
+func (s *Supervisor) kill(n *node, p *proc, reason string) bool {
+	p.killed.Store(true)
+	return s.signalRung(n, p, sigKill, reason)
+}
+
+// signalRung counts, logs and sends one signal rung to a live child. The count
+// and the log come first, so they happen before the reap they may cause (and
+// so before the node's end is published); a child that dies on its own in the
+// instant between is counted without being signalled.
+func (s *Supervisor) signalRung(n *node, p *proc, sig unix.Signal, reason string) bool {
+	if p.exited() {
+		return false
+	}
+	msg := "kill ladder: SIGKILL"
+	if sig == sigTerm {
+		s.stats.terms.Add(1)
+		msg = "kill ladder: SIGTERM"
+	} else {
+		s.stats.kills.Add(1)
+	}
+	s.log.Warn(msg, "pid", p.pid, "agent_path", n.payload.AgentPath, "reason", reason)
+	return p.signal(sig)
+}
+
 // ladder runs the bounded kill ladder over nodes, which are ordered deepest
 // first: ctrl/cancel, DrainGrace, SIGTERM to each process group, KillGrace,
 // SIGKILL, ReapGrace. A process still unreaped after that is reported and
 // counted, and its node is abandoned so the supervisor does not hang on it.
+//
+// ctrl/cancel is written on its own goroutine per child (each write is bounded
+// by the write deadline): a child that stopped reading its control-in must not
+// hold up the rungs of the others.
 func (s *Supervisor) ladder(nodes []*node, reason string) {
+	type member struct {
+		n *node
+		p *proc
+	}
+	var ms []member
 	var procs []*proc
 	for _, n := range nodes {
 		if p := n.getProc(); p != nil {
+			ms = append(ms, member{n, p})
 			procs = append(procs, p)
 		}
 	}
-	for _, p := range procs {
-		if p.spawned.Load() {
-			_ = p.w.Send(api.MethodCancel, 0, api.Cancel{Reason: reason})
-		} else {
-			p.signal(sigKill) // no payload yet, no work to save
+	for _, m := range ms {
+		switch {
+		case m.p.exited() || m.p.killed.Load():
+		case m.p.spawned.Load():
+			s.stats.cancels.Add(1)
+			s.log.Info("kill ladder: ctrl/cancel", "pid", m.p.pid, "agent_path", m.n.payload.AgentPath, "reason", reason)
+			go func(p *proc) { _ = p.w.Send(api.MethodCancel, 0, api.Cancel{Reason: reason}) }(m.p)
+		default:
+			s.kill(m.n, m.p, reason+" (before its payload)") // no payload yet, no work to save
 		}
 	}
 	if waitAll(procs, s.cfg.DrainGrace) {
 		return
 	}
-	for _, p := range procs {
-		if p.signal(sigTerm) {
-			s.log.Warn("kill ladder: SIGTERM", "pid", p.pid, "reason", reason)
+	for _, m := range ms {
+		if m.p.killed.Load() || m.p.exited() {
+			continue
 		}
+		s.signalRung(m.n, m.p, sigTerm, reason)
 	}
 	if waitAll(procs, s.cfg.KillGrace) {
 		return
 	}
-	for _, p := range procs {
-		if p.signal(sigKill) {
-			s.log.Warn("kill ladder: SIGKILL", "pid", p.pid, "reason", reason)
+	for _, m := range ms {
+		if !m.p.exited() && !m.p.killed.Load() {
+			s.kill(m.n, m.p, reason)
 		}
 	}
 	if waitAll(procs, s.cfg.ReapGrace) {
 		return
 	}
-	for _, n := range nodes {
-		p := n.getProc()
-		if p == nil || p.exited() {
+	for _, m := range ms {
+		if m.p.exited() {
 			continue
 		}
 		s.unreaped.Add(1)
-		s.log.Error("process would not reap inside the kill budget", "pid", p.pid, "agent_path", n.payload.AgentPath)
-		close(n.abandoned)
+		s.log.Error("process would not reap inside the kill budget", "pid", m.p.pid, "agent_path", m.n.payload.AgentPath, "reason", reason)
+		close(m.n.abandoned)
 	}
 }
 

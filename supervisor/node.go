@@ -93,6 +93,9 @@ func (n *node) info() NodeInfo {
 	}
 	if n.proc != nil {
 		in.PID = n.proc.pid
+		if in.State == StateRunning {
+			in.Health = n.proc.live.health()
+		}
 	}
 	return in
 }
@@ -152,7 +155,11 @@ func (s *Supervisor) run(n *node) {
 	log := s.log.With("run_id", n.payload.Telemetry.RunID, "agent_path", n.payload.AgentPath, "task_id", n.handle)
 	res := s.supervise(n, log)
 	n.final = res
-	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps, "depth", n.payload.Depth)
+	exit := "not reaped"
+	if p := n.getProc(); p != nil && p.exited() {
+		exit = p.status.String()
+	}
+	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps, "depth", n.payload.Depth, "exit", exit)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeFinished(n.info(), res)
 	}
@@ -170,6 +177,7 @@ func (s *Supervisor) run(n *node) {
 
 // supervise runs the child's whole life and returns its final result.
 func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
+	s.capDeadline(n)
 	if n.nest.remote {
 		return s.superviseRemote(n, log)
 	}
@@ -217,6 +225,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 			return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation,
 				detail: fmt.Sprintf("first frame is %q, want %q", f.Method, api.MethodReady)}, log)
 		}
+		p.ready.Store(true)
 	case <-ready.C:
 		return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseSpawnTimeout,
 			detail: fmt.Sprintf("no ctrl/ready within %s", s.cfg.SpawnReady)}, log)
@@ -233,6 +242,8 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "write spawn payload: " + err.Error()}, log)
 	}
 	p.spawned.Store(true)
+	stopWatch := s.watch(n, p, log) // detectors B and C
+	defer stopWatch()
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeProgress(n.info())
 	}
@@ -240,6 +251,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 	deadline := time.NewTimer(time.Until(n.deadline))
 	defer deadline.Stop()
 	var eofWait <-chan time.Time
+	var health Health // the classifier's verdict at EOF
 	frames := p.frames
 	for {
 		select {
@@ -247,8 +259,10 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 			if !ok {
 				frames = nil
 				if errors.Is(p.readErr, io.EOF) {
-					// EOF alone is not death: wait for the reap to confirm it,
-					// and start the ladder if it does not come.
+					// EOF alone is not death: classify it, wait for the reap to
+					// confirm it, and start the ladder if it does not come.
+					stopWatch()
+					health = s.controlClosed(p, log)
 					t := time.NewTimer(s.cfg.DrainGrace)
 					defer t.Stop()
 					eofWait = t.C
@@ -258,6 +272,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 				s.violation(n, p, p.readErr.Error())
 				continue
 			}
+			s.sawFrame(p, f)
 			if err := s.handleFrame(n, p, f, log); err != nil {
 				log.Error("protocol violation: killing child", "err", err)
 				s.violation(n, p, err.Error())
@@ -273,7 +288,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 			s.killSubtree(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed", n.payload.Limits.Deadline)}, "deadline")
 		case <-eofWait:
 			eofWait = nil
-			s.killSubtree(n, verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult, detail: "closed control-out but did not exit"}, "control-out closed")
+			s.notExited(n, health, log)
 		}
 	}
 }
@@ -281,16 +296,16 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 // violation kills a child that broke the protocol at once (SIGKILL, no ladder)
 // and runs the ladder on its descendants.
 func (s *Supervisor) violation(n *node, p *proc, detail string) {
-	n.setVerdict(verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail})
-	p.signal(sigKill)
+	s.judge(n, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail})
+	s.kill(n, p, "protocol violation")
 	s.killSubtree(n, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail}, "protocol violation")
 }
 
 // killNow SIGKILLs a child that failed before it started working and waits for
 // the reap (bounded by ReapGrace).
 func (s *Supervisor) killNow(n *node, p *proc, v verdict, log *slog.Logger) api.SubagentResult {
-	n.setVerdict(v)
-	p.signal(sigKill)
+	s.judge(n, v)
+	s.kill(n, p, v.detail)
 	t := time.NewTimer(s.cfg.ReapGrace)
 	defer t.Stop()
 	select {
@@ -426,6 +441,7 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 // serveTool answers one tool/call. Every refusal is a tool result with isError,
 // never a protocol error.
 func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, log *slog.Logger) {
+	defer p.live.toolCall()() // Detector B waits while the supervisor serves the call
 	res := s.callTool(n, call)
 	resp, err := api.NewResponse(id, res)
 	if err == nil {

@@ -27,7 +27,10 @@ type proc struct {
 	frames  chan *api.Frame // control-out frames, closed after readErr is set
 	readErr error           // why control-out ended (io.EOF or a protocol violation); read after frames closes
 
+	ready   atomic.Bool // ctrl/ready arrived
 	spawned atomic.Bool // the spawn frame has been written; ctrl/cancel is meaningful from here
+	killed  atomic.Bool // the supervisor has sent SIGKILL to the group
+	live    liveness    // detectors B and C, and the classifier's inputs
 
 	done   chan struct{} // closed once the process is reaped
 	status ExitStatus    // valid after done closes

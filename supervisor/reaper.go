@@ -64,7 +64,9 @@ var theReaper = &reaper{}
 
 func (r *reaper) start(log *slog.Logger) {
 	if log != nil {
-		r.log.CompareAndSwap(nil, log)
+		// Orphans are logged with the logger of the latest Supervisor (a process
+		// hosts one; tests host one at a time).
+		r.log.Store(log)
 	}
 	r.once.Do(func() {
 		r.waiters = make(map[int]chan<- ExitStatus)

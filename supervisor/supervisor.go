@@ -54,6 +54,26 @@ type Config struct {
 
 	RlimitAS  uint64 // per-child RLIMIT_AS in bytes; 0 inherits
 	RlimitCPU uint64 // per-child RLIMIT_CPU in seconds; 0 inherits
+
+	// ChildDeadline caps every child's deadline on top of its payload's
+	// (Detector A); the child is told the capped value. Default 600s.
+	ChildDeadline time.Duration
+	// ExecDeadline is the deadline of exec children (the gated shell tool). This
+	// build has no exec tool; the value is kept so the accounting path that
+	// adds one applies it. Default 120s.
+	ExecDeadline time.Duration
+	// ProgressTimeout is Detector B: a child that sends no frame but pongs for
+	// this long is stuck (stalled, cause no_progress). Default 120s.
+	ProgressTimeout time.Duration
+	// PingInterval and PingMiss are Detector C: a ctrl/ping every PingInterval,
+	// and PingMiss in a row unanswered is stuck (stalled, cause pong_timeout).
+	// Defaults 5s and 3.
+	PingInterval time.Duration
+	PingMiss     int
+
+	// Restart is the schedule of the restart governor (Governor), for children
+	// kept alive on purpose; never used for a one-shot root.
+	Restart GovernorConfig
 }
 
 func (c *Config) setDefaults() error {
@@ -82,6 +102,16 @@ func (c *Config) setDefaults() error {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	def(&c.ChildDeadline, 600*time.Second)
+	def(&c.ExecDeadline, 120*time.Second)
+	def(&c.ProgressTimeout, 120*time.Second)
+	def(&c.PingInterval, 5*time.Second)
+	if c.PingMiss <= 0 {
+		c.PingMiss = 3
+	}
+	if c.Restart.Logger == nil {
+		c.Restart.Logger = c.Logger
+	}
 	return nil
 }
 
@@ -106,6 +136,7 @@ type NodeInfo struct {
 	PID          int
 	Objective    string
 	State        string // StateStarting, StateRunning or StateStopping
+	Health       Health // the detectors' classification while running; empty before
 	Provider     string // "local", or the peer provider a delegation went to
 	Usage        api.Usage
 	Deadline     time.Time
@@ -164,6 +195,8 @@ type Supervisor struct {
 
 	wg       sync.WaitGroup // one per node goroutine
 	unreaped atomic.Int64
+	stats    counters
+	gov      *Governor
 
 	capsMu sync.Mutex // guards caps
 	caps   Caps
@@ -181,7 +214,7 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	theReaper.start(cfg.Logger)
-	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps}
+	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart)}
 	s.selfTools = s.selfToolTable()
 	return s, nil
 }
@@ -334,16 +367,27 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 func (s *Supervisor) KillAll() {
 	s.mu.Lock()
 	s.draining = true
-	var procs []*proc
+	nodes := make([]*node, 0, len(s.nodes))
 	for _, n := range s.nodes {
-		if p := n.getProc(); p != nil {
+		nodes = append(nodes, n)
+	}
+	s.mu.Unlock()
+	var procs []*proc
+	for _, n := range nodes {
+		if p := n.getProc(); p != nil && !p.exited() {
+			p.killed.Store(true)
+			s.stats.kills.Add(1)
 			procs = append(procs, p)
 		}
 	}
-	s.mu.Unlock()
+	// Signal first, log after: the groups go down together.
+	sent := 0
 	for _, p := range procs {
-		p.signal(sigKill)
+		if p.signal(sigKill) {
+			sent++
+		}
 	}
+	s.log.Warn("kill ladder: SIGKILL to every process group", "groups", sent, "reason", "forced")
 }
 
 // Unreaped returns how many processes never reaped inside their kill budget.

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,11 +57,13 @@ func TestCancelEscalatesToSIGKILL(t *testing.T) {
 	if res.Status != api.StatusCancelled {
 		t.Fatalf("status = %s", res.Status)
 	}
-	for _, rung := range []string{"kill ladder: SIGTERM", "kill ladder: SIGKILL"} {
+	for _, rung := range []string{"kill ladder: ctrl/cancel", "kill ladder: SIGTERM", "kill ladder: SIGKILL"} {
 		if !strings.Contains(logs.String(), rung) {
 			t.Errorf("log lacks %q", rung)
 		}
 	}
+	wantRungs(t, s, 1, 1, 1)
+	wantVerdicts(t, s, map[string]int64{string(api.StatusCancelled): 1})
 	waitGroupGone(t, pid)
 }
 
@@ -83,10 +86,23 @@ func TestProtocolViolationKillsChildOnly(t *testing.T) {
 	for _, helper := range []string{"bad-frame", "huge-frame"} {
 		t.Run(helper, func(t *testing.T) {
 			s, _ := newSupervisor(t, helper)
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
 			r := start(t, s, testPayload("x", time.Minute))
 			res := result(t, r, 10*time.Second)
 			if res.Status != api.StatusCrashed || res.Cause != api.CauseProtocolViolation {
 				t.Fatalf("result = %+v", res)
+			}
+			// Killed at once: no ctrl/cancel, no SIGTERM.
+			wantRungs(t, s, 0, 0, 1)
+			wantVerdicts(t, s, map[string]int64{api.CauseProtocolViolation: 1})
+			if helper == "huge-frame" {
+				// The claimed length is refused before a body buffer exists.
+				var after runtime.MemStats
+				runtime.ReadMemStats(&after)
+				if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+					t.Errorf("the supervisor allocated %d MiB for a claimed 100 MiB frame", grew>>20)
+				}
 			}
 		})
 	}
@@ -107,9 +123,14 @@ func TestSpawnReadyTimeout(t *testing.T) {
 
 func TestCrashBeforeReady(t *testing.T) {
 	s, _ := newSupervisor(t, "crash-before-ready")
-	res := result(t, start(t, s, testPayload("x", time.Minute)), 10*time.Second)
-	if res.Status != api.StatusCrashed || !strings.Contains(res.Detail, "exit 3") {
+	r := start(t, s, testPayload("x", time.Minute))
+	res := result(t, r, 10*time.Second)
+	if res.Status != api.StatusCrashed || res.Cause != api.CauseExitedWithoutResult || !strings.Contains(res.Detail, "before ctrl/ready: exit 3") {
 		t.Fatalf("result = %+v", res)
+	}
+	wantRungs(t, s, 0, 0, 0) // it was gone before any rung
+	if o := r.Outcome(); o != OutcomeCrashBeforeReady {
+		t.Errorf("outcome = %s, want crash_before_ready (weight 3 for the governor)", o)
 	}
 }
 
@@ -124,12 +145,15 @@ func TestExitWithoutResult(t *testing.T) {
 // EOF on control-out is not death: the supervisor waits for the reap, and runs
 // the ladder when it does not come.
 func TestClosedStdoutIsNotDeath(t *testing.T) {
-	s, _ := newSupervisor(t, "close-stdout")
+	s, _ := newSupervisor(t, "close-stdout", func(c *Config) { c.KillGrace = 10 * time.Second })
 	r := start(t, s, testPayload("x", time.Minute))
 	res := result(t, r, 10*time.Second)
-	if res.Status != api.StatusCrashed || res.Cause != api.CauseExitedWithoutResult || !strings.Contains(res.Detail, "did not exit") {
+	if res.Status != api.StatusCrashed || res.Cause != api.CauseExitedWithoutResult || !strings.Contains(res.Detail, "did not exit (exiting)") {
 		t.Fatalf("result = %+v", res)
 	}
+	// It ignores ctrl/cancel and dies of SIGTERM.
+	wantRungs(t, s, 1, 1, 0)
+	wantVerdicts(t, s, map[string]int64{api.CauseExitedWithoutResult: 1})
 }
 
 func TestDeadlineKills(t *testing.T) {

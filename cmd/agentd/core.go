@@ -29,9 +29,19 @@ type core struct {
 	spawnReady   *time.Duration
 	drainGrace   *time.Duration
 	killGrace    *time.Duration
+	reapGrace    *time.Duration
 	logLevel     *string
 
-	key string // the intelligence API key, read from env or file
+	childDeadline   *time.Duration
+	execDeadline    *time.Duration
+	progressTimeout *time.Duration
+	pingInterval    *time.Duration
+	pingMiss        *int
+	rlimitAS        *string
+	rlimitCPU       *time.Duration
+
+	key       string // the intelligence API key, read from env or file
+	rlimitASB uint64 // --rlimit-as in bytes, after validate
 }
 
 func addCore(f *flags) *core {
@@ -49,9 +59,23 @@ func addCore(f *flags) *core {
 		spawnReady:   f.duration("spawn-ready", "AGENT_SPAWN_READY", 2*time.Second, "a child must send ctrl/ready within this"),
 		drainGrace:   f.duration("drain-grace", "AGENT_DRAIN_GRACE", 5*time.Second, "kill ladder: ctrl/cancel to SIGTERM"),
 		killGrace:    f.duration("kill-grace", "AGENT_KILL_GRACE", 2*time.Second, "kill ladder: SIGTERM to SIGKILL"),
+		reapGrace:    f.duration("reap-grace", "AGENT_REAP_GRACE", time.Second, "kill ladder: SIGKILL to reporting a process that will not reap"),
 		logLevel:     f.string("log-level", "AGENT_LOG_LEVEL", "info", "log level: debug, info, warn, error"),
+
+		childDeadline:   f.duration("child-deadline", "AGENT_CHILD_DEADLINE", 600*time.Second, "Detector A: every child's deadline is capped at this (the root's included)"),
+		execDeadline:    f.duration("exec-deadline", "AGENT_EXEC_DEADLINE", 120*time.Second, "Detector A for exec children (applies once the gated exec tool exists; this build has none)"),
+		progressTimeout: f.duration("progress-timeout", "AGENT_PROGRESS_TIMEOUT", 120*time.Second, "Detector B: a child that sends no frame but pongs for this long is stalled"),
+		pingInterval:    f.duration("ping-interval", "AGENT_PING_INTERVAL", 5*time.Second, "Detector C: a ctrl/ping to every child this often"),
+		pingMiss:        f.int("ping-miss", "AGENT_PING_MISS", 3, "Detector C: this many pings in a row unanswered is stuck"),
+		rlimitAS:        f.string("rlimit-as", "AGENT_RLIMIT_AS", "0", "per-child RLIMIT_AS (address space), e.g. 4GiB; 0 inherits the supervisor's"),
+		rlimitCPU:       f.duration("rlimit-cpu", "AGENT_RLIMIT_CPU", 0, "per-child RLIMIT_CPU (CPU time, whole seconds, rounded up); 0 inherits the supervisor's"),
 	}
 }
+
+// minRlimitAS is the smallest --rlimit-as accepted: a Go child reserves address
+// space for its heap metadata and thread stacks at start, and fails to start
+// below about this much.
+const minRlimitAS = 1 << 30
 
 // validate checks every shared setting and names the bad one.
 func (c *core) validate() error {
@@ -81,14 +105,41 @@ func (c *core) validate() error {
 		{"--spawn-ready", *c.spawnReady},
 		{"--drain-grace", *c.drainGrace},
 		{"--kill-grace", *c.killGrace},
+		{"--reap-grace", *c.reapGrace},
+		{"--child-deadline", *c.childDeadline},
+		{"--exec-deadline", *c.execDeadline},
+		{"--progress-timeout", *c.progressTimeout},
+		{"--ping-interval", *c.pingInterval},
 	}
 	for _, d := range durations {
 		if d.v <= 0 {
 			return usageError("%s must be a positive duration (got %s)", d.name, d.v)
 		}
 	}
-	if *c.deadline > api.MaxDeadline {
-		return usageError("--deadline %s exceeds the maximum of %s: every deadline is finite", *c.deadline, api.MaxDeadline)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--deadline", *c.deadline}, {"--child-deadline", *c.childDeadline}, {"--exec-deadline", *c.execDeadline}} {
+		if d.v > api.MaxDeadline {
+			return usageError("%s %s exceeds the maximum of %s: every deadline is finite", d.name, d.v, api.MaxDeadline)
+		}
+	}
+	if *c.deadline > *c.childDeadline {
+		return usageError("--deadline %s exceeds --child-deadline %s, which caps every child (the root included): raise --child-deadline too", *c.deadline, *c.childDeadline)
+	}
+	if *c.pingMiss <= 0 || *c.pingMiss > 1000 {
+		return usageError("--ping-miss must be in [1, 1000] (got %d)", *c.pingMiss)
+	}
+	as, err := parseSize(*c.rlimitAS)
+	if err != nil {
+		return usageError("--rlimit-as: %v", err)
+	}
+	if as != 0 && as < minRlimitAS {
+		return usageError("--rlimit-as %s is below %s: a child could not start (0 inherits)", *c.rlimitAS, formatSize(minRlimitAS))
+	}
+	c.rlimitASB = as
+	if *c.rlimitCPU < 0 {
+		return usageError("--rlimit-cpu must not be negative (got %s)", *c.rlimitCPU)
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*c.logLevel)); err != nil {
@@ -144,8 +195,17 @@ func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*superv
 		SpawnReady: *c.spawnReady,
 		DrainGrace: *c.drainGrace,
 		KillGrace:  *c.killGrace,
+		ReapGrace:  *c.reapGrace,
 		Caps:       c.caps(),
 		Observer:   obs,
+
+		ChildDeadline:   *c.childDeadline,
+		ExecDeadline:    *c.execDeadline,
+		ProgressTimeout: *c.progressTimeout,
+		PingInterval:    *c.pingInterval,
+		PingMiss:        *c.pingMiss,
+		RlimitAS:        c.rlimitASB,
+		RlimitCPU:       uint64((*c.rlimitCPU + time.Second - 1) / time.Second),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start supervisor: %w", err)

@@ -71,7 +71,8 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer cancel()
 		go func() {
 			select {
-			case <-sigs:
+			case sig := <-sigs:
+				log.Warn("second signal: SIGKILL to every process group", "signal", sig.String())
 				sup.KillAll()
 			case <-ctx.Done():
 			}
