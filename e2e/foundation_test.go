@@ -130,32 +130,30 @@ func TestCancelKillsTheChildGroup(t *testing.T) {
 	}
 }
 
-// SIGKILL to the supervisor collapses its tree within 1s: every child armed
-// PR_SET_PDEATHSIG(SIGKILL) before ctrl/ready.
-//
-// NOTE for the integrator: this build's tree is one level (several roots);
-// once nested spawns (issue 3, subagent.spawn and builtin:script) are merged,
-// extend this test to a three-level tree (a root that spawns a child that
-// spawns a grandchild, all blocked) and assert the same 1s collapse for every
-// level.
+// SIGKILL to the supervisor collapses a three-level tree within 1s: every
+// child armed PR_SET_PDEATHSIG(SIGKILL) before ctrl/ready.
 func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
-	s := startService(t, "--intelligence", "builtin:wait")
+	// Each root spawns a child that spawns a grandchild; every level then blocks.
+	script := writeScript(t, "[depth 0]\nspawn sync \"level one\"\n[depth 1]\nspawn sync \"level two\"\n[depth 2]\nsleep 10m\n")
+	s := startService(t, "--intelligence", "builtin:script="+script)
 	c := s.client(t)
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 2; i++ {
 		if _, err := c.SendMessage(context.Background(), nonBlocking(textMessage(fmt.Sprintf("task %d", i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Two trees of three levels: six children, every one past its payload
+	// (which comes after PDEATHSIG is armed and ctrl/ready is sent).
 	var kids []int
-	waitFor(t, 10*time.Second, "three children", func() bool {
+	waitFor(t, 20*time.Second, "six children past their payload", func() bool {
 		kids = children(s.cmd.Process.Pid)
-		return len(kids) == 3
+		return len(kids) == 6 && strings.Count(s.logs.String(), `"msg":"subagent started"`) >= 6
 	})
-	// Every child arms PDEATHSIG before ctrl/ready and logs "subagent started"
-	// after its payload arrives.
-	waitFor(t, 10*time.Second, "children past ready", func() bool {
-		return strings.Count(s.logs.String(), `"msg":"subagent started"`) >= 3
-	})
+	for depth := 0; depth <= 2; depth++ {
+		if n := strings.Count(s.logs.String(), fmt.Sprintf(`"depth":%d,"deadline"`, depth)); n != 2 {
+			t.Fatalf("%d subagents started at depth %d, want 2:\n%s", n, depth, s.logs.String())
+		}
+	}
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	start := time.Now()
 	waitFor(t, time.Second, "every child and its process group dead after SIGKILL of the supervisor", func() bool {
