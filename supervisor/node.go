@@ -148,6 +148,10 @@ func (s *Supervisor) run(n *node) {
 	s.mu.Lock()
 	delete(s.nodes, n.handle)
 	s.mu.Unlock()
+	if n.parent == nil {
+		// The task has ended: its blobs now live out their retention window.
+		s.blobs.release(n.handle)
+	}
 	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeFinished(n.info(), res)
@@ -396,6 +400,15 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 		if dup {
 			return errors.New("a second result frame")
 		}
+	case api.MethodBlobPut:
+		if f.ID == 0 {
+			return errors.New("blob/put without an id")
+		}
+		var put api.BlobPut
+		if err := api.DecodeParams(f, &put); err != nil {
+			return err
+		}
+		go s.serveBlobPut(n, p, f.ID, put, log)
 	case api.MethodPong:
 	case api.MethodReady:
 		return errors.New("ctrl/ready sent twice")
@@ -415,6 +428,26 @@ func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, l
 	}
 	if err != nil {
 		log.Warn("tool/call response not delivered", "tool", call.Tool, "err", err)
+	}
+}
+
+// serveBlobPut stores a distillate for n's tree and answers with its uri, or
+// with an error the child can act on (it then inlines a truncated distillate).
+func (s *Supervisor) serveBlobPut(n *node, p *proc, id uint64, put api.BlobPut, log *slog.Logger) {
+	var resp *api.Frame
+	b, err := s.blobs.put(n.root().handle, n.payload.Telemetry.RunID, put.MediaType, []byte(put.Content))
+	if err != nil {
+		log.Warn("blob/put refused", "err", err)
+		resp = api.NewErrorResponse(id, api.CodeRefused, err.Error())
+	} else {
+		log.Info("blob stored", "blob_id", b.ID, "bytes", len(b.Content))
+		resp, err = api.NewResponse(id, api.BlobRef{URI: api.BlobURI(b.ID), Size: len(b.Content)})
+	}
+	if err == nil {
+		err = p.w.Write(resp)
+	}
+	if err != nil {
+		log.Warn("blob/put response not delivered", "err", err)
 	}
 }
 
