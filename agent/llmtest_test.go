@@ -34,12 +34,12 @@ type llmRequest struct {
 	At     time.Time
 	Path   string
 	Header http.Header
-	Body   chatRequest
+	Body   seenRequest
 }
 
-type chatRequest struct {
+type seenRequest struct {
 	Model    string        `json:"model"`
-	Messages []chatMessage `json:"messages"`
+	Messages []seenMessage `json:"messages"`
 	Tools    []struct {
 		Type     string `json:"type"`
 		Function struct {
@@ -50,7 +50,7 @@ type chatRequest struct {
 	} `json:"tools"`
 }
 
-type chatMessage struct {
+type seenMessage struct {
 	Role       string `json:"role"`
 	Content    any    `json:"content"`
 	ToolCallID string `json:"tool_call_id"`
@@ -63,7 +63,7 @@ type chatMessage struct {
 	} `json:"tool_calls"`
 }
 
-func (m chatMessage) text() string {
+func (m seenMessage) text() string {
 	s, _ := m.Content.(string)
 	return s
 }
@@ -80,7 +80,7 @@ func (f *fakeLLM) endpoint() string { return f.srv.URL + "/v1" }
 
 func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
-	var body chatRequest
+	var body seenRequest
 	if err := json.Unmarshal(b, &body); err != nil {
 		f.t.Errorf("fake LLM: bad request body: %v\n%s", err, b)
 	}

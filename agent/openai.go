@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,10 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/shared"
-
 	"github.com/agentd/agentd/api"
 )
 
@@ -25,12 +22,18 @@ import (
 // API with tool calling: OpenAI itself, vLLM, Ollama, llama.cpp's server, or a
 // gateway such as LiteLLM. It is used by one loop at a time.
 //
-// The SDK's own retries are off: this client retries 408, 409, 429 and 5xx
-// answers, attempts that time out, and connection errors itself, so that it can
-// honour Retry-After against the subagent's deadline and tell an unreachable
-// endpoint (ErrUnreachable, exit 4) from other failures.
+// It speaks the wire directly (net/http and encoding/json, the types in
+// chatwire.go) rather than through github.com/openai/openai-go: linking that SDK
+// made the binary 2.4 times larger and every process start about 3 ms slower,
+// and every subagent pays the start (README, "Dependencies").
+//
+// It retries 408, 409, 429 and 5xx answers, attempts that time out, and
+// connection errors, honouring Retry-After against the subagent's deadline, and
+// tells an unreachable endpoint (ErrUnreachable, exit 4) from other failures.
 type openAIModel struct {
-	chat    openai.ChatCompletionService
+	client  *http.Client
+	url     string // .../chat/completions
+	key     string
 	model   string
 	timeout time.Duration // one attempt
 	retries int
@@ -47,25 +50,19 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 	if u.User != nil {
 		return nil, fmt.Errorf("agent: intelligence %q: credentials in the URL are refused; use AGENT_INTELLIGENCE_KEY or --intelligence-key-file", u.Redacted())
 	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("agent: intelligence %q: a base URL has no query or fragment", spec.Endpoint)
+	}
 	if spec.Model == "" {
 		return nil, fmt.Errorf("agent: intelligence %s: a model name is required (--model, AGENT_MODEL)", spec.Endpoint)
 	}
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	opts := []option.RequestOption{
-		option.WithHTTPClient(&http.Client{Transport: tr}),
-		option.WithBaseURL(strings.TrimSuffix(spec.Endpoint, "/") + "/"),
-		option.WithMaxRetries(0),
-	}
-	if key != "" {
-		opts = append(opts, option.WithAPIKey(key))
-	}
 	return &openAIModel{
-		// The chat service alone, not openai.NewClient: that one reads
-		// OPENAI_* variables from the environment and builds every service.
-		chat:    openai.NewChatCompletionService(opts...),
+		client:  &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		url:     strings.TrimSuffix(spec.Endpoint, "/") + "/chat/completions",
+		key:     key,
 		model:   spec.Model,
 		timeout: spec.Timeout(),
 		retries: spec.RetryCount(),
@@ -76,14 +73,17 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 // Complete sends one Chat Completions request, retrying as the type comment
 // says. An error after ctx ended is ctx's cause.
 func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, error) {
-	params := m.params(req)
+	body, err := json.Marshal(m.chatRequest(req))
+	if err != nil {
+		return nil, fmt.Errorf("encode chat request: %w", err)
+	}
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, m.timeout)
-		cc, err := m.chat.New(actx, params)
+		cr, err := m.post(actx, body)
 		timedOut := actx.Err() != nil
 		cancel()
 		if err == nil {
-			return convertCompletion(cc, req)
+			return convertCompletion(cr, req)
 		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
@@ -108,6 +108,85 @@ func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, er
 	}
 }
 
+// maxResponseBytes bounds a model answer read into memory.
+const maxResponseBytes = 32 << 20
+
+// post makes one attempt. A non-2xx answer is an *httpStatusError.
+func (m *openAIModel) post(ctx context.Context, body []byte) (*chatResponse, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json")
+	hr.Header.Set("User-Agent", "agentd")
+	if m.key != "" {
+		hr.Header.Set("Authorization", "Bearer "+m.key)
+	}
+	resp, err := m.client.Do(hr)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, &httpStatusError{status: resp.StatusCode, header: resp.Header, message: errorMessage(b)}
+	}
+	if len(b) > maxResponseBytes {
+		return nil, fmt.Errorf("answer over %d bytes", maxResponseBytes)
+	}
+	var cr chatResponse
+	if err := json.Unmarshal(b, &cr); err != nil {
+		return nil, fmt.Errorf("decode answer: %w", err)
+	}
+	return &cr, nil
+}
+
+// httpStatusError is a non-2xx answer from the endpoint.
+type httpStatusError struct {
+	status  int
+	header  http.Header
+	message string // the provider's error message, if it sent one
+}
+
+func (e *httpStatusError) Error() string {
+	s := fmt.Sprintf("intelligence answered %d %s", e.status, http.StatusText(e.status))
+	if e.message != "" {
+		s += ": " + e.message
+	}
+	return s
+}
+
+// errorMessage extracts the message of an error body: {"error":{"message":..}}
+// (OpenAI, vLLM), {"error":".."} (Ollama), or {"message":".."}; at most 300
+// bytes of it.
+func errorMessage(b []byte) string {
+	var body struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(b, &body) != nil {
+		return ""
+	}
+	msg := body.Message
+	var obj struct {
+		Message string `json:"message"`
+	}
+	var str string
+	if json.Unmarshal(body.Error, &obj) == nil && obj.Message != "" {
+		msg = obj.Message
+	} else if json.Unmarshal(body.Error, &str) == nil && str != "" {
+		msg = str
+	}
+	if len(msg) > 300 {
+		msg = msg[:300] + "..."
+	}
+	return msg
+}
+
 // retryWait says whether err is worth another attempt and how long to wait:
 // the server's Retry-After (or Retry-After-Ms) when it names one, else an
 // exponential backoff from m.backoff, capped at api.MaxRetryBackoff.
@@ -116,17 +195,15 @@ func (m *openAIModel) retryWait(err error, attempt int) (time.Duration, bool) {
 	if backoff <= 0 || backoff > api.MaxRetryBackoff {
 		backoff = api.MaxRetryBackoff
 	}
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		switch s := apiErr.StatusCode; {
+	var se *httpStatusError
+	if errors.As(err, &se) {
+		switch s := se.status; {
 		case s == http.StatusRequestTimeout, s == http.StatusConflict, s == http.StatusTooManyRequests, s >= 500:
 		default:
 			return 0, false
 		}
-		if apiErr.Response != nil {
-			if d, ok := parseRetryAfter(apiErr.Response.Header, time.Now()); ok {
-				return d, true
-			}
+		if d, ok := parseRetryAfter(se.header, time.Now()); ok {
+			return d, true
 		}
 		return backoff, true
 	}
@@ -149,16 +226,9 @@ func finalError(err error, attempt int) error {
 	if isUnreachable(err) {
 		return fmt.Errorf("%w%s: %v", ErrUnreachable, tries, err)
 	}
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		msg := apiErr.Message
-		if len(msg) > 300 {
-			msg = msg[:300] + "..."
-		}
-		if msg != "" {
-			return fmt.Errorf("intelligence answered %d %s%s: %s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode), tries, msg)
-		}
-		return fmt.Errorf("intelligence answered %d %s%s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode), tries)
+	var se *httpStatusError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%w%s", se, tries)
 	}
 	return fmt.Errorf("intelligence call failed%s: %w", tries, err)
 }
@@ -207,68 +277,51 @@ func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// params turns a Request into the Chat Completions request body.
-func (m *openAIModel) params(req *Request) openai.ChatCompletionNewParams {
-	msgs := make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1)
+// chatRequest turns a Request into the Chat Completions request body.
+func (m *openAIModel) chatRequest(req *Request) chatRequest {
+	cr := chatRequest{Model: m.model, Messages: make([]chatMessage, 0, len(req.Messages)+1)}
 	if req.System != "" {
-		msgs = append(msgs, openai.SystemMessage(req.System))
+		cr.Messages = append(cr.Messages, chatMessage{Role: "system", Content: textContent(req.System)})
 	}
 	for _, msg := range req.Messages {
-		switch msg.Role {
-		case RoleUser:
-			msgs = append(msgs, openai.UserMessage(msg.Content))
-		case RoleTool:
-			msgs = append(msgs, openai.ToolMessage(msg.Content, msg.ToolCallID))
-		case RoleAssistant:
-			var a openai.ChatCompletionAssistantMessageParam
-			if msg.Content != "" {
-				a.Content.OfString = openai.String(msg.Content)
-			}
-			for _, tc := range msg.ToolCalls {
-				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-						ID:       tc.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: string(tc.Args)},
-					},
-				})
-			}
-			msgs = append(msgs, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		cm := chatMessage{Role: string(msg.Role), ToolCallID: msg.ToolCallID}
+		// An assistant turn that only calls tools has no content; every other
+		// turn has one, empty or not.
+		if msg.Content != "" || msg.Role != RoleAssistant || len(msg.ToolCalls) == 0 {
+			cm.Content = textContent(msg.Content)
 		}
+		for _, tc := range msg.ToolCalls {
+			cm.ToolCalls = append(cm.ToolCalls, chatToolCall{ID: tc.ID, Type: "function",
+				Function: chatFunctionCall{Name: tc.Name, Arguments: string(tc.Args)}})
+		}
+		cr.Messages = append(cr.Messages, cm)
 	}
-	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(m.model), Messages: msgs}
 	for _, t := range req.Tools {
-		fd := shared.FunctionDefinitionParam{Name: t.Name, Parameters: toolParameters(t.Parameters)}
-		if t.Description != "" {
-			fd.Description = openai.String(t.Description)
-		}
-		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fd))
+		cr.Tools = append(cr.Tools, chatTool{Type: "function",
+			Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: toolParameters(t.Parameters)}})
 	}
-	return p
+	return cr
 }
 
 // toolParameters is a tool's argument schema as the API wants it: a JSON
 // object; a missing or non-object schema becomes the empty object schema.
-func toolParameters(schema json.RawMessage) shared.FunctionParameters {
-	var m map[string]any
+func toolParameters(schema json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
 	if len(schema) == 0 || json.Unmarshal(schema, &m) != nil || m == nil {
-		return shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
+		return json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	return m
+	return schema
 }
 
 // convertCompletion turns the first choice of a completion into a Response.
-func convertCompletion(cc *openai.ChatCompletion, req *Request) (*Response, error) {
-	if len(cc.Choices) == 0 {
+func convertCompletion(cr *chatResponse, req *Request) (*Response, error) {
+	if len(cr.Choices) == 0 {
 		return nil, errors.New("intelligence answered with no choices")
 	}
-	ch := cc.Choices[0]
-	out := &Response{Content: ch.Message.Content, Refusal: ch.Message.Refusal}
+	ch := cr.Choices[0]
+	out := &Response{Content: ch.Message.Content.text(), Refusal: ch.Message.Refusal}
 	for i, tc := range ch.Message.ToolCalls {
 		call := ToolCall{ID: tc.ID, Name: tc.Function.Name, Args: json.RawMessage(tc.Function.Arguments)}
-		if tc.Type == "custom" {
-			input, _ := json.Marshal(map[string]string{"input": tc.Custom.Input})
-			call.Name, call.Args = tc.Custom.Name, input
-		}
 		if call.ID == "" {
 			// Some servers leave ids out; the tool turn must still name its call.
 			call.ID = "call_" + strconv.Itoa(i)
@@ -293,7 +346,7 @@ func convertCompletion(cc *openai.ChatCompletion, req *Request) (*Response, erro
 	if out.Refusal != "" {
 		out.Finish = FinishRefusal
 	}
-	if u := cc.Usage; u.PromptTokens > 0 || u.CompletionTokens > 0 {
+	if u := cr.Usage; u != nil && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
 		out.Usage = api.Usage{TokensIn: u.PromptTokens, TokensOut: u.CompletionTokens}
 	} else {
 		// A server that reports no usage is still held to the token budget:

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,6 +38,7 @@ var helpers = map[string]func() int{
 	"crash-before-ready": helperCrashBeforeReady,
 	"exit-no-result":     helperExitNoResult,
 	"close-stdout":       helperCloseStdout,
+	"blob-put":           helperBlobPut,
 }
 
 var (
@@ -167,6 +170,37 @@ func helperCloseStdout() int {
 		if _, err := c.r.Read(); err != nil {
 			return 0
 		}
+	}
+}
+
+// helperBlobPut stores its objective, repeated 100 times, as a blob and
+// returns a reference to it; a refused blob/put becomes the result's detail.
+func helperBlobPut() int {
+	c := helperIO()
+	p := c.start()
+	content := strings.Repeat(p.Contract.Objective, 100)
+	if err := c.w.Send(api.MethodBlobPut, 1, api.BlobPut{MediaType: "text/plain", Content: content}); err != nil {
+		return 93
+	}
+	for {
+		f, err := c.r.Read()
+		if err != nil {
+			return 94
+		}
+		if !f.IsResponse() || f.ID != 1 {
+			continue
+		}
+		res := api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("")}
+		var ref api.BlobRef
+		if f.Error != nil {
+			res.Detail = f.Error.Message
+		} else if err := json.Unmarshal(f.Result, &ref); err != nil {
+			return 95
+		} else {
+			res.Distillate = api.ResultBody{Reference: &api.Reference{URI: ref.URI, Summary: "summary"}}
+		}
+		_ = c.w.Send(api.MethodResult, 0, res)
+		return 0
 	}
 }
 

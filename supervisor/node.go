@@ -434,21 +434,23 @@ func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, l
 // serveBlobPut stores a distillate for n's tree and answers with its uri, or
 // with an error the child can act on (it then inlines a truncated distillate).
 func (s *Supervisor) serveBlobPut(n *node, p *proc, id uint64, put api.BlobPut, log *slog.Logger) {
-	var resp *api.Frame
-	b, err := s.blobs.put(n.root().handle, n.payload.Telemetry.RunID, put.MediaType, []byte(put.Content))
-	if err != nil {
-		log.Warn("blob/put refused", "err", err)
-		resp = api.NewErrorResponse(id, api.CodeRefused, err.Error())
-	} else {
-		log.Info("blob stored", "blob_id", b.ID, "bytes", len(b.Content))
-		resp, err = api.NewResponse(id, api.BlobRef{URI: api.BlobURI(b.ID), Size: len(b.Content)})
-	}
+	resp, err := s.blobPutAnswer(n, id, put, log)
 	if err == nil {
 		err = p.w.Write(resp)
 	}
 	if err != nil {
 		log.Warn("blob/put response not delivered", "err", err)
 	}
+}
+
+func (s *Supervisor) blobPutAnswer(n *node, id uint64, put api.BlobPut, log *slog.Logger) (*api.Frame, error) {
+	b, err := s.blobs.put(n.root().handle, n.payload.Telemetry.RunID, put.MediaType, []byte(put.Content))
+	if err != nil {
+		log.Warn("blob/put refused", "err", err)
+		return api.NewErrorResponse(id, api.CodeRefused, err.Error()), nil
+	}
+	log.Info("blob stored", "blob_id", b.ID, "bytes", len(b.Content))
+	return api.NewResponse(id, api.BlobRef{URI: api.BlobURI(b.ID), Size: len(b.Content)})
 }
 
 // callTool runs one tool call for n: a self-tool, or a scoped tool the node's

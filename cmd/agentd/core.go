@@ -30,7 +30,14 @@ type core struct {
 	killGrace    *time.Duration
 	logLevel     *string
 
-	key string // the intelligence API key, read from env or file
+	intelTimeout     *time.Duration
+	intelRetries     *int
+	intelBackoff     *time.Duration
+	maxRepeats       *int
+	distillateBudget *int
+
+	key           string        // the intelligence API key, read from env or file
+	blobRetention time.Duration // how long a stored distillate outlives its task; 0 is the supervisor's default
 }
 
 func addCore(f *flags) *core {
@@ -48,6 +55,12 @@ func addCore(f *flags) *core {
 		drainGrace:   f.duration("drain-grace", "AGENT_DRAIN_GRACE", 5*time.Second, "kill ladder: ctrl/cancel to SIGTERM"),
 		killGrace:    f.duration("kill-grace", "AGENT_KILL_GRACE", 2*time.Second, "kill ladder: SIGTERM to SIGKILL"),
 		logLevel:     f.string("log-level", "AGENT_LOG_LEVEL", "info", "log level: debug, info, warn, error"),
+
+		intelTimeout:     f.duration("intelligence-timeout", "AGENT_INTELLIGENCE_TIMEOUT", api.DefaultRequestTimeout, "timeout of one model request attempt (each also ends at the subagent's deadline)"),
+		intelRetries:     f.int("intelligence-retries", "AGENT_INTELLIGENCE_RETRIES", api.DefaultRetries, "retries of a model request on 429, 5xx, a timeout or a connection error"),
+		intelBackoff:     f.duration("intelligence-backoff", "AGENT_INTELLIGENCE_BACKOFF", api.DefaultRetryBackoff, "wait before the first retry when the server sends no Retry-After; doubles per retry"),
+		maxRepeats:       f.int("max-repeats", "AGENT_MAX_REPEATS", api.DefaultMaxRepeats, "loop_detected after the same tool call with the same arguments this many times in a row"),
+		distillateBudget: f.int("distillate-budget", "AGENT_DISTILLATE_BUDGET", api.DefaultDistillateBudget, "characters a result carries inline; a larger one is stored and returned as a reference with a summary"),
 	}
 }
 
@@ -86,6 +99,21 @@ func (c *core) validate() error {
 			return usageError("%s must be a positive duration (got %s)", d.name, d.v)
 		}
 	}
+	if *c.intelTimeout <= 0 {
+		return usageError("--intelligence-timeout must be a positive duration (got %s)", *c.intelTimeout)
+	}
+	if *c.intelBackoff <= 0 || *c.intelBackoff > api.MaxRetryBackoff {
+		return usageError("--intelligence-backoff must be in (0, %s] (got %s)", api.MaxRetryBackoff, *c.intelBackoff)
+	}
+	if *c.intelRetries < 0 || *c.intelRetries > 20 {
+		return usageError("--intelligence-retries must be in [0, 20] (got %d)", *c.intelRetries)
+	}
+	if *c.maxRepeats < 2 {
+		return usageError("--max-repeats must be at least 2 (got %d)", *c.maxRepeats)
+	}
+	if *c.distillateBudget < 200 {
+		return usageError("--distillate-budget must be at least 200 characters (got %d)", *c.distillateBudget)
+	}
 	if *c.deadline > api.MaxDeadline {
 		return usageError("--deadline %s exceeds the maximum of %s: every deadline is finite", *c.deadline, api.MaxDeadline)
 	}
@@ -108,7 +136,14 @@ func (c *core) validate() error {
 }
 
 func (c *core) intelligenceSpec() api.Intelligence {
-	return api.Intelligence{Endpoint: *c.intelligence, Model: *c.model}
+	retries := *c.intelRetries
+	return api.Intelligence{
+		Endpoint:       *c.intelligence,
+		Model:          *c.model,
+		RequestTimeout: api.Duration(*c.intelTimeout),
+		Retries:        &retries,
+		RetryBackoff:   api.Duration(*c.intelBackoff),
+	}
 }
 
 // limits is the root grant of a run.
@@ -118,6 +153,9 @@ func (c *core) limits() api.Limits {
 		MaxTokens:   *c.maxTokens,
 		Deadline:    api.Duration(*c.deadline),
 		MaxChildren: *c.maxChildren,
+
+		MaxRepeats:       *c.maxRepeats,
+		DistillateBudget: *c.distillateBudget,
 	}
 }
 
@@ -144,6 +182,7 @@ func (c *core) newSupervisor(log *slog.Logger) (*supervisor.Supervisor, error) {
 		DrainGrace: *c.drainGrace,
 		KillGrace:  *c.killGrace,
 		Caps:       supervisor.Caps{MaxDepth: *c.maxDepth, MaxChildren: *c.maxChildren},
+		Blobs:      supervisor.BlobConfig{Retention: c.blobRetention},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start supervisor: %w", err)

@@ -55,6 +55,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	log := c.logger(stderr)
+	c.blobRetention = *taskRetention // a stored distillate stays readable as long as its task
 	sup, err := c.newSupervisor(log)
 	if err != nil {
 		return err
@@ -63,15 +64,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := router.Register(delegate.Local{Sup: sup}); err != nil {
 		return err
 	}
-	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
-		Router:       router,
-		CancelHandle: sup.Cancel,
-		Limits:       c.limits(),
-		Intelligence: c.intelligenceSpec(),
-		Log:          log,
-	})
-	engine := a2abind.NewEngine(a2abind.NewStore(*taskCapacity, *taskRetention), exec, log)
-
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
@@ -80,6 +72,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if url == "" {
 		url = "http://" + ln.Addr().String() + "/"
 	}
+	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
+		Router:       router,
+		CancelHandle: sup.Cancel,
+		Limits:       c.limits(),
+		Intelligence: c.intelligenceSpec(),
+		PublicURL:    url,
+		Log:          log,
+	})
+	engine := a2abind.NewEngine(a2abind.NewStore(*taskCapacity, *taskRetention), exec, log)
+
 	var draining atomic.Bool
 	handler := server.Handler(server.Config{
 		Handler: engine,
@@ -90,6 +92,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Version:     version,
 		}),
 		Ready: func() bool { return !draining.Load() },
+		Blobs: sup,
 		Log:   log,
 	})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
