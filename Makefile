@@ -35,6 +35,9 @@ unit:
 fuzz:
 	$(GO) test ./api -run '^$$' -fuzz FuzzReadFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzJSONRPC -fuzztime $(FUZZTIME)
+	$(GO) test ./api -run '^$$' -fuzz FuzzParseBlobURI -fuzztime $(FUZZTIME)
+	$(GO) test ./agent -run '^$$' -fuzz FuzzParseRetryAfter -fuzztime $(FUZZTIME)
+	$(GO) test ./agent -run '^$$' -fuzz FuzzJSONAnswer -fuzztime $(FUZZTIME)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
