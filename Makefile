@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test ./api -run '^$$' -fuzz FuzzParseBlobURI -fuzztime $(FUZZTIME)
 	$(GO) test ./agent -run '^$$' -fuzz FuzzParseRetryAfter -fuzztime $(FUZZTIME)
 	$(GO) test ./agent -run '^$$' -fuzz FuzzJSONAnswer -fuzztime $(FUZZTIME)
+	$(GO) test ./agent -run '^$$' -fuzz FuzzChatResponse -fuzztime $(FUZZTIME)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -346,11 +346,11 @@ func convertCompletion(cr *chatResponse, req *Request) (*Response, error) {
 	if out.Refusal != "" {
 		out.Finish = FinishRefusal
 	}
-	if u := cr.Usage; u != nil && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
+	if u := cr.Usage; u != nil && u.PromptTokens >= 0 && u.CompletionTokens >= 0 && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
 		out.Usage = api.Usage{TokensIn: u.PromptTokens, TokensOut: u.CompletionTokens}
 	} else {
-		// A server that reports no usage is still held to the token budget:
-		// count it the way the builtin models do.
+		// A server that reports no usage (or nonsense) is still held to the
+		// token budget: count it the way the builtin models do.
 		text := out.Content + out.Refusal
 		for _, tc := range out.ToolCalls {
 			text += tc.Name + string(tc.Args)

@@ -457,3 +457,35 @@ func FuzzJSONAnswer(f *testing.F) {
 		}
 	})
 }
+
+// FuzzChatResponse feeds arbitrary bytes to the decoding of an endpoint's
+// answer: the success body and the error body.
+func FuzzChatResponse(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"finish_reason":"stop","message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`))
+	f.Add([]byte(`{"choices":[{"message":{"content":[{"type":"text","text":"a"}],"tool_calls":[{"function":{"name":"t","arguments":"{"}}]}}]}`))
+	f.Add([]byte(`{"error":{"message":"model not found"}}`))
+	f.Add([]byte(`{"error":"overloaded"}`))
+	f.Add([]byte(`{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":-5,"completion_tokens":2}}`))
+	known := map[FinishReason]bool{FinishStop: true, FinishToolCalls: true, FinishLength: true, FinishRefusal: true, FinishContentFilter: true}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if msg := errorMessage(b); len(msg) > 303 {
+			t.Fatalf("error message of %d bytes", len(msg))
+		}
+		var cr chatResponse
+		if json.Unmarshal(b, &cr) != nil {
+			return
+		}
+		r, err := convertCompletion(&cr, &Request{System: "s"})
+		if err != nil {
+			return
+		}
+		if !known[r.Finish] || r.Usage.TokensIn < 0 || r.Usage.TokensOut < 0 {
+			t.Fatalf("response %+v", r)
+		}
+		for _, tc := range r.ToolCalls {
+			if tc.ID == "" {
+				t.Fatalf("tool call without an id: %+v", tc)
+			}
+		}
+	})
+}

@@ -140,6 +140,9 @@ func TestRunAgainstHTTPIntelligence(t *testing.T) {
 		}, code: 3, stdout: "looking"},
 		{name: "deadline", script: []http.HandlerFunc{hangs}, args: []string{"--deadline", "500ms"}, code: 124},
 		{name: "unreachable", url: closedURL, args: []string{"--intelligence-retries", "1"}, code: 4},
+		// Over the budget: stored with the supervisor, and a one-shot run prints it whole.
+		{name: "over budget", script: []http.HandlerFunc{chat(strings.Repeat("0123456789", 50), "", "stop", 10, 130, "")},
+			args: []string{"--distillate-budget", "200"}, code: 0, stdout: strings.Repeat("0123456789", 50)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			llm := newLLMServer(t, tc.script...)
