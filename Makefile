@@ -44,6 +44,10 @@ fuzz:
 	$(GO) test ./server -run '^$$' -fuzz FuzzJSONRPC -fuzztime $(FUZZTIME)
 	$(GO) test ./agent -run '^$$' -fuzz FuzzParseScript -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/agentd -run '^$$' -fuzz FuzzParseSize -fuzztime $(FUZZTIME)
+	$(GO) test ./api -run '^$$' -fuzz FuzzParseBlobURI -fuzztime $(FUZZTIME)
+	$(GO) test ./agent -run '^$$' -fuzz FuzzParseRetryAfter -fuzztime $(FUZZTIME)
+	$(GO) test ./agent -run '^$$' -fuzz FuzzJSONAnswer -fuzztime $(FUZZTIME)
+	$(GO) test ./agent -run '^$$' -fuzz FuzzChatResponse -fuzztime $(FUZZTIME)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -27,7 +27,11 @@ type ExecutorConfig struct {
 	Intelligence api.Intelligence
 	// Scope is the root tool grant.
 	Scope api.ToolScope
-	Log   *slog.Logger
+	// PublicURL is the service's public base URL; a distillate stored as a blob
+	// becomes a file part whose uri is PublicURL + "blobs/ID" (served by
+	// server's blob route). Empty keeps agent://blob/ID.
+	PublicURL string
+	Log       *slog.Logger
 }
 
 // Executor is the a2asrv.AgentExecutor that turns an A2A message into a
@@ -75,7 +79,7 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		<-run.Done()
 	}
 	res := run.Result()
-	art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifact(reqCtx.TaskID, res), LastChunk: true}
+	art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifactAt(reqCtx.TaskID, res, x.cfg.PublicURL), LastChunk: true}
 	if err := q.Write(ctx, art); err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package a2a
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -46,12 +48,20 @@ func ArtifactID(taskID a2a.TaskID) a2a.ArtifactID {
 // wrapped as {"value": v}), a file part with the uri plus the summary text for a
 // stored reference.
 func DistillateArtifact(taskID a2a.TaskID, res api.SubagentResult) *a2a.Artifact {
+	return DistillateArtifactAt(taskID, res, "")
+}
+
+// DistillateArtifactAt is DistillateArtifact for a service reachable at
+// publicURL: a reference to a blob the supervisor keeps (agent://blob/ID)
+// becomes the URL that serves it over the same server (PublicBlobURL). An
+// empty publicURL leaves the uri as it is.
+func DistillateArtifactAt(taskID a2a.TaskID, res api.SubagentResult, publicURL string) *a2a.Artifact {
 	art := &a2a.Artifact{ID: ArtifactID(taskID), Name: "distillate"}
 	d := res.Distillate
 	switch {
 	case d.Reference != nil:
 		art.Parts = a2a.ContentParts{
-			a2a.FilePart{File: a2a.FileURI{URI: d.Reference.URI, FileMeta: a2a.FileMeta{Name: "distillate"}}},
+			a2a.FilePart{File: a2a.FileURI{URI: PublicBlobURL(publicURL, d.Reference.URI), FileMeta: a2a.FileMeta{Name: "distillate"}}},
 			a2a.TextPart{Text: d.Reference.Summary},
 		}
 	case len(d.Inline) > 0 && d.Inline[0] == '"':
@@ -104,6 +114,24 @@ func FinalStatus(info a2a.TaskInfoProvider, res api.SubagentResult) *a2a.TaskSta
 	ev.Final = true
 	ev.Metadata = ResultMetadata(res)
 	return ev
+}
+
+// PublicBlobURL maps a stored blob's uri (agent://blob/ID) to the URL the
+// service serves it at: publicURL's scheme and host, its path joined with
+// blobs/ID. Any other uri, or an empty or unparsable publicURL, is returned
+// unchanged.
+func PublicBlobURL(publicURL, uri string) string {
+	id, ok := api.ParseBlobURI(uri)
+	if !ok || publicURL == "" {
+		return uri
+	}
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return uri
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/blobs/" + id
+	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
+	return u.String()
 }
 
 func now() *time.Time {

@@ -46,3 +46,23 @@ func TestDistillateArtifact(t *testing.T) {
 		t.Fatalf("reference: %+v", ref)
 	}
 }
+
+func TestPublicBlobURL(t *testing.T) {
+	for _, tc := range []struct{ base, uri, want string }{
+		{"http://127.0.0.1:8080/", "agent://blob/abc", "http://127.0.0.1:8080/blobs/abc"},
+		{"https://agentd.example/a2a", "agent://blob/abc", "https://agentd.example/a2a/blobs/abc"},
+		{"https://agentd.example/?x=1", "agent://blob/abc", "https://agentd.example/blobs/abc"},
+		{"", "agent://blob/abc", "agent://blob/abc"},
+		{"http://h/", "https://elsewhere/x", "https://elsewhere/x"},
+		{"http://h/", "agent://blob/../x", "agent://blob/../x"},
+		{"not a url", "agent://blob/abc", "agent://blob/abc"},
+	} {
+		if got := PublicBlobURL(tc.base, tc.uri); got != tc.want {
+			t.Errorf("PublicBlobURL(%q, %q) = %q, want %q", tc.base, tc.uri, got, tc.want)
+		}
+	}
+	art := DistillateArtifactAt("t1", api.SubagentResult{Distillate: api.ResultBody{Reference: &api.Reference{URI: "agent://blob/b1", Summary: "sum"}}}, "http://h:1/")
+	if art.Parts[0].(a2a.FilePart).File.(a2a.FileURI).URI != "http://h:1/blobs/b1" {
+		t.Fatalf("file part: %+v", art.Parts[0])
+	}
+}

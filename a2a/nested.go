@@ -24,6 +24,9 @@ import (
 type TreeObserver struct {
 	engine atomic.Pointer[Engine]
 	Log    *slog.Logger
+	// PublicURL is the service's base URL, for links to stored distillates; set
+	// it before Attach.
+	PublicURL string
 
 	mu     sync.Mutex        // guards opened
 	opened map[string]opened // nested tasks not yet final, by handle
@@ -159,7 +162,7 @@ func (o *TreeObserver) NodeFinished(n supervisor.NodeInfo, res api.SubagentResul
 	if t, ok := e.Store().Get(info.ID); ok {
 		info.ContextID = t.ContextID
 	}
-	art := &a2a.TaskArtifactUpdateEvent{TaskID: info.ID, ContextID: info.ContextID, Artifact: DistillateArtifact(info.ID, res), LastChunk: true}
+	art := &a2a.TaskArtifactUpdateEvent{TaskID: info.ID, ContextID: info.ContextID, Artifact: DistillateArtifactAt(info.ID, res, o.PublicURL), LastChunk: true}
 	if err := e.Update(info.ID, art); err != nil {
 		o.log().Warn("nested task artifact not recorded", "task_id", n.Handle, "err", err)
 		return

@@ -110,37 +110,59 @@ func (c *control) serve(cancel context.CancelCauseFunc) {
 
 // call sends a tool/call request and waits for its answer.
 func (c *control) call(ctx context.Context, tool string, args json.RawMessage) (api.ToolResult, error) {
+	var r api.ToolResult
+	if err := c.request(ctx, api.MethodToolCall, api.ToolCall{Tool: tool, Args: args}, &r); err != nil {
+		return api.ToolResult{}, err
+	}
+	return r, nil
+}
+
+// request sends an upward request frame and waits for its answer, decoding the
+// result into out. An error answer is returned as an *api.RPCError.
+func (c *control) request(ctx context.Context, method string, params, out any) error {
 	ch := make(chan *api.Frame, 1)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return api.ToolResult{}, ErrControlClosed
+		return ErrControlClosed
 	}
 	c.nextID++
 	id := c.nextID
 	c.pending[id] = ch
 	c.mu.Unlock()
-	if err := c.w.Send(api.MethodToolCall, id, api.ToolCall{Tool: tool, Args: args}); err != nil {
+	if err := c.w.Send(method, id, params); err != nil {
 		c.forget(id)
-		return api.ToolResult{}, fmt.Errorf("send tool/call: %w", err)
+		return fmt.Errorf("send %s: %w", method, err)
 	}
 	select {
 	case f, ok := <-ch:
 		if !ok {
-			return api.ToolResult{}, ErrControlClosed
+			return ErrControlClosed
 		}
 		if f.Error != nil {
-			return api.ToolResult{}, f.Error
+			return f.Error
 		}
-		var r api.ToolResult
-		if err := json.Unmarshal(f.Result, &r); err != nil {
-			return api.ToolResult{}, fmt.Errorf("tool/call result: %w", err)
+		if err := json.Unmarshal(f.Result, out); err != nil {
+			return fmt.Errorf("%s result: %w", method, err)
 		}
-		return r, nil
+		return nil
 	case <-ctx.Done():
 		c.forget(id)
-		return api.ToolResult{}, context.Cause(ctx)
+		return context.Cause(ctx)
 	}
+}
+
+// PutBlob implements BlobStore over the control channel: the supervisor keeps
+// the content and answers with its agent://blob/ uri.
+func (c *control) PutBlob(ctx context.Context, mediaType, content string) (string, error) {
+	var ref api.BlobRef
+	if err := c.request(ctx, api.MethodBlobPut, api.BlobPut{MediaType: mediaType, Content: content}, &ref); err != nil {
+		return "", fmt.Errorf("blob/put: %w", err)
+	}
+	if _, ok := api.ParseBlobURI(ref.URI); !ok {
+		return "", fmt.Errorf("blob/put: the supervisor answered with uri %q", ref.URI)
+	}
+	return ref.URI, nil
 }
 
 func (c *control) forget(id uint64) {

@@ -45,7 +45,7 @@ func payload() *api.SpawnPayload {
 	return &api.SpawnPayload{
 		AgentID: "0", AgentPath: "0",
 		Contract:     api.OutputContract{Objective: "do it", OutputFormat: api.OutputFormat{Kind: api.FormatMarkdown}, Boundaries: "nothing else"},
-		Limits:       api.Limits{MaxSteps: 3, MaxTokens: 1000, Deadline: api.Duration(time.Minute)},
+		Limits:       api.Limits{MaxSteps: 3, MaxTokens: 1000, Deadline: api.Duration(time.Minute), MaxRepeats: 10},
 		Telemetry:    api.Telemetry{RunID: "r"},
 		Intelligence: api.Intelligence{Endpoint: "builtin:demo"},
 	}

@@ -112,8 +112,11 @@ type Response struct {
 // loop maps it to status crashed with cause intelligence_unreachable (exit 4).
 var ErrUnreachable = errors.New("agent: intelligence endpoint unreachable")
 
-// NewModel returns the intelligence named by spec. key is the API key for an
-// HTTP endpoint (from the environment, never argv).
+// NewModel returns the intelligence named by spec: builtin:demo, builtin:wait,
+// or an OpenAI-compatible Chat Completions base URL (http or https, ending
+// before /chat/completions, e.g. http://127.0.0.1:11434/v1) with a model name.
+// key is the API key for an HTTP endpoint (from the environment or a file,
+// never argv); empty sends no Authorization header.
 func NewModel(spec api.Intelligence, key string) (Model, error) {
 	name, arg, _ := strings.Cut(spec.Endpoint, "=")
 	switch name {
@@ -128,11 +131,14 @@ func NewModel(spec api.Intelligence, key string) (Model, error) {
 		}
 		return &scriptedModel{sc: sc}, nil
 	}
-	return nil, fmt.Errorf("agent: unknown intelligence %q", spec.Endpoint)
+	if strings.HasPrefix(spec.Endpoint, "builtin:") {
+		return nil, fmt.Errorf("agent: unknown intelligence %q: the builtin ones are builtin:demo, builtin:wait and builtin:script=FILE", spec.Endpoint)
+	}
+	return newOpenAIModel(spec, key)
 }
 
 // CheckIntelligence validates an intelligence spec at startup, so that bad
-// config fails before any child is spawned.
+// config fails before any child is spawned. It opens no connection.
 func CheckIntelligence(spec api.Intelligence) error {
 	_, err := NewModel(spec, "")
 	return err

@@ -254,7 +254,7 @@ repeat
 		{"0", 0, api.StatusCompleted, "default 0"},
 		{"0.1", 1, api.StatusCompleted, "depth one 0.1"},
 		{"0.3", 1, api.StatusRefused, "not me"},
-		{"0.2.1", 2, api.StatusExhaustedSteps, ""},
+		{"0.2.1", 2, api.StatusLoopDetected, ""}, // the same call, repeated
 	} {
 		res, _ := runScript(t, context.Background(), src, tc.path, tc.depth, &fakeSupervisor{})
 		if res.Status != tc.status || res.Distillate.Text() != tc.text {

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Control-channel methods. "down" frames go from the supervisor to a child on the
@@ -16,6 +17,7 @@ const (
 	MethodEvent    = "loop/event"  // up: params LoopEvent
 	MethodToolCall = "tool/call"   // up, a request with an id: params ToolCall; answered with a ToolResult
 	MethodResult   = "result"      // up, the last frame: params SubagentResult
+	MethodBlobPut  = "blob/put"    // up, a request with an id: params BlobPut; answered with a BlobRef
 )
 
 // Environment variables of subagent mode.
@@ -93,6 +95,52 @@ func (r ToolResult) Text() string {
 		s += c.Text
 	}
 	return s
+}
+
+// BlobPut asks the supervisor to keep a distillate too large to inline (store
+// and reference). The supervisor keeps it for the task's lifetime plus a
+// retention window and answers with a BlobRef, or with an error when the blob
+// is over its size cap or the store is full.
+type BlobPut struct {
+	MediaType string `json:"media_type"` // e.g. text/plain, text/markdown, application/json
+	Content   string `json:"content"`
+}
+
+// BlobRef answers a BlobPut: the blob's agent:// uri and its size in bytes.
+type BlobRef struct {
+	URI  string `json:"uri"`
+	Size int    `json:"size"`
+}
+
+// BlobURIPrefix starts the uri of a blob the supervisor keeps. The A2A layer
+// maps it to a URL on the service's own HTTPS server.
+const BlobURIPrefix = "agent://blob/"
+
+// BlobURI returns the uri of the blob with this id.
+func BlobURI(id string) string { return BlobURIPrefix + id }
+
+// ParseBlobURI returns the id of an agent://blob/ID uri. An id is 1 to 64
+// bytes of [A-Za-z0-9_-].
+func ParseBlobURI(uri string) (string, bool) {
+	if !strings.HasPrefix(uri, BlobURIPrefix) {
+		return "", false
+	}
+	id := uri[len(BlobURIPrefix):]
+	return id, ValidBlobID(id)
+}
+
+// ValidBlobID reports whether id is 1 to 64 bytes of [A-Za-z0-9_-].
+func ValidBlobID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // DecodeParams unmarshals a frame's params into v, refusing a frame without

@@ -65,6 +65,15 @@ func NewResponse(id uint64, v any) (*Frame, error) {
 	return &Frame{JSONRPC: "2.0", ID: id, Result: b}, nil
 }
 
+// CodeRefused is the error code of a control request the supervisor declines
+// (a blob over its cap, a full store); the message says why.
+const CodeRefused = -32000
+
+// NewErrorResponse builds an error response frame.
+func NewErrorResponse(id uint64, code int, message string) *Frame {
+	return &Frame{JSONRPC: "2.0", ID: id, Error: &RPCError{Code: code, Message: message}}
+}
+
 // validate checks the JSON-RPC 2.0 shape: version, and exactly one of a method
 // or a result/error; a response needs an id and exactly one of result or error.
 func (f *Frame) validate() error {

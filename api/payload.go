@@ -46,6 +46,64 @@ type SpawnPayload struct {
 type Intelligence struct {
 	Endpoint string `json:"endpoint"`
 	Model    string `json:"model,omitempty"`
+	// RequestTimeout bounds one HTTP attempt; zero means
+	// DefaultRequestTimeout. An attempt also ends at the subagent's deadline.
+	RequestTimeout Duration `json:"request_timeout,omitempty"`
+	// Retries is how many times a failed model call is tried again (429, 5xx,
+	// a timed-out attempt, a connection error); nil means DefaultRetries.
+	Retries *int `json:"retries,omitempty"`
+	// RetryBackoff is the wait before the first retry when the server names
+	// none (Retry-After); it doubles on each retry up to MaxRetryBackoff. Zero
+	// means DefaultRetryBackoff.
+	RetryBackoff Duration `json:"retry_backoff,omitempty"`
+}
+
+// Defaults of an HTTP intelligence.
+const (
+	DefaultRequestTimeout = 60 * time.Second // the seeds' progress timeout (120s) is about twice this
+	DefaultRetries        = 3
+	DefaultRetryBackoff   = 500 * time.Millisecond
+	MaxRetryBackoff       = 30 * time.Second
+)
+
+// Validate checks the intelligence's numbers: an endpoint, no negative
+// timeout, retry count or backoff.
+func (i Intelligence) Validate() error {
+	switch {
+	case i.Endpoint == "":
+		return errors.New("intelligence.endpoint must be set")
+	case i.RequestTimeout < 0:
+		return errors.New("intelligence.request_timeout must not be negative")
+	case i.Retries != nil && *i.Retries < 0:
+		return errors.New("intelligence.retries must not be negative")
+	case i.RetryBackoff < 0:
+		return errors.New("intelligence.retry_backoff must not be negative")
+	}
+	return nil
+}
+
+// Timeout returns the per-attempt timeout in force.
+func (i Intelligence) Timeout() time.Duration {
+	if i.RequestTimeout > 0 {
+		return i.RequestTimeout.D()
+	}
+	return DefaultRequestTimeout
+}
+
+// RetryCount returns the number of retries in force.
+func (i Intelligence) RetryCount() int {
+	if i.Retries != nil {
+		return *i.Retries
+	}
+	return DefaultRetries
+}
+
+// Backoff returns the first retry's wait in force.
+func (i Intelligence) Backoff() time.Duration {
+	if i.RetryBackoff > 0 {
+		return i.RetryBackoff.D()
+	}
+	return DefaultRetryBackoff
 }
 
 // OutputContract is what the parent wants back: an objective, a required shape,
@@ -132,6 +190,36 @@ type Limits struct {
 	MaxTokens   int64    `json:"max_tokens"`
 	Deadline    Duration `json:"deadline"`
 	MaxChildren int      `json:"max_children"`
+	// MaxRepeats ends the loop with loop_detected when the model asks for the
+	// same tool with the same arguments this many times in a row (an agentd
+	// addition; zero means DefaultMaxRepeats).
+	MaxRepeats int `json:"max_repeats,omitempty"`
+	// DistillateBudget is the most characters a distillate carries inline; a
+	// larger one is stored through the supervisor and returned as a reference
+	// with a summary (an agentd addition; zero means DefaultDistillateBudget).
+	DistillateBudget int `json:"distillate_budget,omitempty"`
+}
+
+// Defaults of the Limits fields agentd adds.
+const (
+	DefaultMaxRepeats       = 3
+	DefaultDistillateBudget = 8000
+)
+
+// Repeats returns the loop-detection threshold in force.
+func (l Limits) Repeats() int {
+	if l.MaxRepeats > 0 {
+		return l.MaxRepeats
+	}
+	return DefaultMaxRepeats
+}
+
+// Budget returns the distillate budget in force, in characters.
+func (l Limits) Budget() int {
+	if l.DistillateBudget > 0 {
+		return l.DistillateBudget
+	}
+	return DefaultDistillateBudget
 }
 
 // Telemetry is the correlation block: one run_id for the whole tree, the W3C
@@ -221,6 +309,10 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("limits.deadline %s exceeds the maximum of %s", l.Deadline, MaxDeadline)
 	case l.MaxChildren < 0:
 		return errors.New("limits.max_children must not be negative")
+	case l.MaxRepeats < 0 || l.MaxRepeats == 1:
+		return errors.New("limits.max_repeats must be at least 2 (or 0 for the default)")
+	case l.DistillateBudget < 0:
+		return errors.New("limits.distillate_budget must not be negative")
 	}
 	return nil
 }
@@ -251,6 +343,9 @@ func (p *SpawnPayload) Validate() error {
 	}
 	if p.Intelligence.Endpoint == "" {
 		return errors.New("spawn payload: intelligence.endpoint must be set")
+	}
+	if err := p.Intelligence.Validate(); err != nil {
+		return fmt.Errorf("spawn payload: %w", err)
 	}
 	return nil
 }

@@ -67,7 +67,7 @@ func TestScriptRecursiveSpawnForever(t *testing.T) {
 	script := writeScript(t, "[default]\nspawn sync \"again\"\nrepeat\n")
 	cmd := exec.Command(agentdBin, "run", "--intelligence", "builtin:script="+script,
 		"--max-depth", "3", "--max-children", "3", "--max-total-subagents", "20",
-		"--spawn-burst", "100", "--spawn-rate", "100", "--max-steps", "12", "--instruction", "go")
+		"--spawn-burst", "100", "--spawn-rate", "100", "--max-steps", "12", "--max-repeats", "100", "--instruction", "go")
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()

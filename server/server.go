@@ -24,6 +24,8 @@ type Config struct {
 	Methods map[string]Method
 	// MaxBody caps request bodies; default DefaultMaxBody.
 	MaxBody int64
+	// Blobs, if set, serves stored distillates at GET /blobs/{id}.
+	Blobs BlobSource
 	// Healthy and Ready report liveness and readiness; nil means always.
 	Healthy func() bool
 	Ready   func() bool
@@ -54,6 +56,9 @@ func Handler(cfg Config) http.Handler {
 	r.Get("/.well-known/agent.json", serveCard) // the pre-0.3 location
 	r.Get("/healthz", probe(cfg.Healthy))
 	r.Get("/readyz", probe(cfg.Ready))
+	if cfg.Blobs != nil {
+		r.Get(BlobPath, serveBlob(cfg.Blobs))
+	}
 	return r
 }
 

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -49,6 +50,7 @@ var helpers = map[string]func() int{
 	"traced":             helperTraced,
 	"result-then-hang":   helperResultThenHang,
 	"tracer":             helperTracer,
+	"blob-put":           helperBlobPut,
 }
 
 // Settings the helpers read from their environment (set through Config.Env).
@@ -373,6 +375,37 @@ func helperCloseStdout() int {
 		if _, err := c.r.Read(); err != nil {
 			return 0
 		}
+	}
+}
+
+// helperBlobPut stores its objective, repeated 100 times, as a blob and
+// returns a reference to it; a refused blob/put becomes the result's detail.
+func helperBlobPut() int {
+	c := helperIO()
+	p := c.start()
+	content := strings.Repeat(p.Contract.Objective, 100)
+	if err := c.w.Send(api.MethodBlobPut, 1, api.BlobPut{MediaType: "text/plain", Content: content}); err != nil {
+		return 93
+	}
+	for {
+		f, err := c.r.Read()
+		if err != nil {
+			return 94
+		}
+		if !f.IsResponse() || f.ID != 1 {
+			continue
+		}
+		res := api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("")}
+		var ref api.BlobRef
+		if f.Error != nil {
+			res.Detail = f.Error.Message
+		} else if err := json.Unmarshal(f.Result, &ref); err != nil {
+			return 95
+		} else {
+			res.Distillate = api.ResultBody{Reference: &api.Reference{URI: ref.URI, Summary: "summary"}}
+		}
+		_ = c.w.Send(api.MethodResult, 0, res)
+		return 0
 	}
 }
 

@@ -155,6 +155,10 @@ func (s *Supervisor) run(n *node) {
 	log := s.log.With("run_id", n.payload.Telemetry.RunID, "agent_path", n.payload.AgentPath, "task_id", n.handle)
 	res := s.supervise(n, log)
 	n.final = res
+	if n.parent == nil {
+		// The task has ended: its blobs now live out their retention window.
+		s.blobs.release(n.handle)
+	}
 	exit := "not reaped"
 	if p := n.getProc(); p != nil && p.exited() {
 		exit = p.status.String()
@@ -429,6 +433,15 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 		if dup {
 			return errors.New("a second result frame")
 		}
+	case api.MethodBlobPut:
+		if f.ID == 0 {
+			return errors.New("blob/put without an id")
+		}
+		var put api.BlobPut
+		if err := api.DecodeParams(f, &put); err != nil {
+			return err
+		}
+		go s.serveBlobPut(n, p, f.ID, put, log)
 	case api.MethodPong:
 	case api.MethodReady:
 		return errors.New("ctrl/ready sent twice")
@@ -450,6 +463,28 @@ func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, l
 	if err != nil {
 		log.Warn("tool/call response not delivered", "tool", call.Tool, "err", err)
 	}
+}
+
+// serveBlobPut stores a distillate for n's tree and answers with its uri, or
+// with an error the child can act on (it then inlines a truncated distillate).
+func (s *Supervisor) serveBlobPut(n *node, p *proc, id uint64, put api.BlobPut, log *slog.Logger) {
+	resp, err := s.blobPutAnswer(n, id, put, log)
+	if err == nil {
+		err = p.w.Write(resp)
+	}
+	if err != nil {
+		log.Warn("blob/put response not delivered", "err", err)
+	}
+}
+
+func (s *Supervisor) blobPutAnswer(n *node, id uint64, put api.BlobPut, log *slog.Logger) (*api.Frame, error) {
+	b, err := s.blobs.put(n.root().handle, n.payload.Telemetry.RunID, put.MediaType, []byte(put.Content))
+	if err != nil {
+		log.Warn("blob/put refused", "err", err)
+		return api.NewErrorResponse(id, api.CodeRefused, err.Error()), nil
+	}
+	log.Info("blob stored", "blob_id", b.ID, "bytes", len(b.Content))
+	return api.NewResponse(id, api.BlobRef{URI: api.BlobURI(b.ID), Size: len(b.Content)})
 }
 
 // callTool runs one tool call for n: a self-tool, or a scoped tool the node's

@@ -35,6 +35,8 @@ type Config struct {
 	Tools map[string]ToolServer
 	// Caps are the chokepoint's limits; zero fields take DefaultCaps.
 	Caps Caps
+	// Blobs bounds the store of distillates too large to inline.
+	Blobs BlobConfig
 	// Delegator, if set, starts nested spawns that name a non-local provider
 	// (a remote A2A peer). cmd injects the delegation router's adapter, so this
 	// package never imports delegate or a2a.
@@ -202,6 +204,8 @@ type Supervisor struct {
 	caps   Caps
 
 	selfTools map[string]selfTool // fixed after New
+
+	blobs *blobStore
 }
 
 // New returns a supervisor. It starts the process-wide reaper.
@@ -214,7 +218,7 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	theReaper.start(cfg.Logger)
-	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart)}
+	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: newBlobStore(cfg.Blobs)}
 	s.selfTools = s.selfToolTable()
 	return s, nil
 }
@@ -388,6 +392,17 @@ func (s *Supervisor) KillAll() {
 		}
 	}
 	s.log.Warn("kill ladder: SIGKILL to every process group", "groups", sent, "reason", "forced")
+}
+
+// Blob returns a stored distillate by id, unless it is unknown or its
+// retention window has passed.
+func (s *Supervisor) Blob(id string) (Blob, bool) { return s.blobs.get(id) }
+
+// ReadBlob returns a stored distillate's content and media type; it is Blob
+// for consumers that need only those (server.BlobSource).
+func (s *Supervisor) ReadBlob(id string) ([]byte, string, bool) {
+	b, ok := s.blobs.get(id)
+	return b.Content, b.MediaType, ok
 }
 
 // Unreaped returns how many processes never reaped inside their kill budget.

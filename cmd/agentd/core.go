@@ -40,8 +40,15 @@ type core struct {
 	rlimitAS        *string
 	rlimitCPU       *time.Duration
 
-	key       string // the intelligence API key, read from env or file
-	rlimitASB uint64 // --rlimit-as in bytes, after validate
+	intelTimeout     *time.Duration
+	intelRetries     *int
+	intelBackoff     *time.Duration
+	maxRepeats       *int
+	distillateBudget *int
+
+	key           string        // the intelligence API key, read from env or file
+	rlimitASB     uint64        // --rlimit-as in bytes, after validate
+	blobRetention time.Duration // how long a stored distillate outlives its task; 0 is the supervisor's default
 }
 
 func addCore(f *flags) *core {
@@ -69,6 +76,12 @@ func addCore(f *flags) *core {
 		pingMiss:        f.int("ping-miss", "AGENT_PING_MISS", 3, "Detector C: this many pings in a row unanswered is stuck"),
 		rlimitAS:        f.string("rlimit-as", "AGENT_RLIMIT_AS", "0", "per-child RLIMIT_AS (address space), e.g. 4GiB; 0 inherits the supervisor's"),
 		rlimitCPU:       f.duration("rlimit-cpu", "AGENT_RLIMIT_CPU", 0, "per-child RLIMIT_CPU (CPU time, whole seconds, rounded up); 0 inherits the supervisor's"),
+
+		intelTimeout:     f.duration("intelligence-timeout", "AGENT_INTELLIGENCE_TIMEOUT", api.DefaultRequestTimeout, "timeout of one model request attempt (each also ends at the subagent's deadline)"),
+		intelRetries:     f.int("intelligence-retries", "AGENT_INTELLIGENCE_RETRIES", api.DefaultRetries, "retries of a model request on 429, 5xx, a timeout or a connection error"),
+		intelBackoff:     f.duration("intelligence-backoff", "AGENT_INTELLIGENCE_BACKOFF", api.DefaultRetryBackoff, "wait before the first retry when the server sends no Retry-After; doubles per retry"),
+		maxRepeats:       f.int("max-repeats", "AGENT_MAX_REPEATS", api.DefaultMaxRepeats, "loop_detected after the same tool call with the same arguments this many times in a row"),
+		distillateBudget: f.int("distillate-budget", "AGENT_DISTILLATE_BUDGET", api.DefaultDistillateBudget, "characters a result carries inline; a larger one is stored and returned as a reference with a summary"),
 	}
 }
 
@@ -141,6 +154,21 @@ func (c *core) validate() error {
 	if *c.rlimitCPU < 0 {
 		return usageError("--rlimit-cpu must not be negative (got %s)", *c.rlimitCPU)
 	}
+	if *c.intelTimeout <= 0 {
+		return usageError("--intelligence-timeout must be a positive duration (got %s)", *c.intelTimeout)
+	}
+	if *c.intelBackoff <= 0 || *c.intelBackoff > api.MaxRetryBackoff {
+		return usageError("--intelligence-backoff must be in (0, %s] (got %s)", api.MaxRetryBackoff, *c.intelBackoff)
+	}
+	if *c.intelRetries < 0 || *c.intelRetries > 20 {
+		return usageError("--intelligence-retries must be in [0, 20] (got %d)", *c.intelRetries)
+	}
+	if *c.maxRepeats < 2 {
+		return usageError("--max-repeats must be at least 2 (got %d)", *c.maxRepeats)
+	}
+	if *c.distillateBudget < 200 {
+		return usageError("--distillate-budget must be at least 200 characters (got %d)", *c.distillateBudget)
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*c.logLevel)); err != nil {
 		return usageError("--log-level %q: want debug, info, warn or error", *c.logLevel)
@@ -160,7 +188,14 @@ func (c *core) validate() error {
 }
 
 func (c *core) intelligenceSpec() api.Intelligence {
-	return api.Intelligence{Endpoint: *c.intelligence, Model: *c.model}
+	retries := *c.intelRetries
+	return api.Intelligence{
+		Endpoint:       *c.intelligence,
+		Model:          *c.model,
+		RequestTimeout: api.Duration(*c.intelTimeout),
+		Retries:        &retries,
+		RetryBackoff:   api.Duration(*c.intelBackoff),
+	}
 }
 
 // limits is the root grant of a run.
@@ -170,6 +205,9 @@ func (c *core) limits() api.Limits {
 		MaxTokens:   *c.maxTokens,
 		Deadline:    api.Duration(*c.deadline),
 		MaxChildren: *c.maxChildren,
+
+		MaxRepeats:       *c.maxRepeats,
+		DistillateBudget: *c.distillateBudget,
 	}
 }
 
@@ -198,6 +236,7 @@ func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*superv
 		ReapGrace:  *c.reapGrace,
 		Caps:       c.caps(),
 		Observer:   obs,
+		Blobs:      supervisor.BlobConfig{Retention: c.blobRetention},
 
 		ChildDeadline:   *c.childDeadline,
 		ExecDeadline:    *c.execDeadline,

@@ -84,7 +84,16 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return nil // a clean drain exits 0
 	}
 	res := run.Result()
-	fmt.Fprintln(stdout, res.Distillate.Text())
+	out := res.Distillate.Text()
+	if ref := res.Distillate.Reference; ref != nil {
+		// No server outlives a one-shot run: print the whole stored result.
+		if id, ok := api.ParseBlobURI(ref.URI); ok {
+			if b, ok := sup.Blob(id); ok {
+				out = string(b.Content)
+			}
+		}
+	}
+	fmt.Fprintln(stdout, out)
 	if res.Status != api.StatusCompleted {
 		fmt.Fprintf(stderr, "agentd: run ended %s", res.Status)
 		if res.Detail != "" {

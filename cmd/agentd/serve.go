@@ -55,6 +55,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	log := c.logger(stderr)
+	c.blobRetention = *taskRetention // a stored distillate stays readable as long as its task
 	// Every nested subagent is an A2A task too; the observer records them in
 	// the engine built below.
 	nested := &a2abind.TreeObserver{Log: log}
@@ -66,17 +67,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := router.Register(delegate.Local{Sup: sup}); err != nil {
 		return err
 	}
-	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
-		Router:       router,
-		CancelHandle: sup.Cancel,
-		Limits:       c.limits(),
-		Intelligence: c.intelligenceSpec(),
-		Scope:        c.rootScope(),
-		Log:          log,
-	})
-	engine := a2abind.NewEngine(a2abind.NewStore(*taskCapacity, *taskRetention), exec, log)
-	nested.Attach(engine)
-
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
@@ -85,6 +75,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if url == "" {
 		url = "http://" + ln.Addr().String() + "/"
 	}
+	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
+		Router:       router,
+		CancelHandle: sup.Cancel,
+		Limits:       c.limits(),
+		Intelligence: c.intelligenceSpec(),
+		Scope:        c.rootScope(),
+		PublicURL:    url,
+		Log:          log,
+	})
+	engine := a2abind.NewEngine(a2abind.NewStore(*taskCapacity, *taskRetention), exec, log)
+	nested.PublicURL = url
+	nested.Attach(engine)
+
 	var draining atomic.Bool
 	handler := server.Handler(server.Config{
 		Handler: engine,
@@ -95,6 +98,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Version:     version,
 		}),
 		Ready: func() bool { return !draining.Load() },
+		Blobs: sup,
 		Log:   log,
 	})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}

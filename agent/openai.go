@@ -1,0 +1,361 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/api"
+)
+
+// openAIModel is an intelligence behind the OpenAI-compatible Chat Completions
+// API with tool calling: OpenAI itself, vLLM, Ollama, llama.cpp's server, or a
+// gateway such as LiteLLM. It is used by one loop at a time.
+//
+// It speaks the wire directly (net/http and encoding/json, the types in
+// chatwire.go) rather than through github.com/openai/openai-go: linking that SDK
+// made the binary 2.4 times larger and every process start about 3 ms slower,
+// and every subagent pays the start (README, "Dependencies").
+//
+// It retries 408, 409, 429 and 5xx answers, attempts that time out, and
+// connection errors, honouring Retry-After against the subagent's deadline, and
+// tells an unreachable endpoint (ErrUnreachable, exit 4) from other failures.
+type openAIModel struct {
+	client  *http.Client
+	url     string // .../chat/completions
+	key     string
+	model   string
+	timeout time.Duration // one attempt
+	retries int
+	backoff time.Duration // before the first retry when the server names no wait
+}
+
+// newOpenAIModel validates spec and returns its client. key may be empty (a
+// local server without auth): then no Authorization header is sent.
+func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
+	u, err := url.Parse(spec.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("agent: intelligence %q: want builtin:demo, builtin:wait, or an http(s) base URL such as http://127.0.0.1:8000/v1", spec.Endpoint)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("agent: intelligence %q: credentials in the URL are refused; use AGENT_INTELLIGENCE_KEY or --intelligence-key-file", u.Redacted())
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("agent: intelligence %q: a base URL has no query or fragment", spec.Endpoint)
+	}
+	if spec.Model == "" {
+		return nil, fmt.Errorf("agent: intelligence %s: a model name is required (--model, AGENT_MODEL)", spec.Endpoint)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return &openAIModel{
+		client:  &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		url:     strings.TrimSuffix(spec.Endpoint, "/") + "/chat/completions",
+		key:     key,
+		model:   spec.Model,
+		timeout: spec.Timeout(),
+		retries: spec.RetryCount(),
+		backoff: spec.Backoff(),
+	}, nil
+}
+
+// Complete sends one Chat Completions request, retrying as the type comment
+// says. An error after ctx ended is ctx's cause.
+func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, error) {
+	body, err := json.Marshal(m.chatRequest(req))
+	if err != nil {
+		return nil, fmt.Errorf("encode chat request: %w", err)
+	}
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, m.timeout)
+		cr, err := m.post(actx, body)
+		timedOut := actx.Err() != nil
+		cancel()
+		if err == nil {
+			return convertCompletion(cr, req)
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		if timedOut {
+			err = fmt.Errorf("no answer within the request timeout of %s: %w", m.timeout, err)
+		}
+		wait, retryable := m.retryWait(err, attempt)
+		if !retryable || attempt >= m.retries {
+			return nil, finalError(err, attempt)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return nil, fmt.Errorf("%w (the next retry, in %s, would pass the deadline)", finalError(err, attempt), wait.Round(time.Millisecond))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// maxResponseBytes bounds a model answer read into memory.
+const maxResponseBytes = 32 << 20
+
+// post makes one attempt. A non-2xx answer is an *httpStatusError.
+func (m *openAIModel) post(ctx context.Context, body []byte) (*chatResponse, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json")
+	hr.Header.Set("User-Agent", "agentd")
+	if m.key != "" {
+		hr.Header.Set("Authorization", "Bearer "+m.key)
+	}
+	resp, err := m.client.Do(hr)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, &httpStatusError{status: resp.StatusCode, header: resp.Header, message: errorMessage(b)}
+	}
+	if len(b) > maxResponseBytes {
+		return nil, fmt.Errorf("answer over %d bytes", maxResponseBytes)
+	}
+	var cr chatResponse
+	if err := json.Unmarshal(b, &cr); err != nil {
+		return nil, fmt.Errorf("decode answer: %w", err)
+	}
+	return &cr, nil
+}
+
+// httpStatusError is a non-2xx answer from the endpoint.
+type httpStatusError struct {
+	status  int
+	header  http.Header
+	message string // the provider's error message, if it sent one
+}
+
+func (e *httpStatusError) Error() string {
+	s := fmt.Sprintf("intelligence answered %d %s", e.status, http.StatusText(e.status))
+	if e.message != "" {
+		s += ": " + e.message
+	}
+	return s
+}
+
+// errorMessage extracts the message of an error body: {"error":{"message":..}}
+// (OpenAI, vLLM), {"error":".."} (Ollama), or {"message":".."}; at most 300
+// bytes of it.
+func errorMessage(b []byte) string {
+	var body struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(b, &body) != nil {
+		return ""
+	}
+	msg := body.Message
+	var obj struct {
+		Message string `json:"message"`
+	}
+	var str string
+	if json.Unmarshal(body.Error, &obj) == nil && obj.Message != "" {
+		msg = obj.Message
+	} else if json.Unmarshal(body.Error, &str) == nil && str != "" {
+		msg = str
+	}
+	if len(msg) > 300 {
+		msg = msg[:300] + "..."
+	}
+	return msg
+}
+
+// retryWait says whether err is worth another attempt and how long to wait:
+// the server's Retry-After (or Retry-After-Ms) when it names one, else an
+// exponential backoff from m.backoff, capped at api.MaxRetryBackoff.
+func (m *openAIModel) retryWait(err error, attempt int) (time.Duration, bool) {
+	backoff := time.Duration(float64(m.backoff) * math.Pow(2, float64(attempt)))
+	if backoff <= 0 || backoff > api.MaxRetryBackoff {
+		backoff = api.MaxRetryBackoff
+	}
+	var se *httpStatusError
+	if errors.As(err, &se) {
+		switch s := se.status; {
+		case s == http.StatusRequestTimeout, s == http.StatusConflict, s == http.StatusTooManyRequests, s >= 500:
+		default:
+			return 0, false
+		}
+		if d, ok := parseRetryAfter(se.header, time.Now()); ok {
+			return d, true
+		}
+		return backoff, true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || isUnreachable(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) {
+		return backoff, true
+	}
+	return 0, false
+}
+
+// finalError describes the error that ends the call: an unreachable endpoint
+// wraps ErrUnreachable; an HTTP error names the status and the provider's
+// message.
+func finalError(err error, attempt int) error {
+	tries := ""
+	if attempt > 0 {
+		tries = fmt.Sprintf(" (after %d attempts)", attempt+1)
+	}
+	if isUnreachable(err) {
+		return fmt.Errorf("%w%s: %v", ErrUnreachable, tries, err)
+	}
+	var se *httpStatusError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%w%s", se, tries)
+	}
+	return fmt.Errorf("intelligence call failed%s: %w", tries, err)
+}
+
+// isUnreachable reports whether err means the endpoint could not be reached at
+// all: a DNS failure or a failed dial (connection refused, no route).
+func isUnreachable(err error) bool {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "dial"
+}
+
+// parseRetryAfter reads how long the server asks a client to wait:
+// Retry-After-Ms (milliseconds, OpenAI's extension), else Retry-After as
+// delta-seconds or an HTTP date. A negative, unparsable or absurd (over a day)
+// value is ignored.
+func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	const maxWait = 24 * time.Hour
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms <= float64(maxWait/time.Millisecond) {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s >= 0 && s <= maxWait.Seconds() {
+			return time.Duration(s * float64(time.Second)), true
+		}
+		return 0, false
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		d := t.Sub(now)
+		if d < 0 {
+			d = 0
+		}
+		if d <= maxWait {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// chatRequest turns a Request into the Chat Completions request body.
+func (m *openAIModel) chatRequest(req *Request) chatRequest {
+	cr := chatRequest{Model: m.model, Messages: make([]chatMessage, 0, len(req.Messages)+1)}
+	if req.System != "" {
+		cr.Messages = append(cr.Messages, chatMessage{Role: "system", Content: textContent(req.System)})
+	}
+	for _, msg := range req.Messages {
+		cm := chatMessage{Role: string(msg.Role), ToolCallID: msg.ToolCallID}
+		// An assistant turn that only calls tools has no content; every other
+		// turn has one, empty or not.
+		if msg.Content != "" || msg.Role != RoleAssistant || len(msg.ToolCalls) == 0 {
+			cm.Content = textContent(msg.Content)
+		}
+		for _, tc := range msg.ToolCalls {
+			cm.ToolCalls = append(cm.ToolCalls, chatToolCall{ID: tc.ID, Type: "function",
+				Function: chatFunctionCall{Name: tc.Name, Arguments: string(tc.Args)}})
+		}
+		cr.Messages = append(cr.Messages, cm)
+	}
+	for _, t := range req.Tools {
+		cr.Tools = append(cr.Tools, chatTool{Type: "function",
+			Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: toolParameters(t.Parameters)}})
+	}
+	return cr
+}
+
+// toolParameters is a tool's argument schema as the API wants it: a JSON
+// object; a missing or non-object schema becomes the empty object schema.
+func toolParameters(schema json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if len(schema) == 0 || json.Unmarshal(schema, &m) != nil || m == nil {
+		return json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return schema
+}
+
+// convertCompletion turns the first choice of a completion into a Response.
+func convertCompletion(cr *chatResponse, req *Request) (*Response, error) {
+	if len(cr.Choices) == 0 {
+		return nil, errors.New("intelligence answered with no choices")
+	}
+	ch := cr.Choices[0]
+	out := &Response{Content: ch.Message.Content.text(), Refusal: ch.Message.Refusal}
+	for i, tc := range ch.Message.ToolCalls {
+		call := ToolCall{ID: tc.ID, Name: tc.Function.Name, Args: json.RawMessage(tc.Function.Arguments)}
+		if call.ID == "" {
+			// Some servers leave ids out; the tool turn must still name its call.
+			call.ID = "call_" + strconv.Itoa(i)
+		}
+		out.ToolCalls = append(out.ToolCalls, call)
+	}
+	switch ch.FinishReason {
+	case "stop":
+		out.Finish = FinishStop
+	case "tool_calls", "function_call":
+		out.Finish = FinishToolCalls
+	case "length":
+		out.Finish = FinishLength
+	case "content_filter":
+		out.Finish = FinishContentFilter
+	default:
+		out.Finish = FinishStop
+		if len(out.ToolCalls) > 0 {
+			out.Finish = FinishToolCalls
+		}
+	}
+	if out.Refusal != "" {
+		out.Finish = FinishRefusal
+	}
+	if u := cr.Usage; u != nil && u.PromptTokens >= 0 && u.CompletionTokens >= 0 && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
+		out.Usage = api.Usage{TokensIn: u.PromptTokens, TokensOut: u.CompletionTokens}
+	} else {
+		// A server that reports no usage (or nonsense) is still held to the
+		// token budget: count it the way the builtin models do.
+		text := out.Content + out.Refusal
+		for _, tc := range out.ToolCalls {
+			text += tc.Name + string(tc.Args)
+		}
+		out.Usage = api.Usage{TokensIn: estimateTokens(requestText(req)), TokensOut: estimateTokens(text)}
+	}
+	return out, nil
+}

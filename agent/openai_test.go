@@ -1,0 +1,491 @@
+package agent
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentd/agentd/api"
+)
+
+func TestOpenAIPlainAnswer(t *testing.T) {
+	f := newFakeLLM(t, answer("three words", 120, 7))
+	p := llmPayload(f)
+	p.Tools = []api.ToolSpec{{Name: "files/read", Description: "read a file", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)}}
+	run := runChild(t, p, "sk-test-key", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, "")
+	wantUsage(t, run, 120, 7, 1)
+	if got := run.result.Distillate.Text(); got != "three words" {
+		t.Fatalf("distillate = %q", got)
+	}
+	reqs := f.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want 1", len(reqs))
+	}
+	r := reqs[0]
+	if r.Path != "/v1/chat/completions" || r.Body.Model != "test-model" {
+		t.Errorf("request to %s for model %q", r.Path, r.Body.Model)
+	}
+	if got := r.Header.Get("Authorization"); got != "Bearer sk-test-key" {
+		t.Errorf("Authorization = %q", got)
+	}
+	msgs := r.Body.Messages
+	if len(msgs) != 2 || msgs[0].Role != "system" || msgs[1].Role != "user" {
+		t.Fatalf("messages = %+v", msgs)
+	}
+	for _, want := range []string{"count the words in the seed", "plain text", "read files first"} {
+		if !strings.Contains(msgs[0].text(), want) {
+			t.Errorf("system prompt lacks %q:\n%s", want, msgs[0].text())
+		}
+	}
+	if !strings.Contains(msgs[1].text(), "[text]\nalpha beta gamma") {
+		t.Errorf("user turn lacks the seed: %q", msgs[1].text())
+	}
+	var offered []string
+	for _, tool := range r.Body.Tools {
+		offered = append(offered, tool.Function.Name)
+	}
+	if !strings.Contains(strings.Join(offered, ","), "files__read") {
+		t.Errorf("tools offered = %v, want files__read among them", offered)
+	}
+}
+
+func TestOpenAINoKeyNoAuthorization(t *testing.T) {
+	f := newFakeLLM(t, answer("ok", 1, 1))
+	run := runChild(t, llmPayload(f), "", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, "")
+	if h := f.requests()[0].Header.Get("Authorization"); h != "" {
+		t.Fatalf("Authorization sent without a key: %q", h)
+	}
+}
+
+func TestOpenAIToolCall(t *testing.T) {
+	f := newFakeLLM(t,
+		toolCalls(50, 10, callSpec{"files__read", `{"path":"/x"}`}),
+		answer("the file says hello", 80, 6))
+	p := llmPayload(f)
+	p.Tools = []api.ToolSpec{{Name: "files/read", Description: "read a file"}}
+	run := runChild(t, p, "", superEnd{tool: func(c api.ToolCall) api.ToolResult {
+		return api.TextResult("hello from "+string(c.Args), false)
+	}})
+	wantStatus(t, run, api.StatusCompleted, "")
+	wantUsage(t, run, 130, 16, 2)
+	if len(run.toolCalls) != 1 || run.toolCalls[0].Tool != "files/read" || canonicalJSON(run.toolCalls[0].Args) != `{"path":"/x"}` {
+		t.Fatalf("supervisor saw tool calls %+v, want one files/read {path:/x}", run.toolCalls)
+	}
+	second := f.requests()[1].Body.Messages
+	asst, tool := second[len(second)-2], second[len(second)-1]
+	if asst.Role != "assistant" || len(asst.ToolCalls) != 1 || asst.ToolCalls[0].Function.Name != "files__read" {
+		t.Fatalf("assistant turn = %+v", asst)
+	}
+	if tool.Role != "tool" || tool.ToolCallID != asst.ToolCalls[0].ID || tool.text() != `hello from {"path":"/x"}` {
+		t.Fatalf("tool turn = %+v", tool)
+	}
+}
+
+// TestOpenAISelfToolSpawn: the model calls subagent_spawn; the control channel
+// carries subagent.spawn, and the supervisor's answer (a child's result) flows
+// back into the conversation.
+func TestOpenAISelfToolSpawn(t *testing.T) {
+	f := newFakeLLM(t,
+		toolCalls(40, 20, callSpec{"subagent_spawn", `{"contract":{"objective":"count words","output_format":{"kind":"text"}}}`}),
+		answer("the child counted 3 words", 90, 8))
+	p := llmPayload(f)
+	if !offers(offeredTools(p), api.ToolSpawn) {
+		p.Tools = append(p.Tools, api.ToolSpec{Name: api.ToolSpawn, Description: "spawn a subagent"})
+	}
+	childResult, _ := json.Marshal(api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("3 words"), Usage: api.Usage{TokensIn: 5, TokensOut: 2, Steps: 1}})
+	run := runChild(t, p, "", superEnd{tool: func(c api.ToolCall) api.ToolResult {
+		return api.TextResult(string(childResult), false)
+	}})
+	wantStatus(t, run, api.StatusCompleted, "")
+	wantUsage(t, run, 130, 28, 2)
+	if len(run.toolCalls) != 1 || run.toolCalls[0].Tool != "subagent.spawn" {
+		t.Fatalf("supervisor saw %+v, want one subagent.spawn", run.toolCalls)
+	}
+	msgs := f.requests()[1].Body.Messages
+	if last := msgs[len(msgs)-1]; last.Role != "tool" || !strings.Contains(last.text(), `"3 words"`) {
+		t.Fatalf("the child's result did not flow back: %+v", last)
+	}
+}
+
+func TestOpenAIRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		step   llmStep
+		detail string
+	}{
+		{"refusal message", completion("", "I can't help with that.", "stop", 30, 6), "I can't help with that."},
+		{"content filter", completion("", "", "content_filter", 30, 6), "content_filter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeLLM(t, tc.step)
+			run := runChild(t, llmPayload(f), "", superEnd{})
+			wantStatus(t, run, api.StatusRefused, "")
+			wantUsage(t, run, 30, 6, 1)
+			if !strings.Contains(run.result.Detail, tc.detail) {
+				t.Fatalf("detail = %q, want %q in it", run.result.Detail, tc.detail)
+			}
+		})
+	}
+}
+
+func TestOpenAILoopDetected(t *testing.T) {
+	for _, tc := range []struct {
+		repeats   int
+		wantCalls int
+	}{{0, 2}, {2, 1}, {4, 3}} {
+		same := toolCalls(10, 3, callSpec{"files__read", `{"path": "/x", "n": 1}`})
+		// Key order and spacing differ; the call is the same.
+		reordered := toolCalls(10, 3, callSpec{"files__read", `{"n":1,"path":"/x"}`})
+		f := newFakeLLM(t, same, reordered, same, reordered)
+		p := llmPayload(f)
+		p.Tools = []api.ToolSpec{{Name: "files/read"}}
+		p.Limits.MaxRepeats = tc.repeats
+		run := runChild(t, p, "", superEnd{tool: func(api.ToolCall) api.ToolResult { return api.TextResult("same again", false) }})
+		wantStatus(t, run, api.StatusLoopDetected, "")
+		steps := tc.wantCalls + 1
+		wantUsage(t, run, int64(10*steps), int64(3*steps), steps)
+		if len(run.toolCalls) != tc.wantCalls {
+			t.Fatalf("max_repeats %d: %d tool calls reached the supervisor, want %d", tc.repeats, len(run.toolCalls), tc.wantCalls)
+		}
+	}
+}
+
+func TestOpenAIDifferentArgumentsAreNoLoop(t *testing.T) {
+	f := newFakeLLM(t,
+		toolCalls(1, 1, callSpec{"files__read", `{"path":"/a"}`}),
+		toolCalls(1, 1, callSpec{"files__read", `{"path":"/b"}`}),
+		toolCalls(1, 1, callSpec{"files__read", `{"path":"/a"}`}),
+		answer("done", 1, 1))
+	p := llmPayload(f)
+	p.Tools = []api.ToolSpec{{Name: "files/read"}}
+	p.Limits.MaxRepeats = 2
+	run := runChild(t, p, "", superEnd{tool: func(api.ToolCall) api.ToolResult { return api.TextResult("x", false) }})
+	wantStatus(t, run, api.StatusCompleted, "")
+}
+
+const countSchema = `{"type":"object","required":["count"],"properties":{"count":{"type":"integer"}},"additionalProperties":false}`
+
+func TestOpenAISchemaMismatchRepaired(t *testing.T) {
+	f := newFakeLLM(t, answer(`{"count":"three"}`, 40, 5), answer("```json\n{\"count\": 3}\n```", 60, 5))
+	p := llmPayload(f)
+	p.Contract.OutputFormat = api.OutputFormat{Kind: api.FormatJSON, Schema: json.RawMessage(countSchema)}
+	run := runChild(t, p, "", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, "")
+	wantUsage(t, run, 100, 10, 2)
+	if got := string(run.result.Distillate.Inline); got != `{"count":3}` {
+		t.Fatalf("distillate = %s, want the JSON value", got)
+	}
+	sys := f.requests()[0].Body.Messages[0].text()
+	if !strings.Contains(sys, `"required":["count"]`) {
+		t.Errorf("the system prompt lacks the schema:\n%s", sys)
+	}
+	msgs := f.requests()[1].Body.Messages
+	if last := msgs[len(msgs)-1]; last.Role != "user" || !strings.Contains(last.text(), "does not satisfy") {
+		t.Fatalf("no repair turn: %+v", last)
+	}
+}
+
+func TestOpenAISchemaMismatchReported(t *testing.T) {
+	f := newFakeLLM(t, answer(`{"count":"three"}`, 40, 5), answer(`{"count":"still three"}`, 60, 5))
+	p := llmPayload(f)
+	p.Contract.OutputFormat = api.OutputFormat{Kind: api.FormatJSON, Schema: json.RawMessage(countSchema)}
+	run := runChild(t, p, "", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, api.CauseSchemaMismatch)
+	wantUsage(t, run, 100, 10, 2)
+	if !strings.Contains(run.result.Detail, "schema") || !strings.Contains(run.result.Detail, "count") {
+		t.Fatalf("detail = %q", run.result.Detail)
+	}
+	if got := string(run.result.Distillate.Inline); got != `{"count":"still three"}` {
+		t.Fatalf("distillate = %s, want the last answer intact", got)
+	}
+	if code := api.ExitCode(run.result); code != api.ExitOK {
+		t.Fatalf("exit code %d: a mismatch keeps the status", code)
+	}
+}
+
+func TestOpenAIRetryAfter429(t *testing.T) {
+	f := newFakeLLM(t, httpError(http.StatusTooManyRequests, "Retry-After", "1"), answer("after the wait", 20, 4))
+	run := runChild(t, llmPayload(f), "", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, "")
+	wantUsage(t, run, 20, 4, 1)
+	reqs := f.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	// The configured backoff is 10ms; only Retry-After explains a wait of a second.
+	if gap := reqs[1].At.Sub(reqs[0].At); gap < 900*time.Millisecond {
+		t.Fatalf("retried after %s, want Retry-After's 1s honoured", gap)
+	}
+}
+
+func TestOpenAI5xxThenSuccess(t *testing.T) {
+	f := newFakeLLM(t, httpError(http.StatusInternalServerError), httpError(http.StatusBadGateway), answer("third time", 20, 4))
+	run := runChild(t, llmPayload(f), "", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, "")
+	wantUsage(t, run, 20, 4, 1)
+	if n := len(f.requests()); n != 3 {
+		t.Fatalf("%d requests, want 3", n)
+	}
+}
+
+func TestOpenAIRetriesExhausted(t *testing.T) {
+	f := newFakeLLM(t, httpError(500), httpError(500), httpError(500))
+	run := runChild(t, llmPayload(f), "", superEnd{})
+	wantStatus(t, run, api.StatusCrashed, "")
+	if !strings.Contains(run.result.Detail, "500") || !strings.Contains(run.result.Detail, "3 attempts") {
+		t.Fatalf("detail = %q", run.result.Detail)
+	}
+	if n := len(f.requests()); n != 3 {
+		t.Fatalf("%d requests, want 3 (2 retries)", n)
+	}
+}
+
+func TestOpenAINotRetried(t *testing.T) {
+	f := newFakeLLM(t, httpError(http.StatusUnauthorized))
+	run := runChild(t, llmPayload(f), "", superEnd{})
+	wantStatus(t, run, api.StatusCrashed, "")
+	if !strings.Contains(run.result.Detail, "401") {
+		t.Fatalf("detail = %q", run.result.Detail)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Fatalf("a 401 was retried: %d requests", n)
+	}
+}
+
+func TestOpenAIHangPastDeadline(t *testing.T) {
+	f := newFakeLLM(t, hang)
+	p := llmPayload(f)
+	p.Limits.Deadline = api.Duration(300 * time.Millisecond)
+	run := runChild(t, p, "", superEnd{})
+	wantStatus(t, run, api.StatusDeadline, "")
+	if u := run.eventUsage(); u.Tokens() != 0 || len(run.events) != 0 {
+		t.Fatalf("usage reported for a call that never answered: %+v", run.events)
+	}
+}
+
+func TestOpenAIRequestTimeoutRetried(t *testing.T) {
+	f := newFakeLLM(t, hang, answer("second attempt", 9, 2))
+	p := llmPayload(f)
+	p.Intelligence.RequestTimeout = api.Duration(200 * time.Millisecond)
+	run := runChild(t, p, "", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, "")
+	wantUsage(t, run, 9, 2, 1)
+	if n := len(f.requests()); n != 2 {
+		t.Fatalf("%d requests, want 2", n)
+	}
+}
+
+func TestOpenAIUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	p := llmPayload(newFakeLLM(t))
+	p.Intelligence.Endpoint = "http://" + addr + "/v1"
+	run := runChild(t, p, "", superEnd{})
+	wantStatus(t, run, api.StatusCrashed, api.CauseIntelligenceUnreachable)
+	if code := api.ExitCode(run.result); code != api.ExitIntelligenceUnreachable {
+		t.Fatalf("exit code %d, want 4", code)
+	}
+}
+
+func TestOpenAILengthAndStall(t *testing.T) {
+	f := newFakeLLM(t, completion("a truncated ans", "", "length", 10, 4))
+	run := runChild(t, llmPayload(f), "", superEnd{})
+	wantStatus(t, run, api.StatusExhaustedTokens, "")
+	if run.result.Distillate.Text() != "a truncated ans" {
+		t.Fatalf("partial distillate = %q", run.result.Distillate.Text())
+	}
+
+	f = newFakeLLM(t, answer("", 10, 0), answer("  ", 10, 0))
+	run = runChild(t, llmPayload(f), "", superEnd{})
+	wantStatus(t, run, api.StatusStalled, "")
+	wantUsage(t, run, 20, 0, 2)
+}
+
+func TestOpenAIOverDistillateBudget(t *testing.T) {
+	long := strings.Repeat("word ", 1000) // 5000 characters
+	f := newFakeLLM(t, answer(long, 30, 1250))
+	p := llmPayload(f)
+	p.Limits.DistillateBudget = 600
+	run := runChild(t, p, "", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, "")
+	wantUsage(t, run, 30, 1250, 1)
+	ref := run.result.Distillate.Reference
+	if ref == nil {
+		t.Fatalf("distillate inline (%d bytes), want a reference", len(run.result.Distillate.Inline))
+	}
+	if _, ok := api.ParseBlobURI(ref.URI); !ok {
+		t.Fatalf("uri %q", ref.URI)
+	}
+	if n := utf8.RuneCountInString(ref.Summary); n > 600 || !strings.HasPrefix(ref.Summary, "word word") || !strings.Contains(ref.Summary, "5000 characters") {
+		t.Fatalf("summary (%d chars) = %q", n, ref.Summary)
+	}
+	if len(run.blobs) != 1 || run.blobs[0].Content != long || !strings.HasPrefix(run.blobs[0].MediaType, "text/plain") {
+		t.Fatalf("blob/put frames = %d, want one with the whole answer", len(run.blobs))
+	}
+
+	// The store refuses: the distillate is truncated inline, the status kept.
+	f = newFakeLLM(t, answer(long, 30, 1250))
+	p = llmPayload(f)
+	p.Limits.DistillateBudget = 600
+	run = runChild(t, p, "", superEnd{blobErr: "supervisor: blob store full"})
+	wantStatus(t, run, api.StatusCompleted, "")
+	if run.result.Distillate.Reference != nil {
+		t.Fatal("a reference without a stored blob")
+	}
+	if n := utf8.RuneCountInString(run.result.Distillate.Text()); n > 600 || !strings.Contains(run.result.Detail, "blob store full") {
+		t.Fatalf("inline %d chars, detail %q", n, run.result.Detail)
+	}
+}
+
+func TestNewModelRefusesBadSpecs(t *testing.T) {
+	for _, spec := range []api.Intelligence{
+		{Endpoint: "builtin:nope"},
+		{Endpoint: "ftp://host/v1", Model: "m"},
+		{Endpoint: "http://", Model: "m"},
+		{Endpoint: "http://127.0.0.1:1/v1"}, // no model
+		{Endpoint: "http://user:secret@127.0.0.1:1/v1", Model: "m"},
+		{Endpoint: "http://127.0.0.1:1/v1", Model: "m", Retries: intPtr(-1)},
+	} {
+		if _, err := NewModel(spec, ""); err == nil {
+			t.Errorf("%+v accepted", spec)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("error leaks the URL's password: %v", err)
+		}
+	}
+	if err := CheckIntelligence(api.Intelligence{Endpoint: "https://gateway.example/v1", Model: "gpt-x"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		h    http.Header
+		want time.Duration
+		ok   bool
+	}{
+		{http.Header{"Retry-After": {"2"}}, 2 * time.Second, true},
+		{http.Header{"Retry-After": {"0.25"}}, 250 * time.Millisecond, true},
+		{http.Header{"Retry-After-Ms": {"150"}, "Retry-After": {"9"}}, 150 * time.Millisecond, true},
+		{http.Header{"Retry-After": {now.Add(3 * time.Second).Format(http.TimeFormat)}}, 3 * time.Second, true},
+		{http.Header{"Retry-After": {now.Add(-time.Minute).Format(http.TimeFormat)}}, 0, true},
+		{http.Header{"Retry-After": {"-1"}}, 0, false},
+		{http.Header{"Retry-After": {"soon"}}, 0, false},
+		{http.Header{"Retry-After": {"1e30"}}, 0, false},
+		{http.Header{}, 0, false},
+	} {
+		got, ok := parseRetryAfter(tc.h, now)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%v: %s %v, want %s %v", tc.h, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	f.Add("120", "")
+	f.Add("", "250")
+	f.Add("Wed, 21 Oct 2015 07:28:00 GMT", "")
+	f.Fuzz(func(t *testing.T, ra, ms string) {
+		h := http.Header{}
+		h.Set("Retry-After", ra)
+		h.Set("Retry-After-Ms", ms)
+		d, ok := parseRetryAfter(h, time.Now())
+		if ok && (d < 0 || d > 24*time.Hour) {
+			t.Fatalf("Retry-After %q / %q gave %s", ra, ms, d)
+		}
+	})
+}
+
+func TestCheckJSON(t *testing.T) {
+	schema, err := compileSchema(api.OutputFormat{Kind: api.FormatJSON, Schema: json.RawMessage(countSchema)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		answer, value string
+		ok            bool
+	}{
+		{`{"count": 2}`, `{"count":2}`, true},
+		{"```json\n{\"count\":2}\n```", `{"count":2}`, true},
+		{"```\n{\"count\":2}\n```", `{"count":2}`, true},
+		{`{"count": 2, "extra": 1}`, `{"count":2,"extra":1}`, false},
+		{`[1]`, `[1]`, false},
+		{`the count is 2`, ``, false},
+		{"```python\nprint(2)\n```", ``, false},
+	} {
+		v, err := checkJSON(schema, tc.answer)
+		if (err == nil) != tc.ok || string(v) != tc.value {
+			t.Errorf("%q: value %s, err %v", tc.answer, v, err)
+		}
+	}
+	if _, err := compileSchema(api.OutputFormat{Kind: api.FormatJSON, Schema: json.RawMessage(`{"$schema":"http://json-schema.org/draft-04/schema#"}`)}); err == nil {
+		t.Error("a draft-04 schema compiled")
+	}
+	if _, err := compileSchema(api.OutputFormat{Kind: api.FormatJSON, Schema: json.RawMessage(`{"$ref":"http://elsewhere/schema.json"}`)}); err == nil {
+		t.Error("a schema with an external ref compiled")
+	}
+	if rs, err := compileSchema(api.OutputFormat{Kind: api.FormatJSON, Schema: json.RawMessage(`true`)}); err != nil || rs == nil {
+		t.Errorf("the schema true: %v", err)
+	}
+}
+
+func FuzzJSONAnswer(f *testing.F) {
+	f.Add("```json\n{\"a\":1}\n```")
+	f.Add("```")
+	f.Add(" [1, 2] ")
+	schema, err := compileSchema(api.OutputFormat{Kind: api.FormatJSON, Schema: json.RawMessage(countSchema)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, answer string) {
+		v, _ := checkJSON(schema, answer)
+		if v != nil && !json.Valid(v) {
+			t.Fatalf("%q gave invalid JSON %q", answer, v)
+		}
+		if s := jsonAnswer(answer); len(s) > len(answer) {
+			t.Fatalf("jsonAnswer grew %q to %q", answer, s)
+		}
+	})
+}
+
+// FuzzChatResponse feeds arbitrary bytes to the decoding of an endpoint's
+// answer: the success body and the error body.
+func FuzzChatResponse(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"finish_reason":"stop","message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`))
+	f.Add([]byte(`{"choices":[{"message":{"content":[{"type":"text","text":"a"}],"tool_calls":[{"function":{"name":"t","arguments":"{"}}]}}]}`))
+	f.Add([]byte(`{"error":{"message":"model not found"}}`))
+	f.Add([]byte(`{"error":"overloaded"}`))
+	f.Add([]byte(`{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":-5,"completion_tokens":2}}`))
+	known := map[FinishReason]bool{FinishStop: true, FinishToolCalls: true, FinishLength: true, FinishRefusal: true, FinishContentFilter: true}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if msg := errorMessage(b); len(msg) > 303 {
+			t.Fatalf("error message of %d bytes", len(msg))
+		}
+		var cr chatResponse
+		if json.Unmarshal(b, &cr) != nil {
+			return
+		}
+		r, err := convertCompletion(&cr, &Request{System: "s"})
+		if err != nil {
+			return
+		}
+		if !known[r.Finish] || r.Usage.TokensIn < 0 || r.Usage.TokensOut < 0 {
+			t.Fatalf("response %+v", r)
+		}
+		for _, tc := range r.ToolCalls {
+			if tc.ID == "" {
+				t.Fatalf("tool call without an id: %+v", tc)
+			}
+		}
+	})
+}
