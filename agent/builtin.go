@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentd/agentd/api"
@@ -12,10 +13,23 @@ import (
 // demoModel is "builtin:demo", the embedded default: it answers an objective
 // with checkable facts about its text, without any network. A one-line objective
 // gets its word and character counts; an objective of several lines gets one
-// such line per input line.
-type demoModel struct{}
+// such line per input line. "builtin:demo=DURATION" thinks that long before
+// each answer (a slow model, for trying streaming, follow-ups and cancellation);
+// the wait ends early when the run is cancelled.
+type demoModel struct {
+	think time.Duration
+}
 
-func (demoModel) Complete(ctx context.Context, req *Request) (*Response, error) {
+func (m demoModel) Complete(ctx context.Context, req *Request) (*Response, error) {
+	if m.think > 0 {
+		t := time.NewTimer(m.think)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

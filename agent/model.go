@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/api"
 )
@@ -115,14 +116,20 @@ var ErrUnreachable = errors.New("agent: intelligence endpoint unreachable")
 // NewModel returns the intelligence named by spec. key is the API key for an
 // HTTP endpoint (from the environment, never argv).
 func NewModel(spec api.Intelligence, key string) (Model, error) {
-	name, arg, _ := strings.Cut(spec.Endpoint, "=")
+	name, arg, hasArg := strings.Cut(spec.Endpoint, "=")
 	switch name {
 	case "builtin:demo":
-		return demoModel{}, nil
+		if !hasArg {
+			return demoModel{}, nil
+		}
+		d, err := time.ParseDuration(arg)
+		if err != nil || d < 0 || d > time.Hour {
+			return nil, fmt.Errorf("agent: %q: want builtin:demo=DURATION (a think time up to 1h, such as 2s)", spec.Endpoint)
+		}
+		return demoModel{think: d}, nil
 	case "builtin:wait":
 		return waitModel{}, nil
 	}
-	_ = arg
 	return nil, fmt.Errorf("agent: unknown intelligence %q", spec.Endpoint)
 }
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/agentd/agentd/api"
@@ -51,6 +52,19 @@ type Request struct {
 	// Hops lists the agentd instances this delegation has passed through, for
 	// cycle detection across the mesh.
 	Hops []string
+	// Depth is the mesh-wide depth the delegated work sits at: 0 for a root
+	// message from a plain client. A remote provider counts the hop itself as
+	// one more level.
+	Depth int
+	// MaxDepth is the mesh-wide depth cap; 0 leaves it to each provider.
+	MaxDepth int
+}
+
+// Preparer is implemented by a provider that must do some I/O (reading a
+// remote agent card) before its Capabilities are meaningful. The router calls
+// Prepare before checking capabilities; an error refuses the request.
+type Preparer interface {
+	Prepare(ctx context.Context) error
 }
 
 // Run is one started delegation. Implementations are safe for concurrent use.
@@ -72,9 +86,13 @@ var (
 	ErrUnsupportedCapability = errors.New("UNSUPPORTED_CAPABILITY")
 )
 
-// Rule routes a request to a provider when Match returns true.
+// AnySkill is the rule skill that matches every request.
+const AnySkill = "*"
+
+// Rule routes a request naming Skill to Provider. The skill AnySkill matches
+// every request.
 type Rule struct {
-	Skill    string // matches Request.Skill when non-empty
+	Skill    string
 	Provider string
 }
 
@@ -98,6 +116,14 @@ func (r *Router) Register(p Provider) error {
 	}
 	r.providers[p.Name()] = p
 	return nil
+}
+
+// Provider returns the provider registered under name.
+func (r *Router) Provider(name string) (Provider, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.providers[name]
+	return p, ok
 }
 
 // SetRules replaces the routing rules; the first match wins.
@@ -127,7 +153,7 @@ func (r *Router) Route(req Request) (Provider, error) {
 	name := req.Provider
 	if name == "" {
 		for _, rule := range r.rules {
-			if rule.Skill != "" && rule.Skill == req.Skill {
+			if rule.Skill == AnySkill || (rule.Skill != "" && rule.Skill == req.Skill) {
 				name = rule.Provider
 				break
 			}
@@ -150,6 +176,11 @@ func (r *Router) Start(ctx context.Context, req Request) (Run, error) {
 	p, err := r.Route(req)
 	if err != nil {
 		return nil, err
+	}
+	if pr, ok := p.(Preparer); ok {
+		if err := pr.Prepare(ctx); err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.Name(), err)
+		}
 	}
 	if err := CheckCapabilities(p.Capabilities(), Needs(req)); err != nil {
 		return nil, fmt.Errorf("provider %s: %w", p.Name(), err)
@@ -183,4 +214,15 @@ func CheckCapabilities(has, needs Capabilities) error {
 		return fmt.Errorf("%w: %v", ErrUnsupportedCapability, missing)
 	}
 	return nil
+}
+
+// ParseRule parses a routing rule as the --route flag writes it:
+// SKILL=PROVIDER, where SKILL may be AnySkill ("*").
+func ParseRule(s string) (Rule, error) {
+	skill, provider, ok := strings.Cut(s, "=")
+	skill, provider = strings.TrimSpace(skill), strings.TrimSpace(provider)
+	if !ok || skill == "" || provider == "" || strings.ContainsAny(skill+provider, " ,=") {
+		return Rule{}, fmt.Errorf("route %q: want SKILL=PROVIDER (SKILL may be %q), such as research=peer:b", s, AnySkill)
+	}
+	return Rule{Skill: skill, Provider: provider}, nil
 }

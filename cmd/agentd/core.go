@@ -31,6 +31,9 @@ type core struct {
 	logLevel     *string
 
 	key string // the intelligence API key, read from env or file
+
+	// delegator, if set, starts nested spawns on non-local providers.
+	delegator supervisor.Delegator
 }
 
 func addCore(f *flags) *core {
@@ -144,6 +147,7 @@ func (c *core) newSupervisor(log *slog.Logger) (*supervisor.Supervisor, error) {
 		DrainGrace: *c.drainGrace,
 		KillGrace:  *c.killGrace,
 		Caps:       supervisor.Caps{MaxDepth: *c.maxDepth, MaxChildren: *c.maxChildren},
+		Delegator:  c.delegator,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start supervisor: %w", err)
