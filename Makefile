@@ -35,6 +35,10 @@ unit:
 fuzz:
 	$(GO) test ./api -run '^$$' -fuzz FuzzReadFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzJSONRPC -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a -run '^$$' -fuzz FuzzReadInbound -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a -run '^$$' -fuzz FuzzParsePeerSpec -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a/v1 -run '^$$' -fuzz FuzzSendMessageRequest -fuzztime $(FUZZTIME)
+	$(GO) test ./delegate -run '^$$' -fuzz FuzzParseRule -fuzztime $(FUZZTIME)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -403,7 +403,9 @@ func (r *peerRun) loop(ctx context.Context, msg *a2a.Message) {
 
 // follow sends the message and follows the remote task until it ends.
 func (r *peerRun) follow(ctx context.Context, msg *a2a.Message) error {
-	sendCtx, cancel := context.WithTimeout(ctx, r.p.cfg.Timeout)
+	// The send is not cut by a cancel or the deadline: the remote task it
+	// creates must be known to be cancelled. It is bounded by the timeout.
+	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.p.cfg.Timeout)
 	res, err := r.client.SendMessage(sendCtx, &a2a.MessageSendParams{Message: msg})
 	cancel()
 	if err != nil {
@@ -420,6 +422,9 @@ func (r *peerRun) follow(ctx context.Context, msg *a2a.Message) error {
 		if v.Status.State.Terminal() {
 			return nil
 		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	if r.stream {
 		r.subscribe(ctx)
