@@ -309,6 +309,11 @@ func (p *Peer) Start(ctx context.Context, req delegate.Request) (delegate.Run, e
 	if req.MaxDepth > 0 && depth >= req.MaxDepth {
 		return nil, fmt.Errorf("%w: %s would run at depth %d, at a cap of %d", ErrDepthExhausted, p.Name(), depth, req.MaxDepth)
 	}
+	maxDepth := req.MaxDepth
+	if req.DepthLimit > 0 && (maxDepth == 0 || depth+req.DepthLimit+1 < maxDepth) {
+		// A depth limit on the delegate travels as a tighter mesh cap.
+		maxDepth = depth + req.DepthLimit + 1
+	}
 	agentd := hasContractExtension(card)
 	var msg *a2a.Message
 	if agentd {
@@ -317,9 +322,9 @@ func (p *Peer) Start(ctx context.Context, req delegate.Request) (delegate.Run, e
 			s := req.Payload.Scope
 			scope = &s
 		}
-		msg = Outbound(req.Payload, scope, req.Hops, depth, req.MaxDepth)
+		msg = Outbound(req.Payload, scope, req.Hops, depth, maxDepth)
 	} else {
-		msg = Outbound(req.Payload, nil, req.Hops, depth, req.MaxDepth)
+		msg = Outbound(req.Payload, nil, req.Hops, depth, maxDepth)
 		msg.Parts = msg.Parts[:1] // a plain peer gets the objective as text and the metadata
 		msg.Extensions = nil
 	}

@@ -58,6 +58,11 @@ type Request struct {
 	Depth int
 	// MaxDepth is the mesh-wide depth cap; 0 leaves it to each provider.
 	MaxDepth int
+	// DepthLimit, when positive, is a limit the requester sets on how many
+	// levels the delegate may nest below itself, which the delegate must
+	// enforce (the depth_limit capability). Zero asks for none: the
+	// delegate's own caps apply, and a delegate outside the mesh is a leaf.
+	DepthLimit int
 }
 
 // Preparer is implemented by a provider that must do some I/O (reading a
@@ -188,12 +193,16 @@ func (r *Router) Start(ctx context.Context, req Request) (Run, error) {
 	return p.Start(ctx, req)
 }
 
-// Needs returns the start-time capabilities req depends on.
+// Needs returns the start-time capabilities req asks for: an output schema
+// (JSON output with a schema), a depth limit (Request.DepthLimit), a tool
+// filter (a non-empty tool allowlist). The limits every request carries
+// (steps, tokens, deadline, breadth) need none: they are enforced by the
+// caller too (the deadline locally, usage as reported).
 func Needs(req Request) Capabilities {
 	f := req.Payload.Contract.OutputFormat
 	return Capabilities{
 		OutputSchema: f.Kind == api.FormatJSON && len(f.Schema) > 0,
-		DepthLimit:   req.Payload.Limits.MaxChildren > 0,
+		DepthLimit:   req.DepthLimit > 0,
 		ToolFilter:   len(req.Payload.Scope.Allow) > 0,
 	}
 }

@@ -98,13 +98,18 @@ func TestStartPreparesThenChecks(t *testing.T) {
 }
 
 func TestNeeds(t *testing.T) {
-	n := Needs(Request{Payload: api.SpawnPayload{
+	n := Needs(Request{DepthLimit: 1, Payload: api.SpawnPayload{
 		Contract: api.OutputContract{OutputFormat: api.OutputFormat{Kind: api.FormatJSON, Schema: []byte(`{}`)}},
 		Limits:   api.Limits{MaxChildren: 2},
 		Scope:    api.ToolScope{Allow: []api.ToolRef{{Server: "s", Tool: "t"}}},
 	}})
 	if n != (Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true}) {
 		t.Fatalf("%+v", n)
+	}
+	// The limits every request carries ask for nothing.
+	plain := Needs(Request{Payload: api.SpawnPayload{Limits: api.Limits{MaxSteps: 5, MaxTokens: 9, MaxChildren: 8}}})
+	if plain != (Capabilities{}) {
+		t.Fatalf("a plain request needs %+v", plain)
 	}
 	if err := CheckCapabilities(Capabilities{OutputSchema: true}, n); !errors.Is(err, ErrUnsupportedCapability) {
 		t.Fatal(err)

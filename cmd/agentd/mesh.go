@@ -27,7 +27,12 @@ type mesh struct {
 func addMesh(f *flags) *mesh {
 	m := &mesh{}
 	addList := func(name, env, usage string, add func(string) error) {
-		f.Func(name, usage+envNote(env), add)
+		f.Func(name, usage+envNote(env), func(s string) error {
+			if err := add(s); err != nil {
+				return fmt.Errorf("--%s: %w", name, err)
+			}
+			return nil
+		})
 		if v, ok := os.LookupEnv(env); ok {
 			for _, item := range strings.Split(v, ";") {
 				if strings.TrimSpace(item) == "" {
