@@ -7,7 +7,6 @@ package e2e
 
 import (
 	"bufio"
-
 	"context"
 	"encoding/json"
 	"errors"
