@@ -4,8 +4,9 @@ GO       ?= go
 BIN      := bin/agentd
 LISTEN   ?= 127.0.0.1:8080
 FUZZTIME ?= 20s
+JS_DEPS  := e2e/js/node_modules/.installed
 
-.PHONY: all build run test lint vet fmt-check unit deploy-test fuzz bench clean
+.PHONY: all build run test lint vet fmt-check unit deploy-test fuzz bench clean tck
 
 all: build
 
@@ -28,7 +29,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-unit:
+unit: $(JS_DEPS)
 	$(GO) test -race -count=1 -timeout 12m ./...
 
 # deploy-test: deploy/ is a module of its own (the Kubernetes libraries stay
@@ -36,6 +37,22 @@ unit:
 # strictly, runs the PodSecurity "restricted" checks and checks the Dockerfile.
 deploy-test:
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+
+# The JavaScript A2A SDKs (0.3 and 1.0) that e2e/js_test.go drives agentd with,
+# installed from the committed lock file into e2e/js/node_modules.
+$(JS_DEPS): e2e/js/package.json e2e/js/package-lock.json
+	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for the JavaScript SDK tests"; exit 1; }
+	cd e2e/js && npm ci --no-audit --no-fund
+	touch $@
+
+# tck: the public A2A TCK (spec 0.3) against `agentd serve` on loopback, with a
+# slow builtin model (tasks outlive a bounded blocking send, as the TCK's
+# cancel and follow-up tests need) and webhooks allowed on loopback (the TCK's
+# receiver). Needs a checkout of a2aproject/a2a-tck at b03fefc in TCK_DIR.
+TCK_SCRIPT ?= ../shared/tools/a2a-tck.sh
+tck: build
+	AGENT_INTELLIGENCE=builtin:demo=2s AGENT_SEND_WAIT=500ms AGENT_PUSH_ALLOW_NET=127.0.0.0/8,::1/128 \
+		$(TCK_SCRIPT) --agentd $(CURDIR)/$(BIN)
 
 # fuzz: run each fuzz target for FUZZTIME (the seed corpora under testdata/
 # run on every `make test`).
@@ -48,6 +65,10 @@ fuzz:
 	$(GO) test ./agent -run '^$$' -fuzz FuzzParseRetryAfter -fuzztime $(FUZZTIME)
 	$(GO) test ./agent -run '^$$' -fuzz FuzzJSONAnswer -fuzztime $(FUZZTIME)
 	$(GO) test ./agent -run '^$$' -fuzz FuzzChatResponse -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a -run '^$$' -fuzz FuzzReadInbound -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a -run '^$$' -fuzz FuzzParsePeerSpec -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a/v1 -run '^$$' -fuzz FuzzSendMessageRequest -fuzztime $(FUZZTIME)
+	$(GO) test ./delegate -run '^$$' -fuzz FuzzParseRule -fuzztime $(FUZZTIME)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

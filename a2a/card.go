@@ -4,7 +4,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 )
 
-// ProtocolVersion is the A2A protocol version the card declares.
+// ProtocolVersion is the A2A 0.3 protocol version the card's 0.3 fields
+// declare; the 1.0 interface is declared beside it (see server.Handler).
 const ProtocolVersion = "0.3.0"
 
 // CardConfig is what the agent card says about this service.
@@ -13,10 +14,28 @@ type CardConfig struct {
 	Description string
 	URL         string // the JSON-RPC endpoint
 	Version     string
+	// Instance is this agentd's id on delegation hop lists, published in the
+	// contract extension so callers can refuse a cycle before sending.
+	Instance string
+	// MaxDepth is the mesh depth cap this service enforces.
+	MaxDepth int
+	// Push reports whether push notifications are offered.
+	Push bool
 }
 
-// Card returns the agent card served at /.well-known/agent-card.json.
+// Card returns the agent card served at /.well-known/agent-card.json. It
+// declares the agentd contract extension: this peer honours output schemas,
+// depth limits and tool filters, and reads the structured delegation.
 func Card(c CardConfig) *a2a.AgentCard {
+	params := map[string]any{
+		"honours": []any{"output_schema", "depth_limit", "tool_filter"},
+	}
+	if c.Instance != "" {
+		params["instance"] = c.Instance
+	}
+	if c.MaxDepth > 0 {
+		params["max_depth"] = c.MaxDepth
+	}
 	return &a2a.AgentCard{
 		Name:               c.Name,
 		Description:        c.Description,
@@ -24,7 +43,15 @@ func Card(c CardConfig) *a2a.AgentCard {
 		Version:            c.Version,
 		ProtocolVersion:    ProtocolVersion,
 		PreferredTransport: a2a.TransportProtocolJSONRPC,
-		Capabilities:       a2a.AgentCapabilities{Streaming: true},
+		Capabilities: a2a.AgentCapabilities{
+			Streaming:         true,
+			PushNotifications: c.Push,
+			Extensions: []a2a.AgentExtension{{
+				URI:         ContractExtensionURI,
+				Description: "agentd delegation contract: this peer honours output schemas, depth limits and tool filters; it reads the structured delegation from the data part agentd/delegation and the mesh metadata agentd/depth, agentd/max_depth, agentd/hops and agentd/budget, and reports the exact terminal status and usage in task metadata (agentd/status, agentd/usage).",
+				Params:      params,
+			}},
+		},
 		DefaultInputModes:  []string{"text/plain", "application/json"},
 		DefaultOutputModes: []string{"text/plain", "application/json"},
 		Skills: []a2a.AgentSkill{{

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -25,6 +26,9 @@ var errTaskFinished = errors.New("a2a: task already in a terminal state")
 // dropped; the executor never waits on a subscriber.
 const subscriberBuffer = 256
 
+// MaxFollowUps is how many follow-up messages may wait for a running task.
+const MaxFollowUps = 16
+
 // Engine is agentd's implementation of a2asrv.RequestHandler: it owns task
 // lifecycles over the bounded Store, runs an a2asrv.AgentExecutor per incoming
 // message, fans events out to streaming subscribers, and guarantees that every
@@ -32,14 +36,34 @@ const subscriberBuffer = 256
 // panics, or returns without a final event. It is safe for concurrent use;
 // create it with NewEngine.
 type Engine struct {
-	store *Store
-	exec  a2asrv.AgentExecutor
-	log   *slog.Logger
+	store    *Store
+	exec     a2asrv.AgentExecutor
+	log      *slog.Logger
+	sendWait time.Duration // 0: a blocking send waits for the end
+	pusher   *Pusher       // nil: push notifications are not offered
 
 	mu       sync.Mutex // guards live, draining
 	live     map[a2a.TaskID]*liveTask
 	draining bool
 	wg       sync.WaitGroup // executor goroutines
+}
+
+// EngineOption configures an Engine.
+type EngineOption func(*Engine)
+
+// WithSendWait bounds how long a blocking message/send (or SendMessage) holds
+// the request: past d it answers with the task as it stands (working), and the
+// client follows it with tasks/get, a subscription or push notifications. Zero
+// (the default) waits until the task ends, as the protocol's blocking mode
+// describes.
+func WithSendWait(d time.Duration) EngineOption {
+	return func(e *Engine) { e.sendWait = d }
+}
+
+// WithPusher turns push notifications on: the push-config methods work and
+// every event of a task with webhooks is delivered through p.
+func WithPusher(p *Pusher) EngineOption {
+	return func(e *Engine) { e.pusher = p }
 }
 
 var _ a2asrv.RequestHandler = (*Engine)(nil)
@@ -54,6 +78,9 @@ type liveTask struct {
 	// cancelExec cancels the executor run that drives the task; nil for tasks
 	// driven from outside (nested subagents).
 	cancelExec context.CancelCauseFunc
+
+	followUps []*a2a.Message // sent to the task, not yet taken by the executor
+	closed    bool           // the executor takes no more follow-ups
 }
 
 type subscriber struct {
@@ -62,12 +89,19 @@ type subscriber struct {
 }
 
 // NewEngine returns an engine running exec over store.
-func NewEngine(store *Store, exec a2asrv.AgentExecutor, log *slog.Logger) *Engine {
+func NewEngine(store *Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ...EngineOption) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{store: store, exec: exec, log: log, live: make(map[a2a.TaskID]*liveTask)}
+	e := &Engine{store: store, exec: exec, log: log, live: make(map[a2a.TaskID]*liveTask)}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
 }
+
+// PushEnabled reports whether push notifications are offered.
+func (e *Engine) PushEnabled() bool { return e.pusher != nil }
 
 // Drain refuses new messages from now on; running tasks continue.
 func (e *Engine) Drain() {
@@ -76,16 +110,20 @@ func (e *Engine) Drain() {
 	e.mu.Unlock()
 }
 
-// Wait blocks until every executor run has returned or ctx ends.
+// Wait blocks until every executor run has returned and every queued push
+// notification has been delivered (or given up on), or ctx ends.
 func (e *Engine) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { e.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if e.pusher != nil {
+		return e.pusher.Wait(ctx)
+	}
+	return nil
 }
 
 // InFlight returns the number of tasks not yet in a terminal state.
@@ -142,6 +180,11 @@ func (e *Engine) apply(lt *liveTask, ev a2a.Event) error {
 		return err
 	}
 	lt.task = next
+	if e.pusher != nil {
+		if targets, _ := e.store.ListPush(next.ID); len(targets) > 0 {
+			e.pusher.Enqueue(next.ID, ev, next)
+		}
+	}
 	for s := range lt.subs {
 		select {
 		case s.ch <- ev:
@@ -256,7 +299,8 @@ func (lt *liveTask) snapshot() *a2a.Task {
 	return lt.task
 }
 
-// queue is the eventqueue.Queue an executor writes a task's events to.
+// queue is the eventqueue.Queue an executor writes a task's events to. It also
+// hands the executor the follow-up messages sent to the task (FollowUps).
 type queue struct {
 	e  *Engine
 	lt *liveTask
@@ -268,22 +312,53 @@ func (q queue) Read(ctx context.Context) (a2a.Event, error) {
 }
 func (q queue) Close() error { return nil }
 
+// TakeFollowUp implements FollowUps.
+func (q queue) TakeFollowUp(last bool) []*a2a.Message {
+	lt := q.lt
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if len(lt.followUps) > 0 {
+		msgs := lt.followUps
+		lt.followUps = nil
+		return msgs
+	}
+	if last {
+		lt.closed = true
+	}
+	return nil
+}
+
 var _ eventqueue.Queue = queue{}
 
+// FollowUps is implemented by the event queue the Engine hands an executor:
+// it delivers the follow-up messages clients send to the task while it runs
+// (message/send with the task's id), in arrival order.
+type FollowUps interface {
+	// TakeFollowUp returns the follow-ups that arrived since the last call, or
+	// nil. With last set and none waiting, the task takes no more follow-ups
+	// from then on: the executor is about to finish it, and a follow-up sent
+	// later is refused as if the task had already ended.
+	TakeFollowUp(last bool) []*a2a.Message
+}
+
 // start creates a task for a new message and runs the executor on it in the
-// background. The caller may subscribe before the executor starts.
+// background, or hands a follow-up message to the task it names. The caller
+// may subscribe before the executor starts.
 func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liveTask, error) {
 	if err := ValidateSendParams(params); err != nil {
 		return nil, err
 	}
+	var push *PushTarget
+	if params.Config != nil && params.Config.PushConfig != nil {
+		t, err := e.pushTarget(ctx, params.Config.PushConfig)
+		if err != nil {
+			return nil, err
+		}
+		push = &t
+	}
 	msg := params.Message
 	if msg.TaskID != "" {
-		if t, ok := e.store.Get(msg.TaskID); !ok {
-			return nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, msg.TaskID)
-		} else if t.Status.State.Terminal() {
-			return nil, fmt.Errorf("task %s is %s and takes no more messages: %w", t.ID, t.Status.State, a2a.ErrInvalidParams)
-		}
-		return nil, fmt.Errorf("task %s is running; agentd does not take follow-up messages on a running task: %w", msg.TaskID, a2a.ErrUnsupportedOperation)
+		return e.followUp(msg, push)
 	}
 	e.mu.Lock()
 	draining := e.draining
@@ -303,8 +378,13 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 		History:   []*a2a.Message{&m},
 		Metadata:  params.Metadata,
 	}
-	if err := e.store.Put(task); err != nil {
+	if err := e.store.Create(task, callerName(ctx)); err != nil {
 		return nil, err
+	}
+	if push != nil {
+		if _, err := e.store.SetPush(task.ID, *push); err != nil {
+			return nil, err
+		}
 	}
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	lt := &liveTask{task: task, done: make(chan struct{}), cancelExec: cancel}
@@ -315,6 +395,60 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
 	go e.run(execCtx, cancel, lt, reqCtx)
 	return lt, nil
+}
+
+// followUp adds a message to a running task: it joins the task's history and
+// waits for the executor, which takes it as the task's next turn. A finished
+// task takes no more messages (a refinement is a new task, which may name this
+// one in referenceTaskIds).
+func (e *Engine) followUp(msg *a2a.Message, push *PushTarget) (*liveTask, error) {
+	id := msg.TaskID
+	lt := e.getLive(id)
+	if lt == nil {
+		t, ok := e.store.Get(id)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, id)
+		}
+		return nil, fmt.Errorf("task %s is %s and takes no more messages; send a new message (its referenceTaskIds may name this task): %w", id, t.Status.State, a2a.ErrUnsupportedOperation)
+	}
+	if lt.cancelExec == nil {
+		return nil, fmt.Errorf("task %s is a nested subagent, driven by its parent; it takes no messages: %w", id, a2a.ErrUnsupportedOperation)
+	}
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	cur := lt.task
+	if msg.ContextID != "" && msg.ContextID != cur.ContextID {
+		return nil, fmt.Errorf("message.contextId %q is not task %s's context %q: %w", msg.ContextID, id, cur.ContextID, a2a.ErrInvalidParams)
+	}
+	if lt.closed || cur.Status.State.Terminal() {
+		return nil, fmt.Errorf("task %s is finishing and takes no more messages: %w", id, a2a.ErrUnsupportedOperation)
+	}
+	if len(lt.followUps) >= MaxFollowUps {
+		return nil, fmt.Errorf("task %s already has %d follow-up messages waiting: %w", id, MaxFollowUps, a2a.ErrUnsupportedOperation)
+	}
+	m := *msg
+	m.ContextID = cur.ContextID
+	next := *cur
+	next.History = append(slices.Clip(cur.History), &m)
+	if err := e.store.Put(&next); err != nil {
+		return nil, err
+	}
+	if push != nil {
+		if _, err := e.store.SetPush(id, *push); err != nil {
+			return nil, err
+		}
+	}
+	lt.task = &next
+	lt.followUps = append(lt.followUps, &m)
+	return lt, nil
+}
+
+// callerName is the authenticated caller of the request, or "".
+func callerName(ctx context.Context) string {
+	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.User != nil && cc.User.Authenticated() {
+		return cc.User.Name()
+	}
+	return ""
 }
 
 // run drives one executor and makes sure its task ends terminal.
@@ -353,8 +487,15 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 	if params.Config != nil && params.Config.Blocking != nil && !*params.Config.Blocking {
 		return trimHistory(lt.snapshot(), hist), nil
 	}
+	var timeout <-chan time.Time
+	if e.sendWait > 0 {
+		t := time.NewTimer(e.sendWait)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-lt.done:
+	case <-timeout:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -473,25 +614,106 @@ func (e *Engine) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 // tasks/cancel.
 var errCancelRequested = errors.New("task cancelled by tasks/cancel")
 
-// OnGetTaskPushConfig and the other push-config methods: push notifications are
-// not offered by this engine.
-func (e *Engine) OnGetTaskPushConfig(ctx context.Context, params *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+// pushTarget checks a webhook registration against the address policy.
+func (e *Engine) pushTarget(ctx context.Context, c *a2a.PushConfig) (PushTarget, error) {
+	if e.pusher == nil {
+		return PushTarget{}, a2a.ErrPushNotificationNotSupported
+	}
+	if c.URL == "" {
+		return PushTarget{}, fmt.Errorf("pushNotificationConfig.url is required: %w", a2a.ErrInvalidParams)
+	}
+	if err := e.pusher.Policy().CheckURL(ctx, c.URL); err != nil {
+		return PushTarget{}, fmt.Errorf("%w: %w", a2a.ErrInvalidParams, err)
+	}
+	t := PushTarget{Config: *c, Version: VersionFrom(ctx)}
+	if t.Config.ID == "" && t.Version == Version03 {
+		// In 0.3 a client names a config only to register several; one
+		// without a name is the task's default callback, and registering
+		// another replaces it. (1.0 servers assign every config an id.)
+		t.Config.ID = DefaultPushConfigID
+	}
+	return t, nil
 }
 
-// OnListTaskPushConfig reports that push notifications are not supported.
-func (e *Engine) OnListTaskPushConfig(ctx context.Context, params *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
-}
+// DefaultPushConfigID is the id of a push config registered through A2A 0.3
+// without one.
+const DefaultPushConfigID = "default"
 
-// OnSetTaskPushConfig reports that push notifications are not supported.
+// OnSetTaskPushConfig registers a webhook for a task (checked against the
+// address policy) and returns it with its id.
 func (e *Engine) OnSetTaskPushConfig(ctx context.Context, params *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+	if e.pusher == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	if params == nil || params.TaskID == "" {
+		return nil, fmt.Errorf("taskId is required: %w", a2a.ErrInvalidParams)
+	}
+	if _, ok := e.store.Get(params.TaskID); !ok {
+		return nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, params.TaskID)
+	}
+	t, err := e.pushTarget(ctx, &params.Config)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := e.store.SetPush(params.TaskID, t)
+	if err != nil {
+		return nil, err
+	}
+	return &a2a.TaskPushConfig{TaskID: params.TaskID, Config: stored.Config}, nil
 }
 
-// OnDeleteTaskPushConfig reports that push notifications are not supported.
+// OnGetTaskPushConfig returns a task's webhook; without a config id, the most
+// recently registered one.
+func (e *Engine) OnGetTaskPushConfig(ctx context.Context, params *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	if e.pusher == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	if params == nil || params.TaskID == "" {
+		return nil, fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
+	}
+	t, err := e.store.GetPush(params.TaskID, params.ConfigID)
+	if err != nil {
+		return nil, err
+	}
+	return &a2a.TaskPushConfig{TaskID: params.TaskID, Config: t.Config}, nil
+}
+
+// OnListTaskPushConfig returns a task's webhooks (an empty list when none).
+func (e *Engine) OnListTaskPushConfig(ctx context.Context, params *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
+	if e.pusher == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	if params == nil || params.TaskID == "" {
+		return nil, fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
+	}
+	targets, err := e.store.ListPush(params.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*a2a.TaskPushConfig, 0, len(targets))
+	for _, t := range targets {
+		out = append(out, &a2a.TaskPushConfig{TaskID: params.TaskID, Config: t.Config})
+	}
+	return out, nil
+}
+
+// OnDeleteTaskPushConfig removes a task's webhook; deleting one that does not
+// exist succeeds.
 func (e *Engine) OnDeleteTaskPushConfig(ctx context.Context, params *a2a.DeleteTaskPushConfigParams) error {
-	return a2a.ErrPushNotificationNotSupported
+	if e.pusher == nil {
+		return a2a.ErrPushNotificationNotSupported
+	}
+	if params == nil || params.TaskID == "" {
+		return fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
+	}
+	return e.store.DeletePush(params.TaskID, params.ConfigID)
+}
+
+// ListTasks returns one page of the tasks the caller created, most recently
+// updated first (A2A 1.0 ListTasks; 0.3 has no such method).
+func (e *Engine) ListTasks(ctx context.Context, q ListQuery) (ListPage, error) {
+	q.Owner = callerName(ctx)
+	return e.store.List(q)
 }
 
 // OnGetExtendedAgentCard reports that there is no extended card.

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/google/uuid"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
@@ -22,21 +26,35 @@ type ExecutorConfig struct {
 	// Cancel); it reports whether a live subagent had that handle.
 	CancelHandle func(handle, reason string) bool
 	// Limits are the root grant of every run: steps, tokens, deadline, breadth.
+	// A delegation from a peer gets at most these.
 	Limits api.Limits
 	// Intelligence is the model endpoint every run's subagents use.
 	Intelligence api.Intelligence
-	// Scope is the root tool grant.
+	// Scope is the root tool grant; a peer's tool filter narrows it.
 	Scope api.ToolScope
 	// PublicURL is the service's public base URL; a distillate stored as a blob
 	// becomes a file part whose uri is PublicURL + "blobs/ID" (served by
 	// server's blob route). Empty keeps agent://blob/ID.
 	PublicURL string
-	Log       *slog.Logger
+	// Instance is this agentd's id on hop lists; a message whose hops already
+	// hold it is a delegation cycle and is refused.
+	Instance string
+	// MaxDepth is this service's mesh-wide depth cap (its --max-depth); a
+	// message at or past the smaller of it and the caller's cap is refused.
+	MaxDepth int
+	// Lineages, if set, records each running tree's hops and depth for nested
+	// delegations (delegate.Delegator reads it).
+	Lineages *delegate.Lineages
+	Log      *slog.Logger
 }
 
 // Executor is the a2asrv.AgentExecutor that turns an A2A message into a
 // delegation and the delegation's end into the task's final artifact and
-// status. It is safe for concurrent use.
+// status. A message from another agentd carries the full contract (a data
+// part) and the mesh metadata (hops, depth, budget); a plain message is an
+// objective in text. Follow-up messages sent to the task while it runs become
+// further turns, each seeded with the turns before it. It is safe for
+// concurrent use.
 type Executor struct {
 	cfg ExecutorConfig
 }
@@ -51,26 +69,89 @@ func NewExecutor(cfg ExecutorConfig) *Executor {
 
 var _ a2asrv.AgentExecutor = (*Executor)(nil)
 
-// Execute runs one delegation for the message in reqCtx: working, then the
-// distillate artifact, then the terminal status. ctx is cancelled by
-// tasks/cancel, which runs the kill ladder on the delegation.
+// Execute runs the delegation for the message in reqCtx: working, then one
+// turn per message (the first, then each follow-up), then the distillate
+// artifact of the last turn and the terminal status. ctx is cancelled by
+// tasks/cancel, which runs the kill ladder on the running turn.
 func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
-	req, err := x.request(reqCtx)
+	in, err := ReadInbound(reqCtx.Message, reqCtx.Metadata)
 	if err != nil {
 		return x.refuse(ctx, reqCtx, q, a2a.TaskStateRejected, err.Error())
 	}
+	req, err := x.request(reqCtx, in)
+	if err != nil {
+		return x.refuse(ctx, reqCtx, q, a2a.TaskStateRejected, err.Error())
+	}
+	if x.cfg.Lineages != nil {
+		x.cfg.Lineages.Set(req.Payload.Telemetry.RunID, delegate.Lineage{Hops: req.Hops, Depth: req.Depth, MaxDepth: req.MaxDepth})
+		defer x.cfg.Lineages.Delete(req.Payload.Telemetry.RunID)
+	}
+	fu, _ := q.(FollowUps)
+	baseSeed := req.Payload.Seed.Slices
+	var turns []api.SeedSlice
+	for turn := 1; ; turn++ {
+		res, started, err := x.runTurn(ctx, reqCtx, q, req, turn == 1)
+		if err != nil {
+			return err
+		}
+		if !started {
+			return nil // refused: the task already ended
+		}
+		art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifactAt(reqCtx.TaskID, res, x.cfg.PublicURL), LastChunk: true}
+		if err := q.Write(ctx, art); err != nil {
+			return err
+		}
+		var next []*a2a.Message
+		if fu != nil {
+			next = fu.TakeFollowUp(true)
+		}
+		if len(next) == 0 || res.Status != api.StatusCompleted || ctx.Err() != nil {
+			final := FinalStatus(reqCtx, res)
+			if len(next) > 0 {
+				final.Status.Message = a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{
+					Text: fmt.Sprintf("%s; %d follow-up message(s) were not run", statusText(res), len(next)),
+				})
+			}
+			return q.Write(ctx, final)
+		}
+		// The turn's answer joins the history (as this status's message), and
+		// the next turn runs the follow-ups with the turns so far as its seed.
+		turns = append(turns,
+			api.SeedSlice{Label: fmt.Sprintf("turn %d request", turn), Content: api.SeedContent{Text: clip(req.Payload.Contract.Objective)}},
+			api.SeedSlice{Label: fmt.Sprintf("turn %d answer", turn), Content: api.SeedContent{Text: clip(nonEmpty(res.Distillate.Text()))}},
+		)
+		interim := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking,
+			a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: res.Distillate.Text()}))
+		interim.Metadata = ResultMetadata(res)
+		if err := q.Write(ctx, interim); err != nil {
+			return err
+		}
+		objective := followUpObjective(next)
+		if objective == "" {
+			return q.Write(ctx, FinalStatus(reqCtx, res))
+		}
+		req.Payload.Contract.Objective = objective
+		req.Payload.Seed.Slices = append(slices.Clip(baseSeed), turns...)
+	}
+}
+
+// runTurn starts one turn and waits for its result. It reports started=false
+// after writing a refusal.
+func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first bool) (api.SubagentResult, bool, error) {
 	run, err := x.cfg.Router.Start(ctx, req)
 	if err != nil {
 		state := a2a.TaskStateFailed
-		if errors.Is(err, delegate.ErrUnsupportedCapability) {
+		if errors.Is(err, delegate.ErrUnsupportedCapability) || errors.Is(err, ErrCycle) || errors.Is(err, ErrDepthExhausted) || errors.Is(err, delegate.ErrUnknownProvider) {
 			state = a2a.TaskStateRejected
 		}
-		return x.refuse(ctx, reqCtx, q, state, "delegation refused: "+err.Error())
+		return api.SubagentResult{}, false, x.refuse(ctx, reqCtx, q, state, "delegation refused: "+err.Error())
 	}
-	if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
-		run.Cancel("task event refused")
-		<-run.Done()
-		return err
+	if first {
+		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
+			run.Cancel("task event refused")
+			<-run.Done()
+			return api.SubagentResult{}, false, err
+		}
 	}
 	select {
 	case <-run.Done():
@@ -78,17 +159,15 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		run.Cancel(context.Cause(ctx).Error())
 		<-run.Done()
 	}
-	res := run.Result()
-	art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifactAt(reqCtx.TaskID, res, x.cfg.PublicURL), LastChunk: true}
-	if err := q.Write(ctx, art); err != nil {
-		return err
-	}
-	return q.Write(ctx, FinalStatus(reqCtx, res))
+	return run.Result(), true, nil
 }
 
 func (x *Executor) refuse(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, state a2a.TaskState, text string) error {
 	ev := a2a.NewStatusUpdateEvent(reqCtx, state, a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: text}))
 	ev.Final = true
+	if state == a2a.TaskStateRejected {
+		ev.Metadata = map[string]any{MetaStatus: string(api.StatusRefused)}
+	}
 	return q.Write(ctx, ev)
 }
 
@@ -104,26 +183,146 @@ func (x *Executor) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q 
 	return q.Write(ctx, ev)
 }
 
-// request builds the delegation for a message: the text parts are the
-// objective; the limits, scope and intelligence are the configured root grant.
-func (x *Executor) request(reqCtx *a2asrv.RequestContext) (delegate.Request, error) {
-	var texts []string
-	for _, p := range reqCtx.Message.Parts {
-		if t, ok := p.(a2a.TextPart); ok && strings.TrimSpace(t.Text) != "" {
-			texts = append(texts, t.Text)
-		}
-	}
-	objective := strings.Join(texts, "\n")
-	if strings.TrimSpace(objective) == "" {
+// Refusals of an inbound delegation.
+var (
+	// ErrCycle refuses a delegation whose hop list already holds the agentd
+	// it would go to (A to B to A).
+	ErrCycle = errors.New("delegation cycle")
+	// ErrDepthExhausted refuses a delegation at or past the mesh depth cap.
+	ErrDepthExhausted = errors.New("delegation depth exhausted")
+)
+
+// request builds the delegation for a message: the objective (text parts, or
+// the delegation's contract), the contract, seed and tool filter a peer sent,
+// the limits clamped to the configured root grant, and the routing hints.
+func (x *Executor) request(reqCtx *a2asrv.RequestContext, in Inbound) (delegate.Request, error) {
+	if strings.TrimSpace(in.Objective) == "" {
 		return delegate.Request{}, fmt.Errorf("the message has no text to take as the objective")
 	}
+	if x.cfg.Instance != "" && slices.Contains(in.Hops, x.cfg.Instance) {
+		return delegate.Request{}, fmt.Errorf("%w: this agentd (%s) is already on the delegation path %v", ErrCycle, x.cfg.Instance, in.Hops)
+	}
+	maxDepth := x.cfg.MaxDepth
+	if in.MaxDepth > 0 && (maxDepth <= 0 || in.MaxDepth < maxDepth) {
+		maxDepth = in.MaxDepth
+	}
+	if maxDepth > 0 && in.Depth >= maxDepth {
+		return delegate.Request{}, fmt.Errorf("%w: depth %d at a cap of %d", ErrDepthExhausted, in.Depth, maxDepth)
+	}
+	payload := api.SpawnPayload{
+		Contract:     api.OutputContract{Objective: in.Objective, OutputFormat: api.OutputFormat{Kind: api.FormatText}},
+		Scope:        x.cfg.Scope,
+		Limits:       x.cfg.Limits,
+		Intelligence: x.cfg.Intelligence,
+		Telemetry:    api.Telemetry{RunID: uuid.Must(uuid.NewV7()).String(), Traceparent: in.Trace},
+	}
+	if d := in.Delegation; d != nil {
+		payload.Contract = d.Contract
+		payload.Contract.Objective = in.Objective
+		if payload.Contract.OutputFormat.Kind == "" {
+			payload.Contract.OutputFormat.Kind = api.FormatText
+		}
+		payload.Seed = d.Seed
+		if d.Scope != nil {
+			payload.Scope = narrowScope(x.cfg.Scope, *d.Scope)
+		}
+		payload.Limits = clampLimits(x.cfg.Limits, d.Limits)
+		payload.Telemetry.TraceID = d.Telemetry.TraceID
+		payload.Telemetry.ParentSpanID = d.Telemetry.ParentSpanID
+		if payload.Telemetry.Traceparent == "" {
+			payload.Telemetry.Traceparent = d.Telemetry.Traceparent
+		}
+		payload.Telemetry.LogLevel = d.Telemetry.LogLevel
+	}
+	if b := in.Budget; b != nil {
+		payload.Limits = clampLimits(payload.Limits, api.Limits{
+			MaxSteps: b.MaxSteps, MaxTokens: b.MaxTokens, Deadline: api.Duration(time.Duration(b.DeadlineMS) * time.Millisecond),
+		})
+	}
+	if err := payload.Contract.Validate(); err != nil {
+		return delegate.Request{}, err
+	}
+	hops := slices.Clone(in.Hops)
+	if x.cfg.Instance != "" {
+		hops = append(hops, x.cfg.Instance)
+	}
 	return delegate.Request{
-		Handle: string(reqCtx.TaskID),
-		Payload: api.SpawnPayload{
-			Contract:     api.OutputContract{Objective: objective, OutputFormat: api.OutputFormat{Kind: api.FormatText}},
-			Scope:        x.cfg.Scope,
-			Limits:       x.cfg.Limits,
-			Intelligence: x.cfg.Intelligence,
-		},
+		Handle:   string(reqCtx.TaskID),
+		Payload:  payload,
+		Provider: in.Provider,
+		Skill:    in.Skill,
+		Hops:     hops,
+		Depth:    in.Depth,
+		MaxDepth: maxDepth,
 	}, nil
+}
+
+// clampLimits returns grant lowered to every positive field of asked.
+func clampLimits(grant, asked api.Limits) api.Limits {
+	out := grant
+	if asked.MaxSteps > 0 && asked.MaxSteps < out.MaxSteps {
+		out.MaxSteps = asked.MaxSteps
+	}
+	if asked.MaxTokens > 0 && asked.MaxTokens < out.MaxTokens {
+		out.MaxTokens = asked.MaxTokens
+	}
+	if asked.Deadline > 0 && asked.Deadline < out.Deadline {
+		out.Deadline = asked.Deadline
+	}
+	if asked.MaxChildren > 0 && asked.MaxChildren < out.MaxChildren {
+		out.MaxChildren = asked.MaxChildren
+	}
+	return out
+}
+
+// narrowScope keeps the tools of the filter that the grant holds: a tool
+// filter never widens a grant.
+func narrowScope(grant, filter api.ToolScope) api.ToolScope {
+	out := api.ToolScope{Tags: grant.Tags}
+	for _, ref := range filter.Allow {
+		if grant.Holds(ref) {
+			out.Allow = append(out.Allow, ref)
+		}
+	}
+	return out
+}
+
+func followUpObjective(msgs []*a2a.Message) string {
+	var texts []string
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if t, ok := p.(a2a.TextPart); ok && strings.TrimSpace(t.Text) != "" {
+				texts = append(texts, t.Text)
+			}
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// maxSeedText bounds one seed slice carried from an earlier turn.
+const maxSeedText = 8 << 10
+
+func clip(s string) string {
+	if len(s) <= maxSeedText {
+		return s
+	}
+	s = s[:maxSeedText]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + " [clipped]"
+}
+
+func nonEmpty(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(empty)"
+	}
+	return s
+}
+
+func statusText(res api.SubagentResult) string {
+	if res.Detail != "" {
+		return fmt.Sprintf("%s: %s", res.Status, res.Detail)
+	}
+	return string(res.Status)
 }

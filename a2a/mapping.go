@@ -9,6 +9,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	a2av1 "github.com/agentd/agentd/a2a/v1"
 	"github.com/agentd/agentd/api"
 )
 
@@ -45,8 +46,8 @@ func ArtifactID(taskID a2a.TaskID) a2a.ArtifactID {
 
 // DistillateArtifact turns a result's distillate into the task's final
 // artifact: a text part for text, a data part for JSON (a non-object value is
-// wrapped as {"value": v}), a file part with the uri plus the summary text for a
-// stored reference.
+// wrapped as {"value": v}, marked with the part metadata a2av1.MetaWrapped), a
+// file part with the uri plus the summary text for a stored reference.
 func DistillateArtifact(taskID a2a.TaskID, res api.SubagentResult) *a2a.Artifact {
 	return DistillateArtifactAt(taskID, res, "")
 }
@@ -74,7 +75,8 @@ func DistillateArtifactAt(taskID a2a.TaskID, res api.SubagentResult, publicURL s
 		}
 		obj, ok := v.(map[string]any)
 		if !ok {
-			obj = map[string]any{"value": v}
+			art.Parts = a2a.ContentParts{a2a.DataPart{Data: map[string]any{"value": v}, Metadata: map[string]any{a2av1.MetaWrapped: true}}}
+			break
 		}
 		art.Parts = a2a.ContentParts{a2a.DataPart{Data: obj}}
 	default:

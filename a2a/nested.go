@@ -36,12 +36,11 @@ type opened struct{ working bool }
 
 var _ supervisor.Observer = (*TreeObserver)(nil)
 
-// Metadata keys of nested tasks, besides MetaParentTask, MetaAgentPath and
-// MetaRunID.
-const (
-	MetaProvider    = "agentd/provider"    // "local", or the peer the subagent was delegated to
-	MetaDisposition = "agentd/disposition" // how its parent waits for it: sync, async or detach
-)
+// MetaDisposition is the metadata key of a nested task saying how its parent
+// waits for it: sync, async or detach. Nested tasks also carry MetaParentTask,
+// MetaAgentPath, MetaRunID and MetaProvider ("local", or the peer the subagent
+// was delegated to).
+const MetaDisposition = "agentd/disposition"
 
 // Attach sets the engine the tasks are kept in. The engine is built after the
 // supervisor (its executor needs the supervisor), hence the late binding.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentd/agentd/api"
@@ -17,8 +18,18 @@ import (
 // numbered line each. A line whose spawn the chokepoint refused (a cap, the
 // rate) is answered by the parent itself, so the answer does not depend on the
 // caps. It is a scripted model (script.go) whose steps are built from the
-// objective.
-func newDemoModel() *scriptedModel { return &scriptedModel{plan: demoPlan} }
+// objective. "builtin:demo=DURATION" thinks that long before its first turn (a
+// slow model, for trying streaming, follow-ups and cancellation); the wait ends
+// early when the run is cancelled.
+func newDemoModel(think time.Duration) *scriptedModel {
+	plan := demoPlan
+	if think > 0 {
+		plan = func(req *Request) []step {
+			return append([]step{{kind: stepSleep, d: think}}, demoPlan(req)...)
+		}
+	}
+	return &scriptedModel{plan: plan}
+}
 
 func demoPlan(req *Request) []step {
 	var lines []string

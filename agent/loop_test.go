@@ -120,7 +120,7 @@ func TestSystemPromptFromContract(t *testing.T) {
 // TestDemoModel covers a one-line objective; the fan-out of several lines is
 // TestDemoFansOut in script_test.go.
 func TestDemoModel(t *testing.T) {
-	r, _ := newDemoModel().Complete(context.Background(), &Request{System: "sys", Objective: "hello brave world"})
+	r, _ := newDemoModel(0).Complete(context.Background(), &Request{System: "sys", Objective: "hello brave world"})
 	if r.Content != `"hello brave world" has 3 words and 17 characters` {
 		t.Fatalf("one line: %q", r.Content)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/api"
 )
@@ -118,10 +119,17 @@ var ErrUnreachable = errors.New("agent: intelligence endpoint unreachable")
 // key is the API key for an HTTP endpoint (from the environment or a file,
 // never argv); empty sends no Authorization header.
 func NewModel(spec api.Intelligence, key string) (Model, error) {
-	name, arg, _ := strings.Cut(spec.Endpoint, "=")
+	name, arg, hasArg := strings.Cut(spec.Endpoint, "=")
 	switch name {
 	case "builtin:demo":
-		return newDemoModel(), nil
+		if !hasArg {
+			return newDemoModel(0), nil
+		}
+		d, err := time.ParseDuration(arg)
+		if err != nil || d < 0 || d > time.Hour {
+			return nil, fmt.Errorf("agent: %q: want builtin:demo=DURATION (a think time up to 1h, such as 2s)", spec.Endpoint)
+		}
+		return newDemoModel(d), nil
 	case "builtin:wait":
 		return waitModel{}, nil
 	case "builtin:script":

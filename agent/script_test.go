@@ -282,7 +282,7 @@ func TestDemoFansOut(t *testing.T) {
 	p := payload()
 	p.Contract.Objective = "a b\n\n  c  \nd e f"
 	sup := &fakeSupervisor{refuse: map[int]string{2: "spawn denied: max_inflight 4 reached"}}
-	l := &Loop{Payload: p, Model: newDemoModel(), Tools: offeredTools(p), Caller: sup, Report: &usageLog{}}
+	l := &Loop{Payload: p, Model: newDemoModel(0), Tools: offeredTools(p), Caller: sup, Report: &usageLog{}}
 	res := l.Run(context.Background())
 	if res.Status != api.StatusCompleted {
 		t.Fatalf("result %+v", res)

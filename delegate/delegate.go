@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/agentd/agentd/api"
@@ -51,6 +52,24 @@ type Request struct {
 	// Hops lists the agentd instances this delegation has passed through, for
 	// cycle detection across the mesh.
 	Hops []string
+	// Depth is the mesh-wide depth the delegated work sits at: 0 for a root
+	// message from a plain client. A remote provider counts the hop itself as
+	// one more level.
+	Depth int
+	// MaxDepth is the mesh-wide depth cap; 0 leaves it to each provider.
+	MaxDepth int
+	// DepthLimit, when positive, is a limit the requester sets on how many
+	// levels the delegate may nest below itself, which the delegate must
+	// enforce (the depth_limit capability). Zero asks for none: the
+	// delegate's own caps apply, and a delegate outside the mesh is a leaf.
+	DepthLimit int
+}
+
+// Preparer is implemented by a provider that must do some I/O (reading a
+// remote agent card) before its Capabilities are meaningful. The router calls
+// Prepare before checking capabilities; an error refuses the request.
+type Preparer interface {
+	Prepare(ctx context.Context) error
 }
 
 // Run is one started delegation. Implementations are safe for concurrent use.
@@ -72,9 +91,13 @@ var (
 	ErrUnsupportedCapability = errors.New("UNSUPPORTED_CAPABILITY")
 )
 
-// Rule routes a request to a provider when Match returns true.
+// AnySkill is the rule skill that matches every request.
+const AnySkill = "*"
+
+// Rule routes a request naming Skill to Provider. The skill AnySkill matches
+// every request.
 type Rule struct {
-	Skill    string // matches Request.Skill when non-empty
+	Skill    string
 	Provider string
 }
 
@@ -98,6 +121,14 @@ func (r *Router) Register(p Provider) error {
 	}
 	r.providers[p.Name()] = p
 	return nil
+}
+
+// Provider returns the provider registered under name.
+func (r *Router) Provider(name string) (Provider, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.providers[name]
+	return p, ok
 }
 
 // SetRules replaces the routing rules; the first match wins.
@@ -127,7 +158,7 @@ func (r *Router) Route(req Request) (Provider, error) {
 	name := req.Provider
 	if name == "" {
 		for _, rule := range r.rules {
-			if rule.Skill != "" && rule.Skill == req.Skill {
+			if rule.Skill == AnySkill || (rule.Skill != "" && rule.Skill == req.Skill) {
 				name = rule.Provider
 				break
 			}
@@ -151,18 +182,27 @@ func (r *Router) Start(ctx context.Context, req Request) (Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if pr, ok := p.(Preparer); ok {
+		if err := pr.Prepare(ctx); err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.Name(), err)
+		}
+	}
 	if err := CheckCapabilities(p.Capabilities(), Needs(req)); err != nil {
 		return nil, fmt.Errorf("provider %s: %w", p.Name(), err)
 	}
 	return p.Start(ctx, req)
 }
 
-// Needs returns the start-time capabilities req depends on.
+// Needs returns the start-time capabilities req asks for: an output schema
+// (JSON output with a schema), a depth limit (Request.DepthLimit), a tool
+// filter (a non-empty tool allowlist). The limits every request carries
+// (steps, tokens, deadline, breadth) need none: they are enforced by the
+// caller too (the deadline locally, usage as reported).
 func Needs(req Request) Capabilities {
 	f := req.Payload.Contract.OutputFormat
 	return Capabilities{
 		OutputSchema: f.Kind == api.FormatJSON && len(f.Schema) > 0,
-		DepthLimit:   req.Payload.Limits.MaxChildren > 0,
+		DepthLimit:   req.DepthLimit > 0,
 		ToolFilter:   len(req.Payload.Scope.Allow) > 0,
 	}
 }
@@ -183,4 +223,15 @@ func CheckCapabilities(has, needs Capabilities) error {
 		return fmt.Errorf("%w: %v", ErrUnsupportedCapability, missing)
 	}
 	return nil
+}
+
+// ParseRule parses a routing rule as the --route flag writes it:
+// SKILL=PROVIDER, where SKILL may be AnySkill ("*").
+func ParseRule(s string) (Rule, error) {
+	skill, provider, ok := strings.Cut(s, "=")
+	skill, provider = strings.TrimSpace(skill), strings.TrimSpace(provider)
+	if !ok || skill == "" || provider == "" || strings.ContainsAny(skill+provider, " ,=") {
+		return Rule{}, fmt.Errorf("route %q: want SKILL=PROVIDER (SKILL may be %q), such as research=peer:b", s, AnySkill)
+	}
+	return Rule{Skill: skill, Provider: provider}, nil
 }

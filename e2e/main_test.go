@@ -112,11 +112,21 @@ func startService(t *testing.T, args ...string) *service {
 		close(s.waited)
 	}()
 	t.Cleanup(func() {
+		kids := children(cmd.Process.Pid)
 		cmd.Process.Kill()
 		<-s.waited
 		if t.Failed() {
 			t.Logf("agentd log:\n%s", s.logs.String())
 		}
+		// The service's children die with it (PDEATHSIG): none is left behind.
+		waitFor(t, 10*time.Second, "the service's children gone", func() bool {
+			for _, k := range kids {
+				if alive(k) {
+					return false
+				}
+			}
+			return true
+		})
 	})
 	select {
 	case addr := <-listening:

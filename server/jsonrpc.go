@@ -6,15 +6,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
 	a2abind "github.com/agentd/agentd/a2a"
+	a2av1 "github.com/agentd/agentd/a2a/v1"
 )
+
+// DefaultSSEKeepAlive is how often an idle event stream gets an SSE comment.
+const DefaultSSEKeepAlive = 15 * time.Second
 
 // JSON-RPC 2.0 and A2A error codes.
 const (
@@ -56,11 +63,22 @@ type rpcRequest struct {
 	ID      json.RawMessage `json:"id"`
 }
 
-// RPCError is a JSON-RPC error object.
+// RPCError is a JSON-RPC error object. Data is an object with a "detail" for
+// A2A 0.3 and an array of google.rpc.ErrorInfo for A2A 1.0.
 type RPCError struct {
-	Code    int            `json:"code"`
-	Message string         `json:"message"`
-	Data    map[string]any `json:"data,omitempty"`
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+// detail returns the error's human-readable detail, if it has one.
+func (e *RPCError) detail() string {
+	if m, ok := e.Data.(map[string]any); ok {
+		if d, ok := m["detail"].(string); ok {
+			return d
+		}
+	}
+	return ""
 }
 
 func (e *RPCError) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
@@ -92,6 +110,38 @@ var errorCodes = []struct {
 	{a2a.ErrAuthenticatedExtendedCardNotConfigured, CodeNoExtendedCard},
 	{a2a.ErrInternalError, CodeInternalError},
 	{a2a.ErrServerError, CodeServerError},
+}
+
+// CodeVersionNotSupported answers a request whose A2A-Version header names a
+// version this server does not speak.
+const CodeVersionNotSupported = a2av1.CodeVersionNotSupported
+
+// VersionHeader is the HTTP header that names the A2A protocol version of a
+// request (A2A 1.0 section 3.6); an empty one means 0.3.
+const VersionHeader = "A2A-Version"
+
+// requestVersion reads the A2A-Version header: "" for none, else "0.3" or
+// "1.0" (a patch number is ignored). Any other version is an error.
+func requestVersion(h http.Header) (string, error) {
+	v := strings.TrimSpace(h.Get(VersionHeader))
+	if v == "" {
+		return "", nil
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) > 3 {
+		return "", fmt.Errorf("A2A-Version %q is not a version", v)
+	}
+	mm := parts[0]
+	if len(parts) > 1 {
+		mm += "." + parts[1]
+	} else {
+		mm += ".0"
+	}
+	switch mm {
+	case a2abind.Version03, a2av1.Version:
+		return mm, nil
+	}
+	return "", fmt.Errorf("A2A-Version %q is not supported: this agent speaks %s and %s", v, a2abind.Version03, a2av1.Version)
 }
 
 // toRPCError turns a handler error into a JSON-RPC error with the right code.
@@ -157,9 +207,10 @@ type Method func(ctx context.Context, params json.RawMessage) (any, error)
 
 // rpcHandler serves the JSON-RPC endpoint.
 type rpcHandler struct {
-	h       a2asrv.RequestHandler
-	extra   map[string]Method
-	maxBody int64
+	h         a2asrv.RequestHandler
+	extra     map[string]Method
+	maxBody   int64
+	keepAlive time.Duration // SSE comment interval on idle streams
 }
 
 func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -203,6 +254,7 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	version, verr := requestVersion(r.Header)
 	if m, ok := rh.extra[method]; ok {
 		res, err := m(ctx, req.Params)
 		if err != nil {
@@ -212,9 +264,29 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPC(w, id, res, nil)
 		return
 	}
+	v1 := a2av1.IsMethod(method)
+	switch {
+	case verr != nil:
+		rerr := &RPCError{Code: CodeVersionNotSupported, Message: "version not supported", Data: map[string]any{"detail": verr.Error()}}
+		if v1 {
+			rerr = asV1(rerr)
+		}
+		writeRPC(w, id, nil, rerr)
+		return
+	case v1 && version == a2abind.Version03:
+		writeRPC(w, id, nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + method + " is an A2A 1.0 method and the request declared A2A-Version 0.3"})
+		return
+	case v1:
+		rh.serveV1(w, r, id, method, req.Params)
+		return
+	case version == a2av1.Version:
+		writeRPC(w, id, nil, asV1(&RPCError{Code: CodeMethodNotFound, Message: "method not found: " + method + " is not an A2A 1.0 method (the request declared A2A-Version 1.0)"}))
+		return
+	}
+	ctx = a2abind.WithVersion(ctx, a2abind.Version03)
 	switch method {
 	case MethodStream, MethodResubscribe:
-		rh.serveStream(w, r, id, method, req.Params)
+		rh.serveStream(w, r.WithContext(ctx), id, method, req.Params)
 		return
 	}
 	res, rerr := rh.call(ctx, method, req.Params)
@@ -285,8 +357,10 @@ func (rh *rpcHandler) call(ctx context.Context, method string, params json.RawMe
 }
 
 // serveStream answers message/stream and tasks/resubscribe with server-sent
-// events, one JSON-RPC response per event. Errors found before the stream
-// starts are a plain JSON-RPC error response.
+// events, one JSON-RPC response per event. Every answer to a streaming method
+// is a stream: an error, even one found before any event (bad params, an
+// unknown task), is a single error event, which is what streaming clients
+// read.
 func (rh *rpcHandler) serveStream(w http.ResponseWriter, r *http.Request, id json.RawMessage, method string, params json.RawMessage) {
 	ctx := r.Context()
 	var events iter.Seq2[a2a.Event, error]
@@ -294,52 +368,96 @@ func (rh *rpcHandler) serveStream(w http.ResponseWriter, r *http.Request, id jso
 	case MethodStream:
 		var p a2a.MessageSendParams
 		if e := decodeParams(params, &p); e != nil {
-			writeRPC(w, id, nil, e)
-			return
+			events = failed(e)
+			break
 		}
 		if err := a2abind.ValidateSendParams(&p); err != nil {
-			writeRPC(w, id, nil, toRPCError(err))
-			return
+			events = failed(err)
+			break
 		}
 		events = rh.h.OnSendMessageStream(ctx, &p)
 	default:
 		var p a2a.TaskIDParams
 		if e := decodeParams(params, &p); e != nil {
-			writeRPC(w, id, nil, e)
-			return
+			events = failed(e)
+			break
 		}
 		events = rh.h.OnResubscribeToTask(ctx, &p)
 	}
+	rh.writeSSE(w, r, id, events, func(ev a2a.Event) any { return ev }, toRPCError)
+}
+
+// failed is a stream of one error.
+func failed(err error) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) { yield(nil, err) }
+}
+
+// writeSSE streams events as server-sent events, each a JSON-RPC response
+// with the request's id: conv shapes a result, errConv an error (which ends
+// the stream). An idle stream gets an SSE comment every keepAlive so proxies
+// and clients with read timeouts keep it open.
+func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.RawMessage, events iter.Seq2[a2a.Event, error], conv func(a2a.Event) any, errConv func(error) *RPCError) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeRPC(w, id, nil, &RPCError{Code: CodeInternalError, Message: "streaming is not supported on this connection"})
 		return
 	}
-	next, stop := iter.Pull2(events)
-	defer stop()
-	ev, err, more := next()
-	if !more {
-		writeRPC(w, id, nil, &RPCError{Code: CodeInternalError, Message: "the stream ended before any event"})
-		return
+	type item struct {
+		ev  a2a.Event
+		err error
 	}
-	if err != nil {
-		// Nothing was streamed yet: answer like a non-streaming call.
-		writeRPC(w, id, nil, toRPCError(err))
-		return
-	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	items := make(chan item)
+	go func() {
+		defer close(items)
+		for ev, err := range events {
+			select {
+			case items <- item{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	keepAlive := rh.keepAlive
+	if keepAlive <= 0 {
+		keepAlive = DefaultSSEKeepAlive
+	}
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
 	seq := 0
 	for {
+		var it item
+		select {
+		case v, more := <-items:
+			if !more {
+				return
+			}
+			it = v
+		case <-tick.C:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+			continue
+		case <-ctx.Done():
+			return
+		}
 		seq++
 		resp := rpcResponse{JSONRPC: "2.0", ID: id}
-		if err != nil {
-			resp.Error = toRPCError(err)
+		if it.err != nil {
+			resp.Error = errConv(it.err)
 		} else {
-			resp.Result = ev
+			resp.Result = conv(it.ev)
 		}
 		b, merr := json.Marshal(resp)
 		if merr != nil {
@@ -349,11 +467,7 @@ func (rh *rpcHandler) serveStream(w http.ResponseWriter, r *http.Request, id jso
 			return
 		}
 		flusher.Flush()
-		if err != nil {
-			return
-		}
-		ev, err, more = next()
-		if !more {
+		if it.err != nil {
 			return
 		}
 	}

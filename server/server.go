@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/go-chi/chi/v5"
+
+	a2abind "github.com/agentd/agentd/a2a"
+	a2av1 "github.com/agentd/agentd/a2a/v1"
 )
 
 // DefaultMaxBody is the default request body cap.
@@ -30,6 +34,9 @@ type Config struct {
 	Healthy func() bool
 	Ready   func() bool
 	Log     *slog.Logger
+	// SSEKeepAlive is how often an idle event stream gets an SSE comment;
+	// default DefaultSSEKeepAlive.
+	SSEKeepAlive time.Duration
 }
 
 // Handler returns the service's HTTP handler: POST / is the JSON-RPC endpoint,
@@ -41,11 +48,11 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	card, err := json.Marshal(cfg.Card)
+	card, err := cardJSON(cfg.Card)
 	if err != nil {
 		panic("server: agent card does not encode: " + err.Error())
 	}
-	rpc := &rpcHandler{h: cfg.Handler, extra: cfg.Methods, maxBody: cfg.MaxBody}
+	rpc := &rpcHandler{h: cfg.Handler, extra: cfg.Methods, maxBody: cfg.MaxBody, keepAlive: cfg.SSEKeepAlive}
 	r := chi.NewRouter()
 	r.Post("/", rpc.ServeHTTP)
 	serveCard := func(w http.ResponseWriter, _ *http.Request) {
@@ -60,6 +67,25 @@ func Handler(cfg Config) http.Handler {
 		r.Get(BlobPath, serveBlob(cfg.Blobs))
 	}
 	return r
+}
+
+// cardJSON encodes the card for both protocol versions: the A2A 0.3 fields
+// (url, protocolVersion, preferredTransport) and the A2A 1.0 supportedInterfaces,
+// which list the one JSON-RPC endpoint twice, 1.0 first, since it serves both.
+func cardJSON(card *a2a.AgentCard) ([]byte, error) {
+	b, err := json.Marshal(card)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	doc["supportedInterfaces"] = []a2av1.AgentInterface{
+		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: a2av1.Version},
+		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: a2abind.Version03},
+	}
+	return json.Marshal(doc)
 }
 
 func probe(ok func() bool) http.HandlerFunc {

@@ -51,9 +51,23 @@ func post(t *testing.T, h http.Handler, body string) (*http.Response, rpcReply) 
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/", strings.NewReader(body)))
 	resp := rec.Result()
 	var r rpcReply
-	if resp.StatusCode == 200 && resp.Header.Get("Content-Type") == "application/json" {
+	if resp.StatusCode != 200 {
+		return resp, r
+	}
+	switch resp.Header.Get("Content-Type") {
+	case "application/json":
 		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 			t.Fatalf("bad JSON-RPC reply: %v", err)
+		}
+	case "text/event-stream":
+		// The first event of a stream.
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				if err := json.Unmarshal([]byte(data), &r); err != nil {
+					t.Fatalf("bad JSON-RPC event: %v", err)
+				}
+				break
+			}
 		}
 	}
 	return resp, r
@@ -82,12 +96,25 @@ func TestJSONRPCErrorCodes(t *testing.T) {
 		{"stream, bad params", `{"jsonrpc":"2.0","id":9,"method":"message/stream","params":{"message":{}}}`, CodeInvalidParams, "9"},
 		{"resubscribe, unknown task", `{"jsonrpc":"2.0","id":10,"method":"tasks/resubscribe","params":{"id":"nope"}}`, CodeTaskNotFound, "10"},
 		{"push config", `{"jsonrpc":"2.0","id":11,"method":"tasks/pushNotificationConfig/get","params":{"id":"x"}}`, CodePushNotSupported, "11"},
+		{"1.0 unknown task", `{"jsonrpc":"2.0","id":12,"method":"GetTask","params":{"id":"nope"}}`, CodeTaskNotFound, "12"},
+		{"1.0 bad role", `{"jsonrpc":"2.0","id":13,"method":"SendMessage","params":{"message":{"messageId":"m","role":"user","parts":[{"text":"x"}]}}}`, CodeInvalidParams, "13"},
+		{"1.0 part with two contents", `{"jsonrpc":"2.0","id":14,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x","url":"https://x/y"}]}}}`, CodeInvalidParams, "14"},
+		{"1.0 stream, no message", `{"jsonrpc":"2.0","id":15,"method":"SendStreamingMessage","params":{}}`, CodeInvalidParams, "15"},
+		{"1.0 subscribe, unknown task", `{"jsonrpc":"2.0","id":16,"method":"SubscribeToTask","params":{"id":"nope"}}`, CodeTaskNotFound, "16"},
+		{"1.0 extended card", `{"jsonrpc":"2.0","id":17,"method":"GetExtendedAgentCard"}`, CodeUnsupportedOp, "17"},
 	}
+	streaming := map[string]bool{"stream, bad params": true, "resubscribe, unknown task": true, "1.0 stream, no message": true, "1.0 subscribe, unknown task": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, r := post(t, h, tt.body)
-			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-				t.Fatalf("content type %q", ct)
+			want := "application/json"
+			if streaming[tt.name] {
+				// A streaming method always answers with a stream; an error is
+				// its one event.
+				want = "text/event-stream"
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != want {
+				t.Fatalf("content type %q, want %q", ct, want)
 			}
 			if r.Error == nil || r.Error.Code != tt.code {
 				t.Fatalf("error = %+v, want code %d", r.Error, tt.code)

@@ -49,6 +49,9 @@ type core struct {
 	key           string        // the intelligence API key, read from env or file
 	rlimitASB     uint64        // --rlimit-as in bytes, after validate
 	blobRetention time.Duration // how long a stored distillate outlives its task; 0 is the supervisor's default
+
+	// delegator, if set, starts nested spawns on non-local providers.
+	delegator supervisor.Delegator
 }
 
 func addCore(f *flags) *core {
@@ -237,6 +240,7 @@ func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*superv
 		Caps:       c.caps(),
 		Observer:   obs,
 		Blobs:      supervisor.BlobConfig{Retention: c.blobRetention},
+		Delegator:  c.delegator,
 
 		ChildDeadline:   *c.childDeadline,
 		ExecDeadline:    *c.execDeadline,

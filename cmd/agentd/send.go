@@ -84,6 +84,18 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintln(stdout, partsText(v.Parts))
 			return nil
 		}
+		// A server that bounds blocking sends answers with the running task:
+		// poll it to its end.
+		for wait := 50 * time.Millisecond; !task.Status.State.Terminal(); wait = min(2*wait, 2*time.Second) {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return fmt.Errorf("task %s still %s: %w", task.ID, task.Status.State, ctx.Err())
+			}
+			if task, err = client.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID}); err != nil {
+				return fmt.Errorf("tasks/get: %w", err)
+			}
+		}
 	}
 	fmt.Fprintf(stdout, "task %s: %s%s\n", task.ID, task.Status.State, statusText(task.Status))
 	for _, art := range task.Artifacts {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+
 	a2abind "github.com/agentd/agentd/a2a"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
@@ -30,6 +32,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	publicURL := f.string("public-url", "AGENT_PUBLIC_URL", "", "the URL peers reach this service at, for the agent card (default derived from --listen)")
 	taskCapacity := f.int("task-capacity", "AGENT_TASK_CAPACITY", 10000, "tasks the store holds; finished ones are evicted oldest first")
 	taskRetention := f.duration("task-retention", "AGENT_TASK_RETENTION", time.Hour, "how long a finished task stays readable")
+	m := addMesh(f)
 	c := addCore(f)
 	if err := f.parse(args); err != nil {
 		return err
@@ -53,9 +56,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *taskRetention <= 0 {
 		return usageError("--task-retention must be a positive duration (got %s)", *taskRetention)
 	}
+	if err := m.validate(); err != nil {
+		return err
+	}
 
 	log := c.logger(stderr)
 	c.blobRetention = *taskRetention // a stored distillate stays readable as long as its task
+	router := &delegate.Router{}
+	lineages := &delegate.Lineages{}
+	c.delegator = delegate.Delegator{Router: router, Lineages: lineages}
 	// Every nested subagent is an A2A task too; the observer records them in
 	// the engine built below.
 	nested := &a2abind.TreeObserver{Log: log}
@@ -63,10 +72,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	router := &delegate.Router{}
 	if err := router.Register(delegate.Local{Sup: sup}); err != nil {
 		return err
 	}
+	if err := m.registerPeers(router, log); err != nil {
+		return err
+	}
+	instance := uuid.Must(uuid.NewV7()).String()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
@@ -82,9 +94,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Intelligence: c.intelligenceSpec(),
 		Scope:        c.rootScope(),
 		PublicURL:    url,
+		Instance:     instance,
+		MaxDepth:     *c.maxDepth,
+		Lineages:     lineages,
 		Log:          log,
 	})
-	engine := a2abind.NewEngine(a2abind.NewStore(*taskCapacity, *taskRetention), exec, log)
+	store := a2abind.NewStore(*taskCapacity, *taskRetention)
+	pusher := a2abind.NewPusher(a2abind.PushSettings{Policy: a2abind.PushPolicy{Allow: m.pushAllow}, Log: log}, store.ListPush)
+	defer pusher.Close()
+	engine := a2abind.NewEngine(store, exec, log, a2abind.WithSendWait(*m.sendWait), a2abind.WithPusher(pusher))
 	nested.PublicURL = url
 	nested.Attach(engine)
 
@@ -96,6 +114,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Description: "An A2A mesh service that runs each task as a tree of supervised subagents.",
 			URL:         url,
 			Version:     version,
+			Instance:    instance,
+			MaxDepth:    *c.maxDepth,
+			Push:        engine.PushEnabled(),
 		}),
 		Ready: func() bool { return !draining.Load() },
 		Blobs: sup,
@@ -104,7 +125,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("serving", "listen", ln.Addr().String(), "url", url, "intelligence", *c.intelligence)
+	log.Info("serving", "listen", ln.Addr().String(), "url", url, "intelligence", *c.intelligence, "instance", instance, "peers", router.Providers())
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
