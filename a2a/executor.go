@@ -63,7 +63,9 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		}
 		return x.refuse(ctx, reqCtx, q, state, "delegation refused: "+err.Error())
 	}
-	if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
+	working := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)
+	working.Metadata = CallerMetadata(ctx) // who asked, on the task
+	if err := q.Write(ctx, working); err != nil {
 		run.Cancel("task event refused")
 		<-run.Done()
 		return err
@@ -85,6 +87,7 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 func (x *Executor) refuse(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, state a2a.TaskState, text string) error {
 	ev := a2a.NewStatusUpdateEvent(reqCtx, state, a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: text}))
 	ev.Final = true
+	ev.Metadata = CallerMetadata(ctx)
 	return q.Write(ctx, ev)
 }
 

@@ -16,6 +16,8 @@ const (
 	MethodEvent    = "loop/event"  // up: params LoopEvent
 	MethodToolCall = "tool/call"   // up, a request with an id: params ToolCall; answered with a ToolResult
 	MethodResult   = "result"      // up, the last frame: params SubagentResult
+	MethodPause    = "ctrl/pause"  // down, no params: hold before the next model call
+	MethodResume   = "ctrl/resume" // down, no params: go on after ctrl/pause
 )
 
 // Environment variables of subagent mode.

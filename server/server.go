@@ -24,6 +24,10 @@ type Config struct {
 	Methods map[string]Method
 	// MaxBody caps request bodies; default DefaultMaxBody.
 	MaxBody int64
+	// Auth authenticates and authorizes callers of the JSON-RPC endpoint; nil
+	// admits everyone as an anonymous peer (loopback development mode). The
+	// Methods are served to operators only; anyone else gets -32601.
+	Auth *Auth
 	// Healthy and Ready report liveness and readiness; nil means always.
 	Healthy func() bool
 	Ready   func() bool
@@ -43,9 +47,14 @@ func Handler(cfg Config) http.Handler {
 	if err != nil {
 		panic("server: agent card does not encode: " + err.Error())
 	}
-	rpc := &rpcHandler{h: cfg.Handler, extra: cfg.Methods, maxBody: cfg.MaxBody}
+	rpc := &rpcHandler{h: cfg.Handler, extra: operatorOnly(cfg.Methods), maxBody: cfg.MaxBody}
+	auth := cfg.Auth
+	if auth == nil {
+		auth = &Auth{Open: true, Log: cfg.Log}
+	}
 	r := chi.NewRouter()
-	r.Post("/", rpc.ServeHTTP)
+	r.Use(checkOrigin)
+	r.Method(http.MethodPost, "/", auth.Middleware(rpc))
 	serveCard := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(card)
@@ -54,6 +63,14 @@ func Handler(cfg Config) http.Handler {
 	r.Get("/.well-known/agent.json", serveCard) // the pre-0.3 location
 	r.Get("/healthz", probe(cfg.Healthy))
 	r.Get("/readyz", probe(cfg.Ready))
+	return r
+}
+
+// ProbeHandler serves only /healthz and /readyz: the separate probe listener.
+func ProbeHandler(healthy, ready func() bool) http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", probe(healthy))
+	r.Get("/readyz", probe(ready))
 	return r
 }
 

@@ -33,6 +33,7 @@ func (s *Supervisor) killSubtree(n *node, v verdict, reason string) {
 		m.mu.Unlock()
 	}
 	if len(fresh) > 0 {
+		s.releaseHeld(fresh) // spawns held by a pause end without a process
 		go s.ladder(fresh, reason)
 	}
 }

@@ -143,7 +143,13 @@ func (n *node) subtree() []*node {
 func (s *Supervisor) run(n *node) {
 	defer s.wg.Done()
 	log := s.log.With("run_id", n.payload.Telemetry.RunID, "agent_path", n.payload.AgentPath, "task_id", n.handle)
-	res := s.supervise(n, log)
+	var res api.SubagentResult
+	if s.holdWhilePaused(n) {
+		res = s.supervise(n, log)
+	} else {
+		res = heldResult(n)
+	}
+	s.forgetPause(n)
 	n.final = res
 	s.mu.Lock()
 	delete(s.nodes, n.handle)
@@ -217,6 +223,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "write spawn payload: " + err.Error()}, log)
 	}
 	p.spawned.Store(true)
+	s.syncPause(n, p) // a child spawned while paused holds before its first model call
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeProgress(n.info())
 	}

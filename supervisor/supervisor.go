@@ -157,6 +157,8 @@ type Supervisor struct {
 	caps   Caps
 
 	selfTools map[string]selfTool // fixed after New
+
+	pause pauseGate // a2a.Pause / a2a.Resume; see pause.go
 }
 
 // New returns a supervisor. It starts the process-wide reaper.
