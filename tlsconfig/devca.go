@@ -250,3 +250,41 @@ func newSerial() (*big.Int, error) {
 	}
 	return n, nil
 }
+
+// LoadDevCA reads a CA written by WriteDevSet (ca.pem and ca-key.pem), to mint
+// more SVIDs in the same trust domain.
+func LoadDevCA(certPath, keyPath string) (*DevCA, error) {
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	if cb == nil || cb.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%s: no PEM certificate", certPath)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", certPath, err)
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return nil, fmt.Errorf("%s: no PEM key", keyPath)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keyPath, err)
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok || len(cert.URIs) != 1 {
+		return nil, fmt.Errorf("%s: not a dev CA written by agentd certs", certPath)
+	}
+	id, err := spiffeid.FromURI(cert.URIs[0])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", certPath, err)
+	}
+	return &DevCA{TrustDomain: id.TrustDomain(), Cert: cert, Key: signer}, nil
+}
