@@ -333,6 +333,12 @@ func TestIdentityMatrixAgainstTheBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, ok := card.SecuritySchemes["mtls"]; !ok || len(card.Security) != 2 {
+		t.Fatalf("the card does not declare mTLS and bearer: %+v %+v", card.SecuritySchemes, card.Security)
+	}
+	if _, ok := card.SecuritySchemes["bearer"]; !ok {
+		t.Fatalf("the card does not declare bearer: %+v", card.SecuritySchemes)
+	}
 	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(peer))
 	if err != nil {
 		t.Fatal(err)

@@ -98,6 +98,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Description: "An A2A mesh service that runs each task as a tree of supervised subagents.",
 			URL:         url,
 			Version:     version,
+			MutualTLS:   id.src != nil,
+			Bearer:      id.auth.JWT || id.auth.Tokens.Len() > 0,
 		}),
 		Methods: op.Methods(),
 		Auth:    id.auth,
