@@ -36,6 +36,7 @@ fuzz:
 	$(GO) test ./api -run '^$$' -fuzz FuzzReadFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzJSONRPC -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzParseTokens -fuzztime $(FUZZTIME)
+	$(GO) test ./tlsconfig -run '^$$' -fuzz FuzzParsePolicy -fuzztime $(FUZZTIME)
 
 # test-spire: a real SPIRE server and agent on 127.0.0.1 issue the SVIDs of two
 # agentd services that call each other over mTLS. spire-server and spire-agent

@@ -479,3 +479,32 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// FuzzParsePolicy: flag values never panic the parser, and every ID it
+// accepts gets the role its list gives.
+func FuzzParsePolicy(f *testing.F) {
+	for _, s := range [][3]string{
+		{"spiffe://example.org/peer", "example.org", "spiffe://example.org/op"},
+		{"spiffe://a/b,spiffe://c/d", "x.y, z", ""},
+		{" , ", "spiffe://td", "spiffe://td/op,"},
+		{"spiffe://EXAMPLE.org/x", "bad domain", "https://x/y"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, peers, tds, ops string) {
+		p, err := tlsconfig.ParsePolicy([]string{peers}, []string{tds}, []string{ops})
+		if err != nil {
+			return
+		}
+		for _, id := range p.Operators {
+			if p.Role(id) != tlsconfig.RoleOperator {
+				t.Fatalf("operator %s has role %s", id, p.Role(id))
+			}
+		}
+		for _, id := range p.Peers {
+			if p.Role(id) < tlsconfig.RolePeer {
+				t.Fatalf("peer %s has role %s", id, p.Role(id))
+			}
+		}
+	})
+}
