@@ -467,7 +467,10 @@ func TestWorkloadAPIRotationUnderLoad(t *testing.T) {
 	}
 
 	// The socket comes from the standard environment variable.
-	p := startAgentd(t, []string{"SPIFFE_ENDPOINT_SOCKET=" + api.Addr}, "--health-listen", "127.0.0.1:0", "--allow-peer", "spiffe://example.org/peer")
+	// A generous --drain-grace: on a loaded machine a child may take more than
+	// the fast flags' 200ms to exit after its result, which the supervisor
+	// would call a crash; this test is about TLS, not that race.
+	p := startAgentd(t, []string{"SPIFFE_ENDPOINT_SOCKET=" + api.Addr}, "--health-listen", "127.0.0.1:0", "--allow-peer", "spiffe://example.org/peer", "--drain-grace", "5s")
 	if code := probe(t, probeClient, "https://"+p.health+"/healthz"); code != 200 {
 		t.Fatalf("/healthz before the first SVID: %d", code)
 	}

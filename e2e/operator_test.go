@@ -33,7 +33,9 @@ func startOpService(t *testing.T, args ...string) *opService {
 	}
 	tokenFile := filepath.Join(dir, "op-token")
 	os.WriteFile(tokenFile, []byte(opToken), 0o600)
-	all := append([]string{"--bearer-tokens-file", tokens, "--health-listen", "127.0.0.1:0"}, args...)
+	// --drain-grace 5s: a loaded machine may need more than 200ms between a
+	// child's result and its exit (args may set it again).
+	all := append([]string{"--bearer-tokens-file", tokens, "--health-listen", "127.0.0.1:0", "--drain-grace", "5s"}, args...)
 	return &opService{agentdProc: startAgentd(t, nil, all...), t: t, tokenFile: tokenFile}
 }
 
