@@ -141,6 +141,27 @@ func NewHTTPClient(cfg *tls.Config) *http.Client {
 	}}
 }
 
+// PeerHTTPClient returns the HTTP client for calling one A2A peer over mTLS:
+// it presents src's current SVID and accepts only a server whose SPIFFE ID is
+// peer, or, when peer is the zero ID, any server of src's own trust domain.
+// Rotations of src apply to new connections.
+func PeerHTTPClient(src Source, peer spiffeid.ID) *http.Client {
+	authorize := spiffetls.AuthorizeID(peer)
+	if peer.IsZero() {
+		authorize = func(id spiffeid.ID, _ [][]*x509.Certificate) error {
+			own, err := OwnID(src)
+			if err != nil {
+				return err
+			}
+			if !id.MemberOf(own.TrustDomain()) {
+				return fmt.Errorf("server %s is not in trust domain %s", id, own.TrustDomain())
+			}
+			return nil
+		}
+	}
+	return NewHTTPClient(ClientConfig(src, src, authorize))
+}
+
 // PeerID returns the SPIFFE ID of the peer's certificate. The certificate was
 // verified during the handshake; ok is false when the peer presented none.
 func PeerID(cs *tls.ConnectionState) (id spiffeid.ID, ok bool, err error) {

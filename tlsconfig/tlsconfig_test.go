@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
+	"log"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -507,4 +510,56 @@ func FuzzParsePolicy(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestPeerHTTPClient(t *testing.T) {
+	ca := newCA(t, td)
+	srv := source(mint(t, ca, srvID, tlsconfig.SVIDOptions{}), ca.Bundle())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id, ok, err := tlsconfig.PeerID(r.TLS)
+			if err != nil || !ok {
+				http.Error(w, "no peer", 401)
+				return
+			}
+			io.WriteString(w, id.String())
+		}),
+		TLSConfig: tlsconfig.ServerConfig(srv),
+		ErrorLog:  log.New(io.Discard, "", 0),
+	}
+	go hs.ServeTLS(ln, "", "")
+	defer hs.Close()
+	url := "https://" + ln.Addr().String() + "/"
+	me := source(mint(t, ca, peerID, tlsconfig.SVIDOptions{}), ca.Bundle())
+	for _, c := range []struct {
+		name string
+		peer spiffeid.ID
+		ok   bool
+	}{
+		{"expected server ID", srvID, true},
+		{"any server of our trust domain", spiffeid.ID{}, true},
+		{"another server ID", spiffeid.RequireFromPath(td, "/other"), false},
+	} {
+		resp, err := tlsconfig.PeerHTTPClient(me, c.peer).Get(url)
+		if !c.ok {
+			if err == nil {
+				resp.Body.Close()
+				t.Errorf("%s: accepted", c.name)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != peerID.String() {
+			t.Errorf("%s: the server saw %q", c.name, b)
+		}
+	}
 }
