@@ -21,6 +21,11 @@ type CardConfig struct {
 	MaxDepth int
 	// Push reports whether push notifications are offered.
 	Push bool
+	// MutualTLS and Bearer declare the security schemes in force: a SPIFFE
+	// X.509 SVID client certificate, and a bearer token (a JWT-SVID or a static
+	// token). Either one is enough.
+	MutualTLS bool
+	Bearer    bool
 }
 
 // Card returns the agent card served at /.well-known/agent-card.json. It
@@ -36,7 +41,7 @@ func Card(c CardConfig) *a2a.AgentCard {
 	if c.MaxDepth > 0 {
 		params["max_depth"] = c.MaxDepth
 	}
-	return &a2a.AgentCard{
+	card := &a2a.AgentCard{
 		Name:               c.Name,
 		Description:        c.Description,
 		URL:                c.URL,
@@ -64,4 +69,17 @@ func Card(c CardConfig) *a2a.AgentCard {
 			OutputModes: []string{"text/plain", "application/json"},
 		}},
 	}
+	schemes := a2a.NamedSecuritySchemes{}
+	if c.MutualTLS {
+		schemes["mtls"] = a2a.MutualTLSSecurityScheme{Description: "a SPIFFE X.509 SVID as the TLS client certificate"}
+		card.Security = append(card.Security, a2a.SecurityRequirements{"mtls": {}})
+	}
+	if c.Bearer {
+		schemes["bearer"] = a2a.HTTPAuthSecurityScheme{Scheme: "Bearer", BearerFormat: "JWT-SVID or static token", Description: "a JWT-SVID whose audience is this service's SPIFFE ID, or a static token"}
+		card.Security = append(card.Security, a2a.SecurityRequirements{"bearer": {}})
+	}
+	if len(schemes) > 0 {
+		card.SecuritySchemes = schemes
+	}
+	return card
 }

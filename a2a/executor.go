@@ -147,7 +147,9 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		return api.SubagentResult{}, false, x.refuse(ctx, reqCtx, q, state, "delegation refused: "+err.Error())
 	}
 	if first {
-		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
+		working := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)
+		working.Metadata = CallerMetadata(ctx) // who asked, on the task
+		if err := q.Write(ctx, working); err != nil {
 			run.Cancel("task event refused")
 			<-run.Done()
 			return api.SubagentResult{}, false, err
@@ -165,8 +167,12 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 func (x *Executor) refuse(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, state a2a.TaskState, text string) error {
 	ev := a2a.NewStatusUpdateEvent(reqCtx, state, a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: text}))
 	ev.Final = true
+	ev.Metadata = CallerMetadata(ctx)
 	if state == a2a.TaskStateRejected {
-		ev.Metadata = map[string]any{MetaStatus: string(api.StatusRefused)}
+		if ev.Metadata == nil {
+			ev.Metadata = map[string]any{}
+		}
+		ev.Metadata[MetaStatus] = string(api.StatusRefused)
 	}
 	return q.Write(ctx, ev)
 }

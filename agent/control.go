@@ -31,6 +31,8 @@ type control struct {
 	nextID  uint64
 	pending map[uint64]chan *api.Frame
 	closed  bool
+
+	hold gate // closed between ctrl/pause and ctrl/resume
 }
 
 func newControl(r io.Reader, w io.Writer, log *slog.Logger) *control {
@@ -97,6 +99,12 @@ func (c *control) serve(cancel context.CancelCauseFunc) {
 			if err := c.w.Send(api.MethodPong, 0, p); err != nil {
 				c.log.Warn("pong failed", "err", err)
 			}
+		case f.Method == api.MethodPause:
+			c.log.Info("paused by the supervisor: holding before the next model call")
+			c.hold.pause()
+		case f.Method == api.MethodResume:
+			c.log.Info("resumed by the supervisor")
+			c.hold.resume()
 		case f.Method == api.MethodCancel:
 			var p api.Cancel
 			_ = api.DecodeParams(f, &p)

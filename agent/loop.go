@@ -44,6 +44,9 @@ type Loop struct {
 	// one, such a distillate is truncated inline and the detail says so.
 	Blobs BlobStore
 	Log   *slog.Logger
+	// Hold, if set, is called before each model call and blocks while the
+	// supervisor has paused the tree; an error (ctx ended) stops the loop.
+	Hold func(ctx context.Context) error
 }
 
 // Run drives the loop to a terminal status. It never returns an error: every
@@ -91,6 +94,9 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 		}
 		if usage.Steps >= p.Limits.MaxSteps {
 			return result(api.StatusExhaustedSteps, fmt.Sprintf("stopped after %d steps", usage.Steps))
+		}
+		if l.Hold != nil && l.Hold(ctx) != nil {
+			return stopped(ctx, result)
 		}
 		usage.Steps++
 		resp, err := l.Model.Complete(ctx, req)

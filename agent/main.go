@@ -72,7 +72,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	ctx, stop := context.WithTimeout(ctx, time.Duration(p.Limits.Deadline))
 	defer stop()
 	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
-	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log}
+	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait}
 	res := loop.Run(ctx)
 	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
 	return c.finish(res)

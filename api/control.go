@@ -18,6 +18,8 @@ const (
 	MethodToolCall = "tool/call"   // up, a request with an id: params ToolCall; answered with a ToolResult
 	MethodResult   = "result"      // up, the last frame: params SubagentResult
 	MethodBlobPut  = "blob/put"    // up, a request with an id: params BlobPut; answered with a BlobRef
+	MethodPause    = "ctrl/pause"  // down, no params: hold before the next model call
+	MethodResume   = "ctrl/resume" // down, no params: go on after ctrl/pause
 )
 
 // Environment variables of subagent mode.

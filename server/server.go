@@ -30,6 +30,10 @@ type Config struct {
 	MaxBody int64
 	// Blobs, if set, serves stored distillates at GET /blobs/{id}.
 	Blobs BlobSource
+	// Auth authenticates and authorizes callers of the JSON-RPC endpoint; nil
+	// admits everyone as an anonymous peer (loopback development mode). The
+	// Methods are served to operators only; anyone else gets -32601.
+	Auth *Auth
 	// Healthy and Ready report liveness and readiness; nil means always.
 	Healthy func() bool
 	Ready   func() bool
@@ -52,9 +56,14 @@ func Handler(cfg Config) http.Handler {
 	if err != nil {
 		panic("server: agent card does not encode: " + err.Error())
 	}
-	rpc := &rpcHandler{h: cfg.Handler, extra: cfg.Methods, maxBody: cfg.MaxBody, keepAlive: cfg.SSEKeepAlive}
+	rpc := &rpcHandler{h: cfg.Handler, extra: operatorOnly(cfg.Methods), maxBody: cfg.MaxBody, keepAlive: cfg.SSEKeepAlive}
+	auth := cfg.Auth
+	if auth == nil {
+		auth = &Auth{Open: true, Log: cfg.Log}
+	}
 	r := chi.NewRouter()
-	r.Post("/", rpc.ServeHTTP)
+	r.Use(checkOrigin)
+	r.Method(http.MethodPost, "/", auth.Middleware(rpc))
 	serveCard := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(card)
@@ -64,7 +73,8 @@ func Handler(cfg Config) http.Handler {
 	r.Get("/healthz", probe(cfg.Healthy))
 	r.Get("/readyz", probe(cfg.Ready))
 	if cfg.Blobs != nil {
-		r.Get(BlobPath, serveBlob(cfg.Blobs))
+		// The same authentication as the JSON-RPC endpoint.
+		r.Method(http.MethodGet, BlobPath, auth.Middleware(serveBlob(cfg.Blobs)))
 	}
 	return r
 }
@@ -73,6 +83,9 @@ func Handler(cfg Config) http.Handler {
 // (url, protocolVersion, preferredTransport) and the A2A 1.0 supportedInterfaces,
 // which list the one JSON-RPC endpoint twice, 1.0 first, since it serves both.
 func cardJSON(card *a2a.AgentCard) ([]byte, error) {
+	if card == nil {
+		return []byte("null"), nil
+	}
 	b, err := json.Marshal(card)
 	if err != nil {
 		return nil, err
@@ -86,6 +99,14 @@ func cardJSON(card *a2a.AgentCard) ([]byte, error) {
 		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: a2abind.Version03},
 	}
 	return json.Marshal(doc)
+}
+
+// ProbeHandler serves only /healthz and /readyz: the separate probe listener.
+func ProbeHandler(healthy, ready func() bool) http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", probe(healthy))
+	r.Get("/readyz", probe(ready))
+	return r
 }
 
 func probe(ok func() bool) http.HandlerFunc {

@@ -18,7 +18,8 @@ import (
 //     lives in the supervise loop's deadline timer.
 //   - B, the no-progress watchdog: every upward frame except ctrl/pong stamps
 //     the child's last progress; no progress for ProgressTimeout is stuck
-//     (status stalled, cause no_progress). The clock stops while the supervisor
+//     (status stalled, cause no_progress). Paused time (a2a.Pause) does not
+//     count. The clock also stops while the supervisor
 //     itself serves one of the child's tool calls (a sync subagent.spawn may
 //     take as long as the grandchild's deadline): waiting on the supervisor is
 //     not the child's stall.
@@ -224,6 +225,14 @@ func (s *Supervisor) watcher(n *node, p *proc, done <-chan struct{}, log *slog.L
 				return
 			}
 			if l.tools.Load() > 0 {
+				progress.Reset(s.cfg.ProgressTimeout)
+				continue
+			}
+			if s.Paused() {
+				// A paused child holds before its next model call on the
+				// operator's word: paused time is not a stall, and the full
+				// timeout starts again from the resume.
+				l.lastFrame.Store(l.now())
 				progress.Reset(s.cfg.ProgressTimeout)
 				continue
 			}

@@ -57,6 +57,7 @@ func (s *Supervisor) killSubtree(n *node, v verdict, reason string) {
 		}
 	}
 	if len(fresh) > 0 {
+		s.releaseHeld(fresh) // spawns held by a pause end without a process
 		go s.ladder(fresh, reason)
 	}
 }

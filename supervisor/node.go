@@ -153,7 +153,13 @@ func (n *node) subtree() []*node {
 func (s *Supervisor) run(n *node) {
 	defer s.wg.Done()
 	log := s.log.With("run_id", n.payload.Telemetry.RunID, "agent_path", n.payload.AgentPath, "task_id", n.handle)
-	res := s.supervise(n, log)
+	var res api.SubagentResult
+	if s.holdWhilePaused(n) {
+		res = s.supervise(n, log)
+	} else {
+		res = heldResult(n)
+	}
+	s.forgetPause(n)
 	n.final = res
 	if n.parent == nil {
 		// The task has ended: its blobs now live out their retention window.
@@ -248,6 +254,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 	p.spawned.Store(true)
 	stopWatch := s.watch(n, p, log) // detectors B and C
 	defer stopWatch()
+	s.syncPause(n, p) // a child spawned while paused holds before its first model call
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeProgress(n.info())
 	}

@@ -206,6 +206,7 @@ type Supervisor struct {
 	selfTools map[string]selfTool // fixed after New
 
 	blobs *blobStore
+	pause pauseGate // a2a.Pause / a2a.Resume; see pause.go
 }
 
 // New returns a supervisor. It starts the process-wide reaper.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -118,4 +119,37 @@ func (f *flags) parse(args []string) error {
 		return &exitError{code: 2, err: errors.Join(f.errs...)}
 	}
 	return nil
+}
+
+// listValue is a repeatable flag; each value may itself be comma-separated.
+// Values from the environment are replaced by the first value on the command
+// line.
+type listValue struct {
+	vals    []string
+	fromEnv bool
+}
+
+func (l *listValue) String() string { return strings.Join(l.vals, ",") }
+
+func (l *listValue) Set(v string) error {
+	if l.fromEnv {
+		l.vals, l.fromEnv = nil, false
+	}
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			l.vals = append(l.vals, s)
+		}
+	}
+	return nil
+}
+
+// list defines a repeatable flag whose default comes from env, comma-separated.
+func (f *flags) list(name, env, usage string) *listValue {
+	l := &listValue{}
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		_ = l.Set(v)
+		l.fromEnv = true
+	}
+	f.Var(l, name, usage+" (repeatable)"+envNote(env))
+	return l
 }

@@ -81,6 +81,8 @@ func init() {
 		"serve": {"run the A2A mesh service (supervisor + HTTPS server)", runServe},
 		"run":   {"one-shot: run one root subagent and exit with its status (= --mode once)", runOnce},
 		"send":  {"send a message to an A2A agent and print the task's state and artifact", runSend},
+		"ctl":   {"call an a2a.* operator method (drain, lame duck, pause, cancel, tree, caps)", runCtl},
+		"certs": {"mint a development CA and SPIFFE SVIDs for local mTLS", runCerts},
 	}
 }
 
@@ -114,6 +116,8 @@ Usage:
   agentd serve [flags]                 run the service (default --listen 127.0.0.1:8080)
   agentd run --instruction TEXT [flags] one-shot run; exit code from the root's status
   agentd send --to URL [--stream] TEXT  send a message to an A2A agent
+  agentd ctl METHOD --to URL [flags]    call an a2a.* operator method (a2a.Tree, a2a.Drain, ...)
+  agentd certs init --trust-domain TD --dir DIR   mint a dev CA and SVIDs for local mTLS
 
 Run "agentd COMMAND -h" for a command's flags.
 

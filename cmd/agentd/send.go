@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 
@@ -21,6 +20,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	to := f.string("to", "AGENT_SEND_TO", "", "base URL of the agent (its card is read from /.well-known/agent-card.json)")
 	stream := f.Bool("stream", false, "stream: print status updates as they arrive")
 	timeout := f.Duration("timeout", 15*time.Minute, "give up after this long")
+	creds := addClientFlags(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -35,7 +35,11 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer cancel()
 	// No total timeout on the client: it would cut long streams. The context
 	// bounds the call instead.
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, Proxy: http.ProxyFromEnvironment}}
+	hc, closeCreds, err := creds.httpClient(ctx, *to, newClientLogger(stderr))
+	defer closeCreds()
+	if err != nil {
+		return err
+	}
 	card, err := agentcard.NewResolver(hc).Resolve(ctx, *to)
 	if err != nil {
 		return fmt.Errorf("read the agent card of %s: %w", *to, err)

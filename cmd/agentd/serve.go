@@ -21,6 +21,7 @@ import (
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/tlsconfig"
 )
 
 // version is the service version the agent card reports.
@@ -34,6 +35,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	taskRetention := f.duration("task-retention", "AGENT_TASK_RETENTION", time.Hour, "how long a finished task stays readable")
 	m := addMesh(f)
 	c := addCore(f)
+	idf := addIdentity(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -42,13 +44,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := c.validate(); err != nil {
 		return err
-	}
-	loopback, err := server.IsLoopback(*listen)
-	if err != nil {
-		return usageError("--listen: %v", err)
-	}
-	if !loopback {
-		return usageError("--listen %s: plain http is only allowed on a loopback address (127.0.0.1, ::1, localhost); configure TLS to listen elsewhere", *listen)
 	}
 	if *taskCapacity <= 0 {
 		return usageError("--task-capacity must be positive (got %d)", *taskCapacity)
@@ -61,6 +56,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	log := c.logger(stderr)
+	id, err := idf.build(*listen, log)
+	if err != nil {
+		return err
+	}
+	if id.src != nil {
+		defer id.src.Close()
+	}
 	c.blobRetention = *taskRetention // a stored distillate stays readable as long as its task
 	router := &delegate.Router{}
 	lineages := &delegate.Lineages{}
@@ -79,6 +81,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	instance := uuid.Must(uuid.NewV7()).String()
+
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
@@ -86,6 +89,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	url := *publicURL
 	if url == "" {
 		url = "http://" + ln.Addr().String() + "/"
+		if id.src != nil {
+			url = "https://" + ln.Addr().String() + "/"
+		}
 	}
 	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
 		Router:       router,
@@ -106,7 +112,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	nested.PublicURL = url
 	nested.Attach(engine)
 
-	var draining atomic.Bool
+	drainer := server.NewDrainer(*c.drainTimeout, engine.Drain)
+	lameDuck := server.NewLameDuck()
+	ready := func() bool {
+		return (id.src == nil || id.src.Ready()) && !drainer.Draining() && lameDuck.Ready()
+	}
+	op := &server.Operator{Sup: sup, InFlight: engine.InFlight, Drain: drainer, LameDuck: lameDuck}
 	handler := server.Handler(server.Config{
 		Handler: engine,
 		Card: a2abind.Card(a2abind.CardConfig{
@@ -117,39 +128,118 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Instance:    instance,
 			MaxDepth:    *c.maxDepth,
 			Push:        engine.PushEnabled(),
+			MutualTLS:   id.src != nil,
+			Bearer:      id.auth.JWT || id.auth.Tokens.Len() > 0,
 		}),
-		Ready: func() bool { return !draining.Load() },
-		Blobs: sup,
-		Log:   log,
+		Methods: op.Methods(),
+		Auth:    id.auth,
+		Ready:   ready,
+		Blobs:   sup,
+		Log:     log,
 	})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("serving", "listen", ln.Addr().String(), "url", url, "intelligence", *c.intelligence, "instance", instance, "peers", router.Providers())
+	served := make(chan error, 2)
+	if id.src != nil {
+		srv.TLSConfig = tlsconfig.ServerConfig(id.src)
+		go func() { served <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { served <- srv.Serve(ln) }()
+	}
+	health, err := startHealth(*idf.healthListen, id.src, ready, log, served)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	if health != nil {
+		defer health.Close()
+	}
+	log.Info("serving", "listen", ln.Addr().String(), "url", url, "intelligence", *c.intelligence, "identity", id.mode, "instance", instance, "peers", router.Providers())
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	// The first signal and a2a.Drain take the same path: drainer.Start, then
+	// the drain below once Requested closes.
+	firstSig := make(chan struct{})
+	var sawSignal atomic.Bool
+	go func() {
+		select {
+		case sig := <-sigs:
+			sawSignal.Store(true)
+			if drainer.Start(0) {
+				log.Info("draining", "signal", sig.String(), "drain_timeout", c.drainTimeout.String())
+			}
+		case <-firstSig:
+		}
+	}()
 	select {
-	case sig := <-sigs:
-		log.Info("draining", "signal", sig.String(), "drain_timeout", c.drainTimeout.String())
+	case <-drainer.Requested():
 	case err := <-served:
+		close(firstSig)
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+		drainer.Start(0)
 	}
-	return drain(log, sigs, srv, engine, sup, *c.drainTimeout)
+	close(firstSig)
+	_, _, budget := drainer.State()
+	log.Info("drain started", "budget", budget.String(), "in_flight", engine.InFlight())
+	return drain(log, sigs, !sawSignal.Load(), srv, engine, sup, budget)
 }
 
-// drain is the first-signal path: refuse new work, run the kill ladder over
+// startHealth serves /healthz and /readyz on their own listener: HTTPS with
+// the server certificate only (probes present no client certificate) when src
+// is set, plain http otherwise. A serve error goes to served.
+func startHealth(addr string, src tlsconfig.Source, ready func() bool, log *slog.Logger, served chan<- error) (*http.Server, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("health listen on %s: %w", addr, err)
+	}
+	hs := &http.Server{Handler: server.ProbeHandler(nil, ready), ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	if src != nil {
+		cfg, err := tlsconfig.HealthConfig(src)
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		hs.TLSConfig = cfg
+		go func() { report(served, hs.ServeTLS(ln, "", "")) }()
+	} else {
+		go func() { report(served, hs.Serve(ln)) }()
+	}
+	log.Info("health listening", "listen", ln.Addr().String(), "tls", src != nil)
+	return hs, nil
+}
+
+// report passes on a probe listener's failure; a close is no failure.
+func report(served chan<- error, err error) {
+	if !errors.Is(err, http.ErrServerClosed) {
+		served <- fmt.Errorf("health: %w", err)
+	}
+}
+
+// drain is the first-signal (and a2a.Drain) path: refuse new work, run the kill ladder over
 // every tree within the drain budget, then stop serving. A second signal
 // collapses to SIGKILL of every process group. A process that would not reap
 // makes the exit code 143.
-func drain(log *slog.Logger, sigs <-chan os.Signal, srv *http.Server, engine *a2abind.Engine, sup *supervisor.Supervisor, budget time.Duration) error {
+func drain(log *slog.Logger, sigs <-chan os.Signal, noSignalYet bool, srv *http.Server, engine *a2abind.Engine, sup *supervisor.Supervisor, budget time.Duration) error {
 	engine.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	forced := make(chan struct{})
 	go func() {
+		if noSignalYet {
+			// An a2a.Drain began this drain: the first signal (a pod's
+			// termination) is its first, not a second, and forces nothing.
+			select {
+			case sig := <-sigs:
+				log.Info("signal during a drain: already draining", "signal", sig.String())
+			case <-ctx.Done():
+				return
+			}
+		}
 		select {
 		case sig := <-sigs:
 			log.Warn("second signal: SIGKILL to every process group", "signal", sig.String())

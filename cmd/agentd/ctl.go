@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/api"
+)
+
+// ctlMethod is one operator method as `agentd ctl` offers it: its flags, and
+// how the flags set become params.
+type ctlMethod struct {
+	summary string
+	flags   func(f *flags) func(set map[string]bool) map[string]any
+	result  func() any
+}
+
+var ctlMethods = map[string]ctlMethod{
+	api.OpDrain: {
+		summary: "drain like the first SIGTERM: refuse new work, stop every tree, exit",
+		flags: func(f *flags) func(map[string]bool) map[string]any {
+			ms := f.Int64("deadline-ms", 0, "drain budget in milliseconds (default: the service's --drain-timeout)")
+			return func(set map[string]bool) map[string]any {
+				if set["deadline-ms"] {
+					return map[string]any{"deadline_ms": *ms}
+				}
+				return nil
+			}
+		},
+		result: func() any { return &api.DrainResult{} },
+	},
+	api.OpLameDuck: {
+		summary: "report not ready on /readyz (or ready again with --ready); nothing else changes",
+		flags: func(f *flags) func(map[string]bool) map[string]any {
+			ready := f.Bool("ready", false, "make the service ready again")
+			return func(map[string]bool) map[string]any { return map[string]any{"ready": *ready} }
+		},
+		result: func() any { return &api.LameDuckResult{} },
+	},
+	api.OpPause: {
+		summary: "hold new spawns and model calls; nothing is killed",
+		flags:   noCtlFlags,
+		result:  func() any { return &api.PauseResult{} },
+	},
+	api.OpResume: {
+		summary: "release what a pause holds",
+		flags:   noCtlFlags,
+		result:  func() any { return &api.PauseResult{} },
+	},
+	api.OpCancel: {
+		summary: "cancel one subtree (--handle TASK_ID) or every tree (--handle 0, the default); the service keeps running",
+		flags: func(f *flags) func(map[string]bool) map[string]any {
+			handle := f.String("handle", api.CancelAll, "the task id of the subtree's root; 0 for every tree")
+			reason := f.String("reason", "", "why, for the logs and the task")
+			return func(set map[string]bool) map[string]any {
+				p := map[string]any{"handle": *handle}
+				if *reason != "" {
+					p["reason"] = *reason
+				}
+				return p
+			}
+		},
+		result: func() any { return &api.CancelResult{} },
+	},
+	api.OpTree: {
+		summary: "show the live subagent tree",
+		flags:   noCtlFlags,
+		result:  func() any { return &api.TreeResult{} },
+	},
+	api.OpCaps: {
+		summary: "show the spawn caps, or set some within their bounds",
+		flags: func(f *flags) func(map[string]bool) map[string]any {
+			ints := map[string]*int{}
+			for _, n := range []string{"max-depth", "max-children", "max-total-subagents", "max-inflight", "spawn-burst"} {
+				ints[n] = f.Int(n, 0, "set "+strings.ReplaceAll(n, "-", "_"))
+			}
+			rate := f.Float64("spawn-rate", 0, "set spawn_rate (spawns per second per tree)")
+			ceiling := f.Int64("tree-token-ceiling", 0, "set tree_token_ceiling")
+			return func(set map[string]bool) map[string]any {
+				p := map[string]any{}
+				for n, v := range ints {
+					if set[n] {
+						p[strings.ReplaceAll(n, "-", "_")] = *v
+					}
+				}
+				if set["spawn-rate"] {
+					p["spawn_rate"] = *rate
+				}
+				if set["tree-token-ceiling"] {
+					p["tree_token_ceiling"] = *ceiling
+				}
+				if len(p) == 0 {
+					return nil
+				}
+				return p
+			}
+		},
+		result: func() any { return &api.CapsResult{} },
+	},
+}
+
+func noCtlFlags(*flags) func(map[string]bool) map[string]any {
+	return func(map[string]bool) map[string]any { return nil }
+}
+
+// ctlMethodName accepts a2a.Tree, Tree or tree.
+func ctlMethodName(s string) (string, bool) {
+	for _, m := range api.OperatorMethods {
+		if strings.EqualFold(s, m) || strings.EqualFold(s, strings.TrimPrefix(m, "a2a.")) {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+func ctlUsage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: agentd ctl METHOD --to URL [method flags] [credentials] [--json]\n\nCalls an a2a.* operator method (the caller needs the operator role) and prints the result.\n\nMethods:")
+	for _, m := range api.OperatorMethods {
+		fmt.Fprintf(w, "  %-13s %s\n", m, ctlMethods[m].summary)
+	}
+	fmt.Fprintln(w, "\nRun \"agentd ctl METHOD -h\" for a method's flags.")
+}
+
+func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "help" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+			ctlUsage(stdout)
+			return nil
+		}
+		ctlUsage(stderr)
+		return usageError("ctl needs a METHOD first")
+	}
+	method, ok := ctlMethodName(args[0])
+	if !ok {
+		ctlUsage(stderr)
+		return usageError("ctl: unknown method %q", args[0])
+	}
+	m := ctlMethods[method]
+	f := newFlags("ctl "+method, stderr, m.summary)
+	to := f.string("to", "AGENT_CTL_TO", "", "base URL of the agentd service")
+	jsonOut := f.Bool("json", false, "print the result as JSON")
+	timeout := f.Duration("timeout", 30*time.Second, "give up after this long")
+	creds := addClientFlags(f)
+	params := m.flags(f)
+	if err := f.parse(args[1:]); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return usageError("ctl %s takes no arguments (got %q)", method, f.Args())
+	}
+	if *to == "" {
+		return usageError("--to is required")
+	}
+	set := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	hc, closeCreds, err := creds.httpClient(ctx, *to, newClientLogger(stderr))
+	defer closeCreds()
+	if err != nil {
+		return err
+	}
+	raw, err := callOperator(ctx, hc, *to, method, params(set))
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+			return fmt.Errorf("%s: result is not JSON: %w", method, err)
+		}
+		buf.WriteByte('\n')
+		_, err := stdout.Write(buf.Bytes())
+		return err
+	}
+	res := m.result()
+	if err := json.Unmarshal(raw, res); err != nil {
+		return fmt.Errorf("%s: unexpected result %s: %w", method, raw, err)
+	}
+	if tree, ok := res.(*api.TreeResult); ok {
+		printTree(stdout, tree, time.Now())
+		return nil
+	}
+	printFields(stdout, res)
+	return nil
+}
+
+// callOperator makes one JSON-RPC call and returns its result; a JSON-RPC or
+// HTTP error is an error.
+func callOperator(ctx context.Context, hc *http.Client, url, method string, params map[string]any) (json.RawMessage, error) {
+	req := map[string]any{"jsonrpc": "2.0", "id": 1, "method": method}
+	if params != nil {
+		req["params"] = params
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, usageError("--to %q: %v", url, err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s: read the response: %w", method, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: HTTP %d: %s", method, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	var rr struct {
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int            `json:"code"`
+			Message string         `json:"message"`
+			Data    map[string]any `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &rr); err != nil {
+		return nil, fmt.Errorf("%s: not a JSON-RPC response: %w", method, err)
+	}
+	if rr.Error != nil {
+		msg := rr.Error.Message
+		if d, ok := rr.Error.Data["detail"]; ok {
+			msg += ": " + fmt.Sprint(d)
+		}
+		return nil, fmt.Errorf("%s: error %d: %s", method, rr.Error.Code, msg)
+	}
+	return rr.Result, nil
+}
+
+// printFields prints a result struct as "name: value" lines, in field order.
+func printFields(w io.Writer, v any) {
+	rv := reflect.ValueOf(v).Elem()
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		val := rv.Field(i).Interface()
+		if t, ok := val.(time.Time); ok {
+			val = t.Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(w, "%s: %v\n", name, val)
+	}
+}
+
+// printTree prints the forest as an indented tree, one subagent per line.
+func printTree(w io.Writer, t *api.TreeResult, now time.Time) {
+	state := "running"
+	if t.Paused {
+		state = "paused"
+	}
+	if t.Draining {
+		state += ", draining"
+	}
+	fmt.Fprintf(w, "%d live subagents (%s)\n", len(t.Nodes), state)
+	depthOf := map[string]int{}
+	for _, n := range t.Nodes {
+		level := 0
+		if d, ok := depthOf[n.ParentTaskID]; ok {
+			level = d + 1
+		}
+		depthOf[n.TaskID] = level
+		prefix := strings.Repeat("   ", level)
+		if level > 0 {
+			prefix = strings.Repeat("   ", level-1) + "└─ "
+		}
+		left := n.Deadline.Sub(now).Round(time.Second)
+		pid := "-"
+		if n.PID > 0 {
+			pid = fmt.Sprint(n.PID)
+		}
+		fmt.Fprintf(w, "%s%s  %s  [%s]  pid %s  depth %d  steps %d  tokens %d  deadline in %s  via %s\n",
+			prefix, n.AgentPath, n.TaskID, n.Status, pid, n.Depth, n.Usage.Steps, n.Usage.Tokens(), left, n.Provider)
+	}
+}

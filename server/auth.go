@@ -1,0 +1,205 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/a2asrv"
+
+	"github.com/agentd/agentd/tlsconfig"
+)
+
+// How a caller authenticated.
+const (
+	AuthMTLS  = "mtls"     // an X.509 SVID verified in the TLS handshake
+	AuthJWT   = "jwt-svid" // a JWT-SVID bearer token
+	AuthToken = "token"    // a static bearer token
+	AuthNone  = "none"     // no credentials: loopback development mode only
+)
+
+// Identity is an authenticated caller. It implements a2asrv.User, so the
+// executor finds it in the call context and records it on the task. It is
+// immutable.
+type Identity struct {
+	ID   string         // the SPIFFE ID, token:NAME for a static token, "" when anonymous
+	Auth string         // AuthMTLS, AuthJWT, AuthToken or AuthNone
+	Role tlsconfig.Role // what the caller may do
+}
+
+// Name returns the caller's identity (a2asrv.User).
+func (i *Identity) Name() string { return i.ID }
+
+// Authenticated reports whether the caller presented credentials (a2asrv.User).
+func (i *Identity) Authenticated() bool { return i.Auth != AuthNone }
+
+// AuthMethod returns how the caller authenticated.
+func (i *Identity) AuthMethod() string { return i.Auth }
+
+// Operator reports whether the caller may call the a2a.* methods.
+func (i *Identity) Operator() bool { return i != nil && i.Role == tlsconfig.RoleOperator }
+
+type identityKey struct{}
+
+// IdentityFrom returns the caller's identity stored by the authentication
+// middleware.
+func IdentityFrom(ctx context.Context) (*Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(*Identity)
+	return id, ok
+}
+
+// WithIdentity returns ctx carrying id, both for IdentityFrom and as the user
+// of a fresh a2asrv call context with the request's headers (the Authorization
+// header left out, so no credential travels further).
+func WithIdentity(ctx context.Context, id *Identity, h http.Header) context.Context {
+	meta := make(map[string][]string, len(h))
+	for k, v := range h {
+		if http.CanonicalHeaderKey(k) == "Authorization" {
+			continue
+		}
+		meta[k] = v
+	}
+	ctx = context.WithValue(ctx, identityKey{}, id)
+	ctx, cc := a2asrv.WithCallContext(ctx, a2asrv.NewRequestMeta(meta))
+	cc.User = id
+	return ctx
+}
+
+// Auth authenticates and authorizes callers of the JSON-RPC endpoint. A caller
+// is identified by, in order: a bearer token in the Authorization header (a
+// static token, else a JWT-SVID when JWT is set), else the SPIFFE ID of the
+// client certificate verified in the handshake, else (Open only) as an
+// anonymous peer. No usable credentials: 401. A verified identity the policy
+// does not allow: 403. Read-only after construction; safe for concurrent use.
+// The zero value refuses every caller.
+type Auth struct {
+	// Source verifies JWT-SVIDs (its JWT bundles, and its own SPIFFE ID as the
+	// required audience). Client certificates are verified in the handshake by
+	// tlsconfig.ServerConfig, not here.
+	Source tlsconfig.Source
+	// JWT accepts JWT-SVID bearer tokens; it needs Source.
+	JWT bool
+	// Policy gives SPIFFE IDs (from certificates and JWT-SVIDs) their role.
+	Policy tlsconfig.Policy
+	// Tokens are the static bearer tokens, each with its own role.
+	Tokens *Tokens
+	// Open admits callers without credentials as anonymous peers: the loopback
+	// development mode, when neither TLS nor tokens are configured.
+	Open bool
+	Log  *slog.Logger
+}
+
+// Middleware authenticates each request before next sees it.
+func (a *Auth) Middleware(next http.Handler) http.Handler {
+	log := a.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, status, reason := a.authenticate(r)
+		if status != 0 {
+			log.Warn("request refused", "status", status, "reason", reason, "spiffe_id", id.ID, "remote", r.RemoteAddr)
+			if status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="agentd"`)
+			}
+			httpError(w, status, reason)
+			return
+		}
+		log.Debug("request authenticated", "spiffe_id", id.ID, "auth", id.Auth, "role", id.Role.String())
+		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id, r.Header)))
+	})
+}
+
+// authenticate returns the caller's identity, or an HTTP status and a reason.
+func (a *Auth) authenticate(r *http.Request) (*Identity, int, string) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, token, _ := strings.Cut(h, " ")
+		token = strings.TrimSpace(token)
+		if !strings.EqualFold(scheme, "Bearer") || token == "" {
+			return &Identity{}, http.StatusUnauthorized, "unsupported Authorization header: want Bearer TOKEN"
+		}
+		if role, name, ok := a.Tokens.Lookup(token); ok {
+			return &Identity{ID: "token:" + name, Auth: AuthToken, Role: role}, 0, ""
+		}
+		if !a.JWT || a.Source == nil || strings.Count(token, ".") != 2 {
+			return &Identity{}, http.StatusUnauthorized, "invalid bearer token"
+		}
+		svid, err := tlsconfig.VerifyJWTSVID(a.Source, token)
+		if err != nil {
+			return &Identity{}, http.StatusUnauthorized, "invalid bearer token: " + err.Error()
+		}
+		return a.authorize(&Identity{ID: svid.ID.String(), Auth: AuthJWT, Role: a.Policy.Role(svid.ID)})
+	}
+	id, ok, err := tlsconfig.PeerID(r.TLS)
+	if err != nil {
+		return &Identity{}, http.StatusUnauthorized, err.Error()
+	}
+	if ok {
+		return a.authorize(&Identity{ID: id.String(), Auth: AuthMTLS, Role: a.Policy.Role(id)})
+	}
+	if a.Open {
+		return &Identity{Auth: AuthNone, Role: tlsconfig.RolePeer}, 0, ""
+	}
+	return &Identity{}, http.StatusUnauthorized, "authentication required: a client certificate (SPIFFE X.509 SVID) or a bearer token"
+}
+
+func (a *Auth) authorize(id *Identity) (*Identity, int, string) {
+	if id.Role == tlsconfig.RoleNone {
+		return id, http.StatusForbidden, id.ID + " is not allowed to call this service"
+	}
+	return id, 0, ""
+}
+
+// operatorOnly wraps the operator methods so that any caller without the
+// operator role gets -32601, as if the method did not exist.
+func operatorOnly(methods map[string]Method) map[string]Method {
+	out := make(map[string]Method, len(methods))
+	for name, m := range methods {
+		out[name] = func(ctx context.Context, params json.RawMessage) (any, error) {
+			if id, _ := IdentityFrom(ctx); !id.Operator() {
+				return nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + name}
+			}
+			return m(ctx, params)
+		}
+	}
+	return out
+}
+
+// checkOrigin refuses a request whose Origin header names anything but a
+// loopback host (403): a browser page elsewhere must not drive this service.
+// Requests without an Origin header (every non-browser client) pass.
+func checkOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
+			httpError(w, http.StatusForbidden, "cross-origin request refused: Origin "+o+" is not a loopback origin")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false // includes "null"
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+func httpError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write([]byte(msg + "\n"))
+}
+
+var _ a2asrv.User = (*Identity)(nil)

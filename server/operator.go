@@ -1,0 +1,307 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/supervisor"
+)
+
+// Operator serves the a2a.* operator methods over the live supervisor. Its
+// fields are set once before Methods is called; it is safe for concurrent use.
+type Operator struct {
+	Sup      *supervisor.Supervisor
+	InFlight func() int // tasks not yet terminal (the engine's InFlight)
+	Drain    *Drainer
+	LameDuck *LameDuck
+}
+
+// Methods returns the operator methods by name, for Config.Methods.
+func (o *Operator) Methods() map[string]Method {
+	return map[string]Method{
+		api.OpDrain:    o.drain,
+		api.OpLameDuck: o.lameDuck,
+		api.OpPause:    o.pause,
+		api.OpResume:   o.resume,
+		api.OpCancel:   o.cancel,
+		api.OpTree:     o.tree,
+		api.OpCaps:     o.caps,
+	}
+}
+
+// decodeOptional decodes params that may be absent (or null) into v, strictly:
+// unknown fields and non-objects are -32602.
+func decodeOptional(raw json.RawMessage, v any) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if raw[0] != '{' {
+		return invalidParams(errors.New("params must be an object"))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalidParams(err)
+	}
+	if dec.More() {
+		return invalidParams(errors.New("trailing data after params"))
+	}
+	return nil
+}
+
+func (o *Operator) inFlight() int {
+	if o.InFlight == nil {
+		return 0
+	}
+	return o.InFlight()
+}
+
+func (o *Operator) drain(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p api.DrainParams
+	if err := decodeOptional(raw, &p); err != nil {
+		return nil, err
+	}
+	var budget time.Duration
+	if p.DeadlineMS != nil {
+		ms := *p.DeadlineMS
+		if ms <= 0 || ms > api.MaxDeadline.Milliseconds() {
+			return nil, invalidParams(fmt.Errorf("deadline_ms must be in (0, %d]", api.MaxDeadline.Milliseconds()))
+		}
+		budget = time.Duration(ms) * time.Millisecond
+	}
+	o.Drain.Start(budget)
+	_, started, b := o.Drain.State()
+	eta := time.Until(started.Add(b))
+	if eta < 0 {
+		eta = 0
+	}
+	return api.DrainResult{
+		Draining:       true,
+		InFlight:       o.inFlight(),
+		ETAMS:          eta.Milliseconds(),
+		DrainTimeoutMS: b.Milliseconds(),
+		StartedAt:      started.UTC(),
+	}, nil
+}
+
+func (o *Operator) lameDuck(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p api.LameDuckParams
+	if err := decodeOptional(raw, &p); err != nil {
+		return nil, err
+	}
+	want := false
+	if p.Ready != nil {
+		want = *p.Ready
+	}
+	ready, since := o.LameDuck.Set(want)
+	return api.LameDuckResult{Ready: ready, Since: since.UTC(), InFlight: o.inFlight()}, nil
+}
+
+func noParams(raw json.RawMessage) error {
+	var p struct{}
+	return decodeOptional(raw, &p)
+}
+
+func (o *Operator) pause(ctx context.Context, raw json.RawMessage) (any, error) {
+	if err := noParams(raw); err != nil {
+		return nil, err
+	}
+	n := o.Sup.Pause()
+	return api.PauseResult{Paused: o.Sup.Paused(), Affected: n}, nil
+}
+
+func (o *Operator) resume(ctx context.Context, raw json.RawMessage) (any, error) {
+	if err := noParams(raw); err != nil {
+		return nil, err
+	}
+	n := o.Sup.Resume()
+	return api.PauseResult{Paused: o.Sup.Paused(), Affected: n}, nil
+}
+
+func (o *Operator) cancel(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p api.CancelParams
+	if err := decodeOptional(raw, &p); err != nil {
+		return nil, err
+	}
+	reason := p.Reason
+	if reason == "" {
+		reason = "operator a2a.Cancel"
+	}
+	live := o.Sup.Live()
+	if p.Handle == "" || p.Handle == api.CancelAll {
+		res := api.CancelResult{Handle: api.CancelAll}
+		for _, n := range live {
+			if n.ParentHandle == "" && o.Sup.Cancel(n.Handle, reason) {
+				res.Cancelled = true
+			}
+		}
+		if res.Cancelled {
+			res.SubtreeSize = len(live)
+		}
+		return res, nil
+	}
+	size := subtreeSize(live, p.Handle)
+	res := api.CancelResult{Handle: p.Handle, Cancelled: o.Sup.Cancel(p.Handle, reason)}
+	if res.Cancelled {
+		res.SubtreeSize = size
+	}
+	return res, nil
+}
+
+// subtreeSize counts handle and its live descendants.
+func subtreeSize(live []supervisor.NodeInfo, handle string) int {
+	children := map[string][]string{}
+	found := false
+	for _, n := range live {
+		children[n.ParentHandle] = append(children[n.ParentHandle], n.Handle)
+		if n.Handle == handle {
+			found = true
+		}
+	}
+	if !found {
+		return 0
+	}
+	size := 0
+	stack := []string{handle}
+	for len(stack) > 0 {
+		h := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		size++
+		stack = append(stack, children[h]...)
+	}
+	return size
+}
+
+func (o *Operator) tree(ctx context.Context, raw json.RawMessage) (any, error) {
+	if err := noParams(raw); err != nil {
+		return nil, err
+	}
+	return Tree(o.Sup), nil
+}
+
+// Tree returns the live forest depth first, each node after its parent,
+// siblings by agent path.
+func Tree(sup *supervisor.Supervisor) api.TreeResult {
+	live := sup.Live()
+	held := sup.Held()
+	paused := sup.Paused()
+	byParent := map[string][]supervisor.NodeInfo{}
+	known := map[string]bool{}
+	for _, n := range live {
+		known[n.Handle] = true
+	}
+	for _, n := range live {
+		parent := n.ParentHandle
+		if !known[parent] {
+			parent = "" // its parent already ended: show it as a root
+		}
+		byParent[parent] = append(byParent[parent], n)
+	}
+	for _, kids := range byParent {
+		sort.Slice(kids, func(i, j int) bool {
+			if kids[i].AgentPath != kids[j].AgentPath {
+				return kids[i].AgentPath < kids[j].AgentPath
+			}
+			return kids[i].Handle < kids[j].Handle
+		})
+	}
+	res := api.TreeResult{Paused: paused, Draining: sup.Draining(), Nodes: []api.TreeNode{}}
+	var walk func(parent string)
+	walk = func(parent string) {
+		for _, n := range byParent[parent] {
+			status := n.State
+			switch {
+			case held[n.Handle]:
+				status = api.NodeHeld
+			case paused && n.State == supervisor.StateRunning:
+				status = api.NodePaused
+			}
+			provider := n.Provider
+			if provider == "" {
+				provider = "local"
+			}
+			res.Nodes = append(res.Nodes, api.TreeNode{
+				AgentPath:    n.AgentPath,
+				TaskID:       n.Handle,
+				ParentTaskID: n.ParentHandle,
+				PID:          n.PID,
+				Depth:        n.Depth,
+				Status:       status,
+				Usage:        n.Usage,
+				Deadline:     n.Deadline.UTC(),
+				Provider:     provider,
+			})
+			walk(n.Handle)
+		}
+	}
+	walk("")
+	return res
+}
+
+func (o *Operator) caps(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p api.CapsParams
+	if err := decodeOptional(raw, &p); err != nil {
+		return nil, err
+	}
+	c := o.Sup.Caps()
+	changed := false
+	setInt := func(name string, dst *int, v *int) error {
+		if v == nil {
+			return nil
+		}
+		if *v <= 0 {
+			return invalidParams(fmt.Errorf("%s must be positive (got %d)", name, *v))
+		}
+		*dst, changed = *v, true
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		dst  *int
+		v    *int
+	}{
+		{"max_depth", &c.MaxDepth, p.MaxDepth},
+		{"max_children", &c.MaxChildren, p.MaxChildren},
+		{"max_total_subagents", &c.MaxTotalSubagents, p.MaxTotalSubagents},
+		{"max_inflight", &c.MaxInflight, p.MaxInflight},
+		{"spawn_burst", &c.SpawnBurst, p.SpawnBurst},
+	} {
+		if err := setInt(f.name, f.dst, f.v); err != nil {
+			return nil, err
+		}
+	}
+	if p.SpawnRate != nil {
+		if *p.SpawnRate <= 0 {
+			return nil, invalidParams(fmt.Errorf("spawn_rate must be positive (got %v)", *p.SpawnRate))
+		}
+		c.SpawnRate, changed = *p.SpawnRate, true
+	}
+	if p.TreeTokenCeiling != nil {
+		if *p.TreeTokenCeiling <= 0 {
+			return nil, invalidParams(fmt.Errorf("tree_token_ceiling must be positive (got %d)", *p.TreeTokenCeiling))
+		}
+		c.TreeTokenCeiling, changed = *p.TreeTokenCeiling, true
+	}
+	if changed {
+		if err := o.Sup.SetCaps(c); err != nil {
+			return nil, invalidParams(err)
+		}
+	}
+	c = o.Sup.Caps()
+	return api.CapsResult{
+		MaxDepth:          c.MaxDepth,
+		MaxChildren:       c.MaxChildren,
+		MaxTotalSubagents: c.MaxTotalSubagents,
+		MaxInflight:       c.MaxInflight,
+		SpawnBurst:        c.SpawnBurst,
+		SpawnRate:         c.SpawnRate,
+		TreeTokenCeiling:  c.TreeTokenCeiling,
+	}, nil
+}

@@ -1,0 +1,239 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/api"
+)
+
+// Pause semantics (the operator's a2a.Pause and a2a.Resume):
+//
+//   - Nothing is killed and nothing is refused. A pause holds work; Resume lets
+//     it go on where it stopped.
+//   - Spawns are held: a subagent started while paused (a new tree's root, or a
+//     nested spawn once it has passed the chokepoint) is registered at once and
+//     visible in the tree, but its process is not forked until Resume. A held
+//     spawn still ends on its deadline, on a cancel and on a drain, without ever
+//     having had a process. The subagent.spawn chokepoint may call WaitUnpaused
+//     to hold the calling child's tool call instead, before any accounting.
+//   - Model calls are held: every running child is sent ctrl/pause and stops
+//     before its next model call (a call already in flight finishes); ctrl/resume
+//     releases it. A child whose payload is delivered while paused gets
+//     ctrl/pause right after the payload, so it holds before its first call.
+//   - Deadlines keep running while paused.
+
+// pauseGate is the supervisor's pause state. Lock order: a node's pauseSync.mu,
+// then pauseGate.mu.
+type pauseGate struct {
+	mu      sync.Mutex // guards paused, resumed, held, synced
+	paused  bool
+	resumed chan struct{}           // closed by Resume; nil while not paused
+	held    map[*node]chan struct{} // spawns held by the pause; closed to release one
+	synced  map[*node]*pauseSync    // what each spawned child was last told
+}
+
+// pauseSync orders the ctrl/pause and ctrl/resume frames of one child so the
+// last frame it gets matches the last state set.
+type pauseSync struct {
+	mu     sync.Mutex // guards paused
+	paused bool       // the state the child was last told
+}
+
+// Pause holds new spawns and tells every running child to hold before its next
+// model call. It returns how many children were told; a second Pause tells
+// nobody. Safe for concurrent use.
+func (s *Supervisor) Pause() int { return s.setPaused(true) }
+
+// Resume releases held spawns and tells paused children to go on. It returns
+// how many subagents it released. Safe for concurrent use.
+func (s *Supervisor) Resume() int { return s.setPaused(false) }
+
+// Paused reports whether the supervisor is paused.
+func (s *Supervisor) Paused() bool {
+	g := &s.pause
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.paused
+}
+
+// WaitUnpaused returns nil at once when the supervisor is not paused, and
+// otherwise blocks until Resume (nil) or until ctx ends (its cause). The spawn
+// chokepoint calls it to hold a nested spawn while paused.
+func (s *Supervisor) WaitUnpaused(ctx context.Context) error {
+	g := &s.pause
+	g.mu.Lock()
+	ch := g.resumed
+	g.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Held reports the handles of the spawns a pause holds.
+func (s *Supervisor) Held() map[string]bool {
+	g := &s.pause
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]bool, len(g.held))
+	for n := range g.held {
+		out[n.handle] = true
+	}
+	return out
+}
+
+func (s *Supervisor) setPaused(paused bool) int {
+	g := &s.pause
+	g.mu.Lock()
+	changed := g.paused != paused
+	g.paused = paused
+	released := 0
+	if changed {
+		if paused {
+			g.resumed = make(chan struct{})
+		} else {
+			close(g.resumed)
+			g.resumed = nil
+			released = len(g.held)
+		}
+	}
+	g.mu.Unlock()
+	if changed {
+		s.log.Info("supervisor pause changed", "paused", paused)
+	}
+	told := 0
+	for _, n := range s.liveNodes() {
+		if p := n.getProc(); p != nil && p.spawned.Load() && s.syncPause(n, p) {
+			told++
+		}
+	}
+	return told + released
+}
+
+func (s *Supervisor) liveNodes() []*node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		out = append(out, n)
+	}
+	return out
+}
+
+// syncPause tells a spawned child the current pause state if it was last told
+// otherwise (a child starts unpaused). It reports whether a frame was sent.
+func (s *Supervisor) syncPause(n *node, p *proc) bool {
+	g := &s.pause
+	g.mu.Lock()
+	ps := g.synced[n]
+	if ps == nil {
+		if !g.paused {
+			g.mu.Unlock()
+			return false // never paused: nothing to tell
+		}
+		ps = &pauseSync{}
+		if g.synced == nil {
+			g.synced = make(map[*node]*pauseSync)
+		}
+		g.synced[n] = ps
+	}
+	g.mu.Unlock()
+
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	want := s.Paused()
+	if ps.paused == want {
+		return false
+	}
+	method := api.MethodResume
+	if want {
+		method = api.MethodPause
+	}
+	if err := p.w.Send(method, 0, nil); err != nil {
+		s.log.Warn("pause state not delivered", "method", method, "task_id", n.handle, "err", err)
+		return false
+	}
+	ps.paused = want
+	return true
+}
+
+// holdWhilePaused holds a spawn until Resume, a kill of its subtree, or its
+// deadline. It reports false, with the verdict recorded on n, when the spawn
+// must not start.
+func (s *Supervisor) holdWhilePaused(n *node) bool {
+	g := &s.pause
+	g.mu.Lock()
+	if !g.paused {
+		g.mu.Unlock()
+		return true
+	}
+	release := make(chan struct{})
+	if g.held == nil {
+		g.held = make(map[*node]chan struct{})
+	}
+	g.held[n] = release
+	resumed := g.resumed
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.held, n)
+		g.mu.Unlock()
+	}()
+	// A kill that came before the registration above found nothing to release.
+	if n.stopping() {
+		return false
+	}
+	s.log.Info("spawn held by pause", "task_id", n.handle, "agent_path", n.payload.AgentPath)
+	deadline := time.NewTimer(time.Until(n.deadline))
+	defer deadline.Stop()
+	select {
+	case <-resumed:
+		if !n.stopping() {
+			return true
+		}
+	case <-release:
+	case <-deadline.C:
+		n.setVerdict(verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed while held by a pause", n.payload.Limits.Deadline)})
+	}
+	return false
+}
+
+// releaseHeld wakes held spawns that are being killed, so they end at once.
+func (s *Supervisor) releaseHeld(nodes []*node) {
+	g := &s.pause
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, n := range nodes {
+		if ch, ok := g.held[n]; ok {
+			close(ch)
+			delete(g.held, n)
+		}
+	}
+}
+
+// forgetPause drops what the gate knows about an ended node.
+func (s *Supervisor) forgetPause(n *node) {
+	g := &s.pause
+	g.mu.Lock()
+	delete(g.synced, n)
+	g.mu.Unlock()
+}
+
+// heldResult is the result of a spawn that never started.
+func heldResult(n *node) api.SubagentResult {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	res := api.SubagentResult{Status: api.StatusCancelled, Detail: "cancelled while held by a pause", Distillate: api.InlineText("")}
+	if v := n.verdict; v != nil {
+		res.Status, res.Cause, res.Detail = v.status, v.cause, v.detail
+	}
+	return res
+}
