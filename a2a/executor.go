@@ -28,6 +28,9 @@ type ExecutorConfig struct {
 	// Scope is the root tool grant.
 	Scope api.ToolScope
 	Log   *slog.Logger
+	// ScopeFunc, if set, is asked for the root tool grant as each run starts
+	// (tool servers that connect late add their tools); it beats Scope.
+	ScopeFunc func() api.ToolScope
 }
 
 // Executor is the a2asrv.AgentExecutor that turns an A2A message into a
@@ -113,11 +116,15 @@ func (x *Executor) request(reqCtx *a2asrv.RequestContext) (delegate.Request, err
 	if strings.TrimSpace(objective) == "" {
 		return delegate.Request{}, fmt.Errorf("the message has no text to take as the objective")
 	}
+	scope := x.cfg.Scope
+	if x.cfg.ScopeFunc != nil {
+		scope = x.cfg.ScopeFunc()
+	}
 	return delegate.Request{
 		Handle: string(reqCtx.TaskID),
 		Payload: api.SpawnPayload{
 			Contract:     api.OutputContract{Objective: objective, OutputFormat: api.OutputFormat{Kind: api.FormatText}},
-			Scope:        x.cfg.Scope,
+			Scope:        scope,
 			Limits:       x.cfg.Limits,
 			Intelligence: x.cfg.Intelligence,
 		},
