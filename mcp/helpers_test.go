@@ -92,9 +92,9 @@ type call struct {
 // simulate a restart on the same address: the new instance knows none of the
 // old sessions.
 type testServer struct {
-	t     *testing.T
-	addr  string
-	token string // if set, requests need "Authorization: Bearer token"
+	t         *testing.T
+	addr      string
+	token     string // if set, requests need "Authorization: Bearer token"
 	stateless bool
 
 	mu        sync.Mutex
@@ -279,7 +279,7 @@ func (o *pidObserver) NodeStarted(n supervisor.NodeInfo) {
 	defer o.mu.Unlock()
 	o.pids = append(o.pids, n.PID)
 }
-func (o *pidObserver) NodeProgress(supervisor.NodeInfo)                      {}
+func (o *pidObserver) NodeProgress(supervisor.NodeInfo)                     {}
 func (o *pidObserver) NodeFinished(supervisor.NodeInfo, api.SubagentResult) {}
 
 func newHarness(t *testing.T, cfg Config, opts Options) *harness {

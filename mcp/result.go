@@ -92,15 +92,20 @@ func capTexts(texts []string, max int) []api.ToolContent {
 		if left <= 0 {
 			break
 		}
-		if len(t) > left {
-			cut := left
-			for cut > 0 && !utf8.RuneStart(t[cut]) {
-				cut--
-			}
-			t = t[:cut]
+		if len(t) <= left {
+			left -= len(t)
+			out = append(out, text(t))
+			continue
 		}
-		left -= len(t)
-		out = append(out, text(t))
+		cut := left
+		for cut > 0 && !utf8.RuneStart(t[cut]) {
+			cut--
+		}
+		left -= cut
+		if cut > 0 {
+			out = append(out, text(t[:cut]))
+		}
+		break
 	}
 	shown := max - left
 	return append(out, text(fmt.Sprintf("[agentd: result truncated: %d of %d bytes shown; the cap is %d bytes]", shown, total, max)))

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/supervisor"
@@ -114,6 +114,7 @@ type Server struct {
 	specs   map[string]api.ToolSpec
 	lastErr error
 	everUp  bool
+	tried   bool // a connect attempt has finished, for better or worse
 }
 
 var (
@@ -212,7 +213,7 @@ func (s *Server) run(ctx context.Context) {
 			}
 			d := backoff(fails, s.opts.ReconnectMin, s.opts.ReconnectMax)
 			fails++
-			s.setErr(err)
+			s.failed(err)
 			s.log.Warn("mcp server unavailable", "err", err, "attempt", fails, "retry_in", d.String())
 			t := time.NewTimer(d)
 			select {
@@ -242,15 +243,15 @@ func protocolOf(cs *sdk.ClientSession) string {
 	return ""
 }
 
-// backoff is the delay before retry n (from 0): min doubled n times, capped at
-// max, with up to 25% jitter either way.
-func backoff(n int, min, max time.Duration) time.Duration {
-	d := min
-	for i := 0; i < n && d < max; i++ {
+// backoff is the delay before retry n (from 0): lo doubled n times, capped at
+// hi, with up to 25% jitter either way.
+func backoff(n int, lo, hi time.Duration) time.Duration {
+	d := lo
+	for i := 0; i < n && d < hi; i++ {
 		d *= 2
 	}
-	if d > max {
-		d = max
+	if d > hi {
+		d = hi
 	}
 	j := time.Duration(rand.Int64N(int64(d)/2+1)) - d/4
 	return d + j
@@ -350,7 +351,7 @@ func (s *Server) up(cs *sdk.ClientSession, tools []*sdk.Tool) uint64 {
 	s.cs = cs
 	s.gen++
 	s.lastErr = nil
-	s.everUp = true
+	s.everUp, s.tried = true, true
 	s.setToolsLocked(tools)
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -370,10 +371,16 @@ func (s *Server) down(cs *sdk.ClientSession, reason error) {
 	s.changed = make(chan struct{})
 }
 
-func (s *Server) setErr(err error) {
+// failed records a failed connect attempt and wakes the waiters.
+func (s *Server) failed(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastErr = err
+	if !s.tried {
+		s.tried = true
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
 }
 
 func (s *Server) setTools(tools []*sdk.Tool) {

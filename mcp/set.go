@@ -85,25 +85,24 @@ func (s *Set) ToolServers() map[string]supervisor.ToolServer {
 	return out
 }
 
-// WaitRequired waits until every required (not optional) server has a session,
-// or ctx ends; then it returns an *UnavailableError naming each required
-// server still down with its last error.
+// WaitRequired waits until every required (not optional) server has a
+// session and every optional one has finished its first connect attempt, or
+// ctx ends; then it returns an *UnavailableError naming each required server
+// still down with its last error.
 func (s *Set) WaitRequired(ctx context.Context) error {
 	for _, srv := range s.servers {
-		if srv.cfg.Optional {
-			continue
-		}
-		for {
-			cs, _, changed, _, _ := srv.state()
-			if cs != nil {
+		for ctx.Err() == nil {
+			srv.mu.Lock()
+			settled := srv.cs != nil || (srv.cfg.Optional && srv.tried)
+			changed := srv.changed
+			srv.mu.Unlock()
+			if settled {
 				break
 			}
 			select {
 			case <-changed:
-				continue
 			case <-ctx.Done():
 			}
-			break
 		}
 	}
 	down := make(map[string]error)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/mcp"
 	"github.com/agentd/agentd/supervisor"
 )
 
@@ -30,8 +31,10 @@ type core struct {
 	drainGrace   *time.Duration
 	killGrace    *time.Duration
 	logLevel     *string
+	mcp          mcpFlags
 
-	key string // the intelligence API key, read from env or file
+	key   string   // the intelligence API key, read from env or file
+	tools *mcp.Set // the MCP servers, once newSupervisor made them; nil with none
 }
 
 func addCore(f *flags) *core {
@@ -50,6 +53,7 @@ func addCore(f *flags) *core {
 		drainGrace:   f.duration("drain-grace", "AGENT_DRAIN_GRACE", 5*time.Second, "kill ladder: ctrl/cancel to SIGTERM"),
 		killGrace:    f.duration("kill-grace", "AGENT_KILL_GRACE", 2*time.Second, "kill ladder: SIGTERM to SIGKILL"),
 		logLevel:     f.string("log-level", "AGENT_LOG_LEVEL", "info", "log level: debug, info, warn, error"),
+		mcp:          addMCPFlags(f),
 	}
 }
 
@@ -69,7 +73,11 @@ func (c *core) validate() error {
 			return usageError("%s must be positive (got %d)", p.name, p.v)
 		}
 	}
-	if err := c.nest.validate(c.caps()); err != nil {
+	if err := c.mcp.validate(); err != nil {
+		return err
+	}
+	gate, tagger := c.gateGrant()
+	if err := c.nest.validate(c.caps(), gate, tagger); err != nil {
 		return err
 	}
 	durations := []struct {
@@ -128,8 +136,9 @@ func (c *core) logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
 }
 
-// newSupervisor builds the supervisor: it becomes the subreaper of its tree and
-// hands children the environment with the intelligence key.
+// newSupervisor builds the supervisor: it becomes the subreaper of its tree,
+// hands children the environment with the intelligence key, and holds the MCP
+// servers (which start connecting here; closeMCP closes them).
 func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*supervisor.Supervisor, error) {
 	if err := supervisor.EnableSubreaper(); err != nil {
 		log.Warn("not a subreaper: orphaned grandchildren will reparent to init", "err", err)
@@ -138,7 +147,18 @@ func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*superv
 	if c.key != "" {
 		env = append(env, api.EnvIntelligenceKey+"="+c.key)
 	}
+	tools, err := c.newMCP(log)
+	if err != nil {
+		return nil, err
+	}
+	c.tools = tools
+	var servers map[string]supervisor.ToolServer
+	if tools != nil {
+		servers = tools.ToolServers()
+	}
 	s, err := supervisor.New(supervisor.Config{
+		Tools:      servers,
+		ToolTags:   c.mcp.cfg.Tagger(),
 		Env:        env,
 		Logger:     log,
 		SpawnReady: *c.spawnReady,

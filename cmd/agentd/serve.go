@@ -62,6 +62,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// MCP servers connect in the background: the service is not ready until
+	// every required one has connected once, and each run's root grant is the
+	// tools listed when it starts.
+	defer c.closeMCP()
+	mcpCtx, stopMCP := context.WithCancel(ctx)
+	defer stopMCP()
+	go c.watchMCP(mcpCtx, log)
 	router := &delegate.Router{}
 	if err := router.Register(delegate.Local{Sup: sup}); err != nil {
 		return err
@@ -71,7 +78,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		CancelHandle: sup.Cancel,
 		Limits:       c.limits(),
 		Intelligence: c.intelligenceSpec(),
-		Scope:        c.rootScope(),
+		ScopeFunc:    c.rootScope,
 		Log:          log,
 	})
 	engine := a2abind.NewEngine(a2abind.NewStore(*taskCapacity, *taskRetention), exec, log)
@@ -94,7 +101,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			URL:         url,
 			Version:     version,
 		}),
-		Ready: func() bool { return !draining.Load() },
+		Ready: func() bool { return !draining.Load() && c.mcpReady() },
 		Log:   log,
 	})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
