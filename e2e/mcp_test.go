@@ -172,6 +172,17 @@ answer "child done"
 	}
 }
 
+// --mcp-tools naming a tool the server does not list is bad config (exit 2).
+func TestMCPUnknownGrantedToolExits2(t *testing.T) {
+	ev := startEverything(t, 0)
+	out, err := exec.Command(agentdBin, "run", "--mcp", "everything="+ev.url, "--mcp-tags", "everything=none",
+		"--mcp-tools", "everything=echo,no-such-tool", "--instruction", "x").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--mcp-tools: everything/no-such-tool") {
+		t.Fatalf("exit = %v, want 2 naming --mcp-tools and the tool\n%s", err, out)
+	}
+}
+
 // A required MCP server that cannot be reached stops a one-shot run with exit
 // 6, naming it; marked optional, the run goes on without its tools.
 func TestMCPUnreachableExits6(t *testing.T) {

@@ -442,11 +442,22 @@ func (s *Server) session(ctx context.Context, after uint64, deadline time.Time, 
 	}
 }
 
-// broken tells the run loop that session generation gen failed a call.
+// broken tells the run loop that session generation gen failed a call. A
+// stale generation waiting in the channel gives way to the newer one.
 func (s *Server) broken(gen uint64) {
-	select {
-	case s.kick <- gen:
-	default:
+	for {
+		select {
+		case s.kick <- gen:
+			return
+		default:
+		}
+		select {
+		case old := <-s.kick:
+			if old > gen {
+				gen = old
+			}
+		default:
+		}
 	}
 }
 
