@@ -201,10 +201,21 @@ func (s *Server) Describe(tool string) (api.ToolSpec, bool) {
 	return spec, ok
 }
 
-// run keeps a session up until ctx ends: connect, watch, and reconnect with
-// backoff.
+// run keeps a session up until ctx ends: connect, watch, and reconnect. A
+// session lost after at least ReconnectMax is retried at once; failed connects,
+// and sessions that keep dying young, back off.
 func (s *Server) run(ctx context.Context) {
 	fails := 0
+	pause := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	for ctx.Err() == nil {
 		cs, tools, err := s.connect(ctx)
 		if err != nil {
@@ -215,23 +226,30 @@ func (s *Server) run(ctx context.Context) {
 			fails++
 			s.failed(err)
 			s.log.Warn("mcp server unavailable", "err", err, "attempt", fails, "retry_in", d.String())
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !pause(d) {
 				return
 			}
 			continue
 		}
-		fails = 0
 		gen := s.up(cs, tools)
+		upAt := time.Now()
 		s.log.Info("mcp server connected", "tools", len(tools), "protocol", protocolOf(cs), "generation", gen)
 		reason := s.watch(ctx, cs, gen)
 		s.down(cs, reason)
 		_ = cs.Close()
-		if ctx.Err() == nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(upAt) >= s.opts.ReconnectMax {
+			fails = 0
 			s.log.Warn("mcp session lost: reconnecting", "err", reason)
+			continue
+		}
+		d := backoff(fails, s.opts.ReconnectMin, s.opts.ReconnectMax)
+		fails++
+		s.log.Warn("mcp session lost: reconnecting", "err", reason, "retry_in", d.String())
+		if !pause(d) {
+			return
 		}
 	}
 }
