@@ -87,3 +87,20 @@ bench:
 
 clean:
 	rm -rf bin
+
+# e2e-mcp-deps: the reference MCP server (@modelcontextprotocol/server-everything,
+# pinned in e2e/mcp/package-lock.json) for the MCP e2e tests, installed with
+# `npm ci` into e2e/mcp/node_modules (gitignored); again only when the lock
+# changes. Needs node and npm.
+.PHONY: e2e-mcp-deps fuzz-mcp
+unit: e2e-mcp-deps
+e2e-mcp-deps: e2e/mcp/node_modules/.package-lock.json
+e2e/mcp/node_modules/.package-lock.json: e2e/mcp/package.json e2e/mcp/package-lock.json
+	cd e2e/mcp && npm ci --no-audit --no-fund
+	touch $@
+
+fuzz: fuzz-mcp
+fuzz-mcp:
+	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseServer -fuzztime $(FUZZTIME)
+	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseTags -fuzztime $(FUZZTIME)
+	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseToolList -fuzztime $(FUZZTIME)

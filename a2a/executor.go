@@ -46,6 +46,9 @@ type ExecutorConfig struct {
 	// delegations (delegate.Delegator reads it).
 	Lineages *delegate.Lineages
 	Log      *slog.Logger
+	// ScopeFunc, if set, is asked for the root tool grant as each run starts
+	// (tool servers that connect late add their tools); it beats Scope.
+	ScopeFunc func() api.ToolScope
 }
 
 // Executor is the a2asrv.AgentExecutor that turns an A2A message into a
@@ -215,9 +218,13 @@ func (x *Executor) request(reqCtx *a2asrv.RequestContext, in Inbound) (delegate.
 	if maxDepth > 0 && in.Depth >= maxDepth {
 		return delegate.Request{}, fmt.Errorf("%w: depth %d at a cap of %d", ErrDepthExhausted, in.Depth, maxDepth)
 	}
+	scope := x.cfg.Scope
+	if x.cfg.ScopeFunc != nil {
+		scope = x.cfg.ScopeFunc()
+	}
 	payload := api.SpawnPayload{
 		Contract:     api.OutputContract{Objective: in.Objective, OutputFormat: api.OutputFormat{Kind: api.FormatText}},
-		Scope:        x.cfg.Scope,
+		Scope:        scope,
 		Limits:       x.cfg.Limits,
 		Intelligence: x.cfg.Intelligence,
 		Telemetry:    api.Telemetry{RunID: uuid.Must(uuid.NewV7()).String(), Traceparent: in.Trace},
@@ -230,7 +237,7 @@ func (x *Executor) request(reqCtx *a2asrv.RequestContext, in Inbound) (delegate.
 		}
 		payload.Seed = d.Seed
 		if d.Scope != nil {
-			payload.Scope = narrowScope(x.cfg.Scope, *d.Scope)
+			payload.Scope = narrowScope(scope, *d.Scope)
 		}
 		payload.Limits = clampLimits(x.cfg.Limits, d.Limits)
 		payload.Telemetry.TraceID = d.Telemetry.TraceID

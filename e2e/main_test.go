@@ -83,16 +83,25 @@ func startService(t *testing.T, args ...string) *service {
 	all := append([]string{"serve", "--listen", "127.0.0.1:0"}, fastFlags...)
 	all = append(all, args...)
 	cmd := exec.Command(agentdBin, all...)
-	stderr, err := cmd.StderrPipe()
+	// The log is read from a pipe of our own, not StderrPipe: Wait closes a
+	// StderrPipe as soon as the process exits, which can drop its last lines.
+	stderr, stderrW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Stderr = stderrW
 	s := &service{cmd: cmd, logs: &syncBuffer{}, waited: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	stderrW.Close()
+	if err != nil {
+		stderr.Close()
 		t.Fatal(err)
 	}
 	listening := make(chan string, 1)
+	logsDone := make(chan struct{})
 	go func() {
+		defer close(logsDone)
+		defer stderr.Close()
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -103,12 +112,22 @@ func startService(t *testing.T, args ...string) *service {
 				Listen string `json:"listen"`
 			}
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving" {
-				listening <- rec.Listen
+				select {
+				case listening <- rec.Listen:
+				default:
+				}
 			}
 		}
 	}()
 	go func() {
-		s.err = cmd.Wait()
+		err := cmd.Wait()
+		// Every line the service wrote is in s.logs before waited closes (the
+		// bound only matters if something else inherited its stderr).
+		select {
+		case <-logsDone:
+		case <-time.After(5 * time.Second):
+		}
+		s.err = err
 		close(s.waited)
 	}()
 	t.Cleanup(func() {

@@ -78,6 +78,7 @@ func (n *node) info() NodeInfo {
 		Deadline:   n.deadline,
 	}
 	in.Provider, in.Disposition = n.nest.provider, n.nest.disposition
+	in.Traceparent = n.payload.Telemetry.Traceparent
 	if n.parent != nil {
 		in.ParentHandle = n.parent.handle
 	}

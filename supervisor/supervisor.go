@@ -145,6 +145,9 @@ type NodeInfo struct {
 	// Disposition is how the parent waits for it (sync, async, detach); empty
 	// for a root.
 	Disposition api.Disposition
+	// Traceparent is the W3C trace context of the subagent's payload
+	// telemetry (empty when the run has none), for tool servers to pass on.
+	Traceparent string
 }
 
 // Node states, as NodeInfo reports them.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/mcp"
 	"github.com/agentd/agentd/supervisor"
 )
 
@@ -31,6 +32,7 @@ type core struct {
 	killGrace    *time.Duration
 	reapGrace    *time.Duration
 	logLevel     *string
+	mcp          mcpFlags
 
 	childDeadline   *time.Duration
 	execDeadline    *time.Duration
@@ -47,6 +49,7 @@ type core struct {
 	distillateBudget *int
 
 	key           string        // the intelligence API key, read from env or file
+	tools         *mcp.Set      // the MCP servers, once newSupervisor made them; nil with none
 	rlimitASB     uint64        // --rlimit-as in bytes, after validate
 	blobRetention time.Duration // how long a stored distillate outlives its task; 0 is the supervisor's default
 
@@ -85,6 +88,7 @@ func addCore(f *flags) *core {
 		intelBackoff:     f.duration("intelligence-backoff", "AGENT_INTELLIGENCE_BACKOFF", api.DefaultRetryBackoff, "wait before the first retry when the server sends no Retry-After; doubles per retry"),
 		maxRepeats:       f.int("max-repeats", "AGENT_MAX_REPEATS", api.DefaultMaxRepeats, "loop_detected after the same tool call with the same arguments this many times in a row"),
 		distillateBudget: f.int("distillate-budget", "AGENT_DISTILLATE_BUDGET", api.DefaultDistillateBudget, "characters a result carries inline; a larger one is stored and returned as a reference with a summary"),
+		mcp:              addMCPFlags(f),
 	}
 }
 
@@ -109,7 +113,11 @@ func (c *core) validate() error {
 			return usageError("%s must be positive (got %d)", p.name, p.v)
 		}
 	}
-	if err := c.nest.validate(c.caps()); err != nil {
+	if err := c.mcp.validate(); err != nil {
+		return err
+	}
+	gate, tagger := c.gateGrant()
+	if err := c.nest.validate(c.caps(), gate, tagger); err != nil {
 		return err
 	}
 	durations := []struct {
@@ -220,8 +228,9 @@ func (c *core) logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
 }
 
-// newSupervisor builds the supervisor: it becomes the subreaper of its tree and
-// hands children the environment with the intelligence key.
+// newSupervisor builds the supervisor: it becomes the subreaper of its tree,
+// hands children the environment with the intelligence key, and holds the MCP
+// servers (which start connecting here; closeMCP closes them).
 func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*supervisor.Supervisor, error) {
 	if err := supervisor.EnableSubreaper(); err != nil {
 		log.Warn("not a subreaper: orphaned grandchildren will reparent to init", "err", err)
@@ -230,7 +239,18 @@ func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*superv
 	if c.key != "" {
 		env = append(env, api.EnvIntelligenceKey+"="+c.key)
 	}
+	tools, err := c.newMCP(log)
+	if err != nil {
+		return nil, err
+	}
+	c.tools = tools
+	var servers map[string]supervisor.ToolServer
+	if tools != nil {
+		servers = tools.ToolServers()
+	}
 	s, err := supervisor.New(supervisor.Config{
+		Tools:      servers,
+		ToolTags:   c.mcp.cfg.Tagger(),
 		Env:        env,
 		Logger:     log,
 		SpawnReady: *c.spawnReady,

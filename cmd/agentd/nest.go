@@ -45,8 +45,8 @@ func (c *core) caps() supervisor.Caps {
 }
 
 // validate checks the caps, naming the flag of a bad one, and runs the
-// Rule-of-Two gate over the root grant.
-func (n nestFlags) validate(caps supervisor.Caps) error {
+// Rule-of-Two gate over the root grant (grant and its tagger).
+func (n nestFlags) validate(caps supervisor.Caps, grant []api.ToolRef, tags supervisor.ToolTagger) error {
 	if err := caps.Validate(); err != nil {
 		var ce *supervisor.CapError
 		if errors.As(err, &ce) {
@@ -54,17 +54,12 @@ func (n nestFlags) validate(caps supervisor.Caps) error {
 		}
 		return usageError("%v", err)
 	}
-	return checkRuleOfTwo(rootGrant(), nil, *n.allowTrifecta)
+	return checkRuleOfTwo(grant, tags, *n.allowTrifecta)
 }
-
-// rootGrant is the tools the root of every run holds: every configured tool.
-// This build configures no tool server yet, so the grant is empty; the tool
-// servers will add theirs here, and their tags through the tagger.
-func rootGrant() []api.ToolRef { return nil }
 
 // rootScope is the root grant as a payload scope (the supervisor computes its
 // Rule-of-Two legs).
-func (c *core) rootScope() api.ToolScope { return api.ToolScope{Allow: rootGrant()} }
+func (c *core) rootScope() api.ToolScope { return api.ToolScope{Allow: c.rootGrant()} }
 
 // checkRuleOfTwo is the startup gate: a root grant whose tools together hold
 // untrusted_input, sensitive and egress is bad config unless --allow-trifecta.

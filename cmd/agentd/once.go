@@ -48,6 +48,11 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	defer c.closeMCP()
+	// Every required MCP server must be up before the root starts (exit 6).
+	if err := c.waitMCP(ctx); err != nil {
+		return err
+	}
 	run, err := sup.Start(ctx, supervisor.StartRequest{Payload: api.SpawnPayload{
 		Contract:     api.OutputContract{Objective: *instruction, OutputFormat: api.OutputFormat{Kind: api.FormatText}},
 		Scope:        c.rootScope(),

@@ -74,6 +74,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// MCP servers connect in the background: the service is not ready until
+	// every required one has connected once, and each run's root grant is the
+	// tools listed when it starts.
+	defer c.closeMCP()
+	mcpCtx, stopMCP := context.WithCancel(ctx)
+	defer stopMCP()
+	go c.watchMCP(mcpCtx, log)
 	if err := router.Register(delegate.Local{Sup: sup}); err != nil {
 		return err
 	}
@@ -98,7 +105,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		CancelHandle: sup.Cancel,
 		Limits:       c.limits(),
 		Intelligence: c.intelligenceSpec(),
-		Scope:        c.rootScope(),
+		ScopeFunc:    c.rootScope,
 		PublicURL:    url,
 		Instance:     instance,
 		MaxDepth:     *c.maxDepth,
@@ -115,7 +122,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	drainer := server.NewDrainer(*c.drainTimeout, engine.Drain)
 	lameDuck := server.NewLameDuck()
 	ready := func() bool {
-		return (id.src == nil || id.src.Ready()) && !drainer.Draining() && lameDuck.Ready()
+		return (id.src == nil || id.src.Ready()) && !drainer.Draining() && lameDuck.Ready() && c.mcpReady()
 	}
 	op := &server.Operator{Sup: sup, InFlight: engine.InFlight, Drain: drainer, LameDuck: lameDuck}
 	handler := server.Handler(server.Config{

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/api"
+)
+
+// parseCore parses args as `agentd run` would and validates the shared
+// settings, without starting anything.
+func parseCore(t *testing.T, args ...string) (*core, error) {
+	t.Helper()
+	f := newFlags("run", io.Discard, "")
+	c := addCore(f)
+	if err := f.parse(args); err != nil {
+		return c, err
+	}
+	return c, c.validate()
+}
+
+// Bad MCP settings exit 2 with a message naming the flag, before anything
+// connects.
+func TestMCPFlagsAreValidated(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	x := "x=https://mcp.example/mcp"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mcp", "no-equals"}, "--mcp"},
+		{[]string{"--mcp", "x=http://10.1.2.3/mcp"}, "--mcp"},
+		{[]string{"--mcp", "x=http://mcp.example/mcp"}, "--mcp"},
+		{[]string{"--mcp", "x=ftp://127.0.0.1/mcp"}, "--mcp"},
+		{[]string{"--mcp", "x=https://user:pw@mcp.example/mcp"}, "--mcp"},
+		{[]string{"--mcp", "subagent=https://mcp.example/mcp"}, "--mcp"},
+		{[]string{"--mcp", "a/b=https://mcp.example/mcp"}, "--mcp"},
+		{[]string{"--mcp", x, "--mcp", "x=https://other.example/mcp"}, "--mcp"},
+		{[]string{"--mcp", x, "--mcp-tags", "y=egress"}, "--mcp-tags"},
+		{[]string{"--mcp", x, "--mcp-tags", "x=evil"}, "--mcp-tags"},
+		{[]string{"--mcp", x, "--mcp-tools", "y=a"}, "--mcp-tools"},
+		{[]string{"--mcp", x, "--mcp-tools", "x="}, "--mcp-tools"},
+		{[]string{"--mcp", x, "--mcp-optional", "y"}, "--mcp-optional"},
+		{[]string{"--mcp", x, "--mcp-token-file", "x=" + filepath.Join(dir, "missing")}, "--mcp-token-file"},
+		{[]string{"--mcp", x, "--mcp-token-file", "x=" + empty}, "--mcp-token-file"},
+		{[]string{"--mcp", x, "--mcp-token-file", "y=" + empty}, "--mcp-token-file"},
+		{[]string{"--mcp", x, "--mcp-max-result", "10"}, "--mcp-max-result"},
+		{[]string{"--mcp", x, "--mcp-max-result", "99999999"}, "--mcp-max-result"},
+		{[]string{"--mcp", x, "--mcp-call-wait", "0s"}, "--mcp-call-wait"},
+		{[]string{"--mcp", x, "--mcp-connect-timeout", "-1s"}, "--mcp-connect-timeout"},
+		// The startup Rule-of-Two gate: an untagged server counts as
+		// untrusted_input, so with a sensitive and an egress tool the root
+		// grant holds all three legs.
+		{[]string{"--mcp", x, "--mcp", "y=https://y.example/mcp", "--mcp-tags", "x=sensitive", "--mcp-tags", "y/send=egress"}, "--allow-trifecta"},
+		{[]string{"--mcp", x, "--mcp-tags", "x=untrusted_input,sensitive,egress"}, "--allow-trifecta"},
+	} {
+		_, err := parseCore(t, tc.args...)
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != api.ExitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want exit 2 naming %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// Settings that pass the gate: tagging the untagged server, narrowing the
+// grant to the egress tool, or the operator's override.
+func TestMCPRuleOfTwoPasses(t *testing.T) {
+	x, y := "x=https://mcp.example/mcp", "y=https://y.example/mcp"
+	for _, args := range [][]string{
+		{"--mcp", x, "--mcp", y, "--mcp-tags", "x=sensitive", "--mcp-tags", "y=none", "--mcp-tags", "y/send=egress"},
+		{"--mcp", x, "--mcp", y, "--mcp-tags", "x=sensitive", "--mcp-tags", "y/send=egress", "--mcp-tools", "y=send"},
+		{"--mcp", x, "--mcp-tags", "x=untrusted_input,sensitive,egress", "--allow-trifecta"},
+	} {
+		if _, err := parseCore(t, args...); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
+
+// The environment forms: AGENT_MCP and friends hold whitespace-separated
+// entries, a flag on the command line replaces them, tokens come from
+// AGENT_MCP_TOKEN_<NAME> or a token file (which wins).
+func TestMCPEnvironment(t *testing.T) {
+	t.Setenv("AGENT_MCP", "a=https://a.example/mcp\nb-2=http://127.0.0.1:9/mcp")
+	t.Setenv("AGENT_MCP_TAGS", "a=sensitive b-2=none")
+	t.Setenv("AGENT_MCP_OPTIONAL", "b-2")
+	t.Setenv("AGENT_MCP_TOOLS", "a=read,list")
+	t.Setenv("AGENT_MCP_TOKEN_A", "from-env-a")
+	t.Setenv("AGENT_MCP_TOKEN_B_2", "from-env-b")
+	file := filepath.Join(t.TempDir(), "tok")
+	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseCore(t, "--mcp-token-file", "b-2="+file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.mcp.cfg
+	if len(cfg.Servers) != 2 || cfg.Servers[0].Name != "a" || cfg.Servers[1].Name != "b-2" {
+		t.Fatalf("servers = %+v", cfg.Servers)
+	}
+	if cfg.Servers[0].Token != "from-env-a" || cfg.Servers[1].Token != "from-file" {
+		t.Errorf("tokens: a %q, b-2 %q", cfg.Servers[0].Token, cfg.Servers[1].Token)
+	}
+	if cfg.Servers[0].Optional || !cfg.Servers[1].Optional {
+		t.Errorf("optional: %+v", cfg.Servers)
+	}
+	if got := strings.Join(cfg.Grant["a"], ","); got != "read,list" {
+		t.Errorf("grant of a = %s", got)
+	}
+	if tags, ok := cfg.Tagger()(api.ToolRef{Server: "a", Tool: "read"}); !ok || !tags.Sensitive {
+		t.Errorf("a's tags = %+v", tags)
+	}
+
+	c, err = parseCore(t, "--mcp", "c=https://c.example/mcp", "--mcp-tags", "c=egress", "--mcp-tools", "c=x", "--mcp-optional", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.mcp.cfg.Servers; len(s) != 1 || s[0].Name != "c" || !s[0].Optional {
+		t.Fatalf("a flag replaces the environment's list: %+v", s)
+	}
+}
