@@ -35,6 +35,7 @@ type llmRequest struct {
 	Path   string
 	Header http.Header
 	Body   seenRequest
+	Raw    []byte // the body as sent
 }
 
 type seenRequest struct {
@@ -86,7 +87,7 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	n := len(f.reqs)
-	f.reqs = append(f.reqs, llmRequest{At: time.Now(), Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	f.reqs = append(f.reqs, llmRequest{At: time.Now(), Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Raw: b})
 	var s llmStep
 	if n < len(f.script) {
 		s = f.script[n]
@@ -137,6 +138,17 @@ func answer(content string, in, out int64) llmStep { return completion(content, 
 
 func toolCalls(in, out int64, calls ...callSpec) llmStep {
 	return completion("", "", "tool_calls", in, out, calls...)
+}
+
+// rawAnswer answers with status code, the media type and body given.
+func rawAnswer(code int, mediaType, body string) llmStep {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if mediaType != "" {
+			w.Header().Set("Content-Type", mediaType)
+		}
+		w.WriteHeader(code)
+		io.WriteString(w, body)
+	}
 }
 
 func httpError(code int, header ...string) llmStep {

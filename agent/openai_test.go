@@ -2,12 +2,15 @@ package agent
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/openai/openai-go/v3"
 
 	"github.com/agentd/agentd/api"
 )
@@ -270,15 +273,36 @@ func TestOpenAIHangPastDeadline(t *testing.T) {
 }
 
 func TestOpenAIRequestTimeoutRetried(t *testing.T) {
-	f := newFakeLLM(t, hang, answer("second attempt", 9, 2))
+	f := newFakeLLM(t, hang, hangInBody, answer("third attempt", 9, 2))
 	p := llmPayload(f)
 	p.Intelligence.RequestTimeout = api.Duration(200 * time.Millisecond)
 	run := runChild(t, p, "", superEnd{})
 	wantStatus(t, run, api.StatusCompleted, "")
 	wantUsage(t, run, 9, 2, 1)
-	if n := len(f.requests()); n != 2 {
-		t.Fatalf("%d requests, want 2", n)
+	if n := len(f.requests()); n != 3 {
+		t.Fatalf("%d requests, want 3", n)
 	}
+
+	// No retries left: the timeout is the reported failure.
+	f = newFakeLLM(t, hang)
+	p = llmPayload(f)
+	p.Intelligence.RequestTimeout = api.Duration(200 * time.Millisecond)
+	p.Intelligence.Retries = intPtr(0)
+	run = runChild(t, p, "", superEnd{})
+	wantStatus(t, run, api.StatusCrashed, "")
+	if !strings.Contains(run.result.Detail, "no answer within the request timeout of 200ms") {
+		t.Fatalf("detail = %q", run.result.Detail)
+	}
+}
+
+// hangInBody sends the status and part of the body, then stalls until the
+// client goes away.
+func hangInBody(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, `{"choices":[{"message":{"content":"trunc`)
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
 }
 
 func TestOpenAIUnreachable(t *testing.T) {
@@ -471,11 +495,19 @@ func FuzzChatResponse(f *testing.F) {
 		if msg := errorMessage(b); len(msg) > 303 {
 			t.Fatalf("error message of %d bytes", len(msg))
 		}
-		var cr chatResponse
-		if json.Unmarshal(b, &cr) != nil {
+		// The SDK decodes the "error" of an error body into *openai.Error; a
+		// reshaped body must always decode, or the status would be lost.
+		var shaped struct{ Error json.RawMessage }
+		eb := openAIErrorBody(b)
+		var apiErr openai.Error
+		if json.Unmarshal(eb, &shaped) != nil || apiErr.UnmarshalJSON(shaped.Error) != nil {
+			t.Fatalf("error body %q reshaped to %q, which the SDK cannot decode", b, eb)
+		}
+		var cc openai.ChatCompletion
+		if json.Unmarshal(b, &cc) != nil {
 			return
 		}
-		r, err := convertCompletion(&cr, &Request{System: "s"})
+		r, err := convertCompletion(&cc, &Request{System: "s"})
 		if err != nil {
 			return
 		}
@@ -489,3 +521,96 @@ func FuzzChatResponse(f *testing.F) {
 		}
 	})
 }
+
+// TestOpenAIOtherServersErrors: error answers that are not OpenAI's shape
+// (Ollama's {"error":"..."}, a bare {"message":..}, a proxy's HTML page) keep
+// their status, so they are retried or reported with the provider's message.
+func TestOpenAIOtherServersErrors(t *testing.T) {
+	f := newFakeLLM(t,
+		rawAnswer(http.StatusServiceUnavailable, "application/json", `{"error":"server busy"}`),
+		rawAnswer(http.StatusBadGateway, "text/html", `<html><body>502 Bad Gateway</body></html>`),
+		answer("after two odd errors", 5, 2))
+	run := runChild(t, llmPayload(f), "", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, "")
+	wantUsage(t, run, 5, 2, 1)
+	if n := len(f.requests()); n != 3 {
+		t.Fatalf("%d requests, want 3", n)
+	}
+
+	for _, tc := range []struct{ body, want string }{
+		{`{"error":"model \"nope\" not found, try pulling it first"}`, `model "nope" not found`},
+		{`{"message":"unknown model nope"}`, "unknown model nope"},
+		{`{"error":{"message":"The model nope does not exist","type":"invalid_request_error"}}`, "The model nope does not exist"},
+	} {
+		f := newFakeLLM(t, rawAnswer(http.StatusNotFound, "application/json", tc.body))
+		run := runChild(t, llmPayload(f), "", superEnd{})
+		wantStatus(t, run, api.StatusCrashed, "")
+		if !strings.Contains(run.result.Detail, "404") || !strings.Contains(run.result.Detail, tc.want) {
+			t.Errorf("%s: detail = %q, want 404 and %q", tc.body, run.result.Detail, tc.want)
+		}
+		if n := len(f.requests()); n != 1 {
+			t.Errorf("%s: a 404 was retried: %d requests", tc.body, n)
+		}
+	}
+}
+
+// TestOpenAIOtherServersAnswers: content as an array of parts, and a JSON
+// answer under another media type, are read as OpenAI's.
+func TestOpenAIOtherServersAnswers(t *testing.T) {
+	parts := `{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":[` +
+		`{"type":"text","text":"two "},{"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"parts"}]}}],` +
+		`"usage":{"prompt_tokens":7,"completion_tokens":3}}`
+	for _, mediaType := range []string{"application/json", "text/plain; charset=utf-8", ""} {
+		f := newFakeLLM(t, rawAnswer(http.StatusOK, mediaType, parts))
+		run := runChild(t, llmPayload(f), "", superEnd{})
+		wantStatus(t, run, api.StatusCompleted, "")
+		wantUsage(t, run, 7, 3, 1)
+		if got := run.result.Distillate.Text(); got != "two parts" {
+			t.Errorf("%q: distillate = %q", mediaType, got)
+		}
+	}
+}
+
+// TestOpenAIToolSchemaAsWritten: a tool's schema reaches the server with its
+// numbers intact (not rounded through float64).
+func TestOpenAIToolSchemaAsWritten(t *testing.T) {
+	f := newFakeLLM(t, answer("ok", 1, 1))
+	p := llmPayload(f)
+	p.Tools = []api.ToolSpec{{Name: "files/read", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","maximum":9007199254740993,"multipleOf":0.1}}}`)}}
+	run := runChild(t, p, "", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, "")
+	raw := string(f.requests()[0].Raw)
+	if !strings.Contains(raw, `"maximum":9007199254740993`) || !strings.Contains(raw, `"multipleOf":0.1`) {
+		t.Fatalf("schema numbers changed in the request: %s", raw)
+	}
+}
+
+// TestOpenAIIgnoresOpenAIEnv: the OPENAI_* variables the SDK's default client
+// reads do not redirect or authenticate agentd's requests.
+func TestOpenAIIgnoresOpenAIEnv(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+	t.Setenv("OPENAI_API_KEY", "sk-from-openai-env")
+	f := newFakeLLM(t, answer("ok", 1, 1))
+	run := runChild(t, llmPayload(f), "", superEnd{})
+	wantStatus(t, run, api.StatusCompleted, "")
+	if h := f.requests()[0].Header.Get("Authorization"); h != "" {
+		t.Fatalf("Authorization = %q from OPENAI_API_KEY", h)
+	}
+}
+
+func TestLimitedBody(t *testing.T) {
+	for _, tc := range []struct {
+		size int
+		ok   bool
+	}{{0, true}, {maxResponseBytes, true}, {maxResponseBytes + 1, false}} {
+		b := &limitedBody{rc: io.NopCloser(io.LimitReader(zeros{}, int64(tc.size))), left: maxResponseBytes}
+		n, err := io.Copy(io.Discard, b)
+		if (err == nil) != tc.ok || (tc.ok && n != int64(tc.size)) {
+			t.Errorf("%d bytes: read %d, err %v", tc.size, n, err)
+		}
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
