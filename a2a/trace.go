@@ -78,7 +78,9 @@ func endPeerSpan(span trace.Span, remote a2a.TaskID, res api.SubagentResult) {
 // traceInterceptor puts the traceparent of the call's context into the
 // call's metadata, which the JSON-RPC transport sends as HTTP headers: the
 // peer's server span becomes a child of this side's span.
-type traceInterceptor struct{ a2aclient.PassthroughInterceptor }
+type traceInterceptor struct {
+	a2aclient.PassthroughInterceptor
+}
 
 // Before adds the traceparent header.
 func (traceInterceptor) Before(ctx context.Context, req *a2aclient.Request) (context.Context, error) {

@@ -35,10 +35,10 @@ func TestLogHandler(t *testing.T) {
 	log.Info("no span")                  // nothing to add
 	log.InfoContext(ctx, "from context") // the context's span
 	tied := WithSpan(log, osc)
-	tied.Info("fallback")                                                                    // the tied span
-	tied.InfoContext(ctx, "context beats fallback")                                          // the context's span
+	tied.Info("fallback")                                                                       // the tied span
+	tied.InfoContext(ctx, "context beats fallback")                                             // the context's span
 	tied.With("agent_path", "0.1").Info("forwarded", "trace_id", "child-trace", "span_id", "c") // a child's own ids stay
-	WithSpan(slog.New(slog.NewJSONHandler(&buf, nil)), osc).Info("plain handler")            // wrapped on demand
+	WithSpan(slog.New(slog.NewJSONHandler(&buf, nil)), osc).Info("plain handler")               // wrapped on demand
 
 	lines := logLines(t, &buf)
 	want := []struct{ trace, span string }{
