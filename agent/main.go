@@ -40,7 +40,9 @@ func Main() int {
 }
 
 // Serve runs one subagent over the given control pipes: ctrl/ready, the spawn
-// frame, the loop, the result frame. It returns the exit code.
+// frame, the loop, the result frame. It returns the exit code. The run is a
+// span under the payload's trace context, exported as the OTEL_* environment
+// says (telemetry.Setup) and flushed before the result frame.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key string) int {
 	log := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(errw, nil))).With("pid", os.Getpid())
 	c := newControl(in, out, log)

@@ -47,8 +47,10 @@ type Config struct {
 	Metrics *telemetry.Metrics
 }
 
-// Handler returns the service's HTTP handler: POST / is the JSON-RPC endpoint,
-// GET /.well-known/agent-card.json the card, /healthz and /readyz the probes.
+// Handler returns the service's HTTP handler: POST / is the JSON-RPC endpoint
+// (each request a server span, counted in Config.Metrics), GET
+// /.well-known/agent-card.json the card, /healthz and /readyz the probes, and,
+// with Config.Metrics, GET /metrics for operators.
 func Handler(cfg Config) http.Handler {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody

@@ -504,7 +504,8 @@ func (s *Supervisor) blobPutAnswer(n *node, id uint64, put api.BlobPut, log *slo
 }
 
 // callTool runs one tool call for n: a self-tool, or a scoped tool the node's
-// grant holds, on the tool server that serves it.
+// grant holds, on the tool server that serves it. ctx carries the call's span;
+// the call ends at n's deadline or when n ends.
 func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) api.ToolResult {
 	ctx, cancel := context.WithDeadline(ctx, n.deadline)
 	defer cancel()
