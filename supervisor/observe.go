@@ -68,6 +68,15 @@ func (s *Supervisor) nodeLogger(n *node) *slog.Logger {
 	return log
 }
 
+// spanCtx is a context holding n's spawn span, for log lines about n written
+// with the supervisor's own logger (they get its trace_id and span_id).
+func (n *node) spanCtx() context.Context {
+	if n.span == nil {
+		return context.Background()
+	}
+	return trace.ContextWithSpan(context.Background(), n.span)
+}
+
 // startToolSpan starts the supervisor's span of one tool call, a child of the
 // calling child's own tool span (its traceparent travels in the call), else of
 // the caller's spawn span.
