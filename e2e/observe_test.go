@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -301,4 +304,27 @@ func TestHealthzWhileChildStopped(t *testing.T) {
 		t.Errorf("heartbeat %vs old", age)
 	}
 	t.Logf("%d /healthz checks while the child was stopped", checks)
+}
+
+// Bad observability settings exit 2 naming the setting, before anything
+// starts.
+func TestObservabilityBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		name string
+	}{
+		{[]string{"serve", "--metrics-addr", "no-port"}, "", "--metrics-addr"},
+		{[]string{"serve", "--heartbeat", "0s"}, "", "--heartbeat"},
+		{[]string{"serve"}, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_EXPORTER_OTLP_PROTOCOL"},
+		{[]string{"run", "--instruction", "x"}, "OTEL_TRACES_EXPORTER=zipkin", "OTEL_TRACES_EXPORTER"},
+	} {
+		cmd := exec.Command(agentdBin, tc.args...)
+		cmd.Env = append(os.Environ(), tc.env)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.name) {
+			t.Errorf("%v %s: exit %v, output %q; want exit 2 naming %s", tc.args, tc.env, err, out, tc.name)
+		}
+	}
 }
