@@ -38,8 +38,6 @@ func spanTurn(ctx context.Context, provider string, res api.SubagentResult) {
 	}
 	if res.Status != api.StatusCompleted {
 		span.SetStatus(codes.Error, string(res.Status)+": "+res.Detail)
-	} else {
-		span.SetStatus(codes.Unset, "")
 	}
 }
 
