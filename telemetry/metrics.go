@@ -26,22 +26,22 @@ type Metrics struct {
 
 // Metric names, for tests and the README.
 const (
-	MetricA2ARequests        = "agent_a2a_requests_total"
-	MetricA2ADuration        = "agent_a2a_request_duration_seconds"
-	MetricSubagentsLive      = "agent_subagents_live"
-	MetricSpawns             = "agent_spawns_total"
-	MetricSpawnRefusals      = "agent_spawn_refusals_total"
-	MetricVerdicts           = "agent_detector_verdicts_total"
-	MetricLadderRungs        = "agent_kill_ladder_rungs_total"
-	MetricUnreaped           = "agent_unreaped_total"
-	MetricOrphans            = "agent_orphans_reaped_total"
-	MetricPings              = "agent_pings_total"
-	MetricPongs              = "agent_pongs_total"
-	MetricBreakersOpen       = "agent_governor_breakers_open"
-	MetricTokens             = "agent_tokens_total"
-	MetricTasks              = "agent_tasks"
-	MetricTasksInFlight      = "agent_tasks_in_flight"
-	MetricHeartbeatAgeSecond = "agent_heartbeat_age_seconds"
+	MetricA2ARequests   = "agent_a2a_requests_total"
+	MetricA2ADuration   = "agent_a2a_request_duration_seconds"
+	MetricSubagentsLive = "agent_subagents_live"
+	MetricSpawns        = "agent_spawns_total"
+	MetricSpawnRefusals = "agent_spawn_refusals_total"
+	MetricVerdicts      = "agent_detector_verdicts_total"
+	MetricLadderRungs   = "agent_kill_ladder_rungs_total"
+	MetricUnreaped      = "agent_unreaped_total"
+	MetricOrphans       = "agent_orphans_reaped_total"
+	MetricPings         = "agent_pings_total"
+	MetricPongs         = "agent_pongs_total"
+	MetricBreakersOpen  = "agent_governor_breakers_open"
+	MetricTokens        = "agent_tokens_total"
+	MetricTasks         = "agent_tasks"
+	MetricTasksInFlight = "agent_tasks_in_flight"
+	MetricHeartbeatAge  = "agent_heartbeat_age_seconds"
 )
 
 // NewMetrics returns a registry with the Go runtime and process collectors
@@ -127,7 +127,7 @@ var (
 	descTokens    = prometheus.NewDesc(MetricTokens, "Tokens used by subagents, by direction (in, out).", []string{"direction"}, nil)
 	descTasks     = prometheus.NewDesc(MetricTasks, "A2A tasks held by the task store, by state.", []string{"state"}, nil)
 	descInFlight  = prometheus.NewDesc(MetricTasksInFlight, "A2A tasks whose executor is running.", nil, nil)
-	descHeartbeat = prometheus.NewDesc(MetricHeartbeatAgeSecond, "Seconds since the supervisor's last heartbeat (/healthz fails when it is too old).", nil, nil)
+	descHeartbeat = prometheus.NewDesc(MetricHeartbeatAge, "Seconds since the supervisor's last heartbeat (/healthz fails when it is too old).", nil, nil)
 )
 
 // sourceCollector turns Sources into metrics at scrape time.

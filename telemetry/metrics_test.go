@@ -70,7 +70,7 @@ agent_governor_breakers_open 1
 agent_heartbeat_age_seconds 0.25
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
-		MetricSpawns, MetricSpawnRefusals, MetricLadderRungs, MetricTokens, MetricSubagentsLive, MetricTasks, MetricBreakersOpen, MetricHeartbeatAgeSecond); err != nil {
+		MetricSpawns, MetricSpawnRefusals, MetricLadderRungs, MetricTokens, MetricSubagentsLive, MetricTasks, MetricBreakersOpen, MetricHeartbeatAge); err != nil {
 		t.Fatal(err)
 	}
 	n, err := testutil.GatherAndCount(m.Registry(), MetricVerdicts, MetricOrphans, MetricPings, MetricPongs, MetricUnreaped, MetricTasksInFlight)
