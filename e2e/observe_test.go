@@ -281,6 +281,7 @@ func TestHealthzWhileChildStopped(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 10*time.Second, "the child stopped", func() bool { return stopped(pid) || !alive(pid) })
 	checks := 0
 	deadline := time.Now().Add(20 * time.Second)
 	for alive(pid) {
