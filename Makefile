@@ -71,6 +71,8 @@ fuzz:
 	$(GO) test ./delegate -run '^$$' -fuzz FuzzParseRule -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzParseTokens -fuzztime $(FUZZTIME)
 	$(GO) test ./tlsconfig -run '^$$' -fuzz FuzzParsePolicy -fuzztime $(FUZZTIME)
+	$(GO) test ./telemetry -run '^$$' -fuzz FuzzTraceparent -fuzztime $(FUZZTIME)
+	$(GO) test ./telemetry -run '^$$' -fuzz FuzzExportFromEnv -fuzztime $(FUZZTIME)
 
 # test-spire: a real SPIRE server and agent on 127.0.0.1 issue the SVIDs of two
 # agentd services that call each other over mTLS. spire-server and spire-agent

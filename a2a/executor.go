@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // ExecutorConfig configures an Executor.
@@ -78,6 +79,8 @@ var _ a2asrv.AgentExecutor = (*Executor)(nil)
 // tasks/cancel, which runs the kill ladder on the running turn.
 func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
 	in, err := ReadInbound(reqCtx.Message, reqCtx.Metadata)
+	ctx, span := startDelegateSpan(ctx, reqCtx.TaskID, in.Trace)
+	defer span.End()
 	if err != nil {
 		return x.refuse(ctx, reqCtx, q, a2a.TaskStateRejected, err.Error())
 	}
@@ -85,6 +88,7 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	if err != nil {
 		return x.refuse(ctx, reqCtx, q, a2a.TaskStateRejected, err.Error())
 	}
+	telemetry.SetTelemetry(ctx, &req.Payload.Telemetry) // the subagents are the delegation span's
 	if x.cfg.Lineages != nil {
 		x.cfg.Lineages.Set(req.Payload.Telemetry.RunID, delegate.Lineage{Hops: req.Hops, Depth: req.Depth, MaxDepth: req.MaxDepth})
 		defer x.cfg.Lineages.Delete(req.Payload.Telemetry.RunID)
@@ -164,10 +168,13 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		run.Cancel(context.Cause(ctx).Error())
 		<-run.Done()
 	}
-	return run.Result(), true, nil
+	res := run.Result()
+	spanTurn(ctx, req.Provider, res)
+	return res, true, nil
 }
 
 func (x *Executor) refuse(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, state a2a.TaskState, text string) error {
+	spanRefused(ctx, state, text)
 	ev := a2a.NewStatusUpdateEvent(reqCtx, state, a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: text}))
 	ev.Final = true
 	ev.Metadata = CallerMetadata(ctx)

@@ -14,11 +14,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
@@ -183,6 +185,8 @@ type Peer struct {
 	read     time.Time
 	client   *a2aclient.Client
 	instance string // the peer's agentd instance id, from its card
+
+	started atomic.Int64 // delegations started, for the spawn metric
 }
 
 var (
@@ -258,6 +262,7 @@ func (p *Peer) Refresh(ctx context.Context) error {
 		[]a2a.AgentInterface{{Transport: a2a.TransportProtocolJSONRPC, URL: p.endpoint(card)}},
 		a2aclient.WithJSONRPCTransport(p.hc),
 		a2aclient.WithConfig(a2aclient.Config{Polling: true}),
+		a2aclient.WithInterceptors(traceInterceptor{}),
 	)
 	if err != nil {
 		return fmt.Errorf("a2a client for %s: %w", p.cfg.URL, err)
@@ -314,6 +319,7 @@ func (p *Peer) Start(ctx context.Context, req delegate.Request) (delegate.Run, e
 		// A depth limit on the delegate travels as a tighter mesh cap.
 		maxDepth = depth + req.DepthLimit + 1
 	}
+	spanCtx, span := startPeerSpan(ctx, p.Name(), &req.Payload) // the message carries its traceparent
 	agentd := hasContractExtension(card)
 	var msg *a2a.Message
 	if agentd {
@@ -332,8 +338,9 @@ func (p *Peer) Start(ctx context.Context, req delegate.Request) (delegate.Run, e
 	if deadline <= 0 {
 		deadline = api.MaxDeadline
 	}
-	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(spanCtx))
 	r := &peerRun{
+		span:     span,
 		p:        p,
 		client:   client,
 		handle:   req.Handle,
@@ -343,9 +350,13 @@ func (p *Peer) Start(ctx context.Context, req delegate.Request) (delegate.Run, e
 		cancel:   cancel,
 		deadline: deadline,
 	}
+	p.started.Add(1)
 	go r.loop(runCtx, msg)
 	return r, nil
 }
+
+// Started returns how many delegations this peer has been sent.
+func (p *Peer) Started() int64 { return p.started.Load() }
 
 // errRunDeadline is the cause of a run's context when its deadline passes.
 var errRunDeadline = errors.New("delegation deadline passed")
@@ -357,6 +368,7 @@ func (c runCancelled) Error() string { return "cancelled: " + c.reason }
 
 // peerRun is one delegation to a peer.
 type peerRun struct {
+	span     trace.Span // the delegation's client span; ends with the run
 	p        *Peer
 	client   *a2aclient.Client
 	handle   string
@@ -382,6 +394,7 @@ func (r *peerRun) Cancel(reason string) { r.cancel(runCancelled{reason: reason})
 func (r *peerRun) loop(ctx context.Context, msg *a2a.Message) {
 	defer close(r.done)
 	defer r.cancel(nil)
+	defer func() { endPeerSpan(r.span, r.remote(), r.result) }()
 	dctx, stop := context.WithTimeoutCause(ctx, r.deadline, errRunDeadline)
 	defer stop()
 	err := r.follow(dctx, msg)
@@ -506,7 +519,7 @@ func (r *peerRun) cancelRemote() {
 	if id == "" || r.terminal() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.p.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpan(context.Background(), r.span), r.p.cfg.Timeout)
 	defer cancel()
 	if t, err := r.client.CancelTask(ctx, &a2a.TaskIDParams{ID: id}); err != nil {
 		r.p.log.Warn("tasks/cancel to peer failed", "task_id", r.handle, "err", err)

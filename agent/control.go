@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // ErrCancelled is the cancellation cause when the supervisor sends ctrl/cancel.
@@ -119,7 +120,8 @@ func (c *control) serve(cancel context.CancelCauseFunc) {
 // call sends a tool/call request and waits for its answer.
 func (c *control) call(ctx context.Context, tool string, args json.RawMessage) (api.ToolResult, error) {
 	var r api.ToolResult
-	if err := c.request(ctx, api.MethodToolCall, api.ToolCall{Tool: tool, Args: args}, &r); err != nil {
+	call := api.ToolCall{Tool: tool, Args: args, Traceparent: telemetry.Traceparent(ctx)}
+	if err := c.request(ctx, api.MethodToolCall, call, &r); err != nil {
 		return api.ToolResult{}, err
 	}
 	return r, nil

@@ -99,7 +99,9 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 			return stopped(ctx, result)
 		}
 		usage.Steps++
-		resp, err := l.Model.Complete(ctx, req)
+		mctx, mspan := startModelSpan(ctx, p, usage.Steps)
+		resp, err := l.Model.Complete(mctx, req)
+		endModelSpan(mspan, resp, err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return stopped(ctx, result)
@@ -200,7 +202,9 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 			} else {
 				// A name the model made up goes to the supervisor as is; it refuses
 				// anything outside the grant with an error result the model sees.
-				out, err = l.Caller.CallTool(ctx, wire, args)
+				tctx, tspan := startToolSpan(ctx, wire)
+				out, err = l.Caller.CallTool(tctx, wire, args)
+				endToolSpan(tspan, out, err)
 				if err != nil {
 					if ctx.Err() != nil {
 						return stopped(ctx, result)

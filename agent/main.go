@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // ExitParentMismatch is the exit code of a child whose parent is not the
@@ -38,9 +40,11 @@ func Main() int {
 }
 
 // Serve runs one subagent over the given control pipes: ctrl/ready, the spawn
-// frame, the loop, the result frame. It returns the exit code.
+// frame, the loop, the result frame. It returns the exit code. The run is a
+// span under the payload's trace context, exported as the OTEL_* environment
+// says (telemetry.Setup) and flushed before the result frame.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key string) int {
-	log := slog.New(slog.NewJSONHandler(errw, nil)).With("pid", os.Getpid())
+	log := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(errw, nil))).With("pid", os.Getpid())
 	c := newControl(in, out, log)
 	if err := c.w.Send(api.MethodReady, 0, api.Ready{PID: os.Getpid()}); err != nil {
 		log.Error("send ctrl/ready", "err", err)
@@ -52,16 +56,27 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 		return 1
 	}
 	log = log.With("run_id", p.Telemetry.RunID, "agent_path", p.AgentPath)
-	if p.Telemetry.TraceID != "" {
-		log = log.With("trace_id", p.Telemetry.TraceID)
+	// The supervisor validated the OTEL_* environment it passed on; a failure
+	// here costs the traces, not the run.
+	tp, err := telemetry.Setup(ctx, telemetry.Options{Log: log, Attributes: []attribute.KeyValue{attribute.String("agentd.role", "subagent")}})
+	if err != nil {
+		log.Warn("tracing off", "err", err)
 	}
+	ctx, span := startRunSpan(ctx, p)
+	log = telemetry.WithSpan(log, span.SpanContext())
 	c.log = log
+	deadline := time.Now().Add(p.Limits.Deadline.D())
+	finish := func(res api.SubagentResult) int {
+		endRunSpan(span, res)
+		flushSpans(tp, deadline, log)
+		return c.finish(res)
+	}
 	if err := p.Validate(); err != nil {
-		return c.finish(api.SubagentResult{Status: api.StatusCrashed, Detail: "invalid spawn payload: " + err.Error()})
+		return finish(api.SubagentResult{Status: api.StatusCrashed, Detail: "invalid spawn payload: " + err.Error()})
 	}
 	model, err := NewModel(p.Intelligence, key)
 	if err != nil {
-		return c.finish(api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error()})
+		return finish(api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error()})
 	}
 	if m, ok := model.(interface{ setLogger(*slog.Logger) }); ok {
 		m.setLogger(log)
@@ -69,13 +84,13 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go c.serve(cancel)
-	ctx, stop := context.WithTimeout(ctx, time.Duration(p.Limits.Deadline))
+	ctx, stop := context.WithDeadline(ctx, deadline)
 	defer stop()
 	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
 	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait}
 	res := loop.Run(ctx)
 	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
-	return c.finish(res)
+	return finish(res)
 }
 
 // finish writes the result frame; it is the child's last word.

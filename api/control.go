@@ -66,6 +66,9 @@ type LoopEvent struct {
 type ToolCall struct {
 	Tool string          `json:"tool"`
 	Args json.RawMessage `json:"args,omitempty"`
+	// Traceparent is the W3C trace context of the child's span for this call,
+	// so the supervisor's side of the call (a nested spawn, say) joins it.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // ToolResult answers a ToolCall. A refusal or a failed tool is a result with

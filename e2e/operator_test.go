@@ -265,6 +265,9 @@ func TestOperatorDrainRefusesNewWorkAndExits(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(n.PID, syscall.SIGCONT) })
+	// A group stop completes asynchronously: on a loaded machine a thread
+	// woken by the ctrl/cancel could read it before every thread stopped.
+	waitFor(t, 10*time.Second, "the child stopped", func() bool { return stopped(n.PID) })
 	var d api.DrainResult
 	s.op(api.OpDrain, map[string]any{"deadline_ms": 20000}, &d)
 	if !d.Draining || d.InFlight != 1 || d.DrainTimeoutMS != 20000 || d.ETAMS <= 0 || time.Since(d.StartedAt) > time.Minute {

@@ -18,6 +18,7 @@ import (
 
 	a2abind "github.com/agentd/agentd/a2a"
 	a2av1 "github.com/agentd/agentd/a2a/v1"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // DefaultSSEKeepAlive is how often an idle event stream gets an SSE comment.
@@ -253,6 +254,7 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPC(w, id, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: want jsonrpc \"2.0\" and a method name"})
 		return
 	}
+	telemetry.NoteRPCMethod(w, rh.metricMethod(method))
 	ctx := r.Context()
 	version, verr := requestVersion(r.Header)
 	if m, ok := rh.extra[method]; ok {
@@ -456,6 +458,7 @@ func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.R
 		resp := rpcResponse{JSONRPC: "2.0", ID: id}
 		if it.err != nil {
 			resp.Error = errConv(it.err)
+			telemetry.NoteRPCCode(w, resp.Error.Code)
 		} else {
 			resp.Result = conv(it.ev)
 		}
@@ -477,7 +480,9 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *RPCEr
 	resp := rpcResponse{JSONRPC: "2.0", ID: id}
 	if rerr != nil {
 		resp.Error = rerr
+		telemetry.NoteRPCCode(w, rerr.Code)
 	} else {
+		telemetry.NoteRPCCode(w, 0)
 		if result == nil {
 			result = json.RawMessage("null")
 		}

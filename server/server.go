@@ -12,6 +12,7 @@ import (
 
 	a2abind "github.com/agentd/agentd/a2a"
 	a2av1 "github.com/agentd/agentd/a2a/v1"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // DefaultMaxBody is the default request body cap.
@@ -41,10 +42,15 @@ type Config struct {
 	// SSEKeepAlive is how often an idle event stream gets an SSE comment;
 	// default DefaultSSEKeepAlive.
 	SSEKeepAlive time.Duration
+	// Metrics counts A2A requests and, when set, is served at /metrics to
+	// operators only. Every JSON-RPC request gets a server span either way.
+	Metrics *telemetry.Metrics
 }
 
-// Handler returns the service's HTTP handler: POST / is the JSON-RPC endpoint,
-// GET /.well-known/agent-card.json the card, /healthz and /readyz the probes.
+// Handler returns the service's HTTP handler: POST / is the JSON-RPC endpoint
+// (each request a server span, counted in Config.Metrics), GET
+// /.well-known/agent-card.json the card, /healthz and /readyz the probes, and,
+// with Config.Metrics, GET /metrics for operators.
 func Handler(cfg Config) http.Handler {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
@@ -63,7 +69,7 @@ func Handler(cfg Config) http.Handler {
 	}
 	r := chi.NewRouter()
 	r.Use(checkOrigin)
-	r.Method(http.MethodPost, "/", auth.Middleware(rpc))
+	r.Method(http.MethodPost, "/", telemetry.ServeA2A(cfg.Metrics, auth.Middleware(rpc)))
 	serveCard := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(card)
@@ -72,6 +78,9 @@ func Handler(cfg Config) http.Handler {
 	r.Get("/.well-known/agent.json", serveCard) // the pre-0.3 location
 	r.Get("/healthz", probe(cfg.Healthy))
 	r.Get("/readyz", probe(cfg.Ready))
+	if cfg.Metrics != nil {
+		r.Method(http.MethodGet, MetricsPath, auth.Middleware(operatorHTTP(cfg.Metrics.Handler())))
+	}
 	if cfg.Blobs != nil {
 		// The same authentication as the JSON-RPC endpoint.
 		r.Method(http.MethodGet, BlobPath, auth.Middleware(serveBlob(cfg.Blobs)))

@@ -85,7 +85,7 @@ func (s *Supervisor) signalRung(n *node, p *proc, sig unix.Signal, reason string
 	} else {
 		s.stats.kills.Add(1)
 	}
-	s.log.Warn(msg, "pid", p.pid, "agent_path", n.payload.AgentPath, "reason", reason)
+	s.log.WarnContext(n.spanCtx(), msg, "pid", p.pid, "agent_path", n.payload.AgentPath, "reason", reason)
 	return p.signal(sig)
 }
 
@@ -115,7 +115,7 @@ func (s *Supervisor) ladder(nodes []*node, reason string) {
 		case m.p.exited() || m.p.killed.Load():
 		case m.p.spawned.Load():
 			s.stats.cancels.Add(1)
-			s.log.Info("kill ladder: ctrl/cancel", "pid", m.p.pid, "agent_path", m.n.payload.AgentPath, "reason", reason)
+			s.log.InfoContext(m.n.spanCtx(), "kill ladder: ctrl/cancel", "pid", m.p.pid, "agent_path", m.n.payload.AgentPath, "reason", reason)
 			go func(p *proc) { _ = p.w.Send(api.MethodCancel, 0, api.Cancel{Reason: reason}) }(m.p)
 		default:
 			s.kill(m.n, m.p, reason+" (before its payload)") // no payload yet, no work to save
@@ -146,7 +146,7 @@ func (s *Supervisor) ladder(nodes []*node, reason string) {
 			continue
 		}
 		s.unreaped.Add(1)
-		s.log.Error("process would not reap inside the kill budget", "pid", m.p.pid, "agent_path", m.n.payload.AgentPath, "reason", reason)
+		s.log.ErrorContext(m.n.spanCtx(), "process would not reap inside the kill budget", "pid", m.p.pid, "agent_path", m.n.payload.AgentPath, "reason", reason)
 		close(m.n.abandoned)
 	}
 }

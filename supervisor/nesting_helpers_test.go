@@ -50,6 +50,7 @@ type progReport struct {
 	Tags      api.ToolTags  `json:"tags"`
 	Tools     []string      `json:"tools"`
 	Limits    api.Limits    `json:"limits"`
+	Telemetry api.Telemetry `json:"telemetry"`
 	Results   []progResult  `json:"results"`
 }
 
@@ -163,7 +164,7 @@ func helperProg() int {
 	}
 	pc := &progClient{c: c, waiting: map[uint64]chan api.ToolResult{}, cancel: make(chan struct{})}
 	go pc.read()
-	rep := progReport{AgentID: p.AgentID, AgentPath: p.AgentPath, Depth: p.Depth, Scope: p.Scope.Allow, Tags: p.Scope.Tags, Limits: p.Limits, Results: []progResult{}}
+	rep := progReport{AgentID: p.AgentID, AgentPath: p.AgentPath, Depth: p.Depth, Scope: p.Scope.Allow, Tags: p.Scope.Tags, Limits: p.Limits, Telemetry: p.Telemetry, Results: []progResult{}}
 	for _, t := range p.Tools {
 		rep.Tools = append(rep.Tools, t.Name)
 	}

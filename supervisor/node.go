@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentd/agentd/api"
 
 	"sync"
@@ -42,6 +44,10 @@ type node struct {
 	killed    chan struct{} // closed when killing is set
 
 	nest nest // nesting bookkeeping (tree.go, spawn.go)
+
+	// span is the spawn span, from admission to reap (observe.go); set before
+	// the node's goroutine starts, ended by it.
+	span trace.Span
 }
 
 func newNode(handle string, parent *node, p api.SpawnPayload) *node {
@@ -153,7 +159,7 @@ func (n *node) subtree() []*node {
 // run supervises one node from spawn to reap and publishes its result.
 func (s *Supervisor) run(n *node) {
 	defer s.wg.Done()
-	log := s.log.With("run_id", n.payload.Telemetry.RunID, "agent_path", n.payload.AgentPath, "task_id", n.handle)
+	log := s.nodeLogger(n)
 	var res api.SubagentResult
 	if s.holdWhilePaused(n) {
 		res = s.supervise(n, log)
@@ -171,6 +177,7 @@ func (s *Supervisor) run(n *node) {
 		exit = p.status.String()
 	}
 	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps, "depth", n.payload.Depth, "exit", exit)
+	endSpawnSpan(n, res)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeFinished(n.info(), res)
 	}
@@ -463,7 +470,9 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 // never a protocol error.
 func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, log *slog.Logger) {
 	defer p.live.toolCall()() // Detector B waits while the supervisor serves the call
-	res := s.callTool(n, call)
+	ctx, span := startToolSpan(n, call)
+	res := s.callTool(ctx, n, call)
+	endToolSpan(span, res)
 	resp, err := api.NewResponse(id, res)
 	if err == nil {
 		err = p.w.Write(resp)
@@ -496,9 +505,10 @@ func (s *Supervisor) blobPutAnswer(n *node, id uint64, put api.BlobPut, log *slo
 }
 
 // callTool runs one tool call for n: a self-tool, or a scoped tool the node's
-// grant holds, on the tool server that serves it.
-func (s *Supervisor) callTool(n *node, call api.ToolCall) api.ToolResult {
-	ctx, cancel := context.WithDeadline(context.Background(), n.deadline)
+// grant holds, on the tool server that serves it. ctx carries the call's span;
+// the call ends at n's deadline or when n ends.
+func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) api.ToolResult {
+	ctx, cancel := context.WithDeadline(ctx, n.deadline)
 	defer cancel()
 	go func() { // a call outlives no caller: it ends when the node does
 		select {

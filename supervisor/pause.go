@@ -158,7 +158,7 @@ func (s *Supervisor) syncPause(n *node, p *proc) bool {
 		method = api.MethodPause
 	}
 	if err := p.w.Send(method, 0, nil); err != nil {
-		s.log.Warn("pause state not delivered", "method", method, "task_id", n.handle, "err", err)
+		s.log.WarnContext(n.spanCtx(), "pause state not delivered", "method", method, "task_id", n.handle, "err", err)
 		return false
 	}
 	ps.paused = want
@@ -191,7 +191,7 @@ func (s *Supervisor) holdWhilePaused(n *node) bool {
 	if n.stopping() {
 		return false
 	}
-	s.log.Info("spawn held by pause", "task_id", n.handle, "agent_path", n.payload.AgentPath)
+	s.log.InfoContext(n.spanCtx(), "spawn held by pause", "task_id", n.handle, "agent_path", n.payload.AgentPath)
 	deadline := time.NewTimer(time.Until(n.deadline))
 	defer deadline.Stop()
 	select {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentd/agentd/api"
 )
 
@@ -34,16 +36,17 @@ func refuseInflight(max int) string { return fmt.Sprintf("spawn denied: max_infl
 // children. It admits or refuses the request (admit), starts the child, and
 // answers according to the disposition.
 func (s *Supervisor) toolSpawn(ctx context.Context, parent *node, raw json.RawMessage) api.ToolResult {
-	log := s.log.With("run_id", parent.payload.Telemetry.RunID, "agent_path", parent.payload.AgentPath, "task_id", parent.handle)
+	log := s.nodeLogger(parent)
 	args, err := decodeSpawnArgs(raw)
 	if err != nil {
-		return api.TextResult("spawn denied: bad arguments: "+err.Error(), true)
+		return s.refused(ctx, refuseBadArguments+err.Error())
 	}
 	child, refusal := s.admit(parent, args, time.Now())
 	if refusal != "" {
 		log.Info("spawn refused", "reason", refusal)
-		return api.TextResult(refusal, true)
+		return s.refused(ctx, refusal)
 	}
+	s.admitted(ctx, child)
 	log.Info("subagent spawned", "child_path", child.payload.AgentPath, "child_task_id", child.handle,
 		"disposition", string(child.nest.disposition), "provider", child.nest.provider,
 		"max_tokens", child.payload.Limits.MaxTokens, "deadline", child.payload.Limits.Deadline.String())
@@ -140,7 +143,7 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 	provider, remote := localProvider, false
 	if p := strings.TrimSpace(args.Provider); p != "" && p != localProvider {
 		if s.cfg.Delegator == nil {
-			return nil, fmt.Sprintf("spawn denied: unknown provider %q", p)
+			return nil, fmt.Sprintf(refuseUnknownProvider+"%q", p)
 		}
 		provider, remote = p, true
 	}
@@ -315,7 +318,7 @@ func childReport(c *node) api.ChildReport {
 // when its subtree is killed, the delegation is cancelled.
 func (s *Supervisor) superviseRemote(n *node, log *slog.Logger) api.SubagentResult {
 	log = log.With("provider", n.nest.provider)
-	ctx, cancel := context.WithDeadline(context.Background(), n.deadline)
+	ctx, cancel := context.WithDeadline(trace.ContextWithSpan(context.Background(), n.span), n.deadline)
 	defer cancel()
 	r, err := s.cfg.Delegator.Delegate(ctx, n.nest.provider, n.handle, n.payload)
 	if err != nil {

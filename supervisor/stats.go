@@ -21,14 +21,48 @@ type Stats struct {
 	// Orphans counts unknown (reparented) processes reaped by this process's
 	// reaper; it is process-wide, not per supervisor.
 	Orphans int64
+	// Spawns counts the subagents this supervisor started, by provider: every
+	// local child process, roots included ("local"). A nested spawn on a
+	// remote provider is counted by that provider, not here.
+	Spawns map[string]int64
+	// Refusals counts the chokepoint's refusals by reason; every reason in
+	// RefusalReasons is present.
+	Refusals map[string]int64
+	// TokensIn and TokensOut are the tokens every loop/event (and every remote
+	// child's final usage) reported.
+	TokensIn, TokensOut int64
 }
 
 // counters are the live form of Stats. The zero value is ready.
 type counters struct {
 	cancels, terms, kills, pings, pongs atomic.Int64
+	tokensIn, tokensOut                 atomic.Int64
 
-	mu       sync.Mutex // guards verdicts
+	mu       sync.Mutex // guards verdicts, spawns, refusals
 	verdicts map[string]int64
+	spawns   map[string]int64
+	refusals map[string]int64
+}
+
+// spawn counts one subagent started on provider.
+func (c *counters) spawn(provider string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.spawns == nil {
+		c.spawns = make(map[string]int64)
+	}
+	c.spawns[provider]++
+}
+
+// refusal counts one refusal of the chokepoint; reason is one of
+// RefusalReasons.
+func (c *counters) refusal(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refusals == nil {
+		c.refusals = make(map[string]int64)
+	}
+	c.refusals[reason]++
 }
 
 func (c *counters) verdict(v verdict) {
@@ -55,10 +89,24 @@ func (s *Supervisor) Stats() Stats {
 		Pongs:    s.stats.pongs.Load(),
 		Orphans:  Orphans(),
 		Verdicts: make(map[string]int64),
+		Spawns:   map[string]int64{localProvider: 0},
+		Refusals: make(map[string]int64, len(RefusalReasons)),
+
+		TokensIn:  s.stats.tokensIn.Load(),
+		TokensOut: s.stats.tokensOut.Load(),
+	}
+	for _, r := range RefusalReasons {
+		st.Refusals[r] = 0
 	}
 	s.stats.mu.Lock()
 	for k, v := range s.stats.verdicts {
 		st.Verdicts[k] = v
+	}
+	for k, v := range s.stats.spawns {
+		st.Spawns[k] = v
+	}
+	for k, v := range s.stats.refusals {
+		st.Refusals[k] = v
 	}
 	s.stats.mu.Unlock()
 	return st

@@ -210,6 +210,7 @@ type Supervisor struct {
 
 	blobs *blobStore
 	pause pauseGate // a2a.Pause / a2a.Resume; see pause.go
+	hb    heartbeat // see observe.go
 }
 
 // New returns a supervisor. It starts the process-wide reaper.
@@ -270,20 +271,25 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	if handle == "" {
 		handle = newID()
 	}
+	span := startSpawnSpan(ctx, &p, localProvider)
 	n := newNode(handle, nil, p)
+	n.span = span
 	newTree(n)
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
+		span.End()
 		return nil, ErrDraining
 	}
 	if _, dup := s.nodes[handle]; dup {
 		s.mu.Unlock()
+		span.End()
 		return nil, fmt.Errorf("supervisor: handle %q is already running", handle)
 	}
 	s.nodes[handle] = n
 	s.wg.Add(1)
 	s.mu.Unlock()
+	s.stats.spawn(localProvider)
 	go s.run(n)
 	return &Run{n: n}, nil
 }

@@ -94,6 +94,8 @@ func (b *bucket) take(now time.Time, burst int, rate float64) bool {
 // tree_token_ceiling). Both counters are the supervisor's: what a child later
 // claims in its result cannot lower them.
 func (s *Supervisor) account(n *node, delta api.Usage, used int64, log *slog.Logger) {
+	s.stats.tokensIn.Add(delta.TokensIn)
+	s.stats.tokensOut.Add(delta.TokensOut)
 	t := n.nest.tree
 	ceiling := s.Caps().TreeTokenCeiling
 	t.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/mcp"
 	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // core holds the settings shared by serve and run: the intelligence, the root
@@ -225,7 +226,9 @@ func (c *core) limits() api.Limits {
 func (c *core) logger(w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(*c.logLevel))
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
+	// Every line with a span in its context (or from a logger tied to one)
+	// carries trace_id and span_id.
+	return slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})))
 }
 
 // newSupervisor builds the supervisor: it becomes the subreaper of its tree,

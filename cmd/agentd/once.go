@@ -43,7 +43,15 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := c.validate(); err != nil {
 		return err
 	}
+	if err := checkTracingEnv(); err != nil {
+		return err
+	}
 	log := c.logger(stderr)
+	stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	sup, err := c.newSupervisor(log, nil)
 	if err != nil {
 		return err

@@ -36,6 +36,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	m := addMesh(f)
 	c := addCore(f)
 	idf := addIdentity(f)
+	obs := addObserve(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -54,8 +55,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := m.validate(); err != nil {
 		return err
 	}
+	if err := obs.validate(); err != nil {
+		return err
+	}
+	if err := checkTracingEnv(); err != nil {
+		return err
+	}
 
 	log := c.logger(stderr)
+	stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	id, err := idf.build(*listen, log)
 	if err != nil {
 		return err
@@ -81,6 +93,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mcpCtx, stopMCP := context.WithCancel(ctx)
 	defer stopMCP()
 	go c.watchMCP(mcpCtx, log)
+	beatCtx, stopBeat := context.WithCancel(context.Background())
+	defer stopBeat()
+	go sup.Heartbeat(beatCtx, *obs.heartbeat)
 	if err := router.Register(delegate.Local{Sup: sup}); err != nil {
 		return err
 	}
@@ -124,6 +139,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ready := func() bool {
 		return (id.src == nil || id.src.Ready()) && !drainer.Draining() && lameDuck.Ready() && c.mcpReady()
 	}
+	metrics := newMetrics(sup, router, engine)
 	op := &server.Operator{Sup: sup, InFlight: engine.InFlight, Drain: drainer, LameDuck: lameDuck}
 	handler := server.Handler(server.Config{
 		Handler: engine,
@@ -140,8 +156,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}),
 		Methods: op.Methods(),
 		Auth:    id.auth,
+		Healthy: sup.Healthy,
 		Ready:   ready,
 		Blobs:   sup,
+		Metrics: metrics,
 		Log:     log,
 	})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
@@ -152,13 +170,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else {
 		go func() { served <- srv.Serve(ln) }()
 	}
-	health, err := startHealth(*idf.healthListen, id.src, ready, log, served)
+	health, err := startHealth(*idf.healthListen, id.src, sup.Healthy, ready, log, served)
 	if err != nil {
 		srv.Close()
 		return err
 	}
 	if health != nil {
 		defer health.Close()
+	}
+	metricsSrv, err := startMetrics(*obs.metricsAddr, metrics, log, served)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	if metricsSrv != nil {
+		defer metricsSrv.Close()
 	}
 	log.Info("serving", "listen", ln.Addr().String(), "url", url, "intelligence", *c.intelligence, "identity", id.mode, "instance", instance, "peers", router.Providers())
 
@@ -196,7 +222,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // startHealth serves /healthz and /readyz on their own listener: HTTPS with
 // the server certificate only (probes present no client certificate) when src
 // is set, plain http otherwise. A serve error goes to served.
-func startHealth(addr string, src tlsconfig.Source, ready func() bool, log *slog.Logger, served chan<- error) (*http.Server, error) {
+func startHealth(addr string, src tlsconfig.Source, healthy, ready func() bool, log *slog.Logger, served chan<- error) (*http.Server, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -204,7 +230,7 @@ func startHealth(addr string, src tlsconfig.Source, ready func() bool, log *slog
 	if err != nil {
 		return nil, fmt.Errorf("health listen on %s: %w", addr, err)
 	}
-	hs := &http.Server{Handler: server.ProbeHandler(nil, ready), ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	hs := &http.Server{Handler: server.ProbeHandler(healthy, ready), ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	if src != nil {
 		cfg, err := tlsconfig.HealthConfig(src)
 		if err != nil {

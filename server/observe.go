@@ -1,0 +1,39 @@
+package server
+
+import (
+	"net/http"
+
+	a2av1 "github.com/agentd/agentd/a2a/v1"
+)
+
+// MetricsPath is where the main listener serves Prometheus metrics, to
+// operators only.
+const MetricsPath = "/metrics"
+
+// operatorHTTP serves next to authenticated operators only; any other caller
+// the authentication middleware let through gets 403.
+func operatorHTTP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, _ := IdentityFrom(r.Context()); !id.Operator() {
+			httpError(w, http.StatusForbidden, "operators only")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// methods03 are the A2A 0.3 methods this server dispatches.
+var methods03 = map[string]bool{
+	MethodSend: true, MethodStream: true, MethodGet: true, MethodCancel: true, MethodResubscribe: true,
+	MethodPushSet: true, MethodPushGet: true, MethodPushList: true, MethodPushDelete: true, MethodExtCard: true,
+}
+
+// metricMethod is the method label of a request's metrics and span name: the
+// method when this server has it (A2A 0.3, A2A 1.0, or an a2a.* operator
+// method), else "unknown", so a caller cannot grow the label set.
+func (rh *rpcHandler) metricMethod(method string) string {
+	if _, ok := rh.extra[method]; ok || methods03[method] || a2av1.IsMethod(method) {
+		return method
+	}
+	return "unknown"
+}

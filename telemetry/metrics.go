@@ -1,0 +1,215 @@
+package telemetry
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics is agentd's Prometheus registry: the Go runtime and process
+// collectors, the A2A request counters and latency histogram (counted by
+// ServeA2A), and the collector that reads the supervisor's and the task
+// engine's own counters at scrape time (Observe). Every name starts with
+// agent_ and every label is bounded (method, code, provider, reason, cause,
+// state, rung, direction), never a task id or a pid. It is safe for concurrent
+// use; create it with NewMetrics. A nil *Metrics counts nothing.
+type Metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// Metric names, for tests and the README.
+const (
+	MetricA2ARequests   = "agent_a2a_requests_total"
+	MetricA2ADuration   = "agent_a2a_request_duration_seconds"
+	MetricSubagentsLive = "agent_subagents_live"
+	MetricSpawns        = "agent_spawns_total"
+	MetricSpawnRefusals = "agent_spawn_refusals_total"
+	MetricVerdicts      = "agent_detector_verdicts_total"
+	MetricLadderRungs   = "agent_kill_ladder_rungs_total"
+	MetricUnreaped      = "agent_unreaped_total"
+	MetricOrphans       = "agent_orphans_reaped_total"
+	MetricPings         = "agent_pings_total"
+	MetricPongs         = "agent_pongs_total"
+	MetricBreakersOpen  = "agent_governor_breakers_open"
+	MetricTokens        = "agent_tokens_total"
+	MetricTasks         = "agent_tasks"
+	MetricTasksInFlight = "agent_tasks_in_flight"
+	MetricHeartbeatAge  = "agent_heartbeat_age_seconds"
+)
+
+// NewMetrics returns a registry with the Go runtime and process collectors
+// and the A2A request metrics.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricA2ARequests,
+			Help: "A2A JSON-RPC requests served, by method (unknown for a method this service does not have, none when the request was refused before one was read) and code (ok, the JSON-RPC error code, or http_STATUS for a refusal before JSON-RPC).",
+		}, []string{"method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricA2ADuration,
+			Help:    "Time from an A2A request's arrival to its last byte, by method; a blocking message/send or a stream lasts as long as its task.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900},
+		}, []string{"method"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.duration,
+	)
+	return m
+}
+
+// Registry returns the underlying registry, for registering more collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// ObserveRequest counts one A2A request.
+func (m *Metrics) ObserveRequest(method, code string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(method, code).Inc()
+	m.duration.WithLabelValues(method).Observe(d.Seconds())
+}
+
+// SupervisorCounts are the supervisor's counters as the metrics read them.
+type SupervisorCounts struct {
+	Spawns   map[string]int64 // subagents started, by provider
+	Refusals map[string]int64 // spawn refusals at the chokepoint, by reason
+	Verdicts map[string]int64 // the supervisor's verdicts, by cause
+	// The kill ladder's rungs: ctrl/cancel frames, SIGTERMs and SIGKILLs sent.
+	Cancels, Terms, Kills int64
+	Unreaped              int64 // processes that would not reap in their kill budget
+	Orphans               int64 // reparented processes reaped
+	Pings, Pongs          int64 // liveness frames sent and answered
+	TokensIn, TokensOut   int64 // tokens used, as loop events reported them
+}
+
+// Sources are read at every scrape; each may be nil.
+type Sources struct {
+	Supervisor   func() SupervisorCounts
+	Live         func() map[string]int // live subagents by state
+	BreakersOpen func() int            // restart-governor breakers open
+	Tasks        func() map[string]int // stored A2A tasks by state
+	InFlight     func() int            // A2A tasks whose executor is running
+	HeartbeatAge func() time.Duration  // since the supervisor's last heartbeat
+}
+
+// Observe registers a collector that reads src at every scrape, so the
+// counters are the supervisor's and the engine's own, never a second copy.
+func (m *Metrics) Observe(src Sources) {
+	m.reg.MustRegister(&sourceCollector{src: src})
+}
+
+var (
+	descLive      = prometheus.NewDesc(MetricSubagentsLive, "Subagents alive now, by state (starting, running, stopping).", []string{"state"}, nil)
+	descSpawns    = prometheus.NewDesc(MetricSpawns, "Subagents started, by provider (local, or peer:NAME for a delegation to a remote peer).", []string{"provider"}, nil)
+	descRefusals  = prometheus.NewDesc(MetricSpawnRefusals, "subagent.spawn requests refused at the chokepoint, by reason.", []string{"reason"}, nil)
+	descVerdicts  = prometheus.NewDesc(MetricVerdicts, "The supervisor's verdicts on a subagent it stopped, by cause (deadline, no_progress, pong_timeout, protocol_violation, spawn_timeout, exited_without_result, cancelled, ...).", []string{"cause"}, nil)
+	descRungs     = prometheus.NewDesc(MetricLadderRungs, "Kill-ladder rungs taken: ctrl/cancel frames, SIGTERMs and SIGKILLs sent to a subagent's process group.", []string{"rung"}, nil)
+	descUnreaped  = prometheus.NewDesc(MetricUnreaped, "Processes that did not reap within their kill budget.", nil, nil)
+	descOrphans   = prometheus.NewDesc(MetricOrphans, "Reparented (orphaned) processes this supervisor reaped.", nil, nil)
+	descPings     = prometheus.NewDesc(MetricPings, "ctrl/ping frames sent to subagents.", nil, nil)
+	descPongs     = prometheus.NewDesc(MetricPongs, "ctrl/pong frames received in answer.", nil, nil)
+	descBreakers  = prometheus.NewDesc(MetricBreakersOpen, "Restart-governor circuit breakers open now.", nil, nil)
+	descTokens    = prometheus.NewDesc(MetricTokens, "Tokens used by subagents, by direction (in, out).", []string{"direction"}, nil)
+	descTasks     = prometheus.NewDesc(MetricTasks, "A2A tasks held by the task store, by state.", []string{"state"}, nil)
+	descInFlight  = prometheus.NewDesc(MetricTasksInFlight, "A2A tasks whose executor is running.", nil, nil)
+	descHeartbeat = prometheus.NewDesc(MetricHeartbeatAge, "Seconds since the supervisor's last heartbeat (/healthz fails when it is too old).", nil, nil)
+)
+
+// sourceCollector turns Sources into metrics at scrape time.
+type sourceCollector struct{ src Sources }
+
+func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLive, descSpawns, descRefusals, descVerdicts, descRungs, descUnreaped,
+		descOrphans, descPings, descPongs, descBreakers, descTokens, descTasks, descInFlight, descHeartbeat} {
+		ch <- d
+	}
+}
+
+func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if f := c.src.Supervisor; f != nil {
+		s := f()
+		for _, k := range sortedKeys(s.Spawns) {
+			counter(descSpawns, s.Spawns[k], k)
+		}
+		for _, k := range sortedKeys(s.Refusals) {
+			counter(descRefusals, s.Refusals[k], k)
+		}
+		for _, k := range sortedKeys(s.Verdicts) {
+			counter(descVerdicts, s.Verdicts[k], k)
+		}
+		counter(descRungs, s.Cancels, "cancel")
+		counter(descRungs, s.Terms, "sigterm")
+		counter(descRungs, s.Kills, "sigkill")
+		counter(descUnreaped, s.Unreaped)
+		counter(descOrphans, s.Orphans)
+		counter(descPings, s.Pings)
+		counter(descPongs, s.Pongs)
+		counter(descTokens, s.TokensIn, "in")
+		counter(descTokens, s.TokensOut, "out")
+	}
+	if f := c.src.Live; f != nil {
+		live := f()
+		for _, k := range sortedKeys(live) {
+			gauge(descLive, float64(live[k]), k)
+		}
+	}
+	if f := c.src.BreakersOpen; f != nil {
+		gauge(descBreakers, float64(f()))
+	}
+	if f := c.src.Tasks; f != nil {
+		tasks := f()
+		for _, k := range sortedKeys(tasks) {
+			gauge(descTasks, float64(tasks[k]), k)
+		}
+	}
+	if f := c.src.InFlight; f != nil {
+		gauge(descInFlight, float64(f()))
+	}
+	if f := c.src.HeartbeatAge; f != nil {
+		gauge(descHeartbeat, f().Seconds())
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// CodeLabel is the code label of an A2A request: "ok", the JSON-RPC error
+// code, or http_STATUS for a request refused before JSON-RPC (401, 403, 413).
+func CodeLabel(rpcCode int, rpcSet bool, httpStatus int) string {
+	switch {
+	case rpcSet && rpcCode != 0:
+		return strconv.Itoa(rpcCode)
+	case rpcSet:
+		return "ok"
+	case httpStatus >= 400:
+		return "http_" + strconv.Itoa(httpStatus)
+	}
+	return "ok"
+}
