@@ -22,7 +22,7 @@ const ContractExtensionURI = "https://github.com/agentd/agentd/a2a/extensions/co
 // set on a root message.
 const (
 	MetaDepth    = "agentd/depth"     // mesh depth the delegated root runs at
-	MetaMaxDepth = "agentd/max_depth" // the mesh-wide depth cap
+	MetaMaxDepth = "agentd/max_depth" // the mesh-wide depth cap: the deepest depth a subagent may sit at
 	MetaHops     = "agentd/hops"      // instance ids the delegation passed through, oldest first
 	MetaBudget   = "agentd/budget"    // {max_tokens, max_steps, deadline_ms}
 	MetaProvider = "agentd/provider"  // routing: the provider to use ("local", "peer:NAME")

@@ -136,11 +136,15 @@ func (e *Engine) InFlight() int {
 // Store returns the engine's task store.
 func (e *Engine) Store() *Store { return e.store }
 
-// OpenTask registers a task driven from outside the engine (a nested subagent)
-// and stores its first snapshot. Events for it arrive through Update.
-func (e *Engine) OpenTask(t *a2a.Task) error {
+// OpenTask registers a task driven from outside the engine (a nested subagent
+// of the tree whose root task is root) and stores its first snapshot. The
+// task belongs to whoever created root: only that caller (or an operator)
+// reads it, cancels it or subscribes to it. Events for it arrive through
+// Update.
+func (e *Engine) OpenTask(t *a2a.Task, root a2a.TaskID) error {
 	lt := &liveTask{task: t, done: make(chan struct{})}
-	if err := e.store.Put(t); err != nil {
+	_, owner, _ := e.store.GetOwned(root)
+	if err := e.store.Create(t, owner); err != nil {
 		return err
 	}
 	e.mu.Lock()
@@ -358,6 +362,9 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 	}
 	msg := params.Message
 	if msg.TaskID != "" {
+		if _, err := e.visible(ctx, msg.TaskID); err != nil {
+			return nil, err
+		}
 		return e.followUp(msg, push)
 	}
 	e.mu.Lock()
@@ -451,6 +458,40 @@ func callerName(ctx context.Context) string {
 	return ""
 }
 
+// OperatorUser is implemented by an a2asrv.User that may have the operator
+// role (the HTTP front's identity): an operator may read and cancel every
+// task.
+type OperatorUser interface {
+	Operator() bool
+}
+
+// mayAccess reports whether the caller of ctx may see a task created by
+// owner: its creator (nested tasks belong to their root's creator), or an
+// operator. In the loopback development mode every caller is the same
+// anonymous peer, and so is the creator of every task.
+func mayAccess(ctx context.Context, owner string) bool {
+	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.User != nil {
+		if op, ok := cc.User.(OperatorUser); ok && op.Operator() {
+			return true
+		}
+	}
+	return callerName(ctx) == owner
+}
+
+// errNotFound is the answer for an unknown task and for someone else's: the
+// two are indistinguishable, so a task id is never confirmed to a caller
+// that may not see the task.
+func errNotFound(id a2a.TaskID) error { return fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, id) }
+
+// visible returns the task with this id if the caller of ctx may see it.
+func (e *Engine) visible(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	t, owner, ok := e.store.GetOwned(id)
+	if !ok || !mayAccess(ctx, owner) {
+		return nil, errNotFound(id)
+	}
+	return t, nil
+}
+
 // run drives one executor and makes sure its task ends terminal.
 func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *liveTask, reqCtx *a2asrv.RequestContext) {
 	defer e.wg.Done()
@@ -523,13 +564,13 @@ func (e *Engine) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDPara
 			yield(nil, fmt.Errorf("missing task id: %w", a2a.ErrInvalidParams))
 			return
 		}
+		t, err := e.visible(ctx, params.ID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
 		lt := e.getLive(params.ID)
 		if lt == nil {
-			t, ok := e.store.Get(params.ID)
-			if !ok {
-				yield(nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, params.ID))
-				return
-			}
 			yield(t, nil)
 			return
 		}
@@ -564,7 +605,9 @@ func (e *Engine) stream(ctx context.Context, lt *liveTask, yield func(a2a.Event,
 	}
 }
 
-// OnGetTask handles tasks/get, on any handle: roots and nested subagents.
+// OnGetTask handles tasks/get, on any handle: roots and nested subagents. Like
+// every method on one task, it answers only the task's creator (or an
+// operator); anyone else is told the task does not exist.
 func (e *Engine) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Task, error) {
 	if q == nil || q.ID == "" {
 		return nil, fmt.Errorf("missing task id: %w", a2a.ErrInvalidParams)
@@ -572,9 +615,9 @@ func (e *Engine) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Ta
 	if q.HistoryLength != nil && *q.HistoryLength < 0 {
 		return nil, fmt.Errorf("historyLength must not be negative: %w", a2a.ErrInvalidParams)
 	}
-	t, ok := e.store.Get(q.ID)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, q.ID)
+	t, err := e.visible(ctx, q.ID)
+	if err != nil {
+		return nil, err
 	}
 	return trimHistory(t, q.HistoryLength), nil
 }
@@ -585,12 +628,12 @@ func (e *Engine) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 	if params == nil || params.ID == "" {
 		return nil, fmt.Errorf("missing task id: %w", a2a.ErrInvalidParams)
 	}
+	t, err := e.visible(ctx, params.ID)
+	if err != nil {
+		return nil, err
+	}
 	lt := e.getLive(params.ID)
 	if lt == nil {
-		t, ok := e.store.Get(params.ID)
-		if !ok {
-			return nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, params.ID)
-		}
 		return nil, fmt.Errorf("task %s is %s: %w", t.ID, t.Status.State, a2a.ErrTaskNotCancelable)
 	}
 	if lt.cancelExec != nil {
@@ -648,8 +691,8 @@ func (e *Engine) OnSetTaskPushConfig(ctx context.Context, params *a2a.TaskPushCo
 	if params == nil || params.TaskID == "" {
 		return nil, fmt.Errorf("taskId is required: %w", a2a.ErrInvalidParams)
 	}
-	if _, ok := e.store.Get(params.TaskID); !ok {
-		return nil, fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, params.TaskID)
+	if _, err := e.visible(ctx, params.TaskID); err != nil {
+		return nil, err
 	}
 	t, err := e.pushTarget(ctx, &params.Config)
 	if err != nil {
@@ -671,6 +714,9 @@ func (e *Engine) OnGetTaskPushConfig(ctx context.Context, params *a2a.GetTaskPus
 	if params == nil || params.TaskID == "" {
 		return nil, fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
 	}
+	if _, err := e.visible(ctx, params.TaskID); err != nil {
+		return nil, err
+	}
 	t, err := e.store.GetPush(params.TaskID, params.ConfigID)
 	if err != nil {
 		return nil, err
@@ -685,6 +731,9 @@ func (e *Engine) OnListTaskPushConfig(ctx context.Context, params *a2a.ListTaskP
 	}
 	if params == nil || params.TaskID == "" {
 		return nil, fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
+	}
+	if _, err := e.visible(ctx, params.TaskID); err != nil {
+		return nil, err
 	}
 	targets, err := e.store.ListPush(params.TaskID)
 	if err != nil {
@@ -705,6 +754,9 @@ func (e *Engine) OnDeleteTaskPushConfig(ctx context.Context, params *a2a.DeleteT
 	}
 	if params == nil || params.TaskID == "" {
 		return fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
+	}
+	if _, err := e.visible(ctx, params.TaskID); err != nil {
+		return err
 	}
 	return e.store.DeletePush(params.TaskID, params.ConfigID)
 }

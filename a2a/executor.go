@@ -40,9 +40,13 @@ type ExecutorConfig struct {
 	// Instance is this agentd's id on hop lists; a message whose hops already
 	// hold it is a delegation cycle and is refused.
 	Instance string
-	// MaxDepth is this service's mesh-wide depth cap (its --max-depth); a
-	// message at or past the smaller of it and the caller's cap is refused.
-	MaxDepth int
+	// MaxDepth is this service's mesh-wide depth cap (its --max-depth): no
+	// subagent serving a message sits deeper in the mesh than the smaller of
+	// it and the caller's cap (a plain client's message is depth 0, like a
+	// tree's root), and a message past that cap is refused. MaxDepthNow, if
+	// set, is read per message instead (the operator's current cap).
+	MaxDepth    int
+	MaxDepthNow func() int
 	// Lineages, if set, records each running tree's hops and depth for nested
 	// delegations (delegate.Delegator reads it).
 	Lineages *delegate.Lineages
@@ -156,6 +160,13 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	if first {
 		working := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)
 		working.Metadata = CallerMetadata(ctx) // who asked, on the task
+		provider := req.Provider
+		if p, err := x.cfg.Router.Route(req); err == nil {
+			provider = p.Name()
+		}
+		x.cfg.Log.InfoContext(ctx, "task accepted", "task_id", string(reqCtx.TaskID), "run_id", req.Payload.Telemetry.RunID,
+			"spiffe_id", working.Metadata[MetaCaller], "caller_auth", working.Metadata[MetaCallerAuth],
+			"provider", provider, "depth", req.Depth, "hops", req.Hops)
 		if err := q.Write(ctx, working); err != nil {
 			run.Cancel("task event refused")
 			<-run.Done()
@@ -219,10 +230,13 @@ func (x *Executor) request(reqCtx *a2asrv.RequestContext, in Inbound) (delegate.
 		return delegate.Request{}, fmt.Errorf("%w: this agentd (%s) is already on the delegation path %v", ErrCycle, x.cfg.Instance, in.Hops)
 	}
 	maxDepth := x.cfg.MaxDepth
+	if x.cfg.MaxDepthNow != nil {
+		maxDepth = x.cfg.MaxDepthNow()
+	}
 	if in.MaxDepth > 0 && (maxDepth <= 0 || in.MaxDepth < maxDepth) {
 		maxDepth = in.MaxDepth
 	}
-	if maxDepth > 0 && in.Depth >= maxDepth {
+	if maxDepth > 0 && in.Depth > maxDepth {
 		return delegate.Request{}, fmt.Errorf("%w: depth %d at a cap of %d", ErrDepthExhausted, in.Depth, maxDepth)
 	}
 	scope := x.cfg.Scope

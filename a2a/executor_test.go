@@ -195,8 +195,8 @@ func TestExecutorRefusals(t *testing.T) {
 		want string
 	}{
 		"cycle":          {map[string]any{MetaHops: []any{"x", "self"}}, "delegation cycle"},
-		"depth":          {map[string]any{MetaDepth: 4}, "depth exhausted"},
-		"caller's depth": {map[string]any{MetaDepth: 2, MetaMaxDepth: 2}, "depth exhausted"},
+		"depth":          {map[string]any{MetaDepth: 5}, "depth exhausted"},
+		"caller's depth": {map[string]any{MetaDepth: 3, MetaMaxDepth: 2}, "depth exhausted"},
 		"bad hops":       {map[string]any{MetaHops: "self"}, "agentd/hops"},
 		"bad depth":      {map[string]any{MetaDepth: -1}, "agentd/depth"},
 		"bad budget":     {map[string]any{MetaBudget: map[string]any{"max_tokens": -5}}, "agentd/budget"},

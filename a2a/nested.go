@@ -89,7 +89,7 @@ func (o *TreeObserver) open(e *Engine, n supervisor.NodeInfo) (opened, bool) {
 			MetaDisposition: string(n.Disposition),
 		},
 	}
-	if err := e.OpenTask(task); err != nil {
+	if err := e.OpenTask(task, a2a.TaskID(n.RootHandle)); err != nil {
 		o.log().Error("nested task not recorded", "task_id", n.Handle, "agent_path", n.AgentPath, "err", err)
 		return opened{}, false
 	}

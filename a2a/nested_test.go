@@ -21,7 +21,7 @@ func TestTreeObserverMirrorsNestedSubagents(t *testing.T) {
 	e := NewEngine(NewStore(100, time.Hour), exec, nil)
 	obs.NodeAdmitted(supervisor.NodeInfo{Handle: "early", RootHandle: "root", ParentHandle: "root"}) // no engine yet: ignored
 	obs.Attach(e)
-	if err := e.OpenTask(&a2a.Task{ID: "root", ContextID: "ctx-1", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}); err != nil {
+	if err := e.OpenTask(&a2a.Task{ID: "root", ContextID: "ctx-1", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, ""); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

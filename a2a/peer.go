@@ -22,8 +22,11 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/tlsconfig"
 )
 
 // PeerPrefix prefixes the provider name of every remote peer: "peer:NAME".
@@ -51,7 +54,8 @@ type PeerConfig struct {
 // HTTPClientFunc builds the one shared http.Client a peer is called through.
 // It is the seam for transport security: DefaultPeerClient speaks plain http
 // (loopback only) or https with the system roots, plus an optional bearer
-// token; an mTLS builder checks the peer's SPIFFE ID.
+// token; PeerClients adds mTLS with this service's SVID for a peer whose
+// SPIFFE ID is configured, and checks that ID.
 type HTTPClientFunc func(PeerConfig) (*http.Client, error)
 
 // Validate checks a peer's configuration: a name, an absolute http(s) URL,
@@ -72,6 +76,14 @@ func (c PeerConfig) Validate() error {
 	if c.Timeout < 0 {
 		return fmt.Errorf("peer %s: negative timeout", c.Name)
 	}
+	if c.SPIFFEID != "" {
+		if _, err := spiffeid.FromString(c.SPIFFEID); err != nil {
+			return fmt.Errorf("peer %s: spiffe=%q: %w", c.Name, c.SPIFFEID, err)
+		}
+		if u.Scheme != "https" {
+			return fmt.Errorf("peer %s: spiffe= is checked over mTLS, which needs an https URL (got %s)", c.Name, c.URL)
+		}
+	}
 	return nil
 }
 
@@ -89,16 +101,60 @@ func loopbackHost(host string) bool {
 // connections instead of paying a handshake each), no total timeout (which
 // would cut long streams; calls are bounded by their contexts), and the
 // bearer token from BearerTokenFile on every request. A SPIFFE ID needs mTLS,
-// which this builder does not do: it refuses the config.
+// which this builder does not do: it refuses the config (PeerClients does).
 func DefaultPeerClient(c PeerConfig) (*http.Client, error) {
 	if c.SPIFFEID != "" {
 		return nil, fmt.Errorf("peer %s: an expected SPIFFE ID needs an mTLS client, which is not configured", c.Name)
 	}
-	timeout := c.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
+	return withBearer(c, peerTransport(c))
+}
+
+// PeerClients returns the HTTPClientFunc of a service whose own SPIFFE
+// identity is src (nil when it has none). A peer configured with an expected
+// SPIFFE ID is called over mTLS: the client presents src's current SVID (a
+// rotation applies to the next connection) and accepts only a server that
+// presents exactly that ID, verified against src's bundles
+// (tlsconfig.PeerHTTPClient); without src such a peer is refused. Any other
+// peer gets DefaultPeerClient. Either way it is one keep-alive client per peer
+// with the bearer token of BearerTokenFile, if set, on every request.
+func PeerClients(src tlsconfig.Source) HTTPClientFunc {
+	return func(c PeerConfig) (*http.Client, error) {
+		if c.SPIFFEID == "" {
+			return DefaultPeerClient(c)
+		}
+		if src == nil {
+			return nil, fmt.Errorf("peer %s: spiffe=%s needs this service's own SVID for mTLS (--spiffe-socket, or --tls-cert/--tls-key/--tls-bundle)", c.Name, c.SPIFFEID)
+		}
+		id, err := spiffeid.FromString(c.SPIFFEID)
+		if err != nil {
+			return nil, fmt.Errorf("peer %s: spiffe=%q: %w", c.Name, c.SPIFFEID, err)
+		}
+		hc := tlsconfig.PeerHTTPClient(src, id)
+		tr, ok := hc.Transport.(*http.Transport)
+		if !ok {
+			return nil, fmt.Errorf("peer %s: unexpected transport %T", c.Name, hc.Transport)
+		}
+		// The peer's timeout bounds connection setup, as for other peers.
+		timeout := peerTimeout(c)
+		tr.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
+		tr.TLSHandshakeTimeout = timeout
+		return withBearer(c, tr)
 	}
-	base := &http.Transport{
+}
+
+func peerTimeout(c PeerConfig) time.Duration {
+	if c.Timeout <= 0 {
+		return 30 * time.Second
+	}
+	return c.Timeout
+}
+
+// peerTransport is the transport of one plain or https (system roots) peer's
+// shared client: dial and TLS handshake bounded by the peer's timeout, 64 idle
+// connections per host.
+func peerTransport(c PeerConfig) *http.Transport {
+	timeout := peerTimeout(c)
+	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,
@@ -108,6 +164,11 @@ func DefaultPeerClient(c PeerConfig) (*http.Client, error) {
 		TLSHandshakeTimeout:   timeout,
 		ExpectContinueTimeout: time.Second,
 	}
+}
+
+// withBearer returns the client over base, adding the bearer token of
+// c.BearerTokenFile to every request when one is configured.
+func withBearer(c PeerConfig, base *http.Transport) (*http.Client, error) {
 	var rt http.RoundTripper = base
 	if c.BearerTokenFile != "" {
 		tok := &tokenFile{path: c.BearerTokenFile}
@@ -310,27 +371,36 @@ func (p *Peer) Start(ctx context.Context, req delegate.Request) (delegate.Run, e
 	if inst != "" && slices.Contains(req.Hops, inst) {
 		return nil, fmt.Errorf("%w: %s (%s) is already on the delegation path %v", ErrCycle, p.Name(), inst, req.Hops)
 	}
+	// The hop is a level: the peer's root sits one deeper than the
+	// delegation. The cap is inclusive, as max_depth is within one agentd.
 	depth := req.Depth + 1
-	if req.MaxDepth > 0 && depth >= req.MaxDepth {
-		return nil, fmt.Errorf("%w: %s would run at depth %d, at a cap of %d", ErrDepthExhausted, p.Name(), depth, req.MaxDepth)
+	if req.MaxDepth > 0 && depth > req.MaxDepth {
+		return nil, fmt.Errorf("%w: %s would run at depth %d, past a cap of %d", ErrDepthExhausted, p.Name(), depth, req.MaxDepth)
 	}
 	maxDepth := req.MaxDepth
-	if req.DepthLimit > 0 && (maxDepth == 0 || depth+req.DepthLimit+1 < maxDepth) {
+	if req.DepthLimit > 0 && (maxDepth == 0 || depth+req.DepthLimit < maxDepth) {
 		// A depth limit on the delegate travels as a tighter mesh cap.
-		maxDepth = depth + req.DepthLimit + 1
+		maxDepth = depth + req.DepthLimit
 	}
 	spanCtx, span := startPeerSpan(ctx, p.Name(), &req.Payload) // the message carries its traceparent
 	agentd := hasContractExtension(card)
+	// The deadline is this side's to enforce: on expiry the peer gets
+	// tasks/cancel. The peer's own copy, a backstop should the cancel not
+	// arrive, runs PeerDeadlineGrace longer, so the two do not race.
+	sent := req.Payload
+	if d := sent.Limits.Deadline.D(); d > 0 {
+		sent.Limits.Deadline = api.Duration(min(d+PeerDeadlineGrace, api.MaxDeadline))
+	}
 	var msg *a2a.Message
 	if agentd {
 		var scope *api.ToolScope
-		if len(req.Payload.Scope.Allow) > 0 {
-			s := req.Payload.Scope
+		if len(sent.Scope.Allow) > 0 {
+			s := sent.Scope
 			scope = &s
 		}
-		msg = Outbound(req.Payload, scope, req.Hops, depth, maxDepth)
+		msg = Outbound(sent, scope, req.Hops, depth, maxDepth)
 	} else {
-		msg = Outbound(req.Payload, nil, req.Hops, depth, maxDepth)
+		msg = Outbound(sent, nil, req.Hops, depth, maxDepth)
 		msg.Parts = msg.Parts[:1] // a plain peer gets the objective as text and the metadata
 		msg.Extensions = nil
 	}
@@ -357,6 +427,12 @@ func (p *Peer) Start(ctx context.Context, req delegate.Request) (delegate.Run, e
 
 // Started returns how many delegations this peer has been sent.
 func (p *Peer) Started() int64 { return p.started.Load() }
+
+// PeerDeadlineGrace is how much longer than the delegation's deadline the
+// peer is told it has. The delegating side enforces the deadline itself and
+// cancels the remote task when it passes; the peer's own deadline is only the
+// backstop.
+const PeerDeadlineGrace = 2 * time.Second
 
 // errRunDeadline is the cause of a run's context when its deadline passes.
 var errRunDeadline = errors.New("delegation deadline passed")

@@ -234,7 +234,7 @@ func TestPeerAgentd(t *testing.T) {
 	if p.Capabilities() != (delegate.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true}) {
 		t.Fatalf("caps %+v", p.Capabilities())
 	}
-	req := peerRequest("structured", time.Minute)
+	req := peerRequest("structured", 30*time.Second)
 	req.Payload.Contract.OutputFormat = api.OutputFormat{Kind: api.FormatJSON, Schema: json.RawMessage(`{"type":"array"}`)}
 	req.Payload.Scope = api.ToolScope{Allow: []api.ToolRef{{Server: "gh", Tool: "search"}}}
 	run, err := p.Start(context.Background(), req)
@@ -249,6 +249,9 @@ func TestPeerAgentd(t *testing.T) {
 	if string(got.Payload.Contract.OutputFormat.Schema) != `{"type":"array"}` || len(got.Payload.Scope.Allow) != 1 {
 		t.Fatalf("the peer got %+v", got.Payload)
 	}
+	if d := got.Payload.Limits.Deadline.D(); d != 30*time.Second+PeerDeadlineGrace {
+		t.Fatalf("the peer was given %s; want the deadline plus the grace (this side cancels first)", d)
+	}
 	if strings.Join(got.Hops, ",") != "a,B" || got.Depth != 1 {
 		t.Fatalf("the peer's mesh view: hops %v depth %d", got.Hops, got.Depth)
 	}
@@ -260,7 +263,7 @@ func TestPeerAgentd(t *testing.T) {
 		t.Fatalf("cycle: %v", err)
 	}
 	deep := peerRequest("deep", time.Minute)
-	deep.Depth = 3
+	deep.Depth = 4 // the peer would sit at 5, past the cap of 4
 	if _, err := p.Start(context.Background(), deep); !errors.Is(err, ErrDepthExhausted) {
 		t.Fatalf("depth: %v", err)
 	}

@@ -104,6 +104,18 @@ func (s *Store) Get(id a2a.TaskID) (*a2a.Task, bool) {
 	return st.task, true
 }
 
+// GetOwned returns the current snapshot and the caller that created the task
+// ("" for none); the caller must not modify the snapshot.
+func (s *Store) GetOwned(id a2a.TaskID) (*a2a.Task, string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.tasks[id]
+	if !ok {
+		return nil, "", false
+	}
+	return st.task, st.owner, true
+}
+
 // Len returns the number of stored tasks.
 func (s *Store) Len() int {
 	s.mu.Lock()

@@ -183,3 +183,21 @@ func FuzzParseRule(f *testing.F) {
 		}
 	})
 }
+
+// The local provider's tree cap: the mesh cap, lowered by a depth limit.
+func TestMeshMaxDepth(t *testing.T) {
+	for _, c := range []struct {
+		depth, max, limit, want int
+	}{
+		{0, 0, 0, 0},
+		{0, 4, 0, 4},
+		{2, 4, 0, 4},
+		{2, 4, 1, 3},
+		{2, 4, 5, 4},
+		{1, 0, 2, 3},
+	} {
+		if got := meshMaxDepth(Request{Depth: c.depth, MaxDepth: c.max, DepthLimit: c.limit}); got != c.want {
+			t.Errorf("depth %d, max %d, limit %d: %d, want %d", c.depth, c.max, c.limit, got, c.want)
+		}
+	}
+}

@@ -227,6 +227,8 @@ func TestMeshFlagsAreValidated(t *testing.T) {
 	}{
 		{[]string{"--peer", "b=http://10.0.0.1:80"}, "--peer"},
 		{[]string{"--peer", "b"}, "--peer"},
+		{[]string{"--peer", "b=https://127.0.0.1:1/,spiffe=spiffe://example.org/b"}, "--tls-cert"}, // mTLS needs an SVID of our own
+		{[]string{"--peer", "b=http://127.0.0.1:1/,spiffe=spiffe://example.org/b"}, "https"},
 		{[]string{"--route", "x=peer:nobody"}, "--route"},
 		{[]string{"--route", "nonsense"}, "--route"},
 		{[]string{"--push-allow-net", "10.0.0.0/33"}, "--push-allow-net"},

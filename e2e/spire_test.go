@@ -54,12 +54,11 @@ func run(t *testing.T, name string, args ...string) string {
 }
 
 // TestSPIRE runs a SPIRE server and agent on 127.0.0.1 (sqlite datastore,
-// join-token node attestation, unix workload attestor), registers two agentd
-// identities by binary path, and has agentd A call agentd B over mTLS, each
-// with SVIDs from the real Workload API.
-//
-// For the integrator: once the A2A peer provider lands, make this a real
-// delegation (A's task delegated to peer:b) instead of `agentd-a send`.
+// join-token node attestation, unix workload attestor), registers three
+// identities by binary path (agentd A, agentd B, and a client), and has a
+// message to A delegated to B (a --route rule to peer:b): A calls B over mTLS,
+// each with SVIDs from the real Workload API, A checking B's SPIFFE ID, and
+// B's result comes back as A's artifact.
 func TestSPIRE(t *testing.T) {
 	bins := os.Getenv("AGENTD_SPIRE_BIN")
 	if bins == "" {
@@ -104,9 +103,9 @@ plugins {
 		return exec.Command(server, "healthcheck", "-socketPath", serverSock).Run() == nil
 	})
 
-	// Two copies of agentd: the unix attestor tells them apart by path.
-	binA, binB := filepath.Join(dir, "agentd-a"), filepath.Join(dir, "agentd-b")
-	for _, b := range []string{binA, binB} {
+	// Three copies of agentd: the unix attestor tells them apart by path.
+	binA, binB, binC := filepath.Join(dir, "agentd-a"), filepath.Join(dir, "agentd-b"), filepath.Join(dir, "agentd-client")
+	for _, b := range []string{binA, binB, binC} {
 		data, err := os.ReadFile(agentdBin)
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +120,8 @@ plugins {
 	if m == nil {
 		t.Fatalf("no join token in %q", out)
 	}
-	for _, e := range []struct{ id, bin string }{{"spiffe://example.org/agentd-a", binA}, {"spiffe://example.org/agentd-b", binB}} {
+	const idA, idB, idClient = "spiffe://example.org/agentd-a", "spiffe://example.org/agentd-b", "spiffe://example.org/client"
+	for _, e := range []struct{ id, bin string }{{idA, binA}, {idB, binB}, {idClient, binC}} {
 		run(t, server, "entry", "create", "-socketPath", serverSock, "-parentID", nodeID, "-spiffeID", e.id, "-selector", "unix:path:"+e.bin)
 	}
 
@@ -162,8 +162,9 @@ plugins {
 		defer func() { agentdBin = saved }()
 		return startAgentd(t, nil, append([]string{"--spiffe-socket", socket, "--health-listen", "127.0.0.1:0"}, args...)...)
 	}
-	b := startAt(binB, "--allow-peer", "spiffe://example.org/agentd-a", "--operator", "spiffe://example.org/agentd-a")
-	a := startAt(binA, "--allow-peer", "spiffe://example.org/agentd-b")
+	b := startAt(binB, "--allow-peer", idA, "--operator", idA)
+	// A routes every message to B, whose SPIFFE ID it checks.
+	a := startAt(binA, "--allow-peer", idClient, "--allow-peer", idB, "--peer", "b="+b.url+",spiffe="+idB, "--route", "*=peer:b")
 	probeHTTPS := &http.Client{Timeout: 5 * time.Second, Transport: probeClient.Transport}
 	for _, p := range []*agentdProc{a, b} {
 		waitFor(t, 60*time.Second, "ready with an SVID from SPIRE", func() bool {
@@ -178,31 +179,45 @@ plugins {
 	for _, c := range []struct {
 		p  *agentdProc
 		id string
-	}{{a, "spiffe://example.org/agentd-a"}, {b, "spiffe://example.org/agentd-b"}} {
+	}{{a, idA}, {b, idB}} {
 		if !strings.Contains(c.p.logs.String(), `"spiffe_id":"`+c.id+`"`) {
 			t.Fatalf("agentd did not get %s from the Workload API", c.id)
 		}
 	}
 
-	// A calls B over mTLS, A's SVID from the Workload API, B verified by its ID.
-	send := exec.Command(binA, "send", "--to", b.url, "--spiffe-socket", socket, "--server-id", "spiffe://example.org/agentd-b", "--timeout", "60s", "from a to b")
+	// The client sends to A; A delegates to B over mTLS; B's result is A's
+	// artifact.
+	send := exec.Command(binC, "send", "--to", a.url, "--spiffe-socket", socket, "--server-id", idA, "--timeout", "60s", "from a to b")
 	out2, err := send.CombinedOutput()
 	if err != nil || !strings.Contains(string(out2), `"from a to b" has 4 words`) {
-		t.Fatalf("agentd-a send to B: %v\n%s", err, out2)
+		t.Fatalf("client send to A: %v\n%s", err, out2)
+	}
+	accepted := func(p *agentdProc) []map[string]any { return withMsg(logLines(p.logs.String()), "task accepted") }
+	if acc := accepted(a); len(acc) != 1 || str(acc[0], "spiffe_id") != idClient || str(acc[0], "caller_auth") != "mtls" || str(acc[0], "provider") != "peer:b" {
+		t.Fatalf("A's task: %v; want one from %s over mtls, routed to peer:b", acc, idClient)
+	}
+	if acc := accepted(b); len(acc) != 1 || str(acc[0], "spiffe_id") != idA || str(acc[0], "caller_auth") != "mtls" || str(acc[0], "provider") != "local" {
+		t.Fatalf("B's task: %v; want one from %s over mtls, run locally", acc, idA)
+	}
+	if n := len(childPIDs(logLines(a.logs.String()))); n != 0 {
+		t.Fatalf("A ran %d subagents; the work was B's", n)
+	}
+	if n := len(childPIDs(logLines(b.logs.String()))); n != 1 {
+		t.Fatalf("B ran %d subagents, want 1", n)
 	}
 	// A is B's operator; B is only A's peer.
-	ctl := exec.Command(binA, "ctl", "a2a.Tree", "--to", b.url, "--spiffe-socket", socket, "--server-id", "spiffe://example.org/agentd-b", "--json")
+	ctl := exec.Command(binA, "ctl", "a2a.Tree", "--to", b.url, "--spiffe-socket", socket, "--server-id", idB, "--json")
 	if out, err := ctl.CombinedOutput(); err != nil || !bytes.Contains(out, []byte(`"nodes"`)) {
 		t.Fatalf("agentd-a ctl a2a.Tree on B: %v\n%s", err, out)
 	}
-	ctl = exec.Command(binB, "ctl", "a2a.Tree", "--to", a.url, "--spiffe-socket", socket, "--server-id", "spiffe://example.org/agentd-a")
+	ctl = exec.Command(binB, "ctl", "a2a.Tree", "--to", a.url, "--spiffe-socket", socket, "--server-id", idA)
 	if out, err := ctl.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("-32601")) {
 		t.Fatalf("agentd-b ctl a2a.Tree on A (a peer, not an operator): %v\n%s", err, out)
 	}
-	// B expects agentd-a's ID; the client refuses a server that is not B.
-	wrong := exec.Command(binA, "send", "--to", a.url, "--spiffe-socket", socket, "--server-id", "spiffe://example.org/agentd-b", "--timeout", "20s", "x")
+	// The client expects B's ID; A's server certificate is refused.
+	wrong := exec.Command(binC, "send", "--to", a.url, "--spiffe-socket", socket, "--server-id", idB, "--timeout", "20s", "x")
 	if out, err := wrong.CombinedOutput(); err == nil {
-		t.Fatalf("agentd-a accepted A as if it were B:\n%s", out)
+		t.Fatalf("the client accepted A as if it were B:\n%s", out)
 	}
-	t.Logf("A (spiffe://example.org/agentd-a) called B (spiffe://example.org/agentd-b) over mTLS with SPIRE-issued SVIDs:\n%s", out2)
+	t.Logf("a message to A (%s) was delegated to B (%s) over mTLS with SPIRE-issued SVIDs:\n%s", idA, idB, out2)
 }

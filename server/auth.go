@@ -11,6 +11,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2asrv"
 
+	a2abind "github.com/agentd/agentd/a2a"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -202,4 +203,7 @@ func httpError(w http.ResponseWriter, status int, msg string) {
 	w.Write([]byte(msg + "\n"))
 }
 
-var _ a2asrv.User = (*Identity)(nil)
+var (
+	_ a2asrv.User          = (*Identity)(nil)
+	_ a2abind.OperatorUser = (*Identity)(nil)
+)

@@ -7,19 +7,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
 	a2abind "github.com/agentd/agentd/a2a"
 )
 
+// mapBlobs are blobs all stored by the task "t1".
 type mapBlobs map[string]string
 
-func (m mapBlobs) ReadBlob(id string) ([]byte, string, bool) {
+func (m mapBlobs) ReadBlob(id string) ([]byte, string, string, bool) {
 	c, ok := m[id]
-	return []byte(c), "text/markdown; charset=utf-8", ok
+	return []byte(c), "text/markdown; charset=utf-8", "t1", ok
 }
 
-// TestBlobRoute serves a stored distillate over a real socket.
+// TestBlobRoute serves a stored distillate over a real socket (in the
+// loopback development mode, where every caller is the same anonymous peer).
 func TestBlobRoute(t *testing.T) {
 	engine := a2abind.NewEngine(a2abind.NewStore(10, time.Hour), doneExec{}, nil)
+	if err := engine.OpenTask(&a2a.Task{ID: "t1", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, ""); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}),
 		Blobs: mapBlobs{"0192-ab_C": "# the whole result"}}))
 	defer srv.Close()

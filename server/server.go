@@ -29,7 +29,8 @@ type Config struct {
 	Methods map[string]Method
 	// MaxBody caps request bodies; default DefaultMaxBody.
 	MaxBody int64
-	// Blobs, if set, serves stored distillates at GET /blobs/{id}.
+	// Blobs, if set, serves stored distillates at GET /blobs/{id}, each to
+	// whoever may read (Handler.OnGetTask) the task that stored it.
 	Blobs BlobSource
 	// Auth authenticates and authorizes callers of the JSON-RPC endpoint; nil
 	// admits everyone as an anonymous peer (loopback development mode). The
@@ -82,8 +83,9 @@ func Handler(cfg Config) http.Handler {
 		r.Method(http.MethodGet, MetricsPath, auth.Middleware(operatorHTTP(cfg.Metrics.Handler())))
 	}
 	if cfg.Blobs != nil {
-		// The same authentication as the JSON-RPC endpoint.
-		r.Method(http.MethodGet, BlobPath, auth.Middleware(serveBlob(cfg.Blobs)))
+		// The same authentication as the JSON-RPC endpoint, and the same
+		// authorization as tasks/get on the task that stored the blob.
+		r.Method(http.MethodGet, BlobPath, auth.Middleware(serveBlob(cfg.Blobs, cfg.Handler)))
 	}
 	return r
 }

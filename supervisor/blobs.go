@@ -88,7 +88,7 @@ func (b *blobStore) put(owner, runID, mediaType string, content []byte) (Blob, e
 		}
 	}
 	e := &blobEntry{Blob: Blob{
-		ID:        uuid.NewString(), // random (v4): unguessable while reads are not yet tied to an identity
+		ID:        uuid.NewString(), // random (v4): unguessable, though reads are also tied to the owner's task
 		MediaType: mediaType,
 		Content:   content,
 		Owner:     owner,

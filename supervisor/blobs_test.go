@@ -109,9 +109,9 @@ func TestBlobPutOverControlChannel(t *testing.T) {
 	if !ok || string(blob.Content) != strings.Repeat("abc", 100) || blob.MediaType != "text/plain" || blob.Owner != r.Handle() || blob.RunID != "run-test" {
 		t.Fatalf("blob = %+v, %v", blob, ok)
 	}
-	content, mediaType, ok := s.ReadBlob(id)
-	if !ok || len(content) != 300 || mediaType != "text/plain" {
-		t.Fatalf("ReadBlob = %d bytes, %q, %v", len(content), mediaType, ok)
+	content, mediaType, owner, ok := s.ReadBlob(id)
+	if !ok || len(content) != 300 || mediaType != "text/plain" || owner != r.Handle() {
+		t.Fatalf("ReadBlob = %d bytes, %q, owner %q, %v", len(content), mediaType, owner, ok)
 	}
 	waitFor(t, func() bool { _, ok := s.Blob(id); return !ok })
 

@@ -656,3 +656,48 @@ func TestSelfToolsOnHandles(t *testing.T) {
 		t.Fatalf("cancel of a finished child: %+v", cr)
 	}
 }
+
+// A tree started by a delegation deep in the mesh nests only the depth the
+// mesh has left it: at mesh depth 3 of 4 its root may have children but not
+// grandchildren, at 4 of 4 not even children; without a mesh cap max_depth
+// alone applies.
+func TestMeshDepthCapsTheTree(t *testing.T) {
+	s, _ := newNestingSupervisor(t)
+	grandchild := prog{Answer: "grandchild"}
+	child := prog{Calls: []progCall{spawnCall(grandchild, api.DispositionSync)}}
+	root := prog{Calls: []progCall{spawnCall(child, api.DispositionSync)}}
+	run := func(meshDepth, meshMax int) progReport {
+		t.Helper()
+		pl := testPayload(root.objective(), time.Minute)
+		pl.Limits.MaxSteps, pl.Limits.MaxTokens = 50, 100000
+		r, err := s.Start(context.Background(), StartRequest{Payload: pl, MeshDepth: meshDepth, MeshMaxDepth: meshMax})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-r.TreeDone():
+		case <-time.After(30 * time.Second):
+			t.Fatal("tree did not end within 30s")
+		}
+		return report(t, r.Result())
+	}
+	childResults := func(rep progReport) []progResult {
+		t.Helper()
+		cr := childReportOf(t, rep.Results[0])
+		var inner progReport
+		if err := json.Unmarshal([]byte(cr.Distillate.Text()), &inner); err != nil {
+			t.Fatalf("child's answer: %v: %q", err, cr.Distillate.Text())
+		}
+		return inner.Results
+	}
+
+	if rs := childResults(run(3, 4)); len(rs) != 1 || !rs[0].IsError || rs[0].Text != "spawn denied: max_depth 1 reached" {
+		t.Fatalf("at mesh depth 3 of 4, the child's spawn: %+v", rs)
+	}
+	if rs := run(4, 4).Results; len(rs) != 1 || !rs[0].IsError || rs[0].Text != "spawn denied: max_depth 0 reached" {
+		t.Fatalf("at mesh depth 4 of 4, the root's spawn: %+v", rs)
+	}
+	if rs := childResults(run(0, 0)); len(rs) != 1 || rs[0].IsError || childReportOf(t, rs[0]).Distillate.Text() != "grandchild" {
+		t.Fatalf("without a mesh cap, the grandchild: %+v", rs)
+	}
+}

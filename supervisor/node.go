@@ -175,6 +175,10 @@ func (s *Supervisor) run(n *node) {
 	exit := "not reaped"
 	if p := n.getProc(); p != nil && p.exited() {
 		exit = p.status.String()
+	} else if n.nest.remote {
+		exit = "remote: " + n.nest.provider // no process of ours
+	} else if p == nil {
+		exit = "never started"
 	}
 	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps, "depth", n.payload.Depth, "exit", exit)
 	endSpawnSpan(n, res)

@@ -28,8 +28,9 @@ import (
 // pauseGate is the supervisor's pause state. Lock order: a node's pauseSync.mu,
 // then pauseGate.mu.
 type pauseGate struct {
-	mu      sync.Mutex // guards paused, resumed, held, synced
+	mu      sync.Mutex // guards paused, gen, resumed, held, synced
 	paused  bool
+	gen     uint64                  // counts the changes of paused
 	resumed chan struct{}           // closed by Resume; nil while not paused
 	held    map[*node]chan struct{} // spawns held by the pause; closed to release one
 	synced  map[*node]*pauseSync    // what each spawned child was last told
@@ -38,8 +39,9 @@ type pauseGate struct {
 // pauseSync orders the ctrl/pause and ctrl/resume frames of one child so the
 // last frame it gets matches the last state set.
 type pauseSync struct {
-	mu     sync.Mutex // guards paused
+	mu     sync.Mutex // guards paused, gen
 	paused bool       // the state the child was last told
+	gen    uint64     // the pauseGate.gen of the change that frame carried
 }
 
 // Pause holds new spawns and tells every running child to hold before its next
@@ -90,32 +92,83 @@ func (s *Supervisor) Held() map[string]bool {
 	return out
 }
 
+// setPaused changes the pause state and tells every spawned child.
 func (s *Supervisor) setPaused(paused bool) int {
+	ch := s.changePause(paused)
+	return s.tellPause(ch) + ch.released
+}
+
+// pauseChange is one call's change of the pause state.
+type pauseChange struct {
+	paused   bool
+	changed  bool   // the state was different before
+	gen      uint64 // the change's number
+	released int    // held spawns it released
+}
+
+// changePause sets the pause state: the first half of setPaused.
+func (s *Supervisor) changePause(paused bool) pauseChange {
 	g := &s.pause
 	g.mu.Lock()
-	changed := g.paused != paused
+	ch := pauseChange{paused: paused, changed: g.paused != paused}
 	g.paused = paused
-	released := 0
-	if changed {
+	if ch.changed {
+		g.gen++
 		if paused {
 			g.resumed = make(chan struct{})
 		} else {
 			close(g.resumed)
 			g.resumed = nil
-			released = len(g.held)
+			ch.released = len(g.held)
 		}
 	}
+	ch.gen = g.gen
 	g.mu.Unlock()
-	if changed {
+	if ch.changed {
 		s.log.Info("supervisor pause changed", "paused", paused)
 	}
+	return ch
+}
+
+// tellPause tells every spawned child the state ch set, and counts the
+// children told of that change, whoever sent the frame: a child whose payload
+// was just delivered gets it from its own supervising goroutine (syncPause
+// right after the payload), which may win the race with this loop.
+func (s *Supervisor) tellPause(ch pauseChange) int {
 	told := 0
 	for _, n := range s.liveNodes() {
-		if p := n.getProc(); p != nil && p.spawned.Load() && s.syncPause(n, p) {
+		p := n.getProc()
+		if p == nil || !p.spawned.Load() {
+			continue
+		}
+		s.syncPause(n, p)
+		if ch.changed && s.toldOf(n, ch.paused, ch.gen) {
 			told++
 		}
 	}
-	return told + released
+	return told
+}
+
+// toldOf reports whether n was last told paused by the change numbered gen.
+func (s *Supervisor) toldOf(n *node, paused bool, gen uint64) bool {
+	g := &s.pause
+	g.mu.Lock()
+	ps := g.synced[n]
+	g.mu.Unlock()
+	if ps == nil {
+		return false
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.paused == paused && ps.gen == gen
+}
+
+// pauseState returns the pause state and the number of its change.
+func (s *Supervisor) pauseState() (bool, uint64) {
+	g := &s.pause
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.paused, g.gen
 }
 
 func (s *Supervisor) liveNodes() []*node {
@@ -149,7 +202,7 @@ func (s *Supervisor) syncPause(n *node, p *proc) bool {
 
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	want := s.Paused()
+	want, gen := s.pauseState()
 	if ps.paused == want {
 		return false
 	}
@@ -161,7 +214,7 @@ func (s *Supervisor) syncPause(n *node, p *proc) bool {
 		s.log.WarnContext(n.spanCtx(), "pause state not delivered", "method", method, "task_id", n.handle, "err", err)
 		return false
 	}
-	ps.paused = want
+	ps.paused, ps.gen = want, gen
 	return true
 }
 

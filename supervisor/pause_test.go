@@ -93,6 +93,35 @@ func TestPauseHoldsSpawnsAndModelCalls(t *testing.T) {
 	}
 }
 
+// TestPauseCountsAChildToldByItsOwnGoroutine pins a race: a child whose
+// payload has just been delivered is told of a pause by its own supervising
+// goroutine (syncPause after the payload), which may send ctrl/pause between
+// the state change and Pause's loop over the children. The child was told of
+// this pause all the same, and Pause counts it.
+func TestPauseCountsAChildToldByItsOwnGoroutine(t *testing.T) {
+	s, _ := newSupervisor(t, "pausable")
+	running := start(t, s, testPayload("first", time.Minute))
+	waitPID(t, running)
+	n := running.n
+	ch := s.changePause(true)
+	if !s.syncPause(n, n.getProc()) { // the supervising goroutine wins
+		t.Fatal("the child's own goroutine did not tell it of the pause")
+	}
+	if told := s.tellPause(ch); told != 1 {
+		t.Fatalf("Pause counted %d children, want 1 (told by its own goroutine)", told)
+	}
+	waitFor(t, func() bool { return running.Info().Usage.Steps == 1 }) // ctrl/pause arrived once
+	if n := s.Pause(); n != 0 {
+		t.Fatalf("a second Pause told %d children, want 0", n)
+	}
+	if n := s.Resume(); n != 1 {
+		t.Fatalf("Resume affected %d, want 1", n)
+	}
+	if res := result(t, running, 10*time.Second); res.Status != api.StatusCompleted {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
 // TestHeldSpawnEndsWithoutAProcess: a held spawn that is cancelled, drained or
 // reaches its deadline ends at once, never forked.
 func TestHeldSpawnEndsWithoutAProcess(t *testing.T) {

@@ -84,7 +84,7 @@ func decodeSpawnArgs(raw json.RawMessage) (*api.SpawnArgs, error) {
 // admit is the chokepoint. In this order it refuses while the tree drains;
 // mints the child's depth from its parent's record (whatever the request says
 // about depth, agent_id, agent_path or parent is discarded); enforces
-// max_depth, the parent's child cap, max_inflight for an async child, the
+// max_depth (or the tree's remaining mesh depth, when smaller), the parent's child cap, max_inflight for an async child, the
 // tree's subagent cap, the spawn-rate bucket and the tree-token ceiling;
 // rejects an empty objective; narrows the scope (every requested tool must be
 // held by the parent, and no child may hold the Rule-of-Two trifecta); clamps
@@ -101,8 +101,12 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 		return nil, refuseDraining
 	}
 	depth := parent.payload.Depth + 1 // minted; args.Depth is never read
-	if depth > caps.MaxDepth {
-		return nil, refuseDepth(caps.MaxDepth)
+	maxDepth := caps.MaxDepth
+	if t.depthCap >= 0 && t.depthCap < maxDepth {
+		maxDepth = t.depthCap // a tree deep in the mesh nests only what is left
+	}
+	if depth > maxDepth {
+		return nil, refuseDepth(maxDepth)
 	}
 	if parent.nest.children >= childCap(parent, caps) {
 		return nil, refuseChildCap

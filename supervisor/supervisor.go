@@ -234,6 +234,13 @@ func New(cfg Config) (*Supervisor, error) {
 type StartRequest struct {
 	Handle  string // the root's handle (its A2A task id); generated if empty
 	Payload api.SpawnPayload
+	// MeshDepth and MeshMaxDepth place the tree in the A2A mesh: the depth
+	// its root sits at (0 for a request from a plain client, D for one a
+	// peer delegated at depth D) and the deepest depth any subagent serving
+	// the request may reach (0: no mesh cap). The tree then nests at most
+	// MeshMaxDepth-MeshDepth levels below its root (none when that is not
+	// positive), and never past the max_depth cap.
+	MeshDepth, MeshMaxDepth int
 }
 
 // Run is a handle on a started subagent. It is safe for concurrent use.
@@ -274,7 +281,10 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	span := startSpawnSpan(ctx, &p, localProvider)
 	n := newNode(handle, nil, p)
 	n.span = span
-	newTree(n)
+	t := newTree(n)
+	if req.MeshMaxDepth > 0 {
+		t.depthCap = max(req.MeshMaxDepth-req.MeshDepth, 0)
+	}
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
@@ -408,11 +418,12 @@ func (s *Supervisor) KillAll() {
 // retention window has passed.
 func (s *Supervisor) Blob(id string) (Blob, bool) { return s.blobs.get(id) }
 
-// ReadBlob returns a stored distillate's content and media type; it is Blob
-// for consumers that need only those (server.BlobSource).
-func (s *Supervisor) ReadBlob(id string) ([]byte, string, bool) {
+// ReadBlob returns a stored distillate's content, media type and owner (the
+// handle of the root of the tree that stored it); it is Blob for consumers
+// that need only those (server.BlobSource).
+func (s *Supervisor) ReadBlob(id string) ([]byte, string, string, bool) {
 	b, ok := s.blobs.get(id)
-	return b.Content, b.MediaType, ok
+	return b.Content, b.MediaType, b.Owner, ok
 }
 
 // Unreaped returns how many processes never reaped inside their kill budget.

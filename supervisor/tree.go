@@ -25,6 +25,11 @@ type tree struct {
 	nodes    map[string]*node // every node by handle, finished ones included (at most max_total_subagents)
 	live     int              // nodes whose goroutine has not finished
 	done     chan struct{}    // closed when live drops to zero
+
+	// depthCap is the deepest depth the tree's place in the mesh leaves it
+	// (StartRequest.MeshMaxDepth less MeshDepth), or -1 when only max_depth
+	// applies. Immutable.
+	depthCap int
 }
 
 // nest is a node's part of the nesting bookkeeping. tree, disposition, provider
@@ -44,11 +49,12 @@ type nest struct {
 // newTree makes n the root of a new tree.
 func newTree(n *node) *tree {
 	t := &tree{
-		root:  n,
-		total: 1,
-		nodes: map[string]*node{n.handle: n},
-		live:  1,
-		done:  make(chan struct{}),
+		root:     n,
+		total:    1,
+		nodes:    map[string]*node{n.handle: n},
+		live:     1,
+		done:     make(chan struct{}),
+		depthCap: -1,
 	}
 	n.nest = nest{tree: t, provider: localProvider}
 	return t

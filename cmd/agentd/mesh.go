@@ -11,6 +11,7 @@ import (
 
 	a2abind "github.com/agentd/agentd/a2a"
 	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/tlsconfig"
 )
 
 // mesh holds serve's settings for the A2A mesh: remote peers, routing rules,
@@ -100,11 +101,14 @@ func (m *mesh) validate() error {
 }
 
 // registerPeers adds one peer provider per --peer and the routing rules, and
-// reads each peer's agent card in the background.
-func (m *mesh) registerPeers(router *delegate.Router, log *slog.Logger) error {
+// reads each peer's agent card in the background. src is the service's own
+// identity (nil without TLS): a peer with spiffe=ID is called over mTLS with
+// it, and must present that ID.
+func (m *mesh) registerPeers(router *delegate.Router, src tlsconfig.Source, log *slog.Logger) error {
+	clients := a2abind.PeerClients(src)
 	for _, pc := range m.peers {
 		pc.Log = log
-		p, err := a2abind.NewPeer(pc, a2abind.DefaultPeerClient)
+		p, err := a2abind.NewPeer(pc, clients)
 		if err != nil {
 			return usageError("--peer %s: %v", pc.Name, err)
 		}

@@ -99,7 +99,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := router.Register(delegate.Local{Sup: sup}); err != nil {
 		return err
 	}
-	if err := m.registerPeers(router, log); err != nil {
+	if err := m.registerPeers(router, id.src, log); err != nil {
 		return err
 	}
 	instance := uuid.Must(uuid.NewV7()).String()
@@ -124,6 +124,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		PublicURL:    url,
 		Instance:     instance,
 		MaxDepth:     *c.maxDepth,
+		MaxDepthNow:  func() int { return sup.Caps().MaxDepth },
 		Lineages:     lineages,
 		Log:          log,
 	})
