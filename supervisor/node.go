@@ -197,6 +197,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 	if p := s.pool.take(); p != nil {
 		p.log.Store(log)
 		log = log.With("pid", p.pid, "warm", true)
+		log.Debug("spawn served by the warm pool")
 		defer p.in.Close()
 		n.setProc(p)
 		if s.cfg.Observer != nil {
