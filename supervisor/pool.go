@@ -51,8 +51,8 @@ type pool struct {
 	size int
 	log  *slog.Logger // tagged warm_pool=true; an idle child's stderr goes here
 
-	mu      sync.Mutex          // guards idle, members, closed
-	idle    []*poolEntry        // ready children, oldest first
+	mu      sync.Mutex           // guards idle, members, closed
+	idle    []*poolEntry         // ready children, oldest first
 	members map[*proc]*poolEntry // every child of the pool not yet assigned or reaped
 	closed  bool
 
