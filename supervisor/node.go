@@ -475,11 +475,7 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, log *slog.Logger) {
 	defer p.live.toolCall()() // Detector B waits while the supervisor serves the call
 	res := s.callTool(n, call)
-	resp, err := api.NewResponse(id, res)
-	if err == nil {
-		err = p.w.Write(resp)
-	}
-	if err != nil {
+	if err := p.w.Respond(id, res); err != nil {
 		log.Warn("tool/call response not delivered", "tool", call.Tool, "err", err)
 	}
 }
