@@ -165,7 +165,9 @@ func TestSendAndRespondMatchEncodeFrame(t *testing.T) {
 		legacy func() (*Frame, error)
 	}{
 		{"notification", func(w *FrameWriter) error { return w.Send(MethodSpawn, 0, p) }, func() (*Frame, error) { return NewFrame(MethodSpawn, 0, p) }},
-		{"request", func(w *FrameWriter) error { return w.Send(MethodToolCall, 42, ToolCall{Tool: "gh/search", Args: json.RawMessage(`{ "q" : 1 }`)}) },
+		{"request", func(w *FrameWriter) error {
+			return w.Send(MethodToolCall, 42, ToolCall{Tool: "gh/search", Args: json.RawMessage(`{ "q" : 1 }`)})
+		},
 			func() (*Frame, error) {
 				return NewFrame(MethodToolCall, 42, ToolCall{Tool: "gh/search", Args: json.RawMessage(`{ "q" : 1 }`)})
 			}},
