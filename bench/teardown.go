@@ -32,7 +32,7 @@ func treeScript(n int) string {
 	var b strings.Builder
 	b.WriteString("[depth 0]\n")
 	for i := 0; i < n; i++ {
-		b.WriteString("spawn async \"hold\"\n")
+		fmt.Fprintf(&b, "spawn async \"hold %d\"\n", i+1) // distinct: the same call thrice is loop_detected
 	}
 	b.WriteString("sleep 1h\n[default]\ncall subagent.status {\"handle\":\"none\"}\nsleep 1h\n")
 	return b.String()
@@ -44,9 +44,11 @@ type treeVariant struct {
 	sup     *supervisor.Supervisor
 	payload api.SpawnPayload
 	size    int
+	// rootSteps is the root's step count once it has asked for every child.
+	rootSteps int
 }
 
-func newTreeVariant(name, exe string, env []string, intelligence string, cfg Config, log *slog.Logger) (*treeVariant, error) {
+func newTreeVariant(name, exe string, env []string, intelligence string, rootSteps int, cfg Config, log *slog.Logger) (*treeVariant, error) {
 	n := cfg.TreeSize
 	s, err := supervisor.New(supervisor.Config{
 		Executable: exe,
@@ -61,7 +63,7 @@ func newTreeVariant(name, exe string, env []string, intelligence string, cfg Con
 	if err != nil {
 		return nil, err
 	}
-	return &treeVariant{name: name, sup: s, size: n, payload: api.SpawnPayload{
+	return &treeVariant{name: name, sup: s, size: n, rootSteps: rootSteps, payload: api.SpawnPayload{
 		Contract:     api.OutputContract{Objective: "hold a tree", OutputFormat: api.OutputFormat{Kind: api.FormatText}},
 		Limits:       api.Limits{MaxSteps: n + 10, MaxTokens: 1_000_000, Deadline: api.Duration(10 * time.Minute), MaxChildren: n},
 		Intelligence: api.Intelligence{Endpoint: intelligence},
@@ -82,7 +84,7 @@ func (v *treeVariant) once(ctx context.Context) (time.Duration, error) {
 			return false
 		}
 		for _, n := range live {
-			if n.State != supervisor.StateRunning || n.Usage.Steps < 1 || (n.Depth == 0 && n.Usage.Steps < v.size-1) {
+			if n.State != supervisor.StateRunning || n.Usage.Steps < 1 || (n.Depth == 0 && n.Usage.Steps < v.rootSteps) {
 				return false
 			}
 		}
@@ -90,7 +92,16 @@ func (v *treeVariant) once(ctx context.Context) (time.Duration, error) {
 	}
 	if err := poll(ctx, 60*time.Second, 2*time.Millisecond, v.name+": tree of "+fmt.Sprint(v.size), grown); err != nil {
 		v.sup.Cancel(run.Handle(), "bench setup failed")
-		return 0, err
+		var seen []string
+		for _, n := range live {
+			seen = append(seen, fmt.Sprintf("%s:%s:%d", n.AgentPath, n.State, n.Usage.Steps))
+		}
+		select {
+		case <-run.Done():
+			seen = append(seen, fmt.Sprintf("root ended: %+v", run.Result()))
+		default:
+		}
+		return 0, fmt.Errorf("%w; live nodes (path:state:steps): %v", err, seen)
 	}
 	t0 := time.Now()
 	v.sup.Cancel(run.Handle(), "bench")
@@ -119,11 +130,13 @@ func runTeardown(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelError}))
-	coop, err := newTreeVariant("cooperative", cfg.Agentd, nil, "builtin:script="+script, cfg, log)
+	// The script's root makes one step per spawn; treechild's root reports one
+	// step after all of them.
+	coop, err := newTreeVariant("cooperative", cfg.Agentd, nil, "builtin:script="+script, cfg.TreeSize-1, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	stubborn, err := newTreeVariant("ignore-term", cfg.TreeChild, []string{fmt.Sprintf("BENCH_TREE_SIZE=%d", cfg.TreeSize)}, "builtin:demo", cfg, log)
+	stubborn, err := newTreeVariant("ignore-term", cfg.TreeChild, []string{fmt.Sprintf("BENCH_TREE_SIZE=%d", cfg.TreeSize)}, "builtin:demo", 1, cfg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,12 @@ import (
 // PoolKey is the restart governor's key for the warm pool's refills.
 const PoolKey = "warm-pool"
 
+// refillDelay is how long the refill after a take waits: a start is a fork,
+// an exec and several milliseconds of runtime and package init on one core,
+// which would otherwise compete with the child just given its payload (on a
+// small machine it doubled the time to that child's first step).
+const refillDelay = 10 * time.Millisecond
+
 // PoolStats describes the warm pool, for operators, metrics and tests.
 type PoolStats struct {
 	Size        int   // configured size; 0 when there is no pool
@@ -115,7 +121,7 @@ func (pl *pool) take() *proc {
 		close(e.claimed)
 		pl.mu.Unlock()
 		pl.assigned.Add(1)
-		pl.wake()
+		time.AfterFunc(refillDelay, pl.wake)
 		return e.p
 	}
 	pl.mu.Unlock()
