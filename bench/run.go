@@ -60,9 +60,9 @@ type Config struct {
 
 	Rounds int `json:"rounds"` // every figure is the median over this many rounds; default 5
 
-	SpawnSamples  int           `json:"spawn_samples"`  // spawn: starts per variant per round; default 40
+	SpawnSamples  int           `json:"spawn_samples"`  // spawn: starts per variant per round; default 100
 	FrontDuration time.Duration `json:"front_duration"` // front: load per server, concurrency and round; default 2s
-	E2ESamples    int           `json:"e2e_samples"`    // e2e: messages per variant per round; default 30
+	E2ESamples    int           `json:"e2e_samples"`    // e2e: messages per variant per round; default 100
 	TreeSize      int           `json:"tree_size"`      // teardown: processes per tree, the root included; default 64
 	DrainGrace    time.Duration `json:"drain_grace"`    // teardown: ctrl/cancel to SIGTERM; default 200ms
 	KillGrace     time.Duration `json:"kill_grace"`     // teardown: SIGTERM to SIGKILL; default 200ms
@@ -90,9 +90,9 @@ func (c *Config) setDefaults() {
 		}
 	}
 	def(&c.Rounds, 5)
-	def(&c.SpawnSamples, 40)
+	def(&c.SpawnSamples, 100)
 	defD(&c.FrontDuration, 2*time.Second)
-	def(&c.E2ESamples, 30)
+	def(&c.E2ESamples, 100)
 	def(&c.TreeSize, 64)
 	defD(&c.DrainGrace, 200*time.Millisecond)
 	defD(&c.KillGrace, 200*time.Millisecond)
