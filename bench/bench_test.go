@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The test binary is also the harness's figure process: Run re-executes it
@@ -37,13 +39,19 @@ func buildBinaries(t *testing.T) (agentd, floor, treechild string) {
 }
 
 // A smoke run of every figure with tiny counts, so the harness cannot rot:
-// each figure's process runs, and the table has every row with numbers.
+// each figure's process runs, the table has every row with numbers, and no
+// process is left behind (the test is the subreaper of everything the
+// harness starts, so an orphan would become its child).
 func TestHarnessSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs agentd")
 	}
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	agentd, floor, treechild := buildBinaries(t)
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 	cfg := Config{
 		Agentd: agentd, Floor: floor, TreeChild: treechild,
 		Rounds: 1, SpawnSamples: 2, FrontDuration: 100 * time.Millisecond, E2ESamples: 2,
@@ -55,6 +63,16 @@ func TestHarnessSmoke(t *testing.T) {
 	var out, logs bytes.Buffer
 	if err := Run(ctx, cfg, &out, &logs); err != nil {
 		t.Fatalf("run: %v\nlog:\n%s", err, logs.String())
+	}
+	// Every figure process was waited for; anything still our child (alive
+	// or a zombie) was orphaned by one of them.
+	if left := children(os.Getpid()); len(left) > 0 {
+		for _, pid := range left {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, 0, nil)
+		}
+		t.Fatalf("processes left behind by the harness: %v", left)
 	}
 	table := out.String()
 	t.Logf("table:\n%s", table)
