@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -492,9 +493,16 @@ func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.R
 	}
 }
 
+// nilPointer reports whether v is a nil pointer (whose value-receiver
+// MarshalJSON would panic; json.Marshal writes null).
+func nilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *RPCError) {
 	if rerr == nil {
-		if m, ok := result.(json.Marshaler); ok && validID(id) {
+		if m, ok := result.(json.Marshaler); ok && len(id) > 0 && validID(id) && !nilPointer(result) {
 			// The A2A types marshal themselves (with json.Marshal, so the
 			// output is compact and HTML-escaped): write the envelope around
 			// that output instead of having encoding/json scan and copy it
@@ -503,7 +511,7 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *RPCEr
 				out := bodyBufs.Get().(*bytes.Buffer)
 				out.Reset()
 				out.WriteString(`{"jsonrpc":"2.0","id":`)
-				out.Write(id)
+				json.HTMLEscape(out, id) // as json.Marshal writes it
 				out.WriteString(`,"result":`)
 				out.Write(b)
 				out.WriteByte('}')
