@@ -6,7 +6,7 @@ LISTEN   ?= 127.0.0.1:8080
 FUZZTIME ?= 20s
 JS_DEPS  := e2e/js/node_modules/.installed
 
-.PHONY: all build run test lint vet fmt-check unit deploy-test fuzz bench clean tck test-spire spire
+.PHONY: all build run test lint vet fmt-check unit deploy-test fuzz bench bench-go clean tck test-spire spire
 
 all: build
 
@@ -84,7 +84,21 @@ spire:
 test-spire: spire
 	AGENTD_SPIRE_BIN="$$(bash tools/spire/build.sh)" $(GO) test -race -count=1 -tags spire -run '^TestSPIRE$$' -v -timeout 10m ./e2e
 
+# bench: the table the README quotes (bench/, package doc). The binaries are
+# built as deployed (static, stripped); BENCH_FLAGS passes flags to the harness
+# (agentd-bench -h lists them, e.g. BENCH_FLAGS="-rounds 3 -figures spawn").
+BENCH_DIR   := bin/bench
+BENCH_FLAGS ?=
 bench:
+	@mkdir -p $(BENCH_DIR)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/agentd ./cmd/agentd
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/floor ./bench/floor
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/treechild ./bench/treechild
+	$(GO) build -o $(BENCH_DIR)/agentd-bench ./bench/cmd/agentd-bench
+	./$(BENCH_DIR)/agentd-bench -agentd $(BENCH_DIR)/agentd -floor $(BENCH_DIR)/floor -treechild $(BENCH_DIR)/treechild $(BENCH_FLAGS)
+
+# bench-go: the Go benchmarks beside the code (frame codec, task store...).
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:

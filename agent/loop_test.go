@@ -188,3 +188,19 @@ func TestServeOverPipes(t *testing.T) {
 		t.Fatalf("exit %d", c)
 	}
 }
+
+// The rehearsal a child runs after ctrl/ready goes the whole way (decode,
+// validate, a builtin:demo step, the result) without any I/O, and may run
+// beside a real loop.
+func TestRehearsal(t *testing.T) {
+	done := make(chan api.SubagentResult, 2)
+	for i := 0; i < 2; i++ {
+		go func() { done <- rehearse() }()
+	}
+	for i := 0; i < 2; i++ {
+		res := <-done
+		if res.Status != api.StatusCompleted || !strings.Contains(res.Distillate.Text(), "4 words") {
+			t.Fatalf("rehearsal = %+v", res)
+		}
+	}
+}

@@ -50,6 +50,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 		log.Error("send ctrl/ready", "err", err)
 		return 1
 	}
+	// While the payload is on its way (or while the child waits in the warm
+	// pool), build the caches and page in the code it will need.
+	go rehearse()
 	p, err := c.readSpawn()
 	if err != nil {
 		log.Error("no spawn payload", "err", err)

@@ -2,11 +2,13 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 )
 
@@ -131,26 +133,130 @@ func NewFrameWriter(w io.Writer, max int) *FrameWriter {
 
 // Write encodes and writes one frame.
 func (fw *FrameWriter) Write(f *Frame) error {
-	buf, err := EncodeFrame(f)
-	if err != nil {
+	if err := f.validate(); err != nil {
 		return err
 	}
-	if len(buf)-4 > fw.max {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, len(buf)-4, fw.max)
+	buf := frameBufs.get()
+	defer frameBufs.put(buf)
+	buf.Write(noLength[:])
+	if err := json.NewEncoder(buf).Encode(f); err != nil {
+		return fmt.Errorf("encode frame: %w", err)
 	}
+	buf.Truncate(buf.Len() - 1) // Encode's newline
+	return fw.writeBuf(buf)
+}
+
+// Send builds a frame from method, id and params and writes it. It encodes
+// the frame straight into one buffer: params are marshalled once, not
+// marshalled into a RawMessage and then compacted and copied again.
+func (fw *FrameWriter) Send(method string, id uint64, params any) error {
+	if method == "" {
+		return fw.Write(&Frame{JSONRPC: "2.0", ID: id}) // refused: neither a method nor a result
+	}
+	buf := frameBufs.get()
+	defer frameBufs.put(buf)
+	buf.Write(noLength[:])
+	buf.WriteString(`{"jsonrpc":"2.0"`)
+	if id != 0 {
+		buf.WriteString(`,"id":`)
+		buf.Write(strconv.AppendUint(buf.AvailableBuffer(), id, 10))
+	}
+	buf.WriteString(`,"method":`)
+	if plainString(method) {
+		buf.WriteByte('"')
+		buf.WriteString(method)
+		buf.WriteByte('"')
+	} else if err := appendJSON(buf, method); err != nil {
+		return err
+	}
+	if params != nil {
+		buf.WriteString(`,"params":`)
+		if err := appendJSON(buf, params); err != nil {
+			return fmt.Errorf("marshal %s params: %w", method, err)
+		}
+	}
+	buf.WriteByte('}')
+	return fw.writeBuf(buf)
+}
+
+// Respond writes a response frame whose result is v, encoded like Send's
+// params.
+func (fw *FrameWriter) Respond(id uint64, v any) error {
+	if id == 0 {
+		return fmt.Errorf("%w: a response needs an id", ErrFrameInvalid)
+	}
+	buf := frameBufs.get()
+	defer frameBufs.put(buf)
+	buf.Write(noLength[:])
+	buf.WriteString(`{"jsonrpc":"2.0","id":`)
+	buf.Write(strconv.AppendUint(buf.AvailableBuffer(), id, 10))
+	buf.WriteString(`,"result":`)
+	if err := appendJSON(buf, v); err != nil {
+		return fmt.Errorf("marshal response: %w", err)
+	}
+	buf.WriteByte('}')
+	return fw.writeBuf(buf)
+}
+
+// writeBuf fills in the length prefix of a frame encoded in buf after four
+// placeholder bytes, checks the size limit and writes it with one Write.
+func (fw *FrameWriter) writeBuf(buf *bytes.Buffer) error {
+	b := buf.Bytes()
+	n := len(b) - 4
+	if n > fw.max {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, fw.max)
+	}
+	binary.BigEndian.PutUint32(b, uint32(n))
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	_, err = fw.w.Write(buf)
+	_, err := fw.w.Write(b)
 	return err
 }
 
-// Send builds a frame from method, id and params and writes it.
-func (fw *FrameWriter) Send(method string, id uint64, params any) error {
-	f, err := NewFrame(method, id, params)
-	if err != nil {
+// plainString reports whether s encodes in JSON as itself between quotes:
+// printable ASCII with nothing json.Marshal escapes.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// noLength is the placeholder of a length prefix.
+var noLength [4]byte
+
+// appendJSON appends v as json.Marshal encodes it (HTML-escaped, compact).
+func appendJSON(buf *bytes.Buffer, v any) error {
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		return err
 	}
-	return fw.Write(f)
+	buf.Truncate(buf.Len() - 1) // Encode's newline
+	return nil
+}
+
+// bufPool recycles encoding buffers; a buffer that grew past keepBuf is
+// dropped rather than kept.
+type bufPool struct{ p sync.Pool }
+
+const keepBuf = 64 << 10
+
+var frameBufs bufPool
+
+func (bp *bufPool) get() *bytes.Buffer {
+	if b, ok := bp.p.Get().(*bytes.Buffer); ok {
+		b.Reset()
+		return b
+	}
+	return new(bytes.Buffer)
+}
+
+func (bp *bufPool) put(b *bytes.Buffer) {
+	if b.Cap() <= keepBuf {
+		bp.p.Put(b)
+	}
 }
 
 // FrameReader reads frames from one control pipe. It is not safe for concurrent
@@ -197,14 +303,33 @@ func (fr *FrameReader) Read() (*Frame, error) {
 	return DecodeFrameBody(body)
 }
 
-// DecodeFrameBody parses one frame body (without its length prefix).
+// DecodeFrameBody parses one frame body (without its length prefix). The
+// frame's Params and Result share body's memory rather than copying it: the
+// caller must not modify body afterwards (Read allocates each body afresh).
 func DecodeFrameBody(body []byte) (*Frame, error) {
-	var f Frame
-	if err := json.Unmarshal(body, &f); err != nil {
+	var w struct {
+		JSONRPC string    `json:"jsonrpc"`
+		ID      uint64    `json:"id,omitempty"`
+		Method  string    `json:"method,omitempty"`
+		Params  sharedRaw `json:"params,omitempty"`
+		Result  sharedRaw `json:"result,omitempty"`
+		Error   *RPCError `json:"error,omitempty"`
+	}
+	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFrameInvalid, err)
 	}
+	f := &Frame{JSONRPC: w.JSONRPC, ID: w.ID, Method: w.Method, Params: json.RawMessage(w.Params), Result: json.RawMessage(w.Result), Error: w.Error}
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	return &f, nil
+	return f, nil
+}
+
+// sharedRaw is a json.RawMessage that keeps the decoder's slice of the input
+// instead of copying it.
+type sharedRaw []byte
+
+func (r *sharedRaw) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
 }

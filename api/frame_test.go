@@ -154,3 +154,77 @@ func TestFuzzCorpusCommitted(t *testing.T) {
 		t.Fatalf("seed corpus testdata/fuzz/FuzzReadFrame is missing: %v", err)
 	}
 }
+
+// Send and Respond encode in one pass what NewFrame/NewResponse and
+// EncodeFrame would: byte for byte the same frames.
+func TestSendAndRespondMatchEncodeFrame(t *testing.T) {
+	p := SpawnPayload{Contract: OutputContract{Objective: "a <b> & \"c\"\n\u2028"}, Telemetry: Telemetry{RunID: "r"}}
+	for _, tc := range []struct {
+		name   string
+		send   func(w *FrameWriter) error
+		legacy func() (*Frame, error)
+	}{
+		{"notification", func(w *FrameWriter) error { return w.Send(MethodSpawn, 0, p) }, func() (*Frame, error) { return NewFrame(MethodSpawn, 0, p) }},
+		{"request", func(w *FrameWriter) error {
+			return w.Send(MethodToolCall, 42, ToolCall{Tool: "gh/search", Args: json.RawMessage(`{ "q" : 1 }`)})
+		},
+			func() (*Frame, error) {
+				return NewFrame(MethodToolCall, 42, ToolCall{Tool: "gh/search", Args: json.RawMessage(`{ "q" : 1 }`)})
+			}},
+		{"no params", func(w *FrameWriter) error { return w.Send(MethodPause, 0, nil) }, func() (*Frame, error) { return NewFrame(MethodPause, 0, nil) }},
+		{"odd method", func(w *FrameWriter) error { return w.Send("x<\"é\">", 3, Ping{Seq: 1}) }, func() (*Frame, error) { return NewFrame("x<\"é\">", 3, Ping{Seq: 1}) }},
+		{"response", func(w *FrameWriter) error { return w.Respond(9, TextResult("<ok>", false)) }, func() (*Frame, error) { return NewResponse(9, TextResult("<ok>", false)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got bytes.Buffer
+			if err := tc.send(NewFrameWriter(&got, 0)); err != nil {
+				t.Fatal(err)
+			}
+			f, err := tc.legacy()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := EncodeFrame(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Fatalf("one-pass encoding:\n%q\nwant\n%q", got.Bytes(), want)
+			}
+			var viaWrite bytes.Buffer
+			if err := NewFrameWriter(&viaWrite, 0).Write(f); err != nil || !bytes.Equal(viaWrite.Bytes(), want) {
+				t.Fatalf("Write: %q %v, want %q", viaWrite.Bytes(), err, want)
+			}
+		})
+	}
+	var buf bytes.Buffer
+	w := NewFrameWriter(&buf, 0)
+	if err := w.Send("", 0, nil); err == nil {
+		t.Error("Send without a method succeeded")
+	}
+	if err := w.Respond(0, 1); err == nil {
+		t.Error("Respond without an id succeeded")
+	}
+	if err := NewFrameWriter(&buf, 10).Send(MethodSpawn, 0, p); !errors.Is(err, ErrFrameTooLarge) {
+		t.Errorf("Send over the limit: %v", err)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("refused frames wrote %d bytes", buf.Len())
+	}
+}
+
+// A decoded frame's params share the body they came from (no copy), and
+// decode as before.
+func TestDecodeFrameBodySharesParams(t *testing.T) {
+	body := []byte(`{"jsonrpc":"2.0","id":4,"method":"tool/call","params":{"tool":"a/b"}}`)
+	f, err := DecodeFrameBody(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(f.Params) != `{"tool":"a/b"}` || f.ID != 4 || f.Method != MethodToolCall {
+		t.Fatalf("frame = %+v", f)
+	}
+	if &f.Params[0] != &body[bytes.Index(body, []byte(`{"tool"`))] {
+		t.Error("params were copied out of the body")
+	}
+}

@@ -73,8 +73,9 @@ type service struct {
 	err    error
 }
 
-// fastFlags make the kill ladder run in milliseconds.
-var fastFlags = []string{"--drain-grace", "200ms", "--kill-grace", "200ms"}
+// fastFlags make the kill ladder run in milliseconds. The warm pool is off, so
+// a service's children are its subagents (pool_test.go turns it on).
+var fastFlags = []string{"--drain-grace", "200ms", "--kill-grace", "200ms", "--warm-pool", "0"}
 
 // startService runs agentd serve on a free loopback port and waits until it
 // listens. The process is killed and reaped at cleanup.

@@ -57,12 +57,19 @@ func IdentityFrom(ctx context.Context) (*Identity, bool) {
 // of a fresh a2asrv call context with the request's headers (the Authorization
 // header left out, so no credential travels further).
 func WithIdentity(ctx context.Context, id *Identity, h http.Header) context.Context {
-	meta := make(map[string][]string, len(h))
-	for k, v := range h {
+	// NewRequestMeta copies what it is given: copy here only to leave the
+	// credential out.
+	meta := map[string][]string(h)
+	for k := range h {
 		if http.CanonicalHeaderKey(k) == "Authorization" {
-			continue
+			meta = make(map[string][]string, len(h))
+			for k, v := range h {
+				if http.CanonicalHeaderKey(k) != "Authorization" {
+					meta[k] = v
+				}
+			}
+			break
 		}
-		meta[k] = v
 	}
 	ctx = context.WithValue(ctx, identityKey{}, id)
 	ctx, cc := a2asrv.WithCallContext(ctx, a2asrv.NewRequestMeta(meta))

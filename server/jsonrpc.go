@@ -9,8 +9,10 @@ import (
 	"io"
 	"iter"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -214,9 +216,27 @@ type rpcHandler struct {
 	keepAlive time.Duration // SSE comment interval on idle streams
 }
 
+// bodyBufs recycles request body and response buffers: nothing decoded from a
+// body keeps a reference into it (json.Unmarshal copies), and a response is
+// copied into the connection's buffer by Write, so a buffer is reused once
+// its request is answered.
+var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody is the largest body buffer kept for reuse.
+const maxPooledBody = 64 << 10
+
 func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body := http.MaxBytesReader(w, r.Body, rh.maxBody)
-	var buf bytes.Buffer
+	buf := bodyBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			bodyBufs.Put(buf)
+		}
+	}()
+	if n := r.ContentLength; n > 0 && n <= rh.maxBody {
+		buf.Grow(int(n) + bytes.MinRead) // one read to EOF, no regrowth
+	}
 	if _, err := buf.ReadFrom(body); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -476,7 +496,37 @@ func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.R
 	}
 }
 
+// nilPointer reports whether v is a nil pointer (whose value-receiver
+// MarshalJSON would panic; json.Marshal writes null).
+func nilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *RPCError) {
+	if rerr == nil {
+		if m, ok := result.(json.Marshaler); ok && len(id) > 0 && validID(id) && !nilPointer(result) {
+			// The A2A types marshal themselves (with json.Marshal, so the
+			// output is compact and HTML-escaped): write the envelope around
+			// that output instead of having encoding/json scan and copy it
+			// again.
+			if b, err := m.MarshalJSON(); err == nil && len(b) > 0 {
+				out := bodyBufs.Get().(*bytes.Buffer)
+				out.Reset()
+				out.WriteString(`{"jsonrpc":"2.0","id":`)
+				json.HTMLEscape(out, id) // as json.Marshal writes it
+				out.WriteString(`,"result":`)
+				out.Write(b)
+				out.WriteByte('}')
+				w.Header().Set("Content-Type", "application/json")
+				w.Write(out.Bytes()) // copied into the connection's buffer
+				if out.Cap() <= maxPooledBody {
+					bodyBufs.Put(out)
+				}
+				return
+			}
+		}
+	}
 	resp := rpcResponse{JSONRPC: "2.0", ID: id}
 	if rerr != nil {
 		resp.Error = rerr

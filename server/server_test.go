@@ -235,3 +235,34 @@ func FuzzJSONRPC(f *testing.F) {
 		}
 	})
 }
+
+// A result written around its own MarshalJSON is the same JSON-RPC response
+// encoding/json would write; a nil result is null, not a panic.
+func TestWriteRPCMarshalerResult(t *testing.T) {
+	task := &a2a.Task{ID: "t1", ContextID: "c1", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}
+	for _, tc := range []struct {
+		name   string
+		id     json.RawMessage
+		result any
+	}{
+		{"task", json.RawMessage(`7`), task},
+		{"string id", json.RawMessage(`"a<b>"`), task},
+		{"nil task", json.RawMessage(`1`), (*a2a.Task)(nil)},
+		{"plain value", json.RawMessage(`null`), map[string]int{"a": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			writeRPC(rec, tc.id, tc.result, nil)
+			want, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: tc.id, Result: tc.result})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Body.Bytes(); !bytes.Equal(got, want) {
+				t.Fatalf("got  %s\nwant %s", got, want)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("Content-Type %q", ct)
+			}
+		})
+	}
+}

@@ -315,7 +315,14 @@ func (s *Supervisor) Breakers() []BreakerState { return s.gov.Breakers() }
 
 // CloseBreaker closes key's restart breaker, for operators. It reports whether
 // the key was known.
-func (s *Supervisor) CloseBreaker(key string) bool { return s.gov.Close(key) }
+// Closing PoolKey's breaker resumes the warm pool's refills.
+func (s *Supervisor) CloseBreaker(key string) bool {
+	ok := s.gov.Close(key)
+	if key == PoolKey {
+		s.pool.wake()
+	}
+	return ok
+}
 
 // Outcome classifies how the run ended, for the restart governor. It blocks
 // until Done.

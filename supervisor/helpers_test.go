@@ -51,6 +51,7 @@ var helpers = map[string]func() int{
 	"result-then-hang":   helperResultThenHang,
 	"tracer":             helperTracer,
 	"blob-put":           helperBlobPut,
+	"flaky-start":        helperFlakyStart,
 }
 
 // Settings the helpers read from their environment (set through Config.Env).
@@ -60,6 +61,8 @@ const (
 	envGrandGroup = "HELPER_GRAND_GROUP" // fork-grandchild: "own" or "same" process group
 	envSleep      = "HELPER_SLEEP"       // grandchild: how long it lives
 	envTracee     = "HELPER_TRACEE"      // tracer: the pid to ptrace
+	envCounter    = "HELPER_COUNTER"     // flaky-start: a file with one byte per start
+	envCrashes    = "HELPER_CRASHES"     // flaky-start: how many starts crash before ready
 )
 
 var (
@@ -359,6 +362,24 @@ func helperHugeFrame() int {
 func helperNoReady() int { select {} }
 
 func helperCrashBeforeReady() int { return 3 }
+
+// helperFlakyStart counts its starts in HELPER_COUNTER (a byte appended per
+// start) and exits 3 before ctrl/ready for the first HELPER_CRASHES of them: a
+// binary that is broken until it is not. After that it behaves as complete.
+func helperFlakyStart() int {
+	f, err := os.OpenFile(os.Getenv(envCounter), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return 96
+	}
+	f.Write([]byte{'x'})
+	f.Close()
+	fi, err := os.Stat(os.Getenv(envCounter))
+	crashes, _ := strconv.Atoi(os.Getenv(envCrashes))
+	if err != nil || fi.Size() <= int64(crashes) {
+		return 3
+	}
+	return helperComplete()
+}
 
 func helperExitNoResult() int {
 	c := helperIO()

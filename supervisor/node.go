@@ -203,15 +203,20 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 	if n.nest.remote {
 		return s.superviseRemote(n, log)
 	}
-	p, err := startProc(procSpec{
-		exe:       s.cfg.Executable,
-		env:       s.cfg.Env,
-		maxFrame:  s.cfg.MaxFrame,
-		rlimitAS:  s.cfg.RlimitAS,
-		rlimitCPU: s.cfg.RlimitCPU,
-		log:       log,
-		writeWait: s.cfg.KillGrace,
-	})
+	// A warm child from the pool is already past ctrl/ready; it gets the
+	// node's logger and, below, its payload.
+	if p := s.pool.take(); p != nil {
+		p.log.Store(log)
+		log = log.With("pid", p.pid, "warm", true)
+		log.Debug("spawn served by the warm pool")
+		defer p.in.Close()
+		n.setProc(p)
+		if s.cfg.Observer != nil {
+			s.cfg.Observer.NodeStarted(n.info())
+		}
+		return s.deliver(n, p, log)
+	}
+	p, err := startProc(s.procSpec(log))
 	if err != nil {
 		log.Error("spawn failed", "err", err)
 		return api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error(), Distillate: api.InlineText("")}
@@ -255,6 +260,12 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 		return s.finish(n, p, verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult,
 			detail: "exited before ctrl/ready: " + p.status.String()})
 	}
+	ready.Stop()
+	return s.deliver(n, p, log)
+}
+
+// deliver sends a ready child its payload and supervises it until the reap.
+func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentResult {
 	if n.stopping() {
 		// A kill was requested before the child had its payload: there is no work
 		// to save, so it gets no ctrl/cancel, only the signal.
@@ -477,11 +488,7 @@ func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, l
 	ctx, span := startToolSpan(n, call)
 	res := s.callTool(ctx, n, call)
 	endToolSpan(span, res)
-	resp, err := api.NewResponse(id, res)
-	if err == nil {
-		err = p.w.Write(resp)
-	}
-	if err != nil {
+	if err := p.w.Respond(id, res); err != nil {
 		log.Warn("tool/call response not delivered", "tool", call.Tool, "err", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -34,12 +33,16 @@ type proc struct {
 
 	done   chan struct{} // closed once the process is reaped
 	status ExitStatus    // valid after done closes
+
+	// log receives the child's stderr lines. A pooled child starts with the
+	// pool's logger and is given its node's (run_id, agent_path) when assigned.
+	log atomic.Pointer[slog.Logger]
 }
 
 // procSpec is what a start needs.
 type procSpec struct {
 	exe       string
-	env       []string
+	env       []string // complete, the subagent marker included; shared, never modified
 	maxFrame  int
 	rlimitAS  uint64       // bytes; 0 leaves the inherited limit
 	rlimitCPU uint64       // seconds; 0 leaves the inherited limit
@@ -47,6 +50,20 @@ type procSpec struct {
 	// writeWait bounds each write to control-in, so a child that stopped reading
 	// (SIGSTOP, a full pipe) cannot block the supervisor.
 	writeWait time.Duration
+}
+
+// procSpec returns the start of one child: every child, cold or warm, gets the
+// same binary, environment, rlimits and frame limit. log receives its stderr.
+func (s *Supervisor) procSpec(log *slog.Logger) procSpec {
+	return procSpec{
+		exe:       s.cfg.Executable,
+		env:       s.env,
+		maxFrame:  s.cfg.MaxFrame,
+		rlimitAS:  s.cfg.RlimitAS,
+		rlimitCPU: s.cfg.RlimitCPU,
+		log:       log,
+		writeWait: s.cfg.KillGrace,
+	}
 }
 
 // startProc re-execs the binary in subagent mode in its own process group, with
@@ -70,12 +87,8 @@ func startProc(spec procSpec) (*proc, error) {
 		outW.Close()
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
-	env := append(append([]string{}, spec.env...),
-		api.EnvSubagent+"=1",
-		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
-	)
 	attr := &syscall.ProcAttr{
-		Env:   env,
+		Env:   spec.env,
 		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
@@ -99,12 +112,13 @@ func startProc(spec procSpec) (*proc, error) {
 		frames: make(chan *api.Frame, 16),
 		done:   make(chan struct{}),
 	}
+	p.log.Store(spec.log)
 	go func() {
 		p.status = <-exit
 		close(p.done)
 	}()
 	go p.readFrames(outR, spec.maxFrame)
-	go forwardLogs(errR, spec.log)
+	go forwardLogs(errR, &p.log)
 	return p, nil
 }
 
@@ -168,14 +182,15 @@ func (p *proc) exited() bool {
 
 // forwardLogs copies the child's stderr into the supervisor's log. A line that is
 // a JSON object (the child's slog output) keeps its fields; anything else is
-// logged as text. log already carries run_id and agent_path.
-func forwardLogs(r io.ReadCloser, log *slog.Logger) {
+// logged as text. The logger (read per line, so an assignment can retag a
+// pooled child) already carries run_id and agent_path.
+func forwardLogs(r io.ReadCloser, log *atomic.Pointer[slog.Logger]) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, err := readLine(br, 1<<20)
 		if len(line) > 0 {
-			forwardLine(log, line)
+			forwardLine(log.Load(), line)
 		}
 		if err != nil {
 			return

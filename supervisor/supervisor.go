@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,12 @@ type Config struct {
 	// Restart is the schedule of the restart governor (Governor), for children
 	// kept alive on purpose; never used for a one-shot root.
 	Restart GovernorConfig
+
+	// WarmPool is how many children are kept started ahead of time, past
+	// ctrl/ready and waiting for their payload (pool.go). Unlike the other
+	// fields, its zero value means no pool: the service's flag sets the
+	// default.
+	WarmPool int
 }
 
 func (c *Config) setDefaults() error {
@@ -211,6 +218,9 @@ type Supervisor struct {
 	blobs *blobStore
 	pause pauseGate // a2a.Pause / a2a.Resume; see pause.go
 	hb    heartbeat // see observe.go
+
+	env  []string // every child's environment: Config.Env plus the subagent marker and our pid
+	pool *pool    // nil without a warm pool
 }
 
 // New returns a supervisor. It starts the process-wide reaper.
@@ -223,8 +233,18 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	theReaper.start(cfg.Logger)
+	if cfg.WarmPool < 0 {
+		return nil, fmt.Errorf("supervisor: warm pool size %d is negative", cfg.WarmPool)
+	}
 	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: newBlobStore(cfg.Blobs)}
 	s.selfTools = s.selfToolTable()
+	s.env = append(append(make([]string, 0, len(cfg.Env)+2), cfg.Env...),
+		api.EnvSubagent+"=1",
+		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
+	)
+	if cfg.WarmPool > 0 {
+		s.pool = newPool(s, cfg.WarmPool)
+	}
 	return s, nil
 }
 
@@ -351,11 +371,13 @@ func (s *Supervisor) Draining() bool {
 	return s.draining
 }
 
-// Shutdown drains: it refuses new work, runs the kill ladder over every live
-// tree, and waits until every child is reaped or ctx ends. It returns ErrUnclean
-// if a process would not reap (or ctx ended first), nil after a clean drain.
+// Shutdown drains: it refuses new work, SIGKILLs the warm pool's idle
+// children (they hold no work), runs the kill ladder over every live tree, and
+// waits until every child is reaped or ctx ends. It returns ErrUnclean if a
+// process would not reap (or ctx ended first), nil after a clean drain.
 // Calling it again waits again.
 func (s *Supervisor) Shutdown(ctx context.Context) error {
+	s.pool.close()
 	s.mu.Lock()
 	s.draining = true
 	// Every tree with a live node, by its root: a detached subagent may outlive
@@ -373,7 +395,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		s.killSubtree(n, verdict{status: api.StatusCancelled, detail: "cancelled: supervisor draining"}, "drain")
 	}
 	all := make(chan struct{})
-	go func() { s.wg.Wait(); close(all) }()
+	go func() { s.wg.Wait(); _ = s.pool.wait(context.Background()); close(all) }()
 	select {
 	case <-all:
 	case <-ctx.Done():
@@ -389,6 +411,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 // KillAll sends SIGKILL to every child's process group at once: the second
 // signal to a draining supervisor.
 func (s *Supervisor) KillAll() {
+	s.pool.close()
 	s.mu.Lock()
 	s.draining = true
 	nodes := make([]*node, 0, len(s.nodes))

@@ -56,6 +56,9 @@ type core struct {
 
 	// delegator, if set, starts nested spawns on non-local providers.
 	delegator supervisor.Delegator
+	// warmPool is the supervisor's warm pool size (serve's --warm-pool; a
+	// one-shot run keeps none).
+	warmPool int
 }
 
 func addCore(f *flags) *core {
@@ -272,6 +275,7 @@ func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*superv
 		PingMiss:        *c.pingMiss,
 		RlimitAS:        c.rlimitASB,
 		RlimitCPU:       uint64((*c.rlimitCPU + time.Second - 1) / time.Second),
+		WarmPool:        c.warmPool,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start supervisor: %w", err)

@@ -24,6 +24,9 @@ import (
 	"github.com/agentd/agentd/tlsconfig"
 )
 
+// maxWarmPool bounds --warm-pool: the pool is a latency cache, not capacity.
+const maxWarmPool = 64
+
 // version is the service version the agent card reports.
 var version = "0.1.0"
 
@@ -33,6 +36,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	publicURL := f.string("public-url", "AGENT_PUBLIC_URL", "", "the URL peers reach this service at, for the agent card (default derived from --listen)")
 	taskCapacity := f.int("task-capacity", "AGENT_TASK_CAPACITY", 10000, "tasks the store holds; finished ones are evicted oldest first")
 	taskRetention := f.duration("task-retention", "AGENT_TASK_RETENTION", time.Hour, "how long a finished task stays readable")
+	warmPool := f.int("warm-pool", "AGENT_WARM_POOL", 2, "children started ahead of time, waiting for their payload (0 turns the pool off)")
 	m := addMesh(f)
 	c := addCore(f)
 	idf := addIdentity(f)
@@ -52,6 +56,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *taskRetention <= 0 {
 		return usageError("--task-retention must be a positive duration (got %s)", *taskRetention)
 	}
+	if *warmPool < 0 || *warmPool > maxWarmPool {
+		return usageError("--warm-pool must be in [0, %d] (got %d)", maxWarmPool, *warmPool)
+	}
+	c.warmPool = *warmPool
 	if err := m.validate(); err != nil {
 		return err
 	}

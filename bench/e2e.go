@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+var e2eFigure = figure{name: "e2e", run: runE2E, rows: e2eRows}
+
+// e2eRound is one round of figure 3.
+type e2eRound struct {
+	Warm Summary `json:"warm"` // agentd serve --warm-pool 2
+	Cold Summary `json:"cold"` // agentd serve --warm-pool 0
+}
+
+func runE2E(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
+	dir, err := os.MkdirTemp("", "agentd-bench-certs-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := mintCerts(dir); err != nil {
+		return nil, err
+	}
+	type variant struct {
+		srv  *serveProc
+		pool int
+		c    *http.Client
+	}
+	var vs []*variant
+	for _, pool := range []int{benchPool, 0} {
+		args := append(tlsArgs(dir), "--warm-pool", fmt.Sprint(pool), "--intelligence", "builtin:demo")
+		srv, err := startServe(ctx, cfg.Agentd, args, logw)
+		if err != nil {
+			return nil, err
+		}
+		defer srv.stop()
+		c, err := benchClient(dir, 1)
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, &variant{srv: srv, pool: pool, c: c})
+	}
+	var seq int64
+	// once sends one message after the service has settled: a full pool, or no
+	// child left from the previous message.
+	once := func(v *variant) (time.Duration, error) {
+		if err := poll(ctx, 20*time.Second, 200*time.Microsecond, "service settled", func() bool { return len(children(v.srv.pid())) == v.pool }); err != nil {
+			return 0, err
+		}
+		seq++
+		t0 := time.Now()
+		if err := sendOnce(ctx, v.c, v.srv.url, sendBody(seq, 0, "one two three")); err != nil {
+			return 0, err
+		}
+		return time.Since(t0), nil
+	}
+	for _, v := range vs { // warm up: connection, TLS, the binary's pages
+		if _, err := once(v); err != nil {
+			return nil, err
+		}
+	}
+	var rounds []e2eRound
+	for r := 0; r < cfg.Rounds; r++ {
+		samples := make([][]time.Duration, len(vs))
+		for i := 0; i < cfg.E2ESamples; i++ {
+			for k := range vs {
+				j := (k + i + r) % len(vs)
+				d, err := once(vs[j])
+				if err != nil {
+					return nil, err
+				}
+				samples[j] = append(samples[j], d)
+			}
+		}
+		rounds = append(rounds, e2eRound{Warm: summarize(samples[0]), Cold: summarize(samples[1])})
+		fmt.Fprintf(logw, "bench: e2e round %d: %+v\n", r+1, rounds[r])
+	}
+	return rounds, nil
+}
+
+func e2eRows(raw json.RawMessage, cfg Config) ([]row, error) {
+	rounds, err := decode[[]e2eRound](raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(rounds) == 0 {
+		return nil, errNoRounds
+	}
+	n := rounds[0].Warm.N
+	return []row{
+		{fig: 3, what: fmt.Sprintf("end to end: message/send to completed, builtin:demo one step, mTLS, warm pool of %d", benchPool),
+			p50: fmtMS(medianOf(rounds, func(r e2eRound) float64 { return r.Warm.P50 })), p99: fmtMS(medianOf(rounds, func(r e2eRound) float64 { return r.Warm.P99 })),
+			other: fmt.Sprintf("%d messages a round, each to a full pool", n),
+			ratio: fmtX(medianOf(rounds, func(r e2eRound) float64 { return ratio(r.Warm.P50, r.Cold.P50) })) + " without the pool (p50)"},
+		{fig: 3, what: "end to end: the same without the pool (--warm-pool 0)",
+			p50: fmtMS(medianOf(rounds, func(r e2eRound) float64 { return r.Cold.P50 })), p99: fmtMS(medianOf(rounds, func(r e2eRound) float64 { return r.Cold.P99 }))},
+	}, nil
+}

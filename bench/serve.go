@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentd/agentd/tlsconfig"
+)
+
+// serveProc is a running `agentd serve`. The figures that use it host no
+// supervisor, so os/exec may wait for it.
+type serveProc struct {
+	cmd     *exec.Cmd
+	url     string
+	started atomic.Int64 // forwarded "subagent started" lines: children past their payload
+	logDone chan struct{}
+}
+
+// tlsArgs are serve's flags for the certificates mintCerts wrote into dir.
+func tlsArgs(dir string) []string {
+	return []string{
+		"--tls-cert", filepath.Join(dir, tlsconfig.DevServerCert),
+		"--tls-key", filepath.Join(dir, tlsconfig.DevServerKey),
+		"--tls-bundle", filepath.Join(dir, tlsconfig.DevBundle),
+		"--allow-trust-domain", benchTD.String(),
+	}
+}
+
+// startServe runs `agentd serve` on a loopback port with args and waits until
+// it listens. Its log is read (and counted) to the end; lines at warn or above
+// go to logw.
+func startServe(ctx context.Context, agentd string, args []string, logw io.Writer) (*serveProc, error) {
+	all := append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)
+	cmd := exec.CommandContext(ctx, agentd, all...)
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &serveProc{cmd: cmd, logDone: make(chan struct{})}
+	listening := make(chan string, 1)
+	go func() {
+		defer close(s.logDone)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var rec struct {
+				Level  string `json:"level"`
+				Msg    string `json:"msg"`
+				Listen string `json:"listen"`
+			}
+			if json.Unmarshal(sc.Bytes(), &rec) != nil {
+				fmt.Fprintf(logw, "agentd: %s\n", sc.Bytes())
+				continue
+			}
+			switch {
+			case rec.Msg == "serving":
+				listening <- rec.Listen
+			case rec.Msg == "subagent started":
+				s.started.Add(1)
+			case rec.Level == "WARN" || rec.Level == "ERROR":
+				fmt.Fprintf(logw, "agentd: %s\n", sc.Bytes())
+			}
+		}
+	}()
+	select {
+	case addr := <-listening:
+		scheme := "http://"
+		for _, a := range args {
+			if a == "--tls-cert" {
+				scheme = "https://"
+			}
+		}
+		s.url = scheme + addr + "/"
+		return s, nil
+	case <-s.logDone:
+		err := cmd.Wait()
+		return nil, fmt.Errorf("agentd serve exited before listening: %v", err)
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("agentd serve did not listen within 30s")
+	}
+}
+
+// pid is the service's process id.
+func (s *serveProc) pid() int { return s.cmd.Process.Pid }
+
+// stop drains the service with SIGTERM and waits for it (SIGKILL after 30s).
+func (s *serveProc) stop() error {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { <-s.logDone; done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		return fmt.Errorf("agentd serve did not drain within 30s: %v", <-done)
+	}
+}
+
+// children returns the pids of pid's children: agentd forks from one thread,
+// and /proc lists children per thread, so every thread is read.
+func children(pid int) []int {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// procKiB reads a "Name:   N kB" field of /proc/pid/status or
+// /proc/pid/smaps_rollup, in bytes.
+func procBytes(pid int, file, field string) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(k) != field {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			break
+		}
+		n, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, err
+		}
+		return n * 1024, nil
+	}
+	return 0, fmt.Errorf("/proc/%d/%s: no %s", pid, file, field)
+}
+
+func rss(pid int) (float64, error) { return procBytes(pid, "status", "VmRSS") }
+func pss(pid int) (float64, error) { return procBytes(pid, "smaps_rollup", "Pss") }

@@ -1,0 +1,370 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentd/agentd/api"
+)
+
+// The warm pool keeps a few children started ahead of time: re-exec'd with the
+// supervisor's environment, rlimits and process group like every child, past
+// their ctrl/ready, blocked reading the spawn frame. A spawn takes one and
+// writes its payload as the first frame, so the fork, exec and package init of
+// the child (tens of milliseconds) leave the request path and nothing changes
+// in the control protocol: a pooled child is a started child that has not been
+// sent its payload yet.
+//
+// A pooled child is not a subagent until it is assigned: it counts against no
+// cap, belongs to no tree, and is watched only for its death (it says nothing
+// while it waits). Refills run in the background, one child at a time, through
+// the restart governor under the key PoolKey: a refill that crashes before
+// ctrl/ready weighs CrashBeforeReadyWeight, an idle child that dies weighs 1,
+// and once the breaker opens the pool stops refilling and every spawn is a cold
+// re-exec, so a broken binary cannot fork-bomb the host. Supervisor.CloseBreaker
+// on PoolKey resumes refills. Shutdown and KillAll SIGKILL the pool's children
+// at once (they hold no work) and wait for their reap.
+
+// PoolKey is the restart governor's key for the warm pool's refills.
+const PoolKey = "warm-pool"
+
+// refillDelay is how long the refill after a take waits: a start is a fork,
+// an exec and several milliseconds of runtime and package init on one core,
+// which would otherwise compete with the child just given its payload (on a
+// small machine it doubled the time to that child's first step).
+const refillDelay = 10 * time.Millisecond
+
+// PoolStats describes the warm pool, for operators, metrics and tests.
+type PoolStats struct {
+	Size        int   // configured size; 0 when there is no pool
+	Idle        int   // children ready and waiting for a payload
+	Starting    int   // children started, not yet ready
+	Assigned    int64 // spawns served by a warm child
+	Cold        int64 // spawns that found the pool empty and re-exec'd cold
+	Replaced    int64 // idle children that died and were replaced
+	Failed      int64 // refills that failed before ctrl/ready
+	BreakerOpen bool  // refills stopped by the restart breaker
+}
+
+// pool is the warm pool. Safe for concurrent use; a nil *pool is an empty,
+// disabled pool.
+type pool struct {
+	s    *Supervisor
+	size int
+	log  *slog.Logger // tagged warm_pool=true; an idle child's stderr goes here
+
+	mu      sync.Mutex           // guards idle, members, closed
+	idle    []*poolEntry         // ready children, oldest first
+	members map[*proc]*poolEntry // every child of the pool not yet assigned or reaped
+	closed  bool
+
+	kick   chan struct{} // wakes the refill loop; capacity 1
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the refill loop and the idle watchers
+
+	assigned, cold, replaced, failed atomic.Int64
+	breakerLogged                    atomic.Bool
+}
+
+type poolEntry struct {
+	p       *proc
+	claimed chan struct{} // closed when a spawn takes the child
+}
+
+func newPool(s *Supervisor, size int) *pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	pl := &pool{
+		s:       s,
+		size:    size,
+		log:     s.log.With("warm_pool", true),
+		members: make(map[*proc]*poolEntry),
+		kick:    make(chan struct{}, 1),
+		ctx:     ctx,
+		cancel:  cancel,
+	}
+	pl.wg.Add(1)
+	go pl.refill()
+	return pl
+}
+
+// wake nudges the refill loop.
+func (pl *pool) wake() {
+	if pl == nil {
+		return
+	}
+	select {
+	case pl.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take hands out a ready child, or nil when the pool is empty (or off). The
+// caller owns the child from then on: it is a node's process like any other.
+func (pl *pool) take() *proc {
+	if pl == nil {
+		return nil
+	}
+	pl.mu.Lock()
+	for len(pl.idle) > 0 {
+		e := pl.idle[0]
+		pl.idle[0] = nil
+		pl.idle = pl.idle[1:]
+		if e.p.exited() {
+			continue // its watcher counts the death and replaces it
+		}
+		delete(pl.members, e.p)
+		close(e.claimed)
+		pl.mu.Unlock()
+		pl.assigned.Add(1)
+		time.AfterFunc(refillDelay, pl.wake)
+		return e.p
+	}
+	pl.mu.Unlock()
+	pl.cold.Add(1)
+	return nil
+}
+
+// need reports whether the pool holds fewer children than its size.
+func (pl *pool) need() bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return !pl.closed && len(pl.members) < pl.size
+}
+
+// refill keeps the pool full, one start at a time, paced by the governor.
+func (pl *pool) refill() {
+	defer pl.wg.Done()
+	for {
+		if !pl.need() {
+			select {
+			case <-pl.kick:
+				continue
+			case <-pl.ctx.Done():
+				return
+			}
+		}
+		err := pl.s.gov.Wait(pl.ctx, PoolKey)
+		if errors.Is(err, ErrBreakerOpen) {
+			if pl.breakerLogged.CompareAndSwap(false, true) {
+				pl.log.Error("warm pool: restart breaker open, refills stopped; spawns re-exec cold until an operator closes it", "key", PoolKey)
+			}
+			select {
+			case <-pl.kick: // a take, a death, or CloseBreaker
+				continue
+			case <-pl.ctx.Done():
+				return
+			}
+		}
+		if err != nil {
+			return // closed
+		}
+		pl.breakerLogged.Store(false)
+		pl.startOne()
+	}
+}
+
+// startOne starts one child and, once it is ready, adds it to the pool.
+func (pl *pool) startOne() {
+	p, err := startProc(pl.s.procSpec(pl.log))
+	if err != nil {
+		pl.failed.Add(1)
+		pl.log.Error("warm pool: start failed", "err", err)
+		pl.s.gov.Record(PoolKey, OutcomeCrashBeforeReady)
+		return
+	}
+	e := &poolEntry{p: p, claimed: make(chan struct{})}
+	pl.mu.Lock()
+	if pl.closed {
+		pl.mu.Unlock()
+		pl.discard(p)
+		return
+	}
+	pl.members[p] = e
+	pl.mu.Unlock()
+
+	if why := pl.awaitReady(p); why != "" {
+		pl.mu.Lock()
+		delete(pl.members, p)
+		closed := pl.closed
+		pl.mu.Unlock()
+		pl.discard(p)
+		if !closed {
+			pl.failed.Add(1)
+			pl.log.Error("warm pool: child failed before ctrl/ready", "pid", p.pid, "reason", why, "exit", exitString(p))
+			pl.s.gov.Record(PoolKey, OutcomeCrashBeforeReady)
+		}
+		return
+	}
+	// Ready is the pool's success: it resets the backoff (failures stay in the
+	// breaker's window).
+	pl.s.gov.Record(PoolKey, OutcomeClean)
+	pl.mu.Lock()
+	if pl.closed {
+		pl.mu.Unlock()
+		pl.discard(p)
+		return
+	}
+	pl.idle = append(pl.idle, e)
+	pl.wg.Add(1) // the refill loop's own count is held, so this cannot race Wait
+	pl.mu.Unlock()
+	go pl.watchIdle(e)
+}
+
+// awaitReady waits for p's ctrl/ready within SpawnReady. It returns "" when p
+// is ready, else why not (p is then still to be discarded).
+func (pl *pool) awaitReady(p *proc) string {
+	t := time.NewTimer(pl.s.cfg.SpawnReady)
+	defer t.Stop()
+	select {
+	case f, ok := <-p.frames:
+		switch {
+		case !ok:
+			return "control-out closed before ctrl/ready: " + p.readErr.Error()
+		case f.Method != api.MethodReady:
+			return "first frame is " + f.Method + ", want " + api.MethodReady
+		}
+		p.ready.Store(true)
+		return ""
+	case <-p.done:
+		return "exited before ctrl/ready"
+	case <-t.C:
+		return "no ctrl/ready within " + pl.s.cfg.SpawnReady.String()
+	case <-pl.ctx.Done():
+		return "pool closed"
+	}
+}
+
+// watchIdle waits for an idle child to be taken or to die. A death while idle
+// is a failure for the governor, and the pool refills.
+func (pl *pool) watchIdle(e *poolEntry) {
+	defer pl.wg.Done()
+	select {
+	case <-e.claimed:
+		return
+	case <-e.p.done:
+	}
+	pl.mu.Lock()
+	_, member := pl.members[e.p]
+	delete(pl.members, e.p)
+	for i, x := range pl.idle {
+		if x == e {
+			pl.idle = append(pl.idle[:i], pl.idle[i+1:]...)
+			break
+		}
+	}
+	closed := pl.closed
+	pl.mu.Unlock()
+	if !member || closed {
+		return // drained with the pool
+	}
+	e.p.in.Close()
+	pl.replaced.Add(1)
+	pl.log.Warn("warm pool: idle child died; replacing it", "pid", e.p.pid, "exit", e.p.status.String())
+	pl.s.gov.Record(PoolKey, OutcomeFailure)
+	pl.wake()
+}
+
+// discard SIGKILLs a child that will not serve and waits for its reap,
+// bounded by ReapGrace.
+func (pl *pool) discard(p *proc) {
+	p.killed.Store(true)
+	p.signal(sigKill)
+	p.in.Close()
+	t := time.NewTimer(pl.s.cfg.ReapGrace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		pl.s.unreaped.Add(1)
+		pl.log.Error("warm pool: process would not reap", "pid", p.pid)
+	}
+}
+
+// close stops refills and SIGKILLs every child of the pool: idle ones hold no
+// work, so a drain never waits on them. It is idempotent; wait collects them.
+func (pl *pool) close() {
+	if pl == nil {
+		return
+	}
+	pl.mu.Lock()
+	if pl.closed {
+		pl.mu.Unlock()
+		return
+	}
+	pl.closed = true
+	procs := make([]*proc, 0, len(pl.members))
+	for p := range pl.members {
+		procs = append(procs, p)
+	}
+	pl.members, pl.idle = nil, nil
+	pl.mu.Unlock()
+	pl.cancel()
+	for _, p := range procs {
+		p.killed.Store(true)
+		p.signal(sigKill)
+		p.in.Close()
+	}
+	if len(procs) > 0 {
+		pl.log.Info("warm pool: drained", "children", len(procs))
+	}
+}
+
+// wait blocks until the refill loop has stopped and every child of the pool is
+// reaped, or ctx ends.
+func (pl *pool) wait(ctx context.Context) error {
+	if pl == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { pl.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stats returns the pool's counters.
+func (pl *pool) stats() PoolStats {
+	if pl == nil {
+		return PoolStats{}
+	}
+	pl.mu.Lock()
+	st := PoolStats{Size: pl.size, Idle: len(pl.idle), Starting: len(pl.members) - len(pl.idle)}
+	pl.mu.Unlock()
+	st.Assigned, st.Cold = pl.assigned.Load(), pl.cold.Load()
+	st.Replaced, st.Failed = pl.replaced.Load(), pl.failed.Load()
+	_, err := pl.s.gov.Allow(PoolKey)
+	st.BreakerOpen = errors.Is(err, ErrBreakerOpen)
+	return st
+}
+
+// idlePIDs returns the pids of the idle children, oldest first.
+func (pl *pool) idlePIDs() []int {
+	if pl == nil {
+		return nil
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	out := make([]int, len(pl.idle))
+	for i, e := range pl.idle {
+		out[i] = e.p.pid
+	}
+	return out
+}
+
+// Pool returns the warm pool's state; the zero PoolStats when there is none.
+func (s *Supervisor) Pool() PoolStats { return s.pool.stats() }
+
+func exitString(p *proc) string {
+	if p.exited() {
+		return p.status.String()
+	}
+	return "not reaped"
+}

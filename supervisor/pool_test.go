@@ -1,0 +1,223 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentd/agentd/api"
+)
+
+func withPool(n int) func(*Config) {
+	return func(c *Config) {
+		c.WarmPool = n
+		// Refill backoffs in milliseconds.
+		c.Restart.BaseBackoff = time.Millisecond
+		c.Restart.MaxBackoff = 5 * time.Millisecond
+	}
+}
+
+// waitIdle polls until the pool holds n ready children and returns their pids.
+func waitIdle(t *testing.T, s *Supervisor, n int) []int {
+	t.Helper()
+	waitFor(t, func() bool { return s.Pool().Idle == n })
+	return s.pool.idlePIDs()
+}
+
+// groupsGone checks that every process group led by pids is gone.
+func groupsGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		waitGroupGone(t, pid)
+	}
+}
+
+// A spawn takes a child the pool started before the request: it runs the
+// payload, its log is retagged with the node's run_id and agent_path, and the
+// pool refills with a new child. Idle children are no subagents.
+func TestPoolAssignsWarmChild(t *testing.T) {
+	s, logs := newSupervisor(t, "complete", withPool(2))
+	before := waitIdle(t, s, 2)
+	if live := s.Live(); len(live) != 0 {
+		t.Fatalf("idle pool children listed as subagents: %+v", live)
+	}
+	r := start(t, s, testPayload("say hi", time.Minute))
+	res := result(t, r, 10*time.Second)
+	if res.Status != api.StatusCompleted || res.Distillate.Text() != "echo: say hi" {
+		t.Fatalf("result = %+v", res)
+	}
+	pid := r.Info().PID
+	if !slices.Contains(before, pid) {
+		t.Fatalf("the run's child %d was not one of the pool's %v", pid, before)
+	}
+	if r.Outcome() != OutcomeClean {
+		t.Fatalf("outcome = %s, want clean", r.Outcome())
+	}
+	waitFor(t, func() bool { return strings.Contains(logs.String(), `"msg":"helper working"`) })
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"helper working"`) &&
+			(!strings.Contains(line, `"run_id":"run-test"`) || !strings.Contains(line, `"agent_path":"0"`)) {
+			t.Fatalf("a warm child's forwarded line lacks the node's tags: %s", line)
+		}
+	}
+	// Refilled: two idle children again, one of them new.
+	var after []int
+	waitFor(t, func() bool {
+		after = s.pool.idlePIDs()
+		return len(after) == 2 && !slices.Contains(after, pid)
+	})
+	fresh := 0
+	for _, p := range after {
+		if !slices.Contains(before, p) {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("pool before %v, after %v: want exactly one new child", before, after)
+	}
+	st := s.Pool()
+	if st.Assigned != 1 || st.Cold != 0 || st.Size != 2 {
+		t.Fatalf("pool stats = %+v", st)
+	}
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	groupsGone(t, append(before, after...))
+}
+
+// A drain kills idle children at once and waits for their reap: it returns
+// clean, takes no kill-ladder rung, and leaves no process behind.
+func TestPoolDrainedOnShutdown(t *testing.T) {
+	s, _ := newSupervisor(t, "complete", withPool(3))
+	pids := waitIdle(t, s, 3)
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	// Shutdown returned after the reap: the pids are gone already.
+	for _, pid := range pids {
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			t.Errorf("pool child %d still exists after Shutdown: %v", pid, err)
+		}
+	}
+	groupsGone(t, pids)
+	wantRungs(t, s, 0, 0, 0)
+	if st := s.Pool(); st.Idle != 0 || st.Starting != 0 {
+		t.Fatalf("pool after drain = %+v", st)
+	}
+	if _, err := s.Start(context.Background(), StartRequest{Payload: testPayload("late", time.Minute)}); !errors.Is(err, ErrDraining) {
+		t.Fatalf("start after drain: %v", err)
+	}
+}
+
+// KillAll (the second signal) takes the pool's children down with the trees.
+func TestPoolKilledByKillAll(t *testing.T) {
+	s, _ := newSupervisor(t, "cooperative", withPool(2))
+	pids := waitIdle(t, s, 2)
+	r := start(t, s, testPayload("work", time.Minute))
+	running := waitPID(t, r)
+	s.KillAll()
+	res := result(t, r, 10*time.Second)
+	if res.Status == api.StatusCompleted {
+		t.Fatalf("result after KillAll = %+v", res)
+	}
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	groupsGone(t, append(s.pool.idlePIDs(), append(pids, running)...))
+}
+
+// An idle child that dies is counted by the governor and replaced.
+func TestPoolReplacesDeadIdleChild(t *testing.T) {
+	s, _ := newSupervisor(t, "complete", withPool(2))
+	pids := waitIdle(t, s, 2)
+	victim := pids[0]
+	if err := unix.Kill(victim, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		now := s.pool.idlePIDs()
+		return s.Pool().Replaced == 1 && len(now) == 2 && !slices.Contains(now, victim)
+	})
+	var st BreakerState
+	for _, b := range s.Breakers() {
+		if b.Key == PoolKey {
+			st = b
+		}
+	}
+	if st.Failures != 1 || st.Open {
+		t.Fatalf("pool breaker = %+v, want one failure, closed", st)
+	}
+	after := s.pool.idlePIDs()
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	groupsGone(t, append(pids, after...))
+}
+
+// A binary that crashes before ctrl/ready opens the pool's breaker after two
+// refills (weight 3 each, more than 5): refills stop, spawns re-exec cold and
+// still work, and closing the breaker resumes refills.
+func TestPoolBrokenBinaryOpensBreaker(t *testing.T) {
+	counter := filepath.Join(t.TempDir(), "starts")
+	s, _ := newSupervisor(t, "flaky-start", withPool(2), withEnv(envCounter+"="+counter, envCrashes+"=2"))
+	waitFor(t, func() bool { return s.Pool().BreakerOpen })
+	st := s.Pool()
+	if st.Failed != 2 || st.Idle != 0 || st.Starting != 0 {
+		t.Fatalf("pool with an open breaker = %+v, want 2 failed refills and no children", st)
+	}
+	starts := func() int64 {
+		fi, err := os.Stat(counter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	if n := starts(); n != 2 {
+		t.Fatalf("%d starts with the breaker open, want 2", n)
+	}
+	// The binary works now; a spawn falls back to a cold re-exec.
+	r := start(t, s, testPayload("cold", time.Minute))
+	res := result(t, r, 10*time.Second)
+	if res.Status != api.StatusCompleted || res.Distillate.Text() != "echo: cold" {
+		t.Fatalf("cold spawn with the breaker open: %+v", res)
+	}
+	if n := starts(); n != 3 {
+		t.Fatalf("%d starts after one cold spawn, want 3 (no refill while the breaker is open)", n)
+	}
+	if st := s.Pool(); st.Cold != 1 || st.Assigned != 0 {
+		t.Fatalf("pool stats = %+v, want one cold spawn", st)
+	}
+	// An operator closes the breaker: the pool refills.
+	if !s.CloseBreaker(PoolKey) {
+		t.Fatal("CloseBreaker: pool key unknown")
+	}
+	pids := waitIdle(t, s, 2)
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	groupsGone(t, append(pids, r.Info().PID))
+}
+
+// A negative pool size is a configuration error.
+func TestPoolNegativeSizeRefused(t *testing.T) {
+	if _, err := New(Config{WarmPool: -1}); err == nil {
+		t.Fatal("New accepted a negative warm pool")
+	}
+}
