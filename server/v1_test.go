@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -248,6 +249,8 @@ func (slowExec) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eve
 	return nil
 }
 
+// A subscription to a running task gets the task, keep-alive comments while
+// it idles, and the cancellation as its last event.
 func TestV1SubscribeAndCancelARunningTask(t *testing.T) {
 	h := v1Handler(t, slowExec{}, 10*time.Millisecond)
 	_, r := call(t, h, "1.0", a2av1.MethodSendMessage, `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{"returnImmediately":true}}`)
@@ -257,16 +260,44 @@ func TestV1SubscribeAndCancelARunningTask(t *testing.T) {
 		t.Fatalf("returnImmediately: %s", r.Result)
 	}
 	id := sent.Task.ID
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		call(t, h, "1.0", a2av1.MethodCancelTask, `{"id":"`+id+`"}`)
-	}()
-	events, raw := sseEvents(t, h, a2av1.MethodSubscribeToTask, `{"id":"`+id+`"}`)
-	if len(events) < 2 || !strings.Contains(events[0], `"task":`) || !strings.Contains(events[len(events)-1], "TASK_STATE_CANCELED") {
-		t.Fatalf("subscription: %s", raw)
+
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":"s","method":"SubscribeToTask","params":{"id":"`+id+`"}}`))
+	req.Header.Set(VersionHeader, "1.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(raw, ": keep-alive") {
-		t.Fatalf("an idle stream got no keep-alive comment: %s", raw)
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	next := func(want string) string {
+		t.Helper()
+		for lines.Scan() {
+			if strings.HasPrefix(lines.Text(), want) {
+				return lines.Text()
+			}
+		}
+		t.Fatalf("the stream ended before a line starting %q: %v", want, lines.Err())
+		return ""
+	}
+	if first := next("data: "); !strings.Contains(first, `"task":`) {
+		t.Fatalf("first event: %s", first)
+	}
+	next(": keep-alive") // the task idles: the stream is kept alive
+	if _, r := call(t, h, "1.0", a2av1.MethodCancelTask, `{"id":"`+id+`"}`); r.Error != nil {
+		t.Fatalf("cancel: %+v", r.Error)
+	}
+	var last string
+	for lines.Scan() {
+		if d, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
+			last = d
+		}
+	}
+	if !strings.Contains(last, "TASK_STATE_CANCELED") {
+		t.Fatalf("last event %s, want the cancellation", last)
 	}
 }
 
