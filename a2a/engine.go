@@ -367,12 +367,21 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 		}
 		return e.followUp(msg, push)
 	}
+	// The draining check and counting the executor for Wait are one step: a
+	// drain that begins after it waits for this task.
 	e.mu.Lock()
-	draining := e.draining
-	e.mu.Unlock()
-	if draining {
+	if e.draining {
+		e.mu.Unlock()
 		return nil, ErrDraining
 	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	started := false
+	defer func() {
+		if !started {
+			e.wg.Done()
+		}
+	}()
 	m := *msg
 	m.TaskID = a2a.NewTaskID()
 	if m.ContextID == "" {
@@ -397,9 +406,9 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 	lt := &liveTask{task: task, done: make(chan struct{}), cancelExec: cancel}
 	e.mu.Lock()
 	e.live[task.ID] = lt
-	e.wg.Add(1)
 	e.mu.Unlock()
 	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
+	started = true
 	go e.run(execCtx, cancel, lt, reqCtx)
 	return lt, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -249,5 +250,49 @@ func TestListTasksIsScopedToTheCaller(t *testing.T) {
 	page, _ = e.ListTasks(context.Background(), ListQuery{})
 	if len(page.Tasks) != 1 || page.Tasks[0].ID == res.(*a2a.Task).ID {
 		t.Fatalf("an anonymous caller lists %v", page.Tasks)
+	}
+}
+
+// A drain that begins while a message is being accepted waits for that
+// message's task: the draining check and counting the task for Wait are one
+// step. (Before, a task could pass the check, the drain begin and Wait return,
+// and only then the task's executor be counted.)
+func TestDrainWaitsForATaskAcceptedAsItBegins(t *testing.T) {
+	release := make(chan struct{})
+	store := NewStore(10, time.Hour)
+	e := NewEngine(store, fakeExec{func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+		<-release
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+		ev.Final = true
+		return q.Write(ctx, ev)
+	}}, nil)
+	var once sync.Once
+	var waited error
+	store.now = func() time.Time {
+		// The store's first read of the clock is the new task's Create,
+		// after the engine decided to accept the message.
+		once.Do(func() {
+			e.Drain()
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			waited = e.Wait(ctx) // the executor cannot have run yet
+		})
+		return time.Now()
+	}
+	task := send(t, e, nonBlockingMsg("accepted"))
+	if !errors.Is(waited, context.DeadlineExceeded) {
+		t.Fatalf("Wait during the acceptance returned %v; want it to wait for the accepted task", waited)
+	}
+	if _, err := e.OnSendMessage(context.Background(), nonBlockingMsg("late")); !errors.Is(err, ErrDraining) {
+		t.Fatalf("a message after the drain began: %v", err)
+	}
+	close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := store.Get(task.ID); !got.Status.State.Terminal() {
+		t.Fatalf("Wait returned with the task %s", got.Status.State)
 	}
 }
