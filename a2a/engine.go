@@ -651,6 +651,10 @@ func (e *Engine) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 		snap := lt.snapshot()
 		reqCtx := &a2asrv.RequestContext{TaskID: snap.ID, ContextID: snap.ContextID, StoredTask: snap, Metadata: params.Metadata}
 		if err := e.exec.Cancel(ctx, reqCtx, queue{e: e, lt: lt}); err != nil {
+			if errors.Is(err, errTaskFinished) {
+				// It ended on its own meanwhile.
+				return nil, fmt.Errorf("task %s is %s: %w", snap.ID, lt.snapshot().Status.State, a2a.ErrTaskNotCancelable)
+			}
 			return nil, err
 		}
 	}

@@ -187,3 +187,39 @@ func TestStoreRetention(t *testing.T) {
 		t.Fatal("a finished task outlived its retention")
 	}
 }
+
+// racingCancelExec finishes a task itself inside Cancel, as a nested
+// subagent that ends just as tasks/cancel reaches it does.
+type racingCancelExec struct {
+	fakeExec
+	e *Engine
+}
+
+func (x *racingCancelExec) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	done := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+	done.Final = true
+	if err := x.e.Update(reqCtx.TaskID, done); err != nil {
+		return err
+	}
+	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+// A task that ends on its own while tasks/cancel reaches it is not
+// cancelable (-32002), as if it had ended a moment earlier: not an internal
+// error.
+func TestCancelRacingTheEndOfANestedTask(t *testing.T) {
+	x := &racingCancelExec{}
+	e := NewEngine(NewStore(10, time.Hour), x, nil)
+	x.e = e
+	if err := e.OpenTask(&a2a.Task{ID: "nested", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.OnCancelTask(context.Background(), &a2a.TaskIDParams{ID: "nested"}); !errors.Is(err, a2a.ErrTaskNotCancelable) {
+		t.Fatalf("cancel of a task that ended meanwhile: %v", err)
+	}
+	if got, _ := e.Store().Get("nested"); got.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("state %s", got.Status.State)
+	}
+}
