@@ -86,11 +86,11 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	ctx, span := startDelegateSpan(ctx, reqCtx.TaskID, in.Trace)
 	defer span.End()
 	if err != nil {
-		return x.refuse(ctx, reqCtx, q, a2a.TaskStateRejected, err.Error())
+		return x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
 	}
 	req, err := x.request(reqCtx, in)
 	if err != nil {
-		return x.refuse(ctx, reqCtx, q, a2a.TaskStateRejected, err.Error())
+		return x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
 	}
 	telemetry.SetTelemetry(ctx, &req.Payload.Telemetry) // the subagents are the delegation span's
 	if x.cfg.Lineages != nil {
@@ -151,11 +151,14 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first bool) (api.SubagentResult, bool, error) {
 	run, err := x.cfg.Router.Start(ctx, req)
 	if err != nil {
-		state := a2a.TaskStateFailed
-		if errors.Is(err, delegate.ErrUnsupportedCapability) || errors.Is(err, ErrCycle) || errors.Is(err, ErrDepthExhausted) || errors.Is(err, delegate.ErrUnknownProvider) {
-			state = a2a.TaskStateRejected
+		status, text := api.StatusCrashed, "delegation refused: "+err.Error()
+		switch {
+		case ctx.Err() != nil: // tasks/cancel while the provider was starting
+			status, text = api.StatusCancelled, "cancelled before the delegation started: "+context.Cause(ctx).Error()
+		case errors.Is(err, delegate.ErrUnsupportedCapability) || errors.Is(err, ErrCycle) || errors.Is(err, ErrDepthExhausted) || errors.Is(err, delegate.ErrUnknownProvider):
+			status = api.StatusRefused
 		}
-		return api.SubagentResult{}, false, x.refuse(ctx, reqCtx, q, state, "delegation refused: "+err.Error())
+		return api.SubagentResult{}, false, x.refuse(ctx, reqCtx, q, status, text)
 	}
 	if first {
 		working := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)
@@ -184,17 +187,16 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	return res, true, nil
 }
 
-func (x *Executor) refuse(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, state a2a.TaskState, text string) error {
+// refuse ends a task whose delegation never started: the state status maps
+// to, the exact status in metadata (as for a run that ended), text as the
+// status message.
+func (x *Executor) refuse(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, status api.TerminalStatus, text string) error {
+	state := TaskState(status)
 	spanRefused(ctx, state, text)
 	ev := a2a.NewStatusUpdateEvent(reqCtx, state, a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: text}))
 	ev.Final = true
 	ev.Metadata = CallerMetadata(ctx)
-	if state == a2a.TaskStateRejected {
-		if ev.Metadata == nil {
-			ev.Metadata = map[string]any{}
-		}
-		ev.Metadata[MetaStatus] = string(api.StatusRefused)
-	}
+	ev.Metadata[MetaStatus] = string(status)
 	return q.Write(ctx, ev)
 }
 

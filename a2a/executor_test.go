@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -351,4 +352,52 @@ func FuzzReadInbound(f *testing.F) {
 			t.Fatalf("accepted negative limits %+v", d.Limits)
 		}
 	})
+}
+
+// startProvider's Start blocks until its context ends (a peer whose card is
+// slow to read), or fails at once with err.
+type startProvider struct {
+	err     error
+	started chan struct{}
+}
+
+func (p *startProvider) Name() string { return delegate.LocalName }
+func (p *startProvider) Capabilities() delegate.Capabilities {
+	return delegate.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true}
+}
+func (p *startProvider) InheritsParentContext() bool { return false }
+func (p *startProvider) Start(ctx context.Context, req delegate.Request) (delegate.Run, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	close(p.started)
+	<-ctx.Done()
+	return nil, fmt.Errorf("read the agent card: %w", ctx.Err())
+}
+
+// A delegation that cannot start ends the task with the exact status in
+// metadata: crashed (failed) for a provider error, cancelled (canceled) when
+// tasks/cancel arrives while the provider is still starting.
+func TestExecutorStartFailures(t *testing.T) {
+	newEngine := func(p *startProvider) *Engine {
+		router := &delegate.Router{}
+		if err := router.Register(p); err != nil {
+			t.Fatal(err)
+		}
+		return NewEngine(NewStore(10, time.Hour), NewExecutor(ExecutorConfig{Router: router, Limits: testGrant}), nil)
+	}
+	e := newEngine(&startProvider{err: errors.New("spawn failed")})
+	task := send(t, e, msg("x"))
+	if task.Status.State != a2a.TaskStateFailed || task.Metadata[MetaStatus] != string(api.StatusCrashed) {
+		t.Fatalf("provider error: %s, status %v", task.Status.State, task.Metadata[MetaStatus])
+	}
+
+	p := &startProvider{started: make(chan struct{})}
+	e = newEngine(p)
+	task = send(t, e, nonBlockingMsg("x"))
+	<-p.started
+	got, err := e.OnCancelTask(context.Background(), &a2a.TaskIDParams{ID: task.ID})
+	if err != nil || got.Status.State != a2a.TaskStateCanceled || got.Metadata[MetaStatus] != string(api.StatusCancelled) {
+		t.Fatalf("cancel while starting: %+v %v", got, err)
+	}
 }
