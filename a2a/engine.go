@@ -14,6 +14,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	"github.com/agentd/agentd/api"
 )
 
 // ErrDraining refuses new work while the service drains.
@@ -521,6 +523,7 @@ func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *li
 		e.log.Error("forcing task to failed", "task_id", reqCtx.TaskID, "err", err)
 		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateFailed, a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: text}))
 		ev.Final = true
+		ev.Metadata = map[string]any{MetaStatus: string(api.StatusCrashed)}
 		_ = e.apply(lt, ev)
 	}()
 	err = e.exec.Execute(ctx, reqCtx, queue{e: e, lt: lt})

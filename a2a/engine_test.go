@@ -57,8 +57,8 @@ func TestEngineForcesTerminalState(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := NewEngine(NewStore(10, time.Hour), fakeExec{f}, nil)
 			task := send(t, e, msg("x"))
-			if task.Status.State != a2a.TaskStateFailed {
-				t.Fatalf("state = %s, want failed", task.Status.State)
+			if task.Status.State != a2a.TaskStateFailed || task.Metadata[MetaStatus] != "crashed" {
+				t.Fatalf("state = %s, status %v; want failed, crashed", task.Status.State, task.Metadata[MetaStatus])
 			}
 			if e.InFlight() != 0 {
 				t.Fatalf("%d tasks still live", e.InFlight())
