@@ -492,10 +492,15 @@ func (r *peerRun) loop(ctx context.Context, msg *a2a.Message) {
 		t := r.task
 		r.mu.Unlock()
 		r.result = resultFromTask(t, r.agentd)
+		if !t.Status.State.Terminal() {
+			// It waits for input or authentication nobody here will give.
+			r.cancelRemote()
+		}
 	}
 }
 
-// follow sends the message and follows the remote task until it ends.
+// follow sends the message and follows the remote task until it ends or
+// stops to ask for something (stopped).
 func (r *peerRun) follow(ctx context.Context, msg *a2a.Message) error {
 	// The send is not cut by a cancel or the deadline: the remote task it
 	// creates must be known to be cancelled. It is bounded by the timeout.
@@ -513,7 +518,7 @@ func (r *peerRun) follow(ctx context.Context, msg *a2a.Message) error {
 		return nil
 	case *a2a.Task:
 		r.setTask(v)
-		if v.Status.State.Terminal() {
+		if stopped(v.Status.State) {
 			return nil
 		}
 	}
@@ -522,7 +527,7 @@ func (r *peerRun) follow(ctx context.Context, msg *a2a.Message) error {
 	}
 	if r.stream {
 		r.subscribe(ctx)
-		if r.terminal() {
+		if r.stopped() {
 			// The stream carried the end; the whole task (every artifact and
 			// the final metadata) is read once. Failing that, the stream's
 			// account stands.
@@ -549,7 +554,7 @@ func (r *peerRun) subscribe(ctx context.Context) {
 		} else if next, err := nextSnapshot(r.task, ev); err == nil {
 			r.task = next
 		}
-		done := r.task.Status.State.Terminal()
+		done := stopped(r.task.Status.State)
 		r.mu.Unlock()
 		if done {
 			return
@@ -557,14 +562,14 @@ func (r *peerRun) subscribe(ctx context.Context) {
 	}
 }
 
-// poll reads the remote task with backoff until it ends.
+// poll reads the remote task with backoff until it ends or stops.
 func (r *peerRun) poll(ctx context.Context) error {
 	wait := 50 * time.Millisecond
 	for {
 		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
 			r.p.log.Debug("tasks/get failed; retrying", "task_id", r.handle, "err", err)
 		}
-		if r.terminal() {
+		if r.stopped() {
 			return nil
 		}
 		select {
@@ -623,6 +628,19 @@ func (r *peerRun) terminal() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.task != nil && r.task.Status.State.Terminal()
+}
+
+// stopped reports whether the remote task is as far as it will go: ended,
+// or interrupted to ask for input or authentication, which a delegation
+// cannot give (resultFromTask reads it as refused).
+func (r *peerRun) stopped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.task != nil && stopped(r.task.Status.State)
+}
+
+func stopped(s a2a.TaskState) bool {
+	return s.Terminal() || s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
 }
 
 // partial is the result of a run this side ended: the status it ended with,

@@ -395,3 +395,43 @@ func FuzzParsePeerSpec(f *testing.F) {
 		}
 	})
 }
+
+// askExec is a plain A2A agent that stops to ask for more input.
+type askExec struct{ plainExec }
+
+func (a *askExec) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	if err := q.Write(ctx, a2a.NewSubmittedTask(reqCtx, reqCtx.Message)); err != nil {
+		return err
+	}
+	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateInputRequired, a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: "which repository?"}))
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+// A peer that stops to ask for input cannot be answered by a delegation: the
+// run ends refused with the peer's question at once (not when its deadline
+// passes), and the remote task, which nobody will answer, is cancelled.
+func TestPeerAskingForInputIsRefused(t *testing.T) {
+	for _, streaming := range []bool{true, false} {
+		exec := &askExec{plainExec{canceled: make(chan struct{})}}
+		canceled := exec.canceled
+		url := serveA2A(t, a2asrv.NewHandler(exec), func(url string) *a2a.AgentCard {
+			c := plainCard(url)
+			c.Capabilities.Streaming = streaming
+			return c
+		}, nil)
+		run, err := newPeer(t, url, nil).Start(context.Background(), peerRequest("fix the bug", time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := runResult(t, run)
+		if res.Status != api.StatusRefused || res.Detail != "which repository?" {
+			t.Fatalf("streaming %v: result %+v", streaming, res)
+		}
+		select {
+		case <-canceled:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("streaming %v: the waiting remote task was never cancelled", streaming)
+		}
+	}
+}
