@@ -167,7 +167,9 @@ func peerTransport(c PeerConfig) *http.Transport {
 }
 
 // withBearer returns the client over base, adding the bearer token of
-// c.BearerTokenFile to every request when one is configured.
+// c.BearerTokenFile, when one is configured, to every request to the peer's
+// own origin (c.URL's scheme and host): a redirect elsewhere is followed
+// without it.
 func withBearer(c PeerConfig, base *http.Transport) (*http.Client, error) {
 	var rt http.RoundTripper = base
 	if c.BearerTokenFile != "" {
@@ -175,7 +177,11 @@ func withBearer(c PeerConfig, base *http.Transport) (*http.Client, error) {
 		if _, err := tok.token(); err != nil {
 			return nil, fmt.Errorf("peer %s: %w", c.Name, err)
 		}
-		rt = bearerTransport{base: base, tok: tok}
+		u, err := url.Parse(c.URL)
+		if err != nil {
+			return nil, fmt.Errorf("peer %s: %w", c.Name, err)
+		}
+		rt = bearerTransport{base: base, tok: tok, scheme: u.Scheme, host: u.Host}
 	}
 	return &http.Client{Transport: rt}, nil
 }
@@ -214,11 +220,15 @@ func (t *tokenFile) token() (string, error) {
 }
 
 type bearerTransport struct {
-	base http.RoundTripper
-	tok  *tokenFile
+	base         http.RoundTripper
+	tok          *tokenFile
+	scheme, host string // the peer's origin: the only one given the token
 }
 
 func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != b.scheme || r.URL.Host != b.host {
+		return b.base.RoundTrip(r)
+	}
 	v, err := b.tok.token()
 	if err != nil {
 		return nil, err

@@ -435,3 +435,47 @@ func TestPeerAskingForInputIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// The bearer token goes to the configured peer only: a redirect to another
+// host (here, for the agent card) is followed without it.
+func TestPeerBearerTokenStaysWithThePeer(t *testing.T) {
+	tokFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokFile, []byte("s3cret\n"), 0o600)
+	var mu sync.Mutex
+	var elsewhere []string
+	var peerURL string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		elsewhere = append(elsewhere, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(plainCard(peerURL + "/"))
+	}))
+	defer other.Close()
+	peerURL = serveA2A(t, a2asrv.NewHandler(&plainExec{}), plainCard, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == a2asrv.WellKnownAgentCardPath {
+				http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+				return
+			}
+			if r.Header.Get("Authorization") != "Bearer s3cret" {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	p := newPeer(t, peerURL, func(c *PeerConfig) { c.BearerTokenFile = tokFile })
+	run, err := p.Start(context.Background(), peerRequest("hi", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := runResult(t, run); res.Status != api.StatusCompleted {
+		t.Fatalf("result %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(elsewhere) != 1 || elsewhere[0] != "" {
+		t.Fatalf("the other host got Authorization %q", elsewhere)
+	}
+}
