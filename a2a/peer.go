@@ -387,11 +387,8 @@ func (p *Peer) Start(ctx context.Context, req delegate.Request) (delegate.Run, e
 	if req.MaxDepth > 0 && depth > req.MaxDepth {
 		return nil, fmt.Errorf("%w: %s would run at depth %d, past a cap of %d", ErrDepthExhausted, p.Name(), depth, req.MaxDepth)
 	}
-	maxDepth := req.MaxDepth
-	if req.DepthLimit > 0 && (maxDepth == 0 || depth+req.DepthLimit < maxDepth) {
-		// A depth limit on the delegate travels as a tighter mesh cap.
-		maxDepth = depth + req.DepthLimit
-	}
+	// A depth limit on the delegate travels as a tighter mesh cap.
+	maxDepth := delegate.MeshMaxDepth(depth, req.MaxDepth, req.DepthLimit)
 	spanCtx, span := startPeerSpan(ctx, p.Name(), &req.Payload) // the message carries its traceparent
 	agentd := hasContractExtension(card)
 	// The deadline is this side's to enforce: on expiry the peer gets

@@ -65,6 +65,17 @@ type Request struct {
 	DepthLimit int
 }
 
+// MeshMaxDepth is the deepest mesh depth a delegate whose root sits at depth
+// may reach: maxDepth (0 for no cap), lowered to depth+depthLimit when the
+// requester sets a depth limit (depthLimit > 0). Every provider enforces it
+// the same way: the local one on its tree, a peer provider by sending it on.
+func MeshMaxDepth(depth, maxDepth, depthLimit int) int {
+	if depthLimit > 0 && (maxDepth <= 0 || depth+depthLimit < maxDepth) {
+		return depth + depthLimit
+	}
+	return maxDepth
+}
+
 // Preparer is implemented by a provider that must do some I/O (reading a
 // remote agent card) before its Capabilities are meaningful. The router calls
 // Prepare before checking capabilities; an error refuses the request.

@@ -196,7 +196,7 @@ func TestMeshMaxDepth(t *testing.T) {
 		{2, 4, 5, 4},
 		{1, 0, 2, 3},
 	} {
-		if got := meshMaxDepth(Request{Depth: c.depth, MaxDepth: c.max, DepthLimit: c.limit}); got != c.want {
+		if got := MeshMaxDepth(c.depth, c.max, c.limit); got != c.want {
 			t.Errorf("depth %d, max %d, limit %d: %d, want %d", c.depth, c.max, c.limit, got, c.want)
 		}
 	}

@@ -31,7 +31,7 @@ func (Local) InheritsParentContext() bool { return false }
 // than the mesh allows: to req.MaxDepth, counted from req.Depth, and at most
 // req.DepthLimit levels when one is asked for.
 func (l Local) Start(ctx context.Context, req Request) (Run, error) {
-	r, err := l.Sup.Start(ctx, supervisor.StartRequest{Handle: req.Handle, Payload: req.Payload, MeshDepth: req.Depth, MeshMaxDepth: meshMaxDepth(req)})
+	r, err := l.Sup.Start(ctx, supervisor.StartRequest{Handle: req.Handle, Payload: req.Payload, MeshDepth: req.Depth, MeshMaxDepth: MeshMaxDepth(req.Depth, req.MaxDepth, req.DepthLimit)})
 	if err != nil {
 		return nil, err
 	}
@@ -47,14 +47,3 @@ func (l localRun) ID() string                 { return l.r.Handle() }
 func (l localRun) Done() <-chan struct{}      { return l.r.Done() }
 func (l localRun) Result() api.SubagentResult { return l.r.Result() }
 func (l localRun) Cancel(reason string)       { l.sup.Cancel(l.r.Handle(), reason) }
-
-// meshMaxDepth is the deepest mesh depth req's tree may reach: req.MaxDepth,
-// lowered to req.Depth+req.DepthLimit when a depth limit is asked for; 0 for
-// no cap.
-func meshMaxDepth(req Request) int {
-	maxDepth := req.MaxDepth
-	if req.DepthLimit > 0 && (maxDepth <= 0 || req.Depth+req.DepthLimit < maxDepth) {
-		maxDepth = req.Depth + req.DepthLimit
-	}
-	return maxDepth
-}
