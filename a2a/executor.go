@@ -355,10 +355,3 @@ func nonEmpty(s string) string {
 	}
 	return s
 }
-
-func statusText(res api.SubagentResult) string {
-	if res.Detail != "" {
-		return fmt.Sprintf("%s: %s", res.Status, res.Detail)
-	}
-	return string(res.Status)
-}

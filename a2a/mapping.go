@@ -106,11 +106,7 @@ func ResultMetadata(res api.SubagentResult) map[string]any {
 func FinalStatus(info a2a.TaskInfoProvider, res api.SubagentResult) *a2a.TaskStatusUpdateEvent {
 	var msg *a2a.Message
 	if res.Status != api.StatusCompleted {
-		text := string(res.Status)
-		if res.Detail != "" {
-			text = fmt.Sprintf("%s: %s", res.Status, res.Detail)
-		}
-		msg = a2a.NewMessageForTask(a2a.MessageRoleAgent, info, a2a.TextPart{Text: text})
+		msg = a2a.NewMessageForTask(a2a.MessageRoleAgent, info, a2a.TextPart{Text: statusText(res)})
 	}
 	ev := a2a.NewStatusUpdateEvent(info, TaskState(res.Status), msg)
 	ev.Final = true
@@ -139,4 +135,12 @@ func PublicBlobURL(publicURL, uri string) string {
 func now() *time.Time {
 	t := time.Now().UTC()
 	return &t
+}
+
+// statusText is a result's status with its detail, if any: "deadline: ...".
+func statusText(res api.SubagentResult) string {
+	if res.Detail != "" {
+		return fmt.Sprintf("%s: %s", res.Status, res.Detail)
+	}
+	return string(res.Status)
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
+	a2av1 "github.com/agentd/agentd/a2a/v1"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/tlsconfig"
@@ -739,7 +740,7 @@ func distillateFromParts(arts []*a2a.Artifact) api.ResultBody {
 		return api.ResultBody{Reference: &api.Reference{URI: uri, Summary: text}}
 	case len(datas) == 1 && text == "":
 		var value any = datas[0].Data
-		if w, _ := datas[0].Metadata["agentd/wrapped"].(bool); w {
+		if w, _ := datas[0].Metadata[a2av1.MetaWrapped].(bool); w {
 			value = datas[0].Data["value"]
 		}
 		if b, err := json.Marshal(value); err == nil {
