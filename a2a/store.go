@@ -156,6 +156,9 @@ type ListQuery struct {
 	UpdatedAfter time.Time     // only tasks whose status changed after this, when set
 	PageSize     int           // 1..MaxPageSize; 0 means DefaultPageSize
 	PageToken    string        // from a previous page's NextPageToken
+	// HistoryLength, when set, keeps at most that many history messages of
+	// each task listed, the latest.
+	HistoryLength *int
 }
 
 // Page sizes of ListTasks.
@@ -186,6 +189,9 @@ func (s *Store) List(q ListQuery) (ListPage, error) {
 		size = DefaultPageSize
 	case size < 0 || size > MaxPageSize:
 		return ListPage{}, fmt.Errorf("pageSize must be in 1..%d: %w", MaxPageSize, a2a.ErrInvalidParams)
+	}
+	if q.HistoryLength != nil && *q.HistoryLength < 0 {
+		return ListPage{}, fmt.Errorf("historyLength must not be negative: %w", a2a.ErrInvalidParams)
 	}
 	var after *cursor
 	if q.PageToken != "" {
@@ -227,6 +233,9 @@ func (s *Store) List(q ListQuery) (ListPage, error) {
 	}
 	end := min(start+size, len(matched))
 	page := ListPage{Tasks: matched[start:end], PageSize: size, TotalSize: len(matched)}
+	for i, t := range page.Tasks {
+		page.Tasks[i] = trimHistory(t, q.HistoryLength)
+	}
 	if end < len(matched) {
 		last := matched[end-1]
 		page.NextPageToken = cursor{at: stamp(last), id: string(last.ID)}.String()

@@ -224,7 +224,7 @@ func (rh *rpcHandler) listTasks(ctx context.Context, params json.RawMessage) (an
 	if e := decodeParams(params, &p); e != nil {
 		return nil, e
 	}
-	q := a2abind.ListQuery{ContextID: p.ContextID, PageToken: p.PageToken}
+	q := a2abind.ListQuery{ContextID: p.ContextID, PageToken: p.PageToken, HistoryLength: p.HistoryLength}
 	if p.Status != "" && p.Status != a2av1.StateUnspecified {
 		q.State = a2av1.StateTo(p.Status)
 	}
@@ -233,9 +233,6 @@ func (rh *rpcHandler) listTasks(ctx context.Context, params json.RawMessage) (an
 			return nil, fmt.Errorf("pageSize must be positive: %w", a2a.ErrInvalidParams)
 		}
 		q.PageSize = *p.PageSize
-	}
-	if p.HistoryLength != nil && *p.HistoryLength < 0 {
-		return nil, fmt.Errorf("historyLength must not be negative: %w", a2a.ErrInvalidParams)
 	}
 	after, err := a2av1.ParseTimestamp(p.StatusTimestampAfter)
 	if err != nil {
@@ -249,14 +246,7 @@ func (rh *rpcHandler) listTasks(ctx context.Context, params json.RawMessage) (an
 	withArtifacts := p.IncludeArtifacts != nil && *p.IncludeArtifacts
 	out := a2av1.ListTasksResponse{Tasks: make([]a2av1.Task, 0, len(page.Tasks)), NextPageToken: page.NextPageToken, PageSize: page.PageSize, TotalSize: page.TotalSize}
 	for _, t := range page.Tasks {
-		vt := a2av1.TaskFrom(t, withArtifacts)
-		if n := p.HistoryLength; n != nil && *n < len(vt.History) {
-			vt.History = vt.History[len(vt.History)-*n:]
-			if *n == 0 {
-				vt.History = nil
-			}
-		}
-		out.Tasks = append(out.Tasks, *vt)
+		out.Tasks = append(out.Tasks, *a2av1.TaskFrom(t, withArtifacts))
 	}
 	return out, nil
 }

@@ -133,6 +133,17 @@ func TestV1SendGetListCancel(t *testing.T) {
 	if !strings.Contains(string(r.Result), `"nextPageToken":""`) {
 		t.Fatalf("the last page has no empty nextPageToken: %s", r.Result)
 	}
+	if len(page2.Tasks[0].History) != 1 {
+		t.Fatalf("ListTasks without historyLength: %s", r.Result)
+	}
+	_, r = call(t, h, "1.0", a2av1.MethodListTasks, `{"historyLength":0}`)
+	var trimmed a2av1.ListTasksResponse
+	if json.Unmarshal(r.Result, &trimmed); len(trimmed.Tasks) != 3 || trimmed.Tasks[0].History != nil {
+		t.Fatalf("ListTasks with historyLength 0: %s", r.Result)
+	}
+	if _, r = call(t, h, "1.0", a2av1.MethodListTasks, `{"historyLength":-1}`); r.Error == nil || r.Error.Code != CodeInvalidParams {
+		t.Fatalf("ListTasks with a negative historyLength: %+v", r.Error)
+	}
 	_, r = call(t, h, "1.0", a2av1.MethodListTasks, `{"status":"TASK_STATE_WORKING"}`)
 	json.Unmarshal(r.Result, &page)
 	if len(page.Tasks) != 0 {
