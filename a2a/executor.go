@@ -217,7 +217,9 @@ var (
 	// ErrCycle refuses a delegation whose hop list already holds the agentd
 	// it would go to (A to B to A).
 	ErrCycle = errors.New("delegation cycle")
-	// ErrDepthExhausted refuses a delegation at or past the mesh depth cap.
+	// ErrDepthExhausted refuses a delegation whose root would sit past the
+	// mesh depth cap (the cap itself is allowed, as max_depth is within one
+	// agentd).
 	ErrDepthExhausted = errors.New("delegation depth exhausted")
 )
 

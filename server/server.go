@@ -50,8 +50,11 @@ type Config struct {
 
 // Handler returns the service's HTTP handler: POST / is the JSON-RPC endpoint
 // (each request a server span, counted in Config.Metrics), GET
-// /.well-known/agent-card.json the card, /healthz and /readyz the probes, and,
-// with Config.Metrics, GET /metrics for operators.
+// /.well-known/agent-card.json (and the older /.well-known/agent.json) the
+// card, /healthz and /readyz the probes, with Config.Blobs GET /blobs/{id}
+// the stored distillates, and with Config.Metrics GET /metrics for
+// operators. Every request with an Origin header that is not loopback is
+// refused (403).
 func Handler(cfg Config) http.Handler {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
