@@ -116,7 +116,8 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		if fu != nil {
 			next = fu.TakeFollowUp(true)
 		}
-		if len(next) == 0 || res.Status != api.StatusCompleted || ctx.Err() != nil {
+		objective := followUpObjective(next)
+		if objective == "" || res.Status != api.StatusCompleted || ctx.Err() != nil {
 			final := FinalStatus(reqCtx, res)
 			if len(next) > 0 {
 				final.Status.Message = a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{
@@ -136,10 +137,6 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		interim.Metadata = ResultMetadata(res)
 		if err := q.Write(ctx, interim); err != nil {
 			return err
-		}
-		objective := followUpObjective(next)
-		if objective == "" {
-			return q.Write(ctx, FinalStatus(reqCtx, res))
 		}
 		req.Payload.Contract.Objective = objective
 		req.Payload.Seed.Slices = append(slices.Clip(baseSeed), turns...)

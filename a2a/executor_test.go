@@ -401,3 +401,27 @@ func TestExecutorStartFailures(t *testing.T) {
 		t.Fatalf("cancel while starting: %+v %v", got, err)
 	}
 }
+
+// A follow-up with no text to take as an objective is not run, and the final
+// status says so rather than dropping it silently.
+func TestExecutorFollowUpWithoutText(t *testing.T) {
+	hold := make(chan struct{})
+	p := &fakeProvider{name: delegate.LocalName, result: echo, hold: hold}
+	e, _ := newTestEngine(t, p, nil)
+	task := send(t, e, nonBlockingMsg("first question"))
+	follow := nonBlockingMsg("")
+	follow.Message.Parts = a2a.ContentParts{a2a.DataPart{Data: map[string]any{"x": 1}}}
+	follow.Message.TaskID = task.ID
+	if _, err := e.OnSendMessage(context.Background(), follow); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	final := waitTerminal(t, e, task.ID)
+	if n := len(p.requests()); n != 1 {
+		t.Fatalf("%d turns ran, want 1", n)
+	}
+	if final.Status.State != a2a.TaskStateCompleted || final.Status.Message == nil ||
+		!strings.Contains(final.Status.Message.Parts[0].(a2a.TextPart).Text, "1 follow-up message(s) were not run") {
+		t.Fatalf("final status: %s %+v", final.Status.State, final.Status.Message)
+	}
+}
