@@ -93,15 +93,21 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		return x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
 	}
 	telemetry.SetTelemetry(ctx, &req.Payload.Telemetry) // the subagents are the delegation span's
+	// The lineage lives as long as any subagent of the run's trees, detached
+	// ones included: their remote delegations carry it too.
+	var trees []<-chan struct{}
 	if x.cfg.Lineages != nil {
 		x.cfg.Lineages.Set(req.Payload.Telemetry.RunID, delegate.Lineage{Hops: req.Hops, Depth: req.Depth, MaxDepth: req.MaxDepth})
-		defer x.cfg.Lineages.Delete(req.Payload.Telemetry.RunID)
+		defer func() { x.forgetLineage(req.Payload.Telemetry.RunID, trees) }()
 	}
 	fu, _ := q.(FollowUps)
 	baseSeed := req.Payload.Seed.Slices
 	var turns []api.SeedSlice
 	for turn := 1; ; turn++ {
-		res, started, err := x.runTurn(ctx, reqCtx, q, req, turn == 1)
+		res, tree, started, err := x.runTurn(ctx, reqCtx, q, req, turn == 1)
+		if tree != nil {
+			trees = append(trees, tree)
+		}
 		if err != nil {
 			return err
 		}
@@ -143,9 +149,24 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	}
 }
 
-// runTurn starts one turn and waits for its result. It reports started=false
-// after writing a refusal.
-func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first bool) (api.SubagentResult, bool, error) {
+// forgetLineage drops a run's lineage once every tree it started has ended.
+func (x *Executor) forgetLineage(runID string, trees []<-chan struct{}) {
+	if len(trees) == 0 {
+		x.cfg.Lineages.Delete(runID)
+		return
+	}
+	go func() {
+		for _, t := range trees {
+			<-t
+		}
+		x.cfg.Lineages.Delete(runID)
+	}()
+}
+
+// runTurn starts one turn and waits for its result; tree, when not nil, is
+// closed once the turn's whole tree has ended (delegate.TreeRun). It reports
+// started=false after writing a refusal.
+func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first bool) (res api.SubagentResult, tree <-chan struct{}, started bool, err error) {
 	run, err := x.cfg.Router.Start(ctx, req)
 	if err != nil {
 		status, text := api.StatusCrashed, "delegation refused: "+err.Error()
@@ -155,7 +176,10 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		case errors.Is(err, delegate.ErrUnsupportedCapability) || errors.Is(err, ErrCycle) || errors.Is(err, ErrDepthExhausted) || errors.Is(err, delegate.ErrUnknownProvider):
 			status = api.StatusRefused
 		}
-		return api.SubagentResult{}, false, x.refuse(ctx, reqCtx, q, status, text)
+		return api.SubagentResult{}, nil, false, x.refuse(ctx, reqCtx, q, status, text)
+	}
+	if tr, ok := run.(delegate.TreeRun); ok {
+		tree = tr.TreeDone()
 	}
 	if first {
 		working := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)
@@ -170,7 +194,7 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		if err := q.Write(ctx, working); err != nil {
 			run.Cancel("task event refused")
 			<-run.Done()
-			return api.SubagentResult{}, false, err
+			return api.SubagentResult{}, tree, false, err
 		}
 	}
 	select {
@@ -179,9 +203,9 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		run.Cancel(context.Cause(ctx).Error())
 		<-run.Done()
 	}
-	res := run.Result()
+	res = run.Result()
 	spanTurn(ctx, req.Provider, res)
-	return res, true, nil
+	return res, tree, true, nil
 }
 
 // refuse ends a task whose delegation never started: the state status maps

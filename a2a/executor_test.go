@@ -425,3 +425,55 @@ func TestExecutorFollowUpWithoutText(t *testing.T) {
 		t.Fatalf("final status: %s %+v", final.Status.State, final.Status.Message)
 	}
 }
+
+// treeRun is a run whose tree outlives its result: a detached subagent keeps
+// running until tree closes.
+type treeRun struct {
+	delegate.Run
+	tree chan struct{}
+}
+
+func (r treeRun) TreeDone() <-chan struct{} { return r.tree }
+
+type treeProvider struct {
+	*fakeProvider
+	tree chan struct{}
+}
+
+func (p treeProvider) Start(ctx context.Context, req delegate.Request) (delegate.Run, error) {
+	r, err := p.fakeProvider.Start(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return treeRun{Run: r, tree: p.tree}, nil
+}
+
+// A tree's lineage (its hops and mesh depth) stays while any of its
+// subagents runs, detached ones included, not just until the task ends: a
+// detached subagent's remote delegation still carries the hop list and the
+// depth cap, so it can neither close a cycle nor escape the cap.
+func TestLineageOutlivesTheTaskWhileItsTreeRuns(t *testing.T) {
+	fp := &fakeProvider{name: delegate.LocalName, caps: delegate.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true}, result: echo}
+	p := treeProvider{fakeProvider: fp, tree: make(chan struct{})}
+	router := &delegate.Router{}
+	if err := router.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	lin := &delegate.Lineages{}
+	e := NewEngine(NewStore(10, time.Hour), NewExecutor(ExecutorConfig{Router: router, Limits: testGrant, Instance: "self", MaxDepth: 4, Lineages: lin}), nil)
+	task := send(t, e, msg("detach a helper"))
+	if task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("state %s", task.Status.State)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Wait(ctx); err != nil { // the executor has returned
+		t.Fatal(err)
+	}
+	runID := fp.requests()[0].Payload.Telemetry.RunID
+	if got := lin.Get(runID); strings.Join(got.Hops, ",") != "self" || got.MaxDepth != 4 {
+		t.Fatalf("lineage while the tree still runs: %+v", got)
+	}
+	close(p.tree)
+	waitFor(t, func() bool { return lin.Get(runID).Hops == nil })
+}

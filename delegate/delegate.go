@@ -95,6 +95,14 @@ type Run interface {
 	Cancel(reason string)
 }
 
+// TreeRun is implemented by a Run whose delegation can outlive its result:
+// subagents it started detached keep running after Done. TreeDone is closed
+// when the last of them has ended. A Run without it has nothing left running
+// once Done is closed.
+type TreeRun interface {
+	TreeDone() <-chan struct{}
+}
+
 // Errors of the router.
 var (
 	ErrUnknownProvider = errors.New("delegate: unknown provider")

@@ -38,6 +38,8 @@ func (l Local) Start(ctx context.Context, req Request) (Run, error) {
 	return localRun{r: r, sup: l.Sup}, nil
 }
 
+var _ TreeRun = localRun{}
+
 type localRun struct {
 	r   *supervisor.Run
 	sup *supervisor.Supervisor
@@ -47,3 +49,7 @@ func (l localRun) ID() string                 { return l.r.Handle() }
 func (l localRun) Done() <-chan struct{}      { return l.r.Done() }
 func (l localRun) Result() api.SubagentResult { return l.r.Result() }
 func (l localRun) Cancel(reason string)       { l.sup.Cancel(l.r.Handle(), reason) }
+
+// TreeDone is closed when every subagent of the run's tree has ended,
+// detached ones included (TreeRun).
+func (l localRun) TreeDone() <-chan struct{} { return l.r.TreeDone() }
