@@ -169,12 +169,12 @@ func (x *Executor) forgetLineage(runID string, trees []<-chan struct{}) {
 func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first bool) (res api.SubagentResult, tree <-chan struct{}, started bool, err error) {
 	run, err := x.cfg.Router.Start(ctx, req)
 	if err != nil {
-		status, text := api.StatusCrashed, "delegation refused: "+err.Error()
+		status, text := api.StatusCrashed, "the delegation did not start: "+err.Error()
 		switch {
 		case ctx.Err() != nil: // tasks/cancel while the provider was starting
 			status, text = api.StatusCancelled, "cancelled before the delegation started: "+context.Cause(ctx).Error()
 		case errors.Is(err, delegate.ErrUnsupportedCapability) || errors.Is(err, ErrCycle) || errors.Is(err, ErrDepthExhausted) || errors.Is(err, delegate.ErrUnknownProvider):
-			status = api.StatusRefused
+			status, text = api.StatusRefused, "delegation refused: "+err.Error()
 		}
 		return api.SubagentResult{}, nil, false, x.refuse(ctx, reqCtx, q, status, text)
 	}

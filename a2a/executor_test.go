@@ -388,8 +388,9 @@ func TestExecutorStartFailures(t *testing.T) {
 	}
 	e := newEngine(&startProvider{err: errors.New("spawn failed")})
 	task := send(t, e, msg("x"))
-	if task.Status.State != a2a.TaskStateFailed || task.Metadata[MetaStatus] != string(api.StatusCrashed) {
-		t.Fatalf("provider error: %s, status %v", task.Status.State, task.Metadata[MetaStatus])
+	if task.Status.State != a2a.TaskStateFailed || task.Metadata[MetaStatus] != string(api.StatusCrashed) ||
+		task.Status.Message.Parts[0].(a2a.TextPart).Text != "the delegation did not start: spawn failed" {
+		t.Fatalf("provider error: %s, status %v, %+v", task.Status.State, task.Metadata[MetaStatus], task.Status.Message)
 	}
 
 	p := &startProvider{started: make(chan struct{})}
