@@ -51,19 +51,27 @@ var ErrPushRefused = errors.New("push notification url refused")
 
 // PushPolicy decides which webhook addresses agentd may call. Loopback,
 // link-local, private (RFC 1918, RFC 4193), shared (RFC 6598), unspecified and
-// multicast addresses are refused unless a prefix in Allow covers them. The
-// zero value refuses them all. It is safe for concurrent use.
+// multicast addresses, and IPv6 addresses that lead to one of them (NAT64,
+// 6to4, IPv4-compatible), are refused unless a prefix in Allow covers them.
+// The zero value refuses them all. It is safe for concurrent use.
 type PushPolicy struct {
 	Allow []netip.Prefix
 	// Resolver resolves host names at registration; nil uses the default.
 	Resolver *net.Resolver
 }
 
-var sharedRange = netip.MustParsePrefix("100.64.0.0/10")
-var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+var (
+	sharedRange = netip.MustParsePrefix("100.64.0.0/10")
+	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+	nat64       = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052: the IPv4 address in the last 32 bits
+	nat64Local  = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215: local-use translation, never the internet
+	sixToFour   = netip.MustParsePrefix("2002::/16")      // RFC 3056: the IPv4 address in bits 16..47
+	v4Compat    = netip.MustParsePrefix("::/96")          // deprecated IPv4-compatible addresses
+)
 
 // CheckAddr refuses an address in a forbidden range that Allow does not cover.
+// An IPv6 address that carries an IPv4 one (mapped, NAT64, 6to4,
+// IPv4-compatible) is judged by the IPv4 address it reaches.
 func (p PushPolicy) CheckAddr(ip netip.Addr) error {
 	ip = ip.Unmap()
 	for _, pre := range p.Allow {
@@ -72,9 +80,14 @@ func (p PushPolicy) CheckAddr(ip netip.Addr) error {
 		}
 	}
 	check := ip
-	if nat64.Contains(ip) {
-		b := ip.As16()
+	b := ip.As16()
+	switch {
+	case nat64Local.Contains(ip):
+		return fmt.Errorf("%w: %s is a local-use NAT64 address", ErrPushRefused, ip)
+	case nat64.Contains(ip), v4Compat.Contains(ip) && !ip.IsLoopback() && !ip.IsUnspecified():
 		check = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	case sixToFour.Contains(ip):
+		check = netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
 	}
 	switch {
 	case check.IsLoopback():

@@ -24,6 +24,10 @@ func TestPushPolicy(t *testing.T) {
 		"http://169.254.169.254/latest/meta-data", "http://[fe80::1]/h", "http://[fc00::1]/h",
 		"http://[::ffff:127.0.0.1]/h", "http://100.64.0.1/h", "http://0.0.0.0/h", "http://[::]/h",
 		"http://224.0.0.1/h", "http://[64:ff9b::a00:1]/h",
+		// IPv4 inside IPv6: 6to4 (127.0.0.1, 10.0.0.1), IPv4-compatible,
+		// local-use NAT64.
+		"http://[2002:7f00:1::]/h", "http://[2002:a00:1::1]/h", "http://[::127.0.0.1]/h", "http://[::a00:1]/h",
+		"http://[64:ff9b:1::a00:1]/h",
 		"ftp://8.8.8.8/h", "file:///etc/passwd", "http:///nohost", "::not a url",
 	}
 	for _, u := range refused {
@@ -31,7 +35,7 @@ func TestPushPolicy(t *testing.T) {
 			t.Errorf("%s: %v, want refused", u, err)
 		}
 	}
-	for _, u := range []string{"https://8.8.8.8/h", "http://[2001:4860:4860::8888]/h", "https://hook.invalid./x"} {
+	for _, u := range []string{"https://8.8.8.8/h", "http://[2001:4860:4860::8888]/h", "https://hook.invalid./x", "http://[2002:808:808::1]/h"} {
 		if err := p.CheckURL(context.Background(), u); err != nil {
 			t.Errorf("%s refused: %v", u, err)
 		}
