@@ -194,11 +194,7 @@ func TestIntelligenceBadConfigExits2(t *testing.T) {
 		{[]string{"run", "--intelligence-retries", "-1", "--instruction", "x"}, "--intelligence-retries"},
 		{[]string{"run", "--intelligence-timeout", "0s", "--instruction", "x"}, "--intelligence-timeout"},
 	} {
-		out, err := exec.Command(agentdBin, tc.args...).CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.name) {
-			t.Errorf("%v: exit %v, output %q; want exit 2 naming %s", tc.args, err, out, tc.name)
-		}
+		wantUsageError(t, "", tc.name, tc.args...)
 	}
 }
 

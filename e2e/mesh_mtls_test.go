@@ -52,8 +52,8 @@ func TestMeshMutualTLSDelegation(t *testing.T) {
 	certB, keyB, _ := mintFiles(t, ca, dir, "agentd-b", idB)
 	bundle := filepath.Join(dir, tlsconfig.DevBundle)
 
-	b := startAgentd(t, nil, "--tls-cert", certB, "--tls-key", keyB, "--tls-bundle", bundle, "--allow-peer", idA)
-	a := startAgentd(t, nil, "--tls-cert", certA, "--tls-key", keyA, "--tls-bundle", bundle,
+	b := startService(t, "--tls-cert", certB, "--tls-key", keyB, "--tls-bundle", bundle, "--allow-peer", idA)
+	a := startService(t, "--tls-cert", certA, "--tls-key", keyA, "--tls-bundle", bundle,
 		"--allow-peer", "spiffe://example.org/peer",
 		"--peer", "b="+b.url+",spiffe="+idB+",timeout=10s",
 		"--peer", "impostor="+b.url+",spiffe=spiffe://example.org/agentd-c,timeout=10s")

@@ -236,9 +236,6 @@ func TestMeshFlagsAreValidated(t *testing.T) {
 		{[]string{"--intelligence", "builtin:demo=forever"}, "--intelligence"},
 	} {
 		args := append([]string{"serve", "--listen", "127.0.0.1:0"}, tc.args...)
-		out, code := runCombined(t, args...)
-		if code != 2 || !strings.Contains(out, tc.name) {
-			t.Errorf("%v: exit %d, output %q; want exit 2 naming %s", tc.args, code, out, tc.name)
-		}
+		wantUsageError(t, "", tc.name, args...)
 	}
 }

@@ -351,14 +351,6 @@ func TestNestingConfigExits2NamingTheSetting(t *testing.T) {
 		{[]string{"run", "--instruction", "x", "--intelligence", "builtin:script=/nonexistent/script"}, "", "--intelligence"},
 		{[]string{"run", "--instruction", "x", "--intelligence", "builtin:script=" + bad}, "", "line 3"},
 	} {
-		cmd := exec.Command(agentdBin, tc.args...)
-		if tc.env != "" {
-			cmd.Env = append(os.Environ(), tc.env)
-		}
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.name) {
-			t.Errorf("%v %s: exit %v, output %q; want exit 2 naming %s", tc.args, tc.env, err, out, tc.name)
-		}
+		wantUsageError(t, tc.env, tc.name, tc.args...)
 	}
 }

@@ -19,7 +19,7 @@ const opToken = "operator-token-0123456789"
 // opService runs agentd on loopback http with an operator token and a probe
 // listener; operator calls carry the token.
 type opService struct {
-	*agentdProc
+	*service
 	t         *testing.T
 	tokenFile string
 }
@@ -36,7 +36,7 @@ func startOpService(t *testing.T, args ...string) *opService {
 	// --drain-grace 5s: a loaded machine may need more than 200ms between a
 	// child's result and its exit (args may set it again).
 	all := append([]string{"--bearer-tokens-file", tokens, "--health-listen", "127.0.0.1:0", "--drain-grace", "5s"}, args...)
-	return &opService{agentdProc: startAgentd(t, nil, all...), t: t, tokenFile: tokenFile}
+	return &opService{service: startService(t, all...), t: t, tokenFile: tokenFile}
 }
 
 var opAuth = map[string]string{"Authorization": "Bearer " + opToken}
