@@ -48,23 +48,32 @@ func startEverything(t *testing.T, port int) *everything {
 	// result cap the tests set.
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "AGENTD_E2E_PAD="+strings.Repeat("x", 5000))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stderr, err := cmd.StderrPipe()
+	// Its stderr is read from a pipe of our own: a StderrPipe must not be
+	// read while Wait runs, which closes it.
+	stderr, stderrW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &everything{cmd: cmd, logs: &syncBuffer{}}
-	cmd.Stdout = e.logs
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = e.logs, stderrW
+	err = cmd.Start()
+	stderrW.Close()
+	if err != nil {
+		stderr.Close()
 		t.Fatal(err)
 	}
 	listening := make(chan string, 1)
 	go func() {
+		defer stderr.Close()
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
 			e.logs.Write([]byte(line + "\n"))
 			if f := strings.Fields(line); len(f) == 3 && f[0] == "AGENTD_E2E_LISTENING" {
-				listening <- net.JoinHostPort(f[1], f[2])
+				select {
+				case listening <- net.JoinHostPort(f[1], f[2]):
+				default:
+				}
 			}
 		}
 	}()
