@@ -323,6 +323,8 @@ func TestIdentityConfigErrorsExit2(t *testing.T) {
 		{[]string{"certs", "init", "--dir", dir}, "", "--trust-domain"},
 		{[]string{"ctl", "a2a.Explode", "--to", "http://127.0.0.1:1"}, "", "a2a.Explode"},
 		{[]string{"ctl", "caps", "--to", "https://127.0.0.1:1"}, "", "--tls-bundle"},
+		{[]string{"ctl", "caps", "--to", "http://127.0.0.1:1", "--timeout", "0s"}, "", "--timeout"},
+		{[]string{"send", "--to", "http://127.0.0.1:1", "--timeout", "-1s", "hi"}, "", "--timeout"},
 	} {
 		wantUsageError(t, c.env, c.name, c.args...)
 	}

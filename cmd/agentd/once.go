@@ -18,6 +18,7 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	mode := f.string("mode", "AGENT_MODE", "once", "run mode; this build runs \"once\"")
 	runID := f.string("run-id", "AGENT_RUN_ID", "", "idempotency key of the run (default generated)")
 	c := addCore(f)
+	f.args = "[TEXT (instead of --instruction)]"
 	if err := f.parse(args); err != nil {
 		return err
 	}
