@@ -302,6 +302,7 @@ func TestObservabilityBadConfig(t *testing.T) {
 		{[]string{"serve", "--heartbeat", "0s"}, "", "--heartbeat"},
 		{[]string{"serve"}, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_EXPORTER_OTLP_PROTOCOL"},
 		{[]string{"run", "--instruction", "x"}, "OTEL_TRACES_EXPORTER=zipkin", "OTEL_TRACES_EXPORTER"},
+		{[]string{"serve"}, "OTEL_EXPORTER_OTLP_CERTIFICATE=/nonexistent/ca.pem", "OTEL_EXPORTER_OTLP_CERTIFICATE"},
 	} {
 		wantUsageError(t, tc.env, tc.name, tc.args...)
 	}
