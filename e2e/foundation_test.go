@@ -193,6 +193,7 @@ func TestBadConfigExits2NamingTheSetting(t *testing.T) {
 		{[]string{"serve", "--max-steps", "0"}, "", "--max-steps"},
 		{[]string{"serve", "--deadline", "-1s"}, "", "--deadline"},
 		{[]string{"serve", "--intelligence", "builtin:nope"}, "", "--intelligence"},
+		{[]string{"serve", "--public-url", "agentd.example:8443"}, "", "--public-url"},
 		{[]string{"serve"}, "AGENT_MAX_TOKENS=lots", "AGENT_MAX_TOKENS"},
 		{[]string{"run"}, "", "--instruction"},
 		{[]string{"run", "--instruction", "x", "--mode", "reactive"}, "", "--mode"},
