@@ -174,14 +174,7 @@ func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
 }
 
 func TestPlainHTTPOffLoopbackRefused(t *testing.T) {
-	out, err := exec.Command(agentdBin, "serve", "--listen", "0.0.0.0:8080").CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("exit = %v, want 2\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "--listen") {
-		t.Fatalf("message does not name --listen: %s", out)
-	}
+	wantUsageError(t, "", "--listen", "serve", "--listen", "0.0.0.0:8080")
 }
 
 func TestBadConfigExits2NamingTheSetting(t *testing.T) {
@@ -203,14 +196,14 @@ func TestBadConfigExits2NamingTheSetting(t *testing.T) {
 }
 
 func TestRunExitCodes(t *testing.T) {
-	out, err := exec.Command(agentdBin, "run", "--instruction", "one two three").Output()
+	out, err := agentdCommand(t, "run", "--instruction", "one two three").Output()
 	if err != nil {
 		t.Fatalf("completed run: %v", err)
 	}
 	if !strings.Contains(string(out), "3 words") {
 		t.Fatalf("stdout = %q", out)
 	}
-	cmd := exec.Command(agentdBin, "run", "--intelligence", "builtin:wait", "--deadline", "300ms", "--instruction", "x")
+	cmd := agentdCommand(t, "run", "--intelligence", "builtin:wait", "--deadline", "300ms", "--instruction", "x")
 	err = cmd.Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 124 {

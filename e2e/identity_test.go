@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,7 +33,7 @@ import (
 func devCerts(t *testing.T, td string) (string, *tlsconfig.DevCA) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "certs")
-	out, err := exec.Command(agentdBin, "certs", "init", "--trust-domain", td, "--dir", dir).CombinedOutput()
+	out, err := agentdCommand(t, "certs", "init", "--trust-domain", td, "--dir", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("certs init: %v\n%s", err, out)
 	}
@@ -277,24 +276,24 @@ func TestIdentityMatrixAgainstTheBinary(t *testing.T) {
 	}
 
 	// agentd ctl and agentd send with the dev certificates.
-	out, err := exec.Command(agentdBin, "ctl", "a2a.Caps", "--to", p.url, "--json",
+	out, err := agentdCommand(t, "ctl", "a2a.Caps", "--to", p.url, "--json",
 		"--tls-cert", filepath.Join(dir, "operator.pem"), "--tls-key", filepath.Join(dir, "operator-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem")).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"max_depth": 4`) {
 		t.Fatalf("ctl a2a.Caps: %v\n%s", err, out)
 	}
-	out, err = exec.Command(agentdBin, "ctl", "tree", "--to", p.url,
+	out, err = agentdCommand(t, "ctl", "tree", "--to", p.url,
 		"--tls-cert", filepath.Join(dir, "peer.pem"), "--tls-key", filepath.Join(dir, "peer-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "-32601") {
 		t.Fatalf("ctl as a peer: %v\n%s", err, out)
 	}
 	tokenFile := filepath.Join(dir, "op-token")
 	os.WriteFile(tokenFile, []byte("operator-token-0123456789\n"), 0o600)
-	out, err = exec.Command(agentdBin, "ctl", "a2a.Tree", "--to", p.url, "--token-file", tokenFile,
+	out, err = agentdCommand(t, "ctl", "a2a.Tree", "--to", p.url, "--token-file", tokenFile,
 		"--tls-bundle", filepath.Join(dir, "bundle.pem"), "--server-id", "spiffe://example.org/agentd").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "live subagents") {
 		t.Fatalf("ctl with a bearer token: %v\n%s", err, out)
 	}
-	out, err = exec.Command(agentdBin, "send", "--to", p.url,
+	out, err = agentdCommand(t, "send", "--to", p.url,
 		"--tls-cert", filepath.Join(dir, "peer.pem"), "--tls-key", filepath.Join(dir, "peer-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem"), "three little words").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "has 3 words") {
 		t.Fatalf("send over mTLS: %v\n%s", err, out)

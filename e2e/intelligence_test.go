@@ -96,7 +96,7 @@ func hangs(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
 // runOnceEnv runs `agentd run` and returns its stdout, stderr and exit code.
 func runOnceEnv(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(agentdBin, append([]string{"run"}, args...)...)
+	cmd := agentdCommand(t, append([]string{"run"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -212,6 +212,15 @@ func (s *service) stop(t *testing.T) {
 	}
 }
 
+// agentdCommand is exec.Command for the agentd binary, bounded: the process is
+// killed (its children die with it) two minutes after the call or when the
+// test ends, so a run that hangs fails its test instead of outliving it.
+func agentdCommand(t *testing.T, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return exec.CommandContext(ctx, agentdBin, args...)
+}
+
 // runCombined runs agentd with args to its exit (within 30s) and returns its
 // output and exit code.
 func runCombined(t *testing.T, args ...string) (string, int) {

@@ -227,7 +227,7 @@ func TestMeshFlagsAreValidated(t *testing.T) {
 	}{
 		{[]string{"--peer", "b=http://10.0.0.1:80"}, "--peer"},
 		{[]string{"--peer", "b"}, "--peer"},
-		{[]string{"--peer", "b=http://user:secret@127.0.0.1:1/"}, "token-file"}, // no secret on argv
+		{[]string{"--peer", "b=http://user:secret@127.0.0.1:1/"}, "token-file"},                    // no secret on argv
 		{[]string{"--peer", "b=https://127.0.0.1:1/,spiffe=spiffe://example.org/b"}, "--tls-cert"}, // mTLS needs an SVID of our own
 		{[]string{"--peer", "b=http://127.0.0.1:1/,spiffe=spiffe://example.org/b"}, "https"},
 		{[]string{"--route", "x=peer:nobody"}, "--route"},

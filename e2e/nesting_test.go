@@ -65,7 +65,7 @@ func writeScript(t *testing.T, src string) string {
 // is a tool result in some parent's transcript, and no process is left.
 func TestScriptRecursiveSpawnForever(t *testing.T) {
 	script := writeScript(t, "[default]\nspawn sync \"again\"\nrepeat\n")
-	cmd := exec.Command(agentdBin, "run", "--intelligence", "builtin:script="+script,
+	cmd := agentdCommand(t, "run", "--intelligence", "builtin:script="+script,
 		"--max-depth", "3", "--max-children", "3", "--max-total-subagents", "20",
 		"--spawn-burst", "100", "--spawn-rate", "100", "--max-steps", "12", "--max-repeats", "100", "--instruction", "go")
 	var stderr syncBuffer
@@ -315,7 +315,7 @@ usage 600
 call none/x
 repeat
 `)
-	cmd := exec.Command(agentdBin, "run", "--intelligence", "builtin:script="+script, "--tree-token-ceiling", "2000", "--instruction", "spend")
+	cmd := agentdCommand(t, "run", "--intelligence", "builtin:script="+script, "--tree-token-ceiling", "2000", "--instruction", "spend")
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -141,7 +140,7 @@ func TestOperatorTreeAndCancel(t *testing.T) {
 		}
 	}
 	// The readable tree from agentd ctl.
-	out, err := exec.Command(agentdBin, "ctl", "tree", "--to", s.url, "--token-file", s.tokenFile).CombinedOutput()
+	out, err := agentdCommand(t, "ctl", "tree", "--to", s.url, "--token-file", s.tokenFile).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "2 live subagents") || !strings.Contains(string(out), a+"  [running]") {
 		t.Fatalf("ctl tree: %v\n%s", err, out)
 	}
@@ -207,7 +206,7 @@ func TestOperatorLameDuckFlipsReadinessOnly(t *testing.T) {
 	// Work is still accepted and done.
 	id := s.send("still working")
 	s.waitState(id, "completed")
-	out, err := exec.Command(agentdBin, "ctl", "lameduck", "--ready", "--to", s.url, "--token-file", s.tokenFile).CombinedOutput()
+	out, err := agentdCommand(t, "ctl", "lameduck", "--ready", "--to", s.url, "--token-file", s.tokenFile).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ready: true") {
 		t.Fatalf("ctl lameduck --ready: %v\n%s", err, out)
 	}

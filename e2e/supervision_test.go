@@ -168,7 +168,7 @@ func TestUncleanDrainExits143(t *testing.T) {
 // payload.
 func runAgentd(t *testing.T, onChild func(pid int), args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(agentdBin, args...)
+	cmd := agentdCommand(t, args...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
