@@ -282,3 +282,42 @@ func TestRlimitsReachChild(t *testing.T) {
 		t.Errorf("child RLIMIT_CPU = %+v %v, want 90s", lim, err)
 	}
 }
+
+// A one-shot run drains on SIGTERM like the service: the child is asked to
+// stop (ctrl/cancel) and the clean drain exits 0.
+func TestRunDrainsOnSIGTERM(t *testing.T) {
+	var stderr syncBuffer
+	cmd := agentdCommand(t, "run", "--intelligence", "builtin:wait", "--drain-grace", "5s", "--instruction", "x")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var pid int
+	waitFor(t, 10*time.Second, "a child past its payload", func() bool {
+		kids := children(cmd.Process.Pid)
+		if len(kids) == 1 && strings.Contains(stderr.String(), `"msg":"subagent started"`) {
+			pid = kids[0]
+			return true
+		}
+		return false
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v, want 0\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("agentd run did not drain within 20s\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `"msg":"kill ladder: ctrl/cancel"`) {
+		t.Errorf("the drain did not ask the child to stop\n%s", stderr.String())
+	}
+	if !groupGone(pid) {
+		t.Errorf("child group %d survived the drain", pid)
+	}
+}

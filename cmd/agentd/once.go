@@ -53,6 +53,11 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer stopTracing()
+	// Signals are caught before any child exists: a SIGTERM from now on
+	// drains (below) instead of ending the supervisor by its default action.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	sup, err := c.newSupervisor(log, nil)
 	if err != nil {
 		return err
@@ -72,9 +77,6 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
 	select {
 	case <-run.TreeDone():
 		// The root has ended, and so has every subagent of its tree: children
