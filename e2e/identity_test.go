@@ -47,12 +47,17 @@ func devCerts(t *testing.T, td string) (string, *tlsconfig.DevCA) {
 // mtlsClient is an HTTP client presenting svid (none when nil) and verifying
 // the server as spiffe://TD/agentd against ca.
 func mtlsClient(ca *tlsconfig.DevCA, svid *x509svid.SVID) *http.Client {
-	var src x509svid.Source
+	return spiffeClient(ca, svid, spiffeid.RequireFromPath(ca.TrustDomain, "/agentd").String())
+}
+
+// spiffeClient is an HTTP client presenting svid (none when nil) and
+// accepting only a server with the SPIFFE ID server, verified against ca.
+func spiffeClient(ca *tlsconfig.DevCA, svid *x509svid.SVID, server string) *http.Client {
+	var src x509svid.Source // a nil *SVID must stay a nil interface
 	if svid != nil {
 		src = svid
 	}
-	server := spiffeid.RequireFromPath(ca.TrustDomain, "/agentd")
-	return tlsconfig.NewHTTPClient(tlsconfig.ClientConfig(src, ca.Bundle(), spiffetls.AuthorizeID(server)))
+	return tlsconfig.NewHTTPClient(tlsconfig.ClientConfig(src, ca.Bundle(), spiffetls.AuthorizeID(spiffeid.RequireFromString(server))))
 }
 
 func loadSVID(t *testing.T, dir, cert, key string) *x509svid.SVID {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/agentd/agentd/tlsconfig"
@@ -32,12 +30,6 @@ func mintFiles(t *testing.T, ca *tlsconfig.DevCA, dir, name, id string) (cert, k
 		t.Fatal(err)
 	}
 	return cert, key, s
-}
-
-// spiffeClient is an HTTP client presenting svid and accepting only a server
-// with the SPIFFE ID server.
-func spiffeClient(ca *tlsconfig.DevCA, svid *x509svid.SVID, server string) *http.Client {
-	return tlsconfig.NewHTTPClient(tlsconfig.ClientConfig(svid, ca.Bundle(), spiffetls.AuthorizeID(spiffeid.RequireFromString(server))))
 }
 
 // Two agentd processes with dev-CA SVIDs: A delegates to B over mTLS (A
