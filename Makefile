@@ -5,8 +5,9 @@ BIN      := bin/agentd
 LISTEN   ?= 127.0.0.1:8080
 FUZZTIME ?= 20s
 JS_DEPS  := e2e/js/node_modules/.installed
+MCP_DEPS := e2e/mcp/node_modules/.installed
 
-.PHONY: all build run test lint vet fmt-check unit deploy-test fuzz bench bench-go clean tck test-spire spire
+.PHONY: all build run test test-deps e2e-mcp-deps lint vet fmt-check unit deploy-test fuzz bench bench-go clean tck test-spire spire
 
 all: build
 
@@ -16,7 +17,8 @@ build:
 run: build
 	./$(BIN) serve --listen $(LISTEN)
 
-# test: formatting, vet, then every package with the race detector, then the
+# test: formatting, vet, then every package with the race detector (after
+# installing the npm packages the e2e tests drive agentd with), then the
 # offline validation of deploy/.
 test: lint unit deploy-test
 
@@ -26,10 +28,12 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# vet also checks the real-SPIRE test, which only `make test-spire` compiles.
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags spire ./e2e
 
-unit: $(JS_DEPS)
+unit: test-deps
 	$(GO) test -race -count=1 -timeout 12m ./...
 
 # deploy-test: deploy/ is a module of its own (the Kubernetes libraries stay
@@ -38,11 +42,25 @@ unit: $(JS_DEPS)
 deploy-test:
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
-# The JavaScript A2A SDKs (0.3 and 1.0) that e2e/js_test.go drives agentd with,
-# installed from the committed lock file into e2e/js/node_modules.
+# test-deps: the npm packages the e2e tests need, each installed with `npm ci`
+# from its committed lock file, again only when the lock changes (the stamp
+# .installed is touched only after npm ci succeeded; npm's own
+# node_modules/.package-lock.json may be left by a failed install): the
+# JavaScript A2A SDKs (0.3 and 1.0) that e2e/js_test.go drives agentd with,
+# into e2e/js/node_modules, and the reference MCP server
+# (@modelcontextprotocol/server-everything) of e2e/mcp_test.go, into
+# e2e/mcp/node_modules.
+test-deps: $(JS_DEPS) $(MCP_DEPS)
+e2e-mcp-deps: $(MCP_DEPS)
+
 $(JS_DEPS): e2e/js/package.json e2e/js/package-lock.json
-	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for the JavaScript SDK tests"; exit 1; }
+	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for the e2e tests"; exit 1; }
 	cd e2e/js && npm ci --no-audit --no-fund
+	touch $@
+
+$(MCP_DEPS): e2e/mcp/package.json e2e/mcp/package-lock.json
+	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for the e2e tests"; exit 1; }
+	cd e2e/mcp && npm ci --no-audit --no-fund
 	touch $@
 
 # tck: the public A2A TCK (spec 0.3) against `agentd serve` on loopback, with a
@@ -73,6 +91,9 @@ fuzz:
 	$(GO) test ./tlsconfig -run '^$$' -fuzz FuzzParsePolicy -fuzztime $(FUZZTIME)
 	$(GO) test ./telemetry -run '^$$' -fuzz FuzzTraceparent -fuzztime $(FUZZTIME)
 	$(GO) test ./telemetry -run '^$$' -fuzz FuzzExportFromEnv -fuzztime $(FUZZTIME)
+	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseServer -fuzztime $(FUZZTIME)
+	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseTags -fuzztime $(FUZZTIME)
+	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseToolList -fuzztime $(FUZZTIME)
 
 # test-spire: a real SPIRE server and agent on 127.0.0.1 issue the SVIDs of two
 # agentd services that call each other over mTLS. spire-server and spire-agent
@@ -103,20 +124,3 @@ bench-go:
 
 clean:
 	rm -rf bin
-
-# e2e-mcp-deps: the reference MCP server (@modelcontextprotocol/server-everything,
-# pinned in e2e/mcp/package-lock.json) for the MCP e2e tests, installed with
-# `npm ci` into e2e/mcp/node_modules (gitignored); again only when the lock
-# changes. Needs node and npm.
-.PHONY: e2e-mcp-deps fuzz-mcp
-unit: e2e-mcp-deps
-e2e-mcp-deps: e2e/mcp/node_modules/.package-lock.json
-e2e/mcp/node_modules/.package-lock.json: e2e/mcp/package.json e2e/mcp/package-lock.json
-	cd e2e/mcp && npm ci --no-audit --no-fund
-	touch $@
-
-fuzz: fuzz-mcp
-fuzz-mcp:
-	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseServer -fuzztime $(FUZZTIME)
-	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseTags -fuzztime $(FUZZTIME)
-	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseToolList -fuzztime $(FUZZTIME)

@@ -20,7 +20,7 @@ func TestTaskAndBlobReadsAreTheCreators(t *testing.T) {
 	dir, ca := devCerts(t, "example.org")
 	long := strings.Repeat("a line of the long answer\n", 40)
 	script := writeScript(t, "[default]\nanswer "+quote(long)+"\n")
-	p := startAgentd(t, nil, "--tls-cert", filepath.Join(dir, "server.pem"), "--tls-key", filepath.Join(dir, "server-key.pem"),
+	p := startService(t, "--tls-cert", filepath.Join(dir, "server.pem"), "--tls-key", filepath.Join(dir, "server-key.pem"),
 		"--tls-bundle", filepath.Join(dir, tlsconfig.DevBundle), "--allow-trust-domain", "example.org",
 		"--operator", "spiffe://example.org/operator", "--intelligence", "builtin:script="+script, "--distillate-budget", "300")
 	_, _, otherSVID := mintFiles(t, ca, dir, "other", "spiffe://example.org/other-peer")
@@ -48,7 +48,7 @@ func TestTaskAndBlobReadsAreTheCreators(t *testing.T) {
 		t.Fatalf("task: %v %s", err, r.Result)
 	}
 	blobURL := task.Artifacts[0].Parts[0].File.URI
-	if !strings.HasPrefix(blobURL, p.url+"blobs/") {
+	if !strings.HasPrefix(blobURL, p.url+"/blobs/") {
 		t.Fatalf("blob url %q is not on %s", blobURL, p.url)
 	}
 
@@ -95,7 +95,7 @@ func TestTaskAndBlobReadsAreTheCreators(t *testing.T) {
 		}
 	}
 	code, body := get(other, blobURL)
-	unknownCode, unknownBody := get(other, p.url+"blobs/01a22e00-0000-4000-8000-000000000000")
+	unknownCode, unknownBody := get(other, p.url+"/blobs/01a22e00-0000-4000-8000-000000000000")
 	if code != 404 || code != unknownCode || body != unknownBody {
 		t.Errorf("another peer reads the blob: %d %q; want the unknown blob's %d %q", code, body, unknownCode, unknownBody)
 	}

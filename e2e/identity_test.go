@@ -1,17 +1,14 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -31,108 +28,12 @@ import (
 	"github.com/agentd/agentd/tlsconfig"
 )
 
-// agentdProc is one running `agentd serve` started with identity flags.
-type agentdProc struct {
-	cmd    *exec.Cmd
-	url    string // from the "serving" log line: https:// when TLS is on
-	health string // the probe listener's address, when --health-listen is set
-	logs   *syncBuffer
-	waited chan struct{}
-	err    error
-}
-
-// startAgentd runs agentd serve with args (and env added to the
-// environment) on loopback ports, and waits until it serves. It is killed and
-// reaped at cleanup.
-func startAgentd(t *testing.T, env []string, args ...string) *agentdProc {
-	t.Helper()
-	all := append([]string{"serve", "--listen", "127.0.0.1:0"}, fastFlags...)
-	all = append(all, args...)
-	cmd := exec.Command(agentdBin, all...)
-	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &agentdProc{cmd: cmd, logs: &syncBuffer{}, waited: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serving := make(chan struct{})
-	var once sync.Once
-	var mu sync.Mutex
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.logs.Write([]byte(line + "\n"))
-			var rec struct {
-				Msg    string `json:"msg"`
-				Listen string `json:"listen"`
-				URL    string `json:"url"`
-			}
-			if json.Unmarshal([]byte(line), &rec) != nil {
-				continue
-			}
-			mu.Lock()
-			switch rec.Msg {
-			case "health listening":
-				p.health = rec.Listen
-			case "serving":
-				p.url = rec.URL
-				once.Do(func() { close(serving) })
-			}
-			mu.Unlock()
-		}
-	}()
-	go func() {
-		p.err = cmd.Wait()
-		close(p.waited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.waited
-		if t.Failed() {
-			t.Logf("agentd log:\n%s", p.logs.String())
-		}
-	})
-	select {
-	case <-serving:
-	case <-p.waited:
-		t.Fatalf("agentd exited before serving: %v\n%s", p.err, p.logs.String())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("agentd did not serve within 20s\n%s", p.logs.String())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return p
-}
-
-// exitCode waits for the process to exit by itself and returns its code.
-func (p *agentdProc) exitCode(t *testing.T, within time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.waited:
-	case <-time.After(within):
-		t.Fatalf("agentd still running after %s", within)
-	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		return ee.ExitCode()
-	}
-	if p.err != nil {
-		t.Fatalf("wait: %v", p.err)
-	}
-	return 0
-}
-
 // devCerts runs `agentd certs init` into a new folder and returns it with
 // the CA loaded for minting more.
 func devCerts(t *testing.T, td string) (string, *tlsconfig.DevCA) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "certs")
-	out, err := exec.Command(agentdBin, "certs", "init", "--trust-domain", td, "--dir", dir).CombinedOutput()
+	out, err := agentdCommand(t, "certs", "init", "--trust-domain", td, "--dir", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("certs init: %v\n%s", err, out)
 	}
@@ -146,12 +47,17 @@ func devCerts(t *testing.T, td string) (string, *tlsconfig.DevCA) {
 // mtlsClient is an HTTP client presenting svid (none when nil) and verifying
 // the server as spiffe://TD/agentd against ca.
 func mtlsClient(ca *tlsconfig.DevCA, svid *x509svid.SVID) *http.Client {
-	var src x509svid.Source
+	return spiffeClient(ca, svid, spiffeid.RequireFromPath(ca.TrustDomain, "/agentd").String())
+}
+
+// spiffeClient is an HTTP client presenting svid (none when nil) and
+// accepting only a server with the SPIFFE ID server, verified against ca.
+func spiffeClient(ca *tlsconfig.DevCA, svid *x509svid.SVID, server string) *http.Client {
+	var src x509svid.Source // a nil *SVID must stay a nil interface
 	if svid != nil {
 		src = svid
 	}
-	server := spiffeid.RequireFromPath(ca.TrustDomain, "/agentd")
-	return tlsconfig.NewHTTPClient(tlsconfig.ClientConfig(src, ca.Bundle(), spiffetls.AuthorizeID(server)))
+	return tlsconfig.NewHTTPClient(tlsconfig.ClientConfig(src, ca.Bundle(), spiffetls.AuthorizeID(spiffeid.RequireFromString(server))))
 }
 
 func loadSVID(t *testing.T, dir, cert, key string) *x509svid.SVID {
@@ -245,7 +151,7 @@ func TestIdentityMatrixAgainstTheBinary(t *testing.T) {
 	}
 	tokens := filepath.Join(dir, "tokens")
 	os.WriteFile(tokens, []byte("peer-token-0123456789 peer ci\noperator-token-0123456789 operator admin\n"), 0o600)
-	p := startAgentd(t, nil,
+	p := startService(t,
 		"--tls-cert", filepath.Join(dir, "server.pem"), "--tls-key", filepath.Join(dir, "server-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem"),
 		"--jwt-bundle", jwtBundle, "--bearer-tokens-file", tokens, "--health-listen", "127.0.0.1:0",
 		"--allow-peer", "spiffe://example.org/peer", "--operator", "spiffe://example.org/operator")
@@ -375,24 +281,24 @@ func TestIdentityMatrixAgainstTheBinary(t *testing.T) {
 	}
 
 	// agentd ctl and agentd send with the dev certificates.
-	out, err := exec.Command(agentdBin, "ctl", "a2a.Caps", "--to", p.url, "--json",
+	out, err := agentdCommand(t, "ctl", "a2a.Caps", "--to", p.url, "--json",
 		"--tls-cert", filepath.Join(dir, "operator.pem"), "--tls-key", filepath.Join(dir, "operator-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem")).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"max_depth": 4`) {
 		t.Fatalf("ctl a2a.Caps: %v\n%s", err, out)
 	}
-	out, err = exec.Command(agentdBin, "ctl", "tree", "--to", p.url,
+	out, err = agentdCommand(t, "ctl", "tree", "--to", p.url,
 		"--tls-cert", filepath.Join(dir, "peer.pem"), "--tls-key", filepath.Join(dir, "peer-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "-32601") {
 		t.Fatalf("ctl as a peer: %v\n%s", err, out)
 	}
 	tokenFile := filepath.Join(dir, "op-token")
 	os.WriteFile(tokenFile, []byte("operator-token-0123456789\n"), 0o600)
-	out, err = exec.Command(agentdBin, "ctl", "a2a.Tree", "--to", p.url, "--token-file", tokenFile,
+	out, err = agentdCommand(t, "ctl", "a2a.Tree", "--to", p.url, "--token-file", tokenFile,
 		"--tls-bundle", filepath.Join(dir, "bundle.pem"), "--server-id", "spiffe://example.org/agentd").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "live subagents") {
 		t.Fatalf("ctl with a bearer token: %v\n%s", err, out)
 	}
-	out, err = exec.Command(agentdBin, "send", "--to", p.url,
+	out, err = agentdCommand(t, "send", "--to", p.url,
 		"--tls-cert", filepath.Join(dir, "peer.pem"), "--tls-key", filepath.Join(dir, "peer-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem"), "three little words").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "has 3 words") {
 		t.Fatalf("send over mTLS: %v\n%s", err, out)
@@ -404,34 +310,30 @@ func TestIdentityConfigErrorsExit2(t *testing.T) {
 	cert, key, bundle := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), filepath.Join(dir, "bundle.pem")
 	for _, c := range []struct {
 		args []string
-		env  []string
+		env  string
 		name string
 	}{
-		{[]string{"serve", "--listen", "0.0.0.0:0"}, nil, "--listen"},
-		{[]string{"serve", "--tls-cert", cert}, nil, "--tls-key"},
-		{[]string{"serve", "--tls-cert", key, "--tls-key", key, "--tls-bundle", bundle}, nil, "--tls-cert"},
-		{[]string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-bundle", bundle, "--spiffe-socket", "/tmp/x.sock"}, nil, "--spiffe-socket"},
-		{[]string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-bundle", bundle}, []string{"SPIFFE_ENDPOINT_SOCKET=unix:///tmp/x.sock"}, "--spiffe-socket"},
-		{[]string{"serve", "--jwt-bundle", bundle}, nil, "--jwt-bundle"},
-		{[]string{"serve", "--allow-peer", "spiffe://example.org/peer"}, nil, "--allow-peer"},
-		{[]string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-bundle", bundle, "--operator", "not-an-id"}, nil, "--operator"},
-		{[]string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-bundle", bundle}, []string{"AGENT_ALLOW_TRUST_DOMAIN=Bad Domain"}, "--allow-trust-domain"},
-		{[]string{"serve", "--bearer-tokens-file", bundle}, nil, "--bearer-tokens-file"},
-		{[]string{"serve", "--spiffe-socket", "http://nope"}, nil, "--spiffe-socket"},
-		{[]string{"certs", "init", "--dir", dir}, nil, "--trust-domain"},
-		{[]string{"ctl", "a2a.Explode", "--to", "http://127.0.0.1:1"}, nil, "a2a.Explode"},
-		{[]string{"ctl", "caps", "--to", "https://127.0.0.1:1"}, nil, "--tls-bundle"},
+		{[]string{"serve", "--listen", "0.0.0.0:0"}, "", "--listen"},
+		{[]string{"serve", "--tls-cert", cert}, "", "--tls-key"},
+		{[]string{"serve", "--tls-cert", key, "--tls-key", key, "--tls-bundle", bundle}, "", "--tls-cert"},
+		{[]string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-bundle", bundle, "--spiffe-socket", "/tmp/x.sock"}, "", "--spiffe-socket"},
+		{[]string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-bundle", bundle}, "SPIFFE_ENDPOINT_SOCKET=unix:///tmp/x.sock", "--spiffe-socket"},
+		{[]string{"serve", "--jwt-bundle", bundle}, "", "--jwt-bundle"},
+		{[]string{"serve", "--allow-peer", "spiffe://example.org/peer"}, "", "--allow-peer"},
+		{[]string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-bundle", bundle, "--operator", "not-an-id"}, "", "--operator"},
+		{[]string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-bundle", bundle}, "AGENT_ALLOW_TRUST_DOMAIN=Bad Domain", "--allow-trust-domain"},
+		{[]string{"serve", "--bearer-tokens-file", bundle}, "", "--bearer-tokens-file"},
+		{[]string{"serve", "--spiffe-socket", "http://nope"}, "", "--spiffe-socket"},
+		{[]string{"certs", "init", "--dir", dir}, "", "--trust-domain"},
+		{[]string{"ctl", "a2a.Explode", "--to", "http://127.0.0.1:1"}, "", "a2a.Explode"},
+		{[]string{"ctl", "caps", "--to", "https://127.0.0.1:1"}, "", "--tls-bundle"},
+		{[]string{"ctl", "caps", "--to", "http://127.0.0.1:1", "--timeout", "0s"}, "", "--timeout"},
+		{[]string{"send", "--to", "http://127.0.0.1:1", "--timeout", "-1s", "hi"}, "", "--timeout"},
 	} {
-		cmd := exec.Command(agentdBin, c.args...)
-		cmd.Env = append(os.Environ(), c.env...)
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), c.name) {
-			t.Errorf("%v %v: exit %v, output %q; want exit 2 naming %s", c.args, c.env, err, out, c.name)
-		}
+		wantUsageError(t, c.env, c.name, c.args...)
 	}
 	// With TLS, any listen address is fine.
-	p := startAgentd(t, nil, "--listen", "0.0.0.0:0", "--tls-cert", cert, "--tls-key", key, "--tls-bundle", bundle, "--allow-trust-domain", "example.org")
+	p := startService(t, "--listen", "0.0.0.0:0", "--tls-cert", cert, "--tls-key", key, "--tls-bundle", bundle, "--allow-trust-domain", "example.org")
 	if !strings.HasPrefix(p.url, "https://") {
 		t.Fatalf("url %s", p.url)
 	}
@@ -470,7 +372,7 @@ func TestWorkloadAPIRotationUnderLoad(t *testing.T) {
 	// A generous --drain-grace: on a loaded machine a child may take more than
 	// the fast flags' 200ms to exit after its result, which the supervisor
 	// would call a crash; this test is about TLS, not that race.
-	p := startAgentd(t, []string{"SPIFFE_ENDPOINT_SOCKET=" + api.Addr}, "--health-listen", "127.0.0.1:0", "--allow-peer", "spiffe://example.org/peer", "--drain-grace", "5s")
+	p := startServiceAs(t, agentdBin, []string{"SPIFFE_ENDPOINT_SOCKET=" + api.Addr}, "--health-listen", "127.0.0.1:0", "--allow-peer", "spiffe://example.org/peer", "--drain-grace", "5s")
 	if code := probe(t, probeClient, "https://"+p.health+"/healthz"); code != 200 {
 		t.Fatalf("/healthz before the first SVID: %d", code)
 	}

@@ -96,7 +96,7 @@ func hangs(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
 // runOnceEnv runs `agentd run` and returns its stdout, stderr and exit code.
 func runOnceEnv(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(agentdBin, append([]string{"run"}, args...)...)
+	cmd := agentdCommand(t, append([]string{"run"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -194,11 +194,7 @@ func TestIntelligenceBadConfigExits2(t *testing.T) {
 		{[]string{"run", "--intelligence-retries", "-1", "--instruction", "x"}, "--intelligence-retries"},
 		{[]string{"run", "--intelligence-timeout", "0s", "--instruction", "x"}, "--intelligence-timeout"},
 	} {
-		out, err := exec.Command(agentdBin, tc.args...).CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.name) {
-			t.Errorf("%v: exit %v, output %q; want exit 2 naming %s", tc.args, err, out, tc.name)
-		}
+		wantUsageError(t, "", tc.name, tc.args...)
 	}
 }
 

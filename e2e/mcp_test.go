@@ -48,23 +48,32 @@ func startEverything(t *testing.T, port int) *everything {
 	// result cap the tests set.
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "AGENTD_E2E_PAD="+strings.Repeat("x", 5000))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stderr, err := cmd.StderrPipe()
+	// Its stderr is read from a pipe of our own: a StderrPipe must not be
+	// read while Wait runs, which closes it.
+	stderr, stderrW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &everything{cmd: cmd, logs: &syncBuffer{}}
-	cmd.Stdout = e.logs
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = e.logs, stderrW
+	err = cmd.Start()
+	stderrW.Close()
+	if err != nil {
+		stderr.Close()
 		t.Fatal(err)
 	}
 	listening := make(chan string, 1)
 	go func() {
+		defer stderr.Close()
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
 			e.logs.Write([]byte(line + "\n"))
 			if f := strings.Fields(line); len(f) == 3 && f[0] == "AGENTD_E2E_LISTENING" {
-				listening <- net.JoinHostPort(f[1], f[2])
+				select {
+				case listening <- net.JoinHostPort(f[1], f[2]):
+				default:
+				}
 			}
 		}
 	}()
@@ -114,7 +123,7 @@ call everything/echo {"message":"from the child"}
 call everything/get-sum {"a":1,"b":1}
 answer "child done"
 `)
-	cmd := exec.Command(agentdBin, "run", "--mcp", "everything="+ev.url,
+	cmd := agentdCommand(t, "run", "--mcp", "everything="+ev.url,
 		"--mcp-tools", "everything=echo,get-sum,get-env", "--mcp-tags", "everything=none",
 		"--mcp-max-result", "2048", "--intelligence", "builtin:script="+script, "--instruction", "use the tools")
 	var stdout, stderr syncBuffer
@@ -164,7 +173,7 @@ answer "child done"
 // --mcp-tools naming a tool the server does not list is bad config (exit 2).
 func TestMCPUnknownGrantedToolExits2(t *testing.T) {
 	ev := startEverything(t, 0)
-	out, err := exec.Command(agentdBin, "run", "--mcp", "everything="+ev.url, "--mcp-tags", "everything=none",
+	out, err := agentdCommand(t, "run", "--mcp", "everything="+ev.url, "--mcp-tags", "everything=none",
 		"--mcp-tools", "everything=echo,no-such-tool", "--instruction", "x").CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--mcp-tools: everything/no-such-tool") {
@@ -176,7 +185,7 @@ func TestMCPUnknownGrantedToolExits2(t *testing.T) {
 // 6, naming it; marked optional, the run goes on without its tools.
 func TestMCPUnreachableExits6(t *testing.T) {
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", freePort(t))
-	cmd := exec.Command(agentdBin, "run", "--mcp", "down="+url, "--mcp-connect-timeout", "500ms", "--instruction", "one two")
+	cmd := agentdCommand(t, "run", "--mcp", "down="+url, "--mcp-connect-timeout", "500ms", "--instruction", "one two")
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 6 {
@@ -185,7 +194,7 @@ func TestMCPUnreachableExits6(t *testing.T) {
 	if !strings.Contains(string(out), "required server unavailable: down: ") {
 		t.Fatalf("the message does not name the server:\n%s", out)
 	}
-	cmd = exec.Command(agentdBin, "run", "--mcp", "down="+url, "--mcp-optional", "down", "--mcp-connect-timeout", "500ms", "--instruction", "one two")
+	cmd = agentdCommand(t, "run", "--mcp", "down="+url, "--mcp-optional", "down", "--mcp-connect-timeout", "500ms", "--instruction", "one two")
 	out, err = cmd.Output()
 	if err != nil || !strings.Contains(string(out), "2 words") {
 		t.Fatalf("optional server down: %v\n%s", err, out)

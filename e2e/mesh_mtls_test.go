@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/agentd/agentd/tlsconfig"
@@ -34,12 +32,6 @@ func mintFiles(t *testing.T, ca *tlsconfig.DevCA, dir, name, id string) (cert, k
 	return cert, key, s
 }
 
-// spiffeClient is an HTTP client presenting svid and accepting only a server
-// with the SPIFFE ID server.
-func spiffeClient(ca *tlsconfig.DevCA, svid *x509svid.SVID, server string) *http.Client {
-	return tlsconfig.NewHTTPClient(tlsconfig.ClientConfig(svid, ca.Bundle(), spiffetls.AuthorizeID(spiffeid.RequireFromString(server))))
-}
-
 // Two agentd processes with dev-CA SVIDs: A delegates to B over mTLS (A
 // presents its own SVID and checks B's SPIFFE ID), B records A as the
 // task's caller, and B's result comes back as A's artifact. A peer
@@ -52,8 +44,8 @@ func TestMeshMutualTLSDelegation(t *testing.T) {
 	certB, keyB, _ := mintFiles(t, ca, dir, "agentd-b", idB)
 	bundle := filepath.Join(dir, tlsconfig.DevBundle)
 
-	b := startAgentd(t, nil, "--tls-cert", certB, "--tls-key", keyB, "--tls-bundle", bundle, "--allow-peer", idA)
-	a := startAgentd(t, nil, "--tls-cert", certA, "--tls-key", keyA, "--tls-bundle", bundle,
+	b := startService(t, "--tls-cert", certB, "--tls-key", keyB, "--tls-bundle", bundle, "--allow-peer", idA)
+	a := startService(t, "--tls-cert", certA, "--tls-key", keyA, "--tls-bundle", bundle,
 		"--allow-peer", "spiffe://example.org/peer",
 		"--peer", "b="+b.url+",spiffe="+idB+",timeout=10s",
 		"--peer", "impostor="+b.url+",spiffe=spiffe://example.org/agentd-c,timeout=10s")

@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,20 +16,6 @@ import (
 
 	"github.com/agentd/agentd/internal/otlptest"
 )
-
-// stop sends SIGTERM (a drain that flushes the service's spans) and waits for
-// the exit.
-func (s *service) stop(t *testing.T) {
-	t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.waited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("agentd did not exit within 30s of SIGTERM\n%s", s.logs.String())
-	}
-}
 
 // metricsURL is the --metrics-addr listener the service logged.
 func (s *service) metricsURL(t *testing.T) string {
@@ -319,13 +302,8 @@ func TestObservabilityBadConfig(t *testing.T) {
 		{[]string{"serve", "--heartbeat", "0s"}, "", "--heartbeat"},
 		{[]string{"serve"}, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_EXPORTER_OTLP_PROTOCOL"},
 		{[]string{"run", "--instruction", "x"}, "OTEL_TRACES_EXPORTER=zipkin", "OTEL_TRACES_EXPORTER"},
+		{[]string{"serve"}, "OTEL_EXPORTER_OTLP_CERTIFICATE=/nonexistent/ca.pem", "OTEL_EXPORTER_OTLP_CERTIFICATE"},
 	} {
-		cmd := exec.Command(agentdBin, tc.args...)
-		cmd.Env = append(os.Environ(), tc.env)
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.name) {
-			t.Errorf("%v %s: exit %v, output %q; want exit 2 naming %s", tc.args, tc.env, err, out, tc.name)
-		}
+		wantUsageError(t, tc.env, tc.name, tc.args...)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,7 +18,7 @@ const opToken = "operator-token-0123456789"
 // opService runs agentd on loopback http with an operator token and a probe
 // listener; operator calls carry the token.
 type opService struct {
-	*agentdProc
+	*service
 	t         *testing.T
 	tokenFile string
 }
@@ -36,7 +35,7 @@ func startOpService(t *testing.T, args ...string) *opService {
 	// --drain-grace 5s: a loaded machine may need more than 200ms between a
 	// child's result and its exit (args may set it again).
 	all := append([]string{"--bearer-tokens-file", tokens, "--health-listen", "127.0.0.1:0", "--drain-grace", "5s"}, args...)
-	return &opService{agentdProc: startAgentd(t, nil, all...), t: t, tokenFile: tokenFile}
+	return &opService{service: startService(t, all...), t: t, tokenFile: tokenFile}
 }
 
 var opAuth = map[string]string{"Authorization": "Bearer " + opToken}
@@ -141,7 +140,7 @@ func TestOperatorTreeAndCancel(t *testing.T) {
 		}
 	}
 	// The readable tree from agentd ctl.
-	out, err := exec.Command(agentdBin, "ctl", "tree", "--to", s.url, "--token-file", s.tokenFile).CombinedOutput()
+	out, err := agentdCommand(t, "ctl", "tree", "--to", s.url, "--token-file", s.tokenFile).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "2 live subagents") || !strings.Contains(string(out), a+"  [running]") {
 		t.Fatalf("ctl tree: %v\n%s", err, out)
 	}
@@ -207,7 +206,7 @@ func TestOperatorLameDuckFlipsReadinessOnly(t *testing.T) {
 	// Work is still accepted and done.
 	id := s.send("still working")
 	s.waitState(id, "completed")
-	out, err := exec.Command(agentdBin, "ctl", "lameduck", "--ready", "--to", s.url, "--token-file", s.tokenFile).CombinedOutput()
+	out, err := agentdCommand(t, "ctl", "lameduck", "--ready", "--to", s.url, "--token-file", s.tokenFile).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ready: true") {
 		t.Fatalf("ctl lameduck --ready: %v\n%s", err, out)
 	}

@@ -69,14 +69,7 @@ func TestWarmPoolServesAndDrains(t *testing.T) {
 
 func TestWarmPoolFlagIsValidated(t *testing.T) {
 	for _, v := range []string{"-1", "65", "two"} {
-		out, code := runCombined(t, "serve", "--listen", "127.0.0.1:0", "--warm-pool", v)
-		if code != 2 || !strings.Contains(out, "warm-pool") {
-			t.Errorf("--warm-pool %s: exit %d, output %q; want exit 2 naming --warm-pool", v, code, out)
-		}
+		wantUsageError(t, "", "warm-pool", "serve", "--listen", "127.0.0.1:0", "--warm-pool", v)
 	}
-	t.Setenv("AGENT_WARM_POOL", "-3")
-	out, code := runCombined(t, "serve", "--listen", "127.0.0.1:0")
-	if code != 2 || !strings.Contains(out, "warm-pool") {
-		t.Errorf("AGENT_WARM_POOL=-3: exit %d, output %q; want exit 2", code, out)
-	}
+	wantUsageError(t, "AGENT_WARM_POOL=-3", "warm-pool", "serve", "--listen", "127.0.0.1:0")
 }

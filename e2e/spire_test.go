@@ -156,17 +156,14 @@ plugins {
 	})
 
 	socket := "unix://" + agentSock
-	startAt := func(bin string, args ...string) *agentdProc {
-		saved := agentdBin
-		agentdBin = bin
-		defer func() { agentdBin = saved }()
-		return startAgentd(t, nil, append([]string{"--spiffe-socket", socket, "--health-listen", "127.0.0.1:0"}, args...)...)
+	startAt := func(bin string, args ...string) *service {
+		return startServiceAs(t, bin, nil, append([]string{"--spiffe-socket", socket, "--health-listen", "127.0.0.1:0"}, args...)...)
 	}
 	b := startAt(binB, "--allow-peer", idA, "--operator", idA)
 	// A routes every message to B, whose SPIFFE ID it checks.
 	a := startAt(binA, "--allow-peer", idClient, "--allow-peer", idB, "--peer", "b="+b.url+",spiffe="+idB, "--route", "*=peer:b")
 	probeHTTPS := &http.Client{Timeout: 5 * time.Second, Transport: probeClient.Transport}
-	for _, p := range []*agentdProc{a, b} {
+	for _, p := range []*service{a, b} {
 		waitFor(t, 60*time.Second, "ready with an SVID from SPIRE", func() bool {
 			resp, err := probeHTTPS.Get("https://" + p.health + "/readyz")
 			if err != nil {
@@ -177,7 +174,7 @@ plugins {
 		})
 	}
 	for _, c := range []struct {
-		p  *agentdProc
+		p  *service
 		id string
 	}{{a, idA}, {b, idB}} {
 		if !strings.Contains(c.p.logs.String(), `"spiffe_id":"`+c.id+`"`) {
@@ -192,7 +189,7 @@ plugins {
 	if err != nil || !strings.Contains(string(out2), `"from a to b" has 4 words`) {
 		t.Fatalf("client send to A: %v\n%s", err, out2)
 	}
-	accepted := func(p *agentdProc) []map[string]any { return withMsg(logLines(p.logs.String()), "task accepted") }
+	accepted := func(p *service) []map[string]any { return withMsg(logLines(p.logs.String()), "task accepted") }
 	if acc := accepted(a); len(acc) != 1 || str(acc[0], "spiffe_id") != idClient || str(acc[0], "caller_auth") != "mtls" || str(acc[0], "provider") != "peer:b" {
 		t.Fatalf("A's task: %v; want one from %s over mtls, routed to peer:b", acc, idClient)
 	}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,29 +34,6 @@ func stopped(pid int) bool {
 		}
 	}
 	return true
-}
-
-// postJSONRPC posts one JSON-RPC request and decodes the response.
-func postJSONRPC(t *testing.T, url, body string) (code int, message string) {
-	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Error *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatalf("response: %v", err)
-	}
-	if out.Error == nil {
-		return 0, ""
-	}
-	return out.Error.Code, out.Error.Message
 }
 
 const sendBody = `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-late","role":"user","parts":[{"kind":"text","text":"late"}]}}}`
@@ -94,9 +70,12 @@ func testSecondSignalForces(t *testing.T, sig syscall.Signal) {
 	waitFor(t, 10*time.Second, "the ladder's first rung", func() bool {
 		return strings.Contains(s.logs.String(), `"msg":"kill ladder: ctrl/cancel"`)
 	})
-	code, msg := postJSONRPC(t, s.url, sendBody)
-	if code != -32000 || !strings.Contains(msg, "draining") {
-		t.Fatalf("new work while draining: error %d %q, want -32000 naming the drain", code, msg)
+	r, err := postRPC(t, http.DefaultClient, s.url, []byte(sendBody), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Error == nil || r.Error.Code != -32000 || !strings.Contains(r.Error.Message, "draining") {
+		t.Fatalf("new work while draining: %d %s, want error -32000 naming the drain", r.status, r.body)
 	}
 	select {
 	case <-s.waited:
@@ -189,7 +168,7 @@ func TestUncleanDrainExits143(t *testing.T) {
 // payload.
 func runAgentd(t *testing.T, onChild func(pid int), args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(agentdBin, args...)
+	cmd := agentdCommand(t, args...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -280,15 +259,7 @@ func TestSupervisionFlagsValidated(t *testing.T) {
 		{[]string{"run", "--instruction", "x"}, "AGENT_PING_INTERVAL=often", "AGENT_PING_INTERVAL"},
 		{[]string{"run", "--instruction", "x"}, "AGENT_RLIMIT_AS=1KiB", "--rlimit-as"},
 	} {
-		cmd := exec.Command(agentdBin, tc.args...)
-		if tc.env != "" {
-			cmd.Env = append(os.Environ(), tc.env)
-		}
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !bytes.Contains(out, []byte(tc.name)) {
-			t.Errorf("%v %s: exit %v, output %q; want exit 2 naming %s", tc.args, tc.env, err, out, tc.name)
-		}
+		wantUsageError(t, tc.env, tc.name, tc.args...)
 	}
 }
 
@@ -309,5 +280,44 @@ func TestRlimitsReachChild(t *testing.T) {
 	}
 	if err := unix.Prlimit(pid, unix.RLIMIT_CPU, nil, &lim); err != nil || lim.Cur != 90 {
 		t.Errorf("child RLIMIT_CPU = %+v %v, want 90s", lim, err)
+	}
+}
+
+// A one-shot run drains on SIGTERM like the service: the child is asked to
+// stop (ctrl/cancel) and the clean drain exits 0.
+func TestRunDrainsOnSIGTERM(t *testing.T) {
+	var stderr syncBuffer
+	cmd := agentdCommand(t, "run", "--intelligence", "builtin:wait", "--drain-grace", "5s", "--instruction", "x")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var pid int
+	waitFor(t, 10*time.Second, "a child past its payload", func() bool {
+		kids := children(cmd.Process.Pid)
+		if len(kids) == 1 && strings.Contains(stderr.String(), `"msg":"subagent started"`) {
+			pid = kids[0]
+			return true
+		}
+		return false
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v, want 0\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("agentd run did not drain within 20s\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `"msg":"kill ladder: ctrl/cancel"`) {
+		t.Errorf("the drain did not ask the child to stop\n%s", stderr.String())
+	}
+	if !groupGone(pid) {
+		t.Errorf("child group %d survived the drain", pid)
 	}
 }

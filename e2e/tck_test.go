@@ -9,12 +9,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -508,21 +506,4 @@ func TestTCKVersion1(t *testing.T) {
 	if e := rpc(t, s, "9.9", "GetTask", `{"id":"x"}`, nil); e == nil || e.Code != -32009 {
 		t.Fatalf("unsupported version: %+v", e)
 	}
-}
-
-// runCombined runs the binary to its exit and returns its output and exit code.
-func runCombined(t *testing.T, args ...string) (string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, agentdBin, args...).CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), 0
-	case errors.As(err, &ee):
-		return string(out), ee.ExitCode()
-	}
-	t.Fatalf("run agentd %v: %v", args, err)
-	return "", -1
 }

@@ -1,6 +1,9 @@
 package mcp
 
 import (
+	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +200,33 @@ func TestBackoff(t *testing.T) {
 				t.Fatalf("backoff(%d) = %s, want within 25%% of %s", n, d, base)
 			}
 		}
+	}
+}
+
+// The default HTTP client speaks TLS 1.3 at least: an MCP server that offers
+// only TLS 1.2 fails the handshake.
+func TestDefaultClientIsTLS13(t *testing.T) {
+	var o Options
+	o.setDefaults()
+	tr, ok := o.HTTPClient.Transport.(*http.Transport)
+	if !ok || tr.TLSClientConfig == nil || tr.TLSClientConfig.MinVersion != tls.VersionTLS13 {
+		t.Fatalf("default transport %T: TLS config %+v, want MinVersion TLS 1.3", o.HTTPClient.Transport, tr.TLSClientConfig)
+	}
+	for _, max := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		srv.TLS = &tls.Config{MaxVersion: max}
+		srv.StartTLS()
+		// The default transport, trusting the test server's certificate.
+		c := tr.Clone()
+		c.TLSClientConfig.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+		resp, err := (&http.Client{Transport: c}).Get(srv.URL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if (err == nil) != (max == tls.VersionTLS13) {
+			t.Errorf("server with TLS max %x: err %v", max, err)
+		}
+		c.CloseIdleConnections()
+		srv.Close()
 	}
 }

@@ -342,7 +342,15 @@ func TestBearerToken(t *testing.T) {
 	if out.IsError || out.Text() != "echo: authorized" {
 		t.Fatalf("call = %+v", out)
 	}
-	short, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	// Once the first connect attempt has failed, WaitRequired reports its
+	// error (a fixed short wait could end before the attempt does).
+	badSrv, _ := bad.Server("t")
+	waitFor(t, 20*time.Second, "the first connect attempt with the wrong token", func() bool {
+		badSrv.mu.Lock()
+		defer badSrv.mu.Unlock()
+		return badSrv.tried
+	})
+	short, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel2()
 	err = bad.WaitRequired(short)
 	if err == nil || !strings.Contains(err.Error(), "Unauthorized") || strings.Contains(err.Error(), "wrong") {

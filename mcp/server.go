@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,8 +41,8 @@ type Options struct {
 	// PingInterval is how often a connected session is pinged; a failed ping
 	// reconnects. Default 15s; negative disables pings.
 	PingInterval time.Duration
-	// HTTPClient is the base client; default one with dial, TLS handshake and
-	// response header timeouts and no total timeout (calls may be slow). A
+	// HTTPClient is the base client; default one with dial and TLS handshake
+	// timeouts, TLS 1.3 at least, and no total timeout (calls may be slow). A
 	// bearer token is added per server; redirects are never followed.
 	HTTPClient *http.Client
 	// ProtocolVersion is the MCP version offered at connect; default the SDK's
@@ -76,7 +77,8 @@ func (o *Options) setDefaults() {
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: 0, // a slow tool answers late; the caller's context bounds it
+			TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS13}, // agentd speaks TLS 1.3 or nothing
+			ResponseHeaderTimeout: 0,                                         // a slow tool answers late; the caller's context bounds it
 			MaxIdleConnsPerHost:   16,
 			IdleConnTimeout:       90 * time.Second,
 			ForceAttemptHTTP2:     true,

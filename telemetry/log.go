@@ -54,7 +54,9 @@ func (h *LogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return &LogHandler{inner: h.inner.WithAttrs(attrs), fallback: h.fallback}
 }
 
-// WithGroup returns a LogHandler over the wrapped handler's WithGroup.
+// WithGroup returns a LogHandler over the wrapped handler's WithGroup. Its
+// records' trace_id and span_id land inside the group, as every attribute of
+// a record does; agentd's own loggers open no group.
 func (h *LogHandler) WithGroup(name string) slog.Handler {
 	return &LogHandler{inner: h.inner.WithGroup(name), fallback: h.fallback}
 }

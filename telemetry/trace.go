@@ -73,7 +73,7 @@ func ExportFromEnv(environ []string) (Export, error) {
 			continue
 		}
 		env[k] = strings.TrimSpace(v)
-		if strings.HasPrefix(k, envOTLPPrefix) && env[k] != "" {
+		if strings.HasPrefix(k, envOTLPPrefix) && env[k] != "" && !otherSignal(k) {
 			otlp = true
 		}
 	}
@@ -101,6 +101,12 @@ func ExportFromEnv(environ []string) (Export, error) {
 	return ExportNone, nil
 }
 
+// otherSignal reports whether an OTEL_EXPORTER_OTLP_ variable configures
+// metrics or logs only, which says nothing about traces.
+func otherSignal(k string) bool {
+	return strings.HasPrefix(k, envOTLPPrefix+"METRICS_") || strings.HasPrefix(k, envOTLPPrefix+"LOGS_")
+}
+
 // Options configure Setup. The zero value is usable.
 type Options struct {
 	// ServiceName is the service.name resource attribute unless
@@ -114,7 +120,8 @@ type Options struct {
 	// OpenTelemetry's default handler.
 	Log *slog.Logger
 	// Environ is the environment to read; default os.Environ(). The exporter
-	// itself always reads the process environment.
+	// itself reads the process environment for everything but its TLS
+	// configuration.
 	Environ []string
 }
 
@@ -128,7 +135,8 @@ type Provider struct {
 // Setup installs the global tracer provider and the W3C trace-context
 // propagator, as the environment says (see ExportFromEnv): with an
 // OTEL_EXPORTER_OTLP_* variable set, a batching OTLP/HTTP exporter configured
-// by the standard variables; without one, a provider that records spans,
+// by the standard variables, over TLS 1.3 at least when the endpoint is https
+// (see otlpTLSConfig); without one, a provider that records spans,
 // giving trace and span ids to logs and peers, and exports nothing (no
 // exporter, no goroutine). Shutdown flushes and stops it.
 func Setup(ctx context.Context, o Options) (*Provider, error) {
@@ -151,7 +159,15 @@ func Setup(ctx context.Context, o Options) (*Provider, error) {
 	}
 	var opts []sdktrace.TracerProviderOption
 	if mode == ExportOTLP {
-		exp, err := otlptracehttp.New(ctx)
+		tlsCfg, err := otlpTLSConfig(environ)
+		if err != nil {
+			return nil, err
+		}
+		var expOpts []otlptracehttp.Option
+		if tlsCfg != nil {
+			expOpts = append(expOpts, otlptracehttp.WithTLSClientConfig(tlsCfg))
+		}
+		exp, err := otlptracehttp.New(ctx, expOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
 		}

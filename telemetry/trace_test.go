@@ -2,7 +2,13 @@ package telemetry
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,8 +30,9 @@ func TestExportFromEnv(t *testing.T) {
 		{[]string{"PATH=/bin", "OTEL_SERVICE_NAME=x"}, ExportNone, ""},
 		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318"}, ExportOTLP, ""},
 		{[]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://c:4318/v1/traces"}, ExportOTLP, ""},
-		{[]string{"OTEL_EXPORTER_OTLP_HEADERS=a=b"}, ExportOTLP, ""}, // any OTLP variable turns export on
-		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT="}, ExportNone, ""},   // empty is unset
+		{[]string{"OTEL_EXPORTER_OTLP_HEADERS=a=b"}, ExportOTLP, ""},                                                                      // any OTLP variable turns export on
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT="}, ExportNone, ""},                                                                        // empty is unset
+		{[]string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=http://c:4318/v1/metrics", "OTEL_EXPORTER_OTLP_LOGS_HEADERS=a=b"}, ExportNone, ""}, // other signals' settings
 		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://c", "OTEL_TRACES_EXPORTER=none"}, ExportNone, ""},
 		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://c", "OTEL_TRACES_EXPORTER=otlp"}, ExportOTLP, ""},
 		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://c", "OTEL_SDK_DISABLED=true"}, ExportDisabled, ""},
@@ -122,6 +129,80 @@ func TestSetupWithoutExporterStillMintsIDs(t *testing.T) {
 	}
 }
 
+// Over https the exporter trusts OTEL_EXPORTER_OTLP_CERTIFICATE and speaks
+// TLS 1.3 at least: a collector that offers only TLS 1.2 receives nothing.
+func TestSetupExportsOverTLS13Only(t *testing.T) {
+	for _, tc := range []struct {
+		max  uint16
+		want int
+	}{{tls.VersionTLS13, 1}, {tls.VersionTLS12, 0}} {
+		rcv := otlptest.NewTLSReceiver(&tls.Config{MaxVersion: tc.max})
+		ca := filepath.Join(t.TempDir(), "collector-ca.pem")
+		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_EXPORTER_OTLP_CERTIFICATE=" + ca}
+		for _, kv := range env {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+		// The error handler Setup installs stays global after the test: the
+		// log it writes to must be safe for concurrent use.
+		var logs lockedBuffer
+		tp, err := Setup(context.Background(), Options{Environ: env, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, span := Tracer().Start(context.Background(), "over tls")
+		span.End()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = tp.Shutdown(ctx) // flushes; a failed export goes to the error handler
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(rcv.Spans()); got != tc.want {
+			t.Errorf("collector with TLS max %x: %d spans, want %d; log:\n%s", tc.max, got, tc.want, logs.String())
+		}
+		if tc.want == 0 && !strings.Contains(logs.String(), "protocol version") {
+			t.Errorf("collector with TLS max %x: the failed export is not logged:\n%s", tc.max, logs.String())
+		}
+		rcv.Close()
+	}
+}
+
+func TestOTLPTLSConfig(t *testing.T) {
+	for _, env := range [][]string{
+		{"OTEL_EXPORTER_OTLP_ENDPOINT=http://c:4318"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT=https://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=HTTP://c:4318/v1/traces"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT=https://c:4318", "OTEL_EXPORTER_OTLP_INSECURE=true"},
+		{"OTEL_EXPORTER_OTLP_INSECURE=false", "OTEL_EXPORTER_OTLP_TRACES_INSECURE=TRUE"},
+	} {
+		if cfg, err := otlpTLSConfig(env); cfg != nil || err != nil {
+			t.Errorf("%v: %+v, %v; want plain http (no TLS config)", env, cfg, err)
+		}
+	}
+	for _, env := range [][]string{
+		nil, // the default endpoint is https://localhost:4318
+		{"OTEL_EXPORTER_OTLP_ENDPOINT=https://c:4318"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT=http://c:4318", "OTEL_EXPORTER_OTLP_INSECURE=false"},
+	} {
+		if cfg, err := otlpTLSConfig(env); err != nil || cfg == nil || cfg.MinVersion != tls.VersionTLS13 {
+			t.Errorf("%v: %+v, %v; want TLS 1.3 at least", env, cfg, err)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	for _, env := range [][]string{
+		{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE=" + missing},
+		{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE=" + missing, "OTEL_EXPORTER_OTLP_CLIENT_KEY=" + missing},
+	} {
+		k, _, _ := strings.Cut(env[0], "=")
+		if _, err := otlpTLSConfig(env); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%v: %v, want an error naming %s", env, err, k)
+		}
+	}
+}
+
 func TestSetupRefusesGRPC(t *testing.T) {
 	_, err := Setup(context.Background(), Options{Environ: []string{"OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}})
 	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
@@ -156,3 +237,21 @@ func spanByName(t *testing.T, rec *tracetest.SpanRecorder, name string) sdktrace
 }
 
 var _ trace.Tracer = Tracer()
+
+// lockedBuffer is a strings.Builder safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

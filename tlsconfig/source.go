@@ -127,8 +127,12 @@ func ClientConfig(svid x509svid.Source, bundles x509bundle.Source, authorize Aut
 // NewHTTPClient returns an HTTP client for A2A calls over cfg: no total timeout
 // (it would cut long streams; bound calls with their context instead), and
 // enough idle connections per host that concurrent calls reuse TLS sessions
-// instead of paying a handshake each.
+// instead of paying a handshake each. A nil cfg (plain http) still holds an
+// https URL to MinVersion, with the system roots.
 func NewHTTPClient(cfg *tls.Config) *http.Client {
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: MinVersion}
+	}
 	return &http.Client{Transport: &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		TLSClientConfig:     cfg,

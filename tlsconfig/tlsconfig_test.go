@@ -6,11 +6,13 @@ import (
 	"errors"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,7 +243,9 @@ func TestFileSourceReloadsChangedFiles(t *testing.T) {
 	if err := os.WriteFile(bundle, ca.CertPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err := tlsconfig.NewFileSource(tlsconfig.Files{Cert: cert, Key: key, Bundle: bundle, CheckEvery: time.Millisecond}, nil)
+	var logs syncBuffer
+	src, err := tlsconfig.NewFileSource(tlsconfig.Files{Cert: cert, Key: key, Bundle: bundle, CheckEvery: time.Millisecond},
+		slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,10 +270,13 @@ func TestFileSourceReloadsChangedFiles(t *testing.T) {
 	if err := os.WriteFile(cert, certPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond) // let the check interval pass (1ms)
-	if got := serial(); got != first.Certificates[0].SerialNumber.String() {
-		t.Fatalf("a certificate without its key replaced the identity (serial %s)", got)
-	}
+	// Read until the source has seen the change and refused it.
+	waitFor(t, "the half-written rotation noticed", func() bool {
+		if got := serial(); got != first.Certificates[0].SerialNumber.String() {
+			t.Fatalf("a certificate without its key replaced the identity (serial %s)", got)
+		}
+		return strings.Contains(logs.String(), "tls files changed but do not load")
+	})
 
 	// The key lands through an atomic rename: the new identity takes over.
 	tmp := key + ".tmp"
@@ -359,6 +366,41 @@ func TestWorkloadSourceReadyOnFirstSVIDAndRotates(t *testing.T) {
 	if err != nil || got.ID != peerID {
 		t.Fatalf("VerifyJWTSVID = %v, %v", got, err)
 	}
+	if err := src.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if src.Ready() {
+		t.Fatal("ready after Close")
+	}
+}
+
+// A client without a TLS configuration of its own still refuses TLS 1.2.
+func TestNewHTTPClientWithoutConfigIsTLS13(t *testing.T) {
+	tr := tlsconfig.NewHTTPClient(nil).Transport.(*http.Transport)
+	if tr.TLSClientConfig == nil || tr.TLSClientConfig.MinVersion != tls.VersionTLS13 {
+		t.Fatalf("TLS config %+v, want MinVersion TLS 1.3", tr.TLSClientConfig)
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestVerifyJWTSVID(t *testing.T) {

@@ -22,10 +22,12 @@ import (
 // TLS handshake without a restart. JWT bundles arrive on their own stream. It
 // is safe for concurrent use; create it with NewWorkloadSource.
 type WorkloadSource struct {
-	log    *slog.Logger
-	client *workloadapi.Client
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	log       *slog.Logger
+	client    *workloadapi.Client
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 
 	mu   sync.RWMutex // guards x509, jwt
 	x509 *workloadapi.X509Source
@@ -178,23 +180,27 @@ func (s *WorkloadSource) GetJWTBundleForTrustDomain(td spiffeid.TrustDomain) (*j
 	return src.GetJWTBundleForTrustDomain(td)
 }
 
-// Close stops watching and drops the connection. It is idempotent.
+// Close stops watching and drops the connection. It is idempotent: later
+// calls return the first call's error.
 func (s *WorkloadSource) Close() error {
-	s.cancel()
-	s.wg.Wait()
-	s.mu.Lock()
-	x, j := s.x509, s.jwt
-	s.x509, s.jwt = nil, nil
-	s.mu.Unlock()
-	var errs []error
-	if x != nil {
-		errs = append(errs, x.Close())
-	}
-	if j != nil {
-		errs = append(errs, j.Close())
-	}
-	errs = append(errs, s.client.Close())
-	return errors.Join(errs...)
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		s.mu.Lock()
+		x, j := s.x509, s.jwt
+		s.x509, s.jwt = nil, nil
+		s.mu.Unlock()
+		var errs []error
+		if x != nil {
+			errs = append(errs, x.Close())
+		}
+		if j != nil {
+			errs = append(errs, j.Close())
+		}
+		errs = append(errs, s.client.Close())
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

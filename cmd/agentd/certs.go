@@ -12,11 +12,12 @@ import (
 )
 
 func runCerts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		// The only subcommand's help is the command's.
+		return runCerts(ctx, []string{"init", "-h"}, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "init" {
 		fmt.Fprintln(stderr, "Usage: agentd certs init --trust-domain TD --dir DIR [--validity D] [--force]")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			return nil
-		}
 		return usageError("certs: the only subcommand is init")
 	}
 	f := newFlags("certs init", stderr, "Mints a development CA and SPIFFE X.509 SVIDs for local mTLS into --dir:\n"+

@@ -278,6 +278,7 @@ func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*superv
 		WarmPool:        c.warmPool,
 	})
 	if err != nil {
+		c.closeMCP()
 		return nil, fmt.Errorf("start supervisor: %w", err)
 	}
 	return s, nil

@@ -159,6 +159,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *to == "" {
 		return usageError("--to is required")
 	}
+	if *timeout <= 0 {
+		return usageError("--timeout must be a positive duration (got %s)", *timeout)
+	}
 	set := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	ctx, cancel := context.WithTimeout(ctx, *timeout)

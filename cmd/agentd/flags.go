@@ -16,6 +16,9 @@ import (
 type flags struct {
 	*flag.FlagSet
 	errs []error
+	// args names the command's arguments after the flags in its usage line
+	// (such as "TEXT"); empty when it takes none.
+	args string
 }
 
 func newFlags(name string, stderr io.Writer, summary string) *flags {
@@ -23,7 +26,11 @@ func newFlags(name string, stderr io.Writer, summary string) *flags {
 	fs.SetOutput(stderr)
 	f := &flags{FlagSet: fs}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentd %s [flags]\n\n%s\n\nFlags (a flag beats its environment variable, which beats the default):\n", name, summary)
+		args := ""
+		if f.args != "" {
+			args = " " + f.args
+		}
+		fmt.Fprintf(fs.Output(), "Usage: agentd %s [flags]%s\n\n%s\n\nFlags (a flag beats its environment variable, which beats the default):\n", name, args, summary)
 		fs.PrintDefaults()
 	}
 	return f

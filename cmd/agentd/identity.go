@@ -38,7 +38,7 @@ func addIdentity(f *flags) *identityFlags {
 		bundle:       f.string("tls-bundle", "AGENT_TLS_BUNDLE", "", "PEM file: the trust bundle (CA certificates) of this trust domain"),
 		spiffeSocket: f.string("spiffe-socket", "SPIFFE_ENDPOINT_SOCKET", "", "SPIFFE Workload API address (unix:///path or a path): SVIDs and bundles, rotated without a restart"),
 		jwtBundle:    f.string("jwt-bundle", "AGENT_JWT_BUNDLE", "", "JWKS file: JWT-SVID signing keys of this trust domain, to accept JWT-SVID bearer tokens (with --tls-cert; the Workload API supplies its own)"),
-		tokensFile:   f.string("bearer-tokens-file", "AGENT_BEARER_TOKENS_FILE", "", "static bearer tokens, one `TOKEN ROLE NAME` per line (ROLE: peer or operator)"),
+		tokensFile:   f.string("bearer-tokens-file", "AGENT_BEARER_TOKENS_FILE", "", "file of static bearer tokens, one \"TOKEN ROLE NAME\" per line (ROLE: peer or operator)"),
 		healthListen: f.string("health-listen", "AGENT_HEALTH_LISTEN", "", "a separate listener serving only /healthz and /readyz (HTTPS without client certificates when TLS is on)"),
 		allowPeer:    f.list("allow-peer", "AGENT_ALLOW_PEER", "a SPIFFE ID allowed to send work"),
 		allowTD:      f.list("allow-trust-domain", "AGENT_ALLOW_TRUST_DOMAIN", "a trust domain whose every SPIFFE ID may send work"),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -77,6 +78,11 @@ func (m *mesh) validate() error {
 			return usageError("--peer %s: configured twice", p.Name)
 		}
 		names[p.Name] = true
+		// A secret never sits on argv: a peer's credentials come from its
+		// token-file.
+		if u, err := url.Parse(p.URL); err == nil && u.User != nil {
+			return usageError("--peer %s: credentials in the URL are refused; give token-file=PATH", p.Name)
+		}
 	}
 	for _, r := range m.routes {
 		name, isPeer := strings.CutPrefix(r.Provider, a2abind.PeerPrefix)

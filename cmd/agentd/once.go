@@ -18,6 +18,7 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	mode := f.string("mode", "AGENT_MODE", "once", "run mode; this build runs \"once\"")
 	runID := f.string("run-id", "AGENT_RUN_ID", "", "idempotency key of the run (default generated)")
 	c := addCore(f)
+	f.args = "[TEXT (instead of --instruction)]"
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -52,6 +53,11 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer stopTracing()
+	// Signals are caught before any child exists: a SIGTERM from now on
+	// drains (below) instead of ending the supervisor by its default action.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	sup, err := c.newSupervisor(log, nil)
 	if err != nil {
 		return err
@@ -71,9 +77,6 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
 	select {
 	case <-run.TreeDone():
 		// The root has ended, and so has every subagent of its tree: children

@@ -21,11 +21,15 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	stream := f.Bool("stream", false, "stream: print status updates as they arrive")
 	timeout := f.Duration("timeout", 15*time.Minute, "give up after this long")
 	creds := addClientFlags(f)
+	f.args = "TEXT"
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if *to == "" {
 		return usageError("--to is required")
+	}
+	if *timeout <= 0 {
+		return usageError("--timeout must be a positive duration (got %s)", *timeout)
 	}
 	text := strings.Join(f.Args(), " ")
 	if strings.TrimSpace(text) == "" {

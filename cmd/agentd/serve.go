@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -58,6 +59,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *warmPool < 0 || *warmPool > maxWarmPool {
 		return usageError("--warm-pool must be in [0, %d] (got %d)", maxWarmPool, *warmPool)
+	}
+	if err := checkPublicURL(*publicURL); err != nil {
+		return err
 	}
 	c.warmPool = *warmPool
 	if err := m.validate(); err != nil {
@@ -116,11 +120,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
-	url := *publicURL
-	if url == "" {
-		url = "http://" + ln.Addr().String() + "/"
+	cardURL := *publicURL
+	if cardURL == "" {
+		cardURL = "http://" + ln.Addr().String() + "/"
 		if id.src != nil {
-			url = "https://" + ln.Addr().String() + "/"
+			cardURL = "https://" + ln.Addr().String() + "/"
 		}
 	}
 	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
@@ -129,7 +133,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Limits:       c.limits(),
 		Intelligence: c.intelligenceSpec(),
 		ScopeFunc:    c.rootScope,
-		PublicURL:    url,
+		PublicURL:    cardURL,
 		Instance:     instance,
 		MaxDepth:     *c.maxDepth,
 		MaxDepthNow:  func() int { return sup.Caps().MaxDepth },
@@ -140,7 +144,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	pusher := a2abind.NewPusher(a2abind.PushSettings{Policy: a2abind.PushPolicy{Allow: m.pushAllow}, Log: log}, store.ListPush)
 	defer pusher.Close()
 	engine := a2abind.NewEngine(store, exec, log, a2abind.WithSendWait(*m.sendWait), a2abind.WithPusher(pusher))
-	nested.PublicURL = url
+	nested.PublicURL = cardURL
 	nested.Attach(engine)
 
 	drainer := server.NewDrainer(*c.drainTimeout, engine.Drain)
@@ -155,7 +159,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Card: a2abind.Card(a2abind.CardConfig{
 			Name:        "agentd",
 			Description: "An A2A mesh service that runs each task as a tree of supervised subagents.",
-			URL:         url,
+			URL:         cardURL,
 			Version:     version,
 			Instance:    instance,
 			MaxDepth:    *c.maxDepth,
@@ -195,7 +199,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if metricsSrv != nil {
 		defer metricsSrv.Close()
 	}
-	log.Info("serving", "listen", ln.Addr().String(), "url", url, "intelligence", *c.intelligence, "identity", id.mode, "instance", instance, "peers", router.Providers())
+	log.Info("serving", "listen", ln.Addr().String(), "url", cardURL, "intelligence", *c.intelligence, "identity", id.mode, "instance", instance, "peers", router.Providers())
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -226,6 +230,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	_, _, budget := drainer.State()
 	log.Info("drain started", "budget", budget.String(), "in_flight", engine.InFlight())
 	return drain(log, sigs, !sawSignal.Load(), srv, engine, sup, budget)
+}
+
+// checkPublicURL checks --public-url: empty (derived from --listen), or an
+// absolute http(s) URL without credentials, which peers and clients are given
+// in the agent card and in the URLs of stored distillates.
+func checkPublicURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return usageError("--public-url %q: want an absolute http(s) URL such as https://agentd.example:8443/", raw)
+	}
+	return nil
 }
 
 // startHealth serves /healthz and /readyz on their own listener: HTTPS with

@@ -6,9 +6,11 @@ package otlptest
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -49,6 +51,17 @@ type Receiver struct {
 func NewReceiver() *Receiver {
 	r := &Receiver{}
 	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
+	return r
+}
+
+// NewTLSReceiver starts a receiver over HTTPS with cfg (nil for httptest's
+// defaults); its certificate is Certificate(). Close it when done.
+func NewTLSReceiver(cfg *tls.Config) *Receiver {
+	r := &Receiver{}
+	r.Server = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
+	r.Server.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are what some tests want
+	r.Server.TLS = cfg
+	r.Server.StartTLS()
 	return r
 }
 

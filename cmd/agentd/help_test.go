@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// Every command's -h exits 0 and prints its usage line and flags; certs -h is
+// the help of its only subcommand, init.
+func TestHelpOfEveryCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"agentd serve", "Exit codes:", "143"}},
+		{[]string{"serve", "-h"}, []string{"Usage: agentd serve [flags]", "-listen", "AGENT_LISTEN", "-bearer-tokens-file string"}},
+		{[]string{"run", "-h"}, []string{"Usage: agentd run [flags] [TEXT", "-instruction", "-mode", "AGENT_RUN_ID"}},
+		{[]string{"send", "-h"}, []string{"Usage: agentd send [flags] TEXT", "-to", "-stream", "-timeout"}},
+		{[]string{"ctl", "-h"}, []string{"a2a.Drain", "a2a.Caps"}},
+		{[]string{"ctl", "a2a.Cancel", "-h"}, []string{"Usage: agentd ctl a2a.Cancel [flags]", "-handle", "-json", "-timeout"}},
+		{[]string{"certs", "-h"}, []string{"Usage: agentd certs init [flags]", "-trust-domain", "-dir", "-validity", "-force"}},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), tc.args, &out, &out)
+		if code := exitCode(err, &out); code != 0 {
+			t.Errorf("%v: exit %d\n%s", tc.args, code, out.String())
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v: output lacks %q\n%s", tc.args, w, out.String())
+			}
+		}
+	}
+}
