@@ -209,7 +209,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 		p.log.Store(log)
 		log = log.With("pid", p.pid, "warm", true)
 		log.Debug("spawn served by the warm pool")
-		defer p.in.Close()
+		defer p.release()
 		n.setProc(p)
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.NodeStarted(n.info())
@@ -222,7 +222,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 		return api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error(), Distillate: api.InlineText("")}
 	}
 	log = log.With("pid", p.pid)
-	defer p.in.Close()
+	defer p.release()
 	n.setProc(p)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeStarted(n.info())
