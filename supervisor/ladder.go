@@ -62,6 +62,18 @@ func (s *Supervisor) killSubtree(n *node, v verdict, reason string) {
 	}
 }
 
+// killAtOnce gives n the verdict v (counted), SIGKILLs its process group
+// without the ladder's earlier rungs (the ladder then skips it), and runs the
+// ladder on its descendants: for a child that must not take another step (a
+// protocol violation, a token grant overrun).
+func (s *Supervisor) killAtOnce(n *node, v verdict, reason string) {
+	s.judge(n, v)
+	if p := n.getProc(); p != nil {
+		s.kill(n, p, reason)
+	}
+	s.killSubtree(n, v, reason)
+}
+
 // kill sends SIGKILL to p's process group at once, without the ladder (a
 // protocol violation, a child that failed before it had work, the second
 // signal), and counts the rung. It reports whether the signal was sent.

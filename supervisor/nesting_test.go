@@ -429,6 +429,17 @@ func TestNodeOverrunLosesOnlyItsSubtree(t *testing.T) {
 	if cr := childReportOf(t, rs[2]); cr.Status != api.StatusExhaustedTokens {
 		t.Fatalf("the parent's await saw %+v", cr)
 	}
+	// The overrun is the supervisor's verdict on the hog, counted as such, and
+	// the hog is SIGKILLed at once (one rung), never sent ctrl/cancel.
+	wantVerdicts(t, s, map[string]int64{string(api.StatusExhaustedTokens): 1})
+	if st := s.Stats(); st.Kills < 1 {
+		t.Errorf("SIGKILL rungs = %d, want the hog's", st.Kills)
+	}
+	for _, line := range strings.Split(rec.logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"kill ladder: ctrl/cancel"`) && strings.Contains(line, `"agent_path":"0.1",`) {
+			t.Errorf("the hog was sent ctrl/cancel after its SIGKILL: %s", line)
+		}
+	}
 }
 
 // The tree over its token ceiling drains whole: every node stopped, spawns

@@ -303,13 +303,13 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 					continue
 				}
 				log.Error("protocol violation: killing child", "err", p.readErr)
-				s.violation(n, p, p.readErr.Error())
+				s.violation(n, p.readErr.Error())
 				continue
 			}
 			s.sawFrame(p, f)
 			if err := s.handleFrame(n, p, f, log); err != nil {
 				log.Error("protocol violation: killing child", "err", err)
-				s.violation(n, p, err.Error())
+				s.violation(n, err.Error())
 				frames = nil
 			}
 		case <-p.done:
@@ -329,10 +329,8 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 
 // violation kills a child that broke the protocol at once (SIGKILL, no ladder)
 // and runs the ladder on its descendants.
-func (s *Supervisor) violation(n *node, p *proc, detail string) {
-	s.judge(n, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail})
-	s.kill(n, p, "protocol violation")
-	s.killSubtree(n, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail}, "protocol violation")
+func (s *Supervisor) violation(n *node, detail string) {
+	s.killAtOnce(n, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail}, "protocol violation")
 }
 
 // killNow SIGKILLs a child that failed before it started working and waits for

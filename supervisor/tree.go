@@ -125,12 +125,7 @@ func (s *Supervisor) account(n *node, delta api.Usage, used int64, log *slog.Log
 		// A child whose loop honours its grant has already sent its result.
 		// Its descendants go down the ordinary ladder.
 		log.Warn("token grant exceeded: killing the subtree", "tokens", used, "grant", grant)
-		v := verdict{status: api.StatusExhaustedTokens, detail: fmt.Sprintf("%d tokens used, grant %d", used, grant)}
-		n.setVerdict(v)
-		if p := n.getProc(); p != nil {
-			p.signal(sigKill)
-		}
-		s.killSubtree(n, v, "token grant exceeded")
+		s.killAtOnce(n, verdict{status: api.StatusExhaustedTokens, detail: fmt.Sprintf("%d tokens used, grant %d", used, grant)}, "token grant exceeded")
 	}
 }
 
