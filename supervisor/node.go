@@ -191,6 +191,11 @@ func (s *Supervisor) run(n *node) {
 	delete(s.nodes, n.handle)
 	s.mu.Unlock()
 	last := s.nodeDone(n)
+	if last && n.parent != nil {
+		// A detached descendant outlived the root: what it stored after the
+		// task ended starts its retention window now.
+		s.blobs.release(n.nest.tree.root.handle)
+	}
 	close(n.done)
 	if last {
 		close(n.nest.tree.done)
