@@ -24,7 +24,10 @@ type verdict struct {
 	detail string
 }
 
-// node is one subagent in a tree.
+// node is one subagent in a tree. handle, parent, payload and deadline are
+// fixed by newNode (the deadline already capped); only the payload's Telemetry
+// block is pointed at the spawn span afterwards, under mu, before the node's
+// goroutine starts.
 type node struct {
 	handle   string
 	parent   *node
@@ -33,15 +36,15 @@ type node struct {
 	done     chan struct{} // closed after final is set
 	final    api.SubagentResult
 
-	mu        sync.Mutex // guards proc, verdict, result, usage, children, killing, abandoned
+	mu        sync.Mutex // guards proc, verdict, result, usage, children, killing
 	proc      *proc
 	verdict   *verdict
 	result    *api.SubagentResult
 	usage     api.Usage
 	children  []*node
 	killing   bool          // a kill ladder has been started for this node
-	abandoned chan struct{} // closed when the ladder gives up on an unreapable process
 	killed    chan struct{} // closed when killing is set
+	abandoned chan struct{} // closed (once, by its ladder) when the ladder gives up on an unreapable process
 
 	nest nest // nesting bookkeeping (tree.go, spawn.go)
 
@@ -204,7 +207,6 @@ func (s *Supervisor) run(n *node) {
 
 // supervise runs the child's whole life and returns its final result.
 func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
-	s.capDeadline(n)
 	if n.nest.remote {
 		return s.superviseRemote(n, log)
 	}

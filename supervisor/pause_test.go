@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,5 +173,24 @@ func TestPauseThenResumeBeforeSpawnSendsNothing(t *testing.T) {
 	s.Resume()
 	if res := result(t, r, 10*time.Second); res.Status != api.StatusCompleted {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+// Regression: the ChildDeadline cap (Detector A) was applied only once a spawn
+// had passed the pause, so a held spawn waited out its payload's whole
+// deadline. A held spawn ends at its capped deadline, never forked.
+func TestHeldSpawnEndsAtTheCappedDeadline(t *testing.T) {
+	s, _ := newSupervisor(t, "pausable", func(c *Config) { c.ChildDeadline = 100 * time.Millisecond })
+	s.Pause()
+	r := start(t, s, testPayload("held", time.Hour))
+	if d := r.Info().Deadline; time.Until(d) > time.Minute {
+		t.Fatalf("deadline in %s, want the 100ms cap", time.Until(d))
+	}
+	res := result(t, r, 10*time.Second)
+	if res.Status != api.StatusDeadline || !strings.Contains(res.Detail, "100ms") {
+		t.Fatalf("result = %+v", res)
+	}
+	if pid := r.Info().PID; pid != 0 {
+		t.Fatalf("held spawn got a process (pid %d)", pid)
 	}
 }

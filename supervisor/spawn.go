@@ -170,6 +170,7 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 		Tools:        s.toolSpecs(scope.Allow),
 		Intelligence: parent.payload.Intelligence,
 	}
+	s.capDeadline(&payload) // already within the parent's remaining time, itself capped
 	if err := payload.Validate(); err != nil {
 		return nil, "spawn denied: " + err.Error()
 	}

@@ -291,6 +291,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	p.AgentID, p.AgentPath, p.Depth = "0", "0", 0
 	p.Scope.Tags = ScopeTags(p.Scope.Allow, s.cfg.ToolTags)
 	p.Tools = s.toolSpecs(p.Scope.Allow)
+	s.capDeadline(&p)
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
