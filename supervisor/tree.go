@@ -33,16 +33,15 @@ type tree struct {
 }
 
 // nest is a node's part of the nesting bookkeeping. tree, disposition, provider
-// and remote are set before the node's goroutine starts and never change; the
-// counters are guarded by tree.mu.
+// and remote are set before the node's goroutine starts and never change;
+// inflight is guarded by tree.mu. (The children counted against max_children
+// are every child ever admitted: node.children, which only grows.)
 type nest struct {
 	tree        *tree
 	disposition api.Disposition // how its parent waits for it; empty for a root
 	provider    string          // "local", or the non-local provider a remote child runs on
 	remote      bool            // runs through Config.Delegator, not as a child process
 
-	seq      int // last child ordinal minted (agent paths are dense over admitted spawns)
-	children int // children counted against max_children: every child ever admitted
 	inflight int // unfinished async children, counted against max_inflight
 }
 
