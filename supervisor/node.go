@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
-
-	"sync"
 )
 
 // verdict is the supervisor's decision about how a node ends, taken before the
@@ -175,12 +174,13 @@ func (s *Supervisor) run(n *node) {
 		// The task has ended: its blobs now live out their retention window.
 		s.blobs.release(n.handle)
 	}
-	exit := "not reaped"
-	if p := n.getProc(); p != nil && p.exited() {
-		exit = p.status.String()
-	} else if n.nest.remote {
+	var exit string
+	switch p := n.getProc(); {
+	case p != nil:
+		exit = exitString(p)
+	case n.nest.remote:
 		exit = "remote: " + n.nest.provider // no process of ours
-	} else if p == nil {
+	default:
 		exit = "never started"
 	}
 	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps, "depth", n.payload.Depth, "exit", exit)

@@ -352,12 +352,7 @@ func (s *Supervisor) Cancel(handle, reason string) bool {
 
 // Live returns a snapshot of every live subagent.
 func (s *Supervisor) Live() []NodeInfo {
-	s.mu.Lock()
-	nodes := make([]*node, 0, len(s.nodes))
-	for _, n := range s.nodes {
-		nodes = append(nodes, n)
-	}
-	s.mu.Unlock()
+	nodes := s.liveNodes()
 	out := make([]NodeInfo, len(nodes))
 	for i, n := range nodes {
 		out[i] = n.info()
