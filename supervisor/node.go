@@ -345,12 +345,7 @@ func (s *Supervisor) violation(n *node, detail string) {
 func (s *Supervisor) killNow(n *node, p *proc, v verdict, log *slog.Logger) api.SubagentResult {
 	s.judge(n, v)
 	s.kill(n, p, v.detail)
-	t := time.NewTimer(s.cfg.ReapGrace)
-	defer t.Stop()
-	select {
-	case <-p.done:
-	case <-t.C:
-		s.unreaped.Add(1)
+	if !waitAll([]*proc{p}, s.cfg.ReapGrace) && s.unreapable(p) {
 		log.Error("process would not reap", "pid", p.pid)
 	}
 	return s.finish(n, p, v)

@@ -275,12 +275,7 @@ func (pl *pool) discard(p *proc) {
 	p.killed.Store(true)
 	p.signal(sigKill)
 	p.release()
-	t := time.NewTimer(pl.s.cfg.ReapGrace)
-	defer t.Stop()
-	select {
-	case <-p.done:
-	case <-t.C:
-		pl.s.unreaped.Add(1)
+	if !waitAll([]*proc{p}, pl.s.cfg.ReapGrace) && pl.s.unreapable(p) {
 		pl.log.Error("warm pool: process would not reap", "pid", p.pid)
 	}
 }

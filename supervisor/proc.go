@@ -31,10 +31,11 @@ type proc struct {
 	stop     chan struct{} // closed by release: nobody reads frames any more
 	stopOnce sync.Once
 
-	ready   atomic.Bool // ctrl/ready arrived
-	spawned atomic.Bool // the spawn frame has been written; ctrl/cancel is meaningful from here
-	killed  atomic.Bool // the supervisor has sent SIGKILL to the group
-	live    liveness    // detectors B and C, and the classifier's inputs
+	ready    atomic.Bool // ctrl/ready arrived
+	spawned  atomic.Bool // the spawn frame has been written; ctrl/cancel is meaningful from here
+	killed   atomic.Bool // the supervisor has sent SIGKILL to the group
+	unreaped atomic.Bool // counted as a process that would not reap
+	live     liveness    // detectors B and C, and the classifier's inputs
 
 	done   chan struct{} // closed once the process is reaped
 	status ExitStatus    // valid after done closes

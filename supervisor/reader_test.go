@@ -141,3 +141,28 @@ func TestFrameReaderStopsWhenControlOutStaysOpen(t *testing.T) {
 	})
 	waitFor(t, func() bool { return readersIn("IO wait") <= before })
 }
+
+// Regression: when a kill came between a child's ctrl/ready and its payload,
+// the ladder and the supervising goroutine (killNow) both SIGKILLed it and both
+// reported it if it would not reap, so the rung and unreaped counts were
+// doubled. Each is counted once per process. (A proc that is no child of ours
+// stands in: signalling it is refused, but the counts are taken first.)
+func TestKillAndUnreapedCountedOncePerProcess(t *testing.T) {
+	s, err := New(Config{}) // starts nothing: no Shutdown to check
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newNode("h", nil, testPayload("x", time.Minute))
+	p := &proc{pid: 1 << 30, done: make(chan struct{})} // no such child
+	s.kill(n, p, "ladder")
+	s.kill(n, p, "killNow")
+	if st := s.Stats(); st.Kills != 1 {
+		t.Errorf("SIGKILL rungs = %d for one process, want 1", st.Kills)
+	}
+	if !s.unreapable(p) || s.unreapable(p) {
+		t.Error("unreapable did not report the process exactly once")
+	}
+	if n := s.Unreaped(); n != 1 {
+		t.Errorf("unreaped = %d for one process, want 1", n)
+	}
+}
