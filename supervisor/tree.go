@@ -121,8 +121,11 @@ func (s *Supervisor) account(n *node, delta api.Usage, used int64, log *slog.Log
 		// The node is killed at once, without ctrl/cancel: its next model call
 		// would spend past the grant, and the kill lands before the supervisor
 		// reads the node's next frame (so before it answers another tool call).
-		// A child whose loop honours its grant has already sent its result.
-		// Its descendants go down the ordinary ladder.
+		// A child whose loop honours its grant writes its result right after
+		// this event; it is read after the reap if it reached the pipe before
+		// the kill (drainFrames), and lost if the child had more to do first
+		// (storing a distillate too large to inline). Its descendants go down
+		// the ordinary ladder.
 		log.Warn("token grant exceeded: killing the subtree", "tokens", used, "grant", grant)
 		s.killAtOnce(n, verdict{status: api.StatusExhaustedTokens, detail: fmt.Sprintf("%d tokens used, grant %d", used, grant)}, "token grant exceeded")
 	}
