@@ -145,7 +145,7 @@ func TestFrameReaderStopsWhenControlOutStaysOpen(t *testing.T) {
 // Regression: when a kill came between a child's ctrl/ready and its payload,
 // the ladder and the supervising goroutine (killNow) both SIGKILLed it and both
 // reported it if it would not reap, so the rung and unreaped counts were
-// doubled. Each is counted once per process. (A proc that is no child of ours
+// doubled; KillAll counted a process its ladder had already SIGKILLed. Each is counted once per process. (A proc that is no child of ours
 // stands in: signalling it is refused, but the counts are taken first.)
 func TestKillAndUnreapedCountedOncePerProcess(t *testing.T) {
 	s, err := New(Config{}) // starts nothing: no Shutdown to check
@@ -156,6 +156,10 @@ func TestKillAndUnreapedCountedOncePerProcess(t *testing.T) {
 	p := &proc{pid: 1 << 30, done: make(chan struct{})} // no such child
 	s.kill(n, p, "ladder")
 	s.kill(n, p, "killNow")
+	n.setProc(p)
+	s.nodes[n.handle] = n
+	s.KillAll() // the second signal
+	delete(s.nodes, n.handle)
 	if st := s.Stats(); st.Kills != 1 {
 		t.Errorf("SIGKILL rungs = %d for one process, want 1", st.Kills)
 	}

@@ -417,8 +417,8 @@ func (s *Supervisor) KillAll() {
 	s.mu.Unlock()
 	var procs []*proc
 	for _, n := range nodes {
-		if p := n.getProc(); p != nil && !p.exited() {
-			p.killed.Store(true)
+		// A process already SIGKILLed (by its ladder) is not counted again.
+		if p := n.getProc(); p != nil && !p.exited() && !p.killed.Swap(true) {
 			s.stats.kills.Add(1)
 			procs = append(procs, p)
 		}
