@@ -10,7 +10,7 @@ import (
 // value is open.
 type gate struct {
 	mu     sync.Mutex    // guards closed
-	closed chan struct{} // non-nil while paused; closed by open
+	closed chan struct{} // non-nil while paused; closed by resume
 }
 
 // pause closes the gate; a second pause changes nothing.

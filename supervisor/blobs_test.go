@@ -3,19 +3,36 @@ package supervisor
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/api"
 )
 
-// fakeClock is a settable time source for the blob store.
-type fakeClock struct{ t time.Time }
+// fakeClock is a settable time source for the blob store. It is safe for
+// concurrent use.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
 
-func (c *fakeClock) now() time.Time { return c.t }
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
 
 func newTestStore(cfg BlobConfig) (*blobStore, *fakeClock) {
-	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := newFakeClock()
 	b := newBlobStore(cfg)
 	b.now = clock.now
 	return b, clock
@@ -36,7 +53,7 @@ func TestBlobStoreCaps(t *testing.T) {
 			t.Fatalf("id %q does not make a blob uri", blob.ID)
 		}
 		ids = append(ids, blob.ID)
-		clock.t = clock.t.Add(time.Second)
+		clock.advance(time.Second)
 	}
 	// Full on count, and every blob belongs to a running task: refused.
 	if _, err := b.put("other", "run", "text/plain", []byte("x")); !errors.Is(err, ErrBlobStoreFull) {
@@ -68,16 +85,16 @@ func TestBlobStoreRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.t = clock.t.Add(24 * time.Hour)
+	clock.advance(24 * time.Hour)
 	if _, ok := b.get(blob.ID); !ok {
 		t.Fatal("a running task's blob expired")
 	}
 	b.release("task")
-	clock.t = clock.t.Add(59 * time.Second)
+	clock.advance(59 * time.Second)
 	if _, ok := b.get(blob.ID); !ok {
 		t.Fatal("gone inside the retention window")
 	}
-	clock.t = clock.t.Add(time.Second)
+	clock.advance(time.Second)
 	if _, ok := b.get(blob.ID); ok {
 		t.Fatal("readable after the retention window")
 	}
@@ -94,8 +111,10 @@ func TestBlobStoreRetention(t *testing.T) {
 // retention window once the task has ended.
 func TestBlobPutOverControlChannel(t *testing.T) {
 	s, _ := newSupervisor(t, "blob-put", func(c *Config) {
-		c.Blobs = BlobConfig{MaxBlobBytes: 1000, Retention: 300 * time.Millisecond}
+		c.Blobs = BlobConfig{MaxBlobBytes: 1000, Retention: time.Minute}
 	})
+	clock := newFakeClock()
+	s.blobs.now = clock.now
 	r := start(t, s, testPayload("abc", time.Minute))
 	res := result(t, r, 10*time.Second)
 	if res.Status != api.StatusCompleted || res.Distillate.Reference == nil {
@@ -113,7 +132,10 @@ func TestBlobPutOverControlChannel(t *testing.T) {
 	if !ok || len(content) != 300 || mediaType != "text/plain" || owner != r.Handle() {
 		t.Fatalf("ReadBlob = %d bytes, %q, owner %q, %v", len(content), mediaType, owner, ok)
 	}
-	waitFor(t, func() bool { _, ok := s.Blob(id); return !ok })
+	clock.advance(time.Minute)
+	if _, ok := s.Blob(id); ok {
+		t.Fatal("the blob outlived its retention window after the task ended")
+	}
 
 	// 400 bytes against a cap of 300: refused, and the child says so.
 	s2, _ := newSupervisor(t, "blob-put", func(c *Config) { c.Blobs = BlobConfig{MaxBlobBytes: 300} })
@@ -121,5 +143,49 @@ func TestBlobPutOverControlChannel(t *testing.T) {
 	res = result(t, r, 10*time.Second)
 	if res.Status != api.StatusCompleted || res.Distillate.Reference != nil || !strings.Contains(res.Detail, "size cap") {
 		t.Fatalf("oversized blob: %+v", res)
+	}
+}
+
+// unreleased returns the ids of the blobs of the tree rooted at owner whose
+// retention window has not started: blobs the store keeps as a running task's.
+func unreleased(b *blobStore, owner string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for id, e := range b.blobs {
+		if e.Owner == owner && e.expires.IsZero() {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Regression: the retention window of a task's blobs started when its root
+// ended, so a blob a detached descendant stored later was kept as a running
+// task's forever (never expired, never evicted). It starts when the last node
+// of the tree has ended.
+func TestBlobOfDetachedChildIsReleased(t *testing.T) {
+	s, rec := newNestingSupervisor(t)
+	g := newGate(t)
+	r := start(t, s, testPayload(prog{Calls: []progCall{
+		spawnCall(prog{WaitFile: string(g), Blob: "late bulk", Answer: "stored"}, api.DispositionDetach),
+	}}.objective(), time.Minute))
+	if res := result(t, r, 10*time.Second); res.Status != api.StatusCompleted {
+		t.Fatalf("root: %+v", res)
+	}
+	g.open(t) // the root has ended: now the detached child stores its blob
+	select {
+	case <-r.TreeDone():
+	case <-time.After(10 * time.Second):
+		t.Fatal("tree did not end")
+	}
+	if f, ok := rec.byPath("0.1"); !ok || f.res.Status != api.StatusCompleted {
+		t.Fatalf("detached child: %+v", f.res)
+	}
+	if n := s.blobs.len(); n != 1 {
+		t.Fatalf("%d blobs held, want the detached child's one", n)
+	}
+	if ids := unreleased(s.blobs, r.Handle()); len(ids) != 0 {
+		t.Fatalf("blobs %v of an ended tree are held as a running task's", ids)
 	}
 }

@@ -13,9 +13,10 @@ import (
 // A live pid is not a live agent. Three detectors watch every child once it has
 // its payload (guide section 9):
 //
-//   - A, the hard deadline: the payload's deadline, capped at ChildDeadline; on
-//     expiry the verdict is deadline and the kill ladder runs on the subtree. It
-//     lives in the supervise loop's deadline timer.
+//   - A, the hard deadline: the payload's deadline, capped at ChildDeadline
+//     when the node is created (capDeadline); on expiry the verdict is deadline
+//     and the kill ladder runs on the subtree. It lives in the supervise loop's
+//     deadline timer (and in the pause hold, for a spawn not yet started).
 //   - B, the no-progress watchdog: every upward frame except ctrl/pong stamps
 //     the child's last progress; no progress for ProgressTimeout is stuck
 //     (status stalled, cause no_progress). Paused time (a2a.Pause) does not
@@ -306,14 +307,12 @@ func (s *Supervisor) notExited(n *node, health Health, log *slog.Logger) {
 	s.killSubtree(n, verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult, detail: detail}, "control-out closed")
 }
 
-// capDeadline caps n's deadline at ChildDeadline (Detector A's per-child cap on
-// top of the payload's deadline) and tells the child, so its own loop can end
-// with status deadline and a partial distillate before the ladder comes.
-func (s *Supervisor) capDeadline(n *node) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if d := n.payload.Limits.Deadline.D(); d > s.cfg.ChildDeadline {
-		n.deadline = n.deadline.Add(s.cfg.ChildDeadline - d)
-		n.payload.Limits.Deadline = api.Duration(s.cfg.ChildDeadline)
+// capDeadline caps a payload's deadline at ChildDeadline (Detector A's
+// per-child cap on top of the payload's deadline) before its node exists, so
+// the child is told the capped value, a spawn held by a pause ends on it too,
+// and a node's deadline never changes after its creation.
+func (s *Supervisor) capDeadline(p *api.SpawnPayload) {
+	if p.Limits.Deadline.D() > s.cfg.ChildDeadline {
+		p.Limits.Deadline = api.Duration(s.cfg.ChildDeadline)
 	}
 }

@@ -55,9 +55,11 @@
 // deepest first: ctrl/cancel, DrainGrace, SIGTERM, KillGrace, SIGKILL,
 // ReapGrace; a process that still has not been reaped is reported, counted
 // (Stats.Unreaped) and abandoned, so Shutdown returns ErrUnclean rather than
-// hang. No write to a child happens on the goroutine that supervises it: pings
-// and ctrl/cancel go out on their own goroutines, each bounded by the write
-// deadline.
+// hang. Every write to a child is bounded by the write deadline (KillGrace),
+// and the goroutine that supervises a child writes to it only before its
+// frame loop (the payload, and ctrl/pause for a child spawned while paused):
+// pings, ctrl/cancel and tool answers go out on their own goroutines, so a
+// child that stopped reading cannot hold up its own supervision.
 //
 // The restart governor (governor.go) paces restarts of children kept alive on
 // purpose; a one-shot root never goes through it.

@@ -537,7 +537,8 @@ func testPayload(objective string, deadline time.Duration) api.SpawnPayload {
 }
 
 // start launches a tree and registers a cleanup that checks the child's
-// process group is gone.
+// process group is gone. A run a failed test left going is cancelled first, so
+// the failure is reported rather than hung on.
 func start(t *testing.T, s *Supervisor, p api.SpawnPayload) *Run {
 	t.Helper()
 	r, err := s.Start(context.Background(), StartRequest{Payload: p})
@@ -545,7 +546,15 @@ func start(t *testing.T, s *Supervisor, p api.SpawnPayload) *Run {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		<-r.Done()
+		if !isDone(r) && t.Failed() {
+			s.Cancel(r.Handle(), "test failed")
+		}
+		select {
+		case <-r.Done():
+		case <-time.After(30 * time.Second):
+			t.Errorf("run %s did not end within 30s", r.Handle())
+			return
+		}
 		if pid := r.Info().PID; pid > 0 {
 			waitGroupGone(t, pid)
 		}

@@ -62,12 +62,39 @@ func (s *Supervisor) killSubtree(n *node, v verdict, reason string) {
 	}
 }
 
+// killAtOnce gives n the verdict v (counted), SIGKILLs its process group
+// without the ladder's earlier rungs (the ladder then skips it), and runs the
+// ladder on its descendants: for a child that must not take another step (a
+// protocol violation, a token grant overrun).
+func (s *Supervisor) killAtOnce(n *node, v verdict, reason string) {
+	s.judge(n, v)
+	if p := n.getProc(); p != nil {
+		s.kill(n, p, reason)
+	}
+	s.killSubtree(n, v, reason)
+}
+
 // kill sends SIGKILL to p's process group at once, without the ladder (a
 // protocol violation, a child that failed before it had work, the second
-// signal), and counts the rung. It reports whether the signal was sent.
+// signal), and counts the rung. A process is SIGKILLed once: a second kill
+// (the ladder and the supervising goroutine may both get there) does nothing.
+// It reports whether the signal was sent.
 func (s *Supervisor) kill(n *node, p *proc, reason string) bool {
-	p.killed.Store(true)
+	if p.killed.Swap(true) {
+		return false
+	}
 	return s.signalRung(n, p, sigKill, reason)
+}
+
+// unreapable counts p as a process that did not reap inside its kill budget,
+// once however many waiters give up on it, and reports whether this call
+// counted it (and so should report it).
+func (s *Supervisor) unreapable(p *proc) bool {
+	if p.unreaped.Swap(true) {
+		return false
+	}
+	s.unreaped.Add(1)
+	return true
 }
 
 // signalRung counts, logs and sends one signal rung to a live child. The count
@@ -145,8 +172,9 @@ func (s *Supervisor) ladder(nodes []*node, reason string) {
 		if m.p.exited() {
 			continue
 		}
-		s.unreaped.Add(1)
-		s.log.ErrorContext(m.n.spanCtx(), "process would not reap inside the kill budget", "pid", m.p.pid, "agent_path", m.n.payload.AgentPath, "reason", reason)
+		if s.unreapable(m.p) {
+			s.log.ErrorContext(m.n.spanCtx(), "process would not reap inside the kill budget", "pid", m.p.pid, "agent_path", m.n.payload.AgentPath, "reason", reason)
+		}
 		close(m.n.abandoned)
 	}
 }

@@ -33,6 +33,8 @@ type prog struct {
 	OnCancel []progCall `json:"on_cancel,omitempty"`
 	// Answer is the distillate text; default the JSON progReport.
 	Answer string `json:"answer,omitempty"`
+	// Blob, after the calls, is stored with blob/put before answering.
+	Blob string `json:"blob,omitempty"`
 }
 
 type progCall struct {
@@ -134,13 +136,19 @@ func (pc *progClient) read() {
 
 // call makes one tool call; ok is false if ctrl/cancel came first.
 func (pc *progClient) call(tool string, args json.RawMessage, stopOnCancel bool) (api.ToolResult, bool) {
+	return pc.request(api.MethodToolCall, api.ToolCall{Tool: tool, Args: args}, stopOnCancel)
+}
+
+// request sends one upward request and waits for its answer (decoded as a
+// tool result); ok is false if ctrl/cancel came first.
+func (pc *progClient) request(method string, params any, stopOnCancel bool) (api.ToolResult, bool) {
 	ch := make(chan api.ToolResult, 1)
 	pc.mu.Lock()
 	pc.next++
 	id := pc.next
 	pc.waiting[id] = ch
 	pc.mu.Unlock()
-	if err := pc.c.w.Send(api.MethodToolCall, id, api.ToolCall{Tool: tool, Args: args}); err != nil {
+	if err := pc.c.w.Send(method, id, params); err != nil {
 		os.Exit(93)
 	}
 	if !stopOnCancel {
@@ -228,6 +236,11 @@ func helperProg() int {
 			if _, ok := pc.call(api.ToolStatus, json.RawMessage(`{"handle":"none"}`), true); !ok {
 				return cancelled()
 			}
+		}
+	}
+	if pr.Blob != "" {
+		if _, ok := pc.request(api.MethodBlobPut, api.BlobPut{MediaType: "text/plain", Content: pr.Blob}, true); !ok {
+			return cancelled()
 		}
 	}
 	if pr.Hold {

@@ -44,7 +44,7 @@ func TestChokepointRefusalOrder(t *testing.T) {
 	args := &api.SpawnArgs{Disposition: api.DispositionAsync, Contract: api.OutputContract{Objective: ""},
 		Scope: api.ToolScope{Allow: []api.ToolRef{{Server: "t", Tool: "x"}}}}
 	tr.draining = true
-	parent.nest.children, parent.nest.inflight = 2, 1
+	parent.children, parent.nest.inflight = []*node{newNode("a", parent, pl), newNode("b", parent, pl)}, 1
 	tr.total, tr.tokens = 5, 1000
 	tr.bucket.take(clock, 1, 1) // empty the bucket
 	parent.usage = api.Usage{TokensIn: 500}
@@ -61,7 +61,7 @@ func TestChokepointRefusalOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"spawn denied: node child cap reached", func() { parent.nest.children = 0 }},
+		{"spawn denied: node child cap reached", func() { parent.children = nil }},
 		{"spawn denied: max_inflight 1 reached", func() { parent.nest.inflight = 0 }},
 		{"spawn denied: tree subagent cap reached", func() { tr.total = 2 }},
 		{"spawn denied: spawn rate exceeded", func() { clock = clock.Add(time.Second) }},
@@ -76,12 +76,12 @@ func TestChokepointRefusalOrder(t *testing.T) {
 	}
 	s.SetCaps(Caps{MaxDepth: 1, MaxChildren: 2, MaxTotalSubagents: 5, MaxInflight: 1, SpawnBurst: 1, SpawnRate: 1, TreeTokenCeiling: 1000})
 	for _, st := range steps {
-		before := [4]int{tr.total, parent.nest.children, parent.nest.inflight, len(parent.children)}
+		before := [3]int{tr.total, parent.nest.inflight, len(parent.children)}
 		child, got := s.admit(parent, args, time.Now())
 		if child != nil || got != st.want {
 			t.Fatalf("refusal = %q, want %q", got, st.want)
 		}
-		if after := [4]int{tr.total, parent.nest.children, parent.nest.inflight, len(parent.children)}; after != before {
+		if after := [3]int{tr.total, parent.nest.inflight, len(parent.children)}; after != before {
 			t.Fatalf("refusal %q changed the counters: %v -> %v", got, before, after)
 		}
 		st.fix()
@@ -112,8 +112,8 @@ func TestChokepointRefusalOrder(t *testing.T) {
 	if len(p.Scope.Allow) != 2 || p.Scope.Tags != (api.ToolTags{UntrustedInput: true, Sensitive: true}) || len(p.Tools) != 2 || p.Tools[0].Name != "t/a" {
 		t.Fatalf("scope = %+v tools %+v", p.Scope, p.Tools)
 	}
-	if tr.total != 3 || parent.nest.children != 1 || parent.nest.inflight != 1 || tr.nodes[child.handle] != child {
-		t.Fatalf("counters after admission: total %d children %d inflight %d", tr.total, parent.nest.children, parent.nest.inflight)
+	if tr.total != 3 || len(parent.children) != 1 || parent.nest.inflight != 1 || tr.nodes[child.handle] != child {
+		t.Fatalf("counters after admission: total %d children %d inflight %d", tr.total, len(parent.children), parent.nest.inflight)
 	}
 }
 
@@ -428,6 +428,17 @@ func TestNodeOverrunLosesOnlyItsSubtree(t *testing.T) {
 	rs := report(t, res).Results
 	if cr := childReportOf(t, rs[2]); cr.Status != api.StatusExhaustedTokens {
 		t.Fatalf("the parent's await saw %+v", cr)
+	}
+	// The overrun is the supervisor's verdict on the hog, counted as such, and
+	// the hog is SIGKILLed at once (one rung), never sent ctrl/cancel.
+	wantVerdicts(t, s, map[string]int64{string(api.StatusExhaustedTokens): 1})
+	if st := s.Stats(); st.Kills < 1 {
+		t.Errorf("SIGKILL rungs = %d, want the hog's", st.Kills)
+	}
+	for _, line := range strings.Split(rec.logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"kill ladder: ctrl/cancel"`) && strings.Contains(line, `"agent_path":"0.1",`) {
+			t.Errorf("the hog was sent ctrl/cancel after its SIGKILL: %s", line)
+		}
 	}
 }
 

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
-
-	"sync"
 )
 
 // verdict is the supervisor's decision about how a node ends, taken before the
@@ -24,7 +23,10 @@ type verdict struct {
 	detail string
 }
 
-// node is one subagent in a tree.
+// node is one subagent in a tree. handle, parent, payload and deadline are
+// fixed by newNode (the deadline already capped); only the payload's Telemetry
+// block is pointed at the spawn span afterwards, under mu, before the node's
+// goroutine starts.
 type node struct {
 	handle   string
 	parent   *node
@@ -33,15 +35,15 @@ type node struct {
 	done     chan struct{} // closed after final is set
 	final    api.SubagentResult
 
-	mu        sync.Mutex // guards proc, verdict, result, usage, children, killing, abandoned
+	mu        sync.Mutex // guards proc, verdict, result, usage, children, killing
 	proc      *proc
 	verdict   *verdict
 	result    *api.SubagentResult
 	usage     api.Usage
 	children  []*node
 	killing   bool          // a kill ladder has been started for this node
-	abandoned chan struct{} // closed when the ladder gives up on an unreapable process
 	killed    chan struct{} // closed when killing is set
+	abandoned chan struct{} // closed (once, by its ladder) when the ladder gives up on an unreapable process
 
 	nest nest // nesting bookkeeping (tree.go, spawn.go)
 
@@ -172,12 +174,13 @@ func (s *Supervisor) run(n *node) {
 		// The task has ended: its blobs now live out their retention window.
 		s.blobs.release(n.handle)
 	}
-	exit := "not reaped"
-	if p := n.getProc(); p != nil && p.exited() {
-		exit = p.status.String()
-	} else if n.nest.remote {
+	var exit string
+	switch p := n.getProc(); {
+	case p != nil:
+		exit = exitString(p)
+	case n.nest.remote:
 		exit = "remote: " + n.nest.provider // no process of ours
-	} else if p == nil {
+	default:
 		exit = "never started"
 	}
 	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps, "depth", n.payload.Depth, "exit", exit)
@@ -191,6 +194,11 @@ func (s *Supervisor) run(n *node) {
 	delete(s.nodes, n.handle)
 	s.mu.Unlock()
 	last := s.nodeDone(n)
+	if last && n.parent != nil {
+		// A detached descendant outlived the root: what it stored after the
+		// task ended starts its retention window now.
+		s.blobs.release(n.nest.tree.root.handle)
+	}
 	close(n.done)
 	if last {
 		close(n.nest.tree.done)
@@ -199,7 +207,6 @@ func (s *Supervisor) run(n *node) {
 
 // supervise runs the child's whole life and returns its final result.
 func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
-	s.capDeadline(n)
 	if n.nest.remote {
 		return s.superviseRemote(n, log)
 	}
@@ -209,7 +216,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 		p.log.Store(log)
 		log = log.With("pid", p.pid, "warm", true)
 		log.Debug("spawn served by the warm pool")
-		defer p.in.Close()
+		defer p.release()
 		n.setProc(p)
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.NodeStarted(n.info())
@@ -222,7 +229,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 		return api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error(), Distillate: api.InlineText("")}
 	}
 	log = log.With("pid", p.pid)
-	defer p.in.Close()
+	defer p.release()
 	n.setProc(p)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeStarted(n.info())
@@ -303,13 +310,13 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 					continue
 				}
 				log.Error("protocol violation: killing child", "err", p.readErr)
-				s.violation(n, p, p.readErr.Error())
+				s.violation(n, p.readErr.Error())
 				continue
 			}
 			s.sawFrame(p, f)
 			if err := s.handleFrame(n, p, f, log); err != nil {
 				log.Error("protocol violation: killing child", "err", err)
-				s.violation(n, p, err.Error())
+				s.violation(n, err.Error())
 				frames = nil
 			}
 		case <-p.done:
@@ -329,10 +336,8 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 
 // violation kills a child that broke the protocol at once (SIGKILL, no ladder)
 // and runs the ladder on its descendants.
-func (s *Supervisor) violation(n *node, p *proc, detail string) {
-	s.judge(n, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail})
-	s.kill(n, p, "protocol violation")
-	s.killSubtree(n, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail}, "protocol violation")
+func (s *Supervisor) violation(n *node, detail string) {
+	s.killAtOnce(n, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation, detail: "protocol violation: " + detail}, "protocol violation")
 }
 
 // killNow SIGKILLs a child that failed before it started working and waits for
@@ -340,12 +345,7 @@ func (s *Supervisor) violation(n *node, p *proc, detail string) {
 func (s *Supervisor) killNow(n *node, p *proc, v verdict, log *slog.Logger) api.SubagentResult {
 	s.judge(n, v)
 	s.kill(n, p, v.detail)
-	t := time.NewTimer(s.cfg.ReapGrace)
-	defer t.Stop()
-	select {
-	case <-p.done:
-	case <-t.C:
-		s.unreaped.Add(1)
+	if !waitAll([]*proc{p}, s.cfg.ReapGrace) && s.unreapable(p) {
 		log.Error("process would not reap", "pid", p.pid)
 	}
 	return s.finish(n, p, v)

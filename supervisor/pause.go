@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -17,8 +16,7 @@ import (
 //     nested spawn once it has passed the chokepoint) is registered at once and
 //     visible in the tree, but its process is not forked until Resume. A held
 //     spawn still ends on its deadline, on a cancel and on a drain, without ever
-//     having had a process. The subagent.spawn chokepoint may call WaitUnpaused
-//     to hold the calling child's tool call instead, before any accounting.
+//     having had a process.
 //   - Model calls are held: every running child is sent ctrl/pause and stops
 //     before its next model call (a call already in flight finishes); ctrl/resume
 //     releases it. A child whose payload is delivered while paused gets
@@ -59,25 +57,6 @@ func (s *Supervisor) Paused() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.paused
-}
-
-// WaitUnpaused returns nil at once when the supervisor is not paused, and
-// otherwise blocks until Resume (nil) or until ctx ends (its cause). The spawn
-// chokepoint calls it to hold a nested spawn while paused.
-func (s *Supervisor) WaitUnpaused(ctx context.Context) error {
-	g := &s.pause
-	g.mu.Lock()
-	ch := g.resumed
-	g.mu.Unlock()
-	if ch == nil {
-		return nil
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 // Held reports the handles of the spawns a pause holds.

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,20 +63,10 @@ func TestPauseHoldsSpawnsAndModelCalls(t *testing.T) {
 	if in := held.Info(); in.PID != 0 || in.State != StateStarting {
 		t.Fatalf("held spawn has pid %d, state %s", in.PID, in.State)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if err := s.WaitUnpaused(ctx); err == nil {
-		t.Fatal("WaitUnpaused returned while paused")
-	}
 
 	// Resume: one child told, one held spawn released.
-	unpaused := make(chan error, 1)
-	go func() { unpaused <- s.WaitUnpaused(context.Background()) }()
 	if n := s.Resume(); n != 2 {
 		t.Fatalf("Resume affected %d, want 2", n)
-	}
-	if err := <-unpaused; err != nil {
-		t.Fatal(err)
 	}
 	if res := result(t, running, 10*time.Second); res.Status != api.StatusCompleted || res.Distillate.Text() != "resumed" {
 		t.Fatalf("paused child's result = %+v", res)
@@ -172,5 +163,24 @@ func TestPauseThenResumeBeforeSpawnSendsNothing(t *testing.T) {
 	s.Resume()
 	if res := result(t, r, 10*time.Second); res.Status != api.StatusCompleted {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+// Regression: the ChildDeadline cap (Detector A) was applied only once a spawn
+// had passed the pause, so a held spawn waited out its payload's whole
+// deadline. A held spawn ends at its capped deadline, never forked.
+func TestHeldSpawnEndsAtTheCappedDeadline(t *testing.T) {
+	s, _ := newSupervisor(t, "pausable", func(c *Config) { c.ChildDeadline = 100 * time.Millisecond })
+	s.Pause()
+	r := start(t, s, testPayload("held", time.Hour))
+	if d := r.Info().Deadline; time.Until(d) > time.Minute {
+		t.Fatalf("deadline in %s, want the 100ms cap", time.Until(d))
+	}
+	res := result(t, r, 10*time.Second)
+	if res.Status != api.StatusDeadline || !strings.Contains(res.Detail, "100ms") {
+		t.Fatalf("result = %+v", res)
+	}
+	if pid := r.Info().PID; pid != 0 {
+		t.Fatalf("held spawn got a process (pid %d)", pid)
 	}
 }

@@ -262,7 +262,7 @@ func (pl *pool) watchIdle(e *poolEntry) {
 	if !member || closed {
 		return // drained with the pool
 	}
-	e.p.in.Close()
+	e.p.release()
 	pl.replaced.Add(1)
 	pl.log.Warn("warm pool: idle child died; replacing it", "pid", e.p.pid, "exit", e.p.status.String())
 	pl.s.gov.Record(PoolKey, OutcomeFailure)
@@ -274,13 +274,8 @@ func (pl *pool) watchIdle(e *poolEntry) {
 func (pl *pool) discard(p *proc) {
 	p.killed.Store(true)
 	p.signal(sigKill)
-	p.in.Close()
-	t := time.NewTimer(pl.s.cfg.ReapGrace)
-	defer t.Stop()
-	select {
-	case <-p.done:
-	case <-t.C:
-		pl.s.unreaped.Add(1)
+	p.release()
+	if !waitAll([]*proc{p}, pl.s.cfg.ReapGrace) && pl.s.unreapable(p) {
 		pl.log.Error("warm pool: process would not reap", "pid", p.pid)
 	}
 }
@@ -307,7 +302,7 @@ func (pl *pool) close() {
 	for _, p := range procs {
 		p.killed.Store(true)
 		p.signal(sigKill)
-		p.in.Close()
+		p.release()
 	}
 	if len(procs) > 0 {
 		pl.log.Info("warm pool: drained", "children", len(procs))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,15 +22,20 @@ import (
 type proc struct {
 	pid int
 	w   *api.FrameWriter // control-in: the child's stdin
-	in  *os.File         // our end of control-in, closed when the child is done
+	in  *os.File         // our end of control-in; closed by release
+	out *os.File         // our end of control-out, read by readFrames; closed by release
 
-	frames  chan *api.Frame // control-out frames, closed after readErr is set
+	frames  chan *api.Frame // control-out frames, closed after readErr is set (unless release came first)
 	readErr error           // why control-out ended (io.EOF or a protocol violation); read after frames closes
 
-	ready   atomic.Bool // ctrl/ready arrived
-	spawned atomic.Bool // the spawn frame has been written; ctrl/cancel is meaningful from here
-	killed  atomic.Bool // the supervisor has sent SIGKILL to the group
-	live    liveness    // detectors B and C, and the classifier's inputs
+	stop     chan struct{} // closed by release: nobody reads frames any more
+	stopOnce sync.Once
+
+	ready    atomic.Bool // ctrl/ready arrived
+	spawned  atomic.Bool // the spawn frame has been written; ctrl/cancel is meaningful from here
+	killed   atomic.Bool // the supervisor has sent SIGKILL to the group
+	unreaped atomic.Bool // counted as a process that would not reap
+	live     liveness    // detectors B and C, and the classifier's inputs
 
 	done   chan struct{} // closed once the process is reaped
 	status ExitStatus    // valid after done closes
@@ -109,7 +115,9 @@ func startProc(spec procSpec) (*proc, error) {
 		pid:    pid,
 		w:      api.NewFrameWriter(deadlineWriter{inW, spec.writeWait}, spec.maxFrame),
 		in:     inW,
+		out:    outR,
 		frames: make(chan *api.Frame, 16),
+		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
 	p.log.Store(spec.log)
@@ -117,7 +125,7 @@ func startProc(spec procSpec) (*proc, error) {
 		p.status = <-exit
 		close(p.done)
 	}()
-	go p.readFrames(outR, spec.maxFrame)
+	go p.readFrames(spec.maxFrame)
 	go forwardLogs(errR, &p.log)
 	return p, nil
 }
@@ -152,10 +160,11 @@ func setRlimits(pid int, spec procSpec, log *slog.Logger) {
 	}
 }
 
-// readFrames owns control-out: it decodes frames until EOF or a violation.
-func (p *proc) readFrames(r *os.File, max int) {
-	defer r.Close()
-	fr := api.NewFrameReader(r, max)
+// readFrames owns control-out: it decodes frames until EOF, a violation, or
+// release.
+func (p *proc) readFrames(max int) {
+	defer p.out.Close()
+	fr := api.NewFrameReader(p.out, max)
 	for {
 		f, err := fr.Read()
 		if err != nil {
@@ -163,8 +172,26 @@ func (p *proc) readFrames(r *os.File, max int) {
 			close(p.frames)
 			return
 		}
-		p.frames <- f
+		select {
+		case p.frames <- f:
+		case <-p.stop:
+			return
+		}
 	}
+}
+
+// release ends our side of the control channel once nothing will read p's
+// frames or write to it again (its node's supervision is over, or the warm
+// pool discards it): control-in and control-out are closed, and the frame
+// reader stops even if it is blocked delivering a frame nobody will take, or
+// reading a pipe that a process outside the child's group still holds open.
+// It is idempotent.
+func (p *proc) release() {
+	p.stopOnce.Do(func() {
+		close(p.stop)
+		p.in.Close()
+		p.out.Close()
+	})
 }
 
 // signal sends sig to the child's process group unless it has been reaped.

@@ -39,24 +39,27 @@ func descendant(caller *node, handle string) (*node, bool) {
 	return nil, false
 }
 
-func decodeHandle(tool string, caller *node, raw json.RawMessage, v any, handle func() string) (*node, *api.ToolResult) {
-	if len(raw) == 0 || json.Unmarshal(raw, v) != nil {
+// decodeHandle decodes a self-tool's arguments ({"handle", "timeout_ms"?}:
+// api.AwaitArgs, of which api.HandleArgs is the part status and cancel read)
+// and finds the handle below caller. A failure is the tool result to answer.
+func decodeHandle(tool string, caller *node, raw json.RawMessage) (*node, api.AwaitArgs, *api.ToolResult) {
+	var a api.AwaitArgs
+	if len(raw) == 0 || json.Unmarshal(raw, &a) != nil {
 		r := api.TextResult(tool+": bad arguments: want {\"handle\": \"...\"}", true)
-		return nil, &r
+		return nil, a, &r
 	}
-	c, ok := descendant(caller, handle())
+	c, ok := descendant(caller, a.Handle)
 	if !ok {
-		r := api.TextResult(fmt.Sprintf("%s: no subagent with handle %q below this one", tool, handle()), true)
-		return nil, &r
+		r := api.TextResult(fmt.Sprintf("%s: no subagent with handle %q below this one", tool, a.Handle), true)
+		return nil, a, &r
 	}
-	return c, nil
+	return c, a, nil
 }
 
 // toolStatus serves subagent.status: a child's report, with its result once it
 // has finished.
 func (s *Supervisor) toolStatus(ctx context.Context, caller *node, raw json.RawMessage) api.ToolResult {
-	var a api.HandleArgs
-	c, bad := decodeHandle(api.ToolStatus, caller, raw, &a, func() string { return a.Handle })
+	c, _, bad := decodeHandle(api.ToolStatus, caller, raw)
 	if bad != nil {
 		return *bad
 	}
@@ -66,8 +69,7 @@ func (s *Supervisor) toolStatus(ctx context.Context, caller *node, raw json.RawM
 // toolAwait serves subagent.await: it waits for a child to finish, at most
 // timeout_ms (default and maximum api.MaxAwait), and answers with its report.
 func (s *Supervisor) toolAwait(ctx context.Context, caller *node, raw json.RawMessage) api.ToolResult {
-	var a api.AwaitArgs
-	c, bad := decodeHandle(api.ToolAwait, caller, raw, &a, func() string { return a.Handle })
+	c, a, bad := decodeHandle(api.ToolAwait, caller, raw)
 	if bad != nil {
 		return *bad
 	}
@@ -87,8 +89,7 @@ func (s *Supervisor) toolAwait(ctx context.Context, caller *node, raw json.RawMe
 
 // toolCancel serves subagent.cancel: the kill ladder on a child's subtree.
 func (s *Supervisor) toolCancel(ctx context.Context, caller *node, raw json.RawMessage) api.ToolResult {
-	var a api.HandleArgs
-	c, bad := decodeHandle(api.ToolCancel, caller, raw, &a, func() string { return a.Handle })
+	c, _, bad := decodeHandle(api.ToolCancel, caller, raw)
 	if bad != nil {
 		return *bad
 	}

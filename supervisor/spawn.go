@@ -108,7 +108,11 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 	if depth > maxDepth {
 		return nil, refuseDepth(maxDepth)
 	}
-	if parent.nest.children >= childCap(parent, caps) {
+	// Every child ever admitted counts; children only attach here, under t.mu.
+	parent.mu.Lock()
+	nchildren := len(parent.children)
+	parent.mu.Unlock()
+	if nchildren >= childCap(parent, caps) {
 		return nil, refuseChildCap
 	}
 	if args.Disposition == api.DispositionAsync && parent.nest.inflight >= caps.MaxInflight {
@@ -152,8 +156,7 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 		provider, remote = p, true
 	}
 
-	parent.nest.seq++
-	path := parent.payload.AgentPath + "." + strconv.Itoa(parent.nest.seq)
+	path := parent.payload.AgentPath + "." + strconv.Itoa(nchildren+1) // dense over admitted spawns
 	pt := parent.payload.Telemetry
 	payload := api.SpawnPayload{
 		AgentID:   path,
@@ -170,6 +173,7 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 		Tools:        s.toolSpecs(scope.Allow),
 		Intelligence: parent.payload.Intelligence,
 	}
+	s.capDeadline(&payload) // already within the parent's remaining time, itself capped
 	if err := payload.Validate(); err != nil {
 		return nil, "spawn denied: " + err.Error()
 	}
@@ -199,7 +203,6 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 	t.total++
 	t.live++
 	t.nodes[child.handle] = child
-	parent.nest.children++
 	if args.Disposition == api.DispositionAsync {
 		parent.nest.inflight++
 	}

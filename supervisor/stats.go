@@ -9,8 +9,10 @@ import (
 // rungs, liveness traffic and reaping trouble. They feed operators and metrics.
 type Stats struct {
 	// Verdicts counts the supervisor's verdicts on the node a kill started from,
-	// by cause: deadline, no_progress, pong_timeout, protocol_violation,
-	// spawn_timeout, exited_without_result, cancelled, crashed.
+	// by cause, else status: deadline, no_progress, pong_timeout,
+	// protocol_violation, spawn_timeout, exited_without_result,
+	// exhausted_tokens (a node over its grant), tree_token_ceiling, cancelled,
+	// crashed.
 	Verdicts map[string]int64
 	Cancels  int64 // ctrl/cancel frames the kill ladder sent
 	Terms    int64 // SIGTERMs delivered to a child's process group

@@ -291,6 +291,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	p.AgentID, p.AgentPath, p.Depth = "0", "0", 0
 	p.Scope.Tags = ScopeTags(p.Scope.Allow, s.cfg.ToolTags)
 	p.Tools = s.toolSpecs(p.Scope.Allow)
+	s.capDeadline(&p)
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
@@ -351,12 +352,7 @@ func (s *Supervisor) Cancel(handle, reason string) bool {
 
 // Live returns a snapshot of every live subagent.
 func (s *Supervisor) Live() []NodeInfo {
-	s.mu.Lock()
-	nodes := make([]*node, 0, len(s.nodes))
-	for _, n := range s.nodes {
-		nodes = append(nodes, n)
-	}
-	s.mu.Unlock()
+	nodes := s.liveNodes()
 	out := make([]NodeInfo, len(nodes))
 	for i, n := range nodes {
 		out[i] = n.info()
@@ -421,8 +417,8 @@ func (s *Supervisor) KillAll() {
 	s.mu.Unlock()
 	var procs []*proc
 	for _, n := range nodes {
-		if p := n.getProc(); p != nil && !p.exited() {
-			p.killed.Store(true)
+		// A process already SIGKILLed (by its ladder) is not counted again.
+		if p := n.getProc(); p != nil && !p.exited() && !p.killed.Swap(true) {
 			s.stats.kills.Add(1)
 			procs = append(procs, p)
 		}

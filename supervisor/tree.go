@@ -33,16 +33,15 @@ type tree struct {
 }
 
 // nest is a node's part of the nesting bookkeeping. tree, disposition, provider
-// and remote are set before the node's goroutine starts and never change; the
-// counters are guarded by tree.mu.
+// and remote are set before the node's goroutine starts and never change;
+// inflight is guarded by tree.mu. (The children counted against max_children
+// are every child ever admitted: node.children, which only grows.)
 type nest struct {
 	tree        *tree
 	disposition api.Disposition // how its parent waits for it; empty for a root
 	provider    string          // "local", or the non-local provider a remote child runs on
 	remote      bool            // runs through Config.Delegator, not as a child process
 
-	seq      int // last child ordinal minted (agent paths are dense over admitted spawns)
-	children int // children counted against max_children: every child ever admitted
 	inflight int // unfinished async children, counted against max_inflight
 }
 
@@ -122,15 +121,13 @@ func (s *Supervisor) account(n *node, delta api.Usage, used int64, log *slog.Log
 		// The node is killed at once, without ctrl/cancel: its next model call
 		// would spend past the grant, and the kill lands before the supervisor
 		// reads the node's next frame (so before it answers another tool call).
-		// A child whose loop honours its grant has already sent its result.
-		// Its descendants go down the ordinary ladder.
+		// A child whose loop honours its grant writes its result right after
+		// this event; it is read after the reap if it reached the pipe before
+		// the kill (drainFrames), and lost if the child had more to do first
+		// (storing a distillate too large to inline). Its descendants go down
+		// the ordinary ladder.
 		log.Warn("token grant exceeded: killing the subtree", "tokens", used, "grant", grant)
-		v := verdict{status: api.StatusExhaustedTokens, detail: fmt.Sprintf("%d tokens used, grant %d", used, grant)}
-		n.setVerdict(v)
-		if p := n.getProc(); p != nil {
-			p.signal(sigKill)
-		}
-		s.killSubtree(n, v, "token grant exceeded")
+		s.killAtOnce(n, verdict{status: api.StatusExhaustedTokens, detail: fmt.Sprintf("%d tokens used, grant %d", used, grant)}, "token grant exceeded")
 	}
 }
 
