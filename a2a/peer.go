@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,6 +165,9 @@ func peerTransport(c PeerConfig) *http.Transport {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   timeout,
 		ExpectContinueTimeout: time.Second,
+		// Peers are the mesh: TLS 1.3 at least, as on every listener of agentd
+		// (an mTLS peer's config, set by its client func, is 1.3 too).
+		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13},
 	}
 }
 
