@@ -133,8 +133,9 @@ func TestCancelKillsTheChildGroup(t *testing.T) {
 // SIGKILL to the supervisor collapses a three-level tree: every child armed
 // PR_SET_PDEATHSIG(SIGKILL) before ctrl/ready, so each level dies with its
 // parent. Without it the children (sleeping for ten minutes) would outlive the
-// poll. The collapse takes milliseconds; the time is logged, not asserted (the
-// issue's 1s would be a wall-clock bound on a loaded machine).
+// poll. Issues 2 and 4 bound the collapse (2s, then 1s); the kernel delivers
+// the signal at once, so the 1s bound is a contract, not a speed goal: it
+// measures in milliseconds, and the time is logged.
 func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
 	// Each root spawns a child that spawns a grandchild; every level then blocks.
 	script := writeScript(t, "[depth 0]\nspawn sync \"level one\"\n[depth 1]\nspawn sync \"level two\"\n[depth 2]\nsleep 10m\n")
@@ -162,7 +163,7 @@ func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
 	}
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	start := time.Now()
-	waitFor(t, 10*time.Second, "every child and its process group dead after SIGKILL of the supervisor", func() bool {
+	waitFor(t, time.Second, "every child and its process group dead within 1s of SIGKILL to the supervisor", func() bool {
 		for _, k := range kids {
 			if alive(k) || !groupGone(k) {
 				return false
