@@ -26,10 +26,11 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 
-	a2abind "github.com/agentd/agentd/a2a"
+	"github.com/agentd/agentd/a2abind"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/server"
+	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -90,7 +91,7 @@ func (instantRun) Cancel(string)              {}
 
 // newInstantEngine is agentd's engine, executor and router over a bounded
 // store, with instantProvider as the local provider.
-func newInstantEngine(capacity int, url string) *a2abind.Engine {
+func newInstantEngine(capacity int, url string) *tasks.Engine {
 	log := slog.New(slog.DiscardHandler)
 	router := &delegate.Router{}
 	_ = router.Register(instantProvider{})
@@ -105,9 +106,9 @@ func newInstantEngine(capacity int, url string) *a2abind.Engine {
 		Lineages:     &delegate.Lineages{},
 		Log:          log,
 	})
-	store := a2abind.NewStore(capacity, time.Hour)
-	pusher := a2abind.NewPusher(a2abind.PushSettings{Log: log}, store.ListPush)
-	return a2abind.NewEngine(store, exec, log, a2abind.WithPusher(pusher))
+	store := tasks.NewMemoryStore(capacity, time.Hour)
+	pusher := tasks.NewPusher(tasks.PushSettings{Log: log}, store.ListPush)
+	return tasks.NewEngine(store, exec, log, tasks.WithPusher(pusher))
 }
 
 // serveFrontAgentd is agentd's front as `agentd serve` builds it: mTLS with

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/tasks"
 )
 
 var memoryFigure = figure{name: "memory", run: runMemory, rows: memoryRows}
@@ -125,7 +127,7 @@ func storeMemory(ctx context.Context, cfg Config) (float64, int, error) {
 		return 0, 0, err
 	}
 	after := liveHeap()
-	n := engine.Store().Len()
+	n := engine.Store().(*tasks.MemoryStore).Len()
 	runtime.KeepAlive(engine)
 	return after - before, n, nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2asrv"
 
-	a2abind "github.com/agentd/agentd/a2a"
+	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -211,6 +211,6 @@ func httpError(w http.ResponseWriter, status int, msg string) {
 }
 
 var (
-	_ a2asrv.User          = (*Identity)(nil)
-	_ a2abind.OperatorUser = (*Identity)(nil)
+	_ a2asrv.User        = (*Identity)(nil)
+	_ tasks.OperatorUser = (*Identity)(nil)
 )

@@ -23,10 +23,11 @@ import (
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
-	a2abind "github.com/agentd/agentd/a2a"
+	"github.com/agentd/agentd/a2abind"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/internal/spiffetest"
+	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -101,7 +102,7 @@ func newAuthFixture(t *testing.T) *authFixture {
 		t.Fatal(err)
 	}
 	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{Router: router, Limits: api.Limits{MaxSteps: 1, MaxTokens: 100, Deadline: api.Duration(time.Minute), MaxChildren: 1}})
-	engine := a2abind.NewEngine(a2abind.NewStore(100, time.Hour), exec, nil)
+	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), exec, nil)
 	h := Handler(Config{
 		Handler: engine,
 		Card:    a2abind.Card(a2abind.CardConfig{Name: "t", URL: "https://x/"}),
@@ -334,7 +335,7 @@ func TestAuthSpoofedCallerMetadata(t *testing.T) {
 }
 
 func TestOpenModeIsAnonymousPeer(t *testing.T) {
-	engine := a2abind.NewEngine(a2abind.NewStore(10, time.Hour), doneExec{}, nil)
+	engine := tasks.NewEngine(tasks.NewMemoryStore(10, time.Hour), doneExec{}, nil)
 	called := false
 	h := Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}),
 		Methods: map[string]Method{"a2a.Tree": func(context.Context, json.RawMessage) (any, error) { called = true; return "x", nil }}})

@@ -17,7 +17,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
-	a2abind "github.com/agentd/agentd/a2a"
+	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/tasks"
 )
 
 // holdExec keeps every task working until it is cancelled.
@@ -59,7 +60,7 @@ const (
 type authzFixture struct {
 	t      *testing.T
 	url    string
-	engine *a2abind.Engine
+	engine *tasks.Engine
 }
 
 func newAuthzFixture(t *testing.T, blobs BlobSource) *authzFixture {
@@ -70,10 +71,10 @@ func newAuthzFixture(t *testing.T, blobs BlobSource) *authzFixture {
 	}
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(hook.Close)
-	store := a2abind.NewStore(100, time.Hour)
-	pusher := a2abind.NewPusher(a2abind.PushSettings{Policy: a2abind.PushPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, store.ListPush)
+	store := tasks.NewMemoryStore(100, time.Hour)
+	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, store.ListPush)
 	t.Cleanup(pusher.Close)
-	engine := a2abind.NewEngine(store, holdExec{}, nil, a2abind.WithPusher(pusher))
+	engine := tasks.NewEngine(store, holdExec{}, nil, tasks.WithPusher(pusher))
 	srv := httptest.NewServer(Handler(Config{
 		Handler: engine,
 		Card:    a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}),
@@ -156,7 +157,7 @@ func TestTaskMethodsAnswerOnlyTheCreatorAndOperators(t *testing.T) {
 	f := newAuthzFixture(t, nil)
 	root := f.create(aliceToken)
 	nested := "nested-of-" + root
-	if err := f.engine.OpenTask(&a2a.Task{ID: a2a.TaskID(nested), ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, a2a.TaskID(root)); err != nil {
+	if err := f.engine.OpenTask(context.Background(), &a2a.Task{ID: a2a.TaskID(nested), ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, a2a.TaskID(root)); err != nil {
 		t.Fatal(err)
 	}
 	hook := "http://127.0.0.1:9/hook"

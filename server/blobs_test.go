@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +10,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	a2abind "github.com/agentd/agentd/a2a"
+	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/tasks"
 )
 
 // mapBlobs are blobs all stored by the task "t1".
@@ -23,8 +25,8 @@ func (m mapBlobs) ReadBlob(id string) ([]byte, string, string, bool) {
 // TestBlobRoute serves a stored distillate over a real socket (in the
 // loopback development mode, where every caller is the same anonymous peer).
 func TestBlobRoute(t *testing.T) {
-	engine := a2abind.NewEngine(a2abind.NewStore(10, time.Hour), doneExec{}, nil)
-	if err := engine.OpenTask(&a2a.Task{ID: "t1", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, ""); err != nil {
+	engine := tasks.NewEngine(tasks.NewMemoryStore(10, time.Hour), doneExec{}, nil)
+	if err := engine.OpenTask(context.Background(), &a2a.Task{ID: "t1", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, ""); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}),

@@ -18,8 +18,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
-	a2abind "github.com/agentd/agentd/a2a"
-	a2av1 "github.com/agentd/agentd/a2a/v1"
+	"github.com/agentd/agentd/a2av1"
+	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/telemetry"
 )
 
@@ -141,10 +141,10 @@ func requestVersion(h http.Header) (string, error) {
 		mm += ".0"
 	}
 	switch mm {
-	case a2abind.Version03, a2av1.Version:
+	case tasks.Version03, a2av1.Version:
 		return mm, nil
 	}
-	return "", fmt.Errorf("A2A-Version %q is not supported: this agent speaks %s and %s", v, a2abind.Version03, a2av1.Version)
+	return "", fmt.Errorf("A2A-Version %q is not supported: this agent speaks %s and %s", v, tasks.Version03, a2av1.Version)
 }
 
 // toRPCError turns a handler error into a JSON-RPC error with the right code.
@@ -153,10 +153,10 @@ func toRPCError(err error) *RPCError {
 	if errors.As(err, &re) {
 		return re
 	}
-	if errors.Is(err, a2abind.ErrDraining) {
-		return &RPCError{Code: CodeServerError, Message: err.Error()}
+	if errors.Is(err, tasks.ErrDraining) {
+		return &RPCError{Code: CodeServerError, Message: "agentd is draining: no new work is accepted"}
 	}
-	if errors.Is(err, a2abind.ErrStoreFull) {
+	if errors.Is(err, tasks.ErrStoreFull) {
 		return &RPCError{Code: CodeServerError, Message: "agentd is at its task capacity; retry later"}
 	}
 	for _, ec := range errorCodes {
@@ -295,7 +295,7 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeRPC(w, id, nil, rerr)
 		return
-	case v1 && version == a2abind.Version03:
+	case v1 && version == tasks.Version03:
 		writeRPC(w, id, nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + method + " is an A2A 1.0 method and the request declared A2A-Version 0.3"})
 		return
 	case v1:
@@ -305,7 +305,7 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPC(w, id, nil, asV1(&RPCError{Code: CodeMethodNotFound, Message: "method not found: " + method + " is not an A2A 1.0 method (the request declared A2A-Version 1.0)"}))
 		return
 	}
-	ctx = a2abind.WithVersion(ctx, a2abind.Version03)
+	ctx = tasks.WithVersion(ctx, tasks.Version03)
 	switch method {
 	case MethodStream, MethodResubscribe:
 		rh.serveStream(w, r.WithContext(ctx), id, method, req.Params)
@@ -329,7 +329,7 @@ func (rh *rpcHandler) call(ctx context.Context, method string, params json.RawMe
 		if e := decodeParams(params, &p); e != nil {
 			return nil, e
 		}
-		if err := a2abind.ValidateSendParams(&p); err != nil {
+		if err := tasks.ValidateSendParams(&p); err != nil {
 			return nil, toRPCError(err)
 		}
 		return wrap(rh.h.OnSendMessage(ctx, &p))
@@ -393,7 +393,7 @@ func (rh *rpcHandler) serveStream(w http.ResponseWriter, r *http.Request, id jso
 			events = failed(e)
 			break
 		}
-		if err := a2abind.ValidateSendParams(&p); err != nil {
+		if err := tasks.ValidateSendParams(&p); err != nil {
 			events = failed(err)
 			break
 		}

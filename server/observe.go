@@ -3,7 +3,7 @@ package server
 import (
 	"net/http"
 
-	a2av1 "github.com/agentd/agentd/a2a/v1"
+	"github.com/agentd/agentd/a2av1"
 )
 
 // MetricsPath is where the main listener serves Prometheus metrics, to

@@ -10,7 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	a2abind "github.com/agentd/agentd/a2a"
+	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/telemetry"
 )
 
@@ -22,7 +23,7 @@ func TestMetricsEndpointAndRequestCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := telemetry.NewMetrics()
-	engine := a2abind.NewEngine(a2abind.NewStore(100, time.Hour), doneExec{}, nil)
+	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), doneExec{}, nil)
 	srv := httptest.NewServer(Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}),
 		Auth: &Auth{Tokens: tokens}, Metrics: m}))
 	defer srv.Close()

@@ -10,8 +10,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/go-chi/chi/v5"
 
-	a2abind "github.com/agentd/agentd/a2a"
-	a2av1 "github.com/agentd/agentd/a2a/v1"
+	"github.com/agentd/agentd/a2av1"
+	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/telemetry"
 )
 
@@ -110,7 +110,7 @@ func cardJSON(card *a2a.AgentCard) ([]byte, error) {
 	}
 	doc["supportedInterfaces"] = []a2av1.AgentInterface{
 		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: a2av1.Version},
-		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: a2abind.Version03},
+		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: tasks.Version03},
 	}
 	return json.Marshal(doc)
 }

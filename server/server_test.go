@@ -15,7 +15,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
-	a2abind "github.com/agentd/agentd/a2a"
+	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/tasks"
 )
 
 // doneExec completes every task with one text artifact.
@@ -34,7 +35,7 @@ func (doneExec) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eve
 }
 
 func testHandler(maxBody int64) http.Handler {
-	engine := a2abind.NewEngine(a2abind.NewStore(100, time.Hour), doneExec{}, nil)
+	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), doneExec{}, nil)
 	return Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}), MaxBody: maxBody})
 }
 

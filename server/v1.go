@@ -10,14 +10,14 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	a2abind "github.com/agentd/agentd/a2a"
-	a2av1 "github.com/agentd/agentd/a2a/v1"
+	"github.com/agentd/agentd/a2av1"
+	"github.com/agentd/agentd/tasks"
 )
 
 // taskLister is the optional handler method behind A2A 1.0 ListTasks; the
 // engine implements it.
 type taskLister interface {
-	ListTasks(ctx context.Context, q a2abind.ListQuery) (a2abind.ListPage, error)
+	ListTasks(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, error)
 }
 
 // asV1 reshapes an error for an A2A 1.0 client: the data is an array holding a
@@ -39,7 +39,7 @@ func toV1Error(err error) *RPCError {
 // serveV1 answers an A2A 1.0 method through the same RequestHandler (and so
 // the same tasks) as the 0.3 methods, translating the proto3-JSON shapes.
 func (rh *rpcHandler) serveV1(w http.ResponseWriter, r *http.Request, id json.RawMessage, method string, params json.RawMessage) {
-	ctx := a2abind.WithVersion(r.Context(), a2av1.Version)
+	ctx := tasks.WithVersion(r.Context(), a2av1.Version)
 	w.Header().Set(VersionHeader, a2av1.Version)
 	switch method {
 	case a2av1.MethodSendStreamingMessage, a2av1.MethodSubscribeToTask:
@@ -91,7 +91,7 @@ func decodeSend(params json.RawMessage) (*a2a.MessageSendParams, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := a2abind.ValidateSendParams(p); err != nil {
+	if err := tasks.ValidateSendParams(p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -224,7 +224,7 @@ func (rh *rpcHandler) listTasks(ctx context.Context, params json.RawMessage) (an
 	if e := decodeParams(params, &p); e != nil {
 		return nil, e
 	}
-	q := a2abind.ListQuery{ContextID: p.ContextID, PageToken: p.PageToken, HistoryLength: p.HistoryLength}
+	q := tasks.ListQuery{ContextID: p.ContextID, PageToken: p.PageToken, HistoryLength: p.HistoryLength}
 	if p.Status != "" && p.Status != a2av1.StateUnspecified {
 		q.State = a2av1.StateTo(p.Status)
 	}

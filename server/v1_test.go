@@ -16,18 +16,19 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
-	a2abind "github.com/agentd/agentd/a2a"
-	a2av1 "github.com/agentd/agentd/a2a/v1"
+	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/a2av1"
+	"github.com/agentd/agentd/tasks"
 )
 
 // v1Handler is the front over an engine with push notifications on (webhooks
 // on loopback allowed) and exec as its executor.
 func v1Handler(t *testing.T, exec a2asrv.AgentExecutor, keepAlive time.Duration) http.Handler {
 	t.Helper()
-	store := a2abind.NewStore(100, time.Hour)
-	pusher := a2abind.NewPusher(a2abind.PushSettings{Policy: a2abind.PushPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, store.ListPush)
+	store := tasks.NewMemoryStore(100, time.Hour)
+	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, store.ListPush)
 	t.Cleanup(pusher.Close)
-	engine := a2abind.NewEngine(store, exec, nil, a2abind.WithPusher(pusher))
+	engine := tasks.NewEngine(store, exec, nil, tasks.WithPusher(pusher))
 	return Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/", Push: true, Instance: "i1"}), SSEKeepAlive: keepAlive})
 }
 

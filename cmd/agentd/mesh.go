@@ -10,15 +10,15 @@ import (
 	"strings"
 	"time"
 
-	a2abind "github.com/agentd/agentd/a2a"
 	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/peer"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
 // mesh holds serve's settings for the A2A mesh: remote peers, routing rules,
 // push notification policy and the blocking-send bound.
 type mesh struct {
-	peers     []a2abind.PeerConfig
+	peers     []peer.Config
 	routes    []delegate.Rule
 	pushNets  *string
 	sendWait  *time.Duration
@@ -47,7 +47,7 @@ func addMesh(f *flags) *mesh {
 		}
 	}
 	addList("peer", "AGENT_PEERS", "a remote A2A peer, NAME=URL[,spiffe=ID][,token-file=PATH][,timeout=DURATION]; repeatable (env: ';'-separated); its provider is peer:NAME", func(s string) error {
-		p, err := a2abind.ParsePeerSpec(s)
+		p, err := peer.ParseSpec(s)
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func (m *mesh) validate() error {
 		}
 	}
 	for _, r := range m.routes {
-		name, isPeer := strings.CutPrefix(r.Provider, a2abind.PeerPrefix)
+		name, isPeer := strings.CutPrefix(r.Provider, peer.Prefix)
 		if r.Provider != delegate.LocalName && !(isPeer && names[name]) {
 			return usageError("--route %s=%s: no such provider (local, or peer:NAME of a --peer)", r.Skill, r.Provider)
 		}
@@ -111,10 +111,10 @@ func (m *mesh) validate() error {
 // identity (nil without TLS): a peer with spiffe=ID is called over mTLS with
 // it, and must present that ID.
 func (m *mesh) registerPeers(router *delegate.Router, src tlsconfig.Source, log *slog.Logger) error {
-	clients := a2abind.PeerClients(src)
+	clients := peer.Clients(src)
 	for _, pc := range m.peers {
 		pc.Log = log
-		p, err := a2abind.NewPeer(pc, clients)
+		p, err := peer.New(pc, clients)
 		if err != nil {
 			return usageError("--peer %s: %v", pc.Name, err)
 		}

@@ -12,9 +12,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	a2abind "github.com/agentd/agentd/a2a"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/telemetry"
 )
 
@@ -79,7 +79,7 @@ func startTracing(ctx context.Context, log *slog.Logger) (stop func(), err error
 // newMetrics builds the registry: A2A request metrics counted as requests are
 // served, and the supervisor's, the router's and the engine's own counters
 // read at each scrape.
-func newMetrics(sup *supervisor.Supervisor, router *delegate.Router, engine *a2abind.Engine) *telemetry.Metrics {
+func newMetrics(sup *supervisor.Supervisor, router *delegate.Router, engine *tasks.Engine) *telemetry.Metrics {
 	m := telemetry.NewMetrics()
 	m.Observe(telemetry.Sources{
 		Supervisor: func() telemetry.SupervisorCounts {

@@ -11,7 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
-	a2abind "github.com/agentd/agentd/a2a"
+	"github.com/agentd/agentd/a2abind"
 	"github.com/agentd/agentd/api"
 )
 

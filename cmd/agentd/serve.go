@@ -17,11 +17,12 @@ import (
 
 	"github.com/google/uuid"
 
-	a2abind "github.com/agentd/agentd/a2a"
+	"github.com/agentd/agentd/a2abind"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -140,10 +141,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Lineages:     lineages,
 		Log:          log,
 	})
-	store := a2abind.NewStore(*taskCapacity, *taskRetention)
-	pusher := a2abind.NewPusher(a2abind.PushSettings{Policy: a2abind.PushPolicy{Allow: m.pushAllow}, Log: log}, store.ListPush)
+	store := tasks.NewMemoryStore(*taskCapacity, *taskRetention)
+	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: m.pushAllow}, Log: log}, store.ListPush)
 	defer pusher.Close()
-	engine := a2abind.NewEngine(store, exec, log, a2abind.WithSendWait(*m.sendWait), a2abind.WithPusher(pusher))
+	engine := tasks.NewEngine(store, exec, log, tasks.WithSendWait(*m.sendWait), tasks.WithPusher(pusher))
 	nested.PublicURL = cardURL
 	nested.Attach(engine)
 
@@ -284,7 +285,7 @@ func report(served chan<- error, err error) {
 // every tree within the drain budget, then stop serving. A second signal
 // collapses to SIGKILL of every process group. A process that would not reap
 // makes the exit code 143.
-func drain(log *slog.Logger, sigs <-chan os.Signal, noSignalYet bool, srv *http.Server, engine *a2abind.Engine, sup *supervisor.Supervisor, budget time.Duration) error {
+func drain(log *slog.Logger, sigs <-chan os.Signal, noSignalYet bool, srv *http.Server, engine *tasks.Engine, sup *supervisor.Supervisor, budget time.Duration) error {
 	engine.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()

@@ -1,0 +1,174 @@
+package a2abind
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/tasks"
+)
+
+// TreeObserver is the supervisor.Observer that makes every nested subagent an
+// A2A task too: same contextId as its tree's root task, the parent's task id,
+// agent path and run id in metadata, working while it runs, then its distillate
+// as the final artifact and its terminal state. tasks/get works on the handle
+// while the subagent runs and after; tasks/cancel on it reaches the supervisor
+// through the executor's CancelHandle. Roots are skipped: the Executor drives
+// their tasks.
+//
+// It is safe for concurrent use. The zero value ignores every event until
+// Attach gives it an engine.
+type TreeObserver struct {
+	engine atomic.Pointer[tasks.Engine]
+	Log    *slog.Logger
+	// PublicURL is the service's base URL, for links to stored distillates; set
+	// it before Attach.
+	PublicURL string
+
+	mu     sync.Mutex        // guards opened
+	opened map[string]opened // nested tasks not yet final, by handle
+}
+
+type opened struct{ working bool }
+
+var _ supervisor.Observer = (*TreeObserver)(nil)
+
+// MetaDisposition is the metadata key of a nested task saying how its parent
+// waits for it: sync, async or detach. Nested tasks also carry MetaParentTask,
+// MetaAgentPath, MetaRunID and MetaProvider ("local", or the peer the subagent
+// was delegated to).
+const MetaDisposition = "agentd/disposition"
+
+// Attach sets the engine the tasks are kept in. The engine is built after the
+// supervisor (its executor needs the supervisor), hence the late binding.
+func (o *TreeObserver) Attach(e *tasks.Engine) { o.engine.Store(e) }
+
+func (o *TreeObserver) log() *slog.Logger {
+	if o.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Log
+}
+
+// open registers the nested task on first sight of its node; it reports
+// whether the task exists.
+func (o *TreeObserver) open(e *tasks.Engine, n supervisor.NodeInfo) (opened, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if st, ok := o.opened[n.Handle]; ok {
+		return st, true
+	}
+	ctxID := ""
+	if root, _, err := e.Store().Get(context.Background(), a2a.TaskID(n.RootHandle)); err == nil {
+		ctxID = root.ContextID
+	}
+	if ctxID == "" {
+		ctxID = a2a.NewContextID()
+	}
+	id := a2a.TaskID(n.Handle)
+	msg := &a2a.Message{
+		ID:        a2a.NewMessageID(),
+		Role:      a2a.MessageRoleUser,
+		Parts:     a2a.ContentParts{a2a.TextPart{Text: n.Objective}},
+		TaskID:    id,
+		ContextID: ctxID,
+	}
+	task := &a2a.Task{
+		ID:        id,
+		ContextID: ctxID,
+		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: now()},
+		History:   []*a2a.Message{msg},
+		Metadata: map[string]any{
+			MetaParentTask:  n.ParentHandle,
+			MetaAgentPath:   n.AgentPath,
+			MetaRunID:       n.RunID,
+			MetaProvider:    n.Provider,
+			MetaDisposition: string(n.Disposition),
+		},
+	}
+	if err := e.OpenTask(context.Background(), task, a2a.TaskID(n.RootHandle)); err != nil {
+		o.log().Error("nested task not recorded", "task_id", n.Handle, "agent_path", n.AgentPath, "err", err)
+		return opened{}, false
+	}
+	if o.opened == nil {
+		o.opened = make(map[string]opened)
+	}
+	o.opened[n.Handle] = opened{}
+	return opened{}, true
+}
+
+var _ supervisor.AdmissionObserver = (*TreeObserver)(nil)
+
+// NodeAdmitted opens the nested task (submitted) as soon as the chokepoint has
+// admitted the subagent, before its handle reaches anyone.
+func (o *TreeObserver) NodeAdmitted(n supervisor.NodeInfo) {
+	if e := o.engine.Load(); e != nil && n.ParentHandle != "" {
+		o.open(e, n)
+	}
+}
+
+// NodeStarted opens the nested task if it is not open yet.
+func (o *TreeObserver) NodeStarted(n supervisor.NodeInfo) {
+	if e := o.engine.Load(); e != nil && n.ParentHandle != "" {
+		o.open(e, n)
+	}
+}
+
+// NodeProgress marks the nested task working once the subagent has its
+// payload.
+func (o *TreeObserver) NodeProgress(n supervisor.NodeInfo) {
+	e := o.engine.Load()
+	if e == nil || n.ParentHandle == "" || n.State != supervisor.StateRunning {
+		return
+	}
+	st, ok := o.open(e, n)
+	if !ok || st.working {
+		return
+	}
+	info := &a2a.Task{ID: a2a.TaskID(n.Handle)}
+	if t, _, err := e.Store().Get(context.Background(), info.ID); err == nil {
+		info.ContextID = t.ContextID
+	}
+	if err := e.Update(context.Background(), info.ID, a2a.NewStatusUpdateEvent(info, a2a.TaskStateWorking, nil)); err != nil {
+		o.log().Warn("nested task not marked working", "task_id", n.Handle, "err", err)
+		return
+	}
+	o.mu.Lock()
+	if _, live := o.opened[n.Handle]; live {
+		o.opened[n.Handle] = opened{working: true}
+	}
+	o.mu.Unlock()
+}
+
+// NodeFinished writes the distillate artifact and the terminal status.
+func (o *TreeObserver) NodeFinished(n supervisor.NodeInfo, res api.SubagentResult) {
+	e := o.engine.Load()
+	if e == nil || n.ParentHandle == "" {
+		return
+	}
+	if _, ok := o.open(e, n); !ok {
+		return
+	}
+	defer func() {
+		o.mu.Lock()
+		delete(o.opened, n.Handle)
+		o.mu.Unlock()
+	}()
+	info := &a2a.Task{ID: a2a.TaskID(n.Handle)}
+	if t, _, err := e.Store().Get(context.Background(), info.ID); err == nil {
+		info.ContextID = t.ContextID
+	}
+	art := &a2a.TaskArtifactUpdateEvent{TaskID: info.ID, ContextID: info.ContextID, Artifact: DistillateArtifactAt(info.ID, res, o.PublicURL), LastChunk: true}
+	if err := e.Update(context.Background(), info.ID, art); err != nil {
+		o.log().Warn("nested task artifact not recorded", "task_id", n.Handle, "err", err)
+		return
+	}
+	if err := e.Update(context.Background(), info.ID, FinalStatus(info, res)); err != nil {
+		o.log().Warn("nested task final state not recorded", "task_id", n.Handle, "err", err)
+	}
+}

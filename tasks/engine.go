@@ -1,0 +1,458 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+)
+
+// ErrDraining refuses new work while the service drains.
+var ErrDraining = errors.New("tasks: draining: no new work is accepted")
+
+// errTaskFinished refuses an event for a task that has already ended.
+var errTaskFinished = errors.New("tasks: task already in a terminal state")
+
+// subscriberBuffer is how many events a slow subscriber may lag before it is
+// dropped; the executor never waits on a subscriber.
+const subscriberBuffer = 256
+
+// MaxFollowUps is how many follow-up messages may wait for a running task.
+const MaxFollowUps = 16
+
+// Engine is agentd's implementation of a2asrv.RequestHandler: it owns task
+// lifecycles over a Store, runs an a2asrv.AgentExecutor per incoming
+// message, fans events out to streaming subscribers, and guarantees that every
+// task it starts reaches a terminal state, even when the executor errors,
+// panics, or returns without a final event. It is safe for concurrent use;
+// create it with NewEngine.
+type Engine struct {
+	store    Store
+	exec     a2asrv.AgentExecutor
+	log      *slog.Logger
+	sendWait time.Duration // 0: a blocking send waits for the end
+	pusher   *Pusher       // nil: push notifications are not offered
+
+	mu       sync.Mutex // guards live, draining
+	live     map[a2a.TaskID]*liveTask
+	draining bool
+	wg       sync.WaitGroup // executor goroutines
+}
+
+// EngineOption configures an Engine.
+type EngineOption func(*Engine)
+
+// WithSendWait bounds how long a blocking message/send (or SendMessage) holds
+// the request: past d it answers with the task as it stands (working), and the
+// client follows it with tasks/get, a subscription or push notifications. Zero
+// (the default) waits until the task ends, as the protocol's blocking mode
+// describes.
+func WithSendWait(d time.Duration) EngineOption {
+	return func(e *Engine) { e.sendWait = d }
+}
+
+// WithPusher turns push notifications on: the push-config methods work and
+// every event of a task with webhooks is delivered through p.
+func WithPusher(p *Pusher) EngineOption {
+	return func(e *Engine) { e.pusher = p }
+}
+
+var _ a2asrv.RequestHandler = (*Engine)(nil)
+
+// FailureMetadata is implemented by an executor that labels the failed status
+// the engine writes for a task the executor left unfinished (it returned an
+// error, panicked, or returned without a terminal event). The engine calls it
+// once per such task; the map becomes that status's metadata.
+type FailureMetadata interface {
+	FailureMetadata() map[string]any
+}
+
+// FollowUps is implemented by the event queue the Engine hands an executor:
+// it delivers the follow-up messages clients send to the task while it runs
+// (message/send with the task's id), in arrival order.
+type FollowUps interface {
+	// TakeFollowUp returns the follow-ups that arrived since the last call, or
+	// nil. With last set and none waiting, the task takes no more follow-ups
+	// from then on: the executor is about to finish it, and a follow-up sent
+	// later is refused as if the task had already ended.
+	TakeFollowUp(last bool) []*a2a.Message
+}
+
+// liveTask is a task that has not reached a terminal state.
+type liveTask struct {
+	mu   sync.Mutex // guards task, subs, followUps, closed
+	task *a2a.Task  // current snapshot, immutable
+	subs map[*subscriber]struct{}
+	done chan struct{} // closed when the task turns terminal
+
+	// cancelExec cancels the executor run that drives the task; nil for tasks
+	// driven from outside (nested subagents).
+	cancelExec context.CancelCauseFunc
+
+	followUps []*a2a.Message // sent to the task, not yet taken by the executor
+	closed    bool           // the executor takes no more follow-ups
+}
+
+type subscriber struct {
+	ch      chan a2a.Event
+	dropped bool
+}
+
+// NewEngine returns an engine running exec over store; log nil discards.
+func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ...EngineOption) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{store: store, exec: exec, log: log, live: make(map[a2a.TaskID]*liveTask)}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// PushEnabled reports whether push notifications are offered.
+func (e *Engine) PushEnabled() bool { return e.pusher != nil }
+
+// Drain refuses new messages from now on; running tasks continue.
+func (e *Engine) Drain() {
+	e.mu.Lock()
+	e.draining = true
+	e.mu.Unlock()
+}
+
+// Wait blocks until every executor run has returned and every queued push
+// notification has been delivered (or given up on), or ctx ends.
+func (e *Engine) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if e.pusher != nil {
+		return e.pusher.Wait(ctx)
+	}
+	return nil
+}
+
+// InFlight returns the number of tasks not yet in a terminal state.
+func (e *Engine) InFlight() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.live)
+}
+
+// Store returns the engine's task store.
+func (e *Engine) Store() Store { return e.store }
+
+// TaskStates counts the stored tasks by state (the A2A 0.3 state names:
+// submitted, working, completed, ...), for the tasks-by-state metric; nil
+// when the store cannot say.
+func (e *Engine) TaskStates() map[string]int {
+	counts, err := e.store.CountByState(context.Background())
+	if err != nil {
+		e.log.Warn("tasks not counted", "err", err)
+		return nil
+	}
+	out := make(map[string]int, len(counts))
+	for s, n := range counts {
+		out[string(s)] = n
+	}
+	return out
+}
+
+// OpenTask registers a task driven from outside the engine (a nested subagent
+// of the tree whose root task is root) and stores its first snapshot. The
+// task belongs to whoever created root: only that caller (or an operator)
+// reads it, cancels it or subscribes to it. Events for it arrive through
+// Update.
+func (e *Engine) OpenTask(ctx context.Context, t *a2a.Task, root a2a.TaskID) error {
+	lt := &liveTask{task: t, done: make(chan struct{})}
+	_, owner, err := e.store.Get(ctx, root)
+	if err != nil && !errors.Is(err, a2a.ErrTaskNotFound) {
+		return fmt.Errorf("read root task %s: %w", root, err)
+	}
+	if err := e.store.Create(ctx, t, owner); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.live[t.ID] = lt
+	e.mu.Unlock()
+	return nil
+}
+
+// Update applies an event to a live task.
+func (e *Engine) Update(ctx context.Context, id a2a.TaskID, ev a2a.Event) error {
+	lt := e.getLive(id)
+	if lt == nil {
+		return fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, id)
+	}
+	return e.apply(ctx, lt, ev)
+}
+
+func (e *Engine) getLive(id a2a.TaskID) *liveTask {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.live[id]
+}
+
+// apply folds one event into the task, stores the new snapshot and fans the
+// event out. Events after the terminal one are refused. The store write is
+// not cut short by ctx's cancellation: the event that records a cancelled
+// run arrives on the cancelled run's context.
+func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
+	ctx = context.WithoutCancel(ctx)
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if lt.task.Status.State.Terminal() {
+		return errTaskFinished
+	}
+	next, err := Apply(lt.task, ev)
+	if err != nil {
+		return err
+	}
+	if err := e.store.Put(ctx, next); err != nil {
+		return err
+	}
+	lt.task = next
+	if e.pusher != nil {
+		if targets, _ := e.store.ListPush(ctx, next.ID); len(targets) > 0 {
+			e.pusher.Enqueue(next.ID, ev, next)
+		}
+	}
+	for s := range lt.subs {
+		select {
+		case s.ch <- ev:
+		default:
+			s.dropped = true
+			close(s.ch)
+			delete(lt.subs, s)
+		}
+	}
+	if next.Status.State.Terminal() {
+		for s := range lt.subs {
+			close(s.ch)
+		}
+		lt.subs = nil
+		close(lt.done)
+		e.mu.Lock()
+		delete(e.live, next.ID)
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// subscribe returns a channel of the task's events from now on, and the
+// snapshot at the moment of subscription. The channel closes when the task
+// ends (or the subscriber falls too far behind).
+func (lt *liveTask) subscribe() (*subscriber, *a2a.Task) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	s := &subscriber{ch: make(chan a2a.Event, subscriberBuffer)}
+	if lt.task.Status.State.Terminal() {
+		close(s.ch)
+		return s, lt.task
+	}
+	if lt.subs == nil {
+		lt.subs = make(map[*subscriber]struct{})
+	}
+	lt.subs[s] = struct{}{}
+	return s, lt.task
+}
+
+func (lt *liveTask) unsubscribe(s *subscriber) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if _, ok := lt.subs[s]; ok {
+		delete(lt.subs, s)
+		close(s.ch)
+	}
+}
+
+func (lt *liveTask) snapshot() *a2a.Task {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return lt.task
+}
+
+// queue is the eventqueue.Queue an executor writes a task's events to. It also
+// hands the executor the follow-up messages sent to the task (FollowUps).
+type queue struct {
+	e  *Engine
+	lt *liveTask
+}
+
+func (q queue) Write(ctx context.Context, ev a2a.Event) error { return q.e.apply(ctx, q.lt, ev) }
+func (q queue) Read(ctx context.Context) (a2a.Event, error) {
+	return nil, errors.New("tasks: the task queue is write-only")
+}
+func (q queue) Close() error { return nil }
+
+// TakeFollowUp implements FollowUps.
+func (q queue) TakeFollowUp(last bool) []*a2a.Message {
+	lt := q.lt
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if len(lt.followUps) > 0 {
+		msgs := lt.followUps
+		lt.followUps = nil
+		return msgs
+	}
+	if last {
+		lt.closed = true
+	}
+	return nil
+}
+
+var _ eventqueue.Queue = queue{}
+
+// start creates a task for a new message and runs the executor on it in the
+// background, or hands a follow-up message to the task it names. The caller
+// may subscribe before the executor starts.
+func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liveTask, error) {
+	if err := ValidateSendParams(params); err != nil {
+		return nil, err
+	}
+	var push *PushTarget
+	if params.Config != nil && params.Config.PushConfig != nil {
+		t, err := e.pushTarget(ctx, params.Config.PushConfig)
+		if err != nil {
+			return nil, err
+		}
+		push = &t
+	}
+	msg := params.Message
+	if msg.TaskID != "" {
+		if _, err := e.visible(ctx, msg.TaskID); err != nil {
+			return nil, err
+		}
+		return e.followUp(ctx, msg, push)
+	}
+	// The draining check and counting the executor for Wait are one step: a
+	// drain that begins after it waits for this task.
+	e.mu.Lock()
+	if e.draining {
+		e.mu.Unlock()
+		return nil, ErrDraining
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	started := false
+	defer func() {
+		if !started {
+			e.wg.Done()
+		}
+	}()
+	m := *msg
+	m.TaskID = a2a.NewTaskID()
+	if m.ContextID == "" {
+		m.ContextID = a2a.NewContextID()
+	}
+	task := &a2a.Task{
+		ID:        m.TaskID,
+		ContextID: m.ContextID,
+		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: now()},
+		History:   []*a2a.Message{&m},
+		Metadata:  params.Metadata,
+	}
+	if err := e.store.Create(ctx, task, callerName(ctx)); err != nil {
+		return nil, err
+	}
+	if push != nil {
+		if _, err := e.store.SetPush(ctx, task.ID, *push); err != nil {
+			return nil, err
+		}
+	}
+	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	lt := &liveTask{task: task, done: make(chan struct{}), cancelExec: cancel}
+	e.mu.Lock()
+	e.live[task.ID] = lt
+	e.mu.Unlock()
+	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
+	started = true
+	go e.run(execCtx, cancel, lt, reqCtx)
+	return lt, nil
+}
+
+// followUp adds a message to a running task: it joins the task's history and
+// waits for the executor, which takes it as the task's next turn. A finished
+// task takes no more messages (a refinement is a new task, which may name this
+// one in referenceTaskIds).
+func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarget) (*liveTask, error) {
+	id := msg.TaskID
+	lt := e.getLive(id)
+	if lt == nil {
+		t, _, err := e.store.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("task %s is %s and takes no more messages; send a new message (its referenceTaskIds may name this task): %w", id, t.Status.State, a2a.ErrUnsupportedOperation)
+	}
+	if lt.cancelExec == nil {
+		return nil, fmt.Errorf("task %s is a nested subagent, driven by its parent; it takes no messages: %w", id, a2a.ErrUnsupportedOperation)
+	}
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	cur := lt.task
+	if msg.ContextID != "" && msg.ContextID != cur.ContextID {
+		return nil, fmt.Errorf("message.contextId %q is not task %s's context %q: %w", msg.ContextID, id, cur.ContextID, a2a.ErrInvalidParams)
+	}
+	if lt.closed || cur.Status.State.Terminal() {
+		return nil, fmt.Errorf("task %s is finishing and takes no more messages: %w", id, a2a.ErrUnsupportedOperation)
+	}
+	if len(lt.followUps) >= MaxFollowUps {
+		return nil, fmt.Errorf("task %s already has %d follow-up messages waiting: %w", id, MaxFollowUps, a2a.ErrUnsupportedOperation)
+	}
+	m := *msg
+	m.ContextID = cur.ContextID
+	next := *cur
+	next.History = append(slices.Clip(cur.History), &m)
+	if err := e.store.Put(ctx, &next); err != nil {
+		return nil, err
+	}
+	if push != nil {
+		if _, err := e.store.SetPush(ctx, id, *push); err != nil {
+			return nil, err
+		}
+	}
+	lt.task = &next
+	lt.followUps = append(lt.followUps, &m)
+	return lt, nil
+}
+
+// run drives one executor and makes sure its task ends terminal.
+func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *liveTask, reqCtx *a2asrv.RequestContext) {
+	defer e.wg.Done()
+	defer cancel(nil)
+	var err error
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("executor panic: %v", r)
+			e.log.Error("executor panicked", "task_id", reqCtx.TaskID, "panic", r, "stack", string(debug.Stack()))
+		}
+		if lt.snapshot().Status.State.Terminal() {
+			return
+		}
+		text := "the executor ended without a final state"
+		if err != nil {
+			text = "the executor failed: " + err.Error()
+		}
+		e.log.Error("forcing task to failed", "task_id", reqCtx.TaskID, "err", err)
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateFailed, a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: text}))
+		ev.Final = true
+		if fm, ok := e.exec.(FailureMetadata); ok {
+			ev.Metadata = fm.FailureMetadata()
+		}
+		_ = e.apply(ctx, lt, ev)
+	}()
+	err = e.exec.Execute(ctx, reqCtx, queue{e: e, lt: lt})
+}

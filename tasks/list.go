@@ -1,0 +1,69 @@
+package tasks
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+)
+
+// errBadPageToken refuses a page token this server did not issue.
+var errBadPageToken = fmt.Errorf("pageToken is not one this server issued: %w", a2a.ErrInvalidParams)
+
+// stamp is the time a task's status last changed, the List order's key.
+func stamp(t *a2a.Task) time.Time {
+	if t.Status.Timestamp == nil {
+		return time.Time{}
+	}
+	return *t.Status.Timestamp
+}
+
+// cursor is a position in List order: the last task of a page.
+type cursor struct {
+	at time.Time
+	id string
+}
+
+func (c cursor) String() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.at.UnixNano(), 10) + ":" + c.id))
+}
+
+func parseCursor(s string) (cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return cursor{}, errBadPageToken
+	}
+	ns, id, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || id == "" {
+		return cursor{}, errBadPageToken
+	}
+	return cursor{at: time.Unix(0, n), id: id}, nil
+}
+
+// before reports whether t comes after the cursor in List order.
+func (c cursor) before(t *a2a.Task) bool {
+	ts := stamp(t)
+	if !ts.Equal(c.at) {
+		return ts.Before(c.at)
+	}
+	return string(t.ID) < c.id
+}
+
+// trimHistory returns t with at most n history messages (the latest), sharing
+// everything else.
+func trimHistory(t *a2a.Task, n *int) *a2a.Task {
+	if n == nil || *n >= len(t.History) {
+		return t
+	}
+	c := *t
+	if *n <= 0 {
+		c.History = nil
+	} else {
+		c.History = t.History[len(t.History)-*n:]
+	}
+	return &c
+}

@@ -1,0 +1,314 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+)
+
+// OnSendMessage handles message/send: it starts a task and, unless the client
+// asked not to block, waits for it to end.
+func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	lt, err := e.start(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	hist := historyLength(params)
+	if params.Config != nil && params.Config.Blocking != nil && !*params.Config.Blocking {
+		return trimHistory(lt.snapshot(), hist), nil
+	}
+	var timeout <-chan time.Time
+	if e.sendWait > 0 {
+		t := time.NewTimer(e.sendWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-lt.done:
+	case <-timeout:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return trimHistory(lt.snapshot(), hist), nil
+}
+
+// OnSendMessageStream handles message/stream: the task first, then every event
+// until the terminal one.
+func (e *Engine) OnSendMessageStream(ctx context.Context, params *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		lt, err := e.start(ctx, params)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		e.stream(ctx, lt, yield)
+	}
+}
+
+// OnResubscribeToTask handles tasks/resubscribe: the current task, then its
+// events until it ends. A finished task yields its final snapshot and ends.
+func (e *Engine) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if params == nil || params.ID == "" {
+			yield(nil, fmt.Errorf("missing task id: %w", a2a.ErrInvalidParams))
+			return
+		}
+		t, err := e.visible(ctx, params.ID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		lt := e.getLive(params.ID)
+		if lt == nil {
+			yield(t, nil)
+			return
+		}
+		e.stream(ctx, lt, yield)
+	}
+}
+
+func (e *Engine) stream(ctx context.Context, lt *liveTask, yield func(a2a.Event, error) bool) {
+	sub, first := lt.subscribe()
+	defer lt.unsubscribe(sub)
+	if !yield(first, nil) {
+		return
+	}
+	if first.Status.State.Terminal() {
+		return
+	}
+	for {
+		select {
+		case ev, ok := <-sub.ch:
+			if !ok {
+				if sub.dropped {
+					yield(nil, fmt.Errorf("stream subscriber fell behind: %w", a2a.ErrInternalError))
+				}
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// OnGetTask handles tasks/get, on any handle: roots and nested subagents. Like
+// every method on one task, it answers only the task's creator (or an
+// operator); anyone else is told the task does not exist.
+func (e *Engine) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Task, error) {
+	if q == nil || q.ID == "" {
+		return nil, fmt.Errorf("missing task id: %w", a2a.ErrInvalidParams)
+	}
+	if q.HistoryLength != nil && *q.HistoryLength < 0 {
+		return nil, fmt.Errorf("historyLength must not be negative: %w", a2a.ErrInvalidParams)
+	}
+	t, err := e.visible(ctx, q.ID)
+	if err != nil {
+		return nil, err
+	}
+	return trimHistory(t, q.HistoryLength), nil
+}
+
+// OnCancelTask handles tasks/cancel: it stops the task's subtree (the kill
+// ladder) and returns the task once it is terminal.
+func (e *Engine) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a2a.Task, error) {
+	if params == nil || params.ID == "" {
+		return nil, fmt.Errorf("missing task id: %w", a2a.ErrInvalidParams)
+	}
+	t, err := e.visible(ctx, params.ID)
+	if err != nil {
+		return nil, err
+	}
+	lt := e.getLive(params.ID)
+	if lt == nil {
+		return nil, fmt.Errorf("task %s is %s: %w", t.ID, t.Status.State, a2a.ErrTaskNotCancelable)
+	}
+	if lt.cancelExec != nil {
+		lt.cancelExec(errCancelRequested)
+	} else {
+		snap := lt.snapshot()
+		reqCtx := &a2asrv.RequestContext{TaskID: snap.ID, ContextID: snap.ContextID, StoredTask: snap, Metadata: params.Metadata}
+		if err := e.exec.Cancel(ctx, reqCtx, queue{e: e, lt: lt}); err != nil {
+			if errors.Is(err, errTaskFinished) {
+				// It ended on its own meanwhile.
+				return nil, fmt.Errorf("task %s is %s: %w", snap.ID, lt.snapshot().Status.State, a2a.ErrTaskNotCancelable)
+			}
+			return nil, err
+		}
+	}
+	select {
+	case <-lt.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return lt.snapshot(), nil
+}
+
+// errCancelRequested is the cause an executor's context carries after
+// tasks/cancel. Its text reaches callers: an executor reports the cause in the
+// cancelled task's status message.
+var errCancelRequested = errors.New("task cancelled by tasks/cancel")
+
+// pushTarget checks a webhook registration against the address policy.
+func (e *Engine) pushTarget(ctx context.Context, c *a2a.PushConfig) (PushTarget, error) {
+	if e.pusher == nil {
+		return PushTarget{}, a2a.ErrPushNotificationNotSupported
+	}
+	if c.URL == "" {
+		return PushTarget{}, fmt.Errorf("pushNotificationConfig.url is required: %w", a2a.ErrInvalidParams)
+	}
+	if err := e.pusher.Policy().CheckURL(ctx, c.URL); err != nil {
+		return PushTarget{}, fmt.Errorf("%w: %w", a2a.ErrInvalidParams, err)
+	}
+	t := PushTarget{Config: *c, Version: VersionFrom(ctx)}
+	if t.Config.ID == "" && t.Version == Version03 {
+		// In 0.3 a client names a config only to register several; one
+		// without a name is the task's default callback, and registering
+		// another replaces it. (1.0 servers assign every config an id.)
+		t.Config.ID = DefaultPushConfigID
+	}
+	return t, nil
+}
+
+// DefaultPushConfigID is the id of a push config registered through A2A 0.3
+// without one.
+const DefaultPushConfigID = "default"
+
+// OnSetTaskPushConfig registers a webhook for a task (checked against the
+// address policy) and returns it with its id.
+func (e *Engine) OnSetTaskPushConfig(ctx context.Context, params *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
+	if e.pusher == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	if params == nil || params.TaskID == "" {
+		return nil, fmt.Errorf("taskId is required: %w", a2a.ErrInvalidParams)
+	}
+	if _, err := e.visible(ctx, params.TaskID); err != nil {
+		return nil, err
+	}
+	t, err := e.pushTarget(ctx, &params.Config)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := e.store.SetPush(ctx, params.TaskID, t)
+	if err != nil {
+		return nil, err
+	}
+	return &a2a.TaskPushConfig{TaskID: params.TaskID, Config: stored.Config}, nil
+}
+
+// OnGetTaskPushConfig returns a task's webhook; without a config id, the most
+// recently registered one.
+func (e *Engine) OnGetTaskPushConfig(ctx context.Context, params *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	if e.pusher == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	if params == nil || params.TaskID == "" {
+		return nil, fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
+	}
+	if _, err := e.visible(ctx, params.TaskID); err != nil {
+		return nil, err
+	}
+	t, err := e.store.GetPush(ctx, params.TaskID, params.ConfigID)
+	if err != nil {
+		return nil, err
+	}
+	return &a2a.TaskPushConfig{TaskID: params.TaskID, Config: t.Config}, nil
+}
+
+// OnListTaskPushConfig returns a task's webhooks (an empty list when none).
+func (e *Engine) OnListTaskPushConfig(ctx context.Context, params *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
+	if e.pusher == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	if params == nil || params.TaskID == "" {
+		return nil, fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
+	}
+	if _, err := e.visible(ctx, params.TaskID); err != nil {
+		return nil, err
+	}
+	targets, err := e.store.ListPush(ctx, params.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*a2a.TaskPushConfig, 0, len(targets))
+	for _, t := range targets {
+		out = append(out, &a2a.TaskPushConfig{TaskID: params.TaskID, Config: t.Config})
+	}
+	return out, nil
+}
+
+// OnDeleteTaskPushConfig removes a task's webhook; deleting one that does not
+// exist succeeds.
+func (e *Engine) OnDeleteTaskPushConfig(ctx context.Context, params *a2a.DeleteTaskPushConfigParams) error {
+	if e.pusher == nil {
+		return a2a.ErrPushNotificationNotSupported
+	}
+	if params == nil || params.TaskID == "" {
+		return fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
+	}
+	if _, err := e.visible(ctx, params.TaskID); err != nil {
+		return err
+	}
+	return e.store.DeletePush(ctx, params.TaskID, params.ConfigID)
+}
+
+// ListTasks returns one page of the tasks the caller created, most recently
+// updated first (A2A 1.0 ListTasks; 0.3 has no such method).
+func (e *Engine) ListTasks(ctx context.Context, q ListQuery) (ListPage, error) {
+	q.Owner = callerName(ctx)
+	return e.store.List(ctx, q)
+}
+
+// OnGetExtendedAgentCard reports that there is no extended card.
+func (e *Engine) OnGetExtendedAgentCard(ctx context.Context) (*a2a.AgentCard, error) {
+	return nil, a2a.ErrAuthenticatedExtendedCardNotConfigured
+}
+
+func historyLength(p *a2a.MessageSendParams) *int {
+	if p.Config == nil {
+		return nil
+	}
+	return p.Config.HistoryLength
+}
+
+// ValidateSendParams checks a message before a task exists for it: a message
+// with an id, a role, and at least one well-formed part.
+func ValidateSendParams(p *a2a.MessageSendParams) error {
+	if p == nil || p.Message == nil {
+		return fmt.Errorf("params.message is required: %w", a2a.ErrInvalidParams)
+	}
+	m := p.Message
+	if m.ID == "" {
+		return fmt.Errorf("message.messageId is required: %w", a2a.ErrInvalidParams)
+	}
+	if m.Role != a2a.MessageRoleUser && m.Role != a2a.MessageRoleAgent {
+		return fmt.Errorf("message.role must be \"user\" or \"agent\": %w", a2a.ErrInvalidParams)
+	}
+	if len(m.Parts) == 0 {
+		return fmt.Errorf("message.parts must not be empty: %w", a2a.ErrInvalidParams)
+	}
+	for i, part := range m.Parts {
+		switch v := part.(type) {
+		case a2a.TextPart:
+		case a2a.DataPart:
+			if v.Data == nil {
+				return fmt.Errorf("message.parts[%d]: a data part needs data: %w", i, a2a.ErrInvalidParams)
+			}
+		case a2a.FilePart:
+		default:
+			return fmt.Errorf("message.parts[%d]: unknown part: %w", i, a2a.ErrInvalidParams)
+		}
+	}
+	if p.Config != nil && p.Config.HistoryLength != nil && *p.Config.HistoryLength < 0 {
+		return fmt.Errorf("configuration.historyLength must not be negative: %w", a2a.ErrInvalidParams)
+	}
+	return nil
+}

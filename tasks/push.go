@@ -1,0 +1,390 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/a2av1"
+)
+
+// Protocol versions a request can arrive through.
+const (
+	Version03 = "0.3"
+	Version10 = a2av1.Version
+)
+
+type versionKey struct{}
+
+// WithVersion returns ctx marked with the A2A protocol version the request
+// arrived through; push notification configs registered under it get that
+// version's payload shape.
+func WithVersion(ctx context.Context, v string) context.Context {
+	return context.WithValue(ctx, versionKey{}, v)
+}
+
+// VersionFrom returns the protocol version of the request, Version03 when
+// unmarked.
+func VersionFrom(ctx context.Context) string {
+	if v, ok := ctx.Value(versionKey{}).(string); ok && v != "" {
+		return v
+	}
+	return Version03
+}
+
+// ErrPushRefused refuses a webhook URL: a bad URL, or an address in a range
+// agentd does not call (SSRF protection). Its text is part of the refusal a
+// client reads in the JSON-RPC error's detail, so it carries no package
+// prefix.
+var ErrPushRefused = errors.New("push notification url refused")
+
+// PushPolicy decides which webhook addresses agentd may call. Loopback,
+// link-local, private (RFC 1918, RFC 4193), shared (RFC 6598), unspecified and
+// multicast addresses, and IPv6 addresses that lead to one of them (NAT64,
+// 6to4, IPv4-compatible), are refused unless a prefix in Allow covers them.
+// The zero value refuses them all. It is safe for concurrent use.
+type PushPolicy struct {
+	Allow []netip.Prefix
+	// Resolver resolves host names at registration; nil uses the default.
+	Resolver *net.Resolver
+}
+
+var (
+	sharedRange = netip.MustParsePrefix("100.64.0.0/10")
+	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+	nat64       = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052: the IPv4 address in the last 32 bits
+	nat64Local  = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215: local-use translation, never the internet
+	sixToFour   = netip.MustParsePrefix("2002::/16")      // RFC 3056: the IPv4 address in bits 16..47
+	v4Compat    = netip.MustParsePrefix("::/96")          // deprecated IPv4-compatible addresses
+)
+
+// CheckAddr refuses an address in a forbidden range that Allow does not cover.
+// An IPv6 address that carries an IPv4 one (mapped, NAT64, 6to4,
+// IPv4-compatible) is judged by the IPv4 address it reaches.
+func (p PushPolicy) CheckAddr(ip netip.Addr) error {
+	ip = ip.Unmap()
+	for _, pre := range p.Allow {
+		if pre.Contains(ip) {
+			return nil
+		}
+	}
+	check := ip
+	b := ip.As16()
+	switch {
+	case nat64Local.Contains(ip):
+		return fmt.Errorf("%w: %s is a local-use NAT64 address", ErrPushRefused, ip)
+	case nat64.Contains(ip), v4Compat.Contains(ip) && !ip.IsLoopback() && !ip.IsUnspecified():
+		check = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	case sixToFour.Contains(ip):
+		check = netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
+	}
+	switch {
+	case check.IsLoopback():
+		return fmt.Errorf("%w: %s is a loopback address", ErrPushRefused, ip)
+	case check.IsLinkLocalUnicast(), check.IsLinkLocalMulticast():
+		return fmt.Errorf("%w: %s is a link-local address", ErrPushRefused, ip)
+	case check.IsPrivate(), sharedRange.Contains(check):
+		return fmt.Errorf("%w: %s is a private address", ErrPushRefused, ip)
+	case check.IsUnspecified(), thisNetwork.Contains(check), check.IsMulticast(), !check.IsGlobalUnicast():
+		return fmt.Errorf("%w: %s is not a unicast internet address", ErrPushRefused, ip)
+	}
+	return nil
+}
+
+// CheckURL checks a webhook URL at registration: http or https, a host, and
+// every address the host resolves to allowed. A host that does not resolve now
+// is accepted (DNS may be briefly unavailable); the address actually dialed is
+// checked again at every delivery, so a name that later resolves to a refused
+// range is never called.
+func (p PushPolicy) CheckURL(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrPushRefused, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%w: scheme %q: want http or https", ErrPushRefused, u.Scheme)
+	}
+	host := u.Hostname()
+	if host == "" {
+		return fmt.Errorf("%w: %q has no host", ErrPushRefused, raw)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return p.CheckAddr(ip)
+	}
+	lower := strings.ToLower(strings.TrimSuffix(host, "."))
+	if lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
+		for _, ip := range []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()} {
+			if err := p.CheckAddr(ip); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	r := p.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil // checked again, on the dialed address, at delivery
+	}
+	for _, ip := range addrs {
+		if err := p.CheckAddr(ip); err != nil {
+			return fmt.Errorf("%w (%s resolves to it)", err, host)
+		}
+	}
+	return nil
+}
+
+// control is the dialer hook that checks the resolved address of every
+// connection a delivery opens.
+func (p PushPolicy) control(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: dial %s: %v", ErrPushRefused, address, err)
+	}
+	return p.CheckAddr(ap.Addr())
+}
+
+// PushSettings configure push notification delivery. Zero fields take their
+// defaults.
+type PushSettings struct {
+	Policy   PushPolicy
+	Attempts int           // delivery attempts per event and webhook; default 3
+	Backoff  time.Duration // wait before the second attempt, doubling after; default 500ms
+	Timeout  time.Duration // per attempt; default 10s
+	// QueueLimit bounds the events waiting per task; the oldest non-final one
+	// is dropped beyond it. Default 64.
+	QueueLimit int
+	Log        *slog.Logger
+}
+
+// Pusher delivers a task's events to its webhooks: in order per task, each
+// event to every webhook registered at delivery time, with bounded retries. A
+// 0.3 registration receives the task snapshot after the event (as a2a-go
+// does); a 1.0 registration receives the event as a StreamResponse. It is safe
+// for concurrent use; create it with NewPusher and stop it with Close.
+type Pusher struct {
+	cfg     PushSettings
+	client  *http.Client
+	targets func(context.Context, a2a.TaskID) ([]PushTarget, error)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex                // guards queues, idle
+	queues map[a2a.TaskID]*pushQueue // one per task with a running drain
+	idle   chan struct{}             // closed when the last drain exits; nil if none waits
+}
+
+type pushItem struct {
+	ev    a2a.Event
+	snap  *a2a.Task
+	final bool
+}
+
+type pushQueue struct {
+	items []pushItem // guarded by Pusher.mu
+}
+
+// NewPusher returns a pusher that reads a task's webhooks from targets (a
+// Store's ListPush) at each delivery.
+func NewPusher(cfg PushSettings, targets func(context.Context, a2a.TaskID) ([]PushTarget, error)) *Pusher {
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 3
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 500 * time.Millisecond
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.QueueLimit <= 0 {
+		cfg.QueueLimit = 64
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: cfg.Policy.control}
+	transport := &http.Transport{
+		Proxy:               nil, // a proxy would dial for us, past the address check
+		DialContext:         dialer.DialContext,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: cfg.Timeout,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Pusher{
+		cfg:     cfg,
+		targets: targets,
+		client: &http.Client{
+			Transport: transport,
+			// A redirect is not followed: the webhook is the registered URL.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		ctx:    ctx,
+		cancel: cancel,
+		queues: make(map[a2a.TaskID]*pushQueue),
+	}
+}
+
+// Policy returns the address policy the pusher enforces.
+func (p *Pusher) Policy() PushPolicy { return p.cfg.Policy }
+
+// Enqueue schedules the delivery of ev (and the snapshot after it) to the
+// task's webhooks. It never blocks on the network.
+func (p *Pusher) Enqueue(id a2a.TaskID, ev a2a.Event, snap *a2a.Task) {
+	item := pushItem{ev: ev, snap: snap, final: snap.Status.State.Terminal()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx.Err() != nil {
+		return
+	}
+	q, running := p.queues[id]
+	if !running {
+		q = &pushQueue{}
+		p.queues[id] = q
+	}
+	if len(q.items) >= p.cfg.QueueLimit {
+		drop := 0
+		for drop < len(q.items)-1 && q.items[drop].final {
+			drop++
+		}
+		p.cfg.Log.Warn("push queue full: dropping an event", "task_id", id)
+		q.items = append(q.items[:drop], q.items[drop+1:]...)
+	}
+	q.items = append(q.items, item)
+	if !running {
+		go p.drain(id, q)
+	}
+}
+
+// drain delivers a task's queued events in order, then exits; the next
+// Enqueue starts a new drain.
+func (p *Pusher) drain(id a2a.TaskID, q *pushQueue) {
+	for {
+		p.mu.Lock()
+		if len(q.items) == 0 || p.ctx.Err() != nil {
+			delete(p.queues, id)
+			if len(p.queues) == 0 && p.idle != nil {
+				close(p.idle)
+				p.idle = nil
+			}
+			p.mu.Unlock()
+			return
+		}
+		item := q.items[0]
+		q.items = q.items[1:]
+		p.mu.Unlock()
+		targets, err := p.targets(p.ctx, id)
+		if err != nil {
+			continue // the task is gone
+		}
+		for _, t := range targets {
+			p.deliver(id, t, item)
+		}
+	}
+}
+
+// deliver sends one event to one webhook, retrying transport errors, 408, 429
+// and 5xx answers up to the attempt limit with doubling backoff.
+func (p *Pusher) deliver(id a2a.TaskID, t PushTarget, item pushItem) {
+	var body []byte
+	var err error
+	if t.Version == Version10 {
+		body, err = json.Marshal(a2av1.EventFrom(item.ev))
+	} else {
+		body, err = json.Marshal(item.snap)
+	}
+	if err != nil {
+		p.cfg.Log.Error("push payload does not encode", "task_id", id, "err", err)
+		return
+	}
+	wait := p.cfg.Backoff
+	for attempt := 1; attempt <= p.cfg.Attempts; attempt++ {
+		retry, err := p.post(t.Config, body)
+		if err == nil {
+			return
+		}
+		if !retry || attempt == p.cfg.Attempts {
+			p.cfg.Log.Warn("push notification not delivered", "task_id", id, "url", t.Config.URL, "attempts", attempt, "err", err)
+			return
+		}
+		select {
+		case <-time.After(wait):
+		case <-p.ctx.Done():
+			return
+		}
+		wait *= 2
+	}
+}
+
+func (p *Pusher) post(c a2a.PushConfig, body []byte) (retry bool, err error) {
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.Token != "" {
+		req.Header.Set("X-A2A-Notification-Token", c.Token)
+	}
+	if c.Auth != nil && c.Auth.Credentials != "" && len(c.Auth.Schemes) > 0 {
+		req.Header.Set("Authorization", c.Auth.Schemes[0]+" "+c.Auth.Credentials)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return !errors.Is(err, ErrPushRefused), err
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return false, nil
+	}
+	retry = resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+	return retry, fmt.Errorf("webhook answered %s", resp.Status)
+}
+
+// Close stops every delivery and waits for the workers to exit.
+func (p *Pusher) Close() {
+	p.mu.Lock()
+	p.cancel()
+	p.mu.Unlock()
+	_ = p.Wait(context.Background())
+}
+
+// Wait blocks until every queued event has been delivered (or given up on),
+// or ctx ends.
+func (p *Pusher) Wait(ctx context.Context) error {
+	p.mu.Lock()
+	if len(p.queues) == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+	}
+	idle := p.idle
+	p.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

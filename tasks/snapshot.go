@@ -1,0 +1,78 @@
+package tasks
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+)
+
+// Apply returns the snapshot after an event: old with ev (a status update, an
+// artifact update, or a whole task) applied. A status update moves the old
+// status message into the history and merges its metadata into the task's;
+// an artifact update adds, appends to or replaces the artifact with its id.
+// old is never modified and its slices are never appended to in place, so a
+// snapshot stays immutable once stored.
+func Apply(old *a2a.Task, ev a2a.Event) (*a2a.Task, error) {
+	t := *old
+	switch v := ev.(type) {
+	case *a2a.TaskStatusUpdateEvent:
+		if v.TaskID != old.ID {
+			return nil, fmt.Errorf("tasks: status update for task %s applied to %s", v.TaskID, old.ID)
+		}
+		if old.Status.Message != nil {
+			t.History = append(slices.Clip(old.History), old.Status.Message)
+		}
+		t.Metadata = mergeMeta(old.Metadata, v.Metadata)
+		t.Status = v.Status
+		if t.Status.Timestamp == nil {
+			t.Status.Timestamp = now()
+		}
+	case *a2a.TaskArtifactUpdateEvent:
+		if v.TaskID != old.ID || v.Artifact == nil {
+			return nil, fmt.Errorf("tasks: bad artifact update for task %s", old.ID)
+		}
+		i := slices.IndexFunc(old.Artifacts, func(a *a2a.Artifact) bool { return a.ID == v.Artifact.ID })
+		switch {
+		case i < 0:
+			t.Artifacts = append(slices.Clip(old.Artifacts), v.Artifact)
+		case v.Append:
+			merged := *old.Artifacts[i]
+			merged.Parts = append(slices.Clip(merged.Parts), v.Artifact.Parts...)
+			t.Artifacts = slices.Clone(old.Artifacts)
+			t.Artifacts[i] = &merged
+		default:
+			t.Artifacts = slices.Clone(old.Artifacts)
+			t.Artifacts[i] = v.Artifact
+		}
+	case *a2a.Task:
+		if v.ID != old.ID {
+			return nil, fmt.Errorf("tasks: task %s applied to %s", v.ID, old.ID)
+		}
+		t = *v
+	default:
+		return nil, fmt.Errorf("tasks: unexpected event %T for a task", ev)
+	}
+	return &t, nil
+}
+
+func mergeMeta(old, add map[string]any) map[string]any {
+	if len(add) == 0 {
+		return old
+	}
+	m := make(map[string]any, len(old)+len(add))
+	for k, v := range old {
+		m[k] = v
+	}
+	for k, v := range add {
+		m[k] = v
+	}
+	return m
+}
+
+// now is the current time as an A2A status timestamp.
+func now() *time.Time {
+	t := time.Now().UTC()
+	return &t
+}
