@@ -24,7 +24,7 @@ func BenchmarkEngineSend(b *testing.B) {
 	}
 	exec := NewExecutor(ExecutorConfig{
 		Router: router, Limits: testGrant, Intelligence: api.Intelligence{Endpoint: "builtin:demo"},
-		Instance: "self", MaxDepth: 4, Lineages: &delegate.Lineages{},
+		Instance: "self", MaxDepth: func() int { return 4 }, Lineages: &delegate.Lineages{},
 	})
 	e := tasks.NewEngine(tasks.NewMemoryStore(1000, time.Hour), exec, nil)
 	ctx := context.Background()

@@ -32,8 +32,10 @@ type ExecutorConfig struct {
 	Limits api.Limits
 	// Intelligence is the model endpoint every run's subagents use.
 	Intelligence api.Intelligence
-	// Scope is the root tool grant; a peer's tool filter narrows it.
-	Scope api.ToolScope
+	// Scope, if set, is asked for the root tool grant as each run starts (tool
+	// servers that connect late add their tools); a peer's tool filter narrows
+	// it. Nil grants no tools.
+	Scope func() api.ToolScope
 	// PublicURL is the service's public base URL; a distillate stored as a blob
 	// becomes a file part whose uri is PublicURL + "blobs/ID" (served by
 	// server's blob route). Empty keeps agent://blob/ID.
@@ -41,20 +43,17 @@ type ExecutorConfig struct {
 	// Instance is this agentd's id on hop lists; a message whose hops already
 	// hold it is a delegation cycle and is refused.
 	Instance string
-	// MaxDepth is this service's mesh-wide depth cap (its --max-depth): no
-	// subagent serving a message sits deeper in the mesh than the smaller of
-	// it and the caller's cap (a plain client's message is depth 0, like a
-	// tree's root), and a message past that cap is refused. MaxDepthNow, if
-	// set, is read per message instead (the operator's current cap).
-	MaxDepth    int
-	MaxDepthNow func() int
+	// MaxDepth, if set, is asked per message for this service's mesh-wide
+	// depth cap (its --max-depth, as the operator has it now): no subagent
+	// serving a message sits deeper in the mesh than the smaller of it and
+	// the caller's cap (a plain client's message is depth 0, like a tree's
+	// root), and a message past that cap is refused. Nil or a result <= 0 is
+	// no cap of this service's own.
+	MaxDepth func() int
 	// Lineages, if set, records each running tree's hops and depth for nested
 	// delegations (delegate.Delegator reads it).
 	Lineages *delegate.Lineages
 	Log      *slog.Logger
-	// ScopeFunc, if set, is asked for the root tool grant as each run starts
-	// (tool servers that connect late add their tools); it beats Scope.
-	ScopeFunc func() api.ToolScope
 }
 
 // Executor is the a2asrv.AgentExecutor that turns an A2A message into a
@@ -75,6 +74,11 @@ func NewExecutor(cfg ExecutorConfig) *Executor {
 	}
 	return &Executor{cfg: cfg}
 }
+
+// LogTaskAccepted is the message of the log record of every task whose
+// delegation started: its task_id, run_id, the caller (spiffe_id,
+// caller_auth), provider, depth and hops.
+const LogTaskAccepted = "task accepted"
 
 var (
 	_ a2asrv.AgentExecutor  = (*Executor)(nil)
@@ -114,16 +118,17 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	baseSeed := req.Payload.Seed.Slices
 	var turns []api.SeedSlice
 	for turn := 1; ; turn++ {
-		res, tree, started, err := x.runTurn(ctx, reqCtx, q, req, turn == 1)
-		if tree != nil {
-			trees = append(trees, tree)
+		t, err := x.runTurn(ctx, reqCtx, q, req, turn == 1)
+		if t.tree != nil {
+			trees = append(trees, t.tree)
 		}
 		if err != nil {
 			return err
 		}
-		if !started {
+		if !t.ran {
 			return nil // refused: the task already ended
 		}
+		res := t.res
 		art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifactAt(reqCtx.TaskID, res, x.cfg.PublicURL), LastChunk: true}
 		if err := q.Write(ctx, art); err != nil {
 			return err
@@ -173,10 +178,16 @@ func (x *Executor) forgetLineage(runID string, trees []<-chan struct{}) {
 	}()
 }
 
-// runTurn starts one turn and waits for its result; tree, when not nil, is
-// closed once the turn's whole tree has ended (delegate.TreeRun). It reports
-// started=false after writing a refusal.
-func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first bool) (res api.SubagentResult, tree <-chan struct{}, started bool, err error) {
+// turnOutcome is how one turn of a task went.
+type turnOutcome struct {
+	res  api.SubagentResult // the delegation's result, when it ran
+	ran  bool               // false: it never ran, and the task has been ended
+	tree <-chan struct{}    // closed once the turn's whole tree has ended (delegate.TreeRun); nil if not known
+}
+
+// runTurn starts one turn and waits for its result. A turn that cannot start
+// ends the task with a refusal and reports ran false.
+func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first bool) (turnOutcome, error) {
 	run, err := x.cfg.Router.Start(ctx, req)
 	if err != nil {
 		status, text := api.StatusCrashed, "the delegation did not start: "+err.Error()
@@ -186,10 +197,11 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		case errors.Is(err, delegate.ErrUnsupportedCapability) || errors.Is(err, ErrCycle) || errors.Is(err, ErrDepthExhausted) || errors.Is(err, delegate.ErrUnknownProvider):
 			status, text = api.StatusRefused, "delegation refused: "+err.Error()
 		}
-		return api.SubagentResult{}, nil, false, x.refuse(ctx, reqCtx, q, status, text)
+		return turnOutcome{}, x.refuse(ctx, reqCtx, q, status, text)
 	}
+	var t turnOutcome
 	if tr, ok := run.(delegate.TreeRun); ok {
-		tree = tr.TreeDone()
+		t.tree = tr.TreeDone()
 	}
 	if first {
 		working := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)
@@ -198,13 +210,13 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		if p, err := x.cfg.Router.Route(req); err == nil {
 			provider = p.Name()
 		}
-		x.cfg.Log.InfoContext(ctx, "task accepted", "task_id", string(reqCtx.TaskID), "run_id", req.Payload.Telemetry.RunID,
+		x.cfg.Log.InfoContext(ctx, LogTaskAccepted, "task_id", string(reqCtx.TaskID), "run_id", req.Payload.Telemetry.RunID,
 			"spiffe_id", working.Metadata[MetaCaller], "caller_auth", working.Metadata[MetaCallerAuth],
 			"provider", provider, "depth", req.Depth, "hops", req.Hops)
 		if err := q.Write(ctx, working); err != nil {
 			run.Cancel("task event refused")
 			<-run.Done()
-			return api.SubagentResult{}, tree, false, err
+			return t, err
 		}
 	}
 	select {
@@ -213,9 +225,9 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		run.Cancel(context.Cause(ctx).Error())
 		<-run.Done()
 	}
-	res = run.Result()
-	spanTurn(ctx, req.Provider, res)
-	return res, tree, true, nil
+	t.res, t.ran = run.Result(), true
+	spanTurn(ctx, req.Provider, t.res)
+	return t, nil
 }
 
 // refuse ends a task whose delegation never started: the state status maps
@@ -264,9 +276,9 @@ func (x *Executor) request(reqCtx *a2asrv.RequestContext, in Inbound) (delegate.
 	if x.cfg.Instance != "" && slices.Contains(in.Hops, x.cfg.Instance) {
 		return delegate.Request{}, fmt.Errorf("%w: this agentd (%s) is already on the delegation path %v", ErrCycle, x.cfg.Instance, in.Hops)
 	}
-	maxDepth := x.cfg.MaxDepth
-	if x.cfg.MaxDepthNow != nil {
-		maxDepth = x.cfg.MaxDepthNow()
+	maxDepth := 0
+	if x.cfg.MaxDepth != nil {
+		maxDepth = x.cfg.MaxDepth()
 	}
 	if in.MaxDepth > 0 && (maxDepth <= 0 || in.MaxDepth < maxDepth) {
 		maxDepth = in.MaxDepth
@@ -274,9 +286,9 @@ func (x *Executor) request(reqCtx *a2asrv.RequestContext, in Inbound) (delegate.
 	if maxDepth > 0 && in.Depth > maxDepth {
 		return delegate.Request{}, fmt.Errorf("%w: depth %d at a cap of %d", ErrDepthExhausted, in.Depth, maxDepth)
 	}
-	scope := x.cfg.Scope
-	if x.cfg.ScopeFunc != nil {
-		scope = x.cfg.ScopeFunc()
+	var scope api.ToolScope
+	if x.cfg.Scope != nil {
+		scope = x.cfg.Scope()
 	}
 	payload := api.SpawnPayload{
 		Contract:     api.OutputContract{Objective: in.Objective, OutputFormat: api.OutputFormat{Kind: api.FormatText}},

@@ -33,10 +33,12 @@ func newTestEngine(t *testing.T, p *a2atest.Provider, mutate func(*ExecutorConfi
 		Router:       router,
 		Limits:       testGrant,
 		Intelligence: api.Intelligence{Endpoint: "builtin:demo"},
-		Scope:        api.ToolScope{Allow: []api.ToolRef{{Server: "gh", Tool: "search"}, {Server: "gh", Tool: "read"}}},
-		Instance:     "self",
-		MaxDepth:     4,
-		Lineages:     lin,
+		Scope: func() api.ToolScope {
+			return api.ToolScope{Allow: []api.ToolRef{{Server: "gh", Tool: "search"}, {Server: "gh", Tool: "read"}}}
+		},
+		Instance: "self",
+		MaxDepth: func() int { return 4 },
+		Lineages: lin,
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -321,7 +323,7 @@ func TestLineageOutlivesTheTaskWhileItsTreeRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	lin := &delegate.Lineages{}
-	e := tasks.NewEngine(tasks.NewMemoryStore(10, time.Hour), NewExecutor(ExecutorConfig{Router: router, Limits: testGrant, Instance: "self", MaxDepth: 4, Lineages: lin}), nil)
+	e := tasks.NewEngine(tasks.NewMemoryStore(10, time.Hour), NewExecutor(ExecutorConfig{Router: router, Limits: testGrant, Instance: "self", MaxDepth: func() int { return 4 }, Lineages: lin}), nil)
 	task := a2atest.Send(t, e, a2atest.Msg("detach a helper"))
 	if task.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("state %s", task.Status.State)

@@ -102,7 +102,7 @@ func newInstantEngine(capacity int, url string) *tasks.Engine {
 		Intelligence: api.Intelligence{Endpoint: "builtin:demo"},
 		PublicURL:    url,
 		Instance:     uuid.NewString(),
-		MaxDepth:     4,
+		MaxDepth:     func() int { return 4 },
 		Lineages:     &delegate.Lineages{},
 		Log:          log,
 	})

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/a2abind"
 )
 
 // spireProc is one SPIRE process, killed and reaped at cleanup.
@@ -189,7 +191,7 @@ plugins {
 	if err != nil || !strings.Contains(string(out2), `"from a to b" has 4 words`) {
 		t.Fatalf("client send to A: %v\n%s", err, out2)
 	}
-	accepted := func(p *service) []map[string]any { return withMsg(logLines(p.logs.String()), "task accepted") }
+	accepted := func(p *service) []map[string]any { return withMsg(logLines(p.logs.String()), a2abind.LogTaskAccepted) }
 	if acc := accepted(a); len(acc) != 1 || str(acc[0], "spiffe_id") != idClient || str(acc[0], "caller_auth") != "mtls" || str(acc[0], "provider") != "peer:b" {
 		t.Fatalf("A's task: %v; want one from %s over mtls, routed to peer:b", acc, idClient)
 	}

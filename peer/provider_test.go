@@ -231,8 +231,10 @@ func TestPeerAgentd(t *testing.T) {
 		t.Fatal(err)
 	}
 	engine := tasks.NewEngine(tasks.NewMemoryStore(10, time.Hour), a2abind.NewExecutor(a2abind.ExecutorConfig{
-		Router: router, Limits: api.Limits{MaxSteps: 50, MaxTokens: 1000, Deadline: api.Duration(time.Minute)}, Instance: "B", MaxDepth: 4,
-		Scope: api.ToolScope{Allow: []api.ToolRef{{Server: "gh", Tool: "search"}, {Server: "gh", Tool: "read"}}},
+		Router: router, Limits: api.Limits{MaxSteps: 50, MaxTokens: 1000, Deadline: api.Duration(time.Minute)}, Instance: "B", MaxDepth: func() int { return 4 },
+		Scope: func() api.ToolScope {
+			return api.ToolScope{Allow: []api.ToolRef{{Server: "gh", Tool: "search"}, {Server: "gh", Tool: "read"}}}
+		},
 	}), nil)
 	url := serveA2A(t, engine, func(url string) *a2a.AgentCard {
 		return a2abind.Card(a2abind.CardConfig{Name: "agentd", URL: url, Instance: "B", MaxDepth: 4})

@@ -133,11 +133,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		CancelHandle: sup.Cancel,
 		Limits:       c.limits(),
 		Intelligence: c.intelligenceSpec(),
-		ScopeFunc:    c.rootScope,
+		Scope:        c.rootScope,
 		PublicURL:    cardURL,
 		Instance:     instance,
-		MaxDepth:     *c.maxDepth,
-		MaxDepthNow:  func() int { return sup.Caps().MaxDepth },
+		MaxDepth:     func() int { return sup.Caps().MaxDepth },
 		Lineages:     lineages,
 		Log:          log,
 	})
