@@ -3,12 +3,12 @@ package mcp
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"sort"
 	"strings"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/loopback"
 	"github.com/agentd/agentd/supervisor"
 )
 
@@ -82,7 +82,7 @@ func checkTool(tool string) error {
 }
 
 // CheckURL checks an MCP endpoint: an absolute https URL, or http whose host is
-// a loopback address (127.0.0.0/8, ::1) or localhost. Credentials in the URL
+// loopback (a loopback address or localhost, as package loopback decides). Credentials in the URL
 // are refused (they would sit on argv); use a token file instead.
 func CheckURL(raw string) error {
 	u, err := url.Parse(raw)
@@ -102,7 +102,7 @@ func CheckURL(raw string) error {
 	case "https":
 		return nil
 	case "http":
-		if isLoopbackHost(u.Hostname()) {
+		if loopback.Host(u.Hostname()) {
 			return nil
 		}
 		return fmt.Errorf("url %q: plain http is only allowed on loopback (127.0.0.1, ::1, localhost); use https", raw)
@@ -115,14 +115,6 @@ func redact(u *url.URL) string {
 	c := *u
 	c.User = nil
 	return c.String()
-}
-
-func isLoopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // cutPair splits NAME=VALUE; NAME must be non-empty.

@@ -18,6 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/bearer"
 	"github.com/agentd/agentd/supervisor"
 )
 
@@ -157,21 +158,10 @@ func httpClient(base *http.Client, token string) *http.Client {
 		rt = http.DefaultTransport
 	}
 	if token != "" {
-		c.Transport = bearer{token: token, base: rt}
+		c.Transport = &bearer.Transport{Base: rt, Token: bearer.Static(token)}
 	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &c
-}
-
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
 }
 
 // Name returns the server's configured name.

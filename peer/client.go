@@ -6,13 +6,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
+	"github.com/agentd/agentd/internal/bearer"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -102,69 +100,16 @@ func transport(c Config) *http.Transport {
 // own origin (c.URL's scheme and host): a redirect elsewhere is followed
 // without it.
 func withBearer(c Config, base *http.Transport) (*http.Client, error) {
-	var rt http.RoundTripper = base
-	if c.BearerTokenFile != "" {
-		tok := &tokenFile{path: c.BearerTokenFile}
-		if _, err := tok.token(); err != nil {
-			return nil, fmt.Errorf("peer %s: %w", c.Name, err)
-		}
-		u, err := url.Parse(c.URL)
-		if err != nil {
-			return nil, fmt.Errorf("peer %s: %w", c.Name, err)
-		}
-		rt = bearerTransport{base: base, tok: tok, scheme: u.Scheme, host: u.Host}
+	if c.BearerTokenFile == "" {
+		return &http.Client{Transport: base}, nil
 	}
-	return &http.Client{Transport: rt}, nil
-}
-
-// tokenFile is a bearer token read from a file, re-read when the file's
-// modification time or size changes.
-type tokenFile struct {
-	path string
-
-	mu    sync.Mutex // guards mod, size, value
-	mod   time.Time
-	size  int64
-	value string
-}
-
-func (t *tokenFile) token() (string, error) {
-	fi, err := os.Stat(t.path)
+	tok := bearer.File(c.BearerTokenFile)
+	if _, err := tok(); err != nil {
+		return nil, fmt.Errorf("peer %s: %w", c.Name, err)
+	}
+	u, err := url.Parse(c.URL)
 	if err != nil {
-		return "", fmt.Errorf("bearer token file: %w", err)
+		return nil, fmt.Errorf("peer %s: %w", c.Name, err)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.value != "" && fi.ModTime().Equal(t.mod) && fi.Size() == t.size {
-		return t.value, nil
-	}
-	b, err := os.ReadFile(t.path)
-	if err != nil {
-		return "", fmt.Errorf("bearer token file: %w", err)
-	}
-	v := strings.TrimSpace(string(b))
-	if v == "" || strings.ContainsAny(v, "\r\n") {
-		return "", fmt.Errorf("bearer token file %s: want one non-empty line", t.path)
-	}
-	t.mod, t.size, t.value = fi.ModTime(), fi.Size(), v
-	return v, nil
-}
-
-type bearerTransport struct {
-	base         http.RoundTripper
-	tok          *tokenFile
-	scheme, host string // the peer's origin: the only one given the token
-}
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Scheme != b.scheme || r.URL.Host != b.host {
-		return b.base.RoundTrip(r)
-	}
-	v, err := b.tok.token()
-	if err != nil {
-		return nil, err
-	}
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+v)
-	return b.base.RoundTrip(r)
+	return &http.Client{Transport: &bearer.Transport{Base: base, Token: tok, Scheme: u.Scheme, Host: u.Host}}, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/internal/bearer"
 	"github.com/agentd/agentd/internal/spiffetest"
 	"github.com/agentd/agentd/tlsconfig"
 )
@@ -100,7 +101,7 @@ func TestClientsMutualTLS(t *testing.T) {
 	if hc.Timeout != 0 {
 		t.Fatalf("a total timeout of %s would cut streams", hc.Timeout)
 	}
-	if tr := hc.Transport.(bearerTransport).base.(*http.Transport); tr.MaxIdleConnsPerHost <= 2 || tr.TLSHandshakeTimeout != 5*time.Second {
+	if tr := hc.Transport.(*bearer.Transport).Base.(*http.Transport); tr.MaxIdleConnsPerHost <= 2 || tr.TLSHandshakeTimeout != 5*time.Second {
 		t.Fatalf("transport: MaxIdleConnsPerHost %d, TLSHandshakeTimeout %s", tr.MaxIdleConnsPerHost, tr.TLSHandshakeTimeout)
 	}
 	p, err := New(cfg, Clients(srcA))

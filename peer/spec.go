@@ -3,12 +3,13 @@ package peer
 import (
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+
+	"github.com/agentd/agentd/internal/loopback"
 )
 
 // Config describes one remote A2A peer.
@@ -41,7 +42,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("peer %s: URL %q: want http(s)://host[:port][/path]", c.Name, c.URL)
 	}
 	if u.Scheme == "http" {
-		if !loopbackHost(u.Hostname()) {
+		if !loopback.Host(u.Hostname()) {
 			return fmt.Errorf("peer %s: plain http is only allowed to a loopback host; use https for %s", c.Name, u.Host)
 		}
 	}
@@ -57,15 +58,6 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-// loopbackHost reports whether host is "localhost" or a loopback IP.
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // ParseSpec parses a peer as the --peer flag writes it:

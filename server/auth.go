@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/netip"
-	"net/url"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/a2asrv"
 
+	"github.com/agentd/agentd/internal/loopback"
 	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tlsconfig"
 )
@@ -178,29 +177,16 @@ func operatorOnly(methods map[string]Method) map[string]Method {
 }
 
 // checkOrigin refuses a request whose Origin header names anything but a
-// loopback host (403): a browser page elsewhere must not drive this service.
+// loopback host (403, package loopback decides): a browser page elsewhere must not drive this service.
 // Requests without an Origin header (every non-browser client) pass.
 func checkOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
+		if o := r.Header.Get("Origin"); o != "" && !loopback.URL(o) {
 			httpError(w, http.StatusForbidden, "cross-origin request refused: Origin "+o+" is not a loopback origin")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func loopbackOrigin(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
-		return false // includes "null"
-	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {

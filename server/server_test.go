@@ -189,21 +189,6 @@ func TestCardAndProbes(t *testing.T) {
 	}
 }
 
-func TestIsLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:8080": true, "[::1]:80": true, "localhost:1": true, "127.1.2.3:9": true,
-		"0.0.0.0:8080": false, ":8080": false, "10.0.0.1:80": false, "example.org:80": false,
-	} {
-		got, err := IsLoopback(addr)
-		if err != nil || got != want {
-			t.Errorf("IsLoopback(%q) = %v, %v; want %v", addr, got, err, want)
-		}
-	}
-	if _, err := IsLoopback("nonsense"); err == nil {
-		t.Error("no error for an address without a port")
-	}
-}
-
 // FuzzJSONRPC posts arbitrary bodies: the front never panics and always answers
 // with a JSON-RPC 2.0 object (or an SSE stream for valid streaming calls).
 func FuzzJSONRPC(f *testing.F) {

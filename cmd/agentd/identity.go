@@ -15,6 +15,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 
+	"github.com/agentd/agentd/internal/bearer"
+	"github.com/agentd/agentd/internal/loopback"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/tlsconfig"
 )
@@ -88,11 +90,11 @@ func (c *identityFlags) build(listen string, log *slog.Logger) (*identity, error
 		if !policy.Empty() {
 			return nil, usageError("--allow-peer, --allow-trust-domain and --operator name SPIFFE IDs, which need TLS (--spiffe-socket or --tls-cert/--tls-key/--tls-bundle)")
 		}
-		loopback, err := server.IsLoopback(listen)
+		isLoopback, err := loopback.HostPort(listen)
 		if err != nil {
 			return nil, usageError("--listen: %v", err)
 		}
-		if !loopback {
+		if !isLoopback {
 			return nil, usageError("--listen %s: plain http is only allowed on a loopback address (127.0.0.1, ::1, localhost); configure TLS (--spiffe-socket or --tls-cert/--tls-key/--tls-bundle) to listen elsewhere", listen)
 		}
 	} else if _, _, err := net.SplitHostPort(listen); err != nil {
@@ -217,21 +219,9 @@ func (c *clientFlags) httpClient(ctx context.Context, url string, log *slog.Logg
 	}
 	hc = tlsconfig.NewHTTPClient(tlsCfg)
 	if token != "" {
-		hc.Transport = bearer{base: hc.Transport, token: token}
+		hc.Transport = &bearer.Transport{Base: hc.Transport, Token: bearer.Static(token)}
 	}
 	return hc, closeFn, nil
-}
-
-// bearer adds the Authorization header to every request.
-type bearer struct {
-	base  http.RoundTripper
-	token string
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
 }
 
 // newClientLogger is the logger of the client commands: warnings and errors
