@@ -147,7 +147,9 @@ func requestVersion(h http.Header) (string, error) {
 	return "", fmt.Errorf("A2A-Version %q is not supported: this agent speaks %s and %s", v, tasks.Version03, a2av1.Version)
 }
 
-// toRPCError turns a handler error into a JSON-RPC error with the right code.
+// toRPCError turns an error into the JSON-RPC error object with the right
+// code: an *RPCError in err's chain as it is, a2a-go's sentinel errors by
+// their codes, anything else an internal error. It never returns nil.
 func toRPCError(err error) *RPCError {
 	var re *RPCError
 	if errors.As(err, &re) {
@@ -170,20 +172,9 @@ func toRPCError(err error) *RPCError {
 	return &RPCError{Code: CodeInternalError, Message: "internal error"}
 }
 
-func invalidParams(err error) *RPCError {
+// invalidParams is the JSON-RPC invalid-params error with err as its detail.
+func invalidParams(err error) error {
 	return &RPCError{Code: CodeInvalidParams, Message: "invalid params", Data: map[string]any{"detail": err.Error()}}
-}
-
-// decodeParams strictly decodes params into v: an object is required.
-func decodeParams(raw json.RawMessage, v any) *RPCError {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return invalidParams(errors.New("params must be an object"))
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return invalidParams(err)
-	}
-	return nil
 }
 
 // validID reports whether a JSON-RPC id is a string, a number or null.
@@ -204,14 +195,14 @@ func validID(id json.RawMessage) bool {
 	}
 }
 
-// Method is one operator-provided JSON-RPC method, dispatched before the A2A
-// methods.
+// Method is one operator-provided JSON-RPC method, served whatever the
+// request's A2A-Version says; it decodes its own params.
 type Method func(ctx context.Context, params json.RawMessage) (any, error)
 
 // rpcHandler serves the JSON-RPC endpoint.
 type rpcHandler struct {
 	h         a2asrv.RequestHandler
-	extra     map[string]Method
+	methods   map[string]rpcMethod // the method table (methodTable)
 	maxBody   int64
 	keepAlive time.Duration // SSE comment interval on idle streams
 }
@@ -243,27 +234,27 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("request body over the %d-byte limit", rh.maxBody), http.StatusRequestEntityTooLarge)
 			return
 		}
-		writeRPC(w, nullID, nil, &RPCError{Code: CodeParseError, Message: "could not read the request body"})
+		writeRPC(w, nullID, nil, &RPCError{Code: CodeParseError, Message: "could not read the request body"}, toRPCError)
 		return
 	}
 	raw := bytes.TrimSpace(buf.Bytes())
 	if len(raw) > 0 && raw[0] == '[' {
-		writeRPC(w, nullID, nil, &RPCError{Code: CodeInvalidRequest, Message: "batch requests are not supported"})
+		writeRPC(w, nullID, nil, &RPCError{Code: CodeInvalidRequest, Message: "batch requests are not supported"}, toRPCError)
 		return
 	}
 	var req rpcRequest
 	if err := json.Unmarshal(raw, &req); err != nil {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) || len(raw) == 0 {
-			writeRPC(w, nullID, nil, &RPCError{Code: CodeParseError, Message: "parse error", Data: map[string]any{"detail": err.Error()}})
+			writeRPC(w, nullID, nil, &RPCError{Code: CodeParseError, Message: "parse error", Data: map[string]any{"detail": err.Error()}}, toRPCError)
 			return
 		}
-		writeRPC(w, nullID, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request", Data: map[string]any{"detail": err.Error()}})
+		writeRPC(w, nullID, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request", Data: map[string]any{"detail": err.Error()}}, toRPCError)
 		return
 	}
 	id := req.ID
 	if !validID(id) {
-		writeRPC(w, nullID, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: id must be a string, a number or null"})
+		writeRPC(w, nullID, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: id must be a string, a number or null"}, toRPCError)
 		return
 	}
 	if len(id) == 0 {
@@ -271,147 +262,11 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var method string
 	if req.JSONRPC != "2.0" || json.Unmarshal(req.Method, &method) != nil || method == "" {
-		writeRPC(w, id, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: want jsonrpc \"2.0\" and a method name"})
+		writeRPC(w, id, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: want jsonrpc \"2.0\" and a method name"}, toRPCError)
 		return
 	}
 	telemetry.NoteRPCMethod(w, rh.metricMethod(method))
-	ctx := r.Context()
-	version, verr := requestVersion(r.Header)
-	if m, ok := rh.extra[method]; ok {
-		res, err := m(ctx, req.Params)
-		if err != nil {
-			writeRPC(w, id, nil, toRPCError(err))
-			return
-		}
-		writeRPC(w, id, res, nil)
-		return
-	}
-	v1 := a2av1.IsMethod(method)
-	switch {
-	case verr != nil:
-		rerr := &RPCError{Code: CodeVersionNotSupported, Message: "version not supported", Data: map[string]any{"detail": verr.Error()}}
-		if v1 {
-			rerr = asV1(rerr)
-		}
-		writeRPC(w, id, nil, rerr)
-		return
-	case v1 && version == tasks.Version03:
-		writeRPC(w, id, nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + method + " is an A2A 1.0 method and the request declared A2A-Version 0.3"})
-		return
-	case v1:
-		rh.serveV1(w, r, id, method, req.Params)
-		return
-	case version == a2av1.Version:
-		writeRPC(w, id, nil, asV1(&RPCError{Code: CodeMethodNotFound, Message: "method not found: " + method + " is not an A2A 1.0 method (the request declared A2A-Version 1.0)"}))
-		return
-	}
-	ctx = tasks.WithVersion(ctx, tasks.Version03)
-	switch method {
-	case MethodStream, MethodResubscribe:
-		rh.serveStream(w, r.WithContext(ctx), id, method, req.Params)
-		return
-	}
-	res, rerr := rh.call(ctx, method, req.Params)
-	writeRPC(w, id, res, rerr)
-}
-
-// call dispatches one non-streaming A2A method.
-func (rh *rpcHandler) call(ctx context.Context, method string, params json.RawMessage) (any, *RPCError) {
-	wrap := func(res any, err error) (any, *RPCError) {
-		if err != nil {
-			return nil, toRPCError(err)
-		}
-		return res, nil
-	}
-	switch method {
-	case MethodSend:
-		var p a2a.MessageSendParams
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		if err := tasks.ValidateSendParams(&p); err != nil {
-			return nil, toRPCError(err)
-		}
-		return wrap(rh.h.OnSendMessage(ctx, &p))
-	case MethodGet:
-		var p a2a.TaskQueryParams
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		return wrap(rh.h.OnGetTask(ctx, &p))
-	case MethodCancel:
-		var p a2a.TaskIDParams
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		return wrap(rh.h.OnCancelTask(ctx, &p))
-	case MethodPushSet:
-		var p a2a.TaskPushConfig
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		return wrap(rh.h.OnSetTaskPushConfig(ctx, &p))
-	case MethodPushGet:
-		var p a2a.GetTaskPushConfigParams
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		return wrap(rh.h.OnGetTaskPushConfig(ctx, &p))
-	case MethodPushList:
-		var p a2a.ListTaskPushConfigParams
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		return wrap(rh.h.OnListTaskPushConfig(ctx, &p))
-	case MethodPushDelete:
-		var p a2a.DeleteTaskPushConfigParams
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		if err := rh.h.OnDeleteTaskPushConfig(ctx, &p); err != nil {
-			return nil, toRPCError(err)
-		}
-		return json.RawMessage("null"), nil
-	case MethodExtCard:
-		return wrap(rh.h.OnGetExtendedAgentCard(ctx))
-	}
-	return nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + method}
-}
-
-// serveStream answers message/stream and tasks/resubscribe with server-sent
-// events, one JSON-RPC response per event. Every answer to a streaming method
-// is a stream: an error, even one found before any event (bad params, an
-// unknown task), is a single error event, which is what streaming clients
-// read.
-func (rh *rpcHandler) serveStream(w http.ResponseWriter, r *http.Request, id json.RawMessage, method string, params json.RawMessage) {
-	ctx := r.Context()
-	var events iter.Seq2[a2a.Event, error]
-	switch method {
-	case MethodStream:
-		var p a2a.MessageSendParams
-		if e := decodeParams(params, &p); e != nil {
-			events = failed(e)
-			break
-		}
-		if err := tasks.ValidateSendParams(&p); err != nil {
-			events = failed(err)
-			break
-		}
-		events = rh.h.OnSendMessageStream(ctx, &p)
-	default:
-		var p a2a.TaskIDParams
-		if e := decodeParams(params, &p); e != nil {
-			events = failed(e)
-			break
-		}
-		events = rh.h.OnResubscribeToTask(ctx, &p)
-	}
-	rh.writeSSE(w, r, id, events, func(ev a2a.Event) any { return ev }, toRPCError)
-}
-
-// failed is a stream of one error.
-func failed(err error) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) { yield(nil, err) }
+	rh.serveMethod(w, r, id, method, req.Params)
 }
 
 // writeSSE streams events as server-sent events, each a JSON-RPC response
@@ -421,7 +276,7 @@ func failed(err error) iter.Seq2[a2a.Event, error] {
 func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.RawMessage, events iter.Seq2[a2a.Event, error], conv func(a2a.Event) any, errConv func(error) *RPCError) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		writeRPC(w, id, nil, &RPCError{Code: CodeInternalError, Message: "streaming is not supported on this connection"})
+		writeRPC(w, id, nil, &RPCError{Code: CodeInternalError, Message: "streaming is not supported on this connection"}, errConv)
 		return
 	}
 	type item struct {
@@ -503,8 +358,10 @@ func nilPointer(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
-func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *RPCError) {
-	if rerr == nil {
+// writeRPC writes one JSON-RPC response: the error, shaped by shape for the
+// method's protocol version, or else the result.
+func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, err error, shape func(error) *RPCError) {
+	if err == nil {
 		if m, ok := result.(json.Marshaler); ok && len(id) > 0 && validID(id) && !nilPointer(result) {
 			// The A2A types marshal themselves (with json.Marshal, so the
 			// output is compact and HTML-escaped): write the envelope around
@@ -528,9 +385,9 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *RPCEr
 		}
 	}
 	resp := rpcResponse{JSONRPC: "2.0", ID: id}
-	if rerr != nil {
-		resp.Error = rerr
-		telemetry.NoteRPCCode(w, rerr.Code)
+	if err != nil {
+		resp.Error = shape(err)
+		telemetry.NoteRPCCode(w, resp.Error.Code)
 	} else {
 		telemetry.NoteRPCCode(w, 0)
 		if result == nil {
@@ -538,8 +395,8 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *RPCEr
 		}
 		resp.Result = result
 	}
-	b, err := json.Marshal(resp)
-	if err != nil {
+	b, merr := json.Marshal(resp)
+	if merr != nil {
 		b, _ = json.Marshal(rpcResponse{JSONRPC: "2.0", ID: id, Error: &RPCError{Code: CodeInternalError, Message: "could not encode the result"}})
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -2,8 +2,6 @@ package server
 
 import (
 	"net/http"
-
-	"github.com/agentd/agentd/a2av1"
 )
 
 // MetricsPath is where the main listener serves Prometheus metrics, to
@@ -22,17 +20,11 @@ func operatorHTTP(next http.Handler) http.Handler {
 	})
 }
 
-// methods03 are the A2A 0.3 methods this server dispatches.
-var methods03 = map[string]bool{
-	MethodSend: true, MethodStream: true, MethodGet: true, MethodCancel: true, MethodResubscribe: true,
-	MethodPushSet: true, MethodPushGet: true, MethodPushList: true, MethodPushDelete: true, MethodExtCard: true,
-}
-
 // metricMethod is the method label of a request's metrics and span name: the
 // method when this server has it (A2A 0.3, A2A 1.0, or an a2a.* operator
 // method), else "unknown", so a caller cannot grow the label set.
 func (rh *rpcHandler) metricMethod(method string) string {
-	if _, ok := rh.extra[method]; ok || methods03[method] || a2av1.IsMethod(method) {
+	if _, ok := rh.methods[method]; ok {
 		return method
 	}
 	return "unknown"

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -37,24 +35,7 @@ func (o *Operator) Methods() map[string]Method {
 
 // decodeOptional decodes params that may be absent (or null) into v, strictly:
 // unknown fields and non-objects are -32602.
-func decodeOptional(raw json.RawMessage, v any) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	if raw[0] != '{' {
-		return invalidParams(errors.New("params must be an object"))
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return invalidParams(err)
-	}
-	if dec.More() {
-		return invalidParams(errors.New("trailing data after params"))
-	}
-	return nil
-}
+func decodeOptional(raw json.RawMessage, v any) error { return decodeParams(raw, v, paramsStrict) }
 
 func (o *Operator) inFlight() int {
 	if o.InFlight == nil {

@@ -66,7 +66,7 @@ func Handler(cfg Config) http.Handler {
 	if err != nil {
 		panic("server: agent card does not encode: " + err.Error())
 	}
-	rpc := &rpcHandler{h: cfg.Handler, extra: operatorOnly(cfg.Methods), maxBody: cfg.MaxBody, keepAlive: cfg.SSEKeepAlive}
+	rpc := &rpcHandler{h: cfg.Handler, methods: methodTable(cfg.Methods), maxBody: cfg.MaxBody, keepAlive: cfg.SSEKeepAlive}
 	auth := cfg.Auth
 	if auth == nil {
 		auth = &Auth{Open: true, Log: cfg.Log}

@@ -16,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
 	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/a2av1"
 	"github.com/agentd/agentd/tasks"
 )
 
@@ -238,7 +239,7 @@ func TestWriteRPCMarshalerResult(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			writeRPC(rec, tc.id, tc.result, nil)
+			writeRPC(rec, tc.id, tc.result, nil, toRPCError)
 			want, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: tc.id, Result: tc.result})
 			if err != nil {
 				t.Fatal(err)
@@ -250,5 +251,33 @@ func TestWriteRPCMarshalerResult(t *testing.T) {
 				t.Fatalf("Content-Type %q", ct)
 			}
 		})
+	}
+}
+
+// The method table holds every A2A 1.0 method as a 1.0 entry and every 0.3
+// method as a 0.3 entry; the operator methods are served whatever the
+// request's version.
+func TestMethodTable(t *testing.T) {
+	table := methodTable(map[string]Method{"a2a.Tree": func(context.Context, json.RawMessage) (any, error) { return nil, nil }})
+	for _, name := range a2av1.Methods {
+		if m, ok := table[name]; !ok || m.version != a2av1.Version {
+			t.Errorf("1.0 method %s: entry %+v, %v", name, m, ok)
+		}
+	}
+	for _, name := range []string{MethodSend, MethodStream, MethodGet, MethodCancel, MethodResubscribe, MethodPushSet, MethodPushGet, MethodPushList, MethodPushDelete, MethodExtCard} {
+		if m, ok := table[name]; !ok || m.version != tasks.Version03 {
+			t.Errorf("0.3 method %s: entry %+v, %v", name, m, ok)
+		}
+	}
+	if m, ok := table["a2a.Tree"]; !ok || m.version != "" {
+		t.Errorf("operator method: entry %+v, %v", m, ok)
+	}
+	if n := len(table); n != len(a2av1.Methods)+10+1 {
+		t.Errorf("%d entries", n)
+	}
+	for name, m := range table {
+		if (m.call == nil) == (m.events == nil) || m.decode == nil {
+			t.Errorf("%s: want decode and exactly one of call and events", name)
+		}
 	}
 }

@@ -2,22 +2,33 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
-	"net/http"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
 
 	"github.com/agentd/agentd/a2av1"
 	"github.com/agentd/agentd/tasks"
 )
 
-// taskLister is the optional handler method behind A2A 1.0 ListTasks; the
-// engine implements it.
-type taskLister interface {
-	ListTasks(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, error)
+// methods10 are the A2A 1.0 methods, served through the same RequestHandler
+// (and so the same tasks) as the 0.3 methods: each entry's prepare checks
+// what the 1.0 request requires and converts its proto3-JSON shape (through
+// a2av1) into the handler's argument, and its serve converts the answer back.
+var methods10 = map[string]rpcMethod{
+	a2av1.MethodSendMessage:          unary(a2av1.Version, paramsObject, a2av1.SendParamsTo, sendMessage),
+	a2av1.MethodSendStreamingMessage: streaming(a2av1.Version, a2av1.SendParamsTo, a2asrv.RequestHandler.OnSendMessageStream),
+	a2av1.MethodGetTask:              unary(a2av1.Version, paramsObject, getTaskParams, getTask),
+	a2av1.MethodListTasks:            unary(a2av1.Version, paramsOptional, listQuery, listTasks),
+	a2av1.MethodCancelTask:           unary(a2av1.Version, paramsObject, cancelParams, cancelTask),
+	a2av1.MethodSubscribeToTask:      streaming(a2av1.Version, subscribeParams, subscribe),
+	a2av1.MethodCreatePushConfig:     unary(a2av1.Version, paramsObject, createPushParams, createPushConfig),
+	a2av1.MethodGetPushConfig:        unary(a2av1.Version, paramsObject, getPushParams, getPushConfig),
+	a2av1.MethodListPushConfigs:      unary(a2av1.Version, paramsObject, listPushParams, listPushConfigs),
+	a2av1.MethodDeletePushConfig:     unary(a2av1.Version, paramsObject, deletePushParams, deletePushConfig),
+	a2av1.MethodGetExtendedAgentCard: unary(a2av1.Version, paramsIgnored, asIs[struct{}], extendedCard),
 }
 
 // asV1 reshapes an error for an A2A 1.0 client: the data is an array holding a
@@ -29,224 +40,203 @@ func asV1(e *RPCError) *RPCError {
 	return &RPCError{Code: e.Code, Message: e.Message, Data: a2av1.ErrorData(e.Code, e.detail())}
 }
 
+// toV1Error is toRPCError in the 1.0 shape; a request that breaks the 1.0
+// data model (a2av1.ErrInvalid) is invalid params.
 func toV1Error(err error) *RPCError {
 	if errors.Is(err, a2av1.ErrInvalid) {
-		return asV1(invalidParams(err))
+		return asV1(toRPCError(invalidParams(err)))
 	}
 	return asV1(toRPCError(err))
 }
 
-// serveV1 answers an A2A 1.0 method through the same RequestHandler (and so
-// the same tasks) as the 0.3 methods, translating the proto3-JSON shapes.
-func (rh *rpcHandler) serveV1(w http.ResponseWriter, r *http.Request, id json.RawMessage, method string, params json.RawMessage) {
-	ctx := tasks.WithVersion(r.Context(), a2av1.Version)
-	w.Header().Set(VersionHeader, a2av1.Version)
-	switch method {
-	case a2av1.MethodSendStreamingMessage, a2av1.MethodSubscribeToTask:
-		events := rh.v1Events(ctx, method, params)
-		rh.writeSSE(w, r.WithContext(ctx), id, events, func(ev a2a.Event) any { return a2av1.EventFrom(ev) }, toV1Error)
-		return
-	}
-	res, err := rh.callV1(ctx, method, params)
-	if err != nil {
-		writeRPC(w, id, nil, toV1Error(err))
-		return
-	}
-	writeRPC(w, id, res, nil)
+// errRequired is the refusal of a request without a field 1.0 requires; msg
+// says which.
+func errRequired(msg string) error {
+	return fmt.Errorf("%s: %w", msg, a2a.ErrInvalidParams)
 }
 
-// v1Events starts a 1.0 stream: SendStreamingMessage, or SubscribeToTask,
-// which refuses a task that has already ended.
-func (rh *rpcHandler) v1Events(ctx context.Context, method string, params json.RawMessage) iter.Seq2[a2a.Event, error] {
-	if method == a2av1.MethodSendStreamingMessage {
-		p, err := decodeSend(params)
-		if err != nil {
-			return failed(err)
-		}
-		return rh.h.OnSendMessageStream(ctx, p)
+func sendMessage(h a2asrv.RequestHandler, ctx context.Context, p *a2a.MessageSendParams) (any, error) {
+	res, err := h.OnSendMessage(ctx, p)
+	if err != nil {
+		return nil, err
 	}
-	var p a2av1.SubscribeToTaskRequest
-	if e := decodeParams(params, &p); e != nil {
-		return failed(e)
+	switch v := res.(type) {
+	case *a2a.Task:
+		return a2av1.SendMessageResponse{Task: a2av1.TaskFrom(v, true)}, nil
+	case *a2a.Message:
+		return a2av1.SendMessageResponse{Message: a2av1.MessageFrom(v)}, nil
 	}
+	return nil, fmt.Errorf("unexpected send result %T: %w", res, a2a.ErrInternalError)
+}
+
+func getTaskParams(p *a2av1.GetTaskRequest) (*a2a.TaskQueryParams, error) {
 	if p.ID == "" {
-		return failed(fmt.Errorf("id is required: %w", a2a.ErrInvalidParams))
+		return nil, errRequired("id is required")
 	}
-	t, err := rh.h.OnGetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(p.ID)})
+	return &a2a.TaskQueryParams{ID: a2a.TaskID(p.ID), HistoryLength: p.HistoryLength}, nil
+}
+
+func getTask(h a2asrv.RequestHandler, ctx context.Context, q *a2a.TaskQueryParams) (*a2av1.Task, error) {
+	t, err := h.OnGetTask(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return a2av1.TaskFrom(t, true), nil
+}
+
+func cancelParams(p *a2av1.CancelTaskRequest) (*a2a.TaskIDParams, error) {
+	if p.ID == "" {
+		return nil, errRequired("id is required")
+	}
+	return &a2a.TaskIDParams{ID: a2a.TaskID(p.ID), Metadata: p.Metadata}, nil
+}
+
+func cancelTask(h a2asrv.RequestHandler, ctx context.Context, p *a2a.TaskIDParams) (*a2av1.Task, error) {
+	t, err := h.OnCancelTask(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return a2av1.TaskFrom(t, true), nil
+}
+
+func subscribeParams(p *a2av1.SubscribeToTaskRequest) (*a2a.TaskIDParams, error) {
+	if p.ID == "" {
+		return nil, errRequired("id is required")
+	}
+	return &a2a.TaskIDParams{ID: a2a.TaskID(p.ID)}, nil
+}
+
+// subscribe is SubscribeToTask, which refuses a task that has already ended.
+func subscribe(h a2asrv.RequestHandler, ctx context.Context, p *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
+	t, err := h.OnGetTask(ctx, &a2a.TaskQueryParams{ID: p.ID})
 	if err != nil {
 		return failed(err)
 	}
 	if t.Status.State.Terminal() {
 		return failed(fmt.Errorf("task %s is %s; subscribe to a task that is still running: %w", t.ID, t.Status.State, a2a.ErrUnsupportedOperation))
 	}
-	return rh.h.OnResubscribeToTask(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(p.ID)})
+	return h.OnResubscribeToTask(ctx, p)
 }
 
-func decodeSend(params json.RawMessage) (*a2a.MessageSendParams, error) {
-	var req a2av1.SendMessageRequest
-	if e := decodeParams(params, &req); e != nil {
-		return nil, e
+func createPushParams(p *a2av1.TaskPushNotificationConfig) (*a2a.TaskPushConfig, error) {
+	if p.TaskID == "" {
+		return nil, errRequired("taskId is required")
 	}
-	p, err := a2av1.SendParamsTo(&req)
+	cfg, err := a2av1.PushConfigTo(p)
 	if err != nil {
 		return nil, err
 	}
-	if err := tasks.ValidateSendParams(p); err != nil {
+	return &a2a.TaskPushConfig{TaskID: a2a.TaskID(p.TaskID), Config: cfg}, nil
+}
+
+func createPushConfig(h a2asrv.RequestHandler, ctx context.Context, p *a2a.TaskPushConfig) (a2av1.TaskPushNotificationConfig, error) {
+	got, err := h.OnSetTaskPushConfig(ctx, p)
+	if err != nil {
+		return a2av1.TaskPushNotificationConfig{}, err
+	}
+	return a2av1.PushConfigFrom(got.TaskID, got.Config), nil
+}
+
+func getPushParams(p *a2av1.GetTaskPushNotificationConfigRequest) (*a2a.GetTaskPushConfigParams, error) {
+	if p.TaskID == "" || p.ID == "" {
+		return nil, errRequired("taskId and id are required")
+	}
+	return &a2a.GetTaskPushConfigParams{TaskID: a2a.TaskID(p.TaskID), ConfigID: p.ID}, nil
+}
+
+func getPushConfig(h a2asrv.RequestHandler, ctx context.Context, p *a2a.GetTaskPushConfigParams) (a2av1.TaskPushNotificationConfig, error) {
+	got, err := h.OnGetTaskPushConfig(ctx, p)
+	if err != nil {
+		return a2av1.TaskPushNotificationConfig{}, err
+	}
+	return a2av1.PushConfigFrom(got.TaskID, got.Config), nil
+}
+
+func listPushParams(p *a2av1.ListTaskPushNotificationConfigsRequest) (*a2a.ListTaskPushConfigParams, error) {
+	if p.TaskID == "" {
+		return nil, errRequired("taskId is required")
+	}
+	return &a2a.ListTaskPushConfigParams{TaskID: a2a.TaskID(p.TaskID)}, nil
+}
+
+func listPushConfigs(h a2asrv.RequestHandler, ctx context.Context, p *a2a.ListTaskPushConfigParams) (a2av1.ListTaskPushNotificationConfigsResponse, error) {
+	list, err := h.OnListTaskPushConfig(ctx, p)
+	if err != nil {
+		return a2av1.ListTaskPushNotificationConfigsResponse{}, err
+	}
+	out := a2av1.ListTaskPushNotificationConfigsResponse{Configs: []a2av1.TaskPushNotificationConfig{}}
+	for _, c := range list {
+		out.Configs = append(out.Configs, a2av1.PushConfigFrom(c.TaskID, c.Config))
+	}
+	return out, nil
+}
+
+// deletePushParams reads DeleteTaskPushNotificationConfig, whose params have
+// the shape of GetTaskPushNotificationConfig's.
+func deletePushParams(p *a2av1.GetTaskPushNotificationConfigRequest) (*a2a.DeleteTaskPushConfigParams, error) {
+	q, err := getPushParams(p)
+	if err != nil {
 		return nil, err
 	}
-	return p, nil
+	return &a2a.DeleteTaskPushConfigParams{TaskID: q.TaskID, ConfigID: q.ConfigID}, nil
 }
 
-// callV1 dispatches one non-streaming 1.0 method.
-func (rh *rpcHandler) callV1(ctx context.Context, method string, params json.RawMessage) (any, error) {
-	switch method {
-	case a2av1.MethodSendMessage:
-		p, err := decodeSend(params)
-		if err != nil {
-			return nil, err
-		}
-		res, err := rh.h.OnSendMessage(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		switch v := res.(type) {
-		case *a2a.Task:
-			return a2av1.SendMessageResponse{Task: a2av1.TaskFrom(v, true)}, nil
-		case *a2a.Message:
-			return a2av1.SendMessageResponse{Message: a2av1.MessageFrom(v)}, nil
-		}
-		return nil, fmt.Errorf("unexpected send result %T: %w", res, a2a.ErrInternalError)
-	case a2av1.MethodGetTask:
-		var p a2av1.GetTaskRequest
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		if p.ID == "" {
-			return nil, fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
-		}
-		t, err := rh.h.OnGetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(p.ID), HistoryLength: p.HistoryLength})
-		if err != nil {
-			return nil, err
-		}
-		return a2av1.TaskFrom(t, true), nil
-	case a2av1.MethodListTasks:
-		return rh.listTasks(ctx, params)
-	case a2av1.MethodCancelTask:
-		var p a2av1.CancelTaskRequest
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		if p.ID == "" {
-			return nil, fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
-		}
-		t, err := rh.h.OnCancelTask(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(p.ID), Metadata: p.Metadata})
-		if err != nil {
-			return nil, err
-		}
-		return a2av1.TaskFrom(t, true), nil
-	case a2av1.MethodCreatePushConfig:
-		var p a2av1.TaskPushNotificationConfig
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		if p.TaskID == "" {
-			return nil, fmt.Errorf("taskId is required: %w", a2a.ErrInvalidParams)
-		}
-		cfg, err := a2av1.PushConfigTo(&p)
-		if err != nil {
-			return nil, err
-		}
-		got, err := rh.h.OnSetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: a2a.TaskID(p.TaskID), Config: cfg})
-		if err != nil {
-			return nil, err
-		}
-		return a2av1.PushConfigFrom(got.TaskID, got.Config), nil
-	case a2av1.MethodGetPushConfig:
-		var p a2av1.GetTaskPushNotificationConfigRequest
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		if p.TaskID == "" || p.ID == "" {
-			return nil, fmt.Errorf("taskId and id are required: %w", a2a.ErrInvalidParams)
-		}
-		got, err := rh.h.OnGetTaskPushConfig(ctx, &a2a.GetTaskPushConfigParams{TaskID: a2a.TaskID(p.TaskID), ConfigID: p.ID})
-		if err != nil {
-			return nil, err
-		}
-		return a2av1.PushConfigFrom(got.TaskID, got.Config), nil
-	case a2av1.MethodListPushConfigs:
-		var p a2av1.ListTaskPushNotificationConfigsRequest
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		if p.TaskID == "" {
-			return nil, fmt.Errorf("taskId is required: %w", a2a.ErrInvalidParams)
-		}
-		list, err := rh.h.OnListTaskPushConfig(ctx, &a2a.ListTaskPushConfigParams{TaskID: a2a.TaskID(p.TaskID)})
-		if err != nil {
-			return nil, err
-		}
-		out := a2av1.ListTaskPushNotificationConfigsResponse{Configs: []a2av1.TaskPushNotificationConfig{}}
-		for _, c := range list {
-			out.Configs = append(out.Configs, a2av1.PushConfigFrom(c.TaskID, c.Config))
-		}
-		return out, nil
-	case a2av1.MethodDeletePushConfig:
-		var p a2av1.GetTaskPushNotificationConfigRequest
-		if e := decodeParams(params, &p); e != nil {
-			return nil, e
-		}
-		if p.TaskID == "" || p.ID == "" {
-			return nil, fmt.Errorf("taskId and id are required: %w", a2a.ErrInvalidParams)
-		}
-		if err := rh.h.OnDeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigParams{TaskID: a2a.TaskID(p.TaskID), ConfigID: p.ID}); err != nil {
-			return nil, err
-		}
-		return struct{}{}, nil
-	case a2av1.MethodGetExtendedAgentCard:
-		// The card does not declare capabilities.extendedAgentCard.
-		return nil, fmt.Errorf("this agent has no extended agent card: %w", a2a.ErrUnsupportedOperation)
-	}
-	return nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + method}
+func deletePushConfig(h a2asrv.RequestHandler, ctx context.Context, p *a2a.DeleteTaskPushConfigParams) (struct{}, error) {
+	return struct{}{}, h.OnDeleteTaskPushConfig(ctx, p)
 }
 
-// listTasks serves ListTasks: the caller's tasks, newest status first, a page
-// at a time.
-func (rh *rpcHandler) listTasks(ctx context.Context, params json.RawMessage) (any, error) {
-	lister, ok := rh.h.(taskLister)
-	if !ok {
-		return nil, fmt.Errorf("ListTasks: %w", a2a.ErrUnsupportedOperation)
-	}
-	var p a2av1.ListTasksRequest
-	if len(params) == 0 {
-		params = json.RawMessage("{}")
-	}
-	if e := decodeParams(params, &p); e != nil {
-		return nil, e
-	}
+// extendedCard refuses GetExtendedAgentCard: the card does not declare
+// capabilities.extendedAgentCard.
+func extendedCard(a2asrv.RequestHandler, context.Context, *struct{}) (any, error) {
+	return nil, fmt.Errorf("this agent has no extended agent card: %w", a2a.ErrUnsupportedOperation)
+}
+
+// taskLister is the optional handler method behind A2A 1.0 ListTasks; the
+// engine implements it.
+type taskLister interface {
+	ListTasks(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, error)
+}
+
+// listRequest is ListTasks' query with the one 1.0 option the engine does not
+// take: whether artifacts are listed.
+type listRequest struct {
+	query         tasks.ListQuery
+	withArtifacts bool
+}
+
+func listQuery(p *a2av1.ListTasksRequest) (listRequest, error) {
 	q := tasks.ListQuery{ContextID: p.ContextID, PageToken: p.PageToken, HistoryLength: p.HistoryLength}
 	if p.Status != "" && p.Status != a2av1.StateUnspecified {
 		q.State = a2av1.StateTo(p.Status)
 	}
 	if p.PageSize != nil {
 		if *p.PageSize <= 0 {
-			return nil, fmt.Errorf("pageSize must be positive: %w", a2a.ErrInvalidParams)
+			return listRequest{}, fmt.Errorf("pageSize must be positive: %w", a2a.ErrInvalidParams)
 		}
 		q.PageSize = *p.PageSize
 	}
 	after, err := a2av1.ParseTimestamp(p.StatusTimestampAfter)
 	if err != nil {
-		return nil, fmt.Errorf("statusTimestampAfter: %w: %w", err, a2a.ErrInvalidParams)
+		return listRequest{}, fmt.Errorf("statusTimestampAfter: %w: %w", err, a2a.ErrInvalidParams)
 	}
 	q.UpdatedAfter = after
-	page, err := lister.ListTasks(ctx, q)
-	if err != nil {
-		return nil, err
+	return listRequest{query: q, withArtifacts: p.IncludeArtifacts != nil && *p.IncludeArtifacts}, nil
+}
+
+// listTasks serves ListTasks: the caller's tasks, newest status first, a page
+// at a time.
+func listTasks(h a2asrv.RequestHandler, ctx context.Context, r listRequest) (a2av1.ListTasksResponse, error) {
+	lister, ok := h.(taskLister)
+	if !ok {
+		return a2av1.ListTasksResponse{}, fmt.Errorf("ListTasks: %w", a2a.ErrUnsupportedOperation)
 	}
-	withArtifacts := p.IncludeArtifacts != nil && *p.IncludeArtifacts
+	page, err := lister.ListTasks(ctx, r.query)
+	if err != nil {
+		return a2av1.ListTasksResponse{}, err
+	}
 	out := a2av1.ListTasksResponse{Tasks: make([]a2av1.Task, 0, len(page.Tasks)), NextPageToken: page.NextPageToken, PageSize: page.PageSize, TotalSize: page.TotalSize}
 	for _, t := range page.Tasks {
-		out.Tasks = append(out.Tasks, *a2av1.TaskFrom(t, withArtifacts))
+		out.Tasks = append(out.Tasks, *a2av1.TaskFrom(t, r.withArtifacts))
 	}
 	return out, nil
 }

@@ -319,7 +319,7 @@ var _ eventqueue.Queue = queue{}
 // background, or hands a follow-up message to the task it names. The caller
 // may subscribe before the executor starts.
 func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liveTask, error) {
-	if err := ValidateSendParams(params); err != nil {
+	if err := validateSendParams(params); err != nil {
 		return nil, err
 	}
 	var push *PushTarget

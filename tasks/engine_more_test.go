@@ -233,6 +233,27 @@ func TestListTasksIsScopedToTheCaller(t *testing.T) {
 	}
 }
 
+// ListTasks checks the query before the store sees it: a page size in
+// 1..MaxPageSize (0 is the default) and no negative history length.
+func TestListTasksChecksTheQuery(t *testing.T) {
+	store := NewMemoryStore(10, time.Hour)
+	e := NewEngine(store, fakeExec{}, nil)
+	ctx := context.Background()
+	if err := store.Create(ctx, &a2a.Task{ID: "t", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	neg := -1
+	for _, q := range []ListQuery{{PageSize: MaxPageSize + 1}, {PageSize: -1}, {HistoryLength: &neg}} {
+		if _, err := e.ListTasks(ctx, q); !errors.Is(err, a2a.ErrInvalidParams) {
+			t.Errorf("ListTasks(%+v): %v, want invalid params", q, err)
+		}
+	}
+	page, err := e.ListTasks(ctx, ListQuery{})
+	if err != nil || page.PageSize != DefaultPageSize || len(page.Tasks) != 1 {
+		t.Fatalf("the zero query: %+v %v", page, err)
+	}
+}
+
 // A drain that begins while a message is being accepted waits for that
 // message's task: the draining check and counting the task for Wait are one
 // step. (Before, a task could pass the check, the drain begin and Wait return,

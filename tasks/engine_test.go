@@ -135,7 +135,7 @@ func TestValidateSendParams(t *testing.T) {
 		{Message: &a2a.Message{ID: "m", Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.DataPart{}}}},
 	}
 	for i, p := range bad {
-		if err := ValidateSendParams(p); !errors.Is(err, a2a.ErrInvalidParams) {
+		if err := validateSendParams(p); !errors.Is(err, a2a.ErrInvalidParams) {
 			t.Errorf("case %d: %v, want invalid params", i, err)
 		}
 	}

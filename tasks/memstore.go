@@ -147,15 +147,6 @@ func (s *MemoryStore) expireLocked(now time.Time) {
 // List implements Store.
 func (s *MemoryStore) List(_ context.Context, q ListQuery) (ListPage, error) {
 	size := q.PageSize
-	switch {
-	case size == 0:
-		size = DefaultPageSize
-	case size < 0 || size > MaxPageSize:
-		return ListPage{}, fmt.Errorf("pageSize must be in 1..%d: %w", MaxPageSize, a2a.ErrInvalidParams)
-	}
-	if q.HistoryLength != nil && *q.HistoryLength < 0 {
-		return ListPage{}, fmt.Errorf("historyLength must not be negative: %w", a2a.ErrInvalidParams)
-	}
 	var after *cursor
 	if q.PageToken != "" {
 		c, err := parseCursor(q.PageToken)

@@ -177,6 +177,20 @@ func (e *Engine) pushTarget(ctx context.Context, c *a2a.PushConfig) (PushTarget,
 	return t, nil
 }
 
+// pushCall checks a push-config call on task id: push notifications are
+// offered, the id is given (field is its name in the params), and the caller
+// may see the task.
+func (e *Engine) pushCall(ctx context.Context, id a2a.TaskID, field string) error {
+	if e.pusher == nil {
+		return a2a.ErrPushNotificationNotSupported
+	}
+	if id == "" {
+		return fmt.Errorf("%s is required: %w", field, a2a.ErrInvalidParams)
+	}
+	_, err := e.visible(ctx, id)
+	return err
+}
+
 // DefaultPushConfigID is the id of a push config registered through A2A 0.3
 // without one.
 const DefaultPushConfigID = "default"
@@ -184,13 +198,10 @@ const DefaultPushConfigID = "default"
 // OnSetTaskPushConfig registers a webhook for a task (checked against the
 // address policy) and returns it with its id.
 func (e *Engine) OnSetTaskPushConfig(ctx context.Context, params *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
-	if e.pusher == nil {
-		return nil, a2a.ErrPushNotificationNotSupported
+	if params == nil {
+		params = &a2a.TaskPushConfig{}
 	}
-	if params == nil || params.TaskID == "" {
-		return nil, fmt.Errorf("taskId is required: %w", a2a.ErrInvalidParams)
-	}
-	if _, err := e.visible(ctx, params.TaskID); err != nil {
+	if err := e.pushCall(ctx, params.TaskID, "taskId"); err != nil {
 		return nil, err
 	}
 	t, err := e.pushTarget(ctx, &params.Config)
@@ -207,13 +218,10 @@ func (e *Engine) OnSetTaskPushConfig(ctx context.Context, params *a2a.TaskPushCo
 // OnGetTaskPushConfig returns a task's webhook; without a config id, the most
 // recently registered one.
 func (e *Engine) OnGetTaskPushConfig(ctx context.Context, params *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
-	if e.pusher == nil {
-		return nil, a2a.ErrPushNotificationNotSupported
+	if params == nil {
+		params = &a2a.GetTaskPushConfigParams{}
 	}
-	if params == nil || params.TaskID == "" {
-		return nil, fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
-	}
-	if _, err := e.visible(ctx, params.TaskID); err != nil {
+	if err := e.pushCall(ctx, params.TaskID, "id"); err != nil {
 		return nil, err
 	}
 	t, err := e.store.GetPush(ctx, params.TaskID, params.ConfigID)
@@ -225,13 +233,10 @@ func (e *Engine) OnGetTaskPushConfig(ctx context.Context, params *a2a.GetTaskPus
 
 // OnListTaskPushConfig returns a task's webhooks (an empty list when none).
 func (e *Engine) OnListTaskPushConfig(ctx context.Context, params *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
-	if e.pusher == nil {
-		return nil, a2a.ErrPushNotificationNotSupported
+	if params == nil {
+		params = &a2a.ListTaskPushConfigParams{}
 	}
-	if params == nil || params.TaskID == "" {
-		return nil, fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
-	}
-	if _, err := e.visible(ctx, params.TaskID); err != nil {
+	if err := e.pushCall(ctx, params.TaskID, "id"); err != nil {
 		return nil, err
 	}
 	targets, err := e.store.ListPush(ctx, params.TaskID)
@@ -248,21 +253,28 @@ func (e *Engine) OnListTaskPushConfig(ctx context.Context, params *a2a.ListTaskP
 // OnDeleteTaskPushConfig removes a task's webhook; deleting one that does not
 // exist succeeds.
 func (e *Engine) OnDeleteTaskPushConfig(ctx context.Context, params *a2a.DeleteTaskPushConfigParams) error {
-	if e.pusher == nil {
-		return a2a.ErrPushNotificationNotSupported
+	if params == nil {
+		params = &a2a.DeleteTaskPushConfigParams{}
 	}
-	if params == nil || params.TaskID == "" {
-		return fmt.Errorf("id is required: %w", a2a.ErrInvalidParams)
-	}
-	if _, err := e.visible(ctx, params.TaskID); err != nil {
+	if err := e.pushCall(ctx, params.TaskID, "id"); err != nil {
 		return err
 	}
 	return e.store.DeletePush(ctx, params.TaskID, params.ConfigID)
 }
 
 // ListTasks returns one page of the tasks the caller created, most recently
-// updated first (A2A 1.0 ListTasks; 0.3 has no such method).
+// updated first (A2A 1.0 ListTasks; 0.3 has no such method). q.Owner is
+// ignored: the caller is the owner.
 func (e *Engine) ListTasks(ctx context.Context, q ListQuery) (ListPage, error) {
+	switch size := q.PageSize; {
+	case size == 0:
+		q.PageSize = DefaultPageSize
+	case size < 0 || size > MaxPageSize:
+		return ListPage{}, fmt.Errorf("pageSize must be in 1..%d: %w", MaxPageSize, a2a.ErrInvalidParams)
+	}
+	if q.HistoryLength != nil && *q.HistoryLength < 0 {
+		return ListPage{}, fmt.Errorf("historyLength must not be negative: %w", a2a.ErrInvalidParams)
+	}
 	q.Owner = callerName(ctx)
 	return e.store.List(ctx, q)
 }
@@ -279,9 +291,9 @@ func historyLength(p *a2a.MessageSendParams) *int {
 	return p.Config.HistoryLength
 }
 
-// ValidateSendParams checks a message before a task exists for it: a message
+// validateSendParams checks a message before a task exists for it: a message
 // with an id, a role, and at least one well-formed part.
-func ValidateSendParams(p *a2a.MessageSendParams) error {
+func validateSendParams(p *a2a.MessageSendParams) error {
 	if p == nil || p.Message == nil {
 		return fmt.Errorf("params.message is required: %w", a2a.ErrInvalidParams)
 	}

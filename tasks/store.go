@@ -29,7 +29,9 @@ type Store interface {
 	// Get returns a task's current snapshot and the caller that created it.
 	Get(ctx context.Context, id a2a.TaskID) (t *a2a.Task, owner string, err error)
 	// List returns one page of the tasks q selects, in the order ListQuery
-	// describes.
+	// describes. The engine has checked q: PageSize is in 1..MaxPageSize and
+	// HistoryLength is not negative; a PageToken the store did not issue is
+	// an error that wraps a2a.ErrInvalidParams.
 	List(ctx context.Context, q ListQuery) (ListPage, error)
 	// CountByState counts the stored tasks by state.
 	CountByState(ctx context.Context) (map[a2a.TaskState]int, error)
@@ -65,14 +67,14 @@ type PushTarget struct {
 
 // ListQuery selects and pages tasks. The order is by status timestamp, newest
 // first, ties by id; a page token is a position in that order, not an offset,
-// so pages stay consistent while tasks change. The zero value lists every task
-// visible to an unauthenticated caller, DefaultPageSize at a time.
+// so pages stay consistent while tasks change. Given to Engine.ListTasks, the
+// zero value lists the caller's tasks, DefaultPageSize at a time.
 type ListQuery struct {
 	Owner        string        // only tasks this caller created ("" : tasks created without authentication)
 	ContextID    string        // only this context, when set
 	State        a2a.TaskState // only this state, when set
 	UpdatedAfter time.Time     // only tasks whose status changed after this, when set
-	PageSize     int           // 1..MaxPageSize; 0 means DefaultPageSize
+	PageSize     int           // 1..MaxPageSize; 0 means DefaultPageSize (to Engine.ListTasks)
 	PageToken    string        // from a previous page's NextPageToken
 	// HistoryLength, when set, keeps at most that many history messages of
 	// each task listed, the latest.
