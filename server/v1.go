@@ -77,7 +77,11 @@ func getTaskParams(p *a2av1.GetTaskRequest) (*a2a.TaskQueryParams, error) {
 }
 
 func getTask(h a2asrv.RequestHandler, ctx context.Context, q *a2a.TaskQueryParams) (*a2av1.Task, error) {
-	t, err := h.OnGetTask(ctx, q)
+	return taskV1(h.OnGetTask(ctx, q))
+}
+
+// taskV1 is a handler's task answer in the 1.0 shape, artifacts included.
+func taskV1(t *a2a.Task, err error) (*a2av1.Task, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -92,11 +96,7 @@ func cancelParams(p *a2av1.CancelTaskRequest) (*a2a.TaskIDParams, error) {
 }
 
 func cancelTask(h a2asrv.RequestHandler, ctx context.Context, p *a2a.TaskIDParams) (*a2av1.Task, error) {
-	t, err := h.OnCancelTask(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return a2av1.TaskFrom(t, true), nil
+	return taskV1(h.OnCancelTask(ctx, p))
 }
 
 func subscribeParams(p *a2av1.SubscribeToTaskRequest) (*a2a.TaskIDParams, error) {
@@ -130,7 +130,11 @@ func createPushParams(p *a2av1.TaskPushNotificationConfig) (*a2a.TaskPushConfig,
 }
 
 func createPushConfig(h a2asrv.RequestHandler, ctx context.Context, p *a2a.TaskPushConfig) (a2av1.TaskPushNotificationConfig, error) {
-	got, err := h.OnSetTaskPushConfig(ctx, p)
+	return pushConfigV1(h.OnSetTaskPushConfig(ctx, p))
+}
+
+// pushConfigV1 is a handler's push config answer in the 1.0 shape.
+func pushConfigV1(got *a2a.TaskPushConfig, err error) (a2av1.TaskPushNotificationConfig, error) {
 	if err != nil {
 		return a2av1.TaskPushNotificationConfig{}, err
 	}
@@ -145,11 +149,7 @@ func getPushParams(p *a2av1.GetTaskPushNotificationConfigRequest) (*a2a.GetTaskP
 }
 
 func getPushConfig(h a2asrv.RequestHandler, ctx context.Context, p *a2a.GetTaskPushConfigParams) (a2av1.TaskPushNotificationConfig, error) {
-	got, err := h.OnGetTaskPushConfig(ctx, p)
-	if err != nil {
-		return a2av1.TaskPushNotificationConfig{}, err
-	}
-	return a2av1.PushConfigFrom(got.TaskID, got.Config), nil
+	return pushConfigV1(h.OnGetTaskPushConfig(ctx, p))
 }
 
 func listPushParams(p *a2av1.ListTaskPushNotificationConfigsRequest) (*a2a.ListTaskPushConfigParams, error) {
