@@ -102,6 +102,15 @@ func (o *TreeObserver) open(e *tasks.Engine, n supervisor.NodeInfo) (opened, boo
 	return opened{}, true
 }
 
+// taskInfo names a nested task for its events: its id and its context.
+func taskInfo(e *tasks.Engine, handle string) *a2a.Task {
+	info := &a2a.Task{ID: a2a.TaskID(handle)}
+	if t, _, err := e.Store().Get(context.Background(), info.ID); err == nil {
+		info.ContextID = t.ContextID
+	}
+	return info
+}
+
 var _ supervisor.AdmissionObserver = (*TreeObserver)(nil)
 
 // NodeAdmitted opens the nested task (submitted) as soon as the chokepoint has
@@ -130,10 +139,7 @@ func (o *TreeObserver) NodeProgress(n supervisor.NodeInfo) {
 	if !ok || st.working {
 		return
 	}
-	info := &a2a.Task{ID: a2a.TaskID(n.Handle)}
-	if t, _, err := e.Store().Get(context.Background(), info.ID); err == nil {
-		info.ContextID = t.ContextID
-	}
+	info := taskInfo(e, n.Handle)
 	if err := e.Update(context.Background(), info.ID, a2a.NewStatusUpdateEvent(info, a2a.TaskStateWorking, nil)); err != nil {
 		o.log().Warn("nested task not marked working", "task_id", n.Handle, "err", err)
 		return
@@ -159,10 +165,7 @@ func (o *TreeObserver) NodeFinished(n supervisor.NodeInfo, res api.SubagentResul
 		delete(o.opened, n.Handle)
 		o.mu.Unlock()
 	}()
-	info := &a2a.Task{ID: a2a.TaskID(n.Handle)}
-	if t, _, err := e.Store().Get(context.Background(), info.ID); err == nil {
-		info.ContextID = t.ContextID
-	}
+	info := taskInfo(e, n.Handle)
 	art := &a2a.TaskArtifactUpdateEvent{TaskID: info.ID, ContextID: info.ContextID, Artifact: DistillateArtifactAt(info.ID, res, o.PublicURL), LastChunk: true}
 	if err := e.Update(context.Background(), info.ID, art); err != nil {
 		o.log().Warn("nested task artifact not recorded", "task_id", n.Handle, "err", err)

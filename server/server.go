@@ -24,8 +24,8 @@ type Config struct {
 	Handler a2asrv.RequestHandler
 	// Card is the agent card served at /.well-known/agent-card.json.
 	Card *a2a.AgentCard
-	// Methods are extra JSON-RPC methods (the a2a.* operator family),
-	// dispatched by name before the A2A methods.
+	// Methods are extra JSON-RPC methods (the a2a.* operator family), served
+	// whatever the request's A2A-Version says.
 	Methods map[string]Method
 	// MaxBody caps request bodies; default DefaultMaxBody.
 	MaxBody int64
