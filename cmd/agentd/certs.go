@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -11,15 +12,25 @@ import (
 	"github.com/agentd/agentd/tlsconfig"
 )
 
-func runCerts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+// certsConfig is `agentd certs init`.
+type certsConfig struct {
+	TrustDomain string
+	Dir         string
+	Validity    time.Duration
+	Force       bool
+}
+
+// parseCerts parses `certs init [flags]`; `certs -h` is the help of init.
+func parseCerts(args []string, stderr io.Writer) (*certsConfig, error) {
+	if len(args) > 0 && isHelp(args[0]) {
 		// The only subcommand's help is the command's.
-		return runCerts(ctx, []string{"init", "-h"}, stdout, stderr)
+		args = []string{"init", "-h"}
 	}
 	if len(args) == 0 || args[0] != "init" {
 		fmt.Fprintln(stderr, "Usage: agentd certs init --trust-domain TD --dir DIR [--validity D] [--force]")
-		return usageError("certs: the only subcommand is init")
+		return nil, usageError("certs: the only subcommand is init")
 	}
+	c := &certsConfig{}
 	f := newFlags("certs init", stderr, "Mints a development CA and SPIFFE X.509 SVIDs for local mTLS into --dir:\n"+
 		"  ca.pem, ca-key.pem    the CA (keep the key private)\n"+
 		"  bundle.pem            the trust bundle (--tls-bundle for everyone)\n"+
@@ -27,27 +38,51 @@ func runCerts(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"  peer.pem, peer-key.pem          spiffe://TD/peer      (a client allowed by --allow-peer)\n"+
 		"  operator.pem, operator-key.pem  spiffe://TD/operator  (a client allowed by --operator)\n"+
 		"Not for production: use SPIRE (--spiffe-socket).")
-	td := f.String("trust-domain", "", "the SPIFFE trust domain, e.g. example.org")
-	dir := f.String("dir", "", "folder to write the files into (created 0700)")
-	validity := f.Duration("validity", 30*24*time.Hour, "how long the CA and the SVIDs are valid")
-	force := f.Bool("force", false, "replace existing files")
+	f.StringVar(&c.TrustDomain, "trust-domain", "", "the SPIFFE trust domain, e.g. example.org")
+	f.StringVar(&c.Dir, "dir", "", "folder to write the files into (created 0700)")
+	f.DurationVar(&c.Validity, "validity", 30*24*time.Hour, "how long the CA and the SVIDs are valid")
+	f.BoolVar(&c.Force, "force", false, "replace existing files")
 	if err := f.parse(args[1:]); err != nil {
-		return err
+		return nil, err
 	}
 	if f.NArg() > 0 {
-		return usageError("certs init takes no arguments (got %q)", f.Args())
+		return nil, usageError("certs init takes no arguments (got %q)", f.Args())
 	}
-	if *dir == "" {
-		return usageError("--dir is required")
+	return c, nil
+}
+
+// Validate checks every setting and names the bad one.
+func (c *certsConfig) Validate() error {
+	if c.Dir == "" {
+		return errors.New("--dir is required")
 	}
-	trust, err := spiffeid.TrustDomainFromString(*td)
-	if err != nil || *td == "" {
-		return usageError("--trust-domain %q: want a trust domain name such as example.org", *td)
+	if _, err := c.trustDomain(); err != nil {
+		return err
 	}
-	if *validity <= 0 {
-		return usageError("--validity must be positive (got %s)", *validity)
+	if c.Validity <= 0 {
+		return fmt.Errorf("--validity must be positive (got %s)", c.Validity)
 	}
-	set, err := tlsconfig.WriteDevSet(*dir, trust, *validity, *force)
+	return nil
+}
+
+func (c *certsConfig) trustDomain() (spiffeid.TrustDomain, error) {
+	td, err := spiffeid.TrustDomainFromString(c.TrustDomain)
+	if err != nil || c.TrustDomain == "" {
+		return td, fmt.Errorf("--trust-domain %q: want a trust domain name such as example.org", c.TrustDomain)
+	}
+	return td, nil
+}
+
+func runCerts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseCerts(args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := c.Validate(); err != nil {
+		return badConfig(err)
+	}
+	trust, _ := c.trustDomain() // checked by Validate
+	set, err := tlsconfig.WriteDevSet(c.Dir, trust, c.Validity, c.Force)
 	if err != nil {
 		return fmt.Errorf("certs init: %w", err)
 	}
@@ -56,6 +91,6 @@ func runCerts(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, p := range set.Files {
 		fmt.Fprintf(stdout, "wrote %s\n", p)
 	}
-	fmt.Fprintf(stdout, "\nagentd serve --listen 127.0.0.1:8443 --tls-cert %[1]s/server.pem --tls-key %[1]s/server-key.pem --tls-bundle %[1]s/bundle.pem --allow-peer %[2]s --operator %[3]s\n", *dir, set.Peer, set.Operator)
+	fmt.Fprintf(stdout, "\nagentd serve --listen 127.0.0.1:8443 --tls-cert %[1]s/server.pem --tls-key %[1]s/server-key.pem --tls-bundle %[1]s/bundle.pem --allow-peer %[2]s --operator %[3]s\n", c.Dir, set.Peer, set.Operator)
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,90 +11,97 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/mcp"
 	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/telemetry"
 )
 
-// core holds the settings shared by serve and run: the intelligence, the root
-// grant, and the supervision timings.
-type core struct {
-	intelligence *string
-	model        *string
-	keyFile      *string
-	maxDepth     *int
-	maxSteps     *int
-	maxTokens    *int64
-	maxChildren  *int
-	nest         nestFlags
-	deadline     *time.Duration
-	drainTimeout *time.Duration
-	spawnReady   *time.Duration
-	drainGrace   *time.Duration
-	killGrace    *time.Duration
-	reapGrace    *time.Duration
-	logLevel     *string
-	mcp          mcpFlags
+// coreConfig is the settings serve and run share: the intelligence, the root
+// grant, the spawn caps, the supervision timings and the MCP servers. It holds
+// no secret: the intelligence key is read when the supervisor is built.
+type coreConfig struct {
+	Intelligence string
+	Model        string
+	KeyFile      string // --intelligence-key-file; else AGENT_INTELLIGENCE_KEY
+	IntelTimeout time.Duration
+	IntelRetries int
+	IntelBackoff time.Duration
 
-	childDeadline   *time.Duration
-	execDeadline    *time.Duration
-	progressTimeout *time.Duration
-	pingInterval    *time.Duration
-	pingMiss        *int
-	rlimitAS        *string
-	rlimitCPU       *time.Duration
+	// Caps are the subagent.spawn chokepoint's caps (--max-depth,
+	// --max-children, --max-total-subagents, ...).
+	Caps          supervisor.Caps
+	AllowTrifecta bool
+	MaxSteps      int
+	MaxTokens     int64
 
-	intelTimeout     *time.Duration
-	intelRetries     *int
-	intelBackoff     *time.Duration
-	maxRepeats       *int
-	distillateBudget *int
+	MaxRepeats       int
+	DistillateBudget int
 
-	key           string        // the intelligence API key, read from env or file
-	tools         *mcp.Set      // the MCP servers, once newSupervisor made them; nil with none
-	rlimitASB     uint64        // --rlimit-as in bytes, after validate
-	blobRetention time.Duration // how long a stored distillate outlives its task; 0 is the supervisor's default
+	Deadline     time.Duration
+	DrainTimeout time.Duration
+	SpawnReady   time.Duration
+	DrainGrace   time.Duration
+	KillGrace    time.Duration
+	ReapGrace    time.Duration
 
-	// delegator, if set, starts nested spawns on non-local providers.
-	delegator supervisor.Delegator
-	// warmPool is the supervisor's warm pool size (serve's --warm-pool; a
-	// one-shot run keeps none).
-	warmPool int
+	ChildDeadline   time.Duration
+	ExecDeadline    time.Duration
+	ProgressTimeout time.Duration
+	PingInterval    time.Duration
+	PingMiss        int
+	RlimitAS        string // a size such as 4GiB; "0" inherits
+	RlimitCPU       time.Duration
+
+	LogLevel string
+	MCP      mcpConfig
+	// Tracing is the OTEL_* environment, which configures the trace
+	// exporter.
+	Tracing []string
 }
 
-func addCore(f *flags) *core {
-	return &core{
-		intelligence: f.string("intelligence", "AGENT_INTELLIGENCE", "builtin:demo", "the intelligence: builtin:demo, builtin:wait, or an OpenAI-compatible base URL"),
-		model:        f.string("model", "AGENT_MODEL", "", "model name for an HTTP intelligence"),
-		keyFile:      f.string("intelligence-key-file", "AGENT_INTELLIGENCE_KEY_FILE", "", "file holding the intelligence API key (or set AGENT_INTELLIGENCE_KEY; never on argv)"),
-		maxDepth:     f.int("max-depth", "AGENT_MAX_DEPTH", 4, "subagent tree depth cap"),
-		maxSteps:     f.int("max-steps", "AGENT_MAX_STEPS", 50, "per-subagent step cap"),
-		maxTokens:    f.int64("max-tokens", "AGENT_MAX_TOKENS", 200000, "token budget of a run's root subagent"),
-		maxChildren:  f.int("max-children", "AGENT_MAX_CHILDREN", 8, "per-node child cap"),
-		nest:         addNestFlags(f),
-		deadline:     f.duration("deadline", "AGENT_DEADLINE", 600*time.Second, "wall-clock deadline of a run (finite, at most 24h)"),
-		drainTimeout: f.duration("drain-timeout", "AGENT_DRAIN_TIMEOUT", 25*time.Second, "whole-tree drain budget (keep it under the pod's termination grace)"),
-		spawnReady:   f.duration("spawn-ready", "AGENT_SPAWN_READY", 2*time.Second, "a child must send ctrl/ready within this"),
-		drainGrace:   f.duration("drain-grace", "AGENT_DRAIN_GRACE", 5*time.Second, "kill ladder: ctrl/cancel to SIGTERM"),
-		killGrace:    f.duration("kill-grace", "AGENT_KILL_GRACE", 2*time.Second, "kill ladder: SIGTERM to SIGKILL"),
-		reapGrace:    f.duration("reap-grace", "AGENT_REAP_GRACE", time.Second, "kill ladder: SIGKILL to reporting a process that will not reap"),
-		logLevel:     f.string("log-level", "AGENT_LOG_LEVEL", "info", "log level: debug, info, warn, error"),
+func addCore(f *flags, c *coreConfig) {
+	f.stringVar(&c.Intelligence, "intelligence", "AGENT_INTELLIGENCE", "builtin:demo", "the intelligence: builtin:demo, builtin:wait, or an OpenAI-compatible base URL")
+	f.stringVar(&c.Model, "model", "AGENT_MODEL", "", "model name for an HTTP intelligence")
+	f.stringVar(&c.KeyFile, "intelligence-key-file", "AGENT_INTELLIGENCE_KEY_FILE", "", "file holding the intelligence API key (or set AGENT_INTELLIGENCE_KEY; never on argv)")
+	f.intVar(&c.Caps.MaxDepth, "max-depth", "AGENT_MAX_DEPTH", 4, "subagent tree depth cap")
+	f.intVar(&c.MaxSteps, "max-steps", "AGENT_MAX_STEPS", 50, "per-subagent step cap")
+	f.int64Var(&c.MaxTokens, "max-tokens", "AGENT_MAX_TOKENS", 200000, "token budget of a run's root subagent")
+	f.intVar(&c.Caps.MaxChildren, "max-children", "AGENT_MAX_CHILDREN", 8, "per-node child cap")
+	addNestFlags(f, c)
+	f.durationVar(&c.Deadline, "deadline", "AGENT_DEADLINE", 600*time.Second, "wall-clock deadline of a run (finite, at most 24h)")
+	f.durationVar(&c.DrainTimeout, "drain-timeout", "AGENT_DRAIN_TIMEOUT", 25*time.Second, "whole-tree drain budget (keep it under the pod's termination grace)")
+	f.durationVar(&c.SpawnReady, "spawn-ready", "AGENT_SPAWN_READY", 2*time.Second, "a child must send ctrl/ready within this")
+	f.durationVar(&c.DrainGrace, "drain-grace", "AGENT_DRAIN_GRACE", 5*time.Second, "kill ladder: ctrl/cancel to SIGTERM")
+	f.durationVar(&c.KillGrace, "kill-grace", "AGENT_KILL_GRACE", 2*time.Second, "kill ladder: SIGTERM to SIGKILL")
+	f.durationVar(&c.ReapGrace, "reap-grace", "AGENT_REAP_GRACE", time.Second, "kill ladder: SIGKILL to reporting a process that will not reap")
+	f.stringVar(&c.LogLevel, "log-level", "AGENT_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 
-		childDeadline:   f.duration("child-deadline", "AGENT_CHILD_DEADLINE", 600*time.Second, "Detector A: every child's deadline is capped at this (the root's included)"),
-		execDeadline:    f.duration("exec-deadline", "AGENT_EXEC_DEADLINE", 120*time.Second, "Detector A for exec children (applies once the gated exec tool exists; this build has none)"),
-		progressTimeout: f.duration("progress-timeout", "AGENT_PROGRESS_TIMEOUT", 120*time.Second, "Detector B: a child that sends no frame but pongs for this long is stalled"),
-		pingInterval:    f.duration("ping-interval", "AGENT_PING_INTERVAL", 5*time.Second, "Detector C: a ctrl/ping to every child this often"),
-		pingMiss:        f.int("ping-miss", "AGENT_PING_MISS", 3, "Detector C: this many pings in a row unanswered is stuck"),
-		rlimitAS:        f.string("rlimit-as", "AGENT_RLIMIT_AS", "0", "per-child RLIMIT_AS (address space), e.g. 4GiB; 0 inherits the supervisor's"),
-		rlimitCPU:       f.duration("rlimit-cpu", "AGENT_RLIMIT_CPU", 0, "per-child RLIMIT_CPU (CPU time, whole seconds, rounded up); 0 inherits the supervisor's"),
+	f.durationVar(&c.ChildDeadline, "child-deadline", "AGENT_CHILD_DEADLINE", 600*time.Second, "Detector A: every child's deadline is capped at this (the root's included)")
+	f.durationVar(&c.ExecDeadline, "exec-deadline", "AGENT_EXEC_DEADLINE", 120*time.Second, "Detector A for exec children (applies once the gated exec tool exists; this build has none)")
+	f.durationVar(&c.ProgressTimeout, "progress-timeout", "AGENT_PROGRESS_TIMEOUT", 120*time.Second, "Detector B: a child that sends no frame but pongs for this long is stalled")
+	f.durationVar(&c.PingInterval, "ping-interval", "AGENT_PING_INTERVAL", 5*time.Second, "Detector C: a ctrl/ping to every child this often")
+	f.intVar(&c.PingMiss, "ping-miss", "AGENT_PING_MISS", 3, "Detector C: this many pings in a row unanswered is stuck")
+	f.stringVar(&c.RlimitAS, "rlimit-as", "AGENT_RLIMIT_AS", "0", "per-child RLIMIT_AS (address space), e.g. 4GiB; 0 inherits the supervisor's")
+	f.durationVar(&c.RlimitCPU, "rlimit-cpu", "AGENT_RLIMIT_CPU", 0, "per-child RLIMIT_CPU (CPU time, whole seconds, rounded up); 0 inherits the supervisor's")
 
-		intelTimeout:     f.duration("intelligence-timeout", "AGENT_INTELLIGENCE_TIMEOUT", api.DefaultRequestTimeout, "timeout of one model request attempt (each also ends at the subagent's deadline)"),
-		intelRetries:     f.int("intelligence-retries", "AGENT_INTELLIGENCE_RETRIES", api.DefaultRetries, "retries of a model request on 429, 5xx, a timeout or a connection error"),
-		intelBackoff:     f.duration("intelligence-backoff", "AGENT_INTELLIGENCE_BACKOFF", api.DefaultRetryBackoff, "wait before the first retry when the server sends no Retry-After; doubles per retry"),
-		maxRepeats:       f.int("max-repeats", "AGENT_MAX_REPEATS", api.DefaultMaxRepeats, "loop_detected after the same tool call with the same arguments this many times in a row"),
-		distillateBudget: f.int("distillate-budget", "AGENT_DISTILLATE_BUDGET", api.DefaultDistillateBudget, "characters a result carries inline; a larger one is stored and returned as a reference with a summary"),
-		mcp:              addMCPFlags(f),
-	}
+	f.durationVar(&c.IntelTimeout, "intelligence-timeout", "AGENT_INTELLIGENCE_TIMEOUT", api.DefaultRequestTimeout, "timeout of one model request attempt (each also ends at the subagent's deadline)")
+	f.intVar(&c.IntelRetries, "intelligence-retries", "AGENT_INTELLIGENCE_RETRIES", api.DefaultRetries, "retries of a model request on 429, 5xx, a timeout or a connection error")
+	f.durationVar(&c.IntelBackoff, "intelligence-backoff", "AGENT_INTELLIGENCE_BACKOFF", api.DefaultRetryBackoff, "wait before the first retry when the server sends no Retry-After; doubles per retry")
+	f.intVar(&c.MaxRepeats, "max-repeats", "AGENT_MAX_REPEATS", api.DefaultMaxRepeats, "loop_detected after the same tool call with the same arguments this many times in a row")
+	f.intVar(&c.DistillateBudget, "distillate-budget", "AGENT_DISTILLATE_BUDGET", api.DefaultDistillateBudget, "characters a result carries inline; a larger one is stored and returned as a reference with a summary")
+	addMCPFlags(f, &c.MCP)
+	c.Tracing = otelEnv(os.Environ())
+}
+
+// addNestFlags defines the chokepoint's caps beyond --max-depth and
+// --max-children, and the Rule-of-Two override.
+func addNestFlags(f *flags, c *coreConfig) {
+	d := supervisor.DefaultCaps
+	f.intVar(&c.Caps.MaxTotalSubagents, "max-total-subagents", "AGENT_MAX_TOTAL_SUBAGENTS", d.MaxTotalSubagents, "subagents one tree may ever create, its root included")
+	f.intVar(&c.Caps.MaxInflight, "max-inflight", "AGENT_MAX_INFLIGHT", d.MaxInflight, "unfinished async children per parent")
+	f.intVar(&c.Caps.SpawnBurst, "spawn-burst", "AGENT_SPAWN_BURST", d.SpawnBurst, "spawn-rate token bucket: burst of spawns per tree")
+	f.float64Var(&c.Caps.SpawnRate, "spawn-rate", "AGENT_SPAWN_RATE", d.SpawnRate, "spawn-rate token bucket: spawns per second per tree")
+	f.int64Var(&c.Caps.TreeTokenCeiling, "tree-token-ceiling", "AGENT_TREE_TOKEN_CEILING", d.TreeTokenCeiling, "tokens one tree may use; past it the tree drains (exit 7 in one-shot)")
+	f.boolVar(&c.AllowTrifecta, "allow-trifecta", "AGENT_ALLOW_TRIFECTA", false, "let the root grant hold all three Rule-of-Two legs (untrusted_input, sensitive, egress); never passed to children")
 }
 
 // minRlimitAS is the smallest --rlimit-as accepted: a Go child reserves address
@@ -101,206 +109,209 @@ func addCore(f *flags) *core {
 // below about this much.
 const minRlimitAS = 1 << 30
 
-// validate checks every shared setting and names the bad one.
-func (c *core) validate() error {
-	positive := []struct {
+// Bounds of the core settings.
+const (
+	maxPingMiss         = 1000
+	maxIntelRetries     = 20
+	minMaxRepeats       = 2
+	minDistillateBudget = 200
+)
+
+// Validate checks every shared setting and names the bad one. It reads no
+// file: a builtin:script file and the key file are read by the build.
+func (c *coreConfig) Validate() error {
+	for _, p := range []struct {
 		name string
 		v    int64
 	}{
-		{"--max-depth", int64(*c.maxDepth)},
-		{"--max-steps", int64(*c.maxSteps)},
-		{"--max-tokens", *c.maxTokens},
-		{"--max-children", int64(*c.maxChildren)},
-	}
-	for _, p := range positive {
+		{"--max-steps", int64(c.MaxSteps)},
+		{"--max-tokens", c.MaxTokens},
+	} {
 		if p.v <= 0 {
-			return usageError("%s must be positive (got %d)", p.name, p.v)
+			return fmt.Errorf("%s must be positive (got %d)", p.name, p.v)
 		}
 	}
-	if err := c.mcp.validate(); err != nil {
+	if err := c.validateCaps(); err != nil {
 		return err
 	}
-	gate, tagger := c.gateGrant()
-	if err := c.nest.validate(c.caps(), gate, tagger); err != nil {
+	if err := c.validateTimings(); err != nil {
 		return err
 	}
-	durations := []struct {
+	if err := c.validateIntelligence(); err != nil {
+		return err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	// OTEL_* settings agentd cannot honour (the error names the variable).
+	if _, err := telemetry.ExportFromEnv(c.Tracing); err != nil {
+		return err
+	}
+	return nil
+}
+
+// validateCaps checks the chokepoint caps, the MCP settings and the startup
+// Rule-of-Two gate over the root grant.
+func (c *coreConfig) validateCaps() error {
+	if err := c.Caps.Validate(); err != nil {
+		var ce *supervisor.CapError
+		if errors.As(err, &ce) {
+			return fmt.Errorf("--%s %v: must be positive and at most %v", strings.ReplaceAll(ce.Name, "_", "-"), ce.Value, ce.Bound)
+		}
+		return err
+	}
+	cfg, err := c.MCP.parse()
+	if err != nil {
+		return err
+	}
+	return checkRuleOfTwo(cfg.GateRefs(), cfg.Tagger(), c.AllowTrifecta)
+}
+
+// checkRuleOfTwo is the startup gate: a root grant whose tools together hold
+// untrusted_input, sensitive and egress is bad config unless --allow-trifecta.
+// An untagged tool counts as untrusted_input. The gate runs over grant, a
+// superset of every root grant there can be (before any server is reached).
+func checkRuleOfTwo(grant []api.ToolRef, tags supervisor.ToolTagger, allow bool) error {
+	if err := supervisor.CheckRootGrant(supervisor.ScopeTags(grant, tags), allow); err != nil {
+		return errors.New("the root tool grant holds untrusted_input, sensitive and egress at once (Rule of Two); narrow the tools or pass --allow-trifecta")
+	}
+	return nil
+}
+
+func (c *coreConfig) validateTimings() error {
+	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{
-		{"--deadline", *c.deadline},
-		{"--drain-timeout", *c.drainTimeout},
-		{"--spawn-ready", *c.spawnReady},
-		{"--drain-grace", *c.drainGrace},
-		{"--kill-grace", *c.killGrace},
-		{"--reap-grace", *c.reapGrace},
-		{"--child-deadline", *c.childDeadline},
-		{"--exec-deadline", *c.execDeadline},
-		{"--progress-timeout", *c.progressTimeout},
-		{"--ping-interval", *c.pingInterval},
-	}
-	for _, d := range durations {
+		{"--deadline", c.Deadline},
+		{"--drain-timeout", c.DrainTimeout},
+		{"--spawn-ready", c.SpawnReady},
+		{"--drain-grace", c.DrainGrace},
+		{"--kill-grace", c.KillGrace},
+		{"--reap-grace", c.ReapGrace},
+		{"--child-deadline", c.ChildDeadline},
+		{"--exec-deadline", c.ExecDeadline},
+		{"--progress-timeout", c.ProgressTimeout},
+		{"--ping-interval", c.PingInterval},
+	} {
 		if d.v <= 0 {
-			return usageError("%s must be a positive duration (got %s)", d.name, d.v)
+			return fmt.Errorf("%s must be a positive duration (got %s)", d.name, d.v)
 		}
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--deadline", *c.deadline}, {"--child-deadline", *c.childDeadline}, {"--exec-deadline", *c.execDeadline}} {
+	}{{"--deadline", c.Deadline}, {"--child-deadline", c.ChildDeadline}, {"--exec-deadline", c.ExecDeadline}} {
 		if d.v > api.MaxDeadline {
-			return usageError("%s %s exceeds the maximum of %s: every deadline is finite", d.name, d.v, api.MaxDeadline)
+			return fmt.Errorf("%s %s exceeds the maximum of %s: every deadline is finite", d.name, d.v, api.MaxDeadline)
 		}
 	}
-	if *c.deadline > *c.childDeadline {
-		return usageError("--deadline %s exceeds --child-deadline %s, which caps every child (the root included): raise --child-deadline too", *c.deadline, *c.childDeadline)
+	if c.Deadline > c.ChildDeadline {
+		return fmt.Errorf("--deadline %s exceeds --child-deadline %s, which caps every child (the root included): raise --child-deadline too", c.Deadline, c.ChildDeadline)
 	}
-	if *c.pingMiss <= 0 || *c.pingMiss > 1000 {
-		return usageError("--ping-miss must be in [1, 1000] (got %d)", *c.pingMiss)
+	if c.PingMiss <= 0 || c.PingMiss > maxPingMiss {
+		return fmt.Errorf("--ping-miss must be in [1, %d] (got %d)", maxPingMiss, c.PingMiss)
 	}
-	as, err := parseSize(*c.rlimitAS)
-	if err != nil {
-		return usageError("--rlimit-as: %v", err)
+	if _, err := c.rlimitAS(); err != nil {
+		return err
 	}
-	if as != 0 && as < minRlimitAS {
-		return usageError("--rlimit-as %s is below %s: a child could not start (0 inherits)", *c.rlimitAS, formatSize(minRlimitAS))
-	}
-	c.rlimitASB = as
-	if *c.rlimitCPU < 0 {
-		return usageError("--rlimit-cpu must not be negative (got %s)", *c.rlimitCPU)
-	}
-	if *c.intelTimeout <= 0 {
-		return usageError("--intelligence-timeout must be a positive duration (got %s)", *c.intelTimeout)
-	}
-	if *c.intelBackoff <= 0 || *c.intelBackoff > api.MaxRetryBackoff {
-		return usageError("--intelligence-backoff must be in (0, %s] (got %s)", api.MaxRetryBackoff, *c.intelBackoff)
-	}
-	if *c.intelRetries < 0 || *c.intelRetries > 20 {
-		return usageError("--intelligence-retries must be in [0, 20] (got %d)", *c.intelRetries)
-	}
-	if *c.maxRepeats < 2 {
-		return usageError("--max-repeats must be at least 2 (got %d)", *c.maxRepeats)
-	}
-	if *c.distillateBudget < 200 {
-		return usageError("--distillate-budget must be at least 200 characters (got %d)", *c.distillateBudget)
-	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*c.logLevel)); err != nil {
-		return usageError("--log-level %q: want debug, info, warn or error", *c.logLevel)
-	}
-	if err := agent.CheckIntelligence(c.intelligenceSpec()); err != nil {
-		return usageError("--intelligence: %v", err)
-	}
-	c.key = os.Getenv(api.EnvIntelligenceKey)
-	if *c.keyFile != "" {
-		b, err := os.ReadFile(*c.keyFile)
-		if err != nil {
-			return usageError("--intelligence-key-file: %v", err)
-		}
-		c.key = strings.TrimSpace(string(b))
+	if c.RlimitCPU < 0 {
+		return fmt.Errorf("--rlimit-cpu must not be negative (got %s)", c.RlimitCPU)
 	}
 	return nil
 }
 
-func (c *core) intelligenceSpec() api.Intelligence {
-	retries := *c.intelRetries
+func (c *coreConfig) validateIntelligence() error {
+	if c.IntelTimeout <= 0 {
+		return fmt.Errorf("--intelligence-timeout must be a positive duration (got %s)", c.IntelTimeout)
+	}
+	if c.IntelBackoff <= 0 || c.IntelBackoff > api.MaxRetryBackoff {
+		return fmt.Errorf("--intelligence-backoff must be in (0, %s] (got %s)", api.MaxRetryBackoff, c.IntelBackoff)
+	}
+	if c.IntelRetries < 0 || c.IntelRetries > maxIntelRetries {
+		return fmt.Errorf("--intelligence-retries must be in [0, %d] (got %d)", maxIntelRetries, c.IntelRetries)
+	}
+	if c.MaxRepeats < minMaxRepeats {
+		return fmt.Errorf("--max-repeats must be at least %d (got %d)", minMaxRepeats, c.MaxRepeats)
+	}
+	if c.DistillateBudget < minDistillateBudget {
+		return fmt.Errorf("--distillate-budget must be at least %d characters (got %d)", minDistillateBudget, c.DistillateBudget)
+	}
+	if c.scripted() {
+		if c.Intelligence == scriptPrefix+"=" || !strings.HasPrefix(c.Intelligence, scriptPrefix+"=") {
+			return fmt.Errorf("--intelligence %q: want %s=FILE", c.Intelligence, scriptPrefix)
+		}
+		return nil // the script is read (and checked) by the build
+	}
+	if err := agent.CheckIntelligence(c.intelligenceSpec()); err != nil {
+		return fmt.Errorf("--intelligence: %v", err)
+	}
+	return nil
+}
+
+// scriptPrefix names the builtin intelligence that plays a script file.
+const scriptPrefix = "builtin:script"
+
+// scripted reports whether the intelligence is a builtin:script, whose file
+// the build reads.
+func (c *coreConfig) scripted() bool {
+	name, _, _ := strings.Cut(c.Intelligence, "=")
+	return name == scriptPrefix
+}
+
+// rlimitAS is --rlimit-as in bytes (0 inherits).
+func (c *coreConfig) rlimitAS() (uint64, error) {
+	as, err := parseSize(c.RlimitAS)
+	if err != nil {
+		return 0, fmt.Errorf("--rlimit-as: %v", err)
+	}
+	if as != 0 && as < minRlimitAS {
+		return 0, fmt.Errorf("--rlimit-as %s is below %s: a child could not start (0 inherits)", c.RlimitAS, formatSize(minRlimitAS))
+	}
+	return as, nil
+}
+
+func (c *coreConfig) intelligenceSpec() api.Intelligence {
+	retries := c.IntelRetries
 	return api.Intelligence{
-		Endpoint:       *c.intelligence,
-		Model:          *c.model,
-		RequestTimeout: api.Duration(*c.intelTimeout),
+		Endpoint:       c.Intelligence,
+		Model:          c.Model,
+		RequestTimeout: api.Duration(c.IntelTimeout),
 		Retries:        &retries,
-		RetryBackoff:   api.Duration(*c.intelBackoff),
+		RetryBackoff:   api.Duration(c.IntelBackoff),
 	}
 }
 
 // limits is the root grant of a run.
-func (c *core) limits() api.Limits {
+func (c *coreConfig) limits() api.Limits {
 	return api.Limits{
-		MaxSteps:    *c.maxSteps,
-		MaxTokens:   *c.maxTokens,
-		Deadline:    api.Duration(*c.deadline),
-		MaxChildren: *c.maxChildren,
+		MaxSteps:    c.MaxSteps,
+		MaxTokens:   c.MaxTokens,
+		Deadline:    api.Duration(c.Deadline),
+		MaxChildren: c.Caps.MaxChildren,
 
-		MaxRepeats:       *c.maxRepeats,
-		DistillateBudget: *c.distillateBudget,
+		MaxRepeats:       c.MaxRepeats,
+		DistillateBudget: c.DistillateBudget,
 	}
 }
 
-func (c *core) logger(w io.Writer) *slog.Logger {
+// logger is the service's JSON logger at --log-level (checked by Validate).
+func (c *coreConfig) logger(w io.Writer) *slog.Logger {
 	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(*c.logLevel))
+	_ = lvl.UnmarshalText([]byte(c.LogLevel))
 	// Every line with a span in its context (or from a logger tied to one)
 	// carries trace_id and span_id.
 	return slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})))
 }
 
-// newSupervisor builds the supervisor: it becomes the subreaper of its tree,
-// hands children the environment with the intelligence key, and holds the MCP
-// servers (which start connecting here; closeMCP closes them).
-func (c *core) newSupervisor(log *slog.Logger, obs supervisor.Observer) (*supervisor.Supervisor, error) {
-	if err := supervisor.EnableSubreaper(); err != nil {
-		log.Warn("not a subreaper: orphaned grandchildren will reparent to init", "err", err)
-	}
-	env := childEnv(os.Environ())
-	if c.key != "" {
-		env = append(env, api.EnvIntelligenceKey+"="+c.key)
-	}
-	tools, err := c.newMCP(log)
-	if err != nil {
-		return nil, err
-	}
-	c.tools = tools
-	var servers map[string]supervisor.ToolServer
-	if tools != nil {
-		servers = tools.ToolServers()
-	}
-	s, err := supervisor.New(supervisor.Config{
-		Tools:      servers,
-		ToolTags:   c.mcp.cfg.Tagger(),
-		Env:        env,
-		Logger:     log,
-		SpawnReady: *c.spawnReady,
-		DrainGrace: *c.drainGrace,
-		KillGrace:  *c.killGrace,
-		ReapGrace:  *c.reapGrace,
-		Caps:       c.caps(),
-		Observer:   obs,
-		Blobs:      supervisor.BlobConfig{Retention: c.blobRetention},
-		Delegator:  c.delegator,
-
-		ChildDeadline:   *c.childDeadline,
-		ExecDeadline:    *c.execDeadline,
-		ProgressTimeout: *c.progressTimeout,
-		PingInterval:    *c.pingInterval,
-		PingMiss:        *c.pingMiss,
-		RlimitAS:        c.rlimitASB,
-		RlimitCPU:       uint64((*c.rlimitCPU + time.Second - 1) / time.Second),
-		WarmPool:        c.warmPool,
-	})
-	if err != nil {
-		c.closeMCP()
-		return nil, fmt.Errorf("start supervisor: %w", err)
-	}
-	return s, nil
-}
-
-// childEnv is the environment a subagent inherits: only what a Go process, TLS,
-// proxies and OpenTelemetry need. The supervisor's own settings (including
-// AGENT_INSTRUCTION, whose value is an objective) never leak into children.
-func childEnv(environ []string) []string {
-	keep := map[string]bool{
-		"PATH": true, "HOME": true, "TMPDIR": true, "LANG": true, "TZ": true,
-		"GODEBUG": true, "GOMAXPROCS": true, "GOGC": true, "GOMEMLIMIT": true, "GOTRACEBACK": true,
-		"SSL_CERT_FILE": true, "SSL_CERT_DIR": true,
-		"HTTP_PROXY": true, "HTTPS_PROXY": true, "NO_PROXY": true,
-		"http_proxy": true, "https_proxy": true, "no_proxy": true,
-	}
-	var env []string
+// otelEnv is the OTEL_* part of environ.
+func otelEnv(environ []string) []string {
+	var out []string
 	for _, kv := range environ {
-		k, _, _ := strings.Cut(kv, "=")
-		if keep[k] || strings.HasPrefix(k, "OTEL_") {
-			env = append(env, kv)
+		if strings.HasPrefix(kv, "OTEL_") {
+			out = append(out, kv)
 		}
 	}
-	return env
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -129,64 +130,93 @@ func ctlUsage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun \"agentd ctl METHOD -h\" for a method's flags.")
 }
 
-func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// ctlConfig is `agentd ctl METHOD`.
+type ctlConfig struct {
+	Method  string
+	To      string
+	JSON    bool
+	Timeout time.Duration
+	Params  map[string]any // the method's params from its flags; nil for none
+	Client  clientConfig
+}
+
+// parseCtl parses `ctl METHOD [flags]`; help is exitWith(0).
+func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "help" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		if len(args) > 0 && isHelp(args[0]) {
 			ctlUsage(stdout)
-			return nil
+			return nil, exitWith(0)
 		}
 		ctlUsage(stderr)
-		return usageError("ctl needs a METHOD first")
+		return nil, usageError("ctl needs a METHOD first")
 	}
 	method, ok := ctlMethodName(args[0])
 	if !ok {
 		ctlUsage(stderr)
-		return usageError("ctl: unknown method %q", args[0])
+		return nil, usageError("ctl: unknown method %q", args[0])
 	}
+	c := &ctlConfig{Method: method}
 	m := ctlMethods[method]
 	f := newFlags("ctl "+method, stderr, m.summary)
-	to := f.string("to", "AGENT_CTL_TO", "", "base URL of the agentd service")
-	jsonOut := f.Bool("json", false, "print the result as JSON")
-	timeout := f.Duration("timeout", 30*time.Second, "give up after this long")
-	creds := addClientFlags(f)
+	f.stringVar(&c.To, "to", "AGENT_CTL_TO", "", "base URL of the agentd service")
+	f.BoolVar(&c.JSON, "json", false, "print the result as JSON")
+	f.DurationVar(&c.Timeout, "timeout", 30*time.Second, "give up after this long")
+	addClientFlags(f, &c.Client)
 	params := m.flags(f)
 	if err := f.parse(args[1:]); err != nil {
-		return err
+		return nil, err
 	}
 	if f.NArg() > 0 {
-		return usageError("ctl %s takes no arguments (got %q)", method, f.Args())
-	}
-	if *to == "" {
-		return usageError("--to is required")
-	}
-	if *timeout <= 0 {
-		return usageError("--timeout must be a positive duration (got %s)", *timeout)
+		return nil, usageError("ctl %s takes no arguments (got %q)", method, f.Args())
 	}
 	set := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	c.Params = params(set)
+	return c, nil
+}
+
+// Validate checks every setting and names the bad one. It reads no file.
+func (c *ctlConfig) Validate() error {
+	if c.To == "" {
+		return errors.New("--to is required")
+	}
+	if c.Timeout <= 0 {
+		return fmt.Errorf("--timeout must be a positive duration (got %s)", c.Timeout)
+	}
+	return c.Client.validate(c.To)
+}
+
+func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseCtl(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if err := c.Validate(); err != nil {
+		return badConfig(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	hc, closeCreds, err := creds.httpClient(ctx, *to, newClientLogger(stderr))
+	hc, closeCreds, err := c.Client.httpClient(ctx, c.To, newClientLogger(stderr))
 	defer closeCreds()
 	if err != nil {
 		return err
 	}
-	raw, err := callOperator(ctx, hc, *to, method, params(set))
+	raw, err := callOperator(ctx, hc, c.To, c.Method, c.Params)
 	if err != nil {
 		return err
 	}
-	if *jsonOut {
+	if c.JSON {
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, raw, "", "  "); err != nil {
-			return fmt.Errorf("%s: result is not JSON: %w", method, err)
+			return fmt.Errorf("%s: result is not JSON: %w", c.Method, err)
 		}
 		buf.WriteByte('\n')
 		_, err := stdout.Write(buf.Bytes())
 		return err
 	}
-	res := m.result()
+	res := ctlMethods[c.Method].result()
 	if err := json.Unmarshal(raw, res); err != nil {
-		return fmt.Errorf("%s: unexpected result %s: %w", method, raw, err)
+		return fmt.Errorf("%s: unexpected result %s: %w", c.Method, raw, err)
 	}
 	if tree, ok := res.(*api.TreeResult); ok {
 		printTree(stdout, tree, time.Now())

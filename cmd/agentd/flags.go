@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// flags is a flag.FlagSet whose flags may default from an environment variable.
-// A bad environment value is a usage error naming the variable.
+// flags is a flag.FlagSet whose flags fill the fields of a config struct and
+// may default from an environment variable. A bad environment value is a
+// usage error naming the variable, reported by parse.
 type flags struct {
 	*flag.FlagSet
 	errs []error
@@ -43,75 +44,42 @@ func envNote(env string) string {
 	return " (env " + env + ")"
 }
 
-func (f *flags) envErr(env string, v string, err error) {
-	f.errs = append(f.errs, fmt.Errorf("invalid %s=%q: %v", env, v, err))
-}
-
-func (f *flags) string(name, env, def, usage string) *string {
+// envVar defines the flag name on p with define; the environment variable env,
+// when set, replaces the default def (parsed with parse).
+func envVar[T any](f *flags, define func(p *T, name string, value T, usage string), parse func(string) (T, error), p *T, name, env string, def T, usage string) {
 	if v, ok := os.LookupEnv(env); ok && env != "" {
-		def = v
-	}
-	return f.String(name, def, usage+envNote(env))
-}
-
-func (f *flags) int(name, env string, def int, usage string) *int {
-	if v, ok := os.LookupEnv(env); ok && env != "" {
-		n, err := strconv.Atoi(v)
+		x, err := parse(v)
 		if err != nil {
-			f.envErr(env, v, err)
-		} else {
-			def = n
-		}
-	}
-	return f.Int(name, def, usage+envNote(env))
-}
-
-func (f *flags) int64(name, env string, def int64, usage string) *int64 {
-	if v, ok := os.LookupEnv(env); ok && env != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			f.envErr(env, v, err)
-		} else {
-			def = n
-		}
-	}
-	return f.Int64(name, def, usage+envNote(env))
-}
-
-func (f *flags) float64(name, env string, def float64, usage string) *float64 {
-	if v, ok := os.LookupEnv(env); ok && env != "" {
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			f.envErr(env, v, err)
+			f.errs = append(f.errs, fmt.Errorf("invalid %s=%q: %v", env, v, err))
 		} else {
 			def = x
 		}
 	}
-	return f.Float64(name, def, usage+envNote(env))
+	define(p, name, def, usage+envNote(env))
 }
 
-func (f *flags) duration(name, env string, def time.Duration, usage string) *time.Duration {
-	if v, ok := os.LookupEnv(env); ok && env != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			f.envErr(env, v, err)
-		} else {
-			def = d
-		}
-	}
-	return f.Duration(name, def, usage+envNote(env))
+func (f *flags) stringVar(p *string, name, env, def, usage string) {
+	envVar(f, f.StringVar, func(s string) (string, error) { return s, nil }, p, name, env, def, usage)
 }
 
-func (f *flags) bool(name, env string, def bool, usage string) *bool {
-	if v, ok := os.LookupEnv(env); ok && env != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			f.envErr(env, v, err)
-		} else {
-			def = b
-		}
-	}
-	return f.Bool(name, def, usage+envNote(env))
+func (f *flags) intVar(p *int, name, env string, def int, usage string) {
+	envVar(f, f.IntVar, strconv.Atoi, p, name, env, def, usage)
+}
+
+func (f *flags) int64Var(p *int64, name, env string, def int64, usage string) {
+	envVar(f, f.Int64Var, func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, p, name, env, def, usage)
+}
+
+func (f *flags) float64Var(p *float64, name, env string, def float64, usage string) {
+	envVar(f, f.Float64Var, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, p, name, env, def, usage)
+}
+
+func (f *flags) durationVar(p *time.Duration, name, env string, def time.Duration, usage string) {
+	envVar(f, f.DurationVar, time.ParseDuration, p, name, env, def, usage)
+}
+
+func (f *flags) boolVar(p *bool, name, env string, def bool, usage string) {
+	envVar(f, f.BoolVar, strconv.ParseBool, p, name, env, def, usage)
 }
 
 // parse parses args; -h prints usage and is not an error.
@@ -128,35 +96,87 @@ func (f *flags) parse(args []string) error {
 	return nil
 }
 
-// listValue is a repeatable flag; each value may itself be comma-separated.
-// Values from the environment are replaced by the first value on the command
-// line.
-type listValue struct {
-	vals    []string
+// repeated is the value of a repeatable flag: the command line's values
+// replace the environment's (a flag beats its environment variable). split
+// turns one flag value into entries; it is nil for values kept whole.
+type repeated struct {
+	vals    *[]string
 	fromEnv bool
+	split   func(string) []string
 }
 
-func (l *listValue) String() string { return strings.Join(l.vals, ",") }
+func (r *repeated) String() string {
+	if r == nil || r.vals == nil {
+		return ""
+	}
+	if r.split == nil {
+		return strings.Join(*r.vals, " ")
+	}
+	return strings.Join(*r.vals, ",")
+}
 
-func (l *listValue) Set(v string) error {
-	if l.fromEnv {
-		l.vals, l.fromEnv = nil, false
+func (r *repeated) Set(v string) error {
+	if r.fromEnv {
+		*r.vals, r.fromEnv = nil, false
 	}
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			l.vals = append(l.vals, s)
-		}
+	if r.split == nil {
+		*r.vals = append(*r.vals, v)
+		return nil
 	}
+	*r.vals = append(*r.vals, r.split(v)...)
 	return nil
 }
 
-// list defines a repeatable flag whose default comes from env, comma-separated.
-func (f *flags) list(name, env, usage string) *listValue {
-	l := &listValue{}
-	if v, ok := os.LookupEnv(env); ok && env != "" {
-		_ = l.Set(v)
-		l.fromEnv = true
+// commaList splits a value at commas, dropping empty entries.
+func commaList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
 	}
-	f.Var(l, name, usage+" (repeatable)"+envNote(env))
-	return l
+	return out
+}
+
+// listVar defines a repeatable flag on p; each value (and the environment
+// variable's) may itself be comma-separated.
+func (f *flags) listVar(p *[]string, name, env, usage string) {
+	r := &repeated{vals: p, split: commaList}
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		*p, r.fromEnv = commaList(v), true
+	}
+	f.Var(r, name, usage+" (repeatable)"+envNote(env))
+}
+
+// funcList defines a repeatable flag that adds each value with add, which
+// names the flag in its error. Its environment variable holds the values
+// separated by ';'; a bad one is reported by parse.
+func (f *flags) funcList(name, env, usage string, add func(string) error) {
+	f.Func(name, usage+envNote(env), func(s string) error {
+		if err := add(s); err != nil {
+			return fmt.Errorf("--%s: %w", name, err)
+		}
+		return nil
+	})
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		for _, item := range strings.Split(v, ";") {
+			if strings.TrimSpace(item) == "" {
+				continue
+			}
+			if err := add(item); err != nil {
+				f.errs = append(f.errs, fmt.Errorf("%s: %w", env, err))
+			}
+		}
+	}
+}
+
+// entriesVar defines a repeatable flag on p whose values keep their commas (an
+// MCP entry such as NAME=untrusted_input,sensitive). Its environment variable
+// holds the same entries separated by whitespace.
+func (f *flags) entriesVar(p *[]string, name, env, usage string) {
+	r := &repeated{vals: p}
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		*p, r.fromEnv = strings.Fields(v), true
+	}
+	f.Var(r, name, usage+" (repeatable)"+envNote(env))
 }

@@ -50,6 +50,9 @@ func usageError(format string, args ...any) error {
 	return &exitError{code: api.ExitUsage, err: fmt.Errorf(format, args...)}
 }
 
+// badConfig is a Validate error: exit 2; the message names the setting.
+func badConfig(err error) error { return &exitError{code: api.ExitUsage, err: err} }
+
 // exitWith ends the process with code, printing nothing more.
 func exitWith(code int) error { return &exitError{code: code} }
 
@@ -74,16 +77,12 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-var commands map[string]command
-
-func init() {
-	commands = map[string]command{
-		"serve": {"run the A2A mesh service (supervisor + HTTPS server)", runServe},
-		"run":   {"one-shot: run one root subagent and exit with its status (= --mode once)", runOnce},
-		"send":  {"send a message to an A2A agent and print the task's state and artifact", runSend},
-		"ctl":   {"call an a2a.* operator method (drain, lame duck, pause, cancel, tree, caps)", runCtl},
-		"certs": {"mint a development CA and SPIFFE SVIDs for local mTLS", runCerts},
-	}
+var commands = map[string]command{
+	"serve": {"run the A2A mesh service (supervisor + HTTPS server)", runServe},
+	"run":   {"one-shot: run one root subagent and exit with its status (= --mode once)", runOnce},
+	"send":  {"send a message to an A2A agent and print the task's state and artifact", runSend},
+	"ctl":   {"call an a2a.* operator method (drain, lame duck, pause, cancel, tree, caps)", runCtl},
+	"certs": {"mint a development CA and SPIFFE SVIDs for local mTLS", runCerts},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -91,14 +90,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		printUsage(stderr)
 		return exitWith(api.ExitUsage)
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	if isHelp(args[0]) {
 		printUsage(stdout)
 		return nil
 	}
 	name, rest := args[0], args[1:]
 	if len(name) > 0 && name[0] == '-' {
-		// `agentd --instruction ...` is the seeds' one-shot form.
+		// `agentd --instruction ...` is the one-shot form: flags first
+		// means `agentd run`.
 		name, rest = "run", args
 	}
 	cmd, ok := commands[name]
@@ -107,6 +106,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError("unknown command %q", name)
 	}
 	return cmd.run(ctx, rest, stdout, stderr)
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
 }
 
 func printUsage(w io.Writer) {

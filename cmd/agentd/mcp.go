@@ -11,242 +11,248 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/mcp"
-	"github.com/agentd/agentd/supervisor"
 )
 
-// entryList is a repeatable flag whose values keep their commas (an MCP entry
-// such as NAME=untrusted_input,sensitive). Its environment variable holds the
-// same entries separated by whitespace; the first use of the flag on the
-// command line replaces them (a flag beats its environment variable).
-type entryList struct {
-	vals    []string
-	fromEnv bool
-}
-
-func (l *entryList) String() string {
-	if l == nil {
-		return ""
-	}
-	return strings.Join(l.vals, " ")
-}
-
-func (l *entryList) Set(s string) error {
-	if l.fromEnv {
-		l.vals, l.fromEnv = nil, false
-	}
-	l.vals = append(l.vals, s)
-	return nil
-}
-
-// entries defines an entryList flag.
-func (f *flags) entries(name, env, usage string) *entryList {
-	l := &entryList{}
-	if v, ok := os.LookupEnv(env); ok && env != "" {
-		l.vals, l.fromEnv = strings.Fields(v), true
-	}
-	f.Var(l, name, usage+" (repeatable)"+envNote(env))
-	return l
-}
-
-// mcpFlags configure the MCP tool servers the supervisor holds.
-type mcpFlags struct {
-	servers        *entryList
-	tags           *entryList
-	tools          *entryList
-	optional       *entryList
-	tokenFiles     *entryList
-	connectTimeout *time.Duration
-	callWait       *time.Duration
-	maxResult      *int
-
-	cfg mcp.Config // built by validate
+// mcpConfig configures the MCP tool servers the supervisor holds. Each list
+// holds the flag's entries as given; parse turns them into an mcp.Config.
+type mcpConfig struct {
+	Servers        []string // --mcp NAME=URL
+	Tags           []string // --mcp-tags NAME=LEGS or NAME/TOOL=LEGS
+	Tools          []string // --mcp-tools NAME=TOOL,TOOL
+	Optional       []string // --mcp-optional NAME[,NAME]
+	TokenFiles     []string // --mcp-token-file NAME=FILE
+	ConnectTimeout time.Duration
+	CallWait       time.Duration
+	MaxResult      int
 }
 
 // maxMCPResult bounds --mcp-max-result well under the control frame limit.
 const maxMCPResult = 1 << 20
 
-func addMCPFlags(f *flags) mcpFlags {
-	return mcpFlags{
-		servers:        f.entries("mcp", "AGENT_MCP", "an MCP server as NAME=URL (streamable HTTP; https, or http on loopback); its tools are NAME/TOOL"),
-		tags:           f.entries("mcp-tags", "AGENT_MCP_TAGS", "Rule-of-Two legs as NAME=LEGS or NAME/TOOL=LEGS, LEGS a comma list of untrusted_input, sensitive, egress, or none; untagged tools count as untrusted_input"),
-		tools:          f.entries("mcp-tools", "AGENT_MCP_TOOLS", "narrow the root grant to some tools of a server: NAME=TOOL,TOOL (default every tool it lists)"),
-		optional:       f.entries("mcp-optional", "AGENT_MCP_OPTIONAL", "servers (NAME or NAME,NAME) a run starts without when they are down; the others are required"),
-		tokenFiles:     f.entries("mcp-token-file", "AGENT_MCP_TOKEN_FILE", "a server's bearer token from a file: NAME=FILE (or set AGENT_MCP_TOKEN_<NAME>; never on argv)"),
-		connectTimeout: f.duration("mcp-connect-timeout", "AGENT_MCP_CONNECT_TIMEOUT", 10*time.Second, "run: how long required MCP servers get to connect at start (else exit 6); also bounds each connect attempt"),
-		callWait:       f.duration("mcp-call-wait", "AGENT_MCP_CALL_WAIT", 5*time.Second, "how long a tool call waits for an MCP session that is reconnecting before it fails as a tool error"),
-		maxResult:      f.int("mcp-max-result", "AGENT_MCP_MAX_RESULT", mcp.DefaultMaxResult, "bytes of an MCP tool result a subagent receives; the rest is cut with a note"),
-	}
+// minMCPResult is the smallest --mcp-max-result: room for a short result and
+// the note that it was cut.
+const minMCPResult = 256
+
+func addMCPFlags(f *flags, m *mcpConfig) {
+	f.entriesVar(&m.Servers, "mcp", "AGENT_MCP", "an MCP server as NAME=URL (streamable HTTP; https, or http on loopback); its tools are NAME/TOOL")
+	f.entriesVar(&m.Tags, "mcp-tags", "AGENT_MCP_TAGS", "Rule-of-Two legs as NAME=LEGS or NAME/TOOL=LEGS, LEGS a comma list of untrusted_input, sensitive, egress, or none; untagged tools count as untrusted_input")
+	f.entriesVar(&m.Tools, "mcp-tools", "AGENT_MCP_TOOLS", "narrow the root grant to some tools of a server: NAME=TOOL,TOOL (default every tool it lists)")
+	f.entriesVar(&m.Optional, "mcp-optional", "AGENT_MCP_OPTIONAL", "servers (NAME or NAME,NAME) a run starts without when they are down; the others are required")
+	f.entriesVar(&m.TokenFiles, "mcp-token-file", "AGENT_MCP_TOKEN_FILE", "a server's bearer token from a file: NAME=FILE (or set AGENT_MCP_TOKEN_<NAME>; never on argv)")
+	f.durationVar(&m.ConnectTimeout, "mcp-connect-timeout", "AGENT_MCP_CONNECT_TIMEOUT", 10*time.Second, "run: how long required MCP servers get to connect at start (else exit 6); also bounds each connect attempt")
+	f.durationVar(&m.CallWait, "mcp-call-wait", "AGENT_MCP_CALL_WAIT", 5*time.Second, "how long a tool call waits for an MCP session that is reconnecting before it fails as a tool error")
+	f.intVar(&m.MaxResult, "mcp-max-result", "AGENT_MCP_MAX_RESULT", mcp.DefaultMaxResult, "bytes of an MCP tool result a subagent receives; the rest is cut with a note")
 }
 
-// validate builds the MCP configuration, naming the flag of a bad setting.
-// Tokens come from AGENT_MCP_TOKEN_<NAME>, or a token file, which beats it.
-func (m *mcpFlags) validate() error {
+// parse builds the MCP configuration without its tokens, naming the flag of a
+// bad setting. It reads nothing: the tokens are read by tokens.
+func (m *mcpConfig) parse() (mcp.Config, error) {
 	var cfg mcp.Config
 	byName := map[string]int{}
-	for _, v := range m.servers.vals {
+	for _, v := range m.Servers {
 		s, err := mcp.ParseServer(v)
 		if err != nil {
-			return usageError("--mcp: %v", err)
+			return cfg, fmt.Errorf("--mcp: %v", err)
 		}
 		if _, dup := byName[s.Name]; dup {
-			return usageError("--mcp: server %q is configured twice", s.Name)
+			return cfg, fmt.Errorf("--mcp: server %q is configured twice", s.Name)
 		}
-		s.Token = strings.TrimSpace(os.Getenv(mcp.TokenEnv(s.Name)))
 		byName[s.Name] = len(cfg.Servers)
 		cfg.Servers = append(cfg.Servers, s)
 	}
 	known := func(flag, name string) error {
 		if _, ok := byName[name]; !ok {
-			return usageError("%s: no MCP server %q is configured (with --mcp)", flag, name)
+			return fmt.Errorf("%s: no MCP server %q is configured (with --mcp)", flag, name)
 		}
 		return nil
 	}
-	for _, v := range m.tokenFiles.vals {
-		name, file, err := mcp.ParseTokenFile(v)
+	for _, v := range m.TokenFiles {
+		name, _, err := mcp.ParseTokenFile(v)
 		if err != nil {
-			return usageError("--mcp-token-file: %v", err)
+			return cfg, fmt.Errorf("--mcp-token-file: %v", err)
 		}
 		if err := known("--mcp-token-file", name); err != nil {
-			return err
+			return cfg, err
 		}
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return usageError("--mcp-token-file %s: %v", name, err)
-		}
-		tok := strings.TrimSpace(string(b))
-		if tok == "" || strings.ContainsAny(tok, "\r\n") {
-			return usageError("--mcp-token-file %s: want one non-empty line", name)
-		}
-		cfg.Servers[byName[name]].Token = tok
 	}
-	for _, v := range m.tags.vals {
+	for _, v := range m.Tags {
 		r, err := mcp.ParseTags(v)
 		if err != nil {
-			return usageError("--mcp-tags: %v", err)
+			return cfg, fmt.Errorf("--mcp-tags: %v", err)
 		}
 		if err := known("--mcp-tags", r.Server); err != nil {
-			return err
+			return cfg, err
 		}
 		cfg.Tags = append(cfg.Tags, r)
 	}
-	for _, v := range m.tools.vals {
+	for _, v := range m.Tools {
 		name, tools, err := mcp.ParseToolList(v)
 		if err != nil {
-			return usageError("--mcp-tools: %v", err)
+			return cfg, fmt.Errorf("--mcp-tools: %v", err)
 		}
 		if err := known("--mcp-tools", name); err != nil {
-			return err
+			return cfg, err
 		}
 		if cfg.Grant == nil {
 			cfg.Grant = map[string][]string{}
 		}
 		cfg.Grant[name] = append(cfg.Grant[name], tools...)
 	}
-	for _, v := range m.optional.vals {
+	for _, v := range m.Optional {
 		for _, name := range strings.Split(v, ",") {
-			if err := known("--mcp-optional", strings.TrimSpace(name)); err != nil {
-				return err
+			name = strings.TrimSpace(name)
+			if err := known("--mcp-optional", name); err != nil {
+				return cfg, err
 			}
-			cfg.Servers[byName[strings.TrimSpace(name)]].Optional = true
+			cfg.Servers[byName[name]].Optional = true
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return usageError("--mcp: %v", err)
+		return cfg, fmt.Errorf("--mcp: %v", err)
 	}
-	if *m.connectTimeout <= 0 {
-		return usageError("--mcp-connect-timeout must be a positive duration (got %s)", *m.connectTimeout)
+	if m.ConnectTimeout <= 0 {
+		return cfg, fmt.Errorf("--mcp-connect-timeout must be a positive duration (got %s)", m.ConnectTimeout)
 	}
-	if *m.callWait <= 0 {
-		return usageError("--mcp-call-wait must be a positive duration (got %s)", *m.callWait)
+	if m.CallWait <= 0 {
+		return cfg, fmt.Errorf("--mcp-call-wait must be a positive duration (got %s)", m.CallWait)
 	}
-	if *m.maxResult < 256 || *m.maxResult > maxMCPResult {
-		return usageError("--mcp-max-result %d: want 256 to %d bytes", *m.maxResult, maxMCPResult)
+	if m.MaxResult < minMCPResult || m.MaxResult > maxMCPResult {
+		return cfg, fmt.Errorf("--mcp-max-result %d: want %d to %d bytes", m.MaxResult, minMCPResult, maxMCPResult)
 	}
-	m.cfg = cfg
+	return cfg, nil
+}
+
+// tokens sets each server's bearer token: from AGENT_MCP_TOKEN_<NAME>, or from
+// its --mcp-token-file, which beats it. A token file that cannot be read is
+// bad config.
+func (m *mcpConfig) tokens(cfg *mcp.Config) error {
+	byName := map[string]*mcp.ServerConfig{}
+	for i := range cfg.Servers {
+		s := &cfg.Servers[i]
+		s.Token = strings.TrimSpace(os.Getenv(mcp.TokenEnv(s.Name)))
+		byName[s.Name] = s
+	}
+	for _, v := range m.TokenFiles {
+		name, file, err := mcp.ParseTokenFile(v)
+		if err != nil || byName[name] == nil {
+			return fmt.Errorf("--mcp-token-file %q: not checked by Validate", v)
+		}
+		tok, err := readToken(file)
+		if err != nil {
+			return fmt.Errorf("--mcp-token-file %s: %v", name, err)
+		}
+		byName[name].Token = tok
+	}
 	return nil
 }
 
-// newMCP creates the MCP servers and starts connecting; with none configured
-// it returns nil.
-func (c *core) newMCP(log *slog.Logger) (*mcp.Set, error) {
-	if len(c.mcp.cfg.Servers) == 0 {
-		return nil, nil
+// readToken reads a secret from a file: one non-empty line.
+func readToken(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
 	}
-	set, err := mcp.NewSet(c.mcp.cfg, mcp.Options{
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, "\r\n") {
+		return "", fmt.Errorf("%s: want one non-empty line", file)
+	}
+	return tok, nil
+}
+
+// toolServers is the built MCP side of a supervisor: the sessions (nil with
+// no servers configured) and the --mcp-tools grant. Its methods are safe for
+// concurrent use; a nil *toolServers has no servers.
+type toolServers struct {
+	set     *mcp.Set
+	grant   map[string][]string
+	timeout time.Duration // --mcp-connect-timeout
+}
+
+// openMCP creates the MCP sessions, which start connecting in the background.
+// With no server configured it returns a toolServers without sessions.
+func openMCP(m *mcpConfig, log *slog.Logger) (*toolServers, mcp.Config, error) {
+	cfg, err := m.parse()
+	if err != nil {
+		return nil, cfg, usageError("%v", err)
+	}
+	t := &toolServers{grant: cfg.Grant, timeout: m.ConnectTimeout}
+	if len(cfg.Servers) == 0 {
+		return t, cfg, nil
+	}
+	if err := m.tokens(&cfg); err != nil {
+		return nil, cfg, usageError("%v", err)
+	}
+	set, err := mcp.NewSet(cfg, mcp.Options{
 		Logger:         log,
-		ConnectTimeout: *c.mcp.connectTimeout,
-		CallWait:       *c.mcp.callWait,
-		MaxResult:      *c.mcp.maxResult,
+		ConnectTimeout: m.ConnectTimeout,
+		CallWait:       m.CallWait,
+		MaxResult:      m.MaxResult,
 		Version:        version,
 	})
 	if err != nil {
-		return nil, usageError("--mcp: %v", err)
+		return nil, cfg, usageError("--mcp: %v", err)
 	}
 	set.Start()
-	return set, nil
+	t.set = set
+	return t, cfg, nil
 }
 
-// waitMCP is the one-shot start: every required MCP server must connect
+// waitReady is the one-shot start: every required MCP server must connect
 // within --mcp-connect-timeout, else exit 6; a tool named in --mcp-tools that
 // its server does not list is bad config.
-func (c *core) waitMCP(ctx context.Context) error {
-	if c.tools == nil {
+func (t *toolServers) waitReady(ctx context.Context) error {
+	if t == nil || t.set == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, *c.mcp.connectTimeout)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	if err := c.tools.WaitRequired(ctx); err != nil {
+	if err := t.set.WaitRequired(ctx); err != nil {
 		var ue *mcp.UnavailableError
 		if errors.As(err, &ue) {
 			return &exitError{code: api.ExitMCPUnavailable, err: fmt.Errorf("%v (a server marked --mcp-optional may be down at start)", err)}
 		}
 		return err
 	}
-	if _, missing := c.tools.Grant(c.mcp.cfg.Grant); len(missing) > 0 {
+	if _, missing := t.set.Grant(t.grant); len(missing) > 0 {
 		return usageError("--mcp-tools: %s is not a tool its server lists", missing[0])
 	}
 	return nil
 }
 
-// watchMCP is the serve start: the service runs while servers connect; once
+// watch is the serve start: the service runs while servers connect; once
 // every required one has, it logs so (and any --mcp-tools entry its server
 // does not list). It returns when ctx ends.
-func (c *core) watchMCP(ctx context.Context, log *slog.Logger) {
-	if c.tools == nil {
+func (t *toolServers) watch(ctx context.Context, log *slog.Logger) {
+	if t == nil || t.set == nil {
 		return
 	}
-	if c.tools.WaitRequired(ctx) != nil {
+	if t.set.WaitRequired(ctx) != nil {
 		return
 	}
-	grant, missing := c.tools.Grant(c.mcp.cfg.Grant)
+	grant, missing := t.set.Grant(t.grant)
 	for _, ref := range missing {
 		log.Warn("--mcp-tools names a tool its server does not list", "tool", ref.String())
 	}
 	log.Info("mcp servers ready", "tools", len(grant))
 }
 
-// mcpReady reports whether every required MCP server has connected once.
-func (c *core) mcpReady() bool { return c.tools == nil || c.tools.Ready() }
+// ready reports whether every required MCP server has connected once.
+func (t *toolServers) ready() bool { return t == nil || t.set == nil || t.set.Ready() }
 
-// closeMCP closes every MCP session.
-func (c *core) closeMCP() {
-	if c.tools != nil {
-		c.tools.Close()
+// close closes every MCP session.
+func (t *toolServers) close() {
+	if t != nil && t.set != nil {
+		t.set.Close()
 	}
 }
 
-// rootGrant is the tools the root of every run holds: every tool the MCP
-// servers list (as of now), or the --mcp-tools subset of a server.
-func (c *core) rootGrant() []api.ToolRef {
-	if c.tools == nil {
-		return nil
+// rootScope is the root grant as a payload scope: every tool the MCP servers
+// list (as of now), or the --mcp-tools subset of a server. The supervisor
+// computes its Rule-of-Two legs.
+func (t *toolServers) rootScope() api.ToolScope {
+	if t == nil || t.set == nil {
+		return api.ToolScope{}
 	}
-	grant, _ := c.tools.Grant(c.mcp.cfg.Grant)
-	return grant
-}
-
-// gateGrant is what the startup Rule-of-Two gate evaluates, before any server
-// is reached: a superset of every root grant there can be.
-func (c *core) gateGrant() ([]api.ToolRef, supervisor.ToolTagger) {
-	return c.mcp.cfg.GateRefs(), c.mcp.cfg.Tagger()
+	grant, _ := t.set.Grant(t.grant)
+	return api.ToolScope{Allow: grant}
 }

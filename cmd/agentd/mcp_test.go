@@ -1,36 +1,53 @@
 package main
 
 import (
-	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/peer"
 )
 
-// parseCore parses args as `agentd run` would and validates the shared
-// settings, without starting anything.
-func parseCore(t *testing.T, args ...string) (*core, error) {
+// parseCore fills the shared settings from args as `agentd run` would, and
+// validates them.
+func parseCore(t *testing.T, args ...string) (*coreConfig, error) {
 	t.Helper()
 	f := newFlags("run", io.Discard, "")
-	c := addCore(f)
+	c := &coreConfig{}
+	addCore(f, c)
 	if err := f.parse(args); err != nil {
 		return c, err
 	}
-	return c, c.validate()
+	return c, c.Validate()
 }
 
-// Bad MCP settings exit 2 with a message naming the flag, before anything
-// connects.
-func TestMCPFlagsAreValidated(t *testing.T) {
-	dir := t.TempDir()
-	empty := filepath.Join(dir, "empty")
-	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func mustPeer(t *testing.T, spec string) peer.Config {
+	t.Helper()
+	p, err := peer.ParseSpec(spec)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+func mustRule(t *testing.T, spec string) delegate.Rule {
+	t.Helper()
+	r, err := delegate.ParseRule(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Bad MCP settings are bad config naming the flag, before anything connects.
+func TestMCPFlagsAreValidated(t *testing.T) {
 	x := "x=https://mcp.example/mcp"
 	for _, tc := range []struct {
 		args []string
@@ -49,9 +66,8 @@ func TestMCPFlagsAreValidated(t *testing.T) {
 		{[]string{"--mcp", x, "--mcp-tools", "y=a"}, "--mcp-tools"},
 		{[]string{"--mcp", x, "--mcp-tools", "x="}, "--mcp-tools"},
 		{[]string{"--mcp", x, "--mcp-optional", "y"}, "--mcp-optional"},
-		{[]string{"--mcp", x, "--mcp-token-file", "x=" + filepath.Join(dir, "missing")}, "--mcp-token-file"},
-		{[]string{"--mcp", x, "--mcp-token-file", "x=" + empty}, "--mcp-token-file"},
-		{[]string{"--mcp", x, "--mcp-token-file", "y=" + empty}, "--mcp-token-file"},
+		{[]string{"--mcp", x, "--mcp-token-file", "y=/some/file"}, "--mcp-token-file"},
+		{[]string{"--mcp", x, "--mcp-token-file", "x"}, "--mcp-token-file"},
 		{[]string{"--mcp", x, "--mcp-max-result", "10"}, "--mcp-max-result"},
 		{[]string{"--mcp", x, "--mcp-max-result", "99999999"}, "--mcp-max-result"},
 		{[]string{"--mcp", x, "--mcp-call-wait", "0s"}, "--mcp-call-wait"},
@@ -63,9 +79,31 @@ func TestMCPFlagsAreValidated(t *testing.T) {
 		{[]string{"--mcp", x, "--mcp-tags", "x=untrusted_input,sensitive,egress"}, "--allow-trifecta"},
 	} {
 		_, err := parseCore(t, tc.args...)
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.code != api.ExitUsage || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: %v; want exit 2 naming %s", tc.args, err, tc.want)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want an error naming %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// A token file that cannot be read, or holds no single line, is bad config
+// found by the build.
+func TestMCPTokenFiles(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{filepath.Join(dir, "missing"), empty} {
+		c, err := parseCore(t, "--mcp", "x=https://mcp.example/mcp", "--mcp-token-file", "x="+file)
+		if err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		cfg, err := c.MCP.parse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.MCP.tokens(&cfg); err == nil || !strings.Contains(err.Error(), "--mcp-token-file x") {
+			t.Errorf("token file %s: %v", file, err)
 		}
 	}
 }
@@ -103,7 +141,13 @@ func TestMCPEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := c.mcp.cfg
+	cfg, err := c.MCP.parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MCP.tokens(&cfg); err != nil {
+		t.Fatal(err)
+	}
 	if len(cfg.Servers) != 2 || cfg.Servers[0].Name != "a" || cfg.Servers[1].Name != "b-2" {
 		t.Fatalf("servers = %+v", cfg.Servers)
 	}
@@ -124,7 +168,11 @@ func TestMCPEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := c.mcp.cfg.Servers; len(s) != 1 || s[0].Name != "c" || !s[0].Optional {
+	cfg, err = c.MCP.parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Servers; len(s) != 1 || s[0].Name != "c" || !s[0].Optional {
 		t.Fatalf("a flag replaces the environment's list: %+v", s)
 	}
 }

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -18,48 +16,43 @@ import (
 	"github.com/agentd/agentd/telemetry"
 )
 
-// observe holds serve's observability settings: the plaintext metrics
+// observeConfig is serve's observability settings: the plaintext metrics
 // listener and the supervisor's heartbeat.
-type observe struct {
-	metricsAddr *string
-	heartbeat   *time.Duration
+type observeConfig struct {
+	MetricsAddr string
+	Heartbeat   time.Duration
 }
 
-func addObserve(f *flags) *observe {
-	return &observe{
-		metricsAddr: f.string("metrics-addr", "AGENT_METRICS_ADDR", "", "a separate plaintext listener serving only /metrics (loopback or in-pod; the main listener serves /metrics to operators)"),
-		heartbeat:   f.duration("heartbeat", "AGENT_HEARTBEAT", time.Second, fmt.Sprintf("the supervisor's heartbeat interval; /healthz fails after %d missed beats", supervisor.HeartbeatStale)),
-	}
+// maxHeartbeat bounds --heartbeat: /healthz fails after a few missed beats.
+const maxHeartbeat = time.Minute
+
+func addObserve(f *flags, o *observeConfig) {
+	f.stringVar(&o.MetricsAddr, "metrics-addr", "AGENT_METRICS_ADDR", "", "a separate plaintext listener serving only /metrics (loopback or in-pod; the main listener serves /metrics to operators)")
+	f.durationVar(&o.Heartbeat, "heartbeat", "AGENT_HEARTBEAT", time.Second, fmt.Sprintf("the supervisor's heartbeat interval; /healthz fails after %d missed beats", supervisor.HeartbeatStale))
 }
 
 // validate checks the settings and names the bad one.
-func (o *observe) validate() error {
-	if *o.metricsAddr != "" {
-		if _, _, err := net.SplitHostPort(*o.metricsAddr); err != nil {
-			return usageError("--metrics-addr %q: %v", *o.metricsAddr, err)
+func (o *observeConfig) validate() error {
+	if o.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr %q: %v", o.MetricsAddr, err)
 		}
 	}
-	if *o.heartbeat <= 0 || *o.heartbeat > time.Minute {
-		return usageError("--heartbeat must be in (0, 1m] (got %s)", *o.heartbeat)
+	if o.Heartbeat <= 0 || o.Heartbeat > maxHeartbeat {
+		return fmt.Errorf("--heartbeat must be in (0, %s] (got %s)", maxHeartbeat, o.Heartbeat)
 	}
 	return nil
 }
 
-// checkTracingEnv refuses OTEL_* settings agentd cannot honour (exit 2).
-func checkTracingEnv() error {
-	if _, err := telemetry.ExportFromEnv(os.Environ()); err != nil {
-		return usageError("%v", err)
-	}
-	return nil
-}
-
-// startTracing installs the tracer provider the OTEL_* environment asks for;
-// the returned stop flushes it.
-func startTracing(ctx context.Context, log *slog.Logger) (stop func(), err error) {
+// startTracing installs the tracer provider the OTEL_* environment (checked
+// by Validate) asks for; the returned stop flushes it. A setting that fails
+// here (an unreadable OTEL_EXPORTER_OTLP_CERTIFICATE) is bad config.
+func startTracing(ctx context.Context, environ []string, log *slog.Logger) (stop func(), err error) {
 	tp, err := telemetry.Setup(ctx, telemetry.Options{
 		Version:    version,
 		Log:        log,
 		Attributes: []attribute.KeyValue{attribute.String("agentd.role", "supervisor")},
+		Environ:    environ,
 	})
 	if err != nil {
 		return nil, usageError("%v", err)
@@ -123,24 +116,9 @@ func newMetrics(sup *supervisor.Supervisor, router *delegate.Router, engine *tas
 	return m
 }
 
-// startMetrics serves /metrics alone on its own plaintext listener. A serve
-// error goes to served.
-func startMetrics(addr string, m *telemetry.Metrics, log *slog.Logger, served chan<- error) (*http.Server, error) {
-	if addr == "" {
-		return nil, nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics listen on %s: %w", addr, err)
-	}
+// metricsHandler serves /metrics alone, for the plaintext metrics listener.
+func metricsHandler(m *telemetry.Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	ms := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	go func() {
-		if err := ms.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			served <- fmt.Errorf("metrics: %w", err)
-		}
-	}()
-	log.Info("metrics listening", "listen", ln.Addr().String())
-	return ms, nil
+	return mux
 }

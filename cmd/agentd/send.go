@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -15,48 +16,74 @@ import (
 	"github.com/agentd/agentd/api"
 )
 
-func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// sendConfig is `agentd send`.
+type sendConfig struct {
+	To      string
+	Stream  bool
+	Timeout time.Duration
+	Text    string // the arguments, joined
+	Client  clientConfig
+}
+
+func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
+	c := &sendConfig{}
 	f := newFlags("send", stderr, "Sends TEXT to the A2A agent at --to, then prints the task's state and its artifact text.\nExit code: 0 when the task completed, else the exit-code table's code for its status.")
-	to := f.string("to", "AGENT_SEND_TO", "", "base URL of the agent (its card is read from /.well-known/agent-card.json)")
-	stream := f.Bool("stream", false, "stream: print status updates as they arrive")
-	timeout := f.Duration("timeout", 15*time.Minute, "give up after this long")
-	creds := addClientFlags(f)
+	f.stringVar(&c.To, "to", "AGENT_SEND_TO", "", "base URL of the agent (its card is read from /.well-known/agent-card.json)")
+	f.BoolVar(&c.Stream, "stream", false, "stream: print status updates as they arrive")
+	f.DurationVar(&c.Timeout, "timeout", 15*time.Minute, "give up after this long")
+	addClientFlags(f, &c.Client)
 	f.args = "TEXT"
 	if err := f.parse(args); err != nil {
+		return nil, err
+	}
+	c.Text = strings.Join(f.Args(), " ")
+	return c, nil
+}
+
+// Validate checks every setting and names the bad one. It reads no file.
+func (c *sendConfig) Validate() error {
+	if c.To == "" {
+		return errors.New("--to is required")
+	}
+	if c.Timeout <= 0 {
+		return fmt.Errorf("--timeout must be a positive duration (got %s)", c.Timeout)
+	}
+	if strings.TrimSpace(c.Text) == "" {
+		return errors.New("send needs the message TEXT as arguments")
+	}
+	return c.Client.validate(c.To)
+}
+
+func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseSend(args, stderr)
+	if err != nil {
 		return err
 	}
-	if *to == "" {
-		return usageError("--to is required")
+	if err := c.Validate(); err != nil {
+		return badConfig(err)
 	}
-	if *timeout <= 0 {
-		return usageError("--timeout must be a positive duration (got %s)", *timeout)
-	}
-	text := strings.Join(f.Args(), " ")
-	if strings.TrimSpace(text) == "" {
-		return usageError("send needs the message TEXT as arguments")
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	// No total timeout on the client: it would cut long streams. The context
 	// bounds the call instead.
-	hc, closeCreds, err := creds.httpClient(ctx, *to, newClientLogger(stderr))
+	hc, closeCreds, err := c.Client.httpClient(ctx, c.To, newClientLogger(stderr))
 	defer closeCreds()
 	if err != nil {
 		return err
 	}
-	card, err := agentcard.NewResolver(hc).Resolve(ctx, *to)
+	card, err := agentcard.NewResolver(hc).Resolve(ctx, c.To)
 	if err != nil {
-		return fmt.Errorf("read the agent card of %s: %w", *to, err)
+		return fmt.Errorf("read the agent card of %s: %w", c.To, err)
 	}
 	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc))
 	if err != nil {
-		return fmt.Errorf("a2a client for %s: %w", *to, err)
+		return fmt.Errorf("a2a client for %s: %w", c.To, err)
 	}
 	defer client.Destroy()
-	msg := &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})}
+	msg := &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: c.Text})}
 
 	var task *a2a.Task
-	if *stream {
+	if c.Stream {
 		for ev, err := range client.SendStreamingMessage(ctx, msg) {
 			if err != nil {
 				return fmt.Errorf("stream: %w", err)

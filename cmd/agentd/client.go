@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+
+	"github.com/agentd/agentd/internal/bearer"
+	"github.com/agentd/agentd/tlsconfig"
+)
+
+// clientConfig is the credentials of agentd's clients (send, ctl).
+type clientConfig struct {
+	Cert, Key, Bundle string // --tls-cert, --tls-key, --tls-bundle
+	SPIFFESocket      string
+	TokenFile         string
+	ServerID          string
+}
+
+func addClientFlags(f *flags, c *clientConfig) {
+	f.stringVar(&c.Cert, "tls-cert", "AGENT_TLS_CERT", "", "PEM file: the client's X.509 SVID, for mTLS")
+	f.stringVar(&c.Key, "tls-key", "AGENT_TLS_KEY", "", "PEM file: the client SVID's private key")
+	f.stringVar(&c.Bundle, "tls-bundle", "AGENT_TLS_BUNDLE", "", "PEM file: the trust bundle that verifies the server")
+	f.stringVar(&c.SPIFFESocket, "spiffe-socket", "SPIFFE_ENDPOINT_SOCKET", "", "SPIFFE Workload API address: the client's SVID and the bundles")
+	f.stringVar(&c.TokenFile, "token-file", "AGENT_TOKEN_FILE", "", "file holding a bearer token (a static token or a JWT-SVID)")
+	f.stringVar(&c.ServerID, "server-id", "AGENT_SERVER_ID", "", "the SPIFFE ID the server must present (default: any ID of the client's trust domain)")
+}
+
+// clientTLS is how a client proves itself and checks the server over https.
+type clientTLS int
+
+const (
+	clientPlain    clientTLS = iota // http: no TLS
+	clientWorkload                  // the Workload API's SVID and bundles
+	clientFiles                     // --tls-cert/--tls-key/--tls-bundle
+	clientBundle                    // --tls-bundle alone: server-authenticated TLS
+)
+
+// mode picks the TLS mode for url (checked by validate).
+func (c *clientConfig) mode(url string) clientTLS {
+	files := c.Cert != "" || c.Key != ""
+	switch {
+	case !strings.HasPrefix(url, "https://"):
+		return clientPlain
+	case c.SPIFFESocket != "" && !files:
+		return clientWorkload
+	case files:
+		return clientFiles
+	default:
+		return clientBundle
+	}
+}
+
+// validate checks the credentials for a call to url and names the bad
+// setting. TLS settings matter only for an https url.
+func (c *clientConfig) validate(url string) error {
+	if c.ServerID != "" {
+		if _, err := spiffeid.FromString(c.ServerID); err != nil {
+			return fmt.Errorf("--server-id: %v", err)
+		}
+	}
+	switch c.mode(url) {
+	case clientWorkload:
+		if _, err := tlsconfig.WorkloadAddress(c.SPIFFESocket); err != nil {
+			return fmt.Errorf("--spiffe-socket: %v", err)
+		}
+	case clientFiles:
+		if c.Cert == "" || c.Key == "" || c.Bundle == "" {
+			return errors.New("--tls-cert, --tls-key and --tls-bundle go together")
+		}
+	case clientBundle:
+		if c.Bundle == "" {
+			return fmt.Errorf("%s is https: give --tls-bundle (and --tls-cert/--tls-key for mTLS) or --spiffe-socket", url)
+		}
+		if c.ServerID == "" {
+			return errors.New("--tls-bundle without a client SVID needs --server-id (the trust domain to verify the server in)")
+		}
+	}
+	return nil
+}
+
+// httpClient builds the HTTP client for url: TLS from the SPIFFE settings for
+// https, and the bearer token on every request. closeFn releases a Workload
+// API connection; it is never nil.
+func (c *clientConfig) httpClient(ctx context.Context, url string, log *slog.Logger) (hc *http.Client, closeFn func(), err error) {
+	closeFn = func() {}
+	var token string
+	if c.TokenFile != "" {
+		if token, err = readToken(c.TokenFile); err != nil {
+			return nil, closeFn, usageError("--token-file: %v", err)
+		}
+	}
+	var authorize tlsconfig.Authorizer
+	var serverTD spiffeid.TrustDomain
+	if c.ServerID != "" {
+		id, err := spiffeid.FromString(c.ServerID)
+		if err != nil {
+			return nil, closeFn, usageError("--server-id: %v", err)
+		}
+		authorize, serverTD = spiffetls.AuthorizeID(id), id.TrustDomain()
+	}
+	// memberOfOwn is the default authorization: any ID of the client's own
+	// trust domain.
+	memberOfOwn := func(src tlsconfig.Source) tlsconfig.Authorizer {
+		if authorize != nil {
+			return authorize
+		}
+		own, _ := tlsconfig.OwnID(src)
+		return spiffetls.AuthorizeMemberOf(own.TrustDomain())
+	}
+	var tlsCfg *tls.Config
+	switch c.mode(url) {
+	case clientWorkload:
+		src, err := tlsconfig.NewWorkloadSource(c.SPIFFESocket, log)
+		if err != nil {
+			return nil, closeFn, usageError("--spiffe-socket: %v", err)
+		}
+		closeFn = func() { src.Close() }
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = tlsconfig.WaitReady(wctx, src)
+		cancel()
+		if err != nil {
+			return nil, closeFn, fmt.Errorf("workload api %s: %w", c.SPIFFESocket, err)
+		}
+		tlsCfg = tlsconfig.ClientConfig(src, src, memberOfOwn(src))
+	case clientFiles:
+		src, err := tlsconfig.NewFileSource(tlsconfig.Files{Cert: c.Cert, Key: c.Key, Bundle: c.Bundle}, log)
+		if err != nil {
+			return nil, closeFn, usageError("--tls-cert/--tls-key/--tls-bundle: %v", err)
+		}
+		tlsCfg = tlsconfig.ClientConfig(src, src, memberOfOwn(src))
+	case clientBundle:
+		bs, err := tlsconfig.NewBundleSource(serverTD, c.Bundle)
+		if err != nil {
+			return nil, closeFn, usageError("--tls-bundle: %v", err)
+		}
+		tlsCfg = tlsconfig.ClientConfig(nil, bs, authorize)
+	}
+	hc = tlsconfig.NewHTTPClient(tlsCfg)
+	if token != "" {
+		hc.Transport = &bearer.Transport{Base: hc.Transport, Token: bearer.Static(token)}
+	}
+	return hc, closeFn, nil
+}
+
+// newClientLogger is the logger of the client commands: warnings and errors
+// only, as text on stderr.
+func newClientLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}

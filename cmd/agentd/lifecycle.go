@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/agentd/agentd/api"
+)
+
+// A program is a built serve or run, ready to start: everything it needs is
+// open. Run runs it until it ends or ctx is cancelled (the first signal), then
+// drains and closes what the build opened, in reverse order. Force is the
+// second signal: SIGKILL to every process group, so that the drain under way
+// ends as soon as the groups are reaped. Force may be called from another
+// goroutine at any time, and more than once.
+type program interface {
+	Run(ctx context.Context) error
+	Force()
+}
+
+// signalled is the cause of a context cancelled by a signal.
+type signalled struct{ sig os.Signal }
+
+func (s signalled) Error() string { return "signal " + s.sig.String() }
+
+// Log messages of the signal policy (the e2e tests match the second).
+const (
+	msgDraining    = "signal: draining (a second signal forces)"
+	msgSecondForce = "second signal: SIGKILL to every process group"
+	msgNotStarted  = "signal before start: nothing to drain"
+)
+
+// runWithSignals runs the program build makes under the two-signal policy of
+// serve and run; see runUnderSignals.
+func runWithSignals(ctx context.Context, log *slog.Logger, build func(context.Context) (program, error)) error {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	return runUnderSignals(ctx, log, sigs, build)
+}
+
+// runUnderSignals is the one owner of the two-signal policy. Signals are
+// caught from before the build: a SIGTERM never ends agentd by its default
+// action, not even before the supervisor exists.
+//
+//   - The first SIGTERM or SIGINT cancels the context build and Run get, with
+//     the signal as its cause (signalled). A build that sees it gives up, and
+//     the command exits 0: nothing had started, so nothing is left to drain
+//     (bad config still exits 2).
+//     A running program drains: it refuses new work and runs the kill ladder
+//     over every tree within --drain-timeout. When an a2a.Drain began the
+//     drain already, this signal changes nothing.
+//   - The second forces: Force of the program (SIGKILL to every process
+//     group), at once, or as soon as the build returns one.
+//   - Later signals are ignored.
+func runUnderSignals(ctx context.Context, log *slog.Logger, sigs <-chan os.Signal, build func(context.Context) (program, error)) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu     sync.Mutex // guards prog, forced
+		prog   program
+		forced bool
+	)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for n := 1; ; n++ {
+			var sig os.Signal
+			select {
+			case sig = <-sigs:
+			case <-stop:
+				return
+			}
+			switch n {
+			case 1:
+				log.Info(msgDraining, "signal", sig.String())
+				cancel(signalled{sig})
+			case 2:
+				log.Warn(msgSecondForce, "signal", sig.String())
+				mu.Lock()
+				forced = true
+				p := prog
+				mu.Unlock()
+				if p != nil {
+					p.Force()
+				}
+			}
+		}
+	}()
+	p, err := build(ctx)
+	if err != nil {
+		var s signalled
+		var ee *exitError
+		badConfig := errors.As(err, &ee) && ee.code == api.ExitUsage
+		if errors.As(context.Cause(ctx), &s) && !badConfig {
+			log.Info(msgNotStarted, "signal", s.sig.String(), "err", err)
+			return nil
+		}
+		return err
+	}
+	mu.Lock()
+	prog = p
+	f := forced
+	mu.Unlock()
+	if f {
+		p.Force()
+	}
+	return p.Run(ctx)
+}
+
+// closers is what a build opened, closed in reverse order. Not safe for
+// concurrent use; the zero value holds nothing.
+type closers []func()
+
+// add makes f the first to run on close.
+func (c *closers) add(f func()) { *c = append(*c, f) }
+
+// close runs every closer, the last added first, and forgets them.
+func (c *closers) close() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+	*c = nil
+}

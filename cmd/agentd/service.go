@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/server"
+	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/tlsconfig"
+)
+
+// Log messages the e2e tests (and the bench harness) read.
+const (
+	msgServing          = "serving"
+	msgHealthListening  = "health listening"
+	msgMetricsListening = "metrics listening"
+	msgDrainedCleanly   = "drained cleanly"
+)
+
+// service is a built `agentd serve`. buildService opens, in this order:
+//
+//  1. the tracer provider (flushed last);
+//  2. the identity source (Workload API or TLS files) and the bearer tokens;
+//  3. the supervisor and its MCP sessions, which start connecting;
+//  4. the background context of the heartbeat, the MCP watch and the peers'
+//     agent cards;
+//  5. the router (local, then one provider per --peer);
+//  6. the main listener, then the push sender and the task engine;
+//  7. the health and metrics listeners.
+//
+// Run serves until the first signal, an a2a.Drain or a listener's failure,
+// then shuts down in one order: the drain first (refuse new work, the kill
+// ladder over every tree within the budget, the tasks reach their terminal
+// state, the main listener stops), then everything above in reverse.
+type service struct {
+	*tree
+	log       *slog.Logger
+	closers   closers
+	engine    *tasks.Engine
+	drainer   *server.Drainer
+	main      *endpoint
+	endpoints []*endpoint // main first
+	bg        context.Context
+	heartbeat time.Duration
+	serving   []any // the attributes of the "serving" line
+}
+
+func buildService(ctx context.Context, c *serveConfig, log *slog.Logger) (_ *service, err error) {
+	s := &service{log: log, heartbeat: c.Observe.Heartbeat}
+	defer func() {
+		if err != nil {
+			s.closers.close()
+		}
+	}()
+	stopTracing, err := startTracing(ctx, c.Core.Tracing, log)
+	if err != nil {
+		return nil, err
+	}
+	s.closers.add(stopTracing)
+	id, err := openIdentity(&c.Identity, log)
+	if err != nil {
+		return nil, err
+	}
+	s.closers.add(id.close)
+
+	router := &delegate.Router{}
+	lineages := &delegate.Lineages{}
+	// Every nested subagent is an A2A task too; the observer records them in
+	// the engine built below.
+	nested := &a2abind.TreeObserver{Log: log}
+	s.tree, err = openTree(&c.Core, log, treeOptions{
+		observer:      nested,
+		delegator:     delegate.Delegator{Router: router, Lineages: lineages},
+		warmPool:      c.WarmPool,
+		blobRetention: c.TaskRetention, // a stored distillate stays readable as long as its task
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.closers.add(s.tree.close)
+	bg, stopBg := context.WithCancel(context.Background())
+	s.bg = bg
+	s.closers.add(stopBg)
+
+	if err := router.Register(delegate.Local{Sup: s.sup}); err != nil {
+		return nil, err
+	}
+	if err := c.Mesh.registerPeers(bg, router, id.src, log); err != nil {
+		return nil, err
+	}
+	instance := uuid.Must(uuid.NewV7()).String()
+
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
+	}
+	s.main = &endpoint{name: "serve", ln: ln}
+	s.closers.add(s.main.close)
+	cardURL := c.PublicURL
+	if cardURL == "" {
+		scheme := "http://"
+		if id.src != nil {
+			scheme = "https://"
+		}
+		cardURL = scheme + ln.Addr().String() + "/"
+	}
+	sup := s.sup
+	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
+		Router:       router,
+		CancelHandle: sup.Cancel,
+		Limits:       c.Core.limits(),
+		Intelligence: c.Core.intelligenceSpec(),
+		Scope:        s.tools.rootScope,
+		PublicURL:    cardURL,
+		Instance:     instance,
+		MaxDepth:     func() int { return sup.Caps().MaxDepth },
+		Lineages:     lineages,
+		Log:          log,
+	})
+	pushAllow, _ := c.Mesh.pushAllow() // checked by Validate
+	store := tasks.NewMemoryStore(c.TaskCapacity, c.TaskRetention)
+	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: pushAllow}, Log: log}, store.ListPush)
+	s.closers.add(pusher.Close)
+	s.engine = tasks.NewEngine(store, exec, log, tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher))
+	nested.PublicURL = cardURL
+	nested.Attach(s.engine)
+
+	s.drainer = server.NewDrainer(c.Core.DrainTimeout, s.engine.Drain)
+	lameDuck := server.NewLameDuck()
+	ready := func() bool {
+		return id.ready() && !s.drainer.Draining() && lameDuck.Ready() && s.tools.ready()
+	}
+	metrics := newMetrics(sup, router, s.engine)
+	op := &server.Operator{Sup: sup, InFlight: s.engine.InFlight, Drain: s.drainer, LameDuck: lameDuck}
+	s.main.srv = &http.Server{
+		Handler: server.Handler(server.Config{
+			Handler: s.engine,
+			Card: a2abind.Card(a2abind.CardConfig{
+				Name:        "agentd",
+				Description: "An A2A mesh service that runs each task as a tree of supervised subagents.",
+				URL:         cardURL,
+				Version:     version,
+				Instance:    instance,
+				MaxDepth:    c.Core.Caps.MaxDepth,
+				Push:        s.engine.PushEnabled(),
+				MutualTLS:   id.src != nil,
+				Bearer:      id.auth.JWT || id.auth.Tokens.Len() > 0,
+			}),
+			Methods: op.Methods(),
+			Auth:    id.auth,
+			Healthy: sup.Healthy,
+			Ready:   ready,
+			Blobs:   sup,
+			Metrics: metrics,
+			Log:     log,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if id.src != nil {
+		s.main.srv.TLSConfig = tlsconfig.ServerConfig(id.src)
+	}
+	s.endpoints = append(s.endpoints, s.main)
+
+	if c.Identity.HealthListen != "" {
+		// HTTPS with the server certificate only (probes present no client
+		// certificate) when TLS is on.
+		var cfg *tls.Config
+		if id.src != nil {
+			if cfg, err = tlsconfig.HealthConfig(id.src); err != nil {
+				return nil, err
+			}
+		}
+		health, err := s.listen("health", c.Identity.HealthListen, server.ProbeHandler(sup.Healthy, ready), cfg)
+		if err != nil {
+			return nil, err
+		}
+		log.Info(msgHealthListening, "listen", health.ln.Addr().String(), "tls", cfg != nil)
+	}
+	if c.Observe.MetricsAddr != "" {
+		m, err := s.listen("metrics", c.Observe.MetricsAddr, metricsHandler(metrics), nil)
+		if err != nil {
+			return nil, err
+		}
+		log.Info(msgMetricsListening, "listen", m.ln.Addr().String())
+	}
+	s.serving = []any{"listen", ln.Addr().String(), "url", cardURL, "intelligence", c.Core.Intelligence, "identity", id.mode, "instance", instance, "peers", router.Providers()}
+	return s, nil
+}
+
+// listen opens a side listener (health, metrics) serving h, over TLS when cfg
+// is set.
+func (s *service) listen(name, addr string, h http.Handler, cfg *tls.Config) (*endpoint, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listen on %s: %w", name, addr, err)
+	}
+	e := &endpoint{name: name, ln: ln, srv: &http.Server{
+		Handler:           h,
+		TLSConfig:         cfg,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}}
+	s.closers.add(e.close)
+	s.endpoints = append(s.endpoints, e)
+	return e, nil
+}
+
+// Run serves until the first signal (ctx), an a2a.Drain or a listener's
+// failure, then drains and closes everything in reverse build order.
+func (s *service) Run(ctx context.Context) error {
+	defer s.closers.close()
+	failed := make(chan error, len(s.endpoints))
+	for _, e := range s.endpoints {
+		go func() {
+			if err := e.serve(); !errors.Is(err, http.ErrServerClosed) {
+				failed <- fmt.Errorf("%s: %w", e.name, err)
+			}
+		}()
+	}
+	go s.sup.Heartbeat(s.bg, s.heartbeat)
+	// MCP servers connect in the background: the service is not ready until
+	// every required one has connected once, and each run's root grant is the
+	// tools listed when it starts.
+	go s.tools.watch(s.bg, s.log)
+	s.log.Info(msgServing, s.serving...)
+
+	var err error
+	select {
+	case <-s.drainer.Requested(): // a2a.Drain
+	case <-ctx.Done(): // the first signal
+		s.drainer.Start(0)
+	case err = <-failed:
+		s.log.Error("listener failed: draining", "err", err)
+		s.drainer.Start(0)
+	}
+	if derr := s.drain(); err == nil {
+		err = derr
+	}
+	return err
+}
+
+// drain refuses new work (the drainer did, when it started), runs the kill
+// ladder over every tree within the drain budget, waits for the running
+// tasks to reach their terminal state, then stops the main listener. A
+// process that would not reap, or tasks still running at the end of the
+// budget, make the exit code 143.
+func (s *service) drain() error {
+	_, _, budget := s.drainer.State()
+	s.log.Info("drain started", "budget", budget.String(), "in_flight", s.engine.InFlight())
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	err := s.shutdown(ctx)
+	// Running tasks reach their terminal state once their trees are gone.
+	_ = s.engine.Wait(ctx)
+	shutCtx, cancelShut := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancelShut()
+	_ = s.main.srv.Shutdown(shutCtx)
+	if err != nil {
+		return err
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return exitWith(api.ExitUncleanDrain)
+	}
+	s.log.Info(msgDrainedCleanly)
+	return nil
+}
+
+// endpoint is an HTTP server on its open listener.
+type endpoint struct {
+	name string // for errors: serve, health, metrics
+	ln   net.Listener
+	srv  *http.Server
+}
+
+// serve serves until the server is closed (http.ErrServerClosed).
+func (e *endpoint) serve() error {
+	if e.srv.TLSConfig != nil {
+		return e.srv.ServeTLS(e.ln, "", "")
+	}
+	return e.srv.Serve(e.ln)
+}
+
+// close stops the server and closes the listener (which a server that never
+// served does not own).
+func (e *endpoint) close() {
+	if e.srv != nil {
+		e.srv.Close()
+	}
+	e.ln.Close()
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/agent"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/supervisor"
+)
+
+// treeOptions are what serve adds to the shared settings when it builds the
+// supervisor; the zero value is a one-shot run's.
+type treeOptions struct {
+	observer      supervisor.Observer  // nested subagents as A2A tasks
+	delegator     supervisor.Delegator // nested spawns on non-local providers
+	warmPool      int                  // children started ahead of time
+	blobRetention time.Duration        // how long a stored distillate outlives its task; 0 is the supervisor's default
+}
+
+// openSupervisor builds the supervisor of c: it checks a builtin:script file,
+// reads the intelligence key, makes this process the subreaper of its tree,
+// opens the MCP sessions (which start connecting) and hands children the
+// environment with the key. The caller closes the returned toolServers.
+func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervisor.Supervisor, *toolServers, error) {
+	key, err := loadIntelligence(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	tools, mcfg, err := openMCP(&c.MCP, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := supervisor.EnableSubreaper(); err != nil {
+		log.Warn("not a subreaper: orphaned grandchildren will reparent to init", "err", err)
+	}
+	env := childEnv(os.Environ())
+	if key != "" {
+		env = append(env, api.EnvIntelligenceKey+"="+key)
+	}
+	var servers map[string]supervisor.ToolServer
+	if tools.set != nil {
+		servers = tools.set.ToolServers()
+	}
+	rlimitAS, _ := c.rlimitAS() // checked by Validate
+	s, err := supervisor.New(supervisor.Config{
+		Tools:      servers,
+		ToolTags:   mcfg.Tagger(),
+		Env:        env,
+		Logger:     log,
+		SpawnReady: c.SpawnReady,
+		DrainGrace: c.DrainGrace,
+		KillGrace:  c.KillGrace,
+		ReapGrace:  c.ReapGrace,
+		Caps:       c.Caps,
+		Observer:   opt.observer,
+		Blobs:      supervisor.BlobConfig{Retention: opt.blobRetention},
+		Delegator:  opt.delegator,
+
+		ChildDeadline:   c.ChildDeadline,
+		ExecDeadline:    c.ExecDeadline,
+		ProgressTimeout: c.ProgressTimeout,
+		PingInterval:    c.PingInterval,
+		PingMiss:        c.PingMiss,
+		RlimitAS:        rlimitAS,
+		RlimitCPU:       uint64((c.RlimitCPU + time.Second - 1) / time.Second),
+		WarmPool:        opt.warmPool,
+	})
+	if err != nil {
+		tools.close()
+		return nil, nil, fmt.Errorf("start supervisor: %w", err)
+	}
+	return s, tools, nil
+}
+
+// loadIntelligence reads what the intelligence needs from files: a
+// builtin:script is read and checked, and the API key comes from
+// --intelligence-key-file, else AGENT_INTELLIGENCE_KEY (empty when neither is
+// set). An error is bad config.
+func loadIntelligence(c *coreConfig) (key string, err error) {
+	if c.scripted() {
+		if err := agent.CheckIntelligence(c.intelligenceSpec()); err != nil {
+			return "", usageError("--intelligence: %v", err)
+		}
+	}
+	if c.KeyFile == "" {
+		return os.Getenv(api.EnvIntelligenceKey), nil
+	}
+	b, err := os.ReadFile(c.KeyFile)
+	if err != nil {
+		return "", usageError("--intelligence-key-file: %v", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// childEnv is the environment a subagent inherits: only what a Go process, TLS,
+// proxies and OpenTelemetry need. The supervisor's own settings (including
+// AGENT_INSTRUCTION, whose value is an objective) never leak into children.
+func childEnv(environ []string) []string {
+	keep := map[string]bool{
+		"PATH": true, "HOME": true, "TMPDIR": true, "LANG": true, "TZ": true,
+		"GODEBUG": true, "GOMAXPROCS": true, "GOGC": true, "GOMEMLIMIT": true, "GOTRACEBACK": true,
+		"SSL_CERT_FILE": true, "SSL_CERT_DIR": true,
+		"HTTP_PROXY": true, "HTTPS_PROXY": true, "NO_PROXY": true,
+		"http_proxy": true, "https_proxy": true, "no_proxy": true,
+	}
+	var env []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if keep[k] || strings.HasPrefix(k, "OTEL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
