@@ -74,12 +74,9 @@ func (c *certsConfig) trustDomain() (spiffeid.TrustDomain, error) {
 }
 
 func runCerts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := parseCerts(args, stderr)
+	c, err := validated(parseCerts(args, stderr))
 	if err != nil {
 		return err
-	}
-	if err := c.Validate(); err != nil {
-		return badConfig(err)
 	}
 	trust, _ := c.trustDomain() // checked by Validate
 	set, err := tlsconfig.WriteDevSet(c.Dir, trust, c.Validity, c.Force)

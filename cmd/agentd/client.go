@@ -18,15 +18,21 @@ import (
 	"github.com/agentd/agentd/tlsconfig"
 )
 
-// clientConfig is the credentials of agentd's clients (send, ctl).
+// clientConfig is the server and the credentials of agentd's clients (send,
+// ctl).
 type clientConfig struct {
+	To                string // --to, the server's base URL
+	Timeout           time.Duration
 	Cert, Key, Bundle string // --tls-cert, --tls-key, --tls-bundle
 	SPIFFESocket      string
 	TokenFile         string
 	ServerID          string
 }
 
-func addClientFlags(f *flags, c *clientConfig) {
+// addClientFlags defines --to (from toEnv), --timeout and the credentials.
+func addClientFlags(f *flags, c *clientConfig, toEnv, toUsage string, timeout time.Duration) {
+	f.stringVar(&c.To, "to", toEnv, "", toUsage)
+	f.DurationVar(&c.Timeout, "timeout", timeout, "give up after this long")
 	f.stringVar(&c.Cert, "tls-cert", "AGENT_TLS_CERT", "", "PEM file: the client's X.509 SVID, for mTLS")
 	f.stringVar(&c.Key, "tls-key", "AGENT_TLS_KEY", "", "PEM file: the client SVID's private key")
 	f.stringVar(&c.Bundle, "tls-bundle", "AGENT_TLS_BUNDLE", "", "PEM file: the trust bundle that verifies the server")
@@ -60,9 +66,16 @@ func (c *clientConfig) mode(url string) clientTLS {
 	}
 }
 
-// validate checks the credentials for a call to url and names the bad
-// setting. TLS settings matter only for an https url.
-func (c *clientConfig) validate(url string) error {
+// validate checks the settings and names the bad one. TLS settings matter
+// only for an https --to.
+func (c *clientConfig) validate() error {
+	if c.To == "" {
+		return errors.New("--to is required")
+	}
+	if c.Timeout <= 0 {
+		return fmt.Errorf("--timeout must be a positive duration (got %s)", c.Timeout)
+	}
+	url := c.To
 	if c.ServerID != "" {
 		if _, err := spiffeid.FromString(c.ServerID); err != nil {
 			return fmt.Errorf("--server-id: %v", err)
@@ -88,10 +101,19 @@ func (c *clientConfig) validate(url string) error {
 	return nil
 }
 
-// httpClient builds the HTTP client for url: TLS from the SPIFFE settings for
-// https, and the bearer token on every request. closeFn releases a Workload
+// dial bounds ctx by --timeout and builds the HTTP client for --to. done
+// releases both; it is never nil.
+func (c *clientConfig) dial(ctx context.Context, stderr io.Writer) (_ context.Context, _ *http.Client, done func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	hc, closeCreds, err := c.httpClient(ctx, newClientLogger(stderr))
+	return ctx, hc, func() { closeCreds(); cancel() }, err
+}
+
+// httpClient builds the HTTP client for --to: TLS from the SPIFFE settings for
+// https, and the bearer token on every request. No total timeout: it would
+// cut long streams; ctx bounds each call instead. closeFn releases a Workload
 // API connection; it is never nil.
-func (c *clientConfig) httpClient(ctx context.Context, url string, log *slog.Logger) (hc *http.Client, closeFn func(), err error) {
+func (c *clientConfig) httpClient(ctx context.Context, log *slog.Logger) (hc *http.Client, closeFn func(), err error) {
 	closeFn = func() {}
 	var token string
 	if c.TokenFile != "" {
@@ -118,7 +140,7 @@ func (c *clientConfig) httpClient(ctx context.Context, url string, log *slog.Log
 		return spiffetls.AuthorizeMemberOf(own.TrustDomain())
 	}
 	var tlsCfg *tls.Config
-	switch c.mode(url) {
+	switch c.mode(c.To) {
 	case clientWorkload:
 		src, err := tlsconfig.NewWorkloadSource(c.SPIFFESocket, log)
 		if err != nil {

@@ -197,8 +197,8 @@ func TestClientValidate(t *testing.T) {
 		t.Fatalf("a valid send: %v", err)
 	}
 	checkValidate(t, freshSend, (*sendConfig).Validate, []validateCase[sendConfig]{
-		{"--to", func(c *sendConfig) { c.To = "" }},
-		{"--timeout", func(c *sendConfig) { c.Timeout = -time.Second }},
+		{"--to", func(c *sendConfig) { c.Client.To = "" }},
+		{"--timeout", func(c *sendConfig) { c.Client.Timeout = -time.Second }},
 		{"TEXT", func(c *sendConfig) { c.Text = "  " }},
 		{"--server-id", func(c *sendConfig) { c.Client.ServerID = "" }},
 		{"--server-id", func(c *sendConfig) { c.Client.ServerID = "not-an-id" }},
@@ -218,9 +218,9 @@ func TestClientValidate(t *testing.T) {
 		t.Fatalf("a valid ctl: %v", err)
 	}
 	checkValidate(t, freshCtl, (*ctlConfig).Validate, []validateCase[ctlConfig]{
-		{"--to", func(c *ctlConfig) { c.To = "" }},
-		{"--timeout", func(c *ctlConfig) { c.Timeout = 0 }},
-		{"--tls-bundle", func(c *ctlConfig) { c.To = "https://127.0.0.1:1" }},
+		{"--to", func(c *ctlConfig) { c.Client.To = "" }},
+		{"--timeout", func(c *ctlConfig) { c.Client.Timeout = 0 }},
+		{"--tls-bundle", func(c *ctlConfig) { c.Client.To = "https://127.0.0.1:1" }},
 	})
 }
 
@@ -291,7 +291,7 @@ func TestFilesAreReadByTheBuild(t *testing.T) {
 	if err := send.Validate(); err != nil {
 		t.Fatalf("Validate read the token file: %v", err)
 	}
-	_, closeFn, err := send.Client.httpClient(context.Background(), send.To, discardLog())
+	_, closeFn, err := send.Client.httpClient(context.Background(), discardLog())
 	closeFn()
 	wantBadConfig("the client token", "--token-file", err)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -132,12 +131,10 @@ func ctlUsage(w io.Writer) {
 
 // ctlConfig is `agentd ctl METHOD`.
 type ctlConfig struct {
-	Method  string
-	To      string
-	JSON    bool
-	Timeout time.Duration
-	Params  map[string]any // the method's params from its flags; nil for none
-	Client  clientConfig
+	Method string
+	JSON   bool
+	Params map[string]any // the method's params from its flags; nil for none
+	Client clientConfig
 }
 
 // parseCtl parses `ctl METHOD [flags]`; help is exitWith(0).
@@ -158,10 +155,8 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 	c := &ctlConfig{Method: method}
 	m := ctlMethods[method]
 	f := newFlags("ctl "+method, stderr, m.summary)
-	f.stringVar(&c.To, "to", "AGENT_CTL_TO", "", "base URL of the agentd service")
+	addClientFlags(f, &c.Client, "AGENT_CTL_TO", "base URL of the agentd service", 30*time.Second)
 	f.BoolVar(&c.JSON, "json", false, "print the result as JSON")
-	f.DurationVar(&c.Timeout, "timeout", 30*time.Second, "give up after this long")
-	addClientFlags(f, &c.Client)
 	params := m.flags(f)
 	if err := f.parse(args[1:]); err != nil {
 		return nil, err
@@ -176,32 +171,19 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 }
 
 // Validate checks every setting and names the bad one. It reads no file.
-func (c *ctlConfig) Validate() error {
-	if c.To == "" {
-		return errors.New("--to is required")
-	}
-	if c.Timeout <= 0 {
-		return fmt.Errorf("--timeout must be a positive duration (got %s)", c.Timeout)
-	}
-	return c.Client.validate(c.To)
-}
+func (c *ctlConfig) Validate() error { return c.Client.validate() }
 
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := parseCtl(args, stdout, stderr)
+	c, err := validated(parseCtl(args, stdout, stderr))
 	if err != nil {
 		return err
 	}
-	if err := c.Validate(); err != nil {
-		return badConfig(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
-	defer cancel()
-	hc, closeCreds, err := c.Client.httpClient(ctx, c.To, newClientLogger(stderr))
-	defer closeCreds()
+	ctx, hc, done, err := c.Client.dial(ctx, stderr)
+	defer done()
 	if err != nil {
 		return err
 	}
-	raw, err := callOperator(ctx, hc, c.To, c.Method, c.Params)
+	raw, err := callOperator(ctx, hc, c.Client.To, c.Method, c.Params)
 	if err != nil {
 		return err
 	}

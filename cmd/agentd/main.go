@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,61 +28,23 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-// exitError carries a specific exit code out of run.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
-
-// usageError is bad usage or bad config: exit 2, with a message naming the
-// setting.
-func usageError(format string, args ...any) error {
-	return &exitError{code: api.ExitUsage, err: fmt.Errorf(format, args...)}
-}
-
-// badConfig is a Validate error: exit 2; the message names the setting.
-func badConfig(err error) error { return &exitError{code: api.ExitUsage, err: err} }
-
-// exitWith ends the process with code, printing nothing more.
-func exitWith(code int) error { return &exitError{code: code} }
-
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintln(stderr, "agentd:", ee.err)
-		}
-		return ee.code
-	}
-	fmt.Fprintln(stderr, "agentd:", err)
-	return api.ExitFailure
-}
-
-// command is one subcommand.
+// command is one subcommand: its line in `agentd --help` and its run.
 type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	usage string
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
+// commands are the subcommands, by name.
 var commands = map[string]command{
-	"serve": {"run the A2A mesh service (supervisor + HTTPS server)", runServe},
-	"run":   {"one-shot: run one root subagent and exit with its status (= --mode once)", runOnce},
-	"send":  {"send a message to an A2A agent and print the task's state and artifact", runSend},
-	"ctl":   {"call an a2a.* operator method (drain, lame duck, pause, cancel, tree, caps)", runCtl},
-	"certs": {"mint a development CA and SPIFFE SVIDs for local mTLS", runCerts},
+	"serve": {"serve [flags]                 run the service (default --listen 127.0.0.1:8080)", runServe},
+	"run":   {"run --instruction TEXT [flags] one-shot run; exit code from the root's status", runOnce},
+	"send":  {"send --to URL [--stream] TEXT  send a message to an A2A agent", runSend},
+	"ctl":   {"ctl METHOD --to URL [flags]    call an a2a.* operator method (a2a.Tree, a2a.Drain, ...)", runCtl},
+	"certs": {"certs init --trust-domain TD --dir DIR   mint a dev CA and SVIDs for local mTLS", runCerts},
 }
+
+// commandOrder is the order of `agentd --help`.
+var commandOrder = []string{"serve", "run", "send", "ctl", "certs"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -118,18 +79,10 @@ func isHelp(arg string) bool {
 }
 
 func printUsage(w io.Writer) {
-	fmt.Fprint(w, `agentd: an A2A mesh service that runs each piece of work as a tree of supervised subagents.
-
-Usage:
-  agentd serve [flags]                 run the service (default --listen 127.0.0.1:8080)
-  agentd run --instruction TEXT [flags] one-shot run; exit code from the root's status
-  agentd send --to URL [--stream] TEXT  send a message to an A2A agent
-  agentd ctl METHOD --to URL [flags]    call an a2a.* operator method (a2a.Tree, a2a.Drain, ...)
-  agentd certs init --trust-domain TD --dir DIR   mint a dev CA and SVIDs for local mTLS
-
-Run "agentd COMMAND -h" for a command's flags.
-
-Exit codes:
-`)
+	fmt.Fprint(w, "agentd: an A2A mesh service that runs each piece of work as a tree of supervised subagents.\n\nUsage:\n")
+	for _, name := range commandOrder {
+		fmt.Fprintf(w, "  agentd %s\n", commands[name].usage)
+	}
+	fmt.Fprint(w, "\nRun \"agentd COMMAND -h\" for a command's flags.\n\nExit codes:\n")
 	fmt.Fprint(w, api.ExitCodeTable())
 }

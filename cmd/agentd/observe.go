@@ -45,9 +45,9 @@ func (o *observeConfig) validate() error {
 }
 
 // startTracing installs the tracer provider the OTEL_* environment (checked
-// by Validate) asks for; the returned stop flushes it. A setting that fails
-// here (an unreadable OTEL_EXPORTER_OTLP_CERTIFICATE) is bad config.
-func startTracing(ctx context.Context, environ []string, log *slog.Logger) (stop func(), err error) {
+// by Validate) asks for, and adds its flush to cl. A setting that fails here
+// (an unreadable OTEL_EXPORTER_OTLP_CERTIFICATE) is bad config.
+func startTracing(ctx context.Context, environ []string, log *slog.Logger, cl *closers) error {
 	tp, err := telemetry.Setup(ctx, telemetry.Options{
 		Version:    version,
 		Log:        log,
@@ -55,18 +55,19 @@ func startTracing(ctx context.Context, environ []string, log *slog.Logger) (stop
 		Environ:    environ,
 	})
 	if err != nil {
-		return nil, usageError("%v", err)
+		return usageError("%v", err)
 	}
 	if tp.Export() == telemetry.ExportOTLP {
 		log.Info("exporting traces over OTLP/HTTP")
 	}
-	return func() {
+	cl.add(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := tp.Shutdown(ctx); err != nil {
 			log.Warn("traces not flushed", "err", err)
 		}
-	}, nil
+	})
+	return nil
 }
 
 // newMetrics builds the registry: A2A request metrics counted as requests are

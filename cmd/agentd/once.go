@@ -58,12 +58,9 @@ func (c *runConfig) Validate() error {
 
 // runOnce is `agentd run`: config, then build and run under the signal policy.
 func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := parseRun(args, stderr)
+	c, err := validated(parseRun(args, stderr))
 	if err != nil {
 		return err
-	}
-	if err := c.Validate(); err != nil {
-		return badConfig(err)
 	}
 	log := c.Core.logger(stderr)
 	return runWithSignals(ctx, log, func(ctx context.Context) (program, error) {
@@ -90,11 +87,9 @@ func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stde
 			o.closers.close()
 		}
 	}()
-	stopTracing, err := startTracing(ctx, c.Core.Tracing, log)
-	if err != nil {
+	if err := startTracing(ctx, c.Core.Tracing, log, &o.closers); err != nil {
 		return nil, err
 	}
-	o.closers.add(stopTracing)
 	if o.tree, err = openTree(&c.Core, log, treeOptions{}); err != nil {
 		return nil, err
 	}

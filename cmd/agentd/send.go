@@ -18,20 +18,16 @@ import (
 
 // sendConfig is `agentd send`.
 type sendConfig struct {
-	To      string
-	Stream  bool
-	Timeout time.Duration
-	Text    string // the arguments, joined
-	Client  clientConfig
+	Stream bool
+	Text   string // the arguments, joined
+	Client clientConfig
 }
 
 func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	c := &sendConfig{}
 	f := newFlags("send", stderr, "Sends TEXT to the A2A agent at --to, then prints the task's state and its artifact text.\nExit code: 0 when the task completed, else the exit-code table's code for its status.")
-	f.stringVar(&c.To, "to", "AGENT_SEND_TO", "", "base URL of the agent (its card is read from /.well-known/agent-card.json)")
+	addClientFlags(f, &c.Client, "AGENT_SEND_TO", "base URL of the agent (its card is read from /.well-known/agent-card.json)", 15*time.Minute)
 	f.BoolVar(&c.Stream, "stream", false, "stream: print status updates as they arrive")
-	f.DurationVar(&c.Timeout, "timeout", 15*time.Minute, "give up after this long")
-	addClientFlags(f, &c.Client)
 	f.args = "TEXT"
 	if err := f.parse(args); err != nil {
 		return nil, err
@@ -42,101 +38,109 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 
 // Validate checks every setting and names the bad one. It reads no file.
 func (c *sendConfig) Validate() error {
-	if c.To == "" {
-		return errors.New("--to is required")
-	}
-	if c.Timeout <= 0 {
-		return fmt.Errorf("--timeout must be a positive duration (got %s)", c.Timeout)
+	if err := c.Client.validate(); err != nil {
+		return err
 	}
 	if strings.TrimSpace(c.Text) == "" {
 		return errors.New("send needs the message TEXT as arguments")
 	}
-	return c.Client.validate(c.To)
+	return nil
 }
 
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := parseSend(args, stderr)
+	c, err := validated(parseSend(args, stderr))
 	if err != nil {
 		return err
 	}
-	if err := c.Validate(); err != nil {
-		return badConfig(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
-	defer cancel()
-	// No total timeout on the client: it would cut long streams. The context
-	// bounds the call instead.
-	hc, closeCreds, err := c.Client.httpClient(ctx, c.To, newClientLogger(stderr))
-	defer closeCreds()
+	ctx, hc, done, err := c.Client.dial(ctx, stderr)
+	defer done()
 	if err != nil {
 		return err
 	}
-	card, err := agentcard.NewResolver(hc).Resolve(ctx, c.To)
+	to := c.Client.To
+	card, err := agentcard.NewResolver(hc).Resolve(ctx, to)
 	if err != nil {
-		return fmt.Errorf("read the agent card of %s: %w", c.To, err)
+		return fmt.Errorf("read the agent card of %s: %w", to, err)
 	}
 	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc))
 	if err != nil {
-		return fmt.Errorf("a2a client for %s: %w", c.To, err)
+		return fmt.Errorf("a2a client for %s: %w", to, err)
 	}
 	defer client.Destroy()
 	msg := &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: c.Text})}
-
-	var task *a2a.Task
+	send := sendBlocking
 	if c.Stream {
-		for ev, err := range client.SendStreamingMessage(ctx, msg) {
-			if err != nil {
-				return fmt.Errorf("stream: %w", err)
-			}
-			switch v := ev.(type) {
-			case *a2a.Task:
-				task = v
-				fmt.Fprintf(stdout, "task %s: %s\n", v.ID, v.Status.State)
-			case *a2a.TaskStatusUpdateEvent:
-				fmt.Fprintf(stdout, "status: %s%s\n", v.Status.State, statusText(v.Status))
-			case *a2a.TaskArtifactUpdateEvent:
-				fmt.Fprintf(stdout, "artifact %s: %s\n", v.Artifact.ID, partsText(v.Artifact.Parts))
-			case *a2a.Message:
-				fmt.Fprintf(stdout, "message: %s\n", partsText(v.Parts))
-			}
-		}
-		if task == nil {
-			return fmt.Errorf("the stream carried no task")
-		}
-		// The stream's last word is the final state; read the whole task once.
-		if task, err = client.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID}); err != nil {
-			return fmt.Errorf("tasks/get: %w", err)
-		}
-	} else {
-		res, err := client.SendMessage(ctx, msg)
-		if err != nil {
-			return fmt.Errorf("message/send: %w", err)
-		}
-		switch v := res.(type) {
-		case *a2a.Task:
-			task = v
-		case *a2a.Message:
-			fmt.Fprintln(stdout, partsText(v.Parts))
-			return nil
-		}
-		// A server that bounds blocking sends answers with the running task:
-		// poll it to its end.
-		for wait := 50 * time.Millisecond; !task.Status.State.Terminal(); wait = min(2*wait, 2*time.Second) {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return fmt.Errorf("task %s still %s: %w", task.ID, task.Status.State, ctx.Err())
-			}
-			if task, err = client.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID}); err != nil {
-				return fmt.Errorf("tasks/get: %w", err)
-			}
-		}
+		send = sendStreaming
+	}
+	task, err := send(ctx, client, msg, stdout)
+	if err != nil || task == nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "task %s: %s%s\n", task.ID, task.Status.State, statusText(task.Status))
 	for _, art := range task.Artifacts {
 		fmt.Fprintln(stdout, partsText(art.Parts))
 	}
 	return taskExit(task)
+}
+
+// sendStreaming sends msg with message/stream, printing each event, and
+// returns the task as it ended.
+func sendStreaming(ctx context.Context, client *a2aclient.Client, msg *a2a.MessageSendParams, stdout io.Writer) (*a2a.Task, error) {
+	var task *a2a.Task
+	for ev, err := range client.SendStreamingMessage(ctx, msg) {
+		if err != nil {
+			return nil, fmt.Errorf("stream: %w", err)
+		}
+		switch v := ev.(type) {
+		case *a2a.Task:
+			task = v
+			fmt.Fprintf(stdout, "task %s: %s\n", v.ID, v.Status.State)
+		case *a2a.TaskStatusUpdateEvent:
+			fmt.Fprintf(stdout, "status: %s%s\n", v.Status.State, statusText(v.Status))
+		case *a2a.TaskArtifactUpdateEvent:
+			fmt.Fprintf(stdout, "artifact %s: %s\n", v.Artifact.ID, partsText(v.Artifact.Parts))
+		case *a2a.Message:
+			fmt.Fprintf(stdout, "message: %s\n", partsText(v.Parts))
+		}
+	}
+	if task == nil {
+		return nil, errors.New("the stream carried no task")
+	}
+	// The stream's last word is the final state; read the whole task once.
+	task, err := client.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
+	if err != nil {
+		return nil, fmt.Errorf("tasks/get: %w", err)
+	}
+	return task, nil
+}
+
+// sendBlocking sends msg with message/send and returns the task once it
+// ended; a reply that is a message is printed, and there is no task.
+func sendBlocking(ctx context.Context, client *a2aclient.Client, msg *a2a.MessageSendParams, stdout io.Writer) (*a2a.Task, error) {
+	res, err := client.SendMessage(ctx, msg)
+	if err != nil {
+		return nil, fmt.Errorf("message/send: %w", err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		if m, ok := res.(*a2a.Message); ok {
+			fmt.Fprintln(stdout, partsText(m.Parts))
+		}
+		return nil, nil
+	}
+	// A server that bounds blocking sends answers with the running task: poll
+	// it to its end.
+	for wait := 50 * time.Millisecond; !task.Status.State.Terminal(); wait = min(2*wait, 2*time.Second) {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("task %s still %s: %w", task.ID, task.Status.State, ctx.Err())
+		}
+		if task, err = client.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID}); err != nil {
+			return nil, fmt.Errorf("tasks/get: %w", err)
+		}
+	}
+	return task, nil
 }
 
 // taskExit maps a finished task to the exit-code table, using agentd's exact

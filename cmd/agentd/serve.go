@@ -93,12 +93,9 @@ func checkPublicURL(raw string) error {
 // runServe is `agentd serve`: config, then build and run under the signal
 // policy.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := parseServe(args, stderr)
+	c, err := validated(parseServe(args, stderr))
 	if err != nil {
 		return err
-	}
-	if err := c.Validate(); err != nil {
-		return badConfig(err)
 	}
 	log := c.Core.logger(stderr)
 	return runWithSignals(ctx, log, func(ctx context.Context) (program, error) {

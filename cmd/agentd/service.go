@@ -63,11 +63,9 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger) (_ *ser
 			s.closers.close()
 		}
 	}()
-	stopTracing, err := startTracing(ctx, c.Core.Tracing, log)
-	if err != nil {
+	if err := startTracing(ctx, c.Core.Tracing, log, &s.closers); err != nil {
 		return nil, err
 	}
-	s.closers.add(stopTracing)
 	id, err := openIdentity(&c.Identity, log)
 	if err != nil {
 		return nil, err
