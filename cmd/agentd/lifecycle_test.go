@@ -143,3 +143,17 @@ type programFunc func(context.Context) error
 
 func (f programFunc) Run(ctx context.Context) error { return f(ctx) }
 func (programFunc) Force()                          {}
+
+// What a build opened closes in reverse order, once.
+func TestClosersCloseInReverse(t *testing.T) {
+	var got []int
+	var c closers
+	for i := range 3 {
+		c.add(func() { got = append(got, i) })
+	}
+	c.close()
+	c.close()
+	if len(got) != 3 || got[0] != 2 || got[1] != 1 || got[2] != 0 {
+		t.Fatalf("closed %v, want [2 1 0]", got)
+	}
+}

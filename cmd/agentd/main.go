@@ -1,5 +1,3 @@
-// Command agentd is an A2A mesh service that runs each piece of work as a tree
-// of supervised subagents. Run `agentd --help` for the commands.
 package main
 
 import (

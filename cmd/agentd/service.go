@@ -113,24 +113,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger) (_ *ser
 		}
 		cardURL = scheme + ln.Addr().String() + "/"
 	}
-	sup := s.sup
-	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
-		Router:       router,
-		CancelHandle: sup.Cancel,
-		Limits:       c.Core.limits(),
-		Intelligence: c.Core.intelligenceSpec(),
-		Scope:        s.tools.rootScope,
-		PublicURL:    cardURL,
-		Instance:     instance,
-		MaxDepth:     func() int { return sup.Caps().MaxDepth },
-		Lineages:     lineages,
-		Log:          log,
-	})
-	pushAllow, _ := c.Mesh.pushAllow() // checked by Validate
-	store := tasks.NewMemoryStore(c.TaskCapacity, c.TaskRetention)
-	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: pushAllow}, Log: log}, store.ListPush)
-	s.closers.add(pusher.Close)
-	s.engine = tasks.NewEngine(store, exec, log, tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher))
+	s.engine = s.openEngine(c, router, lineages, cardURL, instance)
 	nested.PublicURL = cardURL
 	nested.Attach(s.engine)
 
@@ -139,8 +122,8 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger) (_ *ser
 	ready := func() bool {
 		return id.ready() && !s.drainer.Draining() && lameDuck.Ready() && s.tools.ready()
 	}
-	metrics := newMetrics(sup, router, s.engine)
-	op := &server.Operator{Sup: sup, InFlight: s.engine.InFlight, Drain: s.drainer, LameDuck: lameDuck}
+	metrics := newMetrics(s.sup, router, s.engine)
+	op := &server.Operator{Sup: s.sup, InFlight: s.engine.InFlight, Drain: s.drainer, LameDuck: lameDuck}
 	s.main.srv = &http.Server{
 		Handler: server.Handler(server.Config{
 			Handler: s.engine,
@@ -157,9 +140,9 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger) (_ *ser
 			}),
 			Methods: op.Methods(),
 			Auth:    id.auth,
-			Healthy: sup.Healthy,
+			Healthy: s.sup.Healthy,
 			Ready:   ready,
-			Blobs:   sup,
+			Blobs:   s.sup,
 			Metrics: metrics,
 			Log:     log,
 		}),
@@ -170,31 +153,62 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger) (_ *ser
 		s.main.srv.TLSConfig = tlsconfig.ServerConfig(id.src)
 	}
 	s.endpoints = append(s.endpoints, s.main)
-
-	if c.Identity.HealthListen != "" {
-		// HTTPS with the server certificate only (probes present no client
-		// certificate) when TLS is on.
-		var cfg *tls.Config
-		if id.src != nil {
-			if cfg, err = tlsconfig.HealthConfig(id.src); err != nil {
-				return nil, err
-			}
-		}
-		health, err := s.listen("health", c.Identity.HealthListen, server.ProbeHandler(sup.Healthy, ready), cfg)
-		if err != nil {
-			return nil, err
-		}
-		log.Info(msgHealthListening, "listen", health.ln.Addr().String(), "tls", cfg != nil)
-	}
-	if c.Observe.MetricsAddr != "" {
-		m, err := s.listen("metrics", c.Observe.MetricsAddr, metricsHandler(metrics), nil)
-		if err != nil {
-			return nil, err
-		}
-		log.Info(msgMetricsListening, "listen", m.ln.Addr().String())
+	if err := s.openSideListeners(c, id, server.ProbeHandler(s.sup.Healthy, ready), metricsHandler(metrics)); err != nil {
+		return nil, err
 	}
 	s.serving = []any{"listen", ln.Addr().String(), "url", cardURL, "intelligence", c.Core.Intelligence, "identity", id.mode, "instance", instance, "peers", router.Providers()}
 	return s, nil
+}
+
+// openEngine builds the task engine: the A2A executor over the router, the
+// task store and the push sender (closed with the service).
+func (s *service) openEngine(c *serveConfig, router *delegate.Router, lineages *delegate.Lineages, cardURL, instance string) *tasks.Engine {
+	sup := s.sup
+	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
+		Router:       router,
+		CancelHandle: sup.Cancel,
+		Limits:       c.Core.limits(),
+		Intelligence: c.Core.intelligenceSpec(),
+		Scope:        s.tools.rootScope,
+		PublicURL:    cardURL,
+		Instance:     instance,
+		MaxDepth:     func() int { return sup.Caps().MaxDepth },
+		Lineages:     lineages,
+		Log:          s.log,
+	})
+	pushAllow, _ := c.Mesh.pushAllow() // checked by Validate
+	store := tasks.NewMemoryStore(c.TaskCapacity, c.TaskRetention)
+	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: pushAllow}, Log: s.log}, store.ListPush)
+	s.closers.add(pusher.Close)
+	return tasks.NewEngine(store, exec, s.log, tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher))
+}
+
+// openSideListeners opens the listeners of --health-listen (probes, over
+// HTTPS with the server certificate only when TLS is on: probes present no
+// client certificate) and --metrics-addr (plaintext), when set.
+func (s *service) openSideListeners(c *serveConfig, id *identity, probes, metrics http.Handler) error {
+	if c.Identity.HealthListen != "" {
+		var cfg *tls.Config
+		if id.src != nil {
+			var err error
+			if cfg, err = tlsconfig.HealthConfig(id.src); err != nil {
+				return err
+			}
+		}
+		health, err := s.listen("health", c.Identity.HealthListen, probes, cfg)
+		if err != nil {
+			return err
+		}
+		s.log.Info(msgHealthListening, "listen", health.ln.Addr().String(), "tls", cfg != nil)
+	}
+	if c.Observe.MetricsAddr != "" {
+		m, err := s.listen("metrics", c.Observe.MetricsAddr, metrics, nil)
+		if err != nil {
+			return err
+		}
+		s.log.Info(msgMetricsListening, "listen", m.ln.Addr().String())
+	}
+	return nil
 }
 
 // listen opens a side listener (health, metrics) serving h, over TLS when cfg
