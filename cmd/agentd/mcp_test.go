@@ -11,6 +11,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/peer"
+	"github.com/agentd/agentd/supervisor"
 )
 
 // parseCore fills the shared settings from args as `agentd run` would, and
@@ -174,5 +175,36 @@ func TestMCPEnvironment(t *testing.T) {
 	}
 	if s := cfg.Servers; len(s) != 1 || s[0].Name != "c" || !s[0].Optional {
 		t.Fatalf("a flag replaces the environment's list: %+v", s)
+	}
+}
+
+// The startup Rule-of-Two gate over the root grant: the trifecta is bad config
+// (naming --allow-trifecta) unless overridden; untagged counts as
+// untrusted_input.
+func TestRuleOfTwoStartupGate(t *testing.T) {
+	tags := map[api.ToolRef]api.ToolTags{
+		{Server: "vault", Tool: "read"}:  {Sensitive: true},
+		{Server: "mail", Tool: "send"}:   {Egress: true},
+		{Server: "web", Tool: "fetch"}:   {UntrustedInput: true},
+		{Server: "notes", Tool: "write"}: {},
+	}
+	tagger := supervisor.ToolTagger(func(r api.ToolRef) (api.ToolTags, bool) { v, ok := tags[r]; return v, ok })
+	ref := func(s, t string) api.ToolRef { return api.ToolRef{Server: s, Tool: t} }
+	for _, tc := range []struct {
+		name  string
+		grant []api.ToolRef
+		allow bool
+		want  bool
+	}{
+		{"no tools", nil, false, false},
+		{"two legs", []api.ToolRef{ref("vault", "read"), ref("mail", "send"), ref("notes", "write")}, false, false},
+		{"three legs", []api.ToolRef{ref("vault", "read"), ref("mail", "send"), ref("web", "fetch")}, false, true},
+		{"an untagged tool is untrusted input", []api.ToolRef{ref("vault", "read"), ref("mail", "send"), ref("misc", "x")}, false, true},
+		{"allowed", []api.ToolRef{ref("vault", "read"), ref("mail", "send"), ref("web", "fetch")}, true, false},
+	} {
+		err := checkRuleOfTwo(tc.grant, tagger, tc.allow)
+		if tc.want != (err != nil) || (err != nil && !strings.Contains(err.Error(), "--allow-trifecta")) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
 	}
 }
