@@ -33,9 +33,21 @@ type validateCase[C any] struct {
 	set  func(c *C)
 }
 
-// checkValidate runs the cases against fresh configurations from fresh.
-func checkValidate[C any](t *testing.T, fresh func() *C, validate func(*C) error, cases []validateCase[C]) {
+// checkValidate checks that a configuration from parse validates, and that
+// each case, applied to another, fails naming its setting.
+func checkValidate[C any](t *testing.T, parse func() (*C, error), validate func(*C) error, cases []validateCase[C]) {
 	t.Helper()
+	fresh := func() *C {
+		t.Helper()
+		c, err := parse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if err := validate(fresh()); err != nil {
+		t.Fatalf("a valid configuration: %v", err)
+	}
 	for _, tc := range cases {
 		c := fresh()
 		tc.set(c)
@@ -55,8 +67,8 @@ func checkValidate[C any](t *testing.T, fresh func() *C, validate func(*C) error
 }
 
 func TestCoreValidate(t *testing.T) {
-	fresh := func() *coreConfig { return &defaultServe(t).Core }
-	checkValidate(t, fresh, (*coreConfig).Validate, []validateCase[coreConfig]{
+	parse := func() (*coreConfig, error) { return &defaultServe(t).Core, nil }
+	checkValidate(t, parse, (*coreConfig).Validate, []validateCase[coreConfig]{
 		{"--max-steps", func(c *coreConfig) { c.MaxSteps = 0 }},
 		{"--max-tokens", func(c *coreConfig) { c.MaxTokens = -1 }},
 		{"--max-depth", func(c *coreConfig) { c.Caps.MaxDepth = 0 }},
@@ -112,11 +124,11 @@ func TestCoreValidate(t *testing.T) {
 }
 
 func TestServeValidate(t *testing.T) {
-	fresh := func() *serveConfig { return defaultServe(t) }
 	withFiles := func(c *serveConfig) {
 		c.Identity.Cert, c.Identity.Key, c.Identity.Bundle = "cert.pem", "key.pem", "bundle.pem"
 	}
-	checkValidate(t, fresh, (*serveConfig).Validate, []validateCase[serveConfig]{
+	parse := func() (*serveConfig, error) { return parseServe(nil, io.Discard) }
+	checkValidate(t, parse, (*serveConfig).Validate, []validateCase[serveConfig]{
 		{"--max-steps", func(c *serveConfig) { c.Core.MaxSteps = 0 }},
 		{"--task-capacity", func(c *serveConfig) { c.TaskCapacity = 0 }},
 		{"--task-retention", func(c *serveConfig) { c.TaskRetention = 0 }},
@@ -154,17 +166,8 @@ func TestServeValidate(t *testing.T) {
 }
 
 func TestRunValidate(t *testing.T) {
-	fresh := func() *runConfig {
-		c, err := parseRun([]string{"--instruction", "x"}, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	if err := fresh().Validate(); err != nil {
-		t.Fatalf("the defaults do not validate: %v", err)
-	}
-	checkValidate(t, fresh, (*runConfig).Validate, []validateCase[runConfig]{
+	parse := func() (*runConfig, error) { return parseRun([]string{"--instruction", "x"}, io.Discard) }
+	checkValidate(t, parse, (*runConfig).Validate, []validateCase[runConfig]{
 		{"--instruction", func(c *runConfig) { c.Instruction = "" }},
 		{"--mode", func(c *runConfig) { c.Mode = "reactive" }},
 		{"--deadline", func(c *runConfig) { c.Core.Deadline = 0 }},
@@ -186,17 +189,10 @@ func TestRunArguments(t *testing.T) {
 }
 
 func TestClientValidate(t *testing.T) {
-	freshSend := func() *sendConfig {
-		c, err := parseSend([]string{"--to", "https://agentd.example/", "--tls-bundle", "bundle.pem", "--server-id", "spiffe://example.org/agentd", "hi"}, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+	parseSendArgs := func() (*sendConfig, error) {
+		return parseSend([]string{"--to", "https://agentd.example/", "--tls-bundle", "bundle.pem", "--server-id", "spiffe://example.org/agentd", "hi"}, io.Discard)
 	}
-	if err := freshSend().Validate(); err != nil {
-		t.Fatalf("a valid send: %v", err)
-	}
-	checkValidate(t, freshSend, (*sendConfig).Validate, []validateCase[sendConfig]{
+	checkValidate(t, parseSendArgs, (*sendConfig).Validate, []validateCase[sendConfig]{
 		{"--to", func(c *sendConfig) { c.Client.To = "" }},
 		{"--timeout", func(c *sendConfig) { c.Client.Timeout = -time.Second }},
 		{"TEXT", func(c *sendConfig) { c.Text = "  " }},
@@ -207,17 +203,10 @@ func TestClientValidate(t *testing.T) {
 		{"--tls-key", func(c *sendConfig) { c.Client.Key = "key.pem" }},
 		{"--spiffe-socket", func(c *sendConfig) { c.Client.Bundle, c.Client.SPIFFESocket = "", "http://nope" }},
 	})
-	freshCtl := func() *ctlConfig {
-		c, err := parseCtl([]string{"caps", "--to", "http://127.0.0.1:1"}, io.Discard, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+	parseCtlArgs := func() (*ctlConfig, error) {
+		return parseCtl([]string{"caps", "--to", "http://127.0.0.1:1"}, io.Discard, io.Discard)
 	}
-	if err := freshCtl().Validate(); err != nil {
-		t.Fatalf("a valid ctl: %v", err)
-	}
-	checkValidate(t, freshCtl, (*ctlConfig).Validate, []validateCase[ctlConfig]{
+	checkValidate(t, parseCtlArgs, (*ctlConfig).Validate, []validateCase[ctlConfig]{
 		{"--to", func(c *ctlConfig) { c.Client.To = "" }},
 		{"--timeout", func(c *ctlConfig) { c.Client.Timeout = 0 }},
 		{"--tls-bundle", func(c *ctlConfig) { c.Client.To = "https://127.0.0.1:1" }},
@@ -225,17 +214,10 @@ func TestClientValidate(t *testing.T) {
 }
 
 func TestCertsValidate(t *testing.T) {
-	fresh := func() *certsConfig {
-		c, err := parseCerts([]string{"init", "--trust-domain", "example.org", "--dir", "d"}, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+	parse := func() (*certsConfig, error) {
+		return parseCerts([]string{"init", "--trust-domain", "example.org", "--dir", "d"}, io.Discard)
 	}
-	if err := fresh().Validate(); err != nil {
-		t.Fatalf("a valid certs init: %v", err)
-	}
-	checkValidate(t, fresh, (*certsConfig).Validate, []validateCase[certsConfig]{
+	checkValidate(t, parse, (*certsConfig).Validate, []validateCase[certsConfig]{
 		{"--dir", func(c *certsConfig) { c.Dir = "" }},
 		{"--trust-domain", func(c *certsConfig) { c.TrustDomain = "" }},
 		{"--trust-domain", func(c *certsConfig) { c.TrustDomain = "Bad Domain" }},
