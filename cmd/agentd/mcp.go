@@ -135,7 +135,7 @@ func (m *mcpConfig) tokens(cfg *mcp.Config) error {
 	for _, v := range m.TokenFiles {
 		name, file, err := mcp.ParseTokenFile(v)
 		if err != nil || byName[name] == nil {
-			return fmt.Errorf("--mcp-token-file %q: not checked by Validate", v)
+			return fmt.Errorf("--mcp-token-file %q: want NAME=FILE of a configured --mcp server", v)
 		}
 		tok, err := readToken(file)
 		if err != nil {
