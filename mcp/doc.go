@@ -15,4 +15,10 @@
 // with isError set, which the calling subagent's model sees; none is a Go error
 // and none crashes anything. Results over the size cap are truncated with a
 // note. Each tools/call carries the caller's run_id and traceparent in _meta.
+//
+// Server.Subscribe subscribes to a resource for reactive mode (subscribe.go):
+// on every session, the first and each reconnect, resources/subscribe is
+// followed at once by resources/read, so a change made while agentd was down
+// or disconnected reaches the subscriber as the current content; each
+// notifications/resources/updated is followed by a read too.
 package mcp

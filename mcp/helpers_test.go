@@ -102,7 +102,14 @@ type testServer struct {
 	slowIn    int // slow calls started
 	slowEnded int // slow calls whose context ended before they finished
 	srv       *httptest.Server
+	sdkSrv    *sdk.Server
+	value     string   // the content of testResource
+	subscribes []string // resources/subscribe requests received, by uri
 }
+
+// testResource is the test server's one subscribable resource; its content
+// is the value setValue last set.
+const testResource = "test://value"
 
 // testTools are the tools the test server lists, in order.
 var testTools = []string{"echo", "fail", "big", "image", "slow", "whoami", "noargs"}
@@ -155,7 +162,22 @@ func textResult(s string) *sdk.CallToolResult {
 
 func (ts *testServer) mcpServer() *sdk.Server {
 	// PageSize 2: listing the 7 tools takes 4 pages.
-	s := sdk.NewServer(&sdk.Implementation{Name: "agentd-test", Version: "1"}, &sdk.ServerOptions{PageSize: 2})
+	s := sdk.NewServer(&sdk.Implementation{Name: "agentd-test", Version: "1"}, &sdk.ServerOptions{
+		PageSize: 2,
+		SubscribeHandler: func(_ context.Context, req *sdk.SubscribeRequest) error {
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			ts.subscribes = append(ts.subscribes, req.Params.URI)
+			return nil
+		},
+		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
+	})
+	s.AddResource(&sdk.Resource{Name: "value", URI: testResource, MIMEType: "text/plain"},
+		func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: ts.value}}}, nil
+		})
 	s.AddTool(&sdk.Tool{Name: "echo", Description: "Echoes a message back.", InputSchema: object(`"message":{"type":"string"}`)},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			ts.record(req)
@@ -232,7 +254,26 @@ func (ts *testServer) startOn(ln net.Listener) {
 	hs.Start()
 	ts.mu.Lock()
 	ts.srv = hs
+	ts.sdkSrv = srv
 	ts.mu.Unlock()
+}
+
+// setValue changes testResource's content and, with notify, tells the
+// subscribed sessions.
+func (ts *testServer) setValue(v string, notify bool) {
+	ts.mu.Lock()
+	ts.value = v
+	srv := ts.sdkSrv
+	ts.mu.Unlock()
+	if notify && srv != nil {
+		_ = srv.ResourceUpdated(context.Background(), &sdk.ResourceUpdatedNotificationParams{URI: testResource})
+	}
+}
+
+func (ts *testServer) subscribed() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return len(ts.subscribes)
 }
 
 // stop shuts the server down, dropping every connection and session.

@@ -118,6 +118,10 @@ type Server struct {
 	lastErr error
 	everUp  bool
 	tried   bool // a connect attempt has finished, for better or worse
+
+	subKick chan struct{}            // wakes the subscription worker (subscribe.go)
+	subsMu  sync.Mutex               // guards subs and every subscription's fields
+	subs    map[string]*subscription // by resource uri
 }
 
 var (
@@ -134,6 +138,8 @@ func newServer(cfg ServerConfig, opts *Options) *Server {
 		relist:  make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		lastErr: errNotConnected,
+		subKick: make(chan struct{}, 1),
+		subs:    make(map[string]*subscription),
 	}
 	s.http = httpClient(opts.HTTPClient, cfg.Token)
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "agentd", Version: opts.Version}, &sdk.ClientOptions{
@@ -143,6 +149,11 @@ func newServer(cfg ServerConfig, opts *Options) *Server {
 			select {
 			case s.relist <- struct{}{}:
 			default:
+			}
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			if req.Params != nil {
+				s.resourceUpdated(req.Params.URI)
 			}
 		},
 	})
@@ -416,11 +427,20 @@ func (s *Server) setToolsLocked(tools []*sdk.Tool) {
 	}
 }
 
-// state is a snapshot for waiters.
-func (s *Server) state() (*sdk.ClientSession, uint64, <-chan struct{}, error, bool) {
+// serverState is a snapshot of a Server's session, for waiters.
+type serverState struct {
+	cs      *sdk.ClientSession // the session, nil while disconnected
+	gen     uint64             // its generation
+	changed <-chan struct{}    // closed at the next change of cs
+	lastErr error              // why the last connect or session failed
+	everUp  bool               // a session was up at least once
+}
+
+// state returns a snapshot of the session.
+func (s *Server) state() serverState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cs, s.gen, s.changed, s.lastErr, s.everUp
+	return serverState{cs: s.cs, gen: s.gen, changed: s.changed, lastErr: s.lastErr, everUp: s.everUp}
 }
 
 // session returns a session of a generation after `after`, waiting until
@@ -428,24 +448,23 @@ func (s *Server) state() (*sdk.ClientSession, uint64, <-chan struct{}, error, bo
 func (s *Server) session(ctx context.Context, after uint64, deadline time.Time, log *slog.Logger) (*sdk.ClientSession, uint64, error) {
 	var t *time.Timer
 	for {
-		cs, gen, changed, lastErr, _ := s.state()
-		if cs != nil && gen > after {
-			return cs, gen, nil
+		st := s.state()
+		if st.cs != nil && st.gen > after {
+			return st.cs, st.gen, nil
 		}
 		if t == nil {
 			wait := time.Until(deadline)
 			if wait <= 0 {
-				return nil, 0, fmt.Errorf("not connected: %v", lastErr)
+				return nil, 0, fmt.Errorf("not connected: %v", st.lastErr)
 			}
 			log.Info("mcp call waiting for the session", "wait", wait.String())
 			t = time.NewTimer(wait)
 			defer t.Stop()
 		}
 		select {
-		case <-changed:
+		case <-st.changed:
 		case <-t.C:
-			_, _, _, lastErr, _ = s.state()
-			return nil, 0, fmt.Errorf("not connected within %s: %v", s.opts.CallWait, lastErr)
+			return nil, 0, fmt.Errorf("not connected within %s: %v", s.opts.CallWait, s.state().lastErr)
 		case <-ctx.Done():
 			return nil, 0, context.Cause(ctx)
 		}

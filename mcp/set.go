@@ -46,10 +46,14 @@ func (s *Set) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	for _, srv := range s.servers {
-		s.wg.Add(1)
+		s.wg.Add(2)
 		go func() {
 			defer s.wg.Done()
 			srv.run(ctx)
+		}()
+		go func() {
+			defer s.wg.Done()
+			srv.subscriptions(ctx)
 		}()
 	}
 }
@@ -107,8 +111,8 @@ func (s *Set) WaitRequired(ctx context.Context) error {
 	}
 	down := make(map[string]error)
 	for _, srv := range s.servers {
-		if cs, _, _, lastErr, _ := srv.state(); cs == nil && !srv.cfg.Optional {
-			down[srv.cfg.Name] = lastErr
+		if st := srv.state(); st.cs == nil && !srv.cfg.Optional {
+			down[srv.cfg.Name] = st.lastErr
 		}
 	}
 	if len(down) > 0 {
@@ -122,7 +126,7 @@ func (s *Set) WaitRequired(ctx context.Context) error {
 // unready: its calls fail as tool errors while it reconnects.
 func (s *Set) Ready() bool {
 	for _, srv := range s.servers {
-		if _, _, _, _, everUp := srv.state(); !everUp && !srv.cfg.Optional {
+		if !srv.state().everUp && !srv.cfg.Optional {
 			return false
 		}
 	}
@@ -135,8 +139,7 @@ func (s *Set) Ready() bool {
 // listed contributes nothing and reports nothing missing.
 func (s *Set) Grant(subset map[string][]string) (grant, missing []api.ToolRef) {
 	for _, srv := range s.servers {
-		_, _, _, _, everUp := srv.state()
-		if !everUp {
+		if !srv.state().everUp {
 			continue
 		}
 		listed := srv.Tools()

@@ -111,8 +111,9 @@ func (c GovernorConfig) withDefaults() GovernorConfig {
 type Governor struct {
 	cfg GovernorConfig
 
-	mu   sync.Mutex // guards keys
-	keys map[string]*restartState
+	mu     sync.Mutex // guards keys, closed
+	keys   map[string]*restartState
+	closed map[string]chan struct{} // closed and forgotten by the next Close of the key
 }
 
 type restartState struct {
@@ -132,7 +133,7 @@ type failureAt struct {
 
 // NewGovernor returns a governor with cfg's schedule.
 func NewGovernor(cfg GovernorConfig) *Governor {
-	return &Governor{cfg: cfg.withDefaults(), keys: make(map[string]*restartState)}
+	return &Governor{cfg: cfg.withDefaults(), keys: make(map[string]*restartState), closed: make(map[string]chan struct{})}
 }
 
 // Decision is what the governor says after an outcome.
@@ -261,6 +262,10 @@ func (g *Governor) Breakers() []BreakerState {
 func (g *Governor) Close(key string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if ch, ok := g.closed[key]; ok {
+		close(ch)
+		delete(g.closed, key)
+	}
 	st, ok := g.keys[key]
 	if !ok {
 		return false
@@ -271,6 +276,20 @@ func (g *Governor) Close(key string) bool {
 		g.cfg.Logger.Info("restart breaker closed", "key", key)
 	}
 	return true
+}
+
+// Closed returns a channel that is closed at the next Close of key: a
+// component whose breaker is open waits on it (and on its own context) instead
+// of polling.
+func (g *Governor) Closed(key string) <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ch, ok := g.closed[key]
+	if !ok {
+		ch = make(chan struct{})
+		g.closed[key] = ch
+	}
+	return ch
 }
 
 // Forget drops key's state, for a child that is retired for good.

@@ -206,3 +206,39 @@ func TestBreakerOperatorAPI(t *testing.T) {
 		}
 	})
 }
+
+// Closed wakes a waiter at the next Close of its key, and only of its key.
+func TestGovernorClosedWakesWaiter(t *testing.T) {
+	g := NewGovernor(GovernorConfig{Window: time.Hour, MaxFailures: 1})
+	for i := 0; i < 2; i++ {
+		g.Record("k", OutcomeFailure)
+	}
+	if _, err := g.Allow("k"); !errors.Is(err, ErrBreakerOpen) {
+		t.Fatalf("Allow = %v, want the breaker open", err)
+	}
+	woke := g.Closed("k")
+	other := g.Closed("other")
+	g.Close("other")
+	select {
+	case <-woke:
+		t.Fatal("closing another key woke the waiter")
+	default:
+	}
+	select {
+	case <-other:
+	default:
+		t.Fatal("the other key's waiter was not woken")
+	}
+	g.Close("k")
+	select {
+	case <-woke:
+	default:
+		t.Fatal("Close did not wake the waiter")
+	}
+	if _, err := g.Allow("k"); err != nil {
+		t.Fatalf("after Close: Allow = %v", err)
+	}
+	if g.Closed("k") == woke {
+		t.Fatal("a closed channel was handed out again")
+	}
+}
