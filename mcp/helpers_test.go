@@ -97,13 +97,13 @@ type testServer struct {
 	token     string // if set, requests need "Authorization: Bearer token"
 	stateless bool
 
-	mu        sync.Mutex
-	calls     []call
-	slowIn    int // slow calls started
-	slowEnded int // slow calls whose context ended before they finished
-	srv       *httptest.Server
-	sdkSrv    *sdk.Server
-	value     string   // the content of testResource
+	mu         sync.Mutex
+	calls      []call
+	slowIn     int // slow calls started
+	slowEnded  int // slow calls whose context ended before they finished
+	srv        *httptest.Server
+	sdkSrv     *sdk.Server
+	value      string   // the content of testResource
 	subscribes []string // resources/subscribe requests received, by uri
 }
 

@@ -73,7 +73,9 @@ type Reactive struct {
 }
 
 // SeedLabel is the label of the seed slice a reactive run gets.
-func SeedLabel(sub Subscription) string { return "resource " + sub.URI + " (MCP server " + sub.Server + ")" }
+func SeedLabel(sub Subscription) string {
+	return "resource " + sub.URI + " (MCP server " + sub.Server + ")"
+}
 
 // Run subscribes and runs until ctx ends (every running run cancelled and
 // waited for) or, with StopOnBreaker, until a subscription's breaker opens.

@@ -87,12 +87,12 @@ func (s *session) drop(ev Event, why string) {
 func (s *session) serve(ctx context.Context) error {
 	log := s.o.Logger
 	var (
-		pending *Event
-		cur     *startedRun
-		backoff <-chan struct{} // closed when the governor's backoff has passed
-		broken  <-chan struct{} // the breaker is open; closed when an operator closes it
+		pending     *Event
+		cur         *startedRun
+		backoff     <-chan struct{} // closed when the governor's backoff has passed
+		broken      <-chan struct{} // the breaker is open; closed when an operator closes it
 		stopBackoff = func() {}
-		seq     int
+		seq         int
 	)
 	defer func() { stopBackoff() }()
 	for {

@@ -92,7 +92,7 @@ func (r *fakeRun) Result() api.SubagentResult {
 	return api.SubagentResult{Status: r.o.status, Distillate: api.InlineText("x")}
 }
 func (r *fakeRun) Outcome() supervisor.Outcome { <-r.done; return r.o.out }
-func (r *fakeRun) Cancel(string)              { r.once.Do(func() { close(r.cancel) }) }
+func (r *fakeRun) Cancel(string)               { r.once.Do(func() { close(r.cancel) }) }
 
 // governor is the seeds' schedule without jitter.
 func governor() *supervisor.Governor {
@@ -362,7 +362,7 @@ func TestScheduleMissedTickRunsOnceAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := &fakeRunner{plan: []outcome{clean}}
-		runSchedule(t, &Schedule{Options: opts(r, governor()), Spec: "@every 10m", StateFile: state}, 10*time.Minute+time.Second)
+		runSchedule(t, &Schedule{Options: opts(r, governor()), Spec: "@every 10m", StateFile: state}, 10*time.Minute+2*time.Second)
 		runs := r.started()
 		if len(runs) != 2 {
 			t.Fatalf("%d runs, want the missed tick once and then the next tick", len(runs))
