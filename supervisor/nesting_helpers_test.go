@@ -45,15 +45,16 @@ type progCall struct {
 // progReport is what a prog child answers by default: its minted identity and
 // grant as it received them, and every tool result it got.
 type progReport struct {
-	AgentID   string        `json:"agent_id"`
-	AgentPath string        `json:"agent_path"`
-	Depth     int           `json:"depth"`
-	Scope     []api.ToolRef `json:"scope"`
-	Tags      api.ToolTags  `json:"tags"`
-	Tools     []string      `json:"tools"`
-	Limits    api.Limits    `json:"limits"`
-	Telemetry api.Telemetry `json:"telemetry"`
-	Results   []progResult  `json:"results"`
+	AgentID   string          `json:"agent_id"`
+	AgentPath string          `json:"agent_path"`
+	Depth     int             `json:"depth"`
+	Scope     []api.ToolRef   `json:"scope"`
+	Tags      api.ToolTags    `json:"tags"`
+	Tools     []string        `json:"tools"`
+	Limits    api.Limits      `json:"limits"`
+	Telemetry api.Telemetry   `json:"telemetry"`
+	Seed      []api.SeedSlice `json:"seed,omitempty"`
+	Results   []progResult    `json:"results"`
 }
 
 type progResult struct {
@@ -172,7 +173,7 @@ func helperProg() int {
 	}
 	pc := &progClient{c: c, waiting: map[uint64]chan api.ToolResult{}, cancel: make(chan struct{})}
 	go pc.read()
-	rep := progReport{AgentID: p.AgentID, AgentPath: p.AgentPath, Depth: p.Depth, Scope: p.Scope.Allow, Tags: p.Scope.Tags, Limits: p.Limits, Telemetry: p.Telemetry, Results: []progResult{}}
+	rep := progReport{AgentID: p.AgentID, AgentPath: p.AgentPath, Depth: p.Depth, Scope: p.Scope.Allow, Tags: p.Scope.Tags, Limits: p.Limits, Telemetry: p.Telemetry, Seed: p.Seed.Slices, Results: []progResult{}}
 	for _, t := range p.Tools {
 		rep.Tools = append(rep.Tools, t.Name)
 	}

@@ -91,7 +91,7 @@ func (n *node) info() NodeInfo {
 		in.ParentHandle = n.parent.handle
 	}
 	switch {
-	case n.nest.remote && !n.killing:
+	case (n.nest.remote || n.nest.workflow != nil) && !n.killing:
 		in.State = StateRunning
 	case n.proc == nil || !n.proc.spawned.Load():
 		in.State = StateStarting
@@ -180,6 +180,8 @@ func (s *Supervisor) run(n *node) {
 		exit = exitString(p)
 	case n.nest.remote:
 		exit = "remote: " + n.nest.provider // no process of ours
+	case n.nest.workflow != nil:
+		exit = "workflow: no process"
 	default:
 		exit = "never started"
 	}
@@ -209,6 +211,9 @@ func (s *Supervisor) run(n *node) {
 func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 	if n.nest.remote {
 		return s.superviseRemote(n, log)
+	}
+	if n.nest.workflow != nil {
+		return s.superviseWorkflow(n, log)
 	}
 	// A warm child from the pool is already past ctrl/ready; it gets the
 	// node's logger and, below, its payload.

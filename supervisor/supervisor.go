@@ -261,6 +261,11 @@ type StartRequest struct {
 	// MeshMaxDepth-MeshDepth levels below its root (none when that is not
 	// positive), and never past the max_depth cap.
 	MeshDepth, MeshMaxDepth int
+	// Workflow, if set, makes the root a workflow root: no process, the
+	// supervisor runs these steps as its children through the spawn
+	// chokepoint (workflow.go), against the payload's grant. Its steps must
+	// have been checked (package workflow).
+	Workflow []WorkflowStep
 }
 
 // Run is a handle on a started subagent. It is safe for concurrent use.
@@ -303,6 +308,9 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	n := newNode(handle, nil, p)
 	n.span = span
 	t := newTree(n)
+	if len(req.Workflow) > 0 {
+		n.nest.workflow, n.nest.provider = req.Workflow, WorkflowProvider
+	}
 	if req.MeshMaxDepth > 0 {
 		t.depthCap = max(req.MeshMaxDepth-req.MeshDepth, 0)
 	}

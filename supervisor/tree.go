@@ -41,6 +41,7 @@ type nest struct {
 	disposition api.Disposition // how its parent waits for it; empty for a root
 	provider    string          // "local", or the non-local provider a remote child runs on
 	remote      bool            // runs through Config.Delegator, not as a child process
+	workflow    []WorkflowStep  // a workflow root: the supervisor runs these steps (workflow.go), no process
 
 	inflight int // unfinished async children, counted against max_inflight
 }
