@@ -94,6 +94,7 @@ fuzz:
 	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseServer -fuzztime $(FUZZTIME)
 	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseTags -fuzztime $(FUZZTIME)
 	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseToolList -fuzztime $(FUZZTIME)
+	$(GO) test ./workflow -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
 # test-spire: a real SPIRE server and agent on 127.0.0.1 issue the SVIDs of two
 # agentd services that call each other over mTLS. spire-server and spire-agent
