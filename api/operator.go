@@ -13,10 +13,13 @@ const (
 	OpCancel   = "a2a.Cancel"   // params CancelParams, result CancelResult
 	OpTree     = "a2a.Tree"     // no params, result TreeResult
 	OpCaps     = "a2a.Caps"     // params CapsParams, result CapsResult
+	// OpCloseBreaker closes a restart breaker: params CloseBreakerParams,
+	// result CloseBreakerResult.
+	OpCloseBreaker = "a2a.CloseBreaker"
 )
 
 // OperatorMethods lists the operator methods in a stable order.
-var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps}
+var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker}
 
 // DrainParams asks the service to drain, as the first SIGTERM does. DeadlineMS,
 // when set, is the drain budget in milliseconds instead of --drain-timeout; it
@@ -82,6 +85,41 @@ type TreeResult struct {
 	Paused   bool       `json:"paused"`
 	Draining bool       `json:"draining"`
 	Nodes    []TreeNode `json:"nodes"`
+	// Breakers are the restart governor's breakers, one per key that has had
+	// a run end: the warm pool's ("warm-pool") and each session-backing
+	// trigger's ("trigger:loop", "trigger:schedule",
+	// "trigger:reactive:SERVER=URI"). a2a.CloseBreaker closes one.
+	Breakers []Breaker `json:"breakers"`
+}
+
+// Breaker is one restart breaker's state.
+type Breaker struct {
+	Key string `json:"key"`
+	// Open: no restart until an operator closes it.
+	Open     bool       `json:"open"`
+	OpenedAt *time.Time `json:"opened_at,omitempty"`
+	// Failures are the weighted failures inside the governor's window (a
+	// crash before ctrl/ready weighs 3); the breaker opens past 5.
+	Failures int `json:"failures"`
+	// Consecutive counts the failures since the last clean end; the backoff
+	// doubles with each.
+	Consecutive int       `json:"consecutive"`
+	NextStart   time.Time `json:"next_start"`
+	LastOutcome string    `json:"last_outcome"` // clean, failure or crash_before_ready
+	LastAt      time.Time `json:"last_at"`
+}
+
+// CloseBreakerParams names the breaker to close (a Breaker's key).
+type CloseBreakerParams struct {
+	Key string `json:"key"`
+}
+
+// CloseBreakerResult reports a close: whether the key was known, and whether
+// its breaker had been open.
+type CloseBreakerResult struct {
+	Key     string `json:"key"`
+	Known   bool   `json:"known"`
+	WasOpen bool   `json:"was_open"`
 }
 
 // Tree node statuses beyond the supervisor's starting, running and stopping.

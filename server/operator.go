@@ -30,7 +30,27 @@ func (o *Operator) Methods() map[string]Method {
 		api.OpCancel:   o.cancel,
 		api.OpTree:     o.tree,
 		api.OpCaps:     o.caps,
+
+		api.OpCloseBreaker: o.closeBreaker,
 	}
+}
+
+func (o *Operator) closeBreaker(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p api.CloseBreakerParams
+	if err := decodeOptional(raw, &p); err != nil {
+		return nil, err
+	}
+	if p.Key == "" {
+		return nil, invalidParams(errors.New("key is required: a breaker's key from a2a.Tree"))
+	}
+	wasOpen := false
+	for _, b := range o.Sup.Breakers() {
+		if b.Key == p.Key {
+			wasOpen = b.Open
+		}
+	}
+	known := o.Sup.CloseBreaker(p.Key)
+	return api.CloseBreakerResult{Key: p.Key, Known: known, WasOpen: wasOpen}, nil
 }
 
 // decodeOptional decodes params that may be absent (or null) into v, strictly:
@@ -223,6 +243,16 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 		}
 	}
 	walk("")
+	res.Breakers = []api.Breaker{}
+	for _, b := range sup.Breakers() {
+		ab := api.Breaker{Key: b.Key, Open: b.Open, Failures: b.Failures, Consecutive: b.Consecutive,
+			NextStart: b.NextStart.UTC(), LastOutcome: b.LastOutcome, LastAt: b.LastAt.UTC()}
+		if b.Open {
+			at := b.OpenedAt.UTC()
+			ab.OpenedAt = &at
+		}
+		res.Breakers = append(res.Breakers, ab)
+	}
 	return res
 }
 

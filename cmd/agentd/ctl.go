@@ -105,6 +105,14 @@ var ctlMethods = map[string]ctlMethod{
 		},
 		result: func() any { return &api.CapsResult{} },
 	},
+	api.OpCloseBreaker: {
+		summary: "close a restart breaker (--key, as a2a.Tree lists them), so its session or the warm pool starts again",
+		flags: func(f *flags) func(map[string]bool) map[string]any {
+			key := f.String("key", "", "the breaker's key (required), such as trigger:loop or warm-pool")
+			return func(map[string]bool) map[string]any { return map[string]any{"key": *key} }
+		},
+		result: func() any { return &api.CloseBreakerResult{} },
+	},
 }
 
 func noCtlFlags(*flags) func(map[string]bool) map[string]any {
