@@ -169,7 +169,25 @@ func TestRunValidate(t *testing.T) {
 	parse := func() (*runConfig, error) { return parseRun([]string{"--instruction", "x"}, io.Discard) }
 	checkValidate(t, parse, (*runConfig).Validate, []validateCase[runConfig]{
 		{"--instruction", func(c *runConfig) { c.Instruction = "" }},
-		{"--mode", func(c *runConfig) { c.Mode = "reactive" }},
+		{"--mode", func(c *runConfig) { c.Modes.Mode = "forever" }},
+		{"--mode schedule needs --schedule", func(c *runConfig) { c.Modes.Mode = "schedule" }},
+		{`--schedule "61 * * * *"`, func(c *runConfig) { c.Modes.Mode, c.Modes.Schedule = "schedule", "61 * * * *" }},
+		{"--schedule is a setting of --mode schedule, and the mode is once", func(c *runConfig) { c.Modes.Schedule = "@hourly" }},
+		{"--interval is a setting of --mode loop, and the mode is schedule", func(c *runConfig) {
+			c.Modes.Mode, c.Modes.Schedule, c.Modes.Interval = "schedule", "@hourly", time.Second
+		}},
+		{"--overlap is a setting of --mode schedule or --mode reactive", func(c *runConfig) { c.Modes.Overlap = "skip" }},
+		{"--overlap: unknown overlap policy", func(c *runConfig) { c.Modes.Mode, c.Modes.Schedule, c.Modes.Overlap = "schedule", "@hourly", "sometimes" }},
+		{"--stop-on: unknown status", func(c *runConfig) { c.Modes.Mode, c.Modes.StopOn = "loop", []string{"done"} }},
+		{"--max-runs must not be negative", func(c *runConfig) { c.Modes.Mode, c.Modes.MaxRuns = "loop", -1 }},
+		{"--mode reactive needs --subscribe", func(c *runConfig) { c.Modes.Mode = "reactive" }},
+		{`--subscribe nope=demo://x: no MCP server "nope" is configured`, func(c *runConfig) {
+			c.Modes.Mode, c.Modes.Subscribe = "reactive", []string{"nope=demo://x"}
+		}},
+		{"--subscribe: ", func(c *runConfig) { c.Modes.Mode, c.Modes.Subscribe = "reactive", []string{"no-uri"} }},
+		{"--mode workflow needs --workflow", func(c *runConfig) { c.Modes.Mode = "workflow" }},
+		{"--workflow is a setting of --mode workflow", func(c *runConfig) { c.Modes.Workflow = "wf.json" }},
+		{"--debounce is a setting of --mode reactive", func(c *runConfig) { c.Modes.Debounce = time.Second }},
 		{"--deadline", func(c *runConfig) { c.Core.Deadline = 0 }},
 	})
 }

@@ -10,25 +10,23 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/trigger"
 )
 
-// runConfig is `agentd run`: the shared settings and the one run.
+// runConfig is `agentd run`: the shared settings, the root and its mode.
 type runConfig struct {
 	Core        coreConfig
 	Instruction string
-	Mode        string
+	Modes       modeConfig
 	RunID       string
 }
 
-// modeOnce is the only run mode this build has.
-const modeOnce = "once"
-
 func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	c := &runConfig{}
-	f := newFlags("run", stderr, "One-shot: a supervisor and one root subagent. Prints the distillate and exits with\nthe code of the root's terminal status (see `agentd --help`).")
-	f.stringVar(&c.Instruction, "instruction", "AGENT_INSTRUCTION", "", "the objective of the run (required)")
-	f.stringVar(&c.Mode, "mode", "AGENT_MODE", modeOnce, "run mode; this build runs \"once\"")
-	f.stringVar(&c.RunID, "run-id", "AGENT_RUN_ID", "", "idempotency key of the run (default generated)")
+	f := newFlags("run", stderr, "A supervisor and its root subagent, in one of the modes below. Prints each run's distillate;\nonce and workflow exit with the code of the root's terminal status (see `agentd --help`), a loop\nwith its last run's; schedule and reactive run until a signal.\n\n"+modesHelp)
+	f.stringVar(&c.Instruction, "instruction", "AGENT_INSTRUCTION", "", "the objective of the run (required but in workflow mode)")
+	addModes(f, &c.Modes, string(trigger.ModeOnce))
+	f.stringVar(&c.RunID, "run-id", "AGENT_RUN_ID", "", "idempotency key of the run (default generated); a triggered run's is RUNID-SEQ-ATTEMPT")
 	addCore(f, &c.Core)
 	f.args = "[TEXT (instead of --instruction)]"
 	if err := f.parse(args); err != nil {
@@ -47,11 +45,11 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 // Validate checks every setting and names the bad one. It reads no file and
 // opens nothing.
 func (c *runConfig) Validate() error {
-	if c.Instruction == "" {
-		return errors.New("--instruction is required")
+	if err := c.Modes.Validate(mcpServerNames(&c.Core.MCP)); err != nil {
+		return err
 	}
-	if c.Mode != modeOnce {
-		return fmt.Errorf("--mode %q: this build runs only %q (loop, reactive, schedule and workflow are not implemented)", c.Mode, modeOnce)
+	if c.Instruction == "" && c.Modes.mode() != trigger.ModeWorkflow {
+		return errors.New("--instruction is required")
 	}
 	return c.Core.Validate()
 }
@@ -78,6 +76,9 @@ type oneShot struct {
 	closers        closers
 	req            supervisor.StartRequest
 	stdout, stderr io.Writer
+	// trigger, for loop, schedule and reactive, runs the standing trigger
+	// instead of one root.
+	trigger func(context.Context) (api.SubagentResult, error)
 }
 
 func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stderr io.Writer) (_ *oneShot, err error) {
@@ -98,40 +99,63 @@ func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stde
 	if err := o.tools.waitReady(ctx); err != nil {
 		return nil, err
 	}
-	o.req = supervisor.StartRequest{Payload: api.SpawnPayload{
-		Contract:     api.OutputContract{Objective: c.Instruction, OutputFormat: api.OutputFormat{Kind: api.FormatText}},
-		Scope:        o.tools.rootScope(),
-		Limits:       c.Core.limits(),
-		Telemetry:    api.Telemetry{RunID: c.RunID},
-		Intelligence: c.Core.intelligenceSpec(),
-	}}
+	root, err := buildRoot(c.Instruction, c.RunID, &c.Core, &c.Modes, o.tools)
+	if err != nil {
+		return nil, err
+	}
+	o.req = root.request(trigger.Event{})
+	if c.Modes.mode().SessionBacking() {
+		o.trigger = c.Modes.triggerFor(trigger.Options{
+			Runner:        supRunner{sup: o.sup, root: root, log: log},
+			Governor:      o.sup.Governor(),
+			Logger:        log,
+			StopOnBreaker: true, // no operator can close it in a run
+			Ended:         o.printEnded,
+		}, o.tools, c.Core.MCP.MaxResult)
+	}
 	return o, nil
 }
 
-// Run starts the root and, once its tree has ended, prints the distillate
-// and exits with the code of the root's status. The first signal (ctx) drains
-// instead: a clean drain exits 0.
-func (o *oneShot) Run(ctx context.Context) error {
-	defer o.closers.close()
-	if ctx.Err() != nil {
-		return o.drain()
+// buildRoot is the root every run of a mode starts from: the instruction's
+// contract, or for a workflow the steps of its file (read and checked here,
+// bad ones exit 2) under a root named after it. The build's step: it reads
+// files and makes --state-dir.
+func buildRoot(instruction, runID string, core *coreConfig, m *modeConfig, tools *toolServers) (rootRequest, error) {
+	root := rootRequest{tools: tools, payload: api.SpawnPayload{
+		Contract:     api.OutputContract{Objective: instruction, OutputFormat: api.OutputFormat{Kind: api.FormatText}},
+		Limits:       core.limits(),
+		Telemetry:    api.Telemetry{RunID: runID},
+		Intelligence: core.intelligenceSpec(),
+	}}
+	switch m.mode() {
+	case trigger.ModeWorkflow:
+		steps, err := loadWorkflow(m.Workflow, core.Caps)
+		if err != nil {
+			return root, err
+		}
+		root.workflow = steps
+		if instruction == "" {
+			root.payload.Contract.Objective = "the workflow " + m.Workflow
+		}
+	case trigger.ModeSchedule:
+		if err := ensureStateDir(m.StateDir); err != nil {
+			return root, err
+		}
 	}
-	// The span of the root outlives a cancelled ctx: the drain ends the run.
-	run, err := o.sup.Start(context.WithoutCancel(ctx), o.req)
-	if err != nil {
-		return err
-	}
-	select {
-	case <-run.TreeDone():
-		// The root has ended, and so has every subagent of its tree: children
-		// it left running were stopped, detached ones ran to their end.
-	case <-ctx.Done():
-		return o.drain()
-	}
-	res := run.Result()
+	return root, nil
+}
+
+// printEnded prints a triggered run's distillate as it ends, and its status
+// when it did not complete.
+func (o *oneShot) printEnded(ev trigger.Event, res api.SubagentResult) {
+	o.print(res)
+}
+
+// print writes a result: the distillate on stdout (a stored one in full: no
+// server outlives the run), the status on stderr unless completed.
+func (o *oneShot) print(res api.SubagentResult) {
 	out := res.Distillate.Text()
 	if ref := res.Distillate.Reference; ref != nil {
-		// No server outlives a one-shot run: print the whole stored result.
 		if id, ok := api.ParseBlobURI(ref.URI); ok {
 			if b, ok := o.sup.Blob(id); ok {
 				out = string(b.Content)
@@ -146,6 +170,58 @@ func (o *oneShot) Run(ctx context.Context) error {
 		}
 		fmt.Fprintln(o.stderr)
 	}
+}
+
+// runTrigger runs the standing trigger until its stop rule, its breaker or
+// the first signal. A loop exits with its last run's code; a breaker that
+// opened with its last run's (at least 1); a signal drains (0 when clean).
+func (o *oneShot) runTrigger(ctx context.Context) error {
+	res, err := o.trigger(ctx)
+	if ctx.Err() != nil {
+		return o.drain()
+	}
+	switch {
+	case errors.Is(err, trigger.ErrBreakerOpen):
+		fmt.Fprintln(o.stderr, "agentd: the restart breaker opened: the session failed")
+		code := api.ExitCode(res)
+		if code == 0 {
+			code = api.ExitFailure
+		}
+		return exitWith(code)
+	case err != nil:
+		return err
+	}
+	if code := api.ExitCode(res); code != 0 {
+		return exitWith(code)
+	}
+	return nil
+}
+
+// Run starts the root and, once its tree has ended, prints the distillate
+// and exits with the code of the root's status. The first signal (ctx) drains
+// instead: a clean drain exits 0.
+func (o *oneShot) Run(ctx context.Context) error {
+	defer o.closers.close()
+	if ctx.Err() != nil {
+		return o.drain()
+	}
+	if o.trigger != nil {
+		return o.runTrigger(ctx)
+	}
+	// The span of the root outlives a cancelled ctx: the drain ends the run.
+	run, err := o.sup.Start(context.WithoutCancel(ctx), o.req)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-run.TreeDone():
+		// The root has ended, and so has every subagent of its tree: children
+		// it left running were stopped, detached ones ran to their end.
+	case <-ctx.Done():
+		return o.drain()
+	}
+	res := run.Result()
+	o.print(res)
 	if code := api.ExitCode(res); code != 0 {
 		return exitWith(code)
 	}
