@@ -177,7 +177,9 @@ func TestRunValidate(t *testing.T) {
 			c.Modes.Mode, c.Modes.Schedule, c.Modes.Interval = "schedule", "@hourly", time.Second
 		}},
 		{"--overlap is a setting of --mode schedule or --mode reactive", func(c *runConfig) { c.Modes.Overlap = "skip" }},
-		{"--overlap: unknown overlap policy", func(c *runConfig) { c.Modes.Mode, c.Modes.Schedule, c.Modes.Overlap = "schedule", "@hourly", "sometimes" }},
+		{"--overlap: unknown overlap policy", func(c *runConfig) {
+			c.Modes.Mode, c.Modes.Schedule, c.Modes.Overlap = "schedule", "@hourly", "sometimes"
+		}},
 		{"--stop-on: unknown status", func(c *runConfig) { c.Modes.Mode, c.Modes.StopOn = "loop", []string{"done"} }},
 		{"--max-runs must not be negative", func(c *runConfig) { c.Modes.Mode, c.Modes.MaxRuns = "loop", -1 }},
 		{"--mode reactive needs --subscribe", func(c *runConfig) { c.Modes.Mode = "reactive" }},
