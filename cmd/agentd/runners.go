@@ -93,14 +93,18 @@ func (t *taskRunner) Start(ctx context.Context, ev trigger.Event) (trigger.Run, 
 	req.Handle = string(id)
 	info := &a2a.Task{ID: id, ContextID: a2a.NewContextID()}
 	meta := ev.Metadata()
-	objective := req.Payload.Contract.Objective
+	// The task's message is what the root was given: its objective, then
+	// the trigger's seed slices (a reactive run's resource content).
+	parts := a2a.ContentParts{a2a.TextPart{Text: req.Payload.Contract.Objective}}
+	for _, sl := range ev.Seed {
+		parts = append(parts, a2a.TextPart{Text: sl.Label + ":\n" + sl.Content.Text})
+	}
 	task := &a2a.Task{
 		ID:        id,
 		ContextID: info.ContextID,
 		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted},
-		History: []*a2a.Message{{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: id, ContextID: info.ContextID,
-			Parts: a2a.ContentParts{a2a.TextPart{Text: objective}}}},
-		Metadata: meta,
+		History:   []*a2a.Message{{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: id, ContextID: info.ContextID, Parts: parts}},
+		Metadata:  meta,
 	}
 	if err := t.engine.OpenTask(ctx, task, id); err != nil {
 		return nil, fmt.Errorf("open the task: %w", err)

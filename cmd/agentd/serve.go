@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"time"
+
+	"github.com/agentd/agentd/trigger"
 )
 
 // maxWarmPool bounds --warm-pool: the pool is a latency cache, not capacity.
@@ -23,14 +26,20 @@ type serveConfig struct {
 	TaskCapacity  int
 	TaskRetention time.Duration
 	WarmPool      int
-	Mesh          meshConfig
+	// Instruction and Modes are the service's standing trigger: with a
+	// mode, the service also runs its own root (each run an A2A task).
+	Instruction string
+	Modes       modeConfig
+	Mesh        meshConfig
 	Identity      identityConfig
 	Observe       observeConfig
 }
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	c := &serveConfig{}
-	f := newFlags("serve", stderr, "Runs the A2A mesh service: a supervisor plus the A2A JSON-RPC endpoint.\nPlain http is allowed only on a loopback --listen address.")
+	f := newFlags("serve", stderr, "Runs the A2A mesh service: a supervisor plus the A2A JSON-RPC endpoint.\nPlain http is allowed only on a loopback --listen address. With --mode, the service also\nruns --instruction as a standing trigger: each run is an A2A task (tasks/get, ListTasks and\na2a.Tree show it; its metadata holds the trigger under agentd/trigger*), owned by the service,\nso operators see it. once and workflow run one task at start. A session's restart breaker is\nin a2a.Tree and a2a.CloseBreaker closes it.\n\n"+modesHelp)
+	f.stringVar(&c.Instruction, "instruction", "AGENT_INSTRUCTION", "", "with --mode: the objective of the service's own root (not needed for workflow)")
+	addModes(f, &c.Modes, "")
 	f.stringVar(&c.Listen, "listen", "AGENT_LISTEN", "127.0.0.1:8080", "address to listen on (host:port)")
 	f.stringVar(&c.PublicURL, "public-url", "AGENT_PUBLIC_URL", "", "the URL peers reach this service at, for the agent card (default derived from --listen)")
 	f.intVar(&c.TaskCapacity, "task-capacity", "AGENT_TASK_CAPACITY", 10000, "tasks the store holds; finished ones are evicted oldest first")
@@ -54,6 +63,15 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 func (c *serveConfig) Validate() error {
 	if err := c.Core.Validate(); err != nil {
 		return err
+	}
+	if err := c.Modes.Validate(mcpServerNames(&c.Core.MCP)); err != nil {
+		return err
+	}
+	switch m := c.Modes.mode(); {
+	case m == "" && c.Instruction != "":
+		return errors.New("--instruction is for a service with --mode (a standing trigger)")
+	case m != "" && m != trigger.ModeWorkflow && c.Instruction == "":
+		return fmt.Errorf("--mode %s needs --instruction", m)
 	}
 	if c.TaskCapacity <= 0 {
 		return fmt.Errorf("--task-capacity must be positive (got %d)", c.TaskCapacity)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tlsconfig"
+	"github.com/agentd/agentd/trigger"
 )
 
 // Log messages the e2e tests (and the bench harness) read.
@@ -54,6 +55,9 @@ type service struct {
 	bg        context.Context
 	heartbeat time.Duration
 	serving   []any // the attributes of the "serving" line
+	// standing is the service's own root under its mode (nil without one):
+	// it starts with Run and stops first in the drain.
+	standing func(context.Context) (api.SubagentResult, error)
 }
 
 func buildService(ctx context.Context, c *serveConfig, log *slog.Logger) (_ *service, err error) {
@@ -157,7 +161,47 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger) (_ *ser
 		return nil, err
 	}
 	s.serving = []any{"listen", ln.Addr().String(), "url", cardURL, "intelligence", c.Core.Intelligence, "identity", id.mode, "instance", instance, "peers", router.Providers()}
+	if err := s.openStanding(c, lineages, cardURL, instance); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// openStanding builds the service's standing trigger of --mode: its runner
+// makes each run an A2A task of the engine. once and workflow start one task;
+// loop, schedule and reactive run their trigger, whose breakers wait for an
+// operator (a2a.CloseBreaker).
+func (s *service) openStanding(c *serveConfig, lineages *delegate.Lineages, cardURL, instance string) error {
+	m := c.Modes.mode()
+	if m == "" {
+		return nil
+	}
+	root, err := buildRoot(c.Instruction, "", &c.Core, &c.Modes, s.tools)
+	if err != nil {
+		return err
+	}
+	sup := s.sup
+	runner := &taskRunner{engine: s.engine, sup: sup, root: root, publicURL: cardURL, instance: instance,
+		lineages: lineages, maxDepth: func() int { return sup.Caps().MaxDepth }, log: s.log}
+	s.serving = append(s.serving, "mode", string(m))
+	if m.SessionBacking() {
+		s.standing = c.Modes.triggerFor(trigger.Options{Runner: runner, Governor: sup.Governor(), Logger: s.log}, s.tools, c.Core.MCP.MaxResult)
+		return nil
+	}
+	s.standing = func(ctx context.Context) (api.SubagentResult, error) {
+		r, err := runner.Start(ctx, trigger.Event{Mode: m, Session: "trigger:" + string(m), Seq: 1, Attempt: 1})
+		if err != nil {
+			return api.SubagentResult{}, err
+		}
+		select {
+		case <-r.Done():
+		case <-ctx.Done():
+			r.Cancel("the service drains")
+			<-r.Done()
+		}
+		return r.Result(), nil
+	}
+	return nil
 }
 
 // openEngine builds the task engine: the A2A executor over the router, the
@@ -247,6 +291,19 @@ func (s *service) Run(ctx context.Context) error {
 	// tools listed when it starts.
 	go s.tools.watch(s.bg, s.log)
 	s.log.Info(msgServing, s.serving...)
+	standingCtx, stopStanding := context.WithCancel(s.bg)
+	defer stopStanding()
+	standingDone := make(chan struct{})
+	if s.standing != nil {
+		go func() {
+			defer close(standingDone)
+			if _, err := s.standing(standingCtx); err != nil && !errors.Is(err, context.Canceled) {
+				s.log.Error("the standing trigger stopped", "err", err)
+			}
+		}()
+	} else {
+		close(standingDone)
+	}
 
 	var err error
 	select {
@@ -257,9 +314,13 @@ func (s *service) Run(ctx context.Context) error {
 		s.log.Error("listener failed: draining", "err", err)
 		s.drainer.Start(0)
 	}
+	// The standing trigger stops first: it starts nothing more, and its
+	// running run goes down the kill ladder with every other tree.
+	stopStanding()
 	if derr := s.drain(); err == nil {
 		err = derr
 	}
+	<-standingDone
 	return err
 }
 
