@@ -160,7 +160,7 @@ func (s *MemoryStore) List(_ context.Context, q ListQuery) (ListPage, error) {
 	matched := make([]*a2a.Task, 0, min(len(s.tasks), 256))
 	for _, st := range s.tasks {
 		t := st.task
-		if st.owner != q.Owner ||
+		if (!q.AnyOwner && st.owner != q.Owner) ||
 			(q.ContextID != "" && t.ContextID != q.ContextID) ||
 			(q.State != "" && t.Status.State != q.State) ||
 			(!q.UpdatedAfter.IsZero() && !stamp(t).After(q.UpdatedAfter)) {

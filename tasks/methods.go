@@ -262,9 +262,9 @@ func (e *Engine) OnDeleteTaskPushConfig(ctx context.Context, params *a2a.DeleteT
 	return e.store.DeletePush(ctx, params.TaskID, params.ConfigID)
 }
 
-// ListTasks returns one page of the tasks the caller created, most recently
-// updated first (A2A 1.0 ListTasks; 0.3 has no such method). q.Owner is
-// ignored: the caller is the owner.
+// ListTasks returns one page of the tasks the caller created (every task for
+// an operator), most recently updated first (A2A 1.0 ListTasks; 0.3 has no
+// such method). q.Owner and q.AnyOwner are ignored: the caller decides them.
 func (e *Engine) ListTasks(ctx context.Context, q ListQuery) (ListPage, error) {
 	switch size := q.PageSize; {
 	case size == 0:
@@ -275,7 +275,9 @@ func (e *Engine) ListTasks(ctx context.Context, q ListQuery) (ListPage, error) {
 	if q.HistoryLength != nil && *q.HistoryLength < 0 {
 		return ListPage{}, fmt.Errorf("historyLength must not be negative: %w", a2a.ErrInvalidParams)
 	}
-	q.Owner = callerName(ctx)
+	// An operator, who may read every task, lists every task: the service's
+	// own (a standing trigger's runs, created by no caller) among them.
+	q.Owner, q.AnyOwner = callerName(ctx), isOperator(ctx)
 	return e.store.List(ctx, q)
 }
 

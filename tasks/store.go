@@ -71,6 +71,7 @@ type PushTarget struct {
 // zero value lists the caller's tasks, DefaultPageSize at a time.
 type ListQuery struct {
 	Owner        string        // only tasks this caller created ("" : tasks created without authentication)
+	AnyOwner     bool          // every caller's tasks: Owner is ignored (an operator's list)
 	ContextID    string        // only this context, when set
 	State        a2a.TaskState // only this state, when set
 	UpdatedAfter time.Time     // only tasks whose status changed after this, when set
