@@ -62,7 +62,18 @@
 // child that stopped reading cannot hold up its own supervision.
 //
 // The restart governor (governor.go) paces restarts of children kept alive on
-// purpose; a one-shot root never goes through it.
+// purpose: the warm pool's refills (key PoolKey) and the session-backing roots
+// of the loop, schedule and reactive triggers (package trigger, one key per
+// session); a one-shot or workflow root never goes through it. Breakers and
+// CloseBreaker expose it to operators (a2a.Tree, a2a.CloseBreaker), and
+// Governor.Closed wakes whoever waits on an open breaker.
+//
+// # Workflows
+//
+// A workflow root (StartRequest.Workflow, workflow.go) has no process: the
+// supervisor admits its steps as its children through the same chokepoint as
+// a subagent's subagent.spawn, so one tree, one set of caps and one budget
+// hold for the whole workflow.
 //
 // # PDEATHSIG
 //
