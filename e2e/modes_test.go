@@ -3,8 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"

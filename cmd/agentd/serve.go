@@ -31,8 +31,8 @@ type serveConfig struct {
 	Instruction string
 	Modes       modeConfig
 	Mesh        meshConfig
-	Identity      identityConfig
-	Observe       observeConfig
+	Identity    identityConfig
+	Observe     observeConfig
 }
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
