@@ -35,7 +35,7 @@ type command struct {
 // commands are the subcommands, by name.
 var commands = map[string]command{
 	"serve": {"serve [flags]                 run the service (default --listen 127.0.0.1:8080)", runServe},
-	"run":   {"run --instruction TEXT [flags] one-shot run; exit code from the root's status", runOnce},
+	"run":   {"run --instruction TEXT [flags] a root in a mode (once, loop, schedule, reactive, workflow); exit code from its status", runOnce},
 	"send":  {"send --to URL [--stream] TEXT  send a message to an A2A agent", runSend},
 	"ctl":   {"ctl METHOD --to URL [flags]    call an a2a.* operator method (a2a.Tree, a2a.Drain, ...)", runCtl},
 	"certs": {"certs init --trust-domain TD --dir DIR   mint a dev CA and SVIDs for local mTLS", runCerts},
