@@ -14,6 +14,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/mcp"
+	"github.com/agentd/agentd/trigger"
 )
 
 // triggeredTask is a task of ListTasks (A2A 1.0) as these tests read it.
@@ -156,7 +158,7 @@ func TestBreakerOpensOnRootCrashingAtStart(t *testing.T) {
 	}
 
 	out, code := runCombined(t, "run", "--mode", "loop", "--spawn-ready", "1ms", "--instruction", "never ready")
-	if code != 1 || !strings.Contains(out, "the restart breaker opened") || strings.Count(out, `"msg":"trigger: run ended"`) != 2 {
+	if code != 1 || !strings.Contains(out, "the restart breaker opened") || strings.Count(out, `"msg":"`+trigger.MsgRunEnded+`"`) != 2 {
 		t.Fatalf("run: exit %d\n%s", code, out)
 	}
 }
@@ -222,7 +224,7 @@ answer "seen"
 	if !strings.Contains(text, "act on the resource") || !strings.Contains(text, "Resource 1: This is a plaintext resource created at") {
 		t.Fatalf("the subscribed run's message:\n%s", text)
 	}
-	if n := len(withMsg(logLines(s.logs.String()), "mcp resource subscribed")); n != 1 {
+	if n := len(withMsg(logLines(s.logs.String()), mcp.MsgSubscribed)); n != 1 {
 		t.Fatalf("%d resources/subscribe, want 1", n)
 	}
 	// The dynamic resource's content carries the time it was read: let it
@@ -242,7 +244,7 @@ answer "seen"
 	if !strings.Contains(text2, "Resource 1: This is a plaintext resource created at") || text2 == text {
 		t.Fatalf("after the restart the run saw:\n%s\nbefore:\n%s", text2, text)
 	}
-	if n := len(withMsg(logLines(s2.logs.String()), "mcp resource subscribed")); n != 1 {
+	if n := len(withMsg(logLines(s2.logs.String()), mcp.MsgSubscribed)); n != 1 {
 		t.Fatalf("the restarted agentd sent %d resources/subscribe, want 1", n)
 	}
 }
@@ -260,7 +262,7 @@ func TestScheduleMissedTickRunsOnceAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "two ticks run", func() bool {
-		return strings.Count(out1.String(), `"msg":"trigger: run ended"`) >= 2
+		return strings.Count(out1.String(), `"msg":"`+trigger.MsgRunEnded+`"`) >= 2
 	})
 	first.Process.Signal(syscall.SIGTERM)
 	if err := first.Wait(); err != nil {
@@ -279,15 +281,15 @@ func TestScheduleMissedTickRunsOnceAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the missed tick run", func() bool {
-		return strings.Contains(out2.String(), "a tick was missed while agentd was down") &&
-			strings.Count(out2.String(), `"msg":"trigger: run ended"`) >= 1
+		return strings.Contains(out2.String(), trigger.MsgMissedTick) &&
+			strings.Count(out2.String(), `"msg":"`+trigger.MsgRunEnded+`"`) >= 1
 	})
 	second.Process.Signal(syscall.SIGTERM)
 	if err := second.Wait(); err != nil {
 		t.Fatalf("the second agentd: %v\n%s", err, out2.String())
 	}
 	missed := 0
-	for _, rec := range withMsg(logLines(out2.String()), "trigger: run started") {
+	for _, rec := range withMsg(logLines(out2.String()), trigger.MsgRunStarted) {
 		if rec["trigger_missed"] == true {
 			missed++
 		}
@@ -320,6 +322,31 @@ func TestWorkflowAndModeSettings(t *testing.T) {
 	started := withMsg(logLines(out), "workflow step started")
 	if len(started) != 3 || str(started[2], "step") != "join" || str(started[2], "child_path") != "0.3" {
 		t.Fatalf("steps started: %v", started)
+	}
+
+	// In serve, the workflow is one task at start whose steps are its nested
+	// tasks.
+	svc := startService(t, "--mode", "workflow", "--workflow", good)
+	var root triggeredTask
+	waitFor(t, 30*time.Second, "the workflow's task completed", func() bool {
+		got := triggeredTasks(t, svc)
+		if len(got) == 1 && got[0].Status.State == "TASK_STATE_COMPLETED" {
+			root = got[0]
+			return true
+		}
+		return false
+	})
+	if root.Metadata["agentd/trigger"] != "workflow" {
+		t.Fatalf("the workflow's task: %+v", root)
+	}
+	steps := 0
+	for _, tk := range listTasks(t, svc) {
+		if meta, _ := tk["metadata"].(map[string]any); meta["agentd/parent_task"] == root.ID {
+			steps++
+		}
+	}
+	if steps != 3 {
+		t.Fatalf("%d nested tasks under the workflow's task, want its 3 steps", steps)
 	}
 
 	cycle := write("cycle.json", `{"steps": [{"name": "a", "objective": "x", "needs": ["b"]}, {"name": "b", "objective": "y", "needs": ["a"]}]}`)

@@ -31,6 +31,10 @@ const (
 	ReasonUpdated = "updated"
 )
 
+// MsgSubscribed is the log message of a resources/subscribe that succeeded
+// (with the uri and the session's generation).
+const MsgSubscribed = "mcp resource subscribed"
+
 // ErrSubscribed refuses a second subscription to the same URI on one server.
 var ErrSubscribed = errors.New("mcp: already subscribed to this resource")
 
@@ -255,7 +259,7 @@ func (s *Server) subscribeAndRead(ctx context.Context, cs *sdk.ClientSession, ge
 		if err != nil {
 			return fail("resources/subscribe", err)
 		}
-		log.Info("mcp resource subscribed")
+		log.Info(MsgSubscribed)
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
 	res, err := cs.ReadResource(rctx, &sdk.ReadResourceParams{URI: uri})

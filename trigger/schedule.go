@@ -105,7 +105,7 @@ func (s *Schedule) Run(ctx context.Context) error {
 
 	now := time.Now()
 	if missed, ok := lastMissed(sched, last, now); ok {
-		s.Logger.Info("trigger: schedule: a tick was missed while agentd was down: running it once now", "trigger_tick", missed.UTC().Format(time.RFC3339Nano), "last_tick", last.UTC().Format(time.RFC3339Nano))
+		s.Logger.Info(MsgMissedTick, "trigger_tick", missed.UTC().Format(time.RFC3339Nano), "last_tick", last.UTC().Format(time.RFC3339Nano))
 		sess.offer(ctx, Event{Mode: ModeSchedule, Tick: missed, Missed: true})
 	}
 	next := sched.Next(now)

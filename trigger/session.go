@@ -150,7 +150,7 @@ func (s *session) serve(ctx context.Context) error {
 		case <-runDone:
 			res, out := cur.r.Result(), cur.r.Outcome()
 			elog := log.With(cur.ev.LogAttrs()...)
-			elog.Info("trigger: run ended", "status", res.Status, "outcome", out.String(), "superseded", cur.superseded)
+			elog.Info(MsgRunEnded, "status", res.Status, "outcome", out.String(), "superseded", cur.superseded)
 			if s.o.Ended != nil {
 				s.o.Ended(cur.ev, res)
 			}
@@ -197,7 +197,7 @@ func (s *session) start(ctx context.Context, ev Event) Run {
 		s.o.Logger.Warn("trigger: run did not start", append(ev.LogAttrs(), "err", err)...)
 		return failedRun(err)
 	}
-	s.o.Logger.Info("trigger: run started", ev.LogAttrs()...)
+	s.o.Logger.Info(MsgRunStarted, ev.LogAttrs()...)
 	return r
 }
 

@@ -61,6 +61,14 @@ const (
 	MetaReason   = "agentd/trigger_reason"   // reactive: subscribed (read after subscribe) or updated
 )
 
+// Log messages of every trigger, for whoever reads agentd's log (the e2e
+// tests do). Each run's lines carry the event's LogAttrs.
+const (
+	MsgRunStarted = "trigger: run started"
+	MsgRunEnded   = "trigger: run ended"
+	MsgMissedTick = "trigger: schedule: a tick was missed while agentd was down: running it once now"
+)
+
 // Event is one reason to start the root. Seed holds the slices the trigger
 // adds to the root's seed (reactive: the resource's content).
 type Event struct {
@@ -170,7 +178,7 @@ func runOnce(ctx context.Context, o *Options, ev Event) (api.SubagentResult, sup
 		log.Warn("trigger: run did not start", "err", err)
 		r = failedRun(err)
 	} else {
-		log.Info("trigger: run started")
+		log.Info(MsgRunStarted)
 	}
 	select {
 	case <-r.Done():
@@ -179,7 +187,7 @@ func runOnce(ctx context.Context, o *Options, ev Event) (api.SubagentResult, sup
 		<-r.Done()
 	}
 	res, out := r.Result(), r.Outcome()
-	log.Info("trigger: run ended", "status", res.Status, "outcome", out.String())
+	log.Info(MsgRunEnded, "status", res.Status, "outcome", out.String())
 	if o.Ended != nil {
 		o.Ended(ev, res)
 	}
