@@ -18,7 +18,8 @@ const LoopKey = "trigger:loop"
 // run that ended clean, and after a failed run the longer of Interval and the
 // restart governor's backoff. It stops after MaxRuns runs (0: no count), after
 // a run whose status is in StopOn, when its breaker opens with StopOnBreaker
-// set, or when ctx ends.
+// set, or when ctx ends. Set the fields, then call Run once; Run refuses a Loop
+// without a Runner or a Governor.
 type Loop struct {
 	Options
 	Interval time.Duration

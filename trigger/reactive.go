@@ -30,6 +30,7 @@ func ParseSubscription(s string) (Subscription, error) {
 	return Subscription{Server: server, URI: uri}, nil
 }
 
+// String returns SERVER=URI, as --subscribe names it.
 func (s Subscription) String() string { return s.Server + "=" + s.URI }
 
 // Key is the restart governor's key of the subscription's session.
@@ -64,6 +65,9 @@ const DefaultDebounce = 250 * time.Millisecond
 // waits. The subscription reads the resource right after every subscribe, so
 // the read at start (and after a reconnect) triggers a run with the current
 // state: a change made while agentd was down is not missed.
+//
+// Set the fields, then call Run once; the zero value has no subscription and
+// Run refuses it.
 type Reactive struct {
 	Options
 	Subs      []Subscription

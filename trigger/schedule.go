@@ -59,6 +59,7 @@ func ParseSchedule(spec string) (cron.Schedule, error) {
 // start a tick that fell while agentd was down runs once, at once, as the
 // latest missed tick (Event.Missed), however many were missed. Without a state
 // file a restart cannot know what it missed: the schedule starts from now.
+// Set the fields, then call Run once; Run refuses an invalid Spec.
 type Schedule struct {
 	Options
 	Spec      string

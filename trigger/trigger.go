@@ -142,7 +142,8 @@ type Run interface {
 // StopOnBreaker is set (agentd run, where no operator can close it).
 var ErrBreakerOpen = errors.New("trigger: restart breaker open, the session failed")
 
-// Options are what every trigger needs.
+// Options are what every trigger needs. Runner and Governor are required;
+// the zero value of the others is their default.
 type Options struct {
 	Runner Runner
 	// Governor paces restarts of failed runs and holds the breaker of each
