@@ -260,8 +260,10 @@ func EventFrom(ev a2a.Event) StreamResponse {
 // server answers it with InvalidParams.
 var ErrInvalid = errors.New("a2av1: invalid params")
 
+// invalid is a request the conversion refuses: a *FieldError whose reason
+// names the field.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	return &FieldError{Reason: fmt.Sprintf(format, args...)}
 }
 
 // MessageTo converts and validates an incoming message: a message id, a user

@@ -139,25 +139,25 @@ func enumValue(b []byte, n int) (enumVal, error) {
 
 // Part is one piece of content: exactly one of Text, Raw, URL or Data is set.
 type Part struct {
-	Text      *string         `json:"text,omitempty"`
-	Raw       *Bytes          `json:"raw,omitempty"`
-	URL       *string         `json:"url,omitempty"`
-	Data      json.RawMessage `json:"data,omitempty"`
-	Metadata  map[string]any  `json:"metadata,omitempty"`
-	Filename  string          `json:"filename,omitempty"`
-	MediaType string          `json:"mediaType,omitempty"`
+	Text      *string         `json:"text,omitempty" proto:"text"`
+	Raw       *Bytes          `json:"raw,omitempty" proto:"raw"`
+	URL       *string         `json:"url,omitempty" proto:"url"`
+	Data      json.RawMessage `json:"data,omitempty" proto:"data"`
+	Metadata  map[string]any  `json:"metadata,omitempty" proto:"metadata"`
+	Filename  string          `json:"filename,omitempty" proto:"filename"`
+	MediaType string          `json:"mediaType,omitempty" proto:"media_type"`
 }
 
 // Message is one turn of communication between a client and an agent.
 type Message struct {
-	MessageID        string         `json:"messageId"`
-	ContextID        string         `json:"contextId,omitempty"`
-	TaskID           string         `json:"taskId,omitempty"`
-	Role             Role           `json:"role"`
-	Parts            []Part         `json:"parts"`
-	Metadata         map[string]any `json:"metadata,omitempty"`
-	Extensions       []string       `json:"extensions,omitempty"`
-	ReferenceTaskIDs []string       `json:"referenceTaskIds,omitempty"`
+	MessageID        string         `json:"messageId" proto:"message_id"`
+	ContextID        string         `json:"contextId,omitempty" proto:"context_id"`
+	TaskID           string         `json:"taskId,omitempty" proto:"task_id"`
+	Role             Role           `json:"role" proto:"role"`
+	Parts            []Part         `json:"parts" proto:"parts"`
+	Metadata         map[string]any `json:"metadata,omitempty" proto:"metadata"`
+	Extensions       []string       `json:"extensions,omitempty" proto:"extensions"`
+	ReferenceTaskIDs []string       `json:"referenceTaskIds,omitempty" proto:"reference_task_ids"`
 }
 
 // TaskStatus is a task's state at one moment.
@@ -222,53 +222,53 @@ type SendMessageResponse struct {
 
 // AuthenticationInfo is how agentd authenticates to a push webhook.
 type AuthenticationInfo struct {
-	Scheme      string `json:"scheme"`
-	Credentials string `json:"credentials,omitempty"`
+	Scheme      string `json:"scheme" proto:"scheme"`
+	Credentials string `json:"credentials,omitempty" proto:"credentials"`
 }
 
 // TaskPushNotificationConfig is a webhook registered for a task.
 type TaskPushNotificationConfig struct {
-	Tenant         string              `json:"tenant,omitempty"`
-	ID             string              `json:"id,omitempty"`
-	TaskID         string              `json:"taskId,omitempty"`
-	URL            string              `json:"url"`
-	Token          string              `json:"token,omitempty"`
-	Authentication *AuthenticationInfo `json:"authentication,omitempty"`
+	Tenant         string              `json:"tenant,omitempty" proto:"tenant"`
+	ID             string              `json:"id,omitempty" proto:"id"`
+	TaskID         string              `json:"taskId,omitempty" proto:"task_id"`
+	URL            string              `json:"url" proto:"url"`
+	Token          string              `json:"token,omitempty" proto:"token"`
+	Authentication *AuthenticationInfo `json:"authentication,omitempty" proto:"authentication"`
 }
 
 // SendMessageConfiguration tunes SendMessage.
 type SendMessageConfiguration struct {
-	AcceptedOutputModes        []string                    `json:"acceptedOutputModes,omitempty"`
-	TaskPushNotificationConfig *TaskPushNotificationConfig `json:"taskPushNotificationConfig,omitempty"`
-	HistoryLength              *int                        `json:"historyLength,omitempty"`
-	ReturnImmediately          bool                        `json:"returnImmediately,omitempty"`
+	AcceptedOutputModes        []string                    `json:"acceptedOutputModes,omitempty" proto:"accepted_output_modes"`
+	TaskPushNotificationConfig *TaskPushNotificationConfig `json:"taskPushNotificationConfig,omitempty" proto:"task_push_notification_config"`
+	HistoryLength              *int                        `json:"historyLength,omitempty" proto:"history_length"`
+	ReturnImmediately          bool                        `json:"returnImmediately,omitempty" proto:"return_immediately"`
 }
 
 // SendMessageRequest is the params of SendMessage and SendStreamingMessage.
 type SendMessageRequest struct {
-	Tenant        string                    `json:"tenant,omitempty"`
-	Message       *Message                  `json:"message"`
-	Configuration *SendMessageConfiguration `json:"configuration,omitempty"`
-	Metadata      map[string]any            `json:"metadata,omitempty"`
+	Tenant        string                    `json:"tenant,omitempty" proto:"tenant"`
+	Message       *Message                  `json:"message" proto:"message"`
+	Configuration *SendMessageConfiguration `json:"configuration,omitempty" proto:"configuration"`
+	Metadata      map[string]any            `json:"metadata,omitempty" proto:"metadata"`
 }
 
 // GetTaskRequest is the params of GetTask.
 type GetTaskRequest struct {
-	Tenant        string `json:"tenant,omitempty"`
-	ID            string `json:"id"`
-	HistoryLength *int   `json:"historyLength,omitempty"`
+	Tenant        string `json:"tenant,omitempty" proto:"tenant"`
+	ID            string `json:"id" proto:"id"`
+	HistoryLength *int   `json:"historyLength,omitempty" proto:"history_length"`
 }
 
 // ListTasksRequest is the params of ListTasks.
 type ListTasksRequest struct {
-	Tenant               string    `json:"tenant,omitempty"`
-	ContextID            string    `json:"contextId,omitempty"`
-	Status               TaskState `json:"status,omitempty"`
-	PageSize             *int      `json:"pageSize,omitempty"`
-	PageToken            string    `json:"pageToken,omitempty"`
-	HistoryLength        *int      `json:"historyLength,omitempty"`
-	StatusTimestampAfter string    `json:"statusTimestampAfter,omitempty"`
-	IncludeArtifacts     *bool     `json:"includeArtifacts,omitempty"`
+	Tenant               string    `json:"tenant,omitempty" proto:"tenant"`
+	ContextID            string    `json:"contextId,omitempty" proto:"context_id"`
+	Status               TaskState `json:"status,omitempty" proto:"status"`
+	PageSize             *int      `json:"pageSize,omitempty" proto:"page_size"`
+	PageToken            string    `json:"pageToken,omitempty" proto:"page_token"`
+	HistoryLength        *int      `json:"historyLength,omitempty" proto:"history_length"`
+	StatusTimestampAfter string    `json:"statusTimestampAfter,omitempty" proto:"status_timestamp_after"`
+	IncludeArtifacts     *bool     `json:"includeArtifacts,omitempty" proto:"include_artifacts"`
 }
 
 // ListTasksResponse is the result of ListTasks. NextPageToken is always
@@ -282,32 +282,37 @@ type ListTasksResponse struct {
 
 // CancelTaskRequest is the params of CancelTask.
 type CancelTaskRequest struct {
-	Tenant   string         `json:"tenant,omitempty"`
-	ID       string         `json:"id"`
-	Metadata map[string]any `json:"metadata,omitempty"`
+	Tenant   string         `json:"tenant,omitempty" proto:"tenant"`
+	ID       string         `json:"id" proto:"id"`
+	Metadata map[string]any `json:"metadata,omitempty" proto:"metadata"`
 }
 
 // SubscribeToTaskRequest is the params of SubscribeToTask.
 type SubscribeToTaskRequest struct {
-	Tenant string `json:"tenant,omitempty"`
-	ID     string `json:"id"`
+	Tenant string `json:"tenant,omitempty" proto:"tenant"`
+	ID     string `json:"id" proto:"id"`
 }
 
 // GetTaskPushNotificationConfigRequest is the params of
 // GetTaskPushNotificationConfig and DeleteTaskPushNotificationConfig.
 type GetTaskPushNotificationConfigRequest struct {
-	Tenant string `json:"tenant,omitempty"`
-	TaskID string `json:"taskId"`
-	ID     string `json:"id"`
+	Tenant string `json:"tenant,omitempty" proto:"tenant"`
+	TaskID string `json:"taskId" proto:"task_id"`
+	ID     string `json:"id" proto:"id"`
 }
 
 // ListTaskPushNotificationConfigsRequest is the params of
 // ListTaskPushNotificationConfigs.
 type ListTaskPushNotificationConfigsRequest struct {
-	Tenant    string `json:"tenant,omitempty"`
-	TaskID    string `json:"taskId"`
-	PageSize  int    `json:"pageSize,omitempty"`
-	PageToken string `json:"pageToken,omitempty"`
+	Tenant    string `json:"tenant,omitempty" proto:"tenant"`
+	TaskID    string `json:"taskId" proto:"task_id"`
+	PageSize  int    `json:"pageSize,omitempty" proto:"page_size"`
+	PageToken string `json:"pageToken,omitempty" proto:"page_token"`
+}
+
+// GetExtendedAgentCardRequest is the params of GetExtendedAgentCard.
+type GetExtendedAgentCardRequest struct {
+	Tenant string `json:"tenant,omitempty" proto:"tenant"`
 }
 
 // ListTaskPushNotificationConfigsResponse is the result of

@@ -172,9 +172,10 @@ func toRPCError(err error) *RPCError {
 	return &RPCError{Code: CodeInternalError, Message: "internal error"}
 }
 
-// invalidParams is the JSON-RPC invalid-params error with err as its detail.
+// invalidParams is the JSON-RPC invalid-params error for err: the message
+// says what err says (which field, what is wrong), and so does the detail.
 func invalidParams(err error) error {
-	return &RPCError{Code: CodeInvalidParams, Message: "invalid params", Data: map[string]any{"detail": err.Error()}}
+	return &RPCError{Code: CodeInvalidParams, Message: "invalid params: " + err.Error(), Data: map[string]any{"detail": err.Error()}}
 }
 
 // validID reports whether a JSON-RPC id is a string, a number or null.

@@ -28,7 +28,7 @@ var methods10 = map[string]rpcMethod{
 	a2av1.MethodGetPushConfig:        unary(a2av1.Version, paramsObject, getPushParams, getPushConfig),
 	a2av1.MethodListPushConfigs:      unary(a2av1.Version, paramsObject, listPushParams, listPushConfigs),
 	a2av1.MethodDeletePushConfig:     unary(a2av1.Version, paramsObject, deletePushParams, deletePushConfig),
-	a2av1.MethodGetExtendedAgentCard: unary(a2av1.Version, paramsIgnored, asIs[struct{}], extendedCard),
+	a2av1.MethodGetExtendedAgentCard: unary(a2av1.Version, paramsOptional, asIs[a2av1.GetExtendedAgentCardRequest], extendedCard),
 }
 
 // asV1 reshapes an error for an A2A 1.0 client: the data is an array holding a
@@ -187,7 +187,7 @@ func deletePushConfig(h a2asrv.RequestHandler, ctx context.Context, p *a2a.Delet
 
 // extendedCard refuses GetExtendedAgentCard: the card does not declare
 // capabilities.extendedAgentCard.
-func extendedCard(a2asrv.RequestHandler, context.Context, *struct{}) (any, error) {
+func extendedCard(a2asrv.RequestHandler, context.Context, *a2av1.GetExtendedAgentCardRequest) (any, error) {
 	return nil, fmt.Errorf("this agent has no extended agent card: %w", a2a.ErrUnsupportedOperation)
 }
 
