@@ -86,6 +86,7 @@ fuzz:
 	$(GO) test ./a2abind -run '^$$' -fuzz FuzzReadInbound -fuzztime $(FUZZTIME)
 	$(GO) test ./peer -run '^$$' -fuzz FuzzParseSpec -fuzztime $(FUZZTIME)
 	$(GO) test ./a2av1 -run '^$$' -fuzz FuzzSendMessageRequest -fuzztime $(FUZZTIME)
+	$(GO) test ./a2av1 -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./delegate -run '^$$' -fuzz FuzzParseRule -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzParseTokens -fuzztime $(FUZZTIME)
 	$(GO) test ./tlsconfig -run '^$$' -fuzz FuzzParsePolicy -fuzztime $(FUZZTIME)

@@ -84,6 +84,15 @@ func (s *TaskState) UnmarshalJSON(b []byte) error {
 	return fmt.Errorf("task state: unknown value %q", v.name)
 }
 
+// MarshalJSON encodes the state by name; the zero value is the proto default,
+// TASK_STATE_UNSPECIFIED.
+func (s TaskState) MarshalJSON() ([]byte, error) {
+	if s == "" {
+		s = StateUnspecified
+	}
+	return json.Marshal(string(s))
+}
+
 // Role is the proto enum Role, encoded by name.
 type Role string
 
@@ -113,6 +122,15 @@ func (r *Role) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return fmt.Errorf("role: unknown value %q", v.name)
+}
+
+// MarshalJSON encodes the role by name; the zero value is the proto default,
+// ROLE_UNSPECIFIED.
+func (r Role) MarshalJSON() ([]byte, error) {
+	if r == "" {
+		r = RoleUnspecified
+	}
+	return json.Marshal(string(r))
 }
 
 type enumVal struct {
