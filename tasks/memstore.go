@@ -163,7 +163,7 @@ func (s *MemoryStore) List(_ context.Context, q ListQuery) (ListPage, error) {
 		if (!q.AnyOwner && st.owner != q.Owner) ||
 			(q.ContextID != "" && t.ContextID != q.ContextID) ||
 			(q.State != "" && t.Status.State != q.State) ||
-			(!q.UpdatedAfter.IsZero() && !stamp(t).After(q.UpdatedAfter)) {
+			(!q.UpdatedAfter.IsZero() && stamp(t).Before(q.UpdatedAfter)) {
 			continue
 		}
 		matched = append(matched, t)

@@ -64,6 +64,12 @@ func TestStoreListPages(t *testing.T) {
 	if len(page.Tasks) != 2 { // t6 and new
 		t.Fatalf("updated-after filter: %d tasks", len(page.Tasks))
 	}
+	// A task updated at exactly that time is listed (ListTasksRequest's
+	// status_timestamp_after is "greater than or equal to").
+	page, _ = s.List(ctx, ListQuery{UpdatedAfter: base.Add(5 * time.Second), PageSize: DefaultPageSize})
+	if len(page.Tasks) != 3 { // t5, t6 and new
+		t.Fatalf("updated-after filter at a task's own timestamp: %d tasks", len(page.Tasks))
+	}
 	if _, err := s.List(ctx, ListQuery{PageToken: "not-a-token", PageSize: DefaultPageSize}); !errors.Is(err, a2a.ErrInvalidParams) {
 		t.Fatalf("bad token: %v", err)
 	}

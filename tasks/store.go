@@ -74,7 +74,7 @@ type ListQuery struct {
 	AnyOwner     bool          // every caller's tasks: Owner is ignored (an operator's list)
 	ContextID    string        // only this context, when set
 	State        a2a.TaskState // only this state, when set
-	UpdatedAfter time.Time     // only tasks whose status changed after this, when set
+	UpdatedAfter time.Time     // only tasks whose status changed at or after this, when set (a2a.proto: "greater than or equal to")
 	PageSize     int           // 1..MaxPageSize; 0 means DefaultPageSize (to Engine.ListTasks)
 	PageToken    string        // from a previous page's NextPageToken
 	// HistoryLength, when set, keeps at most that many history messages of
