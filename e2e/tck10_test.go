@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -273,4 +274,344 @@ func listenAddr(t *testing.T, s *service) string {
 	}
 	t.Fatalf("no serving line in the log:\n%s", s.logs.String())
 	return ""
+}
+
+// v1Error calls a 1.0 method that must fail and returns its error, checking
+// the 1.0 shape: data is an array holding a google.rpc.ErrorInfo.
+func v1Error(t *testing.T, s *service, method, params string) *rpcError {
+	t.Helper()
+	e := rpc(t, s, "1.0", method, params, nil)
+	if e == nil {
+		t.Fatalf("%s %s succeeded, want an error", method, params)
+	}
+	var info []struct {
+		Type   string `json:"@type"`
+		Reason string `json:"reason"`
+	}
+	if json.Unmarshal(e.Data, &info) != nil || len(info) != 1 || info[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" || info[0].Reason == "" {
+		t.Fatalf("%s %s: error data %s is not one google.rpc.ErrorInfo", method, params, e.Data)
+	}
+	return e
+}
+
+// notifiedTask is the task a 1.0 push notification (a StreamResponse) is
+// about, "" if it names none.
+func notifiedTask(body map[string]any) string {
+	for _, key := range []string{"statusUpdate", "artifactUpdate"} {
+		if ev, ok := body[key].(map[string]any); ok {
+			id, _ := ev["taskId"].(string)
+			return id
+		}
+	}
+	if task, ok := body["task"].(map[string]any); ok {
+		id, _ := task["id"].(string)
+		return id
+	}
+	return ""
+}
+
+func (r *receiver) sawTask(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.bodies {
+		if notifiedTask(b) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTCK10PushConfigProtoNames: the seven push-config checks of the TCK's
+// tests/optional/capabilities that agentd failed. The TCK calls Get, List and
+// Delete with the proto field name {"task_id": ...}, which ProtoJSON parsers
+// accept beside taskId; agentd answered "taskId is required".
+func TestTCK10PushConfigProtoNames(t *testing.T) {
+	s := startService(t, "--intelligence", "builtin:wait", "--push-allow-net", "127.0.0.0/8,::1/128")
+	task := sendV1(t, s, "Task for push notification config test", "")
+
+	type config struct {
+		ID     string `json:"id"`
+		TaskID string `json:"taskId"`
+		URL    string `json:"url"`
+	}
+	var created config
+	if e := rpc(t, s, "1.0", "CreateTaskPushNotificationConfig", `{"taskId":"`+task+`","id":"cfg-1","url":"https://example.com/webhook"}`, &created); e != nil || created.URL != "https://example.com/webhook" || created.ID != "cfg-1" {
+		t.Fatalf("create: %+v %+v", created, e)
+	}
+	var got config
+	if e := rpc(t, s, "1.0", "GetTaskPushNotificationConfig", `{"task_id":"`+task+`","id":"cfg-1"}`, &got); e != nil || got.URL != "https://example.com/webhook" {
+		t.Fatalf("get with task_id: %+v %+v", got, e)
+	}
+	var list struct {
+		Configs []config `json:"configs"`
+	}
+	if e := rpc(t, s, "1.0", "ListTaskPushNotificationConfigs", `{"task_id":"`+task+`"}`, &list); e != nil || len(list.Configs) != 1 || list.Configs[0].TaskID != task || list.Configs[0].ID != "cfg-1" {
+		t.Fatalf("list with task_id: %+v %+v", list, e)
+	}
+	var deleted json.RawMessage
+	if e := rpc(t, s, "1.0", "DeleteTaskPushNotificationConfig", `{"task_id":"`+task+`","id":"cfg-1"}`, &deleted); e != nil || (string(deleted) != "{}" && string(deleted) != "null") {
+		t.Fatalf("delete with task_id: %s %+v", deleted, e)
+	}
+	if e := v1Error(t, s, "GetTaskPushNotificationConfig", `{"task_id":"`+task+`","id":"cfg-1"}`); e.Code != -32001 && e.Code != -32602 {
+		t.Fatalf("get after delete: %+v", e)
+	}
+	// Unknown tasks: the error says so.
+	for _, call := range [][2]string{
+		{"GetTaskPushNotificationConfig", `{"task_id":"nonexistent-task-id","id":"default"}`},
+		{"DeleteTaskPushNotificationConfig", `{"task_id":"nonexistent-task-id","id":"some-config-id"}`},
+	} {
+		e := v1Error(t, s, call[0], call[1])
+		if e.Code != -32001 || !strings.Contains(strings.ToLower(e.Message), "not found") {
+			t.Errorf("%s %s: %+v, want -32001 task not found", call[0], call[1], e)
+		}
+	}
+	if e := rpc(t, s, "1.0", "DeleteTaskPushNotificationConfig", `{"task_id":"`+task+`","id":"nonexistent-config-id"}`, nil); e != nil {
+		t.Fatalf("deleting an unknown config is not idempotent: %+v", e)
+	}
+
+	hook := &receiver{}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	registered := func(task string) {
+		t.Helper()
+		var list struct {
+			Configs []config `json:"configs"`
+		}
+		if e := rpc(t, s, "1.0", "ListTaskPushNotificationConfigs", `{"task_id":"`+task+`"}`, &list); e != nil {
+			t.Fatalf("list: %+v", e)
+		}
+		for _, c := range list.Configs {
+			if c.URL == srv.URL+"/webhook" {
+				return
+			}
+		}
+		t.Fatalf("the config sent with the message is not the task's: %+v", list.Configs)
+	}
+	notified := func(task string) {
+		t.Helper()
+		if e := rpc(t, s, "1.0", "CancelTask", `{"id":"`+task+`"}`, nil); e != nil {
+			t.Fatalf("cancel: %+v", e)
+		}
+		waitFor(t, 15*time.Second, "a notification about task "+task, func() bool { return hook.sawTask(task) })
+	}
+
+	t.Run("config in SendMessage", func(t *testing.T) {
+		var res struct {
+			Task struct {
+				ID string `json:"id"`
+			} `json:"task"`
+		}
+		params := `{"message":{"messageId":"test-push-config-in-send-1","role":"ROLE_USER","parts":[{"text":"Task with push notification config in send configuration"}]},
+			"configuration":{"returnImmediately":true,"taskPushNotificationConfig":{"url":"` + srv.URL + `/webhook","token":"test-token-123"}}}`
+		if e := rpc(t, s, "1.0", "SendMessage", params, &res); e != nil {
+			t.Fatal(e)
+		}
+		registered(res.Task.ID)
+		notified(res.Task.ID)
+	})
+
+	t.Run("config in SendStreamingMessage", func(t *testing.T) {
+		params := `{"message":{"messageId":"test-push-config-stream-1","role":"ROLE_USER","parts":[{"text":"Task with push notification config in streaming send configuration"}]},
+			"configuration":{"taskPushNotificationConfig":{"url":"` + srv.URL + `/webhook","token":"test-streaming-token-456"}}}`
+		_, events := stream(t, s, "SendStreamingMessage", params, 1)
+		var first struct {
+			Task struct {
+				ID string `json:"id"`
+			} `json:"task"`
+		}
+		if len(events) != 1 || events[0].Error != nil || json.Unmarshal(events[0].Result, &first) != nil || first.Task.ID == "" {
+			t.Fatalf("the stream does not start with the task: %+v", events)
+		}
+		registered(first.Task.ID)
+		notified(first.Task.ID)
+	})
+}
+
+// TestTCK10ProtoJSONNames: every 1.0 request takes the proto field name
+// wherever it takes the JSON name (the TCK sends history_length, which agentd
+// ignored), and refuses with -32602 naming the field what ProtoJSON refuses:
+// an unknown field, and a field given twice, by one name or both, whatever
+// the values.
+func TestTCK10ProtoJSONNames(t *testing.T) {
+	s := startService(t, "--intelligence", "builtin:wait", "--send-wait", "5s")
+	task := sendV1(t, s, "history", "")
+	history := func(params string) int {
+		t.Helper()
+		var got struct {
+			History []json.RawMessage `json:"history"`
+		}
+		if e := rpc(t, s, "1.0", "GetTask", params, &got); e != nil {
+			t.Fatalf("GetTask %s: %+v", params, e)
+		}
+		return len(got.History)
+	}
+	if n := history(`{"id":"` + task + `"}`); n != 1 {
+		t.Fatalf("the task's history holds %d messages, want the 1 sent", n)
+	}
+	if n := history(`{"id":"` + task + `","history_length":0}`); n != 0 {
+		t.Fatalf("GetTask with history_length 0: %d messages", n)
+	}
+	if n := history(`{"id":"` + task + `","historyLength":"0"}`); n != 0 {
+		t.Fatalf("GetTask with historyLength \"0\" (an int32 as a string): %d messages", n)
+	}
+
+	// SendMessage written in proto names throughout: return_immediately
+	// answers at once (not after --send-wait), history_length 0 leaves the
+	// history out.
+	start := time.Now()
+	var sent struct {
+		Task struct {
+			ID        string            `json:"id"`
+			ContextID string            `json:"contextId"`
+			History   []json.RawMessage `json:"history"`
+		} `json:"task"`
+	}
+	if e := rpc(t, s, "1.0", "SendMessage", `{"message":{"message_id":"snake-1","context_id":"snake-ctx","role":"ROLE_USER","parts":[{"text":"x","media_type":"text/plain"}]},"configuration":{"return_immediately":true,"history_length":0,"accepted_output_modes":["text/plain"]}}`, &sent); e != nil {
+		t.Fatalf("SendMessage in proto names: %+v", e)
+	}
+	if elapsed := time.Since(start); elapsed >= 5*time.Second || len(sent.Task.History) != 0 || sent.Task.ContextID != "snake-ctx" {
+		t.Fatalf("SendMessage in proto names: answered after %s with %d history messages in context %q; want at once, none, snake-ctx", elapsed, len(sent.Task.History), sent.Task.ContextID)
+	}
+	page := listV1(t, s, `{"context_id":"snake-ctx","page_size":1,"include_artifacts":true}`)
+	if len(page.Tasks) != 1 || page.Tasks[0].ID != sent.Task.ID || *page.PageSize != 1 {
+		t.Fatalf("ListTasks in proto names: %+v", page)
+	}
+
+	for _, tc := range []struct{ method, params, says string }{
+		{"GetTask", `{"id":"` + task + `","bogus":1}`, `unknown field "bogus"`},
+		{"SendMessage", `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"kind":"text","text":"x"}]}}`, `message.parts[0]: unknown field "kind"`},
+		{"GetTaskPushNotificationConfig", `{"taskId":"` + task + `","task_id":"other","id":"c"}`, `taskId: given twice, as "taskId" and "task_id"`},
+		{"GetTaskPushNotificationConfig", `{"taskId":"` + task + `","task_id":"` + task + `","id":"c"}`, `taskId: given twice, as "taskId" and "task_id"`},
+		{"GetTask", `{"id":"` + task + `","id":"` + task + `"}`, `id: given twice`},
+		{"ListTasks", `{"pageSize":2,"page_size":2}`, `pageSize: given twice`},
+		{"CancelTask", `{"id":"` + task + `","metadata":"x"}`, `metadata: want an object`},
+		{"ListTasks", `{"historyLength":1.5}`, `historyLength: want an int32`},
+		{"SubscribeToTask", `{"id":"` + task + `","tenant":"t","extra":true}`, `unknown field "extra"`},
+		{"GetExtendedAgentCard", `{"bogus":1}`, `unknown field "bogus"`},
+	} {
+		var e *rpcError
+		if tc.method == "SubscribeToTask" {
+			_, events := stream(t, s, tc.method, tc.params, 2)
+			if len(events) != 1 || events[0].Error == nil {
+				t.Fatalf("%s %s: %+v, want one error event", tc.method, tc.params, events)
+			}
+			e = events[0].Error
+		} else {
+			e = v1Error(t, s, tc.method, tc.params)
+		}
+		if e.Code != -32602 || !strings.Contains(e.Message, tc.says) {
+			t.Errorf("%s %s: %d %q, want -32602 saying %s", tc.method, tc.params, e.Code, e.Message, tc.says)
+		}
+	}
+	// The task the refused calls named is as it was.
+	if n := history(`{"id":"` + task + `"}`); n != 1 {
+		t.Fatalf("after the refused calls the task's history holds %d messages", n)
+	}
+}
+
+// TestTCK10BlockingSend pins how a blocking send answers. By default it waits
+// for the task to end, as A2A 1.0 §3.2.2 says a SendMessage without
+// returnImmediately must (agentd's tasks never stop for input, so "terminal
+// or interrupted" is "terminal"), and as 0.3's blocking message/send does.
+// --send-wait is an operator's deliberate deviation, for both versions alike:
+// past it a blocking send answers with the task still running. The TCK's
+// documented config sets it, because the TCK cancels and follows up the task
+// a blocking send returned.
+func TestTCK10BlockingSend(t *testing.T) {
+	type sent struct {
+		state string
+		after time.Duration
+	}
+	send10 := func(s *service, config string) sent {
+		t.Helper()
+		var res struct {
+			Task struct {
+				Status struct {
+					State string `json:"state"`
+				} `json:"status"`
+			} `json:"task"`
+		}
+		start := time.Now()
+		params := fmt.Sprintf(`{"message":{"messageId":"block-%d","role":"ROLE_USER","parts":[{"text":"one two"}]}%s}`, time.Now().UnixNano(), config)
+		if e := rpc(t, s, "1.0", "SendMessage", params, &res); e != nil {
+			t.Fatalf("SendMessage: %+v", e)
+		}
+		return sent{res.Task.Status.State, time.Since(start)}
+	}
+	send03 := func(s *service) sent {
+		t.Helper()
+		var task wireTask
+		start := time.Now()
+		if e := rpc(t, s, "", "message/send", textParams("one two", ""), &task); e != nil {
+			t.Fatalf("message/send: %+v", e)
+		}
+		return sent{task.Status.State, time.Since(start)}
+	}
+
+	const think = 300 * time.Millisecond
+	s := startService(t, "--intelligence", "builtin:demo="+think.String())
+	if got := send10(s, ""); got.state != "TASK_STATE_COMPLETED" || got.after < think {
+		t.Fatalf("1.0 blocking send without --send-wait: %s after %s, want completed after %s at least", got.state, got.after, think)
+	}
+	if got := send03(s); got.state != "completed" || got.after < think {
+		t.Fatalf("0.3 blocking send without --send-wait: %s after %s, want completed after %s at least", got.state, got.after, think)
+	}
+
+	const wait = 200 * time.Millisecond
+	w := startService(t, "--intelligence", "builtin:wait", "--send-wait", wait.String())
+	if got := send10(w, ""); got.state != "TASK_STATE_WORKING" || got.after < wait {
+		t.Fatalf("1.0 blocking send with --send-wait %s: %s after %s, want working after the bound", wait, got.state, got.after)
+	}
+	if got := send03(w); got.state != "working" || got.after < wait {
+		t.Fatalf("0.3 blocking send with --send-wait %s: %s after %s, want working after the bound", wait, got.state, got.after)
+	}
+	if got := send10(w, `,"configuration":{"returnImmediately":true}`); got.state == "TASK_STATE_COMPLETED" || got.state == "" {
+		t.Fatalf("1.0 send with returnImmediately: %s", got.state)
+	}
+}
+
+// TestTCK10VersionHeader pins what the A2A-Version header selects. A 1.0
+// method without the header is served as 1.0: A2A 1.0 §3.6.2 says an empty
+// header means 0.3, but 0.3 has no method of that name, so no 0.3 request
+// changes meaning, and 1.0 clients that send no header (the TCK among them)
+// work. A header naming the other version than the method's is refused with
+// -32601, an unknown version with -32009.
+func TestTCK10VersionHeader(t *testing.T) {
+	s := startService(t)
+	body := func(method, params string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":"r1","method":%q,"params":%s}`, method, params)
+	}
+	send := `{"message":{"messageId":"hdr-1","role":"ROLE_USER","parts":[{"text":"one two"}]}}`
+	for _, version := range []string{"", "1.0", "1", "1.0.3"} {
+		resp, b := post(t, s, version, body("SendMessage", send))
+		var r rpcReply
+		var res struct {
+			Task struct {
+				Status struct {
+					State string `json:"state"`
+				} `json:"status"`
+			} `json:"task"`
+		}
+		if json.Unmarshal(b, &r) != nil || r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.Task.Status.State != "TASK_STATE_COMPLETED" {
+			t.Fatalf("SendMessage with A2A-Version %q: %s", version, b)
+		}
+		if got := resp.Header.Get("A2A-Version"); got != "1.0" {
+			t.Fatalf("SendMessage with A2A-Version %q answered as version %q", version, got)
+		}
+	}
+	if e := rpc(t, s, "0.3", "SendMessage", send, nil); e == nil || e.Code != -32601 {
+		t.Fatalf("a 1.0 method with A2A-Version 0.3: %+v", e)
+	}
+	if e := rpc(t, s, "1.0", "message/send", textParams("x", ""), nil); e == nil || e.Code != -32601 {
+		t.Fatalf("a 0.3 method with A2A-Version 1.0: %+v", e)
+	}
+	for _, version := range []string{"", "0.3"} {
+		var task wireTask
+		if e := rpc(t, s, version, "message/send", textParams("one two", ""), &task); e != nil || task.Kind != "task" || task.Status.State != "completed" {
+			t.Fatalf("message/send with A2A-Version %q: %+v %+v", version, task, e)
+		}
+	}
+	if e := rpc(t, s, "2.0", "GetTask", `{"id":"x"}`, nil); e == nil || e.Code != -32009 {
+		t.Fatalf("A2A-Version 2.0: %+v", e)
+	}
 }
