@@ -180,6 +180,10 @@ func (rh *rpcHandler) serveMethod(w http.ResponseWriter, r *http.Request, id jso
 		}
 		writeRPC(w, id, nil, &RPCError{Code: CodeVersionNotSupported, Message: "version not supported", Data: map[string]any{"detail": verr.Error()}}, shape)
 		return
+	// A request without A2A-Version is 0.3 (A2A 1.0 §3.6.2) for every 0.3
+	// method; a 1.0 method without it is served as 1.0, not refused: 0.3 has
+	// no method of that name, so no 0.3 request changes meaning, and 1.0
+	// clients that omit the header (the 1.0 TCK does) work.
 	case v1 && version == tasks.Version03:
 		writeRPC(w, id, nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + method + " is an A2A 1.0 method and the request declared A2A-Version 0.3"}, toRPCError)
 		return

@@ -41,7 +41,7 @@ func addMesh(f *flags, m *meshConfig) {
 		return nil
 	})
 	f.stringVar(&m.PushAllowNet, "push-allow-net", "AGENT_PUSH_ALLOW_NET", "", "comma-separated CIDRs push webhooks may reach although loopback, link-local or private (all refused by default)")
-	f.durationVar(&m.SendWait, "send-wait", "AGENT_SEND_WAIT", 0, "longest a blocking message/send holds the request before answering with the running task (0: until the task ends)")
+	f.durationVar(&m.SendWait, "send-wait", "AGENT_SEND_WAIT", 0, "longest a blocking send (message/send, SendMessage) holds the request before answering with the running task (0: until the task ends, as A2A 0.3 and 1.0 say; a bound departs from that, for both)")
 }
 
 // validate checks the mesh settings and names the bad one; tlsOn says whether
