@@ -7,7 +7,7 @@ FUZZTIME ?= 20s
 JS_DEPS  := e2e/js/node_modules/.installed
 MCP_DEPS := e2e/mcp/node_modules/.installed
 
-.PHONY: all build run test test-deps e2e-mcp-deps lint vet fmt-check unit deploy-test fuzz bench bench-go clean tck test-spire spire
+.PHONY: all build run test test-deps e2e-mcp-deps lint vet fmt-check unit deploy-test fuzz bench bench-go clean tck tck-1.0 test-spire spire
 
 all: build
 
@@ -69,8 +69,28 @@ $(MCP_DEPS): e2e/mcp/package.json e2e/mcp/package-lock.json
 # receiver). Needs a checkout of a2aproject/a2a-tck at b03fefc in TCK_DIR.
 TCK_SCRIPT ?= ../shared/tools/a2a-tck.sh
 tck: build
-	AGENT_INTELLIGENCE=builtin:demo=2s AGENT_SEND_WAIT=500ms AGENT_PUSH_ALLOW_NET=127.0.0.0/8,::1/128 \
-		$(TCK_SCRIPT) --agentd $(CURDIR)/$(BIN)
+	$(TCK_CONFIG) $(TCK_SCRIPT) --agentd $(CURDIR)/$(BIN)
+
+# TCK_CONFIG is the agentd config both TCKs run against (docs/conformance.md).
+TCK_CONFIG := AGENT_INTELLIGENCE=builtin:demo=2s AGENT_SEND_WAIT=500ms AGENT_PUSH_ALLOW_NET=127.0.0.0/8,::1/128
+
+# tck-1.0: the public A2A TCK at its 1.0 release candidate (a2aproject/a2a-tck
+# at 410ba92, JSON-RPC transport), categories mandatory and capabilities, in
+# the config of `make tck`: once as the TCK runs by default (no A2A-Version
+# header), once with A2A-Version: 1.0 on every request. Needs a checkout at
+# 410ba92 in TCK10_DIR; the runner fetches its Debian python packages itself.
+# Each run's logs are in TCK10_OUT/noheader and TCK10_OUT/header.
+TCK10_SCRIPT ?= ../shared/tools/a2a-tck-1.0.sh
+TCK10_DIR ?= $(HOME)/.cache/a2a-tck-1.0
+TCK10_OUT ?= $(CURDIR)/bin/tck-1.0
+tck-1.0: build
+	@mkdir -p $(TCK10_OUT)/noheader $(TCK10_OUT)/header
+	@echo "TCK 1.0, no A2A-Version header:"
+	$(TCK_CONFIG) TCK10_DIR=$(TCK10_DIR) TMPDIR=$(TCK10_OUT)/noheader \
+		$(TCK10_SCRIPT) --agentd $(CURDIR)/$(BIN) mandatory capabilities
+	@echo "TCK 1.0, A2A-Version: 1.0:"
+	$(TCK_CONFIG) TCK10_DIR=$(TCK10_DIR) TMPDIR=$(TCK10_OUT)/header A2A_AUTH_HEADERS='{"A2A-Version":"1.0"}' \
+		$(TCK10_SCRIPT) --agentd $(CURDIR)/$(BIN) mandatory capabilities
 
 # fuzz: run each fuzz target for FUZZTIME (the seed corpora under testdata/
 # run on every `make test`).

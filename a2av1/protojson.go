@@ -9,8 +9,10 @@ package a2av1
 // `proto` tag. A parser rejects unknown fields by default; agentd does, at
 // every level of a request (inside a google.protobuf.Struct or Value, such as
 // metadata or a data part, any key goes). A field given twice, by the same
-// name or by both, is refused even when both values agree, as protobuf's own
-// parsers do: a client that sends both would fail against them. null is the
+// name or by both, is refused even when both values agree: protobuf's
+// conformance suite wants parsers to refuse both (its FieldNameDuplicate and
+// FieldNameDuplicateDifferentCasing tests), so such a request is not
+// portable, and which value was meant is not agentd's guess. null is the
 // field's default value, as ProtoJSON says; an int32 field takes a number or
 // a string holding one, integral and in range.
 //
