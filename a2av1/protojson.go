@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -51,10 +50,6 @@ func (e *FieldError) Error() string {
 
 // Is reports whether target is ErrInvalid.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
-
-func fieldErr(path, format string, args ...any) error {
-	return &FieldError{Path: path, Reason: fmt.Sprintf(format, args...)}
-}
 
 // protoField is one field of a request message: its Go field index and its
 // two ProtoJSON names.
@@ -102,81 +97,200 @@ func messageOf(t reflect.Type) *protoMessage {
 }
 
 // decodeRequest decodes data into *v, a request message, all or nothing: on
-// an error *v is unchanged.
+// an error *v is unchanged. null changes nothing, by encoding/json's
+// convention for Unmarshalers.
 func decodeRequest[T any](data []byte, v *T) error {
+	if isNull(bytes.TrimSpace(data)) {
+		return nil // as json.Unmarshal treats null: no change
+	}
+	if !json.Valid(data) {
+		return fieldErr(at{index: -1}, "not valid JSON")
+	}
 	var fresh T
-	if err := decodeMessage(data, reflect.ValueOf(&fresh).Elem(), ""); err != nil {
+	if err := decodeMessage(data, reflect.ValueOf(&fresh).Elem(), at{index: -1}); err != nil {
 		return err
 	}
 	*v = fresh
 	return nil
 }
 
-func isNull(raw []byte) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+// at is where a value sits in the params object, for error messages: a field
+// (name) of the value at parent, or element index of the list at parent. The
+// path string is built only when it is needed.
+type at struct {
+	parent string
+	name   string // the field's JSON name; "" for a list element or the params object
+	index  int    // the list element's index; -1 otherwise
+}
+
+func (a at) String() string {
+	switch {
+	case a.index >= 0:
+		return a.parent + "[" + strconv.Itoa(a.index) + "]"
+	case a.name == "":
+		return a.parent
+	case a.parent == "":
+		return a.name
+	}
+	return a.parent + "." + a.name
+}
+
+func fieldErr(where at, format string, args ...any) error {
+	return &FieldError{Path: where.String(), Reason: fmt.Sprintf(format, args...)}
+}
+
+// The scanning below reads JSON that json.Valid accepted (decodeRequest
+// checks the whole request once), so it only finds where values end.
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the JSON string that starts at b[i]
+// (a '"'), and whether it holds an escape.
+func stringEnd(b []byte, i int) (int, bool) {
+	esc := false
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			esc = true
+			j++
+		case '"':
+			return j + 1, esc
+		}
+	}
+	return len(b), esc
+}
+
+// valueEnd returns the index just past the JSON value that starts at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		end, _ := stringEnd(b, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, _ := stringEnd(b, j)
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) {
+		switch b[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return j
+		}
+		j++
+	}
+	return j
+}
+
+// unquote is the text of the JSON string raw; it copies, so nothing decoded
+// keeps a reference into the request.
+func unquote(raw []byte) (string, error) {
+	if end, esc := stringEnd(raw, 0); !esc && end == len(raw) {
+		plain := true
+		for _, c := range raw {
+			if c >= 0x80 {
+				plain = false // json.Unmarshal's handling of invalid UTF-8
+				break
+			}
+		}
+		if plain {
+			return string(raw[1 : len(raw)-1]), nil
+		}
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
+}
+
+func isNull(raw []byte) bool { return string(raw) == "null" }
 
 // decodeMessage decodes the JSON object data into rv, a struct messageOf
-// knows, at path.
-func decodeMessage(data []byte, rv reflect.Value, path string) error {
+// knows.
+func decodeMessage(data []byte, rv reflect.Value, where at) error {
 	m := messageOf(rv.Type())
 	if m == nil {
 		panic(fmt.Sprintf("a2av1: %s is not a request message (every field needs a json and a proto tag)", rv.Type()))
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return fieldErr(path, "not valid JSON: %v", err)
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return fieldErr(where, "want an object, got %s", kindOf(data))
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return fieldErr(path, "want an object, got %s", kindOf(data))
+	path := "" // where's path, once a nested value needs it
+	var seenBuf [16][]byte
+	seen := seenBuf[:0]
+	if len(m.fields) <= len(seenBuf) {
+		seen = seenBuf[:len(m.fields)]
+	} else {
+		seen = make([][]byte, len(m.fields))
 	}
-	seen := make([]string, len(m.fields)) // the name each field was given by
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fieldErr(path, "not valid JSON: %v", err)
-		}
-		key, _ := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return fieldErr(path, "not valid JSON: %v", err)
-		}
-		i, ok := m.byName[key]
-		if !ok {
-			return fieldErr(path, "unknown field %q", key)
-		}
-		f := m.fields[i]
-		fpath := join(path, f.json)
-		if prev := seen[i]; prev != "" {
-			if prev == key {
-				return fieldErr(fpath, "given twice")
+	i = skipSpace(data, i+1)
+	for i < len(data) && data[i] != '}' {
+		kend, esc := stringEnd(data, i)
+		rawKey := data[i:kend]
+		key := rawKey[1 : len(rawKey)-1]
+		if esc {
+			k, err := unquote(rawKey)
+			if err != nil {
+				return fieldErr(where, "bad key %s", rawKey)
 			}
-			return fieldErr(fpath, "given twice, as %q and %q", prev, key)
+			key = []byte(k)
 		}
-		seen[i] = key
-		if err := decodeField(raw, rv.Field(f.index), fpath); err != nil {
+		i = skipSpace(data, kend)
+		i = skipSpace(data, i+1) // past ':'
+		vend := valueEnd(data, i)
+		value := data[i:vend]
+		i = skipSpace(data, vend)
+		if i < len(data) && data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+		n, ok := m.byName[string(key)]
+		if !ok {
+			return fieldErr(where, "unknown field %q", key)
+		}
+		f := m.fields[n]
+		if path == "" {
+			path = where.String()
+		}
+		fat := at{parent: path, name: f.json, index: -1}
+		if prev := seen[n]; prev != nil {
+			if string(prev) == string(key) {
+				return fieldErr(fat, "given twice")
+			}
+			return fieldErr(fat, "given twice, as %q and %q", prev, key)
+		}
+		seen[n] = key
+		if err := decodeField(value, rv.Field(f.index), fat); err != nil {
 			return err
 		}
 	}
-	if _, err := dec.Token(); err != nil {
-		return fieldErr(path, "not valid JSON: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fieldErr(path, "data after the object")
+	if i = skipSpace(data, i+1); i != len(data) {
+		return fieldErr(where, "data after the object")
 	}
 	return nil
-}
-
-func join(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
 // decodeField decodes one field's value. null leaves the field at its default.
-func decodeField(raw []byte, fv reflect.Value, path string) error {
+func decodeField(raw []byte, fv reflect.Value, where at) error {
 	if isNull(raw) {
 		fv.Set(reflect.Zero(fv.Type()))
 		return nil
@@ -185,7 +299,7 @@ func decodeField(raw []byte, fv reflect.Value, path string) error {
 	switch {
 	case t.Kind() == reflect.Pointer:
 		elem := reflect.New(t.Elem())
-		if err := decodeField(raw, elem.Elem(), path); err != nil {
+		if err := decodeField(raw, elem.Elem(), where); err != nil {
 			return err
 		}
 		fv.Set(elem)
@@ -193,53 +307,93 @@ func decodeField(raw []byte, fv reflect.Value, path string) error {
 	case messageOf(t) != nil:
 		// Before the Unmarshaler case: the request messages decode
 		// themselves too, but here they are decoded in place, at their path.
-		return decodeMessage(raw, fv, path)
+		return decodeMessage(raw, fv, where)
 	case reflect.PointerTo(t).Implements(unmarshalerType):
-		return decodeScalar(raw, fv, path)
-	case t.Kind() == reflect.Slice:
-		return decodeList(raw, fv, path)
-	case t.Kind() == reflect.Int:
+		// An enum, bytes or a google.protobuf.Value: raw is valid JSON
+		// already, so the method is called without json.Unmarshal's scan.
+		if err := fv.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
+			return fieldErr(where, "%v", err)
+		}
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.String:
+		if raw[0] != '"' {
+			return fieldErr(where, "want a string, got %s", kindOf(raw))
+		}
+		s, err := unquote(raw)
+		if err != nil {
+			return fieldErr(where, "%v", err)
+		}
+		fv.SetString(s)
+		return nil
+	case reflect.Bool:
+		switch string(raw) {
+		case "true":
+			fv.SetBool(true)
+		case "false":
+			fv.SetBool(false)
+		default:
+			return fieldErr(where, "want true or false, got %s", kindOf(raw))
+		}
+		return nil
+	case reflect.Int:
 		n, err := decodeInt32(raw)
 		if err != nil {
-			return fieldErr(path, "%v", err)
+			return fieldErr(where, "%v", err)
 		}
 		fv.SetInt(int64(n))
 		return nil
+	case reflect.Slice:
+		return decodeList(raw, fv, where)
 	}
-	return decodeScalar(raw, fv, path)
-}
-
-// decodeList decodes a repeated field: an array whose elements are not null.
-func decodeList(raw []byte, fv reflect.Value, path string) error {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return fieldErr(path, "want an array, got %s", kindOf(raw))
-	}
-	out := reflect.MakeSlice(fv.Type(), len(elems), len(elems))
-	for i, e := range elems {
-		epath := fmt.Sprintf("%s[%d]", path, i)
-		if isNull(e) {
-			return fieldErr(epath, "null is not an element")
-		}
-		if err := decodeField(e, out.Index(i), epath); err != nil {
-			return err
-		}
-	}
-	fv.Set(out)
-	return nil
-}
-
-// decodeScalar decodes a value that is not a message: a string, a bool, a
-// map (google.protobuf.Struct), raw JSON (google.protobuf.Value), an enum or
-// bytes (which decode themselves).
-func decodeScalar(raw []byte, fv reflect.Value, path string) error {
+	// A google.protobuf.Struct (map[string]any).
 	if err := json.Unmarshal(raw, fv.Addr().Interface()); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return fieldErr(path, "want %s, got %s", want(fv.Type()), kindOf(raw))
+			return fieldErr(where, "want %s, got %s", want(t), kindOf(raw))
 		}
-		return fieldErr(path, "%v", err)
+		return fieldErr(where, "%v", err)
 	}
+	return nil
+}
+
+// elements calls fn for each element of the JSON array raw.
+func elements(raw []byte, fn func(i int, elem []byte) error) error {
+	i := skipSpace(raw, 1)
+	for n := 0; i < len(raw) && raw[i] != ']'; n++ {
+		end := valueEnd(raw, i)
+		if err := fn(n, raw[i:end]); err != nil {
+			return err
+		}
+		i = skipSpace(raw, end)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return nil
+}
+
+// decodeList decodes a repeated field: an array whose elements are not null.
+func decodeList(raw []byte, fv reflect.Value, where at) error {
+	if raw[0] != '[' {
+		return fieldErr(where, "want an array, got %s", kindOf(raw))
+	}
+	count := 0
+	elements(raw, func(int, []byte) error { count++; return nil })
+	out := reflect.MakeSlice(fv.Type(), count, count)
+	path := where.String()
+	err := elements(raw, func(i int, elem []byte) error {
+		eat := at{parent: path, index: i}
+		if isNull(elem) {
+			return fieldErr(eat, "null is not an element")
+		}
+		return decodeField(elem, out.Index(i), eat)
+	})
+	if err != nil {
+		return err
+	}
+	fv.Set(out)
 	return nil
 }
 
@@ -280,14 +434,13 @@ func kindOf(raw []byte) string {
 // decodeInt32 reads a ProtoJSON int32: a JSON number, or a string holding
 // one, that is integral (1e2 and 5.0 are) and within int32.
 func decodeInt32(raw []byte) (int32, error) {
-	s := string(bytes.TrimSpace(raw))
-	if strings.HasPrefix(s, `"`) {
-		if err := json.Unmarshal(raw, &s); err != nil {
+	s := string(raw)
+	if raw[0] == '"' {
+		u, err := unquote(raw)
+		if err != nil || !isJSONNumber(u) {
 			return 0, fmt.Errorf("want an int32, got %s", raw)
 		}
-		if !isJSONNumber(s) {
-			return 0, fmt.Errorf("want an int32, got %q", s)
-		}
+		s = u
 	} else if !isJSONNumber(s) {
 		return 0, fmt.Errorf("want an int32, got %s", kindOf(raw))
 	}
@@ -298,18 +451,43 @@ func decodeInt32(raw []byte) (int32, error) {
 	return int32(f), nil
 }
 
-// isJSONNumber reports whether s is exactly one JSON number literal (no
-// space, no sign but a leading minus, no hex, no Inf or NaN).
+// isJSONNumber reports whether s is exactly one JSON number literal:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? (no space, no plus sign, no
+// hex, no Inf or NaN).
 func isJSONNumber(s string) bool {
-	if s == "" || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) {
+	i := 0
+	digits := func() bool {
+		start := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case !digits():
 		return false
 	}
-	last := s[len(s)-1]
-	if last < '0' || last > '9' {
-		return false
+	if i < len(s) && s[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
 	}
-	var v json.Number
-	return json.Unmarshal([]byte(s), &v) == nil
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return i == len(s)
 }
 
 // UnmarshalJSON decodes the params of SendMessage and SendStreamingMessage as

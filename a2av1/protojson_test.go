@@ -318,3 +318,45 @@ func ExampleFieldError() {
 	fmt.Println(err)
 	// Output: unknown field "config_id"
 }
+
+// BenchmarkDecodeSendMessageRequest is the strict ProtoJSON decoding of a
+// typical SendMessage params object (a text part, a configuration, metadata).
+func BenchmarkDecodeSendMessageRequest(b *testing.B) {
+	body := []byte(`{"message":{"messageId":"m-1","contextId":"c-1","role":"ROLE_USER","parts":[{"text":"summarize the open pull requests and post a digest"}],"metadata":{"agentd/skill":"digest"}},"configuration":{"acceptedOutputModes":["text/plain"],"historyLength":5,"returnImmediately":true}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var r SendMessageRequest
+		if err := json.Unmarshal(body, &r); err != nil || r.Message == nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestProtoJSONScanning: keys with escapes, space between tokens, strings
+// holding brackets and quotes, and non-ASCII text decode as encoding/json
+// reads them.
+func TestProtoJSONScanning(t *testing.T) {
+	var g GetTaskRequest
+	if err := json.Unmarshal([]byte(`{"i\u0064":"t\"1","history\u005flength":"2"}`), &g); err != nil || g.ID != `t"1` || g.HistoryLength == nil || *g.HistoryLength != 2 {
+		t.Fatalf("escaped keys: %+v %v", g, err)
+	}
+	var r SendMessageRequest
+	body := " {\"message\" : {\"messageId\":\"m\u00e9\",\"role\":\"ROLE_USER\",\"parts\":[ {\"text\":\"caf\\u00e9 \\\"x\\\" \xff\"} , {\"data\":[1,{\"a\":\"]}\"}]} ]} } "
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		Message struct {
+			MessageID string `json:"messageId"`
+			Parts     []struct {
+				Text string          `json:"text"`
+				Data json.RawMessage `json:"data"`
+			} `json:"parts"`
+		} `json:"message"`
+	}
+	json.Unmarshal([]byte(body), &want)
+	if r.Message.MessageID != want.Message.MessageID || *r.Message.Parts[0].Text != want.Message.Parts[0].Text || string(r.Message.Parts[1].Data) != string(want.Message.Parts[1].Data) {
+		t.Fatalf("decoded %q %q %s, encoding/json reads %q %q %s", r.Message.MessageID, *r.Message.Parts[0].Text, r.Message.Parts[1].Data,
+			want.Message.MessageID, want.Message.Parts[0].Text, want.Message.Parts[1].Data)
+	}
+}
