@@ -5,6 +5,5 @@
 // The package is pure: types, validation and encoding, no I/O beyond the
 // io.Reader/io.Writer a caller hands the frame codec. Both sides of the process
 // tree (package supervisor and package agent) meet only through these types.
-// JSON field names are snake_case, as the seeds (RFC 0009 sections 3.2 and 3.4)
-// write them.
+// JSON field names are snake_case (docs/ARCHITECTURE.md §4).
 package api

@@ -9,8 +9,8 @@ import (
 )
 
 // MaxDeadline is the longest deadline a subagent can be granted. Every deadline
-// is finite (RFC 0009 section 3.2: "MANDATORY, never infinity"); this bound keeps
-// a typo such as "6000h" from reading as "forever".
+// is finite and mandatory (docs/ARCHITECTURE.md §5.3); this bound keeps a typo
+// such as "6000h" from reading as "forever".
 const MaxDeadline = 24 * time.Hour
 
 // SpawnPayload is everything a subagent is handed, as the params of the first
@@ -34,9 +34,9 @@ type SpawnPayload struct {
 	// self-tools.
 	Tools []ToolSpec `json:"tools,omitempty"`
 
-	// Intelligence names the model endpoint the subagent's loop talks to. It is an
-	// agentd addition to the seeds' struct: the supervisor never calls a model, so
-	// the child must be told where to. Secrets (the API key) never travel here;
+	// Intelligence names the model endpoint the subagent's loop talks to (an
+	// agentd addition, docs/ARCHITECTURE.md §16): the supervisor never calls a
+	// model, so the child must be told where to. Secrets (the API key) never travel here;
 	// the child reads them from its environment.
 	Intelligence Intelligence `json:"intelligence"`
 }
@@ -60,7 +60,7 @@ type Intelligence struct {
 
 // Defaults of an HTTP intelligence.
 const (
-	DefaultRequestTimeout = 60 * time.Second // the seeds' progress timeout (120s) is about twice this
+	DefaultRequestTimeout = 60 * time.Second // the default progress timeout (120s, Detector B) is about twice this
 	DefaultRetries        = 3
 	DefaultRetryBackoff   = 500 * time.Millisecond
 	MaxRetryBackoff       = 30 * time.Second
@@ -234,7 +234,7 @@ type Telemetry struct {
 }
 
 // ErrMissingObjective is the refusal for a contract without an objective. Its
-// text is the seeds' refusal message.
+// text is the chokepoint's refusal message (docs/ARCHITECTURE.md §5.1).
 var ErrMissingObjective = errors.New("spawn denied: missing objective/output-contract")
 
 // Validate checks the contract a parent supplies: an objective and a known format.

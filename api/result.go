@@ -7,8 +7,8 @@ import (
 	"fmt"
 )
 
-// TerminalStatus is the closed set of ways a subagent run ends (RFC 0007 section
-// 3.4). The zero value is not a valid status.
+// TerminalStatus is the closed set of ways a subagent run ends
+// (docs/ARCHITECTURE.md §6.4, §7.2). The zero value is not a valid status.
 type TerminalStatus string
 
 // The nine terminal statuses.

@@ -46,7 +46,7 @@ func TestResultRefusesUnknowns(t *testing.T) {
 
 func TestNineStatuses(t *testing.T) {
 	if len(TerminalStatuses) != 9 {
-		t.Fatalf("%d statuses, the seeds close the enum at nine", len(TerminalStatuses))
+		t.Fatalf("%d statuses, want the closed set of nine", len(TerminalStatuses))
 	}
 	if TerminalStatus("").Valid() || TerminalStatus("done").Valid() {
 		t.Fatal("a status outside the set is valid")

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Disposition says how a parent waits for a child it spawns (RFC 0009 section
-// 3.7). The zero value means sync.
+// Disposition says how a parent waits for a child it spawns
+// (docs/ARCHITECTURE.md §5.5). The zero value means sync.
 type Disposition string
 
 // The three dispositions.

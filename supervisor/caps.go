@@ -14,7 +14,8 @@ type Caps struct {
 	TreeTokenCeiling  int64   // tokens per tree
 }
 
-// DefaultCaps are the seeds' conservative defaults.
+// DefaultCaps are the chokepoint's conservative defaults (docs/ARCHITECTURE.md
+// §5.1).
 var DefaultCaps = Caps{
 	MaxDepth:          4,
 	MaxChildren:       8,

@@ -11,7 +11,7 @@ import (
 )
 
 // A live pid is not a live agent. Three detectors watch every child once it has
-// its payload (guide section 9):
+// its payload (docs/ARCHITECTURE.md §6.2):
 //
 //   - A, the hard deadline: the payload's deadline, capped at ChildDeadline
 //     when the node is created (capDeadline); on expiry the verdict is deadline
@@ -36,7 +36,7 @@ import (
 // Health is the classifier's view of a live child.
 type Health string
 
-// The classifier's states (guide section 9, "The EOF x pong classifier").
+// The classifier's states (docs/ARCHITECTURE.md §6.3).
 const (
 	Healthy     Health = "healthy"      // events flowing (a missed pong or two is transient)
 	BusyHealthy Health = "busy_healthy" // no recent events but pongs flowing: a long call, left alone
