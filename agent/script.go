@@ -19,7 +19,7 @@ import (
 
 // The builtin:script=FILE intelligence: a deterministic scripted model whose
 // turns come from a file, so tests and demos drive exact subagent trees. The
-// format (README.md, "Scripted intelligence"):
+// format (docs/intelligence.md, "Scripted intelligence"):
 //
 //	# a comment line
 //	[default]          steps for every agent no other section matches

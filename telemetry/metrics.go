@@ -24,7 +24,7 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 }
 
-// Metric names, for tests and the README.
+// Metric names, for tests and docs/observability.md.
 const (
 	MetricA2ARequests   = "agent_a2a_requests_total"
 	MetricA2ADuration   = "agent_a2a_request_duration_seconds"
