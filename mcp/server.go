@@ -37,7 +37,8 @@ type Options struct {
 	MaxResult int
 	// ReconnectMin and ReconnectMax bound the backoff between failed connects:
 	// it doubles from ReconnectMin, with jitter, up to ReconnectMax; defaults
-	// 500ms and 30s. A lost session is retried at once, then with backoff.
+	// 500ms and 30s. A session lost after it had lasted ReconnectMax is
+	// retried at once; a younger one backs off like a failed connect.
 	ReconnectMin, ReconnectMax time.Duration
 	// PingInterval is how often a connected session is pinged; a failed ping
 	// reconnects. Default 15s; negative disables pings.
