@@ -94,7 +94,7 @@ func (r *fakeRun) Result() api.SubagentResult {
 func (r *fakeRun) Outcome() supervisor.Outcome { <-r.done; return r.o.out }
 func (r *fakeRun) Cancel(string)               { r.once.Do(func() { close(r.cancel) }) }
 
-// governor is the seeds' schedule without jitter.
+// governor is the default schedule (docs/ARCHITECTURE.md §6.7) without jitter.
 func governor() *supervisor.Governor {
 	return supervisor.NewGovernor(supervisor.GovernorConfig{Rand: func() float64 { return 0 }})
 }
