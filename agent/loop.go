@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/telemetry"
 )
 
 // ToolCaller runs one tool call on the loop's behalf. In a subagent it is the
@@ -85,6 +86,7 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 		lastCall string // wire name and canonical arguments of the latest tool call
 		repeats  int    // how many times in a row lastCall was asked for
 	)
+	content := p.Telemetry.LogContent // prompts, answers, tool arguments and results in logs and spans
 	result := func(s api.TerminalStatus, detail string) api.SubagentResult {
 		return l.shape(ctx, api.SubagentResult{Status: s, Distillate: api.InlineText(last), Usage: usage, Detail: detail})
 	}
@@ -99,9 +101,10 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 			return stopped(ctx, result)
 		}
 		usage.Steps++
-		mctx, mspan := startModelSpan(ctx, p, usage.Steps)
+		l.logModelCall(usage.Steps, req, content)
+		mctx, mspan := startModelSpan(ctx, p, usage.Steps, req)
 		resp, err := l.Model.Complete(mctx, req)
-		endModelSpan(mspan, resp, err)
+		endModelSpan(mspan, resp, err, content)
 		if err != nil {
 			if ctx.Err() != nil {
 				return stopped(ctx, result)
@@ -112,6 +115,7 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 			}
 			return r
 		}
+		l.logAnswer(usage.Steps, resp, content)
 		delta := api.Usage{TokensIn: resp.Usage.TokensIn, TokensOut: resp.Usage.TokensOut, Steps: 1}
 		usage.TokensIn += delta.TokensIn
 		usage.TokensOut += delta.TokensOut
@@ -157,7 +161,11 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 			}
 			if !repaired {
 				repaired = true
-				l.Log.Info("output does not match the contract: one repair turn", "err", verr)
+				if content {
+					l.Log.Info("output does not match the contract: one repair turn", "err", verr)
+				} else {
+					l.Log.Info("output does not match the contract: one repair turn")
+				}
 				req.Messages = append(req.Messages,
 					Message{Role: RoleAssistant, Content: resp.Content},
 					Message{Role: RoleUser, Content: repairPrompt(verr)})
@@ -202,9 +210,9 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 			} else {
 				// A name the model made up goes to the supervisor as is; it refuses
 				// anything outside the grant with an error result the model sees.
-				tctx, tspan := startToolSpan(ctx, wire)
+				tctx, tspan := startToolSpan(ctx, wire, args, content)
 				out, err = l.Caller.CallTool(tctx, wire, args)
-				endToolSpan(tspan, out, err)
+				endToolSpan(tspan, out, err, content)
 				if err != nil {
 					if ctx.Err() != nil {
 						return stopped(ctx, result)
@@ -212,10 +220,49 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 					out = api.TextResult("tool call failed: "+err.Error(), true)
 				}
 			}
+			l.logTool(usage.Steps, wire, args, out, content)
 			l.Report.Event(usage.Steps, api.EventToolCall, api.Usage{})
 			req.Messages = append(req.Messages, Message{Role: RoleTool, ToolCallID: tc.ID, Content: toolText(out)})
 		}
 	}
+}
+
+// logModelCall logs a model call at debug: its step and the size of the
+// conversation, and with content on, on the first step, the system prompt and
+// the first user turn (later turns are tool results, logged with their calls).
+func (l *Loop) logModelCall(step int, req *Request, content bool) {
+	attrs := []any{"step", step, "messages", len(req.Messages)}
+	if content && step == 1 {
+		attrs = append(attrs, "system", telemetry.Clip(req.System), "prompt", telemetry.Clip(req.Messages[0].Content))
+	}
+	l.Log.Debug("model call", attrs...)
+}
+
+// logAnswer logs a model answer at debug: its finish reason, tokens and the
+// tools it asks for, and with content on, its text and the calls' arguments.
+func (l *Loop) logAnswer(step int, resp *Response, content bool) {
+	names := make([]string, len(resp.ToolCalls))
+	for i, tc := range resp.ToolCalls {
+		names[i] = tc.Name
+	}
+	attrs := []any{"step", step, "finish", string(resp.Finish), "tokens_in", resp.Usage.TokensIn, "tokens_out", resp.Usage.TokensOut, "tool_calls", names}
+	if content {
+		attrs = append(attrs, "answer", telemetry.Clip(resp.Content))
+		if len(resp.ToolCalls) > 0 {
+			attrs = append(attrs, "calls", telemetry.Clip(messagesJSON([]Message{{Role: RoleAssistant, ToolCalls: resp.ToolCalls}})))
+		}
+	}
+	l.Log.Debug("model answered", attrs...)
+}
+
+// logTool logs a tool call at debug: its tool and whether it failed, and with
+// content on, its arguments and result.
+func (l *Loop) logTool(step int, wire string, args json.RawMessage, out api.ToolResult, content bool) {
+	attrs := []any{"step", step, "tool", wire, "is_error", out.IsError}
+	if content {
+		attrs = append(attrs, "args", telemetry.Clip(string(args)), "result", telemetry.Clip(toolText(out)))
+	}
+	l.Log.Debug("tool called", attrs...)
 }
 
 // stopped maps the loop context's end to a status.
@@ -369,10 +416,25 @@ func userPrompt(p *api.SpawnPayload) string {
 	var b strings.Builder
 	b.WriteString(p.Contract.Objective)
 	for _, s := range p.Seed.Slices {
-		if s.Content.ResourceRef != "" {
-			fmt.Fprintf(&b, "\n\n[%s] (resource) %s", s.Label, s.Content.ResourceRef)
-		} else {
-			fmt.Fprintf(&b, "\n\n[%s]\n%s", s.Label, s.Content.Text)
+		c := s.Content
+		switch r := c.Resolved; {
+		case c.ResourceRef == "":
+			fmt.Fprintf(&b, "\n\n[%s]\n%s", s.Label, c.Text)
+		case r == nil:
+			// Not read by the supervisor (a payload from elsewhere): the
+			// model is told what it is, and can read it with resource.read.
+			fmt.Fprintf(&b, "\n\n[%s] (resource %s, not read: use %s)", s.Label, c.ResourceRef, api.ToolResourceRead)
+		case r.Error != "":
+			fmt.Fprintf(&b, "\n\n[%s] (resource %s could not be read: %s)", s.Label, c.ResourceRef, r.Error)
+		default:
+			note := ""
+			if r.Truncated {
+				note = fmt.Sprintf("; the first %d of %d bytes, read the rest with %s", len(r.Text), r.Size, api.ToolResourceRead)
+			}
+			if r.Base64 {
+				note += "; binary, as base64"
+			}
+			fmt.Fprintf(&b, "\n\n[%s] (resource %s%s)\n%s", s.Label, c.ResourceRef, note, r.Text)
 		}
 	}
 	return b.String()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -44,7 +45,10 @@ func Main() int {
 // span under the payload's trace context, exported as the OTEL_* environment
 // says (telemetry.Setup) and flushed before the result frame.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key string) int {
-	log := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(errw, nil))).With("pid", os.Getpid())
+	// The level is info until the payload names the child's (its
+	// telemetry.log_level).
+	level := new(slog.LevelVar)
+	log := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(errw, &slog.HandlerOptions{Level: level}))).With("pid", os.Getpid())
 	c := newControl(in, out, log)
 	if err := c.w.Send(api.MethodReady, 0, api.Ready{PID: os.Getpid()}); err != nil {
 		log.Error("send ctrl/ready", "err", err)
@@ -58,6 +62,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 		log.Error("no spawn payload", "err", err)
 		return 1
 	}
+	if l, ok := p.Telemetry.Level(); ok {
+		level.Set(l)
+	}
 	log = log.With("run_id", p.Telemetry.RunID, "agent_path", p.AgentPath)
 	// The supervisor validated the OTEL_* environment it passed on; a failure
 	// here costs the traces, not the run.
@@ -70,7 +77,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	c.log = log
 	deadline := time.Now().Add(p.Limits.Deadline.D())
 	finish := func(res api.SubagentResult) int {
-		endRunSpan(span, res)
+		endRunSpan(span, res, p.Telemetry.LogContent)
 		flushSpans(tp, deadline, log)
 		return c.finish(res)
 	}
@@ -81,8 +88,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	if err != nil {
 		return finish(api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error()})
 	}
-	if m, ok := model.(interface{ setLogger(*slog.Logger) }); ok {
-		m.setLogger(log)
+	if m, ok := model.(interface{ setLogger(*slog.Logger, bool) }); ok {
+		m.setLogger(log, p.Telemetry.LogContent)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -114,11 +121,27 @@ func (c *control) CallTool(ctx context.Context, name string, args json.RawMessag
 func (c *control) Event(step int, kind string, delta api.Usage) { c.event(step, kind, delta) }
 
 // offeredTools is what the loop offers its model: the self-tools every
-// subagent has (subagent.spawn, status, await, cancel), then the granted tools
-// the supervisor described in the payload.
+// subagent has (subagent.spawn, status, await, cancel, resource.read and
+// resource.wait), then the granted tools the supervisor described in the
+// payload (the exec self-tool among them when the scope holds it). The
+// description of resource.read names the MCP servers whose resources the
+// scope grants.
 func offeredTools(p *api.SpawnPayload) []ToolSpec {
+	var servers []string
+	for _, r := range p.Scope.Allow {
+		if r.Tool == api.ResourcesTool {
+			servers = append(servers, r.Server)
+		}
+	}
 	var out []ToolSpec
 	for _, t := range append(api.SelfToolSpecs(), p.Tools...) {
+		if t.Name == api.ToolResourceRead {
+			if len(servers) > 0 {
+				t.Description += " MCP servers whose resources you may read: " + strings.Join(servers, ", ") + "."
+			} else {
+				t.Description += " Your scope grants the resources of no MCP server."
+			}
+		}
 		out = append(out, ToolSpec{Name: ModelToolName(t.Name), Wire: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
 	return out

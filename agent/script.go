@@ -31,6 +31,7 @@ import (
 //	call TOOL [JSON]                                   call a tool by its wire name; args default to {}
 //	spawn sync|async|detach "OBJECTIVE" [key=value]... subagent.spawn; keys: scope=S/T,S/T max_tokens=N
 //	                                                   max_steps=N deadline=DUR provider=NAME format=text|markdown|json
+//	                                                   ref=LABEL=URI (a resource_ref seed slice; repeatable)
 //	await                                              subagent.await every async child not yet finished
 //	sleep DUR                                          wait (the run's cancellation still applies)
 //	usage IN [OUT]                                     the next model call reports these tokens
@@ -39,9 +40,11 @@ import (
 //	repeat                                             start the section again (last step only)
 //
 // TEXT may use {objective}, {path}, {depth}, {results} (finished children's
-// distillates, in spawn order, one per line), {handles} (spawned handles) and
-// {transcript} (every tool result seen, one per line). Running out of steps
-// answers "". Every tool result the script sees is logged ("script observed").
+// distillates, in spawn order, one per line), {handles} (spawned handles),
+// {transcript} (every tool result seen, one per line) and {prompt} (the first
+// user turn: the objective and the seed slices as the agent was handed them). Running out of steps
+// answers "". Every tool result the script sees is logged ("script observed"),
+// its text only with log content on.
 
 // maxScriptSize bounds a script file.
 const maxScriptSize = 1 << 20
@@ -378,6 +381,12 @@ func spawnOption(a *api.SpawnArgs, kv string) error {
 		a.Limits.Deadline = api.Duration(d)
 	case "provider":
 		a.Provider = v
+	case "ref":
+		label, uri, ok := strings.Cut(v, "=")
+		if !ok || label == "" || uri == "" {
+			return fmt.Errorf("ref=%q: want ref=LABEL=URI", v)
+		}
+		a.Seed.Slices = append(a.Seed.Slices, api.SeedSlice{Label: label, Content: api.SeedContent{ResourceRef: uri}})
 	case "format":
 		a.Contract.OutputFormat.Kind = v
 		if err := a.Contract.OutputFormat.Validate(); err != nil {
@@ -440,6 +449,8 @@ type scriptedModel struct {
 	sc   *script
 	plan func(req *Request) []step // builds the steps instead of sc (builtin:demo)
 	log  *slog.Logger
+	// content: the tool results it sees may be logged (telemetry.log_content).
+	content bool
 
 	started    bool
 	steps      []step
@@ -466,7 +477,9 @@ type scriptChild struct {
 	report    *api.ChildReport // once finished
 }
 
-func (m *scriptedModel) setLogger(l *slog.Logger) { m.log = l }
+// setLogger gives the script its logger; content says whether the tool
+// results it sees may be logged.
+func (m *scriptedModel) setLogger(l *slog.Logger, content bool) { m.log, m.content = l, content }
 
 // Complete plays the script: it reads the tool results that arrived since the
 // last call, runs the steps that need no turn (sleep, usage), and returns the
@@ -604,7 +617,11 @@ func (m *scriptedModel) observe(req *Request) {
 		text, isErr := strings.CutPrefix(msg.Content, "ERROR: ")
 		m.transcript = append(m.transcript, pc.tool+": "+text)
 		if m.log != nil {
-			m.log.Info("script observed", "tool", pc.tool, "is_error", isErr, "text", text)
+			if m.content {
+				m.log.Info("script observed", "tool", pc.tool, "is_error", isErr, "text", text)
+			} else {
+				m.log.Info("script observed", "tool", pc.tool, "is_error", isErr)
+			}
 		}
 		var rep api.ChildReport
 		parsed := !isErr && json.Unmarshal([]byte(text), &rep) == nil && rep.Handle != ""
@@ -633,6 +650,10 @@ func (m *scriptedModel) expand(s string) string {
 		return s
 	}
 	var results, handles []string
+	prompt := ""
+	if len(m.req.Messages) > 0 {
+		prompt = m.req.Messages[0].Content
+	}
 	for _, c := range m.children {
 		if c.handle != "" {
 			handles = append(handles, c.handle)
@@ -648,5 +669,6 @@ func (m *scriptedModel) expand(s string) string {
 		"{results}", strings.Join(results, "\n"),
 		"{handles}", strings.Join(handles, " "),
 		"{transcript}", strings.Join(m.transcript, "\n"),
+		"{prompt}", prompt,
 	).Replace(s)
 }

@@ -308,7 +308,8 @@ func TestOfferedToolsIncludeSelfTools(t *testing.T) {
 			t.Errorf("%s: schema %s", s.Wire, s.Parameters)
 		}
 	}
-	want := "subagent_spawn=subagent.spawn,subagent_status=subagent.status,subagent_await=subagent.await,subagent_cancel=subagent.cancel,github__search=github/search"
+	want := "subagent_spawn=subagent.spawn,subagent_status=subagent.status,subagent_await=subagent.await,subagent_cancel=subagent.cancel," +
+		"resource_read=resource.read,resource_wait=resource.wait,github__search=github/search"
 	if strings.Join(names, ",") != want {
 		t.Fatalf("offered %v", names)
 	}

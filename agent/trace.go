@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"time"
@@ -29,8 +30,9 @@ func startRunSpan(ctx context.Context, p *api.SpawnPayload) (context.Context, tr
 	))
 }
 
-// endRunSpan ends the run's span with its result.
-func endRunSpan(span trace.Span, res api.SubagentResult) {
+// endRunSpan ends the run's span with its result; its detail is on the span
+// only when it holds no content or content is on.
+func endRunSpan(span trace.Span, res api.SubagentResult, content bool) {
 	span.SetAttributes(
 		attribute.String("agentd.status", string(res.Status)),
 		attribute.Int("agentd.steps", res.Usage.Steps),
@@ -38,27 +40,35 @@ func endRunSpan(span trace.Span, res api.SubagentResult) {
 		attribute.Int64("gen_ai.usage.output_tokens", res.Usage.TokensOut),
 	)
 	if res.Status != api.StatusCompleted {
-		span.SetStatus(codes.Error, string(res.Status)+": "+res.Detail)
+		span.SetStatus(codes.Error, telemetry.ResultDescription(res, content))
 	}
 	span.End()
 }
 
 // startModelSpan starts the span of one model call (an OpenTelemetry GenAI
-// "chat" span).
-func startModelSpan(ctx context.Context, p *api.SpawnPayload, step int) (context.Context, trace.Span) {
+// "chat" span). With content on it carries the system prompt and the
+// conversation sent.
+func startModelSpan(ctx context.Context, p *api.SpawnPayload, step int, req *Request) (context.Context, trace.Span) {
 	model := p.Intelligence.Model
 	if model == "" {
 		model, _, _ = strings.Cut(p.Intelligence.Endpoint, "=")
 	}
-	return telemetry.Tracer().Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.request.model", model),
 		attribute.Int("agentd.step", step),
-	))
+	}
+	if p.Telemetry.LogContent {
+		attrs = append(attrs,
+			attribute.String(telemetry.AttrSystemInstructions, telemetry.Clip(req.System)),
+			attribute.String(telemetry.AttrInputMessages, telemetry.Clip(messagesJSON(req.Messages))))
+	}
+	return telemetry.Tracer().Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
-// endModelSpan ends a model call's span with its usage and finish reason.
-func endModelSpan(span trace.Span, resp *Response, err error) {
+// endModelSpan ends a model call's span with its usage and finish reason, and
+// with content on, the answer.
+func endModelSpan(span trace.Span, resp *Response, err error, content bool) {
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
@@ -68,22 +78,33 @@ func endModelSpan(span trace.Span, resp *Response, err error) {
 			attribute.Int64("gen_ai.usage.output_tokens", resp.Usage.TokensOut),
 			attribute.StringSlice("gen_ai.response.finish_reasons", []string{string(resp.Finish)}),
 		)
+		if content {
+			out := Message{Role: RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls}
+			span.SetAttributes(attribute.String(telemetry.AttrOutputMessages, telemetry.Clip(messagesJSON([]Message{out}))))
+		}
 	}
 	span.End()
 }
 
 // startToolSpan starts the span of one tool call ("execute_tool"); its
 // traceparent rides in the tool/call frame, so the supervisor's side of the
-// call is its child.
-func startToolSpan(ctx context.Context, wire string) (context.Context, trace.Span) {
-	return telemetry.Tracer().Start(ctx, "execute_tool "+wire, trace.WithAttributes(
+// call is its child. With content on it carries the arguments.
+func startToolSpan(ctx context.Context, wire string, args []byte, content bool) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", wire),
-	))
+	}
+	if content {
+		attrs = append(attrs, attribute.String(telemetry.AttrToolArguments, telemetry.Clip(string(args))))
+	}
+	return telemetry.Tracer().Start(ctx, "execute_tool "+wire, trace.WithAttributes(attrs...))
 }
 
-// endToolSpan ends a tool call's span.
-func endToolSpan(span trace.Span, out api.ToolResult, err error) {
+// endToolSpan ends a tool call's span, with content on with its result.
+func endToolSpan(span trace.Span, out api.ToolResult, err error, content bool) {
+	if content && err == nil {
+		span.SetAttributes(attribute.String(telemetry.AttrToolResult, telemetry.Clip(toolText(out))))
+	}
 	switch {
 	case err != nil:
 		span.RecordError(err)
@@ -92,6 +113,32 @@ func endToolSpan(span trace.Span, out api.ToolResult, err error) {
 		span.SetStatus(codes.Error, "tool result is an error")
 	}
 	span.End()
+}
+
+// messagesJSON renders messages for a content attribute or log line.
+func messagesJSON(msgs []Message) string {
+	type call struct {
+		Name string          `json:"name"`
+		Args json.RawMessage `json:"arguments,omitempty"`
+	}
+	type msg struct {
+		Role      string `json:"role"`
+		Content   string `json:"content,omitempty"`
+		ToolCalls []call `json:"tool_calls,omitempty"`
+	}
+	out := make([]msg, len(msgs))
+	for i, m := range msgs {
+		out[i] = msg{Role: string(m.Role), Content: m.Content}
+		for _, tc := range m.ToolCalls {
+			a := tc.Args
+			if !json.Valid(a) {
+				a = nil
+			}
+			out[i].ToolCalls = append(out[i].ToolCalls, call{Name: tc.Name, Args: a})
+		}
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
 }
 
 // Flush budgets: how long a child waits for its spans to reach the collector

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -142,10 +143,12 @@ type SeedSlice struct {
 }
 
 // SeedContent is either inline text or a reference to a resource (agent:// or a
-// server URI); exactly one is set.
+// server URI); exactly one is set. The supervisor reads a reference when the
+// child starts and hands the child what it read in Resolved.
 type SeedContent struct {
-	Text        string `json:"text,omitempty"`
-	ResourceRef string `json:"resource_ref,omitempty"`
+	Text        string            `json:"text,omitempty"`
+	ResourceRef string            `json:"resource_ref,omitempty"`
+	Resolved    *ResolvedResource `json:"resolved,omitempty"`
 }
 
 // ToolScope is the set of (server, tool) pairs a subagent may call, with the
@@ -223,7 +226,10 @@ func (l Limits) Budget() int {
 }
 
 // Telemetry is the correlation block: one run_id for the whole tree, the W3C
-// trace context, and the log settings the child adopts.
+// trace context, and the log settings the child adopts: LogLevel (debug,
+// info, warn or error; empty is info) and LogContent, whether prompts, model
+// answers and tool arguments and results may appear in logs and span
+// attributes.
 type Telemetry struct {
 	RunID        string `json:"run_id"`
 	TraceID      string `json:"trace_id,omitempty"`
@@ -231,6 +237,26 @@ type Telemetry struct {
 	Traceparent  string `json:"traceparent,omitempty"`
 	LogLevel     string `json:"log_level,omitempty"`
 	LogContent   bool   `json:"log_content,omitempty"`
+}
+
+// Level returns the log level LogLevel names, info when it is empty; ok is
+// false when it names none.
+func (t Telemetry) Level() (level slog.Level, ok bool) {
+	return ParseLogLevel(t.LogLevel)
+}
+
+// ParseLogLevel reads a log level as slog writes it (debug, info, warn, error,
+// in any case, with an optional offset such as warn+2); the empty string is
+// info.
+func ParseLogLevel(s string) (slog.Level, bool) {
+	var l slog.Level
+	if s == "" {
+		return slog.LevelInfo, true
+	}
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo, false
+	}
+	return l, true
 }
 
 // ErrMissingObjective is the refusal for a contract without an objective. Its
@@ -280,6 +306,9 @@ func (s ContextSeed) Validate() error {
 		}
 		if (sl.Content.Text == "") == (sl.Content.ResourceRef == "") {
 			return fmt.Errorf("seed.slices[%d] %q: exactly one of text or resource_ref", i, sl.Label)
+		}
+		if sl.Content.Resolved != nil && sl.Content.ResourceRef == "" {
+			return fmt.Errorf("seed.slices[%d] %q: only a resource_ref slice is resolved", i, sl.Label)
 		}
 	}
 	return nil
@@ -340,6 +369,9 @@ func (p *SpawnPayload) Validate() error {
 	}
 	if p.Telemetry.RunID == "" {
 		return errors.New("spawn payload: telemetry.run_id must be set")
+	}
+	if _, ok := p.Telemetry.Level(); !ok {
+		return fmt.Errorf("spawn payload: telemetry.log_level %q: want debug, info, warn or error", p.Telemetry.LogLevel)
 	}
 	if p.Intelligence.Endpoint == "" {
 		return errors.New("spawn payload: intelligence.endpoint must be set")

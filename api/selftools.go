@@ -93,7 +93,7 @@ type ChildReport struct {
 
 // ResourceURI is the agent:// resource of a child's handle; a child's completion
 // is an update of this resource.
-func ResourceURI(handle string) string { return "agent://subagent/" + handle }
+func ResourceURI(handle string) string { return SubagentURIPrefix + handle }
 
 // ReportResult fills r from a finished child's result.
 func (r *ChildReport) ReportResult(res SubagentResult) {
@@ -119,14 +119,15 @@ func (r ChildReport) ToolResult() ToolResult {
 }
 
 // SelfToolSpecs describes the self-tools every subagent is offered, with the
-// JSON Schemas of their arguments.
+// JSON Schemas of their arguments. The exec self-tool is not among them: it is
+// offered only to a subagent whose scope holds ExecRef (ExecToolSpec).
 func SelfToolSpecs() []ToolSpec {
-	return []ToolSpec{
+	return append([]ToolSpec{
 		{Name: ToolSpawn, Description: spawnDescription, InputSchema: json.RawMessage(spawnSchema)},
 		{Name: ToolStatus, Description: "Report a child subagent's state by handle; a finished child's report carries its result.", InputSchema: json.RawMessage(handleSchema)},
 		{Name: ToolAwait, Description: "Wait for a child subagent (from an async spawn) to finish, at most timeout_ms (default and maximum 30000). Returns its result, or its report in state running if it has not finished yet.", InputSchema: json.RawMessage(awaitSchema)},
 		{Name: ToolCancel, Description: "Stop a child subagent and everything it spawned.", InputSchema: json.RawMessage(handleSchema)},
-	}
+	}, resourceToolSpecs()...)
 }
 
 const spawnDescription = "Delegate a sub-task to a new child subagent. Give it a specific objective and the output format you need; " +

@@ -343,6 +343,8 @@ func newHarness(t *testing.T, cfg Config, opts Options) *harness {
 		SpawnReady: 10 * time.Second,
 		DrainGrace: 300 * time.Millisecond,
 		KillGrace:  300 * time.Millisecond,
+		// The tests read the tool results the scripts saw from the log.
+		LogContent: true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -549,7 +549,12 @@ func (s *Server) Call(ctx context.Context, caller supervisor.NodeInfo, tool stri
 		if errors.As(err, &we) {
 			// The server answered with a protocol error (an unknown tool,
 			// invalid params): the model sees it and may correct itself.
-			log.Info("mcp call refused by the server", "err", err)
+			if caller.LogContent {
+				log.Info("mcp call refused by the server", "err", err)
+			} else {
+				// The server's message may quote the arguments.
+				log.Info("mcp call refused by the server", "code", we.Code)
+			}
 			return api.TextResult(fmt.Sprintf("%s: the server refused the call: %s (code %d)", wire, we.Message, we.Code), true)
 		}
 		// In flight when the connection failed: it may or may not have run,

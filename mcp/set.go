@@ -133,9 +133,11 @@ func (s *Set) Ready() bool {
 	return true
 }
 
-// Grant returns the root grant: every tool each server last listed, narrowed
-// for a server named in subset to the tools named there. missing are the
-// subset's tools that their (listed) server does not offer; a server never
+// Grant returns the root grant: every tool each server last listed, and the
+// reads of its resources ({SERVER, api.ResourcesTool}) when it has resources,
+// narrowed for a server named in subset to the entries named there (a server
+// narrowed without api.ResourcesTool grants no resource read). missing are the
+// subset's entries that their (listed) server does not offer; a server never
 // listed contributes nothing and reports nothing missing.
 func (s *Set) Grant(subset map[string][]string) (grant, missing []api.ToolRef) {
 	for _, srv := range s.servers {
@@ -143,6 +145,9 @@ func (s *Set) Grant(subset map[string][]string) (grant, missing []api.ToolRef) {
 			continue
 		}
 		listed := srv.Tools()
+		if srv.servesResources() {
+			listed = append(listed, api.ResourcesTool)
+		}
 		want, narrowed := subset[srv.cfg.Name]
 		if !narrowed {
 			for _, t := range listed {

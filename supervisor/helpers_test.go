@@ -71,6 +71,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// An exec child (no subagent marker: exec children get no AGENT_
+	// variable) names its helper on argv.
+	if len(os.Args) > 2 && os.Args[1] == execHelperArg {
+		h, ok := execHelpers[os.Args[2]]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "no exec helper %q\n", os.Args[2])
+			os.Exit(99)
+		}
+		os.Exit(h(os.Args[3:]))
+	}
 	if os.Getenv(api.EnvSubagent) != "" {
 		h, ok := helpers[os.Getenv(envHelper)]
 		if !ok {
@@ -86,6 +96,11 @@ func TestMain(m *testing.M) {
 		for name := range helpers {
 			if !used[name] {
 				unused = append(unused, name)
+			}
+		}
+		for name := range execHelpers {
+			if !used[execHelperArg+" "+name] {
+				unused = append(unused, execHelperArg+" "+name)
 			}
 		}
 		sort.Strings(unused)

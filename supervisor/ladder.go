@@ -121,41 +121,53 @@ func (s *Supervisor) signalRung(n *node, p *proc, sig unix.Signal, reason string
 // SIGKILL, ReapGrace. A process still unreaped after that is reported and
 // counted, and its node is abandoned so the supervisor does not hang on it.
 //
+// An exec child has no control channel: its first rung is SIGTERM, at once,
+// and when no member of the ladder was sent ctrl/cancel the DrainGrace wait is
+// skipped, so an exec child alone goes SIGTERM, KillGrace, SIGKILL.
+//
 // ctrl/cancel is written on its own goroutine per child (each write is bounded
 // by the write deadline): a child that stopped reading its control-in must not
 // hold up the rungs of the others.
 func (s *Supervisor) ladder(nodes []*node, reason string) {
 	type member struct {
-		n *node
-		p *proc
+		n      *node
+		p      *proc
+		termed bool // SIGTERM already sent (an exec child's first rung)
 	}
-	var ms []member
+	var ms []*member
 	var procs []*proc
 	for _, n := range nodes {
 		if p := n.getProc(); p != nil {
-			ms = append(ms, member{n, p})
+			ms = append(ms, &member{n: n, p: p})
 			procs = append(procs, p)
 		}
 	}
+	cancelled := false
 	for _, m := range ms {
 		switch {
 		case m.p.exited() || m.p.killed.Load():
+		case !m.p.controlled():
+			s.signalRung(m.n, m.p, sigTerm, reason)
+			m.termed = true
 		case m.p.spawned.Load():
 			s.stats.cancels.Add(1)
+			cancelled = true
 			s.log.InfoContext(m.n.spanCtx(), "kill ladder: ctrl/cancel", "pid", m.p.pid, "agent_path", m.n.payload.AgentPath, "reason", reason)
 			go func(p *proc) { _ = p.w.Send(api.MethodCancel, 0, api.Cancel{Reason: reason}) }(m.p)
 		default:
 			s.kill(m.n, m.p, reason+" (before its payload)") // no payload yet, no work to save
 		}
 	}
-	if waitAll(procs, s.cfg.DrainGrace) {
-		return
-	}
-	for _, m := range ms {
-		if m.p.killed.Load() || m.p.exited() {
-			continue
+	if cancelled {
+		if waitAll(procs, s.cfg.DrainGrace) {
+			return
 		}
-		s.signalRung(m.n, m.p, sigTerm, reason)
+		for _, m := range ms {
+			if m.termed || m.p.killed.Load() || m.p.exited() {
+				continue
+			}
+			s.signalRung(m.n, m.p, sigTerm, reason)
+		}
 	}
 	if waitAll(procs, s.cfg.KillGrace) {
 		return

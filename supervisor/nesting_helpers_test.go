@@ -35,11 +35,16 @@ type prog struct {
 	Answer string `json:"answer,omitempty"`
 	// Blob, after the calls, is stored with blob/put before answering.
 	Blob string `json:"blob,omitempty"`
+	// AnswerBlob answers with a reference to the stored Blob.
+	AnswerBlob bool `json:"answer_blob,omitempty"`
 }
 
 type progCall struct {
 	Tool string          `json:"tool"`
 	Args json.RawMessage `json:"args,omitempty"`
+	// Touch, before the call, creates this file: it opens a gate another
+	// child waits for (prog.WaitFile).
+	Touch string `json:"touch,omitempty"`
 }
 
 // progReport is what a prog child answers by default: its minted identity and
@@ -92,6 +97,14 @@ func onHandle(tool string, i int) progCall {
 	return progCall{Tool: tool, Args: json.RawMessage(`{"handle":"$` + itoa(i) + `"}`)}
 }
 
+// Stand-ins a program's call arguments may hold as a whole string value,
+// resolved by the helper from the answer of an earlier call N of the same
+// program: "$N" its child's handle, "$N.resource" its resource_uri, "$N.uri"
+// the uri of its reference distillate.
+func handleOf(i int) string   { return "$" + itoa(i) }
+func resourceOf(i int) string { return "$" + itoa(i) + ".resource" }
+func blobOf(i int) string     { return "$" + itoa(i) + ".uri" }
+
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 // progClient is the helper's end of the control channel with a reader
@@ -100,7 +113,7 @@ type progClient struct {
 	c       *childIO
 	mu      sync.Mutex
 	next    uint64
-	waiting map[uint64]chan api.ToolResult
+	waiting map[uint64]chan json.RawMessage
 	cancel  chan struct{}
 }
 
@@ -112,14 +125,12 @@ func (pc *progClient) read() {
 		}
 		switch {
 		case f.IsResponse():
-			var r api.ToolResult
-			_ = json.Unmarshal(f.Result, &r)
 			pc.mu.Lock()
 			ch := pc.waiting[f.ID]
 			delete(pc.waiting, f.ID)
 			pc.mu.Unlock()
 			if ch != nil {
-				ch <- r
+				ch <- f.Result
 			}
 		case f.Method == api.MethodPing:
 			var p api.Ping
@@ -140,10 +151,18 @@ func (pc *progClient) call(tool string, args json.RawMessage, stopOnCancel bool)
 	return pc.request(api.MethodToolCall, api.ToolCall{Tool: tool, Args: args}, stopOnCancel)
 }
 
-// request sends one upward request and waits for its answer (decoded as a
-// tool result); ok is false if ctrl/cancel came first.
+// request sends one upward request and waits for its answer, decoded as a
+// tool result; ok is false if ctrl/cancel came first.
 func (pc *progClient) request(method string, params any, stopOnCancel bool) (api.ToolResult, bool) {
-	ch := make(chan api.ToolResult, 1)
+	raw, ok := pc.requestRaw(method, params, stopOnCancel)
+	var r api.ToolResult
+	_ = json.Unmarshal(raw, &r)
+	return r, ok
+}
+
+// requestRaw is request with the answer as it came.
+func (pc *progClient) requestRaw(method string, params any, stopOnCancel bool) (json.RawMessage, bool) {
+	ch := make(chan json.RawMessage, 1)
 	pc.mu.Lock()
 	pc.next++
 	id := pc.next
@@ -159,8 +178,44 @@ func (pc *progClient) request(method string, params any, stopOnCancel bool) (api
 	case r := <-ch:
 		return r, true
 	case <-pc.cancel:
-		return api.ToolResult{}, false
+		return nil, false
 	}
+}
+
+// substitute replaces every string value of args (at any depth) that is a key
+// of subst by its value; other strings, such as a nested program inside an
+// objective, are left alone.
+func substitute(args json.RawMessage, subst map[string]string) json.RawMessage {
+	if len(subst) == 0 || len(args) == 0 {
+		return args
+	}
+	var v any
+	if json.Unmarshal(args, &v) != nil {
+		return args
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			if r, ok := subst[x]; ok {
+				return r
+			}
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		}
+		return v
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		return args
+	}
+	return out
 }
 
 func helperProg() int {
@@ -171,13 +226,12 @@ func helperProg() int {
 		_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText("bad program: " + err.Error())})
 		return 0
 	}
-	pc := &progClient{c: c, waiting: map[uint64]chan api.ToolResult{}, cancel: make(chan struct{})}
+	pc := &progClient{c: c, waiting: map[uint64]chan json.RawMessage{}, cancel: make(chan struct{})}
 	go pc.read()
 	rep := progReport{AgentID: p.AgentID, AgentPath: p.AgentPath, Depth: p.Depth, Scope: p.Scope.Allow, Tags: p.Scope.Tags, Limits: p.Limits, Telemetry: p.Telemetry, Seed: p.Seed.Slices, Results: []progResult{}}
 	for _, t := range p.Tools {
 		rep.Tools = append(rep.Tools, t.Name)
 	}
-	var handles []string
 	finish := func(status api.TerminalStatus) int {
 		text := pr.Answer
 		if text == "" {
@@ -212,23 +266,23 @@ func helperProg() int {
 			return cancelled()
 		}
 	}
-	for _, call := range pr.Calls {
-		args := call.Args
-		// "$N" stands for the handle returned by call N.
-		var h api.HandleArgs
-		if json.Unmarshal(args, &h) == nil && len(h.Handle) > 1 && h.Handle[0] == '$' {
-			var i int
-			if json.Unmarshal([]byte(h.Handle[1:]), &i) == nil && i < len(handles) {
-				args, _ = json.Marshal(api.AwaitArgs{Handle: handles[i]})
-			}
+	subst := map[string]string{}
+	for i, call := range pr.Calls {
+		if call.Touch != "" {
+			_ = os.WriteFile(call.Touch, nil, 0o600)
 		}
+		args := substitute(call.Args, subst)
 		r, ok := pc.call(call.Tool, args, true)
 		if !ok {
 			return cancelled()
 		}
 		var cr api.ChildReport
 		_ = json.Unmarshal(r.StructuredContent, &cr)
-		handles = append(handles, cr.Handle)
+		n := "$" + itoa(i)
+		subst[n], subst[n+".resource"] = cr.Handle, cr.ResourceURI
+		if d := cr.Distillate; d != nil && d.Reference != nil {
+			subst[n+".uri"] = d.Reference.URI
+		}
 		rep.Results = append(rep.Results, progResult{Tool: call.Tool, IsError: r.IsError, Text: r.Text()})
 	}
 	if pr.Spend > 0 {
@@ -240,8 +294,15 @@ func helperProg() int {
 		}
 	}
 	if pr.Blob != "" {
-		if _, ok := pc.request(api.MethodBlobPut, api.BlobPut{MediaType: "text/plain", Content: pr.Blob}, true); !ok {
+		raw, ok := pc.requestRaw(api.MethodBlobPut, api.BlobPut{MediaType: "text/plain", Content: pr.Blob}, true)
+		if !ok {
 			return cancelled()
+		}
+		var ref api.BlobRef
+		if pr.AnswerBlob && json.Unmarshal(raw, &ref) == nil && ref.URI != "" {
+			_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted,
+				Distillate: api.ResultBody{Reference: &api.Reference{URI: ref.URI, Summary: "summary"}}, Usage: api.Usage{Steps: 1}})
+			return 0
 		}
 	}
 	if pr.Hold {

@@ -87,6 +87,11 @@ func (n *node) info() NodeInfo {
 	}
 	in.Provider, in.Disposition = n.nest.provider, n.nest.disposition
 	in.Traceparent = n.payload.Telemetry.Traceparent
+	in.LogContent = n.payload.Telemetry.LogContent
+	in.Kind = KindSubagent
+	if n.nest.exec != nil {
+		in.Kind = KindExec
+	}
 	if n.parent != nil {
 		in.ParentHandle = n.parent.handle
 	}
@@ -185,7 +190,11 @@ func (s *Supervisor) run(n *node) {
 	default:
 		exit = "never started"
 	}
-	log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps, "depth", n.payload.Depth, "exit", exit)
+	if n.nest.exec != nil {
+		log.Info("exec ended", "status", res.Status, "depth", n.payload.Depth, "exit", exit)
+	} else {
+		log.Info("subagent ended", "status", res.Status, "cause", res.Cause, "tokens", res.Usage.Tokens(), "steps", res.Usage.Steps, "depth", n.payload.Depth, "exit", exit)
+	}
 	endSpawnSpan(n, res)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeFinished(n.info(), res)
@@ -214,6 +223,9 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 	}
 	if n.nest.workflow != nil {
 		return s.superviseWorkflow(n, log)
+	}
+	if n.nest.exec != nil {
+		return s.superviseExec(n, log)
 	}
 	// A warm child from the pool is already past ctrl/ready; it gets the
 	// node's logger and, below, its payload.
@@ -283,7 +295,11 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 		// to save, so it gets no ctrl/cancel, only the signal.
 		return s.killNow(n, p, verdict{status: api.StatusCancelled, detail: "cancelled before start"}, log)
 	}
-	if err := p.w.Send(api.MethodSpawn, 0, n.payload); err != nil {
+	// The payload as sent: resource_ref seed slices read now, for the child
+	// to see as its slices; n.payload keeps the references.
+	payload := n.payload
+	payload.Seed = s.resolveSeed(n, payload.Seed, log)
+	if err := p.w.Send(api.MethodSpawn, 0, payload); err != nil {
 		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "write spawn payload: " + err.Error()}, log)
 	}
 	p.spawned.Store(true)
@@ -539,6 +555,12 @@ func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) a
 	ref, ok := api.ParseToolRef(call.Tool)
 	if !ok || !n.payload.Scope.Holds(ref) {
 		return api.TextResult(fmt.Sprintf("tool %q is not in this subagent's scope", call.Tool), true)
+	}
+	switch {
+	case ref == api.ExecRef:
+		return api.TextResult(fmt.Sprintf("%s grants the exec self-tool: call %s", ref, api.ToolExec), true)
+	case ref.Tool == api.ResourcesTool:
+		return api.TextResult(fmt.Sprintf("%s grants reads of %s's resources: call %s", ref, ref.Server, api.ToolResourceRead), true)
 	}
 	srv, ok := s.cfg.Tools[ref.Server]
 	if !ok {

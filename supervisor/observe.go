@@ -37,7 +37,8 @@ func startSpawnSpan(ctx context.Context, p *api.SpawnPayload, provider string) t
 	return span
 }
 
-// endSpawnSpan ends n's spawn span with its final result.
+// endSpawnSpan ends n's spawn span with its final result; a detail that
+// quotes a model (a refusal, a schema mismatch) only with log content on.
 func endSpawnSpan(n *node, res api.SubagentResult) {
 	span := n.span
 	if span == nil {
@@ -53,7 +54,7 @@ func endSpawnSpan(n *node, res api.SubagentResult) {
 		span.SetAttributes(attribute.String("agentd.cause", res.Cause))
 	}
 	if res.Status != api.StatusCompleted {
-		span.SetStatus(codes.Error, string(res.Status)+": "+res.Detail)
+		span.SetStatus(codes.Error, telemetry.ResultDescription(res, n.payload.Telemetry.LogContent))
 	}
 	span.End()
 }
@@ -121,6 +122,8 @@ const (
 	ReasonUnknownProvider  = "unknown_provider"
 	ReasonBadArguments     = "bad_arguments"
 	ReasonInvalid          = "invalid"
+	ReasonExecOff          = "exec_off"         // the exec self-tool is not allowed
+	ReasonExecNotGranted   = "exec_not_granted" // the caller's scope does not hold subagent/exec
 )
 
 // RefusalReasons lists every refusal reason, in the order of the chokepoint's
@@ -129,13 +132,26 @@ var RefusalReasons = []string{
 	ReasonBadArguments, ReasonDraining, ReasonMaxDepth, ReasonMaxChildren, ReasonMaxInflight, ReasonMaxTotal,
 	ReasonSpawnRate, ReasonTokenCeiling, ReasonMissingObjective, ReasonScopeWidens, ReasonRuleOfTwo,
 	ReasonGrantExhausted, ReasonDeadlinePassed, ReasonUnknownProvider, ReasonInvalid,
+	ReasonExecOff, ReasonExecNotGranted,
 }
 
 // refusalReason maps a refusal text of the chokepoint to its reason. Texts
 // that name something variable (a depth, a tool) are matched by prefix; any
 // other "spawn denied: ..." (a contract, seed or payload that does not
-// validate) is ReasonInvalid.
+// validate) is ReasonInvalid. The exec self-tool's refusals of the same caps
+// ("exec denied: ...") count under the same reasons.
 func refusalReason(text string) string {
+	switch {
+	case text == refuseExecOff:
+		return ReasonExecOff
+	case text == refuseExecNotGranted:
+		return ReasonExecNotGranted
+	case strings.HasPrefix(text, refuseExecBadArgs):
+		return ReasonBadArguments
+	}
+	if rest, ok := strings.CutPrefix(text, "exec denied: "); ok {
+		text = "spawn denied: " + rest
+	}
 	switch text {
 	case refuseDraining:
 		return ReasonDraining
@@ -251,15 +267,19 @@ func (s *Supervisor) refused(ctx context.Context, text string) api.ToolResult {
 }
 
 // admitted starts the spawn span of a nested child the chokepoint admitted
-// (ctx holds the span of the parent's tool call) and counts a local spawn; a
-// remote child is counted by its provider.
+// (ctx holds the span of the parent's tool call) and counts a local spawn or
+// an exec child; a remote child is counted by its provider.
 func (s *Supervisor) admitted(ctx context.Context, child *node) {
 	// The child is already in the tree, where info() reads its payload under
 	// its lock; nothing else reads its Telemetry block before it runs.
 	child.mu.Lock()
 	child.span = startSpawnSpan(ctx, &child.payload, child.nest.provider)
 	child.mu.Unlock()
-	if !child.nest.remote {
+	switch {
+	case child.nest.exec != nil:
+		child.span.SetAttributes(attribute.String("agentd.kind", KindExec))
+		s.stats.execs.Add(1)
+	case !child.nest.remote:
 		s.stats.spawn(localProvider)
 	}
 }

@@ -117,8 +117,8 @@ func (s *Supervisor) tellPause(ch pauseChange) int {
 	told := 0
 	for _, n := range s.liveNodes() {
 		p := n.getProc()
-		if p == nil || !p.spawned.Load() {
-			continue
+		if p == nil || !p.spawned.Load() || !p.controlled() {
+			continue // nothing to tell: not started, or an exec child
 		}
 		s.syncPause(n, p)
 		if ch.changed && s.toldOf(n, ch.paused, ch.gen) {

@@ -18,7 +18,9 @@ import (
 	"github.com/agentd/agentd/api"
 )
 
-// proc is one running child process and its three pipes.
+// proc is one running child process and its three pipes. An exec child's
+// proc has no control channel: w, in, out and frames are nil (controlled
+// reports false), and only the reap, the signals and the kill flags apply.
 type proc struct {
 	pid int
 	w   *api.FrameWriter // control-in: the child's stdin
@@ -53,6 +55,9 @@ type procSpec struct {
 	rlimitAS  uint64       // bytes; 0 leaves the inherited limit
 	rlimitCPU uint64       // seconds; 0 leaves the inherited limit
 	log       *slog.Logger // tagged with run_id and agent_path; child stderr lines go here
+	// stderr, if set, is the child's stderr itself (Config.ChildStderr): its
+	// lines go there directly and log is not used for them.
+	stderr *os.File
 	// writeWait bounds each write to control-in, so a child that stopped reading
 	// (SIGSTOP, a full pipe) cannot block the supervisor.
 	writeWait time.Duration
@@ -68,6 +73,7 @@ func (s *Supervisor) procSpec(log *slog.Logger) procSpec {
 		rlimitAS:  s.cfg.RlimitAS,
 		rlimitCPU: s.cfg.RlimitCPU,
 		log:       log,
+		stderr:    s.cfg.ChildStderr,
 		writeWait: s.cfg.KillGrace,
 	}
 }
@@ -85,8 +91,12 @@ func startProc(spec procSpec) (*proc, error) {
 		inW.Close()
 		return nil, fmt.Errorf("control-out pipe: %w", err)
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
+	// The child's stderr: a pipe the supervisor forwards, or (not
+	// aggregated) the file the child writes its lines to itself.
+	var errR, errW *os.File
+	if spec.stderr != nil {
+		errW = spec.stderr
+	} else if errR, errW, err = os.Pipe(); err != nil {
 		inR.Close()
 		inW.Close()
 		outR.Close()
@@ -103,11 +113,15 @@ func startProc(spec procSpec) (*proc, error) {
 	// The child holds its own copies now; ours must go so EOF can be seen.
 	inR.Close()
 	outW.Close()
-	errW.Close()
+	if errR != nil {
+		errW.Close()
+	}
 	if err != nil {
 		inW.Close()
 		outR.Close()
-		errR.Close()
+		if errR != nil {
+			errR.Close()
+		}
 		return nil, fmt.Errorf("re-exec %s: %w", spec.exe, err)
 	}
 	setRlimits(pid, spec, spec.log)
@@ -126,7 +140,9 @@ func startProc(spec procSpec) (*proc, error) {
 		close(p.done)
 	}()
 	go p.readFrames(spec.maxFrame)
-	go forwardLogs(errR, &p.log)
+	if errR != nil {
+		go forwardLogs(errR, &p.log)
+	}
 	return p, nil
 }
 
@@ -189,10 +205,16 @@ func (p *proc) readFrames(max int) {
 func (p *proc) release() {
 	p.stopOnce.Do(func() {
 		close(p.stop)
-		p.in.Close()
-		p.out.Close()
+		if p.controlled() {
+			p.in.Close()
+			p.out.Close()
+		}
 	})
 }
+
+// controlled reports whether p has a control channel: every subagent does,
+// an exec child does not.
+func (p *proc) controlled() bool { return p.w != nil }
 
 // signal sends sig to the child's process group unless it has been reaped.
 func (p *proc) signal(sig unix.Signal) bool { return theReaper.signalGroup(p.pid, sig) }

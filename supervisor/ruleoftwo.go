@@ -14,11 +14,16 @@ type ToolTagger func(ref api.ToolRef) (tags api.ToolTags, ok bool)
 var Untagged = api.ToolTags{UntrustedInput: true}
 
 // ScopeTags returns the legs a grant holds: the union of the legs of every tool
-// in allow, an untagged tool (or a nil tagger) counting as Untagged. It is a
-// pure function.
+// in allow, an untagged tool (or a nil tagger) counting as Untagged, and
+// api.ExecRef always counting as api.ExecTags (sensitive and egress), whatever
+// the tagger says. It is a pure function.
 func ScopeTags(allow []api.ToolRef, tagger ToolTagger) api.ToolTags {
 	var u api.ToolTags
 	for _, ref := range allow {
+		if ref == api.ExecRef {
+			u = unionTags(u, api.ExecTags)
+			continue
+		}
 		t, ok := api.ToolTags{}, false
 		if tagger != nil {
 			t, ok = tagger(ref)

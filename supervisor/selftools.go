@@ -17,6 +17,10 @@ func (s *Supervisor) selfToolTable() map[string]selfTool {
 		api.ToolStatus: s.toolStatus,
 		api.ToolAwait:  s.toolAwait,
 		api.ToolCancel: s.toolCancel,
+
+		api.ToolResourceRead: s.toolResourceRead,
+		api.ToolResourceWait: s.toolResourceWait,
+		api.ToolExec:         s.toolExec,
 	}
 }
 
@@ -73,18 +77,19 @@ func (s *Supervisor) toolAwait(ctx context.Context, caller *node, raw json.RawMe
 	if bad != nil {
 		return *bad
 	}
-	wait := api.MaxAwait
-	if a.TimeoutMS > 0 && time.Duration(a.TimeoutMS)*time.Millisecond < wait {
-		wait = time.Duration(a.TimeoutMS) * time.Millisecond
-	}
-	t := time.NewTimer(wait)
+	waitEnded(ctx, c, api.WaitFor(a.TimeoutMS))
+	return childReport(c).ToolResult()
+}
+
+// waitEnded waits until c has ended, d passes or ctx ends.
+func waitEnded(ctx context.Context, c *node, d time.Duration) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-c.done:
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return childReport(c).ToolResult()
 }
 
 // toolCancel serves subagent.cancel: the kill ladder on a child's subtree.

@@ -81,12 +81,13 @@ func decodeSpawnArgs(raw json.RawMessage) (*api.SpawnArgs, error) {
 	return &args, nil
 }
 
-// admit is the chokepoint. In this order it refuses while the tree drains;
-// mints the child's depth from its parent's record (whatever the request says
-// about depth, agent_id, agent_path or parent is discarded); enforces
-// max_depth (or the tree's remaining mesh depth, when smaller), the parent's child cap, max_inflight for an async child, the
-// tree's subagent cap, the spawn-rate bucket and the tree-token ceiling;
-// rejects an empty objective; narrows the scope (every requested tool must be
+// admit is the chokepoint. In this order it mints the child's depth from its
+// parent's record (whatever the request says about depth, agent_id, agent_path
+// or parent is discarded); runs the caps every child passes (capsLocked: the
+// tree not draining, max_depth or the tree's remaining mesh depth, the
+// parent's child cap, max_inflight for an async child, the tree's subagent
+// cap, the spawn-rate bucket, the tree-token ceiling); rejects an empty
+// objective; narrows the scope (every requested tool must be
 // held by the parent, and no child may hold the Rule-of-Two trifecta); clamps
 // the limits to what the parent and the tree can still afford; and finally
 // registers the child, not yet started. The checks and the registration happen
@@ -97,35 +98,10 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 	t.mu.Lock()
 	defer t.mu.Unlock()
 
-	if t.draining || s.Draining() || parent.stopping() {
-		return nil, refuseDraining
-	}
 	depth := parent.payload.Depth + 1 // minted; args.Depth is never read
-	maxDepth := caps.MaxDepth
-	if t.depthCap >= 0 && t.depthCap < maxDepth {
-		maxDepth = t.depthCap // a tree deep in the mesh nests only what is left
-	}
-	if depth > maxDepth {
-		return nil, refuseDepth(maxDepth)
-	}
-	// Every child ever admitted counts; children only attach here, under t.mu.
-	parent.mu.Lock()
-	nchildren := len(parent.children)
-	parent.mu.Unlock()
-	if nchildren >= childCap(parent, caps) {
-		return nil, refuseChildCap
-	}
-	if args.Disposition == api.DispositionAsync && parent.nest.inflight >= caps.MaxInflight {
-		return nil, refuseInflight(caps.MaxInflight)
-	}
-	if t.total >= caps.MaxTotalSubagents {
-		return nil, refuseTreeCap
-	}
-	if !t.bucket.take(s.cfg.Clock(), caps.SpawnBurst, caps.SpawnRate) {
-		return nil, refuseRate
-	}
-	if t.tokens >= caps.TreeTokenCeiling {
-		return nil, refuseCeiling
+	nchildren, refusal := s.capsLocked(parent, caps, now, capCheck{depth: depth, async: args.Disposition == api.DispositionAsync})
+	if refusal != "" {
+		return nil, refusal
 	}
 	if err := args.Contract.Validate(); err != nil {
 		if errors.Is(err, api.ErrMissingObjective) {
@@ -141,7 +117,8 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 	if scope.Tags.Trifecta() {
 		return nil, refuseTrifecta
 	}
-	if err := args.Seed.Validate(); err != nil {
+	seed := args.Seed.WithoutResolved() // the supervisor reads references when the child starts
+	if err := seed.Validate(); err != nil {
 		return nil, "spawn denied: " + err.Error()
 	}
 	limits, refusal := clampLimits(parent, args.Limits, caps, t.tokens, now)
@@ -157,19 +134,15 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 	}
 
 	path := parent.payload.AgentPath + "." + strconv.Itoa(nchildren+1) // dense over admitted spawns
-	pt := parent.payload.Telemetry
 	payload := api.SpawnPayload{
-		AgentID:   path,
-		AgentPath: path,
-		Depth:     depth,
-		Contract:  args.Contract,
-		Seed:      args.Seed,
-		Scope:     scope,
-		Limits:    limits,
-		Telemetry: api.Telemetry{
-			RunID: pt.RunID, TraceID: pt.TraceID, Traceparent: pt.Traceparent,
-			LogLevel: pt.LogLevel, LogContent: pt.LogContent,
-		},
+		AgentID:      path,
+		AgentPath:    path,
+		Depth:        depth,
+		Contract:     args.Contract,
+		Seed:         seed,
+		Scope:        scope,
+		Limits:       limits,
+		Telemetry:    childTelemetry(parent),
 		Tools:        s.toolSpecs(scope.Allow),
 		Intelligence: parent.payload.Intelligence,
 	}
@@ -179,20 +152,81 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 	}
 	child := newNode(newID(), parent, payload)
 	child.nest = nest{tree: t, disposition: args.Disposition, provider: provider, remote: remote}
+	if refusal := s.registerLocked(parent, child); refusal != "" {
+		return nil, refusal
+	}
+	return child, ""
+}
 
-	// Registration: the supervisor must not be draining and the parent must not
-	// be on a kill ladder, checked under the locks that Shutdown and
-	// killSubtree take, so a child is never attached behind their back.
+// capCheck says which of the chokepoint's caps a new child of a parent is
+// held to beyond those every child is: depth, the depth it would have (zero:
+// none, for an exec child, which never nests), and async, whether it takes an
+// async slot (max_inflight).
+type capCheck struct {
+	depth int
+	async bool
+}
+
+// capsLocked runs the checks every new child of parent passes, a subagent or
+// an exec child alike, in the chokepoint's order: the tree not draining,
+// max_depth (or the tree's remaining mesh depth, when smaller), the parent's
+// child cap, max_inflight for an async child, the tree's subagent cap, the
+// spawn-rate bucket and the tree-token ceiling. It returns the parent's child
+// count (for the new child's agent path) or a refusal. The caller holds
+// parent's tree.mu.
+func (s *Supervisor) capsLocked(parent *node, caps Caps, now time.Time, c capCheck) (int, string) {
+	t := parent.nest.tree
+	if t.draining || s.Draining() || parent.stopping() {
+		return 0, refuseDraining
+	}
+	if c.depth > 0 {
+		maxDepth := caps.MaxDepth
+		if t.depthCap >= 0 && t.depthCap < maxDepth {
+			maxDepth = t.depthCap // a tree deep in the mesh nests only what is left
+		}
+		if c.depth > maxDepth {
+			return 0, refuseDepth(maxDepth)
+		}
+	}
+	// Every child ever admitted counts; children only attach here, under t.mu.
+	parent.mu.Lock()
+	nchildren := len(parent.children)
+	parent.mu.Unlock()
+	if nchildren >= childCap(parent, caps) {
+		return 0, refuseChildCap
+	}
+	if c.async && parent.nest.inflight >= caps.MaxInflight {
+		return 0, refuseInflight(caps.MaxInflight)
+	}
+	if t.total >= caps.MaxTotalSubagents {
+		return 0, refuseTreeCap
+	}
+	if !t.bucket.take(s.cfg.Clock(), caps.SpawnBurst, caps.SpawnRate) {
+		return 0, refuseRate
+	}
+	if t.tokens >= caps.TreeTokenCeiling {
+		return 0, refuseCeiling
+	}
+	return nchildren, ""
+}
+
+// registerLocked attaches an admitted child to its parent and the tree, not
+// yet started: the supervisor must not be draining and the parent must not be
+// on a kill ladder, checked under the locks that Shutdown and killSubtree
+// take, so a child is never attached behind their back. The caller holds the
+// tree's mu.
+func (s *Supervisor) registerLocked(parent, child *node) string {
+	t := parent.nest.tree
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
-		return nil, refuseDraining
+		return refuseDraining
 	}
 	parent.mu.Lock()
 	if parent.killing {
 		parent.mu.Unlock()
 		s.mu.Unlock()
-		return nil, refuseDraining
+		return refuseDraining
 	}
 	parent.children = append(parent.children, child)
 	parent.mu.Unlock()
@@ -203,10 +237,20 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 	t.total++
 	t.live++
 	t.nodes[child.handle] = child
-	if args.Disposition == api.DispositionAsync {
+	if child.nest.disposition == api.DispositionAsync {
 		parent.nest.inflight++
 	}
-	return child, ""
+	return ""
+}
+
+// childTelemetry is a new child's correlation block: its parent's run, trace
+// context and log settings.
+func childTelemetry(parent *node) api.Telemetry {
+	pt := parent.payload.Telemetry
+	return api.Telemetry{
+		RunID: pt.RunID, TraceID: pt.TraceID, Traceparent: pt.Traceparent,
+		LogLevel: pt.LogLevel, LogContent: pt.LogContent,
+	}
 }
 
 // childCap is the breadth cap of n: the operator's max_children, or n's own
@@ -294,10 +338,20 @@ type ToolDescriber interface {
 	Describe(tool string) (api.ToolSpec, bool)
 }
 
-// toolSpecs describes the tools of a grant for the spawn payload.
+// toolSpecs describes the tools of a grant for the spawn payload: each scoped
+// tool, and the exec self-tool when the grant holds api.ExecRef. A grant of an
+// MCP server's resources (api.ResourcesTool) is no tool: resource.read, which
+// every subagent has, serves it.
 func (s *Supervisor) toolSpecs(allow []api.ToolRef) []api.ToolSpec {
 	var out []api.ToolSpec
 	for _, ref := range allow {
+		if ref == api.ExecRef {
+			out = append(out, api.ExecToolSpec())
+			continue
+		}
+		if ref.Tool == api.ResourcesTool {
+			continue
+		}
 		spec := api.ToolSpec{Name: ref.String()}
 		if d, ok := s.cfg.Tools[ref.Server].(ToolDescriber); ok {
 			if got, ok := d.Describe(ref.Tool); ok {

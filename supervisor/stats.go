@@ -27,6 +27,8 @@ type Stats struct {
 	// local child process, roots included ("local"). A nested spawn on a
 	// remote provider is counted by that provider, not here.
 	Spawns map[string]int64
+	// Execs counts the exec children this supervisor started.
+	Execs int64
 	// Refusals counts the chokepoint's refusals by reason; every reason in
 	// RefusalReasons is present.
 	Refusals map[string]int64
@@ -38,6 +40,7 @@ type Stats struct {
 // counters are the live form of Stats. The zero value is ready.
 type counters struct {
 	cancels, terms, kills, pings, pongs atomic.Int64
+	execs                               atomic.Int64
 	tokensIn, tokensOut                 atomic.Int64
 
 	mu       sync.Mutex // guards verdicts, spawns, refusals
@@ -89,6 +92,7 @@ func (s *Supervisor) Stats() Stats {
 		Unreaped: s.unreaped.Load(),
 		Pings:    s.stats.pings.Load(),
 		Pongs:    s.stats.pongs.Load(),
+		Execs:    s.stats.execs.Load(),
 		Orphans:  Orphans(),
 		Verdicts: make(map[string]int64),
 		Spawns:   map[string]int64{localProvider: 0},

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,10 +62,43 @@ type Config struct {
 	// ChildDeadline caps every child's deadline on top of its payload's
 	// (Detector A); the child is told the capped value. Default 600s.
 	ChildDeadline time.Duration
-	// ExecDeadline is the deadline of exec children (the gated shell tool). This
-	// build has no exec tool; the value is kept so the accounting path that
-	// adds one applies it. Default 120s.
+	// ExecDeadline is Detector A for exec children (the gated exec
+	// self-tool): each gets this deadline, or the shorter one its call asks
+	// for, never past its caller's own. Default 120s.
 	ExecDeadline time.Duration
+	// AllowExec turns the gated exec self-tool on (exec.go): a subagent whose
+	// scope holds api.ExecRef may then run commands as exec children. Off, the
+	// zero value, every exec call is refused as a tool result, and Start
+	// refuses a root whose scope holds api.ExecRef.
+	AllowExec bool
+	// ExecOutput caps the bytes kept of an exec child's stdout, and separately
+	// of its stderr; the rest is read and discarded, and a note marks the cut.
+	// Default 64 KiB.
+	ExecOutput int
+
+	// SeedResource caps the bytes of one resource_ref seed slice the
+	// supervisor reads for a starting child, and SeedResources those of all
+	// the slices of one seed (resource.go). Defaults 64 KiB and 256 KiB.
+	SeedResource, SeedResources int
+	// SeedReadTimeout bounds the reads of one starting child's resource_ref
+	// slices; default 10s.
+	SeedReadTimeout time.Duration
+
+	// LogLevel is the log level of a root subagent, its payload's
+	// telemetry.log_level: the service's own level. A root's payload may ask
+	// for a quieter level, never a more verbose one; children inherit their
+	// parent's. The zero value is info.
+	LogLevel slog.Level
+	// LogContent decides whether prompts, model answers and tool arguments
+	// and results may appear in logs and span attributes: in the supervisor's
+	// own, and (as every payload's telemetry.log_content) in every child's.
+	// Off, the zero value, they never do.
+	LogContent bool
+	// ChildStderr, if set, is every child's stderr: children write their log
+	// lines to it themselves, past the supervisor. Nil, the default, pipes each
+	// child's stderr to the supervisor, which forwards its lines through
+	// Logger, tagged with the child's run_id and agent_path.
+	ChildStderr *os.File
 	// ProgressTimeout is Detector B: a child that sends no frame but pongs for
 	// this long is stuck (stalled, cause no_progress). Default 120s.
 	ProgressTimeout time.Duration
@@ -113,6 +147,16 @@ func (c *Config) setDefaults() error {
 	}
 	def(&c.ChildDeadline, 600*time.Second)
 	def(&c.ExecDeadline, 120*time.Second)
+	def(&c.SeedReadTimeout, 10*time.Second)
+	if c.ExecOutput <= 0 {
+		c.ExecOutput = 64 << 10
+	}
+	if c.SeedResource <= 0 {
+		c.SeedResource = 64 << 10
+	}
+	if c.SeedResources <= 0 {
+		c.SeedResources = 256 << 10
+	}
 	def(&c.ProgressTimeout, 120*time.Second)
 	def(&c.PingInterval, 5*time.Second)
 	if c.PingMiss <= 0 {
@@ -144,18 +188,30 @@ type NodeInfo struct {
 	Depth        int
 	PID          int
 	Objective    string
-	State        string // StateStarting, StateRunning or StateStopping
-	Health       Health // the detectors' classification while running; empty before
-	Provider     string // "local", or the peer provider a delegation went to
-	Usage        api.Usage
-	Deadline     time.Time
+	// Kind is KindSubagent, or KindExec for an exec child (a command run by
+	// the exec self-tool, with no control channel).
+	Kind     string
+	State    string // StateStarting, StateRunning or StateStopping
+	Health   Health // the detectors' classification while running; empty before
+	Provider string // "local", or the peer provider a delegation went to
+	Usage    api.Usage
+	Deadline time.Time
 	// Disposition is how the parent waits for it (sync, async, detach); empty
 	// for a root.
 	Disposition api.Disposition
 	// Traceparent is the W3C trace context of the subagent's payload
 	// telemetry (empty when the run has none), for tool servers to pass on.
 	Traceparent string
+	// LogContent is the subagent's telemetry.log_content: whether a tool
+	// server may log or trace its arguments and results.
+	LogContent bool
 }
+
+// Node kinds, as NodeInfo reports them.
+const (
+	KindSubagent = "subagent" // a re-exec'd subagent, or a remote delegation
+	KindExec     = "exec"     // a command run by the exec self-tool
+)
 
 // Node states, as NodeInfo reports them.
 const (
@@ -219,8 +275,9 @@ type Supervisor struct {
 	pause pauseGate // a2a.Pause / a2a.Resume; see pause.go
 	hb    heartbeat // see observe.go
 
-	env  []string // every child's environment: Config.Env plus the subagent marker and our pid
-	pool *pool    // nil without a warm pool
+	env     []string // every child's environment: Config.Env plus the subagent marker and our pid
+	execEnv []string // an exec child's environment: Config.Env without any AGENT_ variable
+	pool    *pool    // nil without a warm pool
 }
 
 // New returns a supervisor. It starts the process-wide reaper.
@@ -242,6 +299,7 @@ func New(cfg Config) (*Supervisor, error) {
 		api.EnvSubagent+"=1",
 		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
 	)
+	s.execEnv = execEnv(cfg.Env)
 	if cfg.WarmPool > 0 {
 		s.pool = newPool(s, cfg.WarmPool)
 	}
@@ -294,6 +352,12 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 		p.Telemetry.RunID = newID()
 	}
 	p.AgentID, p.AgentPath, p.Depth = "0", "0", 0
+	if p.Scope.Holds(api.ExecRef) && !s.cfg.AllowExec {
+		return nil, errors.New("supervisor: the root scope holds " + api.ExecRef.String() + " but exec is not allowed (Config.AllowExec)")
+	}
+	p.Seed = p.Seed.WithoutResolved() // the supervisor reads references itself
+	p.Telemetry.LogLevel = s.rootLevel(p.Telemetry.LogLevel)
+	p.Telemetry.LogContent = s.cfg.LogContent // the operator's decision, whoever asked
 	p.Scope.Tags = ScopeTags(p.Scope.Allow, s.cfg.ToolTags)
 	p.Tools = s.toolSpecs(p.Scope.Allow)
 	s.capDeadline(&p)
@@ -457,3 +521,13 @@ func (s *Supervisor) ReadBlob(id string) ([]byte, string, string, bool) {
 func (s *Supervisor) Unreaped() int64 { return s.unreaped.Load() }
 
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// rootLevel is the log level of a root whose payload asks for asked: the
+// service's level, or a quieter one the payload names.
+func (s *Supervisor) rootLevel(asked string) string {
+	lvl := s.cfg.LogLevel
+	if l, ok := api.ParseLogLevel(asked); ok && asked != "" && l > lvl {
+		lvl = l
+	}
+	return strings.ToLower(lvl.String())
+}

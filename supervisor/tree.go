@@ -32,8 +32,8 @@ type tree struct {
 	depthCap int
 }
 
-// nest is a node's part of the nesting bookkeeping. tree, disposition, provider
-// and remote are set before the node's goroutine starts and never change;
+// nest is a node's part of the nesting bookkeeping. tree, disposition, provider,
+// remote and exec are set before the node's goroutine starts and never change;
 // inflight is guarded by tree.mu. (The children counted against max_children
 // are every child ever admitted: node.children, which only grows.)
 type nest struct {
@@ -42,6 +42,7 @@ type nest struct {
 	provider    string          // "local", or the non-local provider a remote child runs on
 	remote      bool            // runs through Config.Delegator, not as a child process
 	workflow    []WorkflowStep  // a workflow root: the supervisor runs these steps (workflow.go), no process
+	exec        *execSpec       // the command of an exec child; nil for a subagent
 
 	inflight int // unfinished async children, counted against max_inflight
 }

@@ -1,0 +1,84 @@
+package supervisor
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/api"
+)
+
+// A root logs at the service's level (Config.LogLevel), or a quieter one its
+// payload asks for, never a more verbose one; whether content may be logged
+// is the operator's alone (Config.LogContent), whatever the payload says.
+// Children inherit both.
+func TestRootLogSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		service   slog.Level
+		content   bool
+		asked     string
+		askedBody bool
+		want      string
+	}{
+		{"default", slog.LevelInfo, false, "", false, "info"},
+		{"service level", slog.LevelWarn, true, "", false, "warn"},
+		{"louder than the service", slog.LevelWarn, false, "debug", true, "warn"},
+		{"quieter than the service", slog.LevelInfo, true, "error", false, "error"},
+		{"not a level", slog.LevelDebug, false, "chatty", false, "debug"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newNestingSupervisor(t, func(c *Config) { c.LogLevel, c.LogContent = tc.service, tc.content })
+			_, res := runProg(t, s, prog{Calls: []progCall{spawnCall(prog{}, api.DispositionSync)}},
+				func(p *api.SpawnPayload) { p.Telemetry.LogLevel, p.Telemetry.LogContent = tc.asked, tc.askedBody })
+			rep := report(t, res)
+			child := report(t, api.SubagentResult{Distillate: *childReportOf(t, rep.Results[0]).Distillate})
+			for who, tel := range map[string]api.Telemetry{"root": rep.Telemetry, "child": child.Telemetry} {
+				if tel.LogLevel != tc.want || tel.LogContent != tc.content {
+					t.Errorf("%s: log_level %q, log_content %v; want %q, %v", who, tel.LogLevel, tel.LogContent, tc.want, tc.content)
+				}
+			}
+		})
+	}
+}
+
+// Aggregated (the default), a child's stderr lines reach the supervisor's
+// log, tagged with its run_id and agent_path; with Config.ChildStderr the
+// child writes them there itself and the supervisor's log has none.
+func TestChildStderr(t *testing.T) {
+	t.Run("aggregated", func(t *testing.T) {
+		s, logs := newSupervisor(t, "complete")
+		result(t, start(t, s, testPayload("x", time.Minute)), 10*time.Second)
+		waitFor(t, func() bool { return strings.Contains(logs.String(), `"msg":"helper working"`) })
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "helper working") && (!strings.Contains(line, `"child":true`) || !strings.Contains(line, `"run_id":"run-test"`)) {
+				t.Errorf("forwarded line %s", line)
+			}
+		}
+	})
+	t.Run("direct", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "children.log")
+		f, err := os.Create(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		s, logs := newSupervisor(t, "complete", func(c *Config) { c.ChildStderr = f })
+		if res := result(t, start(t, s, testPayload("x", time.Minute)), 10*time.Second); res.Status != api.StatusCompleted {
+			t.Fatalf("result %+v", res)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"msg":"helper working","objective_len":1}`) {
+			t.Errorf("the child's own stderr: %q", b)
+		}
+		if strings.Contains(logs.String(), "helper working") {
+			t.Errorf("the supervisor forwarded a line the child wrote itself:\n%s", logs.String())
+		}
+	})
+}
