@@ -99,8 +99,9 @@ type testServer struct {
 
 	mu         sync.Mutex
 	calls      []call
-	slowIn     int // slow calls started
-	slowEnded  int // slow calls whose context ended before they finished
+	reads      []call // resources/read requests of test://greeting and test://bin, Tool holding the uri
+	slowIn     int    // slow calls started
+	slowEnded  int    // slow calls whose context ended before they finished
 	srv        *httptest.Server
 	sdkSrv     *sdk.Server
 	value      string   // the content of testResource
@@ -110,6 +111,9 @@ type testServer struct {
 // testResource is the test server's one subscribable resource; its content
 // is the value setValue last set.
 const testResource = "test://value"
+
+// testGreeting is the text of the test server's resource test://greeting.
+const testGreeting = "hello from a resource"
 
 // testTools are the tools the test server lists, in order.
 var testTools = []string{"echo", "fail", "big", "image", "slow", "whoami", "noargs"}
@@ -138,6 +142,18 @@ func (ts *testServer) record(req *sdk.CallToolRequest) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	ts.calls = append(ts.calls, call{Tool: req.Params.Name, Meta: req.Params.Meta, Args: req.Params.Arguments})
+}
+
+func (ts *testServer) recordRead(req *sdk.ReadResourceRequest) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.reads = append(ts.reads, call{Tool: req.Params.URI, Meta: req.Params.Meta})
+}
+
+func (ts *testServer) recordedReads() []call {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return append([]call(nil), ts.reads...)
 }
 
 func (ts *testServer) recorded() []call {
@@ -231,6 +247,16 @@ func (ts *testServer) mcpServer() *sdk.Server {
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			ts.record(req)
 			return textResult("args " + string(req.Params.Arguments)), nil
+		})
+	s.AddResource(&sdk.Resource{URI: "test://greeting", Name: "greeting", MIMEType: "text/plain"},
+		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			ts.recordRead(req)
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: testGreeting}}}, nil
+		})
+	s.AddResource(&sdk.Resource{URI: "test://bin", Name: "bin", MIMEType: "application/octet-stream"},
+		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			ts.recordRead(req)
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "application/octet-stream", Blob: []byte{0, 1, 2, 250}}}}, nil
 		})
 	return s
 }

@@ -46,8 +46,8 @@ func TestToolCallsEndToEnd(t *testing.T) {
 	h.waitRequired(10 * time.Second)
 
 	grant, missing := h.set.Grant(nil)
-	if len(missing) != 0 || len(grant) != len(testTools) {
-		t.Fatalf("grant = %v (missing %v), want every one of %v (listed over 4 pages)", grant, missing, testTools)
+	if len(missing) != 0 || len(grant) != len(testTools)+1 || grant[len(grant)-1] != (api.ToolRef{Server: "t", Tool: api.ResourcesTool}) {
+		t.Fatalf("grant = %v (missing %v), want every one of %v (listed over 4 pages) and the reads of its resources", grant, missing, testTools)
 	}
 	// A tool in the grant that the server does not have: the server's
 	// protocol error reaches the model as a tool error.

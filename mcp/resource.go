@@ -66,7 +66,9 @@ func (s *Server) ReadResource(ctx context.Context, caller supervisor.NodeInfo, u
 // latest session; a server not connected now counts as one that does (its
 // reads fail as errors the reader sees while it is down).
 func (s *Server) servesResources() bool {
-	cs, _, _, _, _ := s.state()
+	s.mu.Lock()
+	cs := s.cs
+	s.mu.Unlock()
 	if cs == nil {
 		return true
 	}
