@@ -128,7 +128,9 @@ const (
 	NodePaused = "paused" // running, told to hold before its next model call
 )
 
-// TreeNode is one live subagent.
+// TreeNode is one live subagent, or an exec child (Kind "exec": a command
+// run by the exec self-tool, with no control channel, bounded by its deadline
+// alone).
 type TreeNode struct {
 	AgentPath    string    `json:"agent_path"`
 	TaskID       string    `json:"task_id"`
@@ -139,6 +141,7 @@ type TreeNode struct {
 	Usage        Usage     `json:"usage"`
 	Deadline     time.Time `json:"deadline"`
 	Provider     string    `json:"provider"`
+	Kind         string    `json:"kind"` // "subagent" or "exec"
 }
 
 // CapsParams adjusts the chokepoint caps; omitted fields keep their value and

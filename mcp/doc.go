@@ -21,4 +21,9 @@
 // followed at once by resources/read, so a change made while agentd was down
 // or disconnected reaches the subscriber as the current content; each
 // notifications/resources/updated is followed by a read too.
+//
+// A Server is also a supervisor.ResourceReader: resource.read of a subagent
+// whose scope grants the server's resources ({SERVER, api.ResourcesTool},
+// part of the root grant of a server that has resources) reaches it as
+// resources/read, with the same _meta and the same wait for a session.
 package mcp

@@ -239,6 +239,7 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 				Usage:        n.Usage,
 				Deadline:     n.Deadline.UTC(),
 				Provider:     provider,
+				Kind:         n.Kind,
 			})
 			walk(n.Handle)
 		}

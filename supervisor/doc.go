@@ -75,6 +75,34 @@
 // a subagent's subagent.spawn, so one tree, one set of caps and one budget
 // hold for the whole workflow.
 //
+// # Exec children
+//
+// The gated exec self-tool (exec.go) runs a command as an exec child of its
+// caller: off unless Config.AllowExec, and only for a caller whose scope holds
+// api.ExecRef (sensitive and egress in the Rule of Two). It passes the same
+// caps as a spawn (capsLocked, without max_depth: it never nests), is forked
+// by the same forker and reaped by the same reaper, in its own process group,
+// and is a node of the tree (Kind exec). It has no control channel, so only
+// detector A, its deadline (Config.ExecDeadline, never past its caller's),
+// applies, and the ladder starts it at SIGTERM.
+//
+// # The agent:// resource plane
+//
+// resource.read and resource.wait (resource.go) serve agent://subagent/HANDLE
+// (a descendant's report, whose one update is its completion),
+// agent://blob/ID (a distillate stored by the reader's own tree) and the
+// resources of the MCP servers the reader's scope grants (a ToolServer's
+// optional ResourceReader). A resource_ref seed slice is read the same way,
+// with the parent's authority, before the child is sent its payload.
+//
+// # Logs
+//
+// A child's stderr is its log: forwarded line by line through Config.Logger,
+// or, with Config.ChildStderr, written there by the child itself. Every
+// payload's telemetry carries the log level (a root's is Config.LogLevel) and
+// log_content (Config.LogContent): without it, no prompt, model answer, tool
+// argument or result is logged or put on a span, here or in any child.
+//
 // # PDEATHSIG
 //
 // The kernel sends a child's parent-death signal when the thread that forked it

@@ -305,6 +305,10 @@ func printTree(w io.Writer, t *api.TreeResult, now time.Time) {
 		if n.PID > 0 {
 			pid = fmt.Sprint(n.PID)
 		}
+		if n.Kind == "exec" {
+			fmt.Fprintf(w, "%s%s  %s  [%s]  pid %s  exec  deadline in %s\n", prefix, n.AgentPath, n.TaskID, n.Status, pid, left)
+			continue
+		}
 		fmt.Fprintf(w, "%s%s  %s  [%s]  pid %s  depth %d  steps %d  tokens %d  deadline in %s  via %s\n",
 			prefix, n.AgentPath, n.TaskID, n.Status, pid, n.Depth, n.Usage.Steps, n.Usage.Tokens(), left, n.Provider)
 	}
