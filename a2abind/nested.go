@@ -44,6 +44,11 @@ var _ supervisor.Observer = (*TreeObserver)(nil)
 // was delegated to).
 const MetaDisposition = "agentd/disposition"
 
+// MetaKind is the metadata key of a nested task saying what it is: a
+// subagent, or an exec child (a command run by the exec self-tool, whose
+// artifact is its exit and output).
+const MetaKind = "agentd/kind"
+
 // Attach sets the engine the tasks are kept in. The engine is built after the
 // supervisor (its executor needs the supervisor), hence the late binding.
 func (o *TreeObserver) Attach(e *tasks.Engine) { o.engine.Store(e) }
@@ -89,6 +94,7 @@ func (o *TreeObserver) open(e *tasks.Engine, n supervisor.NodeInfo) (opened, boo
 			MetaRunID:       n.RunID,
 			MetaProvider:    n.Provider,
 			MetaDisposition: string(n.Disposition),
+			MetaKind:        n.Kind,
 		},
 	}
 	if err := e.OpenTask(context.Background(), task, a2a.TaskID(n.RootHandle)); err != nil {

@@ -132,7 +132,8 @@ func SelfToolSpecs() []ToolSpec {
 
 const spawnDescription = "Delegate a sub-task to a new child subagent. Give it a specific objective and the output format you need; " +
 	"pass only the context it needs as labeled seed slices; list the tools it may use (a subset of yours). " +
-	"disposition sync (default) waits and returns the child's result; async returns a handle to await later; detach runs it on its own. " +
+	"disposition sync (default) waits and returns the child's result; async returns a handle and its resource_uri (agent://subagent/HANDLE) to await, read or wait on later; detach runs it on its own. " +
+	"A seed slice may be a resource_ref (agent://blob/ID, agent://subagent/HANDLE or an MCP resource you may read): the child is handed its content. " +
 	"A refusal (a cap, the rate limit, a tool you do not hold) comes back as an error result: adapt, do not retry blindly."
 
 const spawnSchema = `{

@@ -199,6 +199,7 @@ func (s *Supervisor) superviseExec(n *node, log *slog.Logger) api.SubagentResult
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeStarted(n.info())
+		s.cfg.Observer.NodeProgress(n.info()) // working from the fork
 	}
 	deadline := time.NewTimer(time.Until(n.deadline))
 	defer deadline.Stop()
