@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/mcp"
 	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/telemetry"
 )
@@ -51,8 +52,21 @@ type coreConfig struct {
 	RlimitAS        string // a size such as 4GiB; "0" inherits
 	RlimitCPU       time.Duration
 
+	// AllowExec turns the gated exec self-tool on (--allow-exec): the root
+	// grant then holds subagent/exec, which counts as sensitive and egress in
+	// the Rule of Two.
+	AllowExec bool
+
 	LogLevel string
-	MCP      mcpConfig
+	// LogContent lets prompts, model answers and tool arguments and results
+	// into logs and span attributes, in every process of a tree
+	// (--log-content).
+	LogContent bool
+	// AggregateLogs forwards each child's log lines through the supervisor
+	// (--aggregate-logs, the default); off, children write their own lines to
+	// agentd's stderr.
+	AggregateLogs bool
+	MCP           mcpConfig
 	// Tracing is the OTEL_* environment, which configures the trace
 	// exporter.
 	Tracing []string
@@ -73,10 +87,13 @@ func addCore(f *flags, c *coreConfig) {
 	f.durationVar(&c.DrainGrace, "drain-grace", "AGENT_DRAIN_GRACE", 5*time.Second, "kill ladder: ctrl/cancel to SIGTERM")
 	f.durationVar(&c.KillGrace, "kill-grace", "AGENT_KILL_GRACE", 2*time.Second, "kill ladder: SIGTERM to SIGKILL")
 	f.durationVar(&c.ReapGrace, "reap-grace", "AGENT_REAP_GRACE", time.Second, "kill ladder: SIGKILL to reporting a process that will not reap")
-	f.stringVar(&c.LogLevel, "log-level", "AGENT_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	f.stringVar(&c.LogLevel, "log-level", "AGENT_LOG_LEVEL", "info", "log level: debug, info, warn, error; every subagent of a run logs at it too")
+	f.boolVar(&c.LogContent, "log-content", "AGENT_LOG_CONTENT", false, "let prompts, model answers and tool arguments and results into the logs (the debug lines of each model and tool call) and span attributes of every process of a tree")
+	f.boolVar(&c.AggregateLogs, "aggregate-logs", "AGENT_AGGREGATE_LOGS", true, "forward each subagent's log lines through the supervisor (marked child=true); =false: subagents write their own lines to agentd's stderr")
+	f.boolVar(&c.AllowExec, "allow-exec", "AGENT_ALLOW_EXEC", false, "turn on the exec self-tool: the root (and any child it grants subagent/exec) may run commands as supervised exec children, each with --exec-deadline; exec counts as sensitive and egress in the Rule of Two")
 
 	f.durationVar(&c.ChildDeadline, "child-deadline", "AGENT_CHILD_DEADLINE", 600*time.Second, "Detector A: every child's deadline is capped at this (the root's included)")
-	f.durationVar(&c.ExecDeadline, "exec-deadline", "AGENT_EXEC_DEADLINE", 120*time.Second, "Detector A for exec children (applies once the gated exec tool exists; this build has none)")
+	f.durationVar(&c.ExecDeadline, "exec-deadline", "AGENT_EXEC_DEADLINE", 120*time.Second, "Detector A for exec children (--allow-exec): each command is killed by the ladder at this deadline, or its caller's, whichever comes first")
 	f.durationVar(&c.ProgressTimeout, "progress-timeout", "AGENT_PROGRESS_TIMEOUT", 120*time.Second, "Detector B: a child that sends no frame but pongs for this long is stalled")
 	f.durationVar(&c.PingInterval, "ping-interval", "AGENT_PING_INTERVAL", 5*time.Second, "Detector C: a ctrl/ping to every child this often")
 	f.intVar(&c.PingMiss, "ping-miss", "AGENT_PING_MISS", 3, "Detector C: this many pings in a row unanswered is stuck")
@@ -165,7 +182,18 @@ func (c *coreConfig) validateCaps() error {
 	if err != nil {
 		return err
 	}
-	return checkRuleOfTwo(cfg.GateRefs(), cfg.Tagger(), c.AllowTrifecta)
+	return checkRuleOfTwo(c.gateRefs(cfg), cfg.Tagger(), c.AllowTrifecta)
+}
+
+// gateRefs is what the startup Rule-of-Two gate evaluates: the MCP servers'
+// tools as far as they can be known before any server is reached, and
+// subagent/exec with --allow-exec.
+func (c *coreConfig) gateRefs(cfg mcp.Config) []api.ToolRef {
+	refs := cfg.GateRefs()
+	if c.AllowExec {
+		refs = append(refs, api.ExecRef)
+	}
+	return refs
 }
 
 // checkRuleOfTwo is the startup gate: a root grant whose tools together hold
@@ -296,10 +324,16 @@ func (c *coreConfig) limits() api.Limits {
 	}
 }
 
-// logger is the service's JSON logger at --log-level (checked by Validate).
-func (c *coreConfig) logger(w io.Writer) *slog.Logger {
+// level is --log-level (checked by Validate).
+func (c *coreConfig) level() slog.Level {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(c.LogLevel))
+	return lvl
+}
+
+// logger is the service's JSON logger at --log-level.
+func (c *coreConfig) logger(w io.Writer) *slog.Logger {
+	lvl := c.level()
 	// Every line with a span in its context (or from a logger tied to one)
 	// carries trace_id and span_id.
 	return slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})))

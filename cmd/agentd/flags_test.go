@@ -39,6 +39,9 @@ func TestEnvironmentIsValidated(t *testing.T) {
 		"AGENT_PING_INTERVAL":  "often",
 		"AGENT_PEERS":          "b",
 		"AGENT_ROUTES":         "nonsense",
+		"AGENT_ALLOW_EXEC":     "perhaps",
+		"AGENT_LOG_CONTENT":    "some",
+		"AGENT_AGGREGATE_LOGS": "sometimes",
 	} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, value)
@@ -76,5 +79,39 @@ func TestRepeatableFlags(t *testing.T) {
 	}
 	if got := strings.Join(names, " "); got != "a b c" {
 		t.Errorf("--peer adds to AGENT_PEERS: %q", got)
+	}
+}
+
+// --allow-exec, --log-content and --aggregate-logs: off, off and on by
+// default; each set by its environment variable, which its flag beats. With
+// --allow-exec the root grant holds subagent/exec.
+func TestExecAndLogFlags(t *testing.T) {
+	c, err := parseCore(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AllowExec || c.LogContent || !c.AggregateLogs {
+		t.Errorf("defaults: allow-exec %v, log-content %v, aggregate-logs %v", c.AllowExec, c.LogContent, c.AggregateLogs)
+	}
+	if scope := (&toolServers{exec: c.AllowExec}).rootScope(); scope.Holds(api.ExecRef) {
+		t.Errorf("the root grant holds exec without --allow-exec: %v", scope.Allow)
+	}
+	t.Setenv("AGENT_ALLOW_EXEC", "true")
+	t.Setenv("AGENT_LOG_CONTENT", "1")
+	t.Setenv("AGENT_AGGREGATE_LOGS", "false")
+	if c, err = parseCore(t); err != nil {
+		t.Fatal(err)
+	}
+	if !c.AllowExec || !c.LogContent || c.AggregateLogs {
+		t.Errorf("from the environment: allow-exec %v, log-content %v, aggregate-logs %v", c.AllowExec, c.LogContent, c.AggregateLogs)
+	}
+	if scope := (&toolServers{exec: c.AllowExec}).rootScope(); !scope.Holds(api.ExecRef) {
+		t.Errorf("the root grant lacks exec with --allow-exec: %v", scope.Allow)
+	}
+	if c, err = parseCore(t, "--allow-exec=false", "--log-content=false", "--aggregate-logs"); err != nil {
+		t.Fatal(err)
+	}
+	if c.AllowExec || c.LogContent || !c.AggregateLogs {
+		t.Errorf("flags over the environment: allow-exec %v, log-content %v, aggregate-logs %v", c.AllowExec, c.LogContent, c.AggregateLogs)
 	}
 }

@@ -166,6 +166,7 @@ type toolServers struct {
 	set     *mcp.Set
 	grant   map[string][]string
 	timeout time.Duration // --mcp-connect-timeout
+	exec    bool          // --allow-exec: the root grant holds subagent/exec
 }
 
 // openMCP creates the MCP sessions, which start connecting in the background.
@@ -247,12 +248,18 @@ func (t *toolServers) close() {
 }
 
 // rootScope is the root grant as a payload scope: every tool the MCP servers
-// list (as of now), or the --mcp-tools subset of a server. The supervisor
-// computes its Rule-of-Two legs.
+// list (as of now), or the --mcp-tools subset of a server, and with
+// --allow-exec subagent/exec. The supervisor computes its Rule-of-Two legs.
 func (t *toolServers) rootScope() api.ToolScope {
-	if t == nil || t.set == nil {
-		return api.ToolScope{}
+	var scope api.ToolScope
+	if t == nil {
+		return scope
 	}
-	grant, _ := t.set.Grant(t.grant)
-	return api.ToolScope{Allow: grant}
+	if t.set != nil {
+		scope.Allow, _ = t.set.Grant(t.grant)
+	}
+	if t.exec {
+		scope.Allow = append(scope.Allow, api.ExecRef)
+	}
+	return scope
 }

@@ -78,6 +78,9 @@ func TestMCPFlagsAreValidated(t *testing.T) {
 		// grant holds all three legs.
 		{[]string{"--mcp", x, "--mcp", "y=https://y.example/mcp", "--mcp-tags", "x=sensitive", "--mcp-tags", "y/send=egress"}, "--allow-trifecta"},
 		{[]string{"--mcp", x, "--mcp-tags", "x=untrusted_input,sensitive,egress"}, "--allow-trifecta"},
+		// exec carries sensitive and egress: with an untagged (untrusted)
+		// server the root grant holds the trifecta.
+		{[]string{"--mcp", x, "--allow-exec"}, "--allow-trifecta"},
 	} {
 		_, err := parseCore(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -117,6 +120,9 @@ func TestMCPRuleOfTwoPasses(t *testing.T) {
 		{"--mcp", x, "--mcp", y, "--mcp-tags", "x=sensitive", "--mcp-tags", "y=none", "--mcp-tags", "y/send=egress"},
 		{"--mcp", x, "--mcp", y, "--mcp-tags", "x=sensitive", "--mcp-tags", "y/send=egress", "--mcp-tools", "y=send"},
 		{"--mcp", x, "--mcp-tags", "x=untrusted_input,sensitive,egress", "--allow-trifecta"},
+		{"--mcp", x, "--mcp-tags", "x=none", "--allow-exec"},
+		{"--mcp", x, "--allow-exec", "--allow-trifecta"},
+		{"--allow-exec"},
 	} {
 		if _, err := parseCore(t, args...); err != nil {
 			t.Errorf("%v: %v", args, err)

@@ -91,7 +91,11 @@ func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stde
 	if err := startTracing(ctx, c.Core.Tracing, log, &o.closers); err != nil {
 		return nil, err
 	}
-	if o.tree, err = openTree(&c.Core, log, treeOptions{}); err != nil {
+	var opt treeOptions
+	if opt.childStderr, err = childLogs(c.Core.AggregateLogs, stderr, &o.closers); err != nil {
+		return nil, err
+	}
+	if o.tree, err = openTree(&c.Core, log, opt); err != nil {
 		return nil, err
 	}
 	o.closers.add(o.tree.close)

@@ -117,6 +117,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log := c.Core.logger(stderr)
 	return runWithSignals(ctx, log, func(ctx context.Context) (program, error) {
-		return buildService(ctx, c, log)
+		return buildService(ctx, c, log, stderr)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -60,7 +61,7 @@ type service struct {
 	standing func(context.Context) (api.SubagentResult, error)
 }
 
-func buildService(ctx context.Context, c *serveConfig, log *slog.Logger) (_ *service, err error) {
+func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr io.Writer) (_ *service, err error) {
 	s := &service{log: log, heartbeat: c.Observe.Heartbeat}
 	defer func() {
 		if err != nil {
@@ -81,11 +82,16 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger) (_ *ser
 	// Every nested subagent is an A2A task too; the observer records them in
 	// the engine built below.
 	nested := &a2abind.TreeObserver{Log: log}
+	childStderr, err := childLogs(c.Core.AggregateLogs, stderr, &s.closers)
+	if err != nil {
+		return nil, err
+	}
 	s.tree, err = openTree(&c.Core, log, treeOptions{
 		observer:      nested,
 		delegator:     delegate.Delegator{Router: router, Lineages: lineages},
 		warmPool:      c.WarmPool,
 		blobRetention: c.TaskRetention, // a stored distillate stays readable as long as its task
+		childStderr:   childStderr,
 	})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -19,6 +20,7 @@ type treeOptions struct {
 	delegator     supervisor.Delegator // nested spawns on non-local providers
 	warmPool      int                  // children started ahead of time
 	blobRetention time.Duration        // how long a stored distillate outlives its task; 0 is the supervisor's default
+	childStderr   *os.File             // children's own stderr (--aggregate-logs=false); nil forwards their lines
 }
 
 // openSupervisor builds the supervisor of c: it checks a builtin:script file,
@@ -34,6 +36,7 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 	if err != nil {
 		return nil, nil, err
 	}
+	tools.exec = c.AllowExec
 	if err := supervisor.EnableSubreaper(); err != nil {
 		log.Warn("not a subreaper: orphaned grandchildren will reparent to init", "err", err)
 	}
@@ -68,12 +71,51 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		RlimitAS:        rlimitAS,
 		RlimitCPU:       uint64((c.RlimitCPU + time.Second - 1) / time.Second),
 		WarmPool:        opt.warmPool,
+
+		AllowExec:   c.AllowExec,
+		LogLevel:    c.level(),
+		LogContent:  c.LogContent,
+		ChildStderr: opt.childStderr,
 	})
 	if err != nil {
 		tools.close()
 		return nil, nil, fmt.Errorf("start supervisor: %w", err)
 	}
 	return s, tools, nil
+}
+
+// childLogs is where subagents write their own log lines with
+// --aggregate-logs=false: agentd's stderr itself when it is a file, else a
+// pipe copied to it (closed by cl, after the supervisor, which cl closes
+// later, has reaped every child). It is nil when the lines are aggregated.
+func childLogs(aggregate bool, stderr io.Writer, cl *closers) (*os.File, error) {
+	if aggregate {
+		return nil, nil
+	}
+	if f, ok := stderr.(*os.File); ok {
+		return f, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("the subagents' stderr pipe: %w", err)
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(stderr, r)
+		r.Close()
+	}()
+	cl.add(func() {
+		w.Close()
+		// A process that outlived its tree (it left its process group) may
+		// still hold the pipe: its lines are not waited for.
+		select {
+		case <-copied:
+		case <-time.After(time.Second):
+			r.Close()
+		}
+	})
+	return w, nil
 }
 
 // loadIntelligence reads what the intelligence needs from files: a
