@@ -99,7 +99,7 @@ func startEverything(t *testing.T, port int) *everything {
 }
 
 // observedIn returns the tool results the scripted models saw, from agentd's
-// log.
+// log (their text is there with --log-content only).
 func observedIn(log string) []map[string]any {
 	return withMsg(logLines(log), "script observed")
 }
@@ -123,7 +123,8 @@ call everything/echo {"message":"from the child"}
 call everything/get-sum {"a":1,"b":1}
 answer "child done"
 `)
-	cmd := agentdCommand(t, "run", "--mcp", "everything="+ev.url,
+	// --log-content: the results are read from what the scripts log.
+	cmd := agentdCommand(t, "run", "--log-content", "--mcp", "everything="+ev.url,
 		"--mcp-tools", "everything=echo,get-sum,get-env", "--mcp-tags", "everything=none",
 		"--mcp-max-result", "2048", "--intelligence", "builtin:script="+script, "--instruction", "use the tools")
 	var stdout, stderr syncBuffer

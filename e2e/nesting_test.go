@@ -65,7 +65,9 @@ func writeScript(t *testing.T, src string) string {
 // is a tool result in some parent's transcript, and no process is left.
 func TestScriptRecursiveSpawnForever(t *testing.T) {
 	script := writeScript(t, "[default]\nspawn sync \"again\"\nrepeat\n")
-	cmd := agentdCommand(t, "run", "--intelligence", "builtin:script="+script,
+	// --log-content: the refusals are read from the tool results the scripts
+	// log.
+	cmd := agentdCommand(t, "run", "--log-content", "--intelligence", "builtin:script="+script,
 		"--max-depth", "3", "--max-children", "3", "--max-total-subagents", "20",
 		"--spawn-burst", "100", "--spawn-rate", "100", "--max-steps", "12", "--max-repeats", "100", "--instruction", "go")
 	var stderr syncBuffer
