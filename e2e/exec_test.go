@@ -58,9 +58,18 @@ answer "{transcript}"
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the run took %s", d)
 	}
-	ended := withMsg(logLines(stderr.String()), "exec ended")
-	if len(ended) != 2 {
+	recs := logLines(stderr.String())
+	if ended := withMsg(recs, "exec ended"); len(ended) != 2 {
 		t.Errorf("%d exec children ended, want 2", len(ended))
+	}
+	started := withMsg(recs, "exec started")
+	if len(started) != 2 {
+		t.Fatalf("%d exec children started, want 2", len(started))
+	}
+	for _, r := range started {
+		if pid := int(r["pid"].(float64)); !groupGone(pid) {
+			t.Errorf("exec child %d: its process group outlived the run", pid)
+		}
 	}
 
 	off := agentdCommand(t, "run", "--intelligence", "builtin:script="+script, "--instruction", "run commands")

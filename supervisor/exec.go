@@ -61,7 +61,7 @@ type execSpec struct {
 // their text with "exec denied" in place of "spawn denied".
 const (
 	refuseExecOff        = "exec denied: exec is off (the operator did not allow it)"
-	refuseExecNotGranted = "exec denied: this subagent's scope does not hold " + "subagent/exec"
+	refuseExecNotGranted = "exec denied: this subagent's scope does not hold subagent/exec"
 	refuseExecBadArgs    = "exec denied: bad arguments: "
 )
 
@@ -192,6 +192,7 @@ func (s *Supervisor) superviseExec(n *node, log *slog.Logger) api.SubagentResult
 	}
 	defer p.release()
 	log = log.With("pid", p.pid)
+	log.Info("exec started", "deadline", n.payload.Limits.Deadline.String())
 	n.setProc(p)
 	if n.stopping() {
 		// A ladder that ran before setProc did not see the process.

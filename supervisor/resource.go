@@ -62,6 +62,11 @@ func readErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errReadResource, fmt.Sprintf(format, a...))
 }
 
+// readFailure is what the reader is told of a failed read.
+func readFailure(err error) string {
+	return strings.TrimPrefix(err.Error(), errReadResource.Error()+": ")
+}
+
 // readResource reads uri with reader's authority. server, if set, names the
 // MCP server to ask. The error's text is fit for the reader.
 func (s *Supervisor) readResource(ctx context.Context, reader *node, uri, server string) (*resource, error) {
@@ -208,7 +213,7 @@ func (s *Supervisor) toolResourceRead(ctx context.Context, caller *node, raw jso
 	r, err := s.readResource(ctx, caller, a.URI, a.Server)
 	if err != nil {
 		s.logRead(caller, a.URI, "", err)
-		return api.TextResult(api.ToolResourceRead+": "+strings.TrimPrefix(err.Error(), errReadResource.Error()+": "), true)
+		return api.TextResult(api.ToolResourceRead+": "+readFailure(err), true)
 	}
 	s.logRead(caller, a.URI, r.server, nil)
 	if r.report != nil {
@@ -313,7 +318,7 @@ func (s *Supervisor) resolveSeed(n *node, seed api.ContextSeed, log *slog.Logger
 		}
 		r, err := s.readResource(ctx, reader, ref, "")
 		if err != nil {
-			res.Error = strings.TrimPrefix(err.Error(), errReadResource.Error()+": ")
+			res.Error = readFailure(err)
 			log.Warn("seed resource not read", "label", sl.Label, "err", res.Error)
 			continue
 		}
