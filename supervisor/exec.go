@@ -243,7 +243,12 @@ wait:
 		}
 	}
 	if v != nil {
-		r.Status, r.Detail = v.status, v.detail
+		r.Status = v.status
+		if abandoned {
+			r.Detail = v.detail + "; " + r.Detail
+		} else {
+			r.Detail = v.detail
+		}
 	}
 	return execResult(n, r, v)
 }

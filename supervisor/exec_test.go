@@ -2,9 +2,11 @@ package supervisor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +27,21 @@ var execHelpers = map[string]func(args []string) int{
 	"write":       execWrite,
 	"sleep":       execSleep,
 	"double-fork": execDoubleFork,
+	"traced":      execTraced,
+}
+
+// execTraced lets any process ptrace it, ignores SIGTERM, creates the file
+// args[0] and sleeps: an exec child a tracer can make unreapable.
+func execTraced(args []string) int {
+	if err := unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0); err != nil && err != unix.EINVAL {
+		return 1
+	}
+	signal.Ignore(syscall.SIGTERM)
+	if err := os.WriteFile(args[0], nil, 0o600); err != nil {
+		return 1
+	}
+	sleepForever()
+	return 0
 }
 
 // execWrite writes args[0] bytes of "é" (two bytes each) to stdout.
@@ -393,6 +410,51 @@ func TestExecRefused(t *testing.T) {
 			t.Errorf("a child asking for exec and an untrusted tool: %+v", r)
 		}
 	})
+}
+
+// An exec child that never reaps inside the kill budget (a ptrace tracer
+// holds its zombie) is reported and counted like any child; its node is
+// abandoned, its result says so, and the drain is unclean rather than hung.
+func TestExecUnreapableReported(t *testing.T) {
+	rec := &recorder{}
+	logs := &logBuffer{}
+	cfg := fastConfig(logs)
+	cfg.Env = []string{envHelper + "=prog", "GORACE=atexit_sleep_ms=0"}
+	cfg.Observer, cfg.AllowExec, cfg.ReapGrace = rec, true, 300*time.Millisecond
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	markUsed("prog")
+	ready := string(newGate(t))
+	p := testPayload(prog{Calls: []progCall{execCall(helperArgv(t, "traced", ready))}}.objective(), time.Minute)
+	withExec(&p)
+	r := start(t, s, p)
+	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil })
+	ex := rec.execNode(t)
+	t.Cleanup(func() { waitGroupGone(t, ex.PID) }) // after the tracer's cleanup hands the zombie back
+	startTracer(t, ex.PID)
+
+	s.Cancel(r.Handle(), "test")
+	if res := result(t, r, 10*time.Second); res.Status != api.StatusCancelled {
+		t.Fatalf("root %+v", res)
+	}
+	waitFor(t, func() bool { _, ok := rec.byPath("0.1"); return ok })
+	f, _ := rec.byPath("0.1")
+	if f.res.Status != api.StatusCancelled || !strings.Contains(f.res.Detail, "would not reap inside the kill budget") {
+		t.Errorf("exec child %+v", f.res)
+	}
+	if n := s.Unreaped(); n != 1 {
+		t.Errorf("unreaped = %d, want 1", n)
+	}
+	if !strings.Contains(logs.String(), `"msg":"process would not reap inside the kill budget","pid":`+strconv.Itoa(ex.PID)) {
+		t.Errorf("the unreaped exec child is not reported:\n%s", logs.String())
+	}
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, ErrUnclean) {
+		t.Errorf("shutdown = %v, want ErrUnclean", err)
+	}
 }
 
 // Shutdown stops a running exec child with the ladder and waits for its reap.
