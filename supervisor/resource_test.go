@@ -113,7 +113,7 @@ func TestSeedResourceRef(t *testing.T) {
 	}
 	seedOf := func(t *testing.T, r progResult) []api.SeedSlice {
 		t.Helper()
-		return report(t, api.SubagentResult{Distillate: *childReportOf(t, r).Distillate}).Seed.Slices
+		return report(t, api.SubagentResult{Distillate: *childReportOf(t, r).Distillate}).Seed
 	}
 
 	t.Run("read and unreadable", func(t *testing.T) {
