@@ -41,7 +41,7 @@ func TestOrphanedGrandchildIsReaped(t *testing.T) {
 		group, sleep, status string
 	}{
 		{"own", "200ms", "exit 0"},
-		{"same", "1h", "killed by killed"},
+		{"same", "1h", "killed by SIGKILL"},
 	} {
 		t.Run(tc.group+" group", func(t *testing.T) {
 			s, logs := newSupervisor(t, "fork-grandchild", withEnv(envGrandGroup+"="+tc.group, envSleep+"="+tc.sleep))

@@ -28,11 +28,23 @@ func (e ExitStatus) Code() int {
 	return e.Status.ExitStatus()
 }
 
+// String describes the end: "exit N", or "killed by SIGNAME" (the signal's
+// name, such as SIGKILL; "signal N" for a number without one).
 func (e ExitStatus) String() string {
 	if e.Status.Signaled() {
-		return fmt.Sprintf("killed by %v", e.Status.Signal())
+		return "killed by " + signalName(e.Status.Signal())
 	}
 	return fmt.Sprintf("exit %d", e.Status.ExitStatus())
+}
+
+// signalName is the signal's constant name (SIGKILL, SIGTERM); a signal with
+// no name (a real-time one) is "signal N". syscall.Signal's String is the
+// strsignal text ("killed", "terminated"), which read as "killed by killed".
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }
 
 // reaper is the process-wide owner of wait4 and of fork. See the package doc.
