@@ -19,7 +19,7 @@ func TestExitStatusString(t *testing.T) {
 		{unix.WaitStatus(unix.SIGKILL), "killed by SIGKILL", 137},
 		{unix.WaitStatus(unix.SIGTERM), "killed by SIGTERM", 143},
 		{unix.WaitStatus(unix.SIGSEGV) | 0x80, "killed by SIGSEGV", 139}, // core dumped
-		{40, "killed by signal 40", 168},                               // a real-time signal has no name
+		{40, "killed by signal 40", 168},                                 // a real-time signal has no name
 	} {
 		e := ExitStatus{Pid: 1, Status: tc.status}
 		if got := e.String(); got != tc.want {
