@@ -1,0 +1,129 @@
+package admit
+
+import "fmt"
+
+// Memory figures of the derivation (see Derive), measured on agentd's own
+// binary: one idle subagent (builtin:wait, waiting on its model call) costs
+// 2.7 MiB of private memory, about 0.2 MiB of page tables and five threads'
+// kernel stacks, and about 0.1 MiB in the supervisor (goroutines, pipes,
+// buffers); its 21 MiB of binary text are shared page cache, charged once. So
+// an idle child's marginal cost is about 3.2 MiB (its RSS reads 24 MiB, its
+// PSS 3.7 MiB with a few siblings).
+const (
+	MiB = 1 << 20
+
+	// ChildCost is the figure a default bound assumes per live subagent:
+	// five times the idle child's marginal cost, room for a working heap
+	// (the conversation, the model client's buffers, tool results) without
+	// counting on the binary's pages being shared.
+	ChildCost = 16 * MiB
+	// ChildFloor is the ceiling's figure per subagent: the idle child's
+	// marginal cost, rounded up. More children than the ceiling allows
+	// would not fit in the limit even idle.
+	ChildFloor = 4 * MiB
+	// ReserveMin and ReserveShare set the memory kept for the supervisor
+	// itself (its task store, the front's buffers, the runtime):
+	// max(ReserveMin, limit/ReserveShare).
+	ReserveMin   = 96 * MiB
+	ReserveShare = 4
+	// CeilingReserve is the supervisor's floor in the ceiling's formula: its
+	// idle RSS (24 MiB) with room to serve.
+	CeilingReserve = 64 * MiB
+
+	// MaxLiveCap and CeilingLiveCap bound the derived figures on large
+	// machines, where memory stops being what limits a supervisor (threads,
+	// fds and CPU do).
+	MaxLiveCap     = 1024
+	CeilingLiveCap = 4096
+	// QueuePerRun and CeilingQueuePerRun size the queue (per default run): a
+	// queued run holds no process, only its task.
+	QueuePerRun        = 4
+	CeilingQueuePerRun = 16
+)
+
+// Derived is what Derive computes: the default bounds, their hard ceiling,
+// and the figures they come from.
+type Derived struct {
+	Bounds
+	Ceiling Bounds
+	Limit   uint64 // the memory limit the derivation started from
+	Reserve uint64 // kept for the supervisor
+	Pool    int    // warm-pool children set aside
+}
+
+// String shows the derivation for the log and `agentd serve --help`.
+func (d Derived) String() string {
+	return fmt.Sprintf("limit %d MiB, reserve %d MiB, warm pool %d: max_runs %d, max_live_subagents %d, queue_capacity %d (ceilings %d, %d, %d)",
+		d.Limit/MiB, d.Reserve/MiB, d.Pool, d.MaxRuns, d.MaxLive, d.QueueCapacity, d.Ceiling.MaxRuns, d.Ceiling.MaxLive, d.Ceiling.QueueCapacity)
+}
+
+// Derive computes the admission bounds for a memory limit (bytes) and a warm
+// pool of pool children (which are processes too, outside the bounds):
+//
+//	reserve          = max(ReserveMin, limit/ReserveShare)
+//	max_live         = (limit - reserve - pool*ChildCost) / ChildCost          (at least 1, at most MaxLiveCap)
+//	max_runs         = max_live / 2                                             (at least 1: room for one nested child per run)
+//	queue_capacity   = QueuePerRun * max_runs
+//
+// and the ceilings an operator may raise them to:
+//
+//	ceiling_live     = (limit - CeilingReserve - pool*ChildFloor) / ChildFloor  (at least max_live, at most CeilingLiveCap)
+//	ceiling_runs     = ceiling_live
+//	ceiling_queue    = CeilingQueuePerRun * max_runs
+//
+// For a 1 GiB pod with the default warm pool of 2: reserve 256 MiB, max_live
+// (1024-256-32)/16 = 46, max_runs 23, queue 92; ceilings 238 live, 238 runs,
+// 368 queued.
+func Derive(limit uint64, pool int) Derived {
+	pool = max(pool, 0)
+	reserve := max(uint64(ReserveMin), limit/ReserveShare)
+	avail := func(reserve, per uint64) int {
+		need := reserve + uint64(pool)*per
+		if limit <= need {
+			return 0
+		}
+		return int((limit - need) / per)
+	}
+	live := min(max(avail(reserve, ChildCost), 1), MaxLiveCap)
+	runs := max(live/2, 1)
+	ceilLive := max(min(avail(CeilingReserve, ChildFloor), CeilingLiveCap), live)
+	return Derived{
+		Bounds:  Bounds{MaxRuns: runs, MaxLive: live, QueueCapacity: QueuePerRun * runs},
+		Ceiling: Bounds{MaxRuns: ceilLive, MaxLive: ceilLive, QueueCapacity: CeilingQueuePerRun * runs},
+		Limit:   limit,
+		Reserve: reserve,
+		Pool:    pool,
+	}
+}
+
+// Resolve applies explicit settings (0: derived; a negative queue: none)
+// over the derived bounds and checks them: each within its ceiling, and the bounds consistent. Name is
+// the bound's snake_case name in a *CeilingError.
+func (d Derived) Resolve(maxRuns, maxLive, queue int) (Bounds, error) {
+	b := d.Bounds
+	if maxLive > 0 {
+		b.MaxLive = maxLive
+		if maxRuns == 0 {
+			b.MaxRuns = min(b.MaxRuns, maxLive) // a lowered process bound lowers the derived runs with it
+		}
+	}
+	if maxRuns > 0 {
+		b.MaxRuns = maxRuns
+		if maxLive == 0 && b.MaxLive < maxRuns {
+			b.MaxLive = min(maxRuns, d.Ceiling.MaxLive)
+		}
+	}
+	switch {
+	case queue > 0:
+		b.QueueCapacity = queue
+	case queue < 0:
+		b.QueueCapacity = 0
+	}
+	if err := b.within(d.Ceiling); err != nil {
+		return Bounds{}, err
+	}
+	if err := b.Validate(); err != nil {
+		return Bounds{}, err
+	}
+	return b, nil
+}

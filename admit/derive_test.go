@@ -1,0 +1,100 @@
+package admit
+
+import (
+	"errors"
+	"testing"
+)
+
+const gib = 1 << 30
+
+func TestDerive(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		limit   uint64
+		pool    int
+		bounds  Bounds
+		ceiling Bounds
+		reserve uint64
+	}{
+		{
+			// The README's figures for the Deployment's 1 GiB pod.
+			name: "1 GiB pod, warm pool 2", limit: gib, pool: 2,
+			bounds:  Bounds{MaxRuns: 23, MaxLive: 46, QueueCapacity: 92},
+			ceiling: Bounds{MaxRuns: 238, MaxLive: 238, QueueCapacity: 368},
+			reserve: 256 * MiB,
+		},
+		{
+			name: "1 GiB pod, no pool", limit: gib, pool: 0,
+			bounds:  Bounds{MaxRuns: 24, MaxLive: 48, QueueCapacity: 96},
+			ceiling: Bounds{MaxRuns: 240, MaxLive: 240, QueueCapacity: 384},
+			reserve: 256 * MiB,
+		},
+		{
+			// The reserve's floor binds below 384 MiB.
+			name: "256 MiB", limit: 256 * MiB, pool: 2,
+			bounds:  Bounds{MaxRuns: 4, MaxLive: 8, QueueCapacity: 16},
+			ceiling: Bounds{MaxRuns: 46, MaxLive: 46, QueueCapacity: 64},
+			reserve: 96 * MiB,
+		},
+		{
+			name: "too small for one child still admits one run", limit: 64 * MiB, pool: 2,
+			bounds:  Bounds{MaxRuns: 1, MaxLive: 1, QueueCapacity: 4},
+			ceiling: Bounds{MaxRuns: 1, MaxLive: 1, QueueCapacity: 16},
+			reserve: 96 * MiB,
+		},
+		{
+			name: "a large machine is capped", limit: 256 * gib, pool: 2,
+			bounds:  Bounds{MaxRuns: 512, MaxLive: MaxLiveCap, QueueCapacity: 2048},
+			ceiling: Bounds{MaxRuns: CeilingLiveCap, MaxLive: CeilingLiveCap, QueueCapacity: 8192},
+			reserve: 64 * gib,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Derive(tc.limit, tc.pool)
+			if d.Bounds != tc.bounds || d.Ceiling != tc.ceiling || d.Reserve != tc.reserve {
+				t.Errorf("Derive = %+v\nwant bounds %+v ceiling %+v reserve %d MiB", d, tc.bounds, tc.ceiling, tc.reserve/MiB)
+			}
+			if err := d.Validate(); err != nil {
+				t.Error(err)
+			}
+			if err := d.Bounds.within(d.Ceiling); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestResolve(t *testing.T) {
+	d := Derive(gib, 2) // 23 runs, 46 live, 92 queued; ceilings 238, 238, 368
+	for _, tc := range []struct {
+		name              string
+		runs, live, queue int
+		want              Bounds
+		err               string // the CeilingError's name, or "invalid"
+	}{
+		{name: "all derived", want: Bounds{23, 46, 92}},
+		{name: "explicit", runs: 10, live: 100, queue: 5, want: Bounds{10, 100, 5}},
+		{name: "a low process bound lowers the derived runs", live: 8, want: Bounds{8, 8, 92}},
+		{name: "runs above the derived processes raise them", runs: 60, want: Bounds{60, 60, 92}},
+		{name: "no queue", queue: -1, want: Bounds{23, 46, 0}},
+		{name: "over the ceiling", live: 239, err: "max_live_subagents"},
+		{name: "runs over the ceiling", runs: 239, err: "max_runs"},
+		{name: "queue over the ceiling", queue: 369, err: "queue_capacity"},
+		{name: "runs above explicit processes", runs: 10, live: 5, err: "invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := d.Resolve(tc.runs, tc.live, tc.queue)
+			var ce *CeilingError
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatal(err)
+			case tc.err == "" && b != tc.want:
+				t.Fatalf("Resolve = %+v, want %+v", b, tc.want)
+			case tc.err == "invalid" && (err == nil || errors.As(err, &ce)):
+				t.Fatalf("Resolve = %+v, %v; want a validation error", b, err)
+			case tc.err != "" && tc.err != "invalid" && (!errors.As(err, &ce) || ce.Name != tc.err):
+				t.Fatalf("Resolve = %+v, %v; want a ceiling error on %s", b, err, tc.err)
+			}
+		})
+	}
+}
