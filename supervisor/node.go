@@ -47,6 +47,10 @@ type node struct {
 
 	nest nest // nesting bookkeeping (tree.go, spawn.go)
 
+	// budgeted: the node holds a slot of Config.Budget (capacity.go); set at
+	// admission, before the node's goroutine starts, never changed.
+	budgeted bool
+
 	// span is the spawn span, from admission to reap (observe.go); set before
 	// the node's goroutine starts, ended by it.
 	span trace.Span
@@ -174,6 +178,7 @@ func (s *Supervisor) run(n *node) {
 		res = heldResult(n)
 	}
 	s.forgetPause(n)
+	s.releaseSlot(n) // reaped (or abandoned): the service-wide slot is free again
 	n.final = res
 	if n.parent == nil {
 		// The task has ended: its blobs now live out their retention window.

@@ -120,6 +120,7 @@ const (
 	ReasonGrantExhausted   = "grant_exhausted"
 	ReasonDeadlinePassed   = "deadline_passed"
 	ReasonUnknownProvider  = "unknown_provider"
+	ReasonServiceCapacity  = "service_capacity"
 	ReasonBadArguments     = "bad_arguments"
 	ReasonInvalid          = "invalid"
 	ReasonExecOff          = "exec_off"         // the exec self-tool is not allowed
@@ -131,7 +132,7 @@ const (
 var RefusalReasons = []string{
 	ReasonBadArguments, ReasonDraining, ReasonMaxDepth, ReasonMaxChildren, ReasonMaxInflight, ReasonMaxTotal,
 	ReasonSpawnRate, ReasonTokenCeiling, ReasonMissingObjective, ReasonScopeWidens, ReasonRuleOfTwo,
-	ReasonGrantExhausted, ReasonDeadlinePassed, ReasonUnknownProvider, ReasonInvalid,
+	ReasonGrantExhausted, ReasonDeadlinePassed, ReasonUnknownProvider, ReasonServiceCapacity, ReasonInvalid,
 	ReasonExecOff, ReasonExecNotGranted,
 }
 
@@ -169,6 +170,8 @@ func refusalReason(text string) string {
 		return ReasonGrantExhausted
 	case refuseDeadlinePassed:
 		return ReasonDeadlinePassed
+	case refuseCapacity:
+		return ReasonServiceCapacity
 	case api.ErrMissingObjective.Error():
 		return ReasonMissingObjective
 	}

@@ -33,6 +33,7 @@ func TestRefusalReasons(t *testing.T) {
 		refuseGrantExhausted:             ReasonGrantExhausted,
 		refuseDeadlinePassed:             ReasonDeadlinePassed,
 		refuseUnknownProvider + `"peer"`: ReasonUnknownProvider,
+		refuseCapacity:                   ReasonServiceCapacity,
 		refuseBadArguments + "eof":       ReasonBadArguments,
 		"spawn denied: output_format: a schema is only allowed with kind \"json\"": ReasonInvalid,
 		"spawn denied: scope: a tool is {server, tool}, both non-empty":            ReasonInvalid,

@@ -89,8 +89,9 @@ func decodeSpawnArgs(raw json.RawMessage) (*api.SpawnArgs, error) {
 // cap, the spawn-rate bucket, the tree-token ceiling); rejects an empty
 // objective; narrows the scope (every requested tool must be
 // held by the parent, and no child may hold the Rule-of-Two trifecta); clamps
-// the limits to what the parent and the tree can still afford; and finally
-// registers the child, not yet started. The checks and the registration happen
+// the limits to what the parent and the tree can still afford; takes a slot
+// of the service-wide process bound for a local child (Config.Budget); and
+// finally registers the child, not yet started. The checks and the registration happen
 // under tree.mu, so concurrent spawns in one tree cannot overshoot a cap.
 func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*node, string) {
 	t := parent.nest.tree
@@ -210,22 +211,31 @@ func (s *Supervisor) capsLocked(parent *node, caps Caps, now time.Time, c capChe
 	return nchildren, ""
 }
 
-// registerLocked attaches an admitted child to its parent and the tree, not
-// yet started: the supervisor must not be draining and the parent must not be
+// registerLocked takes the child's slot of the service-wide process bound
+// (Config.Budget: a subagent or an exec child that runs as a local process),
+// then attaches it to its parent and the tree, not yet started: the
+// supervisor must not be draining and the parent must not be
 // on a kill ladder, checked under the locks that Shutdown and killSubtree
 // take, so a child is never attached behind their back. The caller holds the
 // tree's mu.
 func (s *Supervisor) registerLocked(parent, child *node) string {
+	// The service-wide process bound, last: every per-tree check passed, so
+	// a slot taken here is given back only if the registration fails.
+	if !s.acquireSlot(child) {
+		return refuseCapacity
+	}
 	t := parent.nest.tree
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
+		s.releaseSlot(child)
 		return refuseDraining
 	}
 	parent.mu.Lock()
 	if parent.killing {
 		parent.mu.Unlock()
 		s.mu.Unlock()
+		s.releaseSlot(child)
 		return refuseDraining
 	}
 	parent.children = append(parent.children, child)

@@ -43,6 +43,10 @@ type Config struct {
 	// (a remote A2A peer). cmd injects the delegation router's adapter, so this
 	// package never imports delegate or a2a.
 	Delegator Delegator
+	// Budget, if set, bounds the live subagent processes across the service:
+	// a nested local spawn takes a slot or is refused (capacity.go). Nil: no
+	// service-wide bound, only the per-tree caps.
+	Budget ProcessBudget
 	// ToolTags gives the Rule-of-Two legs of each tool; nil, or a tool it does
 	// not know, counts as untrusted_input.
 	ToolTags ToolTagger

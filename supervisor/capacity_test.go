@@ -1,0 +1,86 @@
+package supervisor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/admit"
+	"github.com/agentd/agentd/api"
+)
+
+// The service-wide process bound reaches into a tree: with three slots, the
+// root's (held by its run, as admission holds it) and two async children's,
+// a third child is refused as a tool result, at once; once the two are
+// reaped their slots are free again and a spawn passes. No slot leaks.
+func TestNestedSpawnRefusedAtServiceCapacity(t *testing.T) {
+	budget, err := admit.New(admit.Config{Bounds: admit.Bounds{MaxRuns: 1, MaxLive: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, rec := newNestingSupervisor(t, func(c *Config) { c.Budget = budget })
+	run, err := budget.Enqueue("test", admit.Normal) // the root's slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Done()
+	g := newGate(t)
+	go func() { // the two children finish only once the third was refused
+		waitFor(t, func() bool { return strings.Contains(rec.logs.String(), refuseCapacity) })
+		g.open(t)
+	}()
+	hold := spawnCall(prog{WaitFile: string(g), Answer: "held"}, api.DispositionAsync)
+	_, res := runProg(t, s, prog{Calls: []progCall{
+		hold, hold, // 0, 1: the two free slots
+		spawnCall(prog{Answer: "third"}, api.DispositionSync),  // 2: refused
+		onHandle(api.ToolAwait, 0), onHandle(api.ToolAwait, 1), // 3, 4
+		spawnCall(prog{Answer: "after"}, api.DispositionSync), // 5: passes
+	}})
+	if res.Status != api.StatusCompleted {
+		t.Fatalf("root: %+v", res)
+	}
+	rs := report(t, res).Results
+	if r := rs[2]; !r.IsError || r.Text != "spawn denied: service at capacity" {
+		t.Fatalf("third spawn: %+v, want the capacity refusal", r)
+	}
+	for _, i := range []int{3, 4, 5} {
+		if cr := childReportOf(t, rs[i]); cr.Status != api.StatusCompleted {
+			t.Fatalf("result %d: %+v", i, cr)
+		}
+	}
+	if got := s.Stats().Refusals[ReasonServiceCapacity]; got != 1 {
+		t.Errorf("service_capacity refusals = %d, want 1", got)
+	}
+	if n := len(rec.startedPaths()); n != 4 {
+		t.Errorf("%d subagents started, want the root and 3 children", n)
+	}
+	st := budget.Stats()
+	if st.Live != 1 || st.Refused != 1 {
+		t.Fatalf("budget after the tree: %d slots in use (want the run's 1), %d refused (want 1)", st.Live, st.Refused)
+	}
+}
+
+// A remote child runs no process here and takes no slot.
+func TestRemoteChildTakesNoSlot(t *testing.T) {
+	budget, err := admit.New(admit.Config{Bounds: admit.Bounds{MaxRuns: 1, MaxLive: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &fakeDelegator{}
+	s, _ := newNestingSupervisor(t, func(c *Config) { c.Budget = budget; c.Delegator = d })
+	run, err := budget.Enqueue("test", admit.Normal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Done()
+	_, res := runProg(t, s, prog{Calls: []progCall{
+		spawnCall(prog{Answer: "local"}, api.DispositionSync),
+		spawnCall(prog{Answer: "remote"}, api.DispositionSync, func(a *api.SpawnArgs) { a.Provider = "peer:echo" }),
+	}})
+	rs := report(t, res).Results
+	if r := rs[0]; !r.IsError || r.Text != refuseCapacity {
+		t.Fatalf("local spawn with no slot: %+v", r)
+	}
+	if cr := childReportOf(t, rs[1]); cr.Status != api.StatusCompleted {
+		t.Fatalf("remote spawn: %+v", cr)
+	}
+}
