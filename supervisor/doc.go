@@ -64,9 +64,13 @@
 // The restart governor (governor.go) paces restarts of children kept alive on
 // purpose: the warm pool's refills (key PoolKey) and the session-backing roots
 // of the loop, schedule and reactive triggers (package trigger, one key per
-// session); a one-shot or workflow root never goes through it. Breakers and
-// CloseBreaker expose it to operators (a2a.Tree, a2a.CloseBreaker), and
-// Governor.Closed wakes whoever waits on an open breaker.
+// session); a one-shot or workflow root never goes through it. Its circuit
+// breaker opens after too many failures in a window, half-opens after a
+// cool-down for one trial start, and closes when the trial works (or when an
+// operator closes it); a failed trial re-opens it for a longer cool-down.
+// Breakers and CloseBreaker expose it to operators (a2a.Tree,
+// a2a.CloseBreaker), and Governor.Closed wakes whoever waits on an open
+// breaker.
 //
 // # Workflows
 //
@@ -102,6 +106,15 @@
 // payload's telemetry carries the log level (a root's is Config.LogLevel) and
 // log_content (Config.LogContent): without it, no prompt, model answer, tool
 // argument or result is logged or put on a span, here or in any child.
+//
+// # The service-wide process bound
+//
+// Config.Budget, when set (serve sets it to its admission control), bounds
+// the live processes across every tree: a nested spawn on the local provider
+// or an exec child takes a slot at the chokepoint (registerLocked) or is
+// refused ("spawn denied: service at capacity", "exec denied: ..."), and
+// gives it back once its process is reaped (capacity.go). A tree's root holds
+// the slot of its run, taken by whoever started the tree.
 //
 // # PDEATHSIG
 //

@@ -61,6 +61,13 @@ type GovernorConfig struct {
 	MaxFailures int
 	// CrashBeforeReadyWeight is the weight of OutcomeCrashBeforeReady; default 3.
 	CrashBeforeReadyWeight int
+	// CoolDown is how long an open breaker stays open before it half-opens
+	// for one trial start; each trial that fails re-opens it for twice as
+	// long, up to MaxCoolDown (with the same jitter as the backoff). Defaults:
+	// MaxBackoff (the backoff goes on from where it stopped) and ten times
+	// CoolDown.
+	CoolDown    time.Duration
+	MaxCoolDown time.Duration
 	// Rand returns a number in [0, 1) for the jitter; default math/rand/v2.
 	Rand func() float64
 	// Logger hears when a breaker opens or is closed; default none.
@@ -92,6 +99,12 @@ func (c GovernorConfig) withDefaults() GovernorConfig {
 	if c.CrashBeforeReadyWeight <= 0 {
 		c.CrashBeforeReadyWeight = 3
 	}
+	if c.CoolDown <= 0 {
+		c.CoolDown = c.MaxBackoff
+	}
+	if c.MaxCoolDown < c.CoolDown {
+		c.MaxCoolDown = 10 * c.CoolDown
+	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}
@@ -104,7 +117,14 @@ func (c GovernorConfig) withDefaults() GovernorConfig {
 // it at random (at the cap the jitter is taken off instead, so the delay stays
 // within [BaseBackoff, MaxBackoff]). A clean exit with a result is no failure and
 // resets the delay. More than MaxFailures weighted failures inside Window open
-// the key's breaker: no restart until an operator closes it (CloseBreaker).
+// the key's breaker: no restart for a cool-down (CoolDown, doubling per
+// opening since the breaker was last closed, up to MaxCoolDown). Then it is
+// half-open: the next Allow (or Wait) grants one trial start, and the trial's
+// outcome decides: clean closes the breaker and forgets the failures, a
+// failure re-opens it with a longer cool-down. An operator may close it at
+// any time (Close). Outcomes of lives that were not the trial (a child that
+// started before the breaker opened) are counted but move the breaker in
+// neither direction.
 //
 // A Governor is safe for concurrent use. Create it with NewGovernor; the zero
 // value is not usable.
@@ -120,10 +140,36 @@ type restartState struct {
 	consecutive int         // failures since the last clean exit or close
 	failures    []failureAt // inside the window, oldest first
 	notBefore   time.Time   // no start before this
-	open        bool
-	openedAt    time.Time
+	open        bool        // open or half-open: no start but the trial
+	openedAt    time.Time   // when it (last) opened
+	trialAt     time.Time   // while open: when it half-opens
+	trial       bool        // while half-open: the one trial start was granted
+	opens       int         // openings since the breaker was last closed
+	closedAt    time.Time   // when an open breaker was last closed; zero if never
 	last        Outcome
 	lastAt      time.Time
+}
+
+// reopen opens the breaker (again) at now, for the cool-down of its next
+// opening.
+func (g *Governor) reopen(key string, st *restartState, now time.Time) {
+	st.open, st.trial = true, false
+	st.opens++
+	st.openedAt = now
+	cool := g.delay(g.cfg.CoolDown, g.cfg.MaxCoolDown, st.opens)
+	st.trialAt = now.Add(cool)
+	if st.trialAt.Before(st.notBefore) {
+		st.trialAt = st.notBefore
+	}
+	if g.cfg.Logger != nil {
+		g.cfg.Logger.Warn("restart breaker open", "key", key, "failures", st.weight(), "window", g.cfg.Window.String(),
+			"opening", st.opens, "cool_down", st.trialAt.Sub(now).String())
+	}
+}
+
+// halfOpen reports whether an open breaker's cool-down is over.
+func (st *restartState) halfOpen(now time.Time) bool {
+	return st.open && !now.Before(st.trialAt)
 }
 
 type failureAt struct {
@@ -152,9 +198,19 @@ func (g *Governor) Record(key string, o Outcome) Decision {
 	st := g.state(key)
 	st.last, st.lastAt = o, now
 	st.prune(now, g.cfg.Window)
+	trial := st.open && st.trial
 	if o == OutcomeClean {
 		st.consecutive = 0
 		st.notBefore = now
+		if trial {
+			// The trial worked: closed, the failures forgotten, and whoever
+			// waits for a close (Closed) woken.
+			*st = restartState{last: o, lastAt: now, notBefore: now, closedAt: now}
+			g.wakeLocked(key)
+			if g.cfg.Logger != nil {
+				g.cfg.Logger.Info("restart breaker closed: the trial start succeeded", "key", key)
+			}
+		}
 		return Decision{NotBefore: now, Open: st.open}
 	}
 	w := 1
@@ -165,33 +221,39 @@ func (g *Governor) Record(key string, o Outcome) Decision {
 	st.consecutive++
 	delay := g.backoff(st.consecutive)
 	st.notBefore = now.Add(delay)
-	if !st.open && st.weight() > g.cfg.MaxFailures {
-		st.open, st.openedAt = true, now
-		if g.cfg.Logger != nil {
-			g.cfg.Logger.Warn("restart breaker open", "key", key, "failures", st.weight(), "window", g.cfg.Window.String())
-		}
+	if trial || (!st.open && st.weight() > g.cfg.MaxFailures) {
+		g.reopen(key, st, now)
 	}
 	return Decision{Delay: delay, NotBefore: st.notBefore, Open: st.open}
 }
 
 // backoff is the delay after the n-th failure in a row (n >= 1).
 func (g *Governor) backoff(n int) time.Duration {
-	d := g.cfg.BaseBackoff
-	for i := 1; i < n && d < g.cfg.MaxBackoff; i++ {
+	return g.delay(g.cfg.BaseBackoff, g.cfg.MaxBackoff, n)
+}
+
+// delay is the n-th step (n >= 1) of the schedule base·2^(n-1) capped at
+// limit, with jitter: up to Jitter of it added below the cap, taken off at it.
+func (g *Governor) delay(base, limit time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < limit; i++ {
 		d *= 2
 	}
-	if d >= g.cfg.MaxBackoff {
-		return g.cfg.MaxBackoff - time.Duration(g.cfg.Jitter*g.cfg.Rand()*float64(g.cfg.MaxBackoff))
+	if d >= limit {
+		return limit - time.Duration(g.cfg.Jitter*g.cfg.Rand()*float64(limit))
 	}
 	d += time.Duration(g.cfg.Jitter * g.cfg.Rand() * float64(d))
-	if d > g.cfg.MaxBackoff {
-		d = g.cfg.MaxBackoff
+	if d > limit {
+		d = limit
 	}
 	return d
 }
 
 // Allow reports whether key's child may start now: nil and 0 when it may, nil
-// and the remaining backoff when it must wait, ErrBreakerOpen when it must not.
+// and the remaining backoff when it must wait, ErrBreakerOpen when it must not
+// (the breaker is open, or half-open with its trial already granted). The
+// first Allow that returns nil on a half-open breaker grants its one trial:
+// the caller starts the child and Records how that life ended.
 func (g *Governor) Allow(key string) (time.Duration, error) {
 	now := time.Now()
 	g.mu.Lock()
@@ -201,7 +263,14 @@ func (g *Governor) Allow(key string) (time.Duration, error) {
 		return 0, nil
 	}
 	if st.open {
-		return 0, ErrBreakerOpen
+		if !st.halfOpen(now) || st.trial {
+			return 0, ErrBreakerOpen
+		}
+		st.trial = true
+		if g.cfg.Logger != nil {
+			g.cfg.Logger.Info("restart breaker half-open: one trial start", "key", key, "opening", st.opens)
+		}
+		return 0, nil
 	}
 	if wait := st.notBefore.Sub(now); wait > 0 {
 		return wait, nil
@@ -210,7 +279,8 @@ func (g *Governor) Allow(key string) (time.Duration, error) {
 }
 
 // Wait blocks until key's child may start, returning ErrBreakerOpen if its
-// breaker is (or becomes) open, or the context's error.
+// breaker is (or becomes) open (NextTrial says until when), or the context's
+// error. On a half-open breaker, a nil return is the trial (see Allow).
 func (g *Governor) Wait(ctx context.Context, key string) error {
 	for {
 		wait, err := g.Allow(key)
@@ -227,11 +297,23 @@ func (g *Governor) Wait(ctx context.Context, key string) error {
 	}
 }
 
+// Breaker states, as BreakerState.State names them.
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"      // no start until NextTrial
+	BreakerHalfOpen = "half-open" // the cool-down is over: one trial start (Trial: granted)
+)
+
 // BreakerState is one key's restart state, for operators.
 type BreakerState struct {
 	Key         string
-	Open        bool
+	State       string    // BreakerClosed, BreakerOpen or BreakerHalfOpen
+	Since       time.Time // when State began; zero for a breaker never opened
+	Open        bool      // State is not closed: no start but the trial
 	OpenedAt    time.Time // zero while closed
+	NextTrial   time.Time // while open: when it half-opens
+	Trial       bool      // while half-open: the trial start was granted and runs
+	Openings    int       // times opened since it was last closed
 	Failures    int       // weighted failures inside the window
 	Consecutive int       // failures since the last clean exit
 	NextStart   time.Time // no start before this
@@ -246,15 +328,41 @@ func (g *Governor) Breakers() []BreakerState {
 	defer g.mu.Unlock()
 	out := make([]BreakerState, 0, len(g.keys))
 	for k, st := range g.keys {
-		st.prune(now, g.cfg.Window)
-		out = append(out, BreakerState{
-			Key: k, Open: st.open, OpenedAt: st.openedAt, Failures: st.weight(),
-			Consecutive: st.consecutive, NextStart: st.notBefore,
-			LastOutcome: st.last.String(), LastAt: st.lastAt,
-		})
+		out = append(out, st.snapshot(k, now, g.cfg.Window))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
+}
+
+// Breaker returns key's state (a closed breaker for a key never seen).
+func (g *Governor) Breaker(key string) BreakerState {
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st, ok := g.keys[key]
+	if !ok {
+		return BreakerState{Key: key, State: BreakerClosed, LastOutcome: "none"}
+	}
+	return st.snapshot(key, now, g.cfg.Window)
+}
+
+func (st *restartState) snapshot(key string, now time.Time, window time.Duration) BreakerState {
+	st.prune(now, window)
+	b := BreakerState{
+		Key: key, State: BreakerClosed, Open: st.open, Openings: st.opens, Failures: st.weight(),
+		Consecutive: st.consecutive, NextStart: st.notBefore,
+		LastOutcome: st.last.String(), LastAt: st.lastAt,
+	}
+	if st.open {
+		b.OpenedAt, b.NextTrial, b.Trial = st.openedAt, st.trialAt, st.trial
+		b.State, b.Since = BreakerOpen, st.openedAt
+		if st.halfOpen(now) {
+			b.State, b.Since = BreakerHalfOpen, st.trialAt
+		}
+	} else if !st.closedAt.IsZero() {
+		b.Since = st.closedAt
+	}
+	return b
 }
 
 // Close closes key's breaker and forgets its failures, so its child may start
@@ -262,25 +370,34 @@ func (g *Governor) Breakers() []BreakerState {
 func (g *Governor) Close(key string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if ch, ok := g.closed[key]; ok {
-		close(ch)
-		delete(g.closed, key)
-	}
+	g.wakeLocked(key)
 	st, ok := g.keys[key]
 	if !ok {
 		return false
 	}
 	wasOpen := st.open
-	*st = restartState{last: st.last, lastAt: st.lastAt}
-	if wasOpen && g.cfg.Logger != nil {
-		g.cfg.Logger.Info("restart breaker closed", "key", key)
+	*st = restartState{last: st.last, lastAt: st.lastAt, closedAt: st.closedAt}
+	if wasOpen {
+		st.closedAt = time.Now()
+		if g.cfg.Logger != nil {
+			g.cfg.Logger.Info("restart breaker closed by an operator", "key", key)
+		}
 	}
 	return true
 }
 
-// Closed returns a channel that is closed at the next Close of key: a
-// component whose breaker is open waits on it (and on its own context) instead
-// of polling.
+// wakeLocked closes and forgets the channel Closed handed out for key.
+func (g *Governor) wakeLocked(key string) {
+	if ch, ok := g.closed[key]; ok {
+		close(ch)
+		delete(g.closed, key)
+	}
+}
+
+// Closed returns a channel that is closed at the next close of key's
+// breaker, by Close or by a trial start that succeeded: a component whose
+// breaker is open waits on it (and on its own context, and on the breaker's
+// NextTrial if it makes the trial) instead of polling.
 func (g *Governor) Closed(key string) <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()

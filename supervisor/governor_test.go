@@ -117,8 +117,8 @@ func TestGovernorBreaker(t *testing.T) {
 			fail(time.Second, false), fail(time.Second, false), clean(time.Second, false), fail(time.Second, false),
 			clean(time.Second, false), clean(time.Second, false), fail(time.Second, true),
 		}},
-		{"an open breaker stays open after a clean exit", []step{
-			crash(0, false), crash(time.Second, true), clean(time.Minute, true), clean(time.Hour, true),
+		{"an open breaker stays open after a clean exit that was not its trial", []step{
+			crash(0, false), crash(time.Second, true), clean(10*time.Second, true), clean(10*time.Second, true),
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,4 +241,106 @@ func TestGovernorClosedWakesWaiter(t *testing.T) {
 	if g.Closed("k") == woke {
 		t.Fatal("a closed channel was handed out again")
 	}
+}
+
+// An open breaker half-opens after its cool-down and grants one trial start:
+// a failed trial re-opens it for twice as long (up to MaxCoolDown), a clean
+// one closes it and forgets the failures.
+func TestBreakerHalfOpens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := NewGovernor(GovernorConfig{
+			BaseBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+			CoolDown: 100 * time.Millisecond, MaxCoolDown: 300 * time.Millisecond, Rand: fixedRand(0),
+		})
+		for i := 0; i < 6; i++ {
+			g.Record("k", OutcomeFailure)
+		}
+		opened := time.Now()
+		b := g.Breaker("k")
+		if b.State != BreakerOpen || !b.Open || !b.Since.Equal(opened) || !b.NextTrial.Equal(opened.Add(100*time.Millisecond)) || b.Openings != 1 {
+			t.Fatalf("after six failures: %+v", b)
+		}
+		if _, err := g.Allow("k"); !errors.Is(err, ErrBreakerOpen) {
+			t.Fatalf("Allow during the cool-down = %v", err)
+		}
+		if err := g.Wait(context.Background(), "k"); !errors.Is(err, ErrBreakerOpen) {
+			t.Fatalf("Wait during the cool-down = %v", err)
+		}
+		time.Sleep(99 * time.Millisecond)
+		if b := g.Breaker("k"); b.State != BreakerOpen {
+			t.Fatalf("1ms before the trial: %s", b.State)
+		}
+		time.Sleep(time.Millisecond)
+		if b := g.Breaker("k"); b.State != BreakerHalfOpen || !b.Since.Equal(b.NextTrial) || b.Trial {
+			t.Fatalf("at the end of the cool-down: %+v", b)
+		}
+		// One trial, whoever asks first.
+		if err := g.Wait(context.Background(), "k"); err != nil {
+			t.Fatalf("Wait on a half-open breaker = %v", err)
+		}
+		if _, err := g.Allow("k"); !errors.Is(err, ErrBreakerOpen) {
+			t.Fatalf("a second start while the trial runs: %v", err)
+		}
+		if b := g.Breaker("k"); !b.Trial || b.State != BreakerHalfOpen {
+			t.Fatalf("while the trial runs: %+v", b)
+		}
+		// The trial fails: open again, for 200ms; then for 300ms (the cap).
+		for i, cool := range []time.Duration{200 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond} {
+			if d := g.Record("k", OutcomeCrashBeforeReady); !d.Open {
+				t.Fatalf("failed trial %d left the breaker closed", i+1)
+			}
+			b := g.Breaker("k")
+			if b.State != BreakerOpen || b.Openings != i+2 || !b.NextTrial.Equal(time.Now().Add(cool)) {
+				t.Fatalf("after failed trial %d: %+v, want open for %s", i+1, b, cool)
+			}
+			time.Sleep(cool - time.Millisecond)
+			if _, err := g.Allow("k"); !errors.Is(err, ErrBreakerOpen) {
+				t.Fatalf("before cool-down %d ended: %v", i+2, err)
+			}
+			time.Sleep(time.Millisecond)
+			if _, err := g.Allow("k"); err != nil {
+				t.Fatalf("after cool-down %d: %v", i+2, err)
+			}
+		}
+		// The trial works: closed, failures forgotten, a start allowed at once.
+		if d := g.Record("k", OutcomeClean); d.Open {
+			t.Fatal("a clean trial left the breaker open")
+		}
+		b = g.Breaker("k")
+		if b.State != BreakerClosed || b.Open || b.Failures != 0 || b.Consecutive != 0 || b.Openings != 0 || !b.Since.Equal(time.Now()) {
+			t.Fatalf("after a clean trial: %+v", b)
+		}
+		if wait, err := g.Allow("k"); wait != 0 || err != nil {
+			t.Fatalf("after a clean trial: Allow = %s %v", wait, err)
+		}
+		// Five failures more do not re-open it: the old ones were forgotten.
+		for i := 0; i < 5; i++ {
+			if d := g.Record("k", OutcomeFailure); d.Open {
+				t.Fatalf("re-opened after %d new failures", i+1)
+			}
+		}
+		// Opened again, the cool-down starts over from CoolDown.
+		g.Record("k", OutcomeFailure)
+		if b := g.Breaker("k"); b.Openings != 1 || !b.NextTrial.Equal(time.Now().Add(100*time.Millisecond)) {
+			t.Fatalf("re-opened: %+v", b)
+		}
+	})
+}
+
+// The default cool-down goes on from the backoff's cap: 30s, then 60s, up to
+// ten times that; and an open breaker is never half-open before its backoff
+// allows a start.
+func TestBreakerCoolDownDefaults(t *testing.T) {
+	c := GovernorConfig{}.withDefaults()
+	if c.CoolDown != 30*time.Second || c.MaxCoolDown != 300*time.Second {
+		t.Fatalf("defaults: cool-down %s, max %s", c.CoolDown, c.MaxCoolDown)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		g := NewGovernor(GovernorConfig{BaseBackoff: time.Second, MaxBackoff: time.Minute, CoolDown: time.Millisecond, Rand: fixedRand(0)})
+		g.Record("k", OutcomeCrashBeforeReady)
+		g.Record("k", OutcomeCrashBeforeReady) // open, backoff 2s
+		if b := g.Breaker("k"); !b.NextTrial.Equal(time.Now().Add(2 * time.Second)) {
+			t.Fatalf("trial at %s, want the backoff's 2s", b.NextTrial.Sub(time.Now()))
+		}
+	})
 }

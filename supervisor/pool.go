@@ -25,8 +25,13 @@ import (
 // the restart governor under the key PoolKey: a refill that crashes before
 // ctrl/ready weighs CrashBeforeReadyWeight, an idle child that dies weighs 1,
 // and once the breaker opens the pool stops refilling and every spawn is a cold
-// re-exec, so a broken binary cannot fork-bomb the host. Supervisor.CloseBreaker
-// on PoolKey resumes refills. Shutdown and KillAll SIGKILL the pool's children
+// re-exec, so a broken binary cannot fork-bomb the host. After the breaker's
+// cool-down it half-opens and the pool makes one trial refill: a child that
+// reaches ctrl/ready closes the breaker and refills resume; one that fails
+// re-opens it for a longer cool-down (GovernorConfig.CoolDown). So the pool
+// comes back by itself from a transient fault (children killed from outside,
+// a moment of fd exhaustion), and Supervisor.CloseBreaker on PoolKey (the
+// operators' a2a.CloseBreaker) resumes refills at once. Shutdown and KillAll SIGKILL the pool's children
 // at once (they hold no work) and wait for their reap.
 
 // PoolKey is the restart governor's key for the warm pool's refills.
@@ -47,7 +52,9 @@ type PoolStats struct {
 	Cold        int64 // spawns that found the pool empty and re-exec'd cold
 	Replaced    int64 // idle children that died and were replaced
 	Failed      int64 // refills that failed before ctrl/ready
-	BreakerOpen bool  // refills stopped by the restart breaker
+	BreakerOpen bool  // refills stopped by the restart breaker (open or half-open)
+	// Breaker is the restart breaker of the refills (Governor key PoolKey).
+	Breaker BreakerState
 }
 
 // pool is the warm pool. Safe for concurrent use; a nil *pool is an empty,
@@ -150,39 +157,57 @@ func (pl *pool) refill() {
 		}
 		err := pl.s.gov.Wait(pl.ctx, PoolKey)
 		if errors.Is(err, ErrBreakerOpen) {
+			b := pl.s.gov.Breaker(PoolKey)
 			if pl.breakerLogged.CompareAndSwap(false, true) {
-				pl.log.Error("warm pool: restart breaker open, refills stopped; spawns re-exec cold until an operator closes it", "key", PoolKey)
+				pl.log.Error("warm pool: restart breaker open, refills stopped; spawns re-exec cold until a trial refill succeeds or an operator closes it",
+					"key", PoolKey, "next_trial", b.NextTrial, "cool_down", time.Until(b.NextTrial).String())
+			}
+			var cooled <-chan time.Time
+			var t *time.Timer
+			if !b.Trial {
+				t = time.NewTimer(max(time.Until(b.NextTrial), 0))
+				cooled = t.C
 			}
 			select {
 			case <-pl.kick: // a take, a death, or CloseBreaker
-				continue
+			case <-cooled: // half-open: the next Wait grants the trial
 			case <-pl.ctx.Done():
-				return
 			}
+			if t != nil {
+				t.Stop()
+			}
+			continue
 		}
 		if err != nil {
 			return // closed
 		}
 		pl.breakerLogged.Store(false)
-		pl.startOne()
+		trial := pl.s.gov.Breaker(PoolKey).Trial
+		if trial {
+			pl.log.Info("warm pool: breaker half-open: one trial refill", "key", PoolKey)
+		}
+		if pl.startOne() && trial {
+			pl.log.Info("warm pool: the trial refill reached ctrl/ready: breaker closed, refills resume", "key", PoolKey)
+		}
 	}
 }
 
-// startOne starts one child and, once it is ready, adds it to the pool.
-func (pl *pool) startOne() {
+// startOne starts one child and, once it is ready, adds it to the pool. It
+// reports whether the child reached ctrl/ready.
+func (pl *pool) startOne() bool {
 	p, err := startProc(pl.s.procSpec(pl.log))
 	if err != nil {
 		pl.failed.Add(1)
 		pl.log.Error("warm pool: start failed", "err", err)
 		pl.s.gov.Record(PoolKey, OutcomeCrashBeforeReady)
-		return
+		return false
 	}
 	e := &poolEntry{p: p, claimed: make(chan struct{})}
 	pl.mu.Lock()
 	if pl.closed {
 		pl.mu.Unlock()
 		pl.discard(p)
-		return
+		return false
 	}
 	pl.members[p] = e
 	pl.mu.Unlock()
@@ -198,7 +223,7 @@ func (pl *pool) startOne() {
 			pl.log.Error("warm pool: child failed before ctrl/ready", "pid", p.pid, "reason", why, "exit", exitString(p))
 			pl.s.gov.Record(PoolKey, OutcomeCrashBeforeReady)
 		}
-		return
+		return false
 	}
 	// Ready is the pool's success: it resets the backoff (failures stay in the
 	// breaker's window).
@@ -207,12 +232,13 @@ func (pl *pool) startOne() {
 	if pl.closed {
 		pl.mu.Unlock()
 		pl.discard(p)
-		return
+		return true
 	}
 	pl.idle = append(pl.idle, e)
 	pl.wg.Add(1) // the refill loop's own count is held, so this cannot race Wait
 	pl.mu.Unlock()
 	go pl.watchIdle(e)
+	return true
 }
 
 // awaitReady waits for p's ctrl/ready within SpawnReady. It returns "" when p
@@ -335,8 +361,8 @@ func (pl *pool) stats() PoolStats {
 	pl.mu.Unlock()
 	st.Assigned, st.Cold = pl.assigned.Load(), pl.cold.Load()
 	st.Replaced, st.Failed = pl.replaced.Load(), pl.failed.Load()
-	_, err := pl.s.gov.Allow(PoolKey)
-	st.BreakerOpen = errors.Is(err, ErrBreakerOpen)
+	st.Breaker = pl.s.gov.Breaker(PoolKey)
+	st.BreakerOpen = st.Breaker.Open
 	return st
 }
 

@@ -171,10 +171,12 @@ func TestPoolReplacesDeadIdleChild(t *testing.T) {
 
 // A binary that crashes before ctrl/ready opens the pool's breaker after two
 // refills (weight 3 each, more than 5): refills stop, spawns re-exec cold and
-// still work, and closing the breaker resumes refills.
+// still work, and closing the breaker resumes refills before its cool-down
+// (an hour here) is over.
 func TestPoolBrokenBinaryOpensBreaker(t *testing.T) {
 	counter := filepath.Join(t.TempDir(), "starts")
-	s, _ := newSupervisor(t, "flaky-start", withPool(2), withEnv(envCounter+"="+counter, envCrashes+"=2"))
+	s, _ := newSupervisor(t, "flaky-start", withPool(2), withEnv(envCounter+"="+counter, envCrashes+"=2"),
+		func(c *Config) { c.Restart.CoolDown = time.Hour })
 	waitFor(t, func() bool { return s.Pool().BreakerOpen })
 	st := s.Pool()
 	if st.Failed != 2 || st.Idle != 0 || st.Starting != 0 {
@@ -220,4 +222,45 @@ func TestPoolNegativeSizeRefused(t *testing.T) {
 	if _, err := New(Config{WarmPool: -1}); err == nil {
 		t.Fatal("New accepted a negative warm pool")
 	}
+}
+
+// Back from a transient fault without an operator: the breaker opens after two
+// crashed refills, half-opens after its cool-down for one trial refill, which
+// crashes too and re-opens it for twice as long; the next trial reaches
+// ctrl/ready, the breaker closes and the pool fills again.
+func TestPoolBreakerHalfOpensAfterCoolDown(t *testing.T) {
+	counter := filepath.Join(t.TempDir(), "starts")
+	s, logs := newSupervisor(t, "flaky-start", withPool(2), withEnv(envCounter+"="+counter, envCrashes+"=3"), func(c *Config) {
+		c.Restart.CoolDown = 40 * time.Millisecond
+		c.Restart.MaxCoolDown = time.Second
+		c.Restart.Rand = fixedRand(0)
+	})
+	pids := waitIdle(t, s, 2)
+	st := s.Pool()
+	if st.Failed != 3 || st.BreakerOpen || st.Breaker.State != BreakerClosed || st.Breaker.Failures != 0 || st.Breaker.Since.IsZero() {
+		t.Fatalf("pool after recovering = %+v", st)
+	}
+	fi, err := os.Stat(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 5 { // two crashes, a failed trial, a good trial, one more refill
+		t.Fatalf("%d starts, want 5", fi.Size())
+	}
+	out := logs.String()
+	opened := strings.Index(out, `"msg":"restart breaker open","key":"warm-pool","failures":6,"window":"1m0s","opening":1,"cool_down":"40ms"`)
+	reopened := strings.Index(out, `"opening":2,"cool_down":"80ms"`)
+	closed := strings.Index(out, "the trial refill reached ctrl/ready: breaker closed, refills resume")
+	if opened < 0 || reopened < opened || closed < reopened {
+		t.Fatalf("want open (40ms), re-open (80ms), close in that order in the log:\n%s", out)
+	}
+	if n := strings.Count(out, "warm pool: breaker half-open: one trial refill"); n != 2 {
+		t.Fatalf("%d trial refills, want 2", n)
+	}
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	groupsGone(t, pids)
 }
