@@ -13,6 +13,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	"github.com/agentd/agentd/admit"
 )
 
 // ErrDraining refuses new work while the service drains.
@@ -40,6 +42,9 @@ type Engine struct {
 	log      *slog.Logger
 	sendWait time.Duration // 0: a blocking send waits for the end
 	pusher   *Pusher       // nil: push notifications are not offered
+
+	admission *admit.Controller // nil: every task runs at once (admission.go)
+	policy    admit.Policy
 
 	mu       sync.Mutex // guards live, draining
 	live     map[a2a.TaskID]*liveTask
@@ -102,6 +107,10 @@ type liveTask struct {
 
 	followUps []*a2a.Message // sent to the task, not yet taken by the executor
 	closed    bool           // the executor takes no more follow-ups
+
+	// ticket is the task's admission (nil without admission control, and for
+	// nested tasks); set at creation, never changed.
+	ticket *admit.Ticket
 }
 
 type subscriber struct {
@@ -124,11 +133,15 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 // PushEnabled reports whether push notifications are offered.
 func (e *Engine) PushEnabled() bool { return e.pusher != nil }
 
-// Drain refuses new messages from now on; running tasks continue.
+// Drain refuses new messages from now on; running tasks continue, and tasks
+// still queued for admission end canceled without running.
 func (e *Engine) Drain() {
 	e.mu.Lock()
 	e.draining = true
 	e.mu.Unlock()
+	if e.admission != nil {
+		e.admission.Close()
+	}
 }
 
 // Wait blocks until every executor run has returned and every queued push
@@ -355,6 +368,17 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 			e.wg.Done()
 		}
 	}()
+	// Admission before the task exists: a request the service sheds leaves
+	// nothing behind.
+	ticket, err := e.admit(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !started && ticket != nil {
+			ticket.Done()
+		}
+	}()
 	m := *msg
 	m.TaskID = a2a.NewTaskID()
 	if m.ContextID == "" {
@@ -365,7 +389,7 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 		ContextID: m.ContextID,
 		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: now()},
 		History:   []*a2a.Message{&m},
-		Metadata:  params.Metadata,
+		Metadata:  admissionMetadata(params.Metadata, ticket),
 	}
 	if err := e.store.Create(ctx, task, callerName(ctx)); err != nil {
 		return nil, err
@@ -376,7 +400,7 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 		}
 	}
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	lt := &liveTask{task: task, done: make(chan struct{}), cancelExec: cancel}
+	lt := &liveTask{task: task, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
 	e.mu.Lock()
 	e.live[task.ID] = lt
 	e.mu.Unlock()
@@ -432,10 +456,18 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 	return lt, nil
 }
 
-// run drives one executor and makes sure its task ends terminal.
+// run drives one executor, once admission lets it, and makes sure its task
+// ends terminal.
 func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *liveTask, reqCtx *a2asrv.RequestContext) {
 	defer e.wg.Done()
 	defer cancel(nil)
+	if lt.ticket != nil {
+		// Done after the terminal event: the slot is free once the task is.
+		defer lt.ticket.Done()
+		if !e.awaitSlot(ctx, lt, reqCtx) {
+			return
+		}
+	}
 	var err error
 	defer func() {
 		if r := recover(); r != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -113,7 +114,7 @@ func (e *Engine) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Ta
 	if err != nil {
 		return nil, err
 	}
-	return trimHistory(t, q.HistoryLength), nil
+	return trimHistory(e.withPosition(t), q.HistoryLength), nil
 }
 
 // OnCancelTask handles tasks/cancel: it stops the task's subtree (the kill
@@ -278,7 +279,20 @@ func (e *Engine) ListTasks(ctx context.Context, q ListQuery) (ListPage, error) {
 	// An operator, who may read every task, lists every task: the service's
 	// own (a standing trigger's runs, created by no caller) among them.
 	q.Owner, q.AnyOwner = callerName(ctx), isOperator(ctx)
-	return e.store.List(ctx, q)
+	page, err := e.store.List(ctx, q)
+	if err != nil || e.admission == nil {
+		return page, err
+	}
+	cloned := false
+	for i, t := range page.Tasks {
+		if p := e.withPosition(t); p != t {
+			if !cloned {
+				page.Tasks, cloned = slices.Clone(page.Tasks), true // the store's slice stays as it was
+			}
+			page.Tasks[i] = p
+		}
+	}
+	return page, nil
 }
 
 // OnGetExtendedAgentCard reports that there is no extended card.
