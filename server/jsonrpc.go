@@ -19,6 +19,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 
 	"github.com/agentd/agentd/a2av1"
+	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/telemetry"
 )
@@ -72,6 +73,10 @@ type RPCError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data,omitempty"`
+
+	// retryAfter, when positive, makes the answer HTTP 429 with this
+	// Retry-After (seconds): the request was shed (shed.go).
+	retryAfter int
 }
 
 // detail returns the error's human-readable detail, if it has one.
@@ -154,6 +159,10 @@ func toRPCError(err error) *RPCError {
 	var re *RPCError
 	if errors.As(err, &re) {
 		return re
+	}
+	var shed *admit.ShedError
+	if errors.As(err, &shed) {
+		return shedError(shed)
 	}
 	if errors.Is(err, tasks.ErrDraining) {
 		return &RPCError{Code: CodeServerError, Message: "agentd is draining: no new work is accepted"}
@@ -273,7 +282,9 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // writeSSE streams events as server-sent events, each a JSON-RPC response
 // with the request's id: conv shapes a result, errConv an error (which ends
 // the stream). An idle stream gets an SSE comment every keepAlive so proxies
-// and clients with read timeouts keep it open.
+// and clients with read timeouts keep it open. A stream whose first item is
+// a shed (the service is at capacity) is no stream: it is answered as any
+// shed request is, HTTP 429 with Retry-After and the JSON-RPC error.
 func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.RawMessage, events iter.Seq2[a2a.Event, error], conv func(a2a.Event) any, errConv func(error) *RPCError) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -300,12 +311,30 @@ func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.R
 			}
 		}
 	}()
+	var first *item
+	select {
+	case v, more := <-items:
+		if more {
+			first = &v
+		}
+	case <-ctx.Done():
+		return
+	}
+	if first != nil && first.err != nil {
+		if rerr := errConv(first.err); rerr.retryAfter > 0 {
+			writeRPC(w, id, nil, rerr, errConv)
+			return
+		}
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
+	if first == nil {
+		return
+	}
 	keepAlive := rh.keepAlive
 	if keepAlive <= 0 {
 		keepAlive = DefaultSSEKeepAlive
@@ -315,20 +344,24 @@ func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.R
 	seq := 0
 	for {
 		var it item
-		select {
-		case v, more := <-items:
-			if !more {
+		if first != nil {
+			it, first = *first, nil
+		} else {
+			select {
+			case v, more := <-items:
+				if !more {
+					return
+				}
+				it = v
+			case <-tick.C:
+				if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+					return
+				}
+				flusher.Flush()
+				continue
+			case <-ctx.Done():
 				return
 			}
-			it = v
-		case <-tick.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
-				return
-			}
-			flusher.Flush()
-			continue
-		case <-ctx.Done():
-			return
 		}
 		seq++
 		resp := rpcResponse{JSONRPC: "2.0", ID: id}
@@ -401,5 +434,10 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, err error, 
 		b, _ = json.Marshal(rpcResponse{JSONRPC: "2.0", ID: id, Error: &RPCError{Code: CodeInternalError, Message: "could not encode the result"}})
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if resp.Error != nil && resp.Error.retryAfter > 0 {
+		// A shed (shed.go): the answer says when to come back.
+		w.Header().Set("Retry-After", strconv.Itoa(resp.Error.retryAfter))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
 	w.Write(b)
 }

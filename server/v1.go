@@ -37,6 +37,9 @@ func asV1(e *RPCError) *RPCError {
 	if _, ok := e.Data.([]any); ok {
 		return e
 	}
+	if e.retryAfter > 0 {
+		return shedErrorV1(e)
+	}
 	return &RPCError{Code: e.Code, Message: e.Message, Data: a2av1.ErrorData(e.Code, e.detail())}
 }
 

@@ -96,11 +96,6 @@ func admissionMetadata(md map[string]any, t *admit.Ticket) map[string]any {
 // canceled status is written, nothing ran.
 func (e *Engine) awaitSlot(ctx context.Context, lt *liveTask, reqCtx *a2asrv.RequestContext) bool {
 	t := lt.ticket
-	select {
-	case <-t.Ready():
-		return true // admitted at once: it was never queued
-	default:
-	}
 	var why error
 	select {
 	case <-t.Ready():
@@ -120,7 +115,7 @@ func (e *Engine) awaitSlot(ctx context.Context, lt *liveTask, reqCtx *a2asrv.Req
 		return false
 	}
 	<-t.Ready() // it started, maybe while being cancelled: the executor's ctx says so
-	e.leftQueue(ctx, lt)
+	e.leftQueue(ctx, lt) // a no-op for a task admitted at once
 	return true
 }
 
