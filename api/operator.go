@@ -80,11 +80,14 @@ type CancelResult struct {
 }
 
 // TreeResult is the live subagent forest, depth first: each node follows its
-// parent.
+// parent; with the service's admission gauges (absent when the service has
+// no admission control, as a one-shot run) and its restart breakers (the
+// warm pool's, "warm-pool", among them once it has refilled).
 type TreeResult struct {
-	Paused   bool       `json:"paused"`
-	Draining bool       `json:"draining"`
-	Nodes    []TreeNode `json:"nodes"`
+	Paused    bool       `json:"paused"`
+	Draining  bool       `json:"draining"`
+	Nodes     []TreeNode `json:"nodes"`
+	Admission *Admission `json:"admission,omitempty"`
 	// Breakers are the restart governor's breakers, one per key that has had
 	// a run end: the warm pool's ("warm-pool") and each session-backing
 	// trigger's ("trigger:loop", "trigger:schedule",
@@ -92,12 +95,66 @@ type TreeResult struct {
 	Breakers []Breaker `json:"breakers"`
 }
 
-// Breaker is one restart breaker's state.
+// Admission is the service's admission control: its bounds, their hard
+// ceilings, and how full it is.
+type Admission struct {
+	MaxRuns          int `json:"max_runs"`           // runs (live trees) at once
+	MaxLiveSubagents int `json:"max_live_subagents"` // live subagent processes, every tree's root included
+	QueueCapacity    int `json:"queue_capacity"`     // runs that may wait for a slot
+	// Ceiling is what a2a.Caps may raise the bounds to, derived from the
+	// memory limit.
+	Ceiling AdmissionBounds `json:"ceiling"`
+	Runs    int             `json:"runs"` // runs holding a slot
+	// Slots is the process slots in use (one per run, one per nested local
+	// subagent); LiveProcesses the subagent processes alive now, never more.
+	Slots         int `json:"slots"`
+	LiveProcesses int `json:"live_processes"`
+	Queued        int `json:"queued"`
+	// QueuedByPriority counts the queued runs by priority (low, normal, high).
+	QueuedByPriority map[string]int `json:"queued_by_priority"`
+	Callers          int            `json:"callers"`  // callers with a run running or queued
+	Admitted         int64          `json:"admitted"` // runs dispatched since start
+	// Cancelled counts runs that left the queue without running.
+	Cancelled int64 `json:"cancelled"`
+	// Refused counts nested spawns refused for want of a process slot.
+	Refused int64 `json:"refused"`
+	// Shed counts the requests turned away (HTTP 429), by reason:
+	// queue_full, caller_queue_full, closed.
+	Shed              map[string]int64 `json:"shed"`
+	RetryAfterSeconds int              `json:"retry_after_seconds"` // the hint a request shed now gets
+}
+
+// AdmissionBounds are admission's three bounds.
+type AdmissionBounds struct {
+	MaxRuns          int `json:"max_runs"`
+	MaxLiveSubagents int `json:"max_live_subagents"`
+	QueueCapacity    int `json:"queue_capacity"`
+}
+
+// Restart breaker states.
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"      // no restart until next_trial
+	BreakerHalfOpen = "half-open" // the cool-down is over: one trial start
+)
+
+// Breaker is one restart breaker's state. It opens on too many failures in
+// the governor's window, half-opens after a cool-down (next_trial) for one
+// trial start, and closes when the trial succeeds or an operator closes it
+// (a failed trial re-opens it for a longer cool-down).
 type Breaker struct {
-	Key string `json:"key"`
-	// Open: no restart until an operator closes it.
+	Key   string `json:"key"`
+	State string `json:"state"` // closed, open or half-open
+	// Since is when State began (omitted for a breaker never opened).
+	Since *time.Time `json:"since,omitempty"`
+	// Open: the state is open or half-open: no restart but the one trial.
 	Open     bool       `json:"open"`
 	OpenedAt *time.Time `json:"opened_at,omitempty"`
+	// NextTrial is when an open breaker half-opens for one trial start.
+	NextTrial *time.Time `json:"next_trial,omitempty"`
+	// Trial: the half-open breaker's trial start is under way.
+	Trial    bool `json:"trial,omitempty"`
+	Openings int  `json:"openings"` // times opened since it was last closed
 	// Failures are the weighted failures inside the governor's window (a
 	// crash before ctrl/ready weighs 3); the breaker opens past 5.
 	Failures int `json:"failures"`
@@ -109,17 +166,22 @@ type Breaker struct {
 	LastAt      time.Time `json:"last_at"`
 }
 
-// CloseBreakerParams names the breaker to close (a Breaker's key).
+// CloseBreakerParams names the breaker to close (a Breaker's key; the warm
+// pool's is "warm-pool", which `agentd ctl a2a.CloseBreaker` closes by
+// default).
 type CloseBreakerParams struct {
 	Key string `json:"key"`
 }
 
-// CloseBreakerResult reports a close: whether the key was known, and whether
-// its breaker had been open.
+// CloseBreakerResult reports a close: whether the key was known, whether its
+// breaker had been open (Was: the state it was in), and the breaker after
+// the call.
 type CloseBreakerResult struct {
-	Key     string `json:"key"`
-	Known   bool   `json:"known"`
-	WasOpen bool   `json:"was_open"`
+	Key     string  `json:"key"`
+	Known   bool    `json:"known"`
+	WasOpen bool    `json:"was_open"`
+	Was     string  `json:"was"` // closed, open or half-open
+	Breaker Breaker `json:"breaker"`
 }
 
 // Tree node statuses beyond the supervisor's starting, running and stopping.
@@ -144,9 +206,13 @@ type TreeNode struct {
 	Kind         string    `json:"kind"` // "subagent" or "exec"
 }
 
-// CapsParams adjusts the chokepoint caps; omitted fields keep their value and
-// no params at all reads them. Every value must be positive and within its
-// bound.
+// CapsParams adjusts the chokepoint caps and the service's admission bounds;
+// omitted fields keep their value and no params at all reads them. Every cap
+// must be positive and within its bound; max_runs and max_live_subagents at
+// least 1 and queue_capacity at least 0, each at most its ceiling
+// (Admission.Ceiling), and max_runs at most max_live_subagents. Lowering an
+// admission bound stops nothing that runs. A call that changes nothing when
+// any value is refused.
 type CapsParams struct {
 	MaxDepth          *int     `json:"max_depth,omitempty"`
 	MaxChildren       *int     `json:"max_children,omitempty"`
@@ -155,9 +221,14 @@ type CapsParams struct {
 	SpawnBurst        *int     `json:"spawn_burst,omitempty"`
 	SpawnRate         *float64 `json:"spawn_rate,omitempty"`
 	TreeTokenCeiling  *int64   `json:"tree_token_ceiling,omitempty"`
+
+	MaxRuns          *int `json:"max_runs,omitempty"`
+	MaxLiveSubagents *int `json:"max_live_subagents,omitempty"`
+	QueueCapacity    *int `json:"queue_capacity,omitempty"`
 }
 
-// CapsResult holds the caps in force after the call.
+// CapsResult holds the caps in force after the call, and the admission
+// bounds and gauges (absent without admission control).
 type CapsResult struct {
 	MaxDepth          int     `json:"max_depth"`
 	MaxChildren       int     `json:"max_children"`
@@ -166,4 +237,6 @@ type CapsResult struct {
 	SpawnBurst        int     `json:"spawn_burst"`
 	SpawnRate         float64 `json:"spawn_rate"`
 	TreeTokenCeiling  int64   `json:"tree_token_ceiling"`
+
+	Admission *Admission `json:"admission,omitempty"`
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/supervisor"
 )
@@ -19,6 +20,9 @@ type Operator struct {
 	InFlight func() int // tasks not yet terminal (the engine's InFlight)
 	Drain    *Drainer
 	LameDuck *LameDuck
+	// Admission, if set, is the service's admission control: a2a.Tree and
+	// a2a.Caps show it and a2a.Caps adjusts its bounds.
+	Admission *admit.Controller
 }
 
 // Methods returns the operator methods by name, for Config.Methods.
@@ -34,24 +38,6 @@ func (o *Operator) Methods() map[string]Method {
 
 		api.OpCloseBreaker: o.closeBreaker,
 	}
-}
-
-func (o *Operator) closeBreaker(ctx context.Context, raw json.RawMessage) (any, error) {
-	var p api.CloseBreakerParams
-	if err := decodeOptional(raw, &p); err != nil {
-		return nil, err
-	}
-	if p.Key == "" {
-		return nil, invalidParams(errors.New("key is required: a breaker's key from a2a.Tree"))
-	}
-	wasOpen := false
-	for _, b := range o.Sup.Breakers() {
-		if b.Key == p.Key {
-			wasOpen = b.Open
-		}
-	}
-	known := o.Sup.CloseBreaker(p.Key)
-	return api.CloseBreakerResult{Key: p.Key, Known: known, WasOpen: wasOpen}, nil
 }
 
 // decodeOptional decodes params that may be absent (or null) into v, strictly:
@@ -185,11 +171,13 @@ func (o *Operator) tree(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err := noParams(raw); err != nil {
 		return nil, err
 	}
-	return Tree(o.Sup), nil
+	res := Tree(o.Sup)
+	res.Admission = AdmissionState(o.Admission, o.Sup)
+	return res, nil
 }
 
 // Tree returns the live forest depth first, each node after its parent,
-// siblings by agent path.
+// siblings by agent path, and the restart breakers.
 func Tree(sup *supervisor.Supervisor) api.TreeResult {
 	live := sup.Live()
 	held := sup.Held()
@@ -214,7 +202,7 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 			return kids[i].Handle < kids[j].Handle
 		})
 	}
-	res := api.TreeResult{Paused: paused, Draining: sup.Draining(), Nodes: []api.TreeNode{}}
+	res := api.TreeResult{Paused: paused, Draining: sup.Draining(), Nodes: []api.TreeNode{}, Breakers: Breakers(sup)}
 	var walk func(parent string)
 	walk = func(parent string) {
 		for _, n := range byParent[parent] {
@@ -245,22 +233,18 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 		}
 	}
 	walk("")
-	res.Breakers = []api.Breaker{}
-	for _, b := range sup.Breakers() {
-		ab := api.Breaker{Key: b.Key, Open: b.Open, Failures: b.Failures, Consecutive: b.Consecutive,
-			NextStart: b.NextStart.UTC(), LastOutcome: b.LastOutcome, LastAt: b.LastAt.UTC()}
-		if b.Open {
-			at := b.OpenedAt.UTC()
-			ab.OpenedAt = &at
-		}
-		res.Breakers = append(res.Breakers, ab)
-	}
 	return res
 }
 
 func (o *Operator) caps(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p api.CapsParams
 	if err := decodeOptional(raw, &p); err != nil {
+		return nil, err
+	}
+	// Both sets are checked before either changes, so a refused value
+	// changes nothing.
+	bounds, boundsChanged, err := o.admissionBounds(p)
+	if err != nil {
 		return nil, err
 	}
 	c := o.Sup.Caps()
@@ -303,6 +287,16 @@ func (o *Operator) caps(ctx context.Context, raw json.RawMessage) (any, error) {
 		c.TreeTokenCeiling, changed = *p.TreeTokenCeiling, true
 	}
 	if changed {
+		if err := c.Validate(); err != nil {
+			return nil, invalidParams(err)
+		}
+	}
+	if boundsChanged {
+		if err := o.Admission.SetBounds(bounds); err != nil {
+			return nil, invalidParams(err)
+		}
+	}
+	if changed {
 		if err := o.Sup.SetCaps(c); err != nil {
 			return nil, invalidParams(err)
 		}
@@ -316,5 +310,114 @@ func (o *Operator) caps(ctx context.Context, raw json.RawMessage) (any, error) {
 		SpawnBurst:        c.SpawnBurst,
 		SpawnRate:         c.SpawnRate,
 		TreeTokenCeiling:  c.TreeTokenCeiling,
+		Admission:         AdmissionState(o.Admission, o.Sup),
 	}, nil
+}
+
+// admissionBounds merges the admission fields of p over the bounds in force
+// and checks them against each other and their ceilings; it reports whether
+// p set any.
+func (o *Operator) admissionBounds(p api.CapsParams) (admit.Bounds, bool, error) {
+	if p.MaxRuns == nil && p.MaxLiveSubagents == nil && p.QueueCapacity == nil {
+		return admit.Bounds{}, false, nil
+	}
+	if o.Admission == nil {
+		return admit.Bounds{}, false, invalidParams(errors.New("this service has no admission control: max_runs, max_live_subagents and queue_capacity are not set here"))
+	}
+	b, ceiling := o.Admission.Bounds()
+	for _, f := range []struct {
+		name string
+		dst  *int
+		v    *int
+		min  int
+		max  int
+	}{
+		{"max_runs", &b.MaxRuns, p.MaxRuns, 1, ceiling.MaxRuns},
+		{"max_live_subagents", &b.MaxLive, p.MaxLiveSubagents, 1, ceiling.MaxLive},
+		{"queue_capacity", &b.QueueCapacity, p.QueueCapacity, 0, ceiling.QueueCapacity},
+	} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < f.min || *f.v > f.max {
+			return admit.Bounds{}, false, invalidParams(fmt.Errorf("%s must be in [%d, %d] (got %d): its ceiling is derived from the memory limit", f.name, f.min, f.max, *f.v))
+		}
+		*f.dst = *f.v
+	}
+	if err := b.Validate(); err != nil {
+		return admit.Bounds{}, false, invalidParams(err)
+	}
+	return b, true, nil
+}
+
+// AdmissionState returns the admission gauges for operators; nil without
+// admission control. LiveProcesses counts the supervisor's live local
+// subagents that have a process.
+func AdmissionState(c *admit.Controller, sup *supervisor.Supervisor) *api.Admission {
+	if c == nil {
+		return nil
+	}
+	st := c.Stats()
+	procs := 0
+	for _, n := range sup.Live() {
+		if n.PID > 0 {
+			procs++
+		}
+	}
+	return &api.Admission{
+		MaxRuns: st.MaxRuns, MaxLiveSubagents: st.MaxLive, QueueCapacity: st.QueueCapacity,
+		Ceiling: api.AdmissionBounds{MaxRuns: st.Ceiling.MaxRuns, MaxLiveSubagents: st.Ceiling.MaxLive, QueueCapacity: st.Ceiling.QueueCapacity},
+		Runs:    st.Runs, Slots: st.Live, LiveProcesses: procs,
+		Queued: st.Queued, QueuedByPriority: st.QueuedBy, Callers: st.Callers,
+		Admitted: st.Admitted, Cancelled: st.Cancelled, Refused: st.Refused,
+		Shed: st.Shed, RetryAfterSeconds: int(st.RetryAfter / time.Second),
+	}
+}
+
+// Breakers returns the supervisor's restart breakers for operators, sorted
+// by key.
+func Breakers(sup *supervisor.Supervisor) []api.Breaker {
+	out := []api.Breaker{}
+	for _, b := range sup.Breakers() {
+		out = append(out, breakerState(b))
+	}
+	return out
+}
+
+func breakerState(b supervisor.BreakerState) api.Breaker {
+	out := api.Breaker{
+		Key: b.Key, State: b.State, Open: b.Open, Trial: b.Trial, Openings: b.Openings,
+		Failures: b.Failures, Consecutive: b.Consecutive, NextStart: b.NextStart.UTC(),
+		LastOutcome: b.LastOutcome, LastAt: b.LastAt.UTC(),
+	}
+	if !b.Since.IsZero() {
+		t := b.Since.UTC()
+		out.Since = &t
+	}
+	if b.Open {
+		at := b.OpenedAt.UTC()
+		out.OpenedAt = &at
+	}
+	if b.State == supervisor.BreakerOpen {
+		t := b.NextTrial.UTC()
+		out.NextTrial = &t
+	}
+	return out
+}
+
+// closeBreaker serves a2a.CloseBreaker: it closes a restart breaker by key
+// (required: a Breaker's key from a2a.Tree), which lets its starts resume at
+// once.
+func (o *Operator) closeBreaker(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p api.CloseBreakerParams
+	if err := decodeOptional(raw, &p); err != nil {
+		return nil, err
+	}
+	if p.Key == "" {
+		return nil, invalidParams(errors.New("key is required: a breaker's key from a2a.Tree (the warm pool's is " + supervisor.PoolKey + ")"))
+	}
+	before := o.Sup.Governor().Breaker(p.Key)
+	known := o.Sup.CloseBreaker(p.Key)
+	return api.CloseBreakerResult{Key: p.Key, Known: known, WasOpen: before.Open, Was: before.State,
+		Breaker: breakerState(o.Sup.Governor().Breaker(p.Key))}, nil
 }
