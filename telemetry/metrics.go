@@ -42,6 +42,20 @@ const (
 	MetricTasks         = "agent_tasks"
 	MetricTasksInFlight = "agent_tasks_in_flight"
 	MetricHeartbeatAge  = "agent_heartbeat_age_seconds"
+
+	MetricAdmissionRuns       = "agent_admission_runs"
+	MetricAdmissionMaxRuns    = "agent_admission_max_runs"
+	MetricAdmissionSlots      = "agent_admission_live_subagents"
+	MetricAdmissionMaxSlots   = "agent_admission_max_live_subagents"
+	MetricAdmissionQueued     = "agent_admission_queued"
+	MetricAdmissionQueueCap   = "agent_admission_queue_capacity"
+	MetricAdmissionShed       = "agent_admission_shed_total"
+	MetricAdmissionAdmitted   = "agent_admission_admitted_total"
+	MetricAdmissionRefused    = "agent_admission_refused_total"
+	MetricAdmissionRetryAfter = "agent_admission_retry_after_seconds"
+	MetricSubagentProcesses   = "agent_subagent_processes"
+	MetricAdmissionCancelled  = "agent_admission_cancelled_total"
+	MetricAdmissionCallers    = "agent_admission_callers"
 )
 
 // NewMetrics returns a registry with the Go runtime and process collectors
@@ -100,11 +114,27 @@ type SupervisorCounts struct {
 // Sources are read at every scrape; each may be nil.
 type Sources struct {
 	Supervisor   func() SupervisorCounts
-	Live         func() map[string]int // live subagents by state
-	BreakersOpen func() int            // restart-governor breakers open
-	Tasks        func() map[string]int // stored A2A tasks by state
-	InFlight     func() int            // A2A tasks whose executor is running
-	HeartbeatAge func() time.Duration  // since the supervisor's last heartbeat
+	Live         func() map[string]int  // live subagents by state
+	BreakersOpen func() int             // restart-governor breakers open
+	Tasks        func() map[string]int  // stored A2A tasks by state
+	InFlight     func() int             // A2A tasks whose executor is running
+	HeartbeatAge func() time.Duration   // since the supervisor's last heartbeat
+	Admission    func() AdmissionGauges // the service's admission control
+}
+
+// AdmissionGauges are the admission control's figures as the metrics read
+// them.
+type AdmissionGauges struct {
+	Runs, MaxRuns       int              // runs holding a slot, and the bound
+	Slots, MaxSlots     int              // process slots in use (runs' roots and nested subagents), and the bound
+	Processes           int              // subagent processes alive now
+	Queued              map[string]int   // queued runs by priority (low, normal, high)
+	QueueCapacity       int              // the queue's bound
+	Callers             int              // callers with a run running or queued
+	Admitted, Cancelled int64            // runs dispatched; runs that left the queue without running
+	Refused             int64            // nested spawns refused for want of a process slot
+	Shed                map[string]int64 // requests shed (HTTP 429), by reason
+	RetryAfter          time.Duration    // the hint a request shed now would get
 }
 
 // Observe registers a collector that reads src at every scrape, so the
@@ -128,7 +158,25 @@ var (
 	descTasks     = prometheus.NewDesc(MetricTasks, "A2A tasks held by the task store, by state.", []string{"state"}, nil)
 	descInFlight  = prometheus.NewDesc(MetricTasksInFlight, "A2A tasks whose executor is running.", nil, nil)
 	descHeartbeat = prometheus.NewDesc(MetricHeartbeatAge, "Seconds since the supervisor's last heartbeat (/healthz fails when it is too old).", nil, nil)
+
+	descAdmRuns       = prometheus.NewDesc(MetricAdmissionRuns, "Runs (live subagent trees) holding an admission slot.", nil, nil)
+	descAdmMaxRuns    = prometheus.NewDesc(MetricAdmissionMaxRuns, "The bound on runs at once (--max-runs).", nil, nil)
+	descAdmSlots      = prometheus.NewDesc(MetricAdmissionSlots, "Process slots in use across the service: one per run's root, one per nested local subagent.", nil, nil)
+	descAdmMaxSlots   = prometheus.NewDesc(MetricAdmissionMaxSlots, "The bound on live subagent processes across the service (--max-live-subagents).", nil, nil)
+	descProcesses     = prometheus.NewDesc(MetricSubagentProcesses, "Subagent processes alive now (never more than the process slots in use).", nil, nil)
+	descAdmQueued     = prometheus.NewDesc(MetricAdmissionQueued, "Runs waiting in the admission queue, by priority.", []string{"priority"}, nil)
+	descAdmQueueCap   = prometheus.NewDesc(MetricAdmissionQueueCap, "The admission queue's bound (--queue-capacity).", nil, nil)
+	descAdmCallers    = prometheus.NewDesc(MetricAdmissionCallers, "Callers with a run running or queued.", nil, nil)
+	descAdmShed       = prometheus.NewDesc(MetricAdmissionShed, "Requests shed past the admission queue (HTTP 429 with Retry-After), by reason (queue_full, caller_queue_full, closed).", []string{"reason"}, nil)
+	descAdmAdmitted   = prometheus.NewDesc(MetricAdmissionAdmitted, "Runs admission dispatched.", nil, nil)
+	descAdmCancelled  = prometheus.NewDesc(MetricAdmissionCancelled, "Runs that left the admission queue without running (cancelled, or drained).", nil, nil)
+	descAdmRefused    = prometheus.NewDesc(MetricAdmissionRefused, "Nested spawns refused because the service's process bound was reached.", nil, nil)
+	descAdmRetryAfter = prometheus.NewDesc(MetricAdmissionRetryAfter, "The retry-after hint a request shed now would get.", nil, nil)
 )
+
+// admissionDescs are the admission metrics' descriptions, for Describe.
+var admissionDescs = []*prometheus.Desc{descAdmRuns, descAdmMaxRuns, descAdmSlots, descAdmMaxSlots, descProcesses, descAdmQueued,
+	descAdmQueueCap, descAdmCallers, descAdmShed, descAdmAdmitted, descAdmCancelled, descAdmRefused, descAdmRetryAfter}
 
 // sourceCollector turns Sources into metrics at scrape time.
 type sourceCollector struct{ src Sources }
@@ -137,6 +185,11 @@ func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLive, descSpawns, descRefusals, descVerdicts, descRungs, descUnreaped,
 		descOrphans, descPings, descPongs, descBreakers, descTokens, descTasks, descInFlight, descHeartbeat} {
 		ch <- d
+	}
+	if c.src.Admission != nil {
+		for _, d := range admissionDescs {
+			ch <- d
+		}
 	}
 }
 
@@ -188,6 +241,26 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if f := c.src.HeartbeatAge; f != nil {
 		gauge(descHeartbeat, f().Seconds())
+	}
+	if f := c.src.Admission; f != nil {
+		a := f()
+		gauge(descAdmRuns, float64(a.Runs))
+		gauge(descAdmMaxRuns, float64(a.MaxRuns))
+		gauge(descAdmSlots, float64(a.Slots))
+		gauge(descAdmMaxSlots, float64(a.MaxSlots))
+		gauge(descProcesses, float64(a.Processes))
+		for _, k := range sortedKeys(a.Queued) {
+			gauge(descAdmQueued, float64(a.Queued[k]), k)
+		}
+		gauge(descAdmQueueCap, float64(a.QueueCapacity))
+		gauge(descAdmCallers, float64(a.Callers))
+		for _, k := range sortedKeys(a.Shed) {
+			counter(descAdmShed, a.Shed[k], k)
+		}
+		counter(descAdmAdmitted, a.Admitted)
+		counter(descAdmCancelled, a.Cancelled)
+		counter(descAdmRefused, a.Refused)
+		gauge(descAdmRetryAfter, a.RetryAfter.Seconds())
 	}
 }
 

@@ -158,3 +158,67 @@ func TestCodeLabel(t *testing.T) {
 		}
 	}
 }
+
+// The admission gauges and counters, when the service has admission control.
+func TestAdmissionMetrics(t *testing.T) {
+	m := NewMetrics()
+	src := testSources()
+	src.Admission = func() AdmissionGauges {
+		return AdmissionGauges{
+			Runs: 3, MaxRuns: 4, Slots: 5, MaxSlots: 8, Processes: 5,
+			Queued: map[string]int{"high": 1, "low": 0, "normal": 6}, QueueCapacity: 16, Callers: 2,
+			Admitted: 40, Cancelled: 2, Refused: 7,
+			Shed:       map[string]int64{"queue_full": 9, "caller_queue_full": 1, "closed": 0},
+			RetryAfter: 12 * time.Second,
+		}
+	}
+	m.Observe(src)
+	want := `
+# HELP agent_admission_runs Runs (live subagent trees) holding an admission slot.
+# TYPE agent_admission_runs gauge
+agent_admission_runs 3
+# HELP agent_admission_max_runs The bound on runs at once (--max-runs).
+# TYPE agent_admission_max_runs gauge
+agent_admission_max_runs 4
+# HELP agent_admission_live_subagents Process slots in use across the service: one per run's root, one per nested local subagent.
+# TYPE agent_admission_live_subagents gauge
+agent_admission_live_subagents 5
+# HELP agent_admission_max_live_subagents The bound on live subagent processes across the service (--max-live-subagents).
+# TYPE agent_admission_max_live_subagents gauge
+agent_admission_max_live_subagents 8
+# HELP agent_subagent_processes Subagent processes alive now (never more than the process slots in use).
+# TYPE agent_subagent_processes gauge
+agent_subagent_processes 5
+# HELP agent_admission_queued Runs waiting in the admission queue, by priority.
+# TYPE agent_admission_queued gauge
+agent_admission_queued{priority="high"} 1
+agent_admission_queued{priority="low"} 0
+agent_admission_queued{priority="normal"} 6
+# HELP agent_admission_queue_capacity The admission queue's bound (--queue-capacity).
+# TYPE agent_admission_queue_capacity gauge
+agent_admission_queue_capacity 16
+# HELP agent_admission_shed_total Requests shed past the admission queue (HTTP 429 with Retry-After), by reason (queue_full, caller_queue_full, closed).
+# TYPE agent_admission_shed_total counter
+agent_admission_shed_total{reason="caller_queue_full"} 1
+agent_admission_shed_total{reason="closed"} 0
+agent_admission_shed_total{reason="queue_full"} 9
+# HELP agent_admission_refused_total Nested spawns refused because the service's process bound was reached.
+# TYPE agent_admission_refused_total counter
+agent_admission_refused_total 7
+# HELP agent_admission_retry_after_seconds The retry-after hint a request shed now would get.
+# TYPE agent_admission_retry_after_seconds gauge
+agent_admission_retry_after_seconds 12
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
+		MetricAdmissionRuns, MetricAdmissionMaxRuns, MetricAdmissionSlots, MetricAdmissionMaxSlots, MetricSubagentProcesses,
+		MetricAdmissionQueued, MetricAdmissionQueueCap, MetricAdmissionShed, MetricAdmissionRefused, MetricAdmissionRetryAfter); err != nil {
+		t.Fatal(err)
+	}
+	n, err := testutil.GatherAndCount(m.Registry(), MetricAdmissionAdmitted, MetricAdmissionCancelled, MetricAdmissionCallers)
+	if err != nil || n != 3 {
+		t.Fatalf("%d series, %v; want 3", n, err)
+	}
+	if problems, err := testutil.GatherAndLint(m.Registry()); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+}
