@@ -250,6 +250,16 @@ func (c *Controller) Enqueue(callerName string, prio Priority) (*Ticket, error) 
 		return nil, c.shedLocked(ReasonClosed)
 	}
 	cq := c.callers[callerName]
+	if c.queued == 0 && c.freeLocked() {
+		// The fast path: a slot is free and nobody waits for it.
+		if cq == nil {
+			cq = &caller{name: callerName}
+			c.callers[callerName] = cq
+		}
+		t := &Ticket{c: c, caller: callerName, prio: prio, ready: admittedAtOnce, state: stateRunning, started: c.cfg.Clock()}
+		c.startLocked(cq)
+		return t, nil
+	}
 	if !c.freeLocked() {
 		if c.queued >= c.b.QueueCapacity {
 			return nil, c.shedLocked(ReasonQueueFull)
@@ -310,13 +320,22 @@ func (c *Controller) dispatchLocked() {
 		c.unqueueLocked(t, true)
 		t.state = stateRunning
 		t.started = c.cfg.Clock()
-		c.callers[t.caller].running++
-		c.runs++
-		c.live++
-		c.admitted++
+		c.startLocked(c.callers[t.caller])
 		close(t.ready)
 	}
 }
+
+// startLocked counts a run of cq as holding its slots.
+func (c *Controller) startLocked(cq *caller) {
+	cq.running++
+	c.runs++
+	c.live++
+	c.admitted++
+}
+
+// admittedAtOnce is the Ready channel of every ticket admitted without
+// waiting: closed from the start.
+var admittedAtOnce = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
 // pickLocked chooses the next run (see the package doc): fair shares, then
 // priority, then round-robin. The queue is not empty.

@@ -27,6 +27,7 @@ import (
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 
 	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/server"
@@ -90,8 +91,9 @@ func (instantRun) Result() api.SubagentResult { return instantResult }
 func (instantRun) Cancel(string)              {}
 
 // newInstantEngine is agentd's engine, executor and router over a bounded
-// store, with instantProvider as the local provider.
-func newInstantEngine(capacity int, url string) *tasks.Engine {
+// store, with instantProvider as the local provider, behind adm (nil: no
+// admission control).
+func newInstantEngine(capacity int, url string, adm *admit.Controller) *tasks.Engine {
 	log := slog.New(slog.DiscardHandler)
 	router := &delegate.Router{}
 	_ = router.Register(instantProvider{})
@@ -108,31 +110,57 @@ func newInstantEngine(capacity int, url string) *tasks.Engine {
 	})
 	store := tasks.NewMemoryStore(capacity, time.Hour)
 	pusher := tasks.NewPusher(tasks.PushSettings{Log: log}, store.ListPush)
-	return tasks.NewEngine(store, exec, log, tasks.WithPusher(pusher))
+	opts := []tasks.EngineOption{tasks.WithPusher(pusher)}
+	if adm != nil {
+		opts = append(opts, tasks.WithAdmission(adm, admit.Policy{}))
+	}
+	return tasks.NewEngine(store, exec, log, opts...)
 }
 
-// serveFrontAgentd is agentd's front as `agentd serve` builds it: mTLS with
-// SPIFFE authentication and authorization, the chi router and JSON-RPC
-// validation, the engine and bounded store, the executor and the delegation
-// router; only the local provider is replaced by instantProvider.
-func serveFrontAgentd(ctx context.Context, cfg Config) error {
-	src, ln, err := roleListen()
+// podAdmission is the admission control `agentd serve` derives for a 1 GiB
+// pod with the default warm pool (admit.Derive).
+func podAdmission() *admit.Controller {
+	d := admit.Derive(1<<30, 2)
+	c, err := admit.New(admit.Config{Bounds: d.Bounds, Ceiling: d.Ceiling})
 	if err != nil {
-		return err
+		panic(err)
 	}
+	return c
+}
+
+// frontHandler is agentd's front over engine, as `agentd serve` builds it:
+// SPIFFE authentication and authorization of the bench's trust domain, the
+// router, JSON-RPC validation and dispatch.
+func frontHandler(engine *tasks.Engine, src tlsconfig.Source, url string, log *slog.Logger) (http.Handler, error) {
 	policy, err := tlsconfig.ParsePolicy(nil, []string{benchTD.String()}, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	url := "https://" + ln.Addr().String() + "/"
-	engine := newInstantEngine(10000, url)
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	h := server.Handler(server.Config{
+	return server.Handler(server.Config{
 		Handler: engine,
 		Card:    a2abind.Card(a2abind.CardConfig{Name: "agentd", Description: "bench", URL: url, Version: "bench", MaxDepth: 4, Push: true, MutualTLS: true}),
 		Auth:    &server.Auth{Source: src, Policy: policy, Log: log},
 		Log:     log,
-	})
+	}), nil
+}
+
+// serveFrontAgentd is agentd's front as `agentd serve` builds it: mTLS with
+// SPIFFE authentication and authorization, the chi router and JSON-RPC
+// validation, admission control with a 1 GiB pod's bounds, the engine and
+// bounded store, the executor and the delegation router; only the local
+// provider is replaced by instantProvider.
+func serveFrontAgentd(ctx context.Context, cfg Config) error {
+	src, ln, err := roleListen(os.Getenv(envCertDir))
+	if err != nil {
+		return err
+	}
+	url := "https://" + ln.Addr().String() + "/"
+	engine := newInstantEngine(10000, url, podAdmission())
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h, err := frontHandler(engine, src, url, log)
+	if err != nil {
+		return err
+	}
 	return roleServe(h, src, ln, filepath.Join(cfg.ProfileDir, "front-agentd.pprof"), cfg.ProfileDir != "")
 }
 
@@ -167,7 +195,7 @@ func (stockExecutor) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, 
 
 // serveFrontStock is a stock a2a-go v0.3.3 server behind the same TLS.
 func serveFrontStock(ctx context.Context, cfg Config) error {
-	src, ln, err := roleListen()
+	src, ln, err := roleListen(os.Getenv(envCertDir))
 	if err != nil {
 		return err
 	}
@@ -176,9 +204,9 @@ func serveFrontStock(ctx context.Context, cfg Config) error {
 	return roleServe(h, src, ln, filepath.Join(cfg.ProfileDir, "front-stock.pprof"), cfg.ProfileDir != "")
 }
 
-// roleListen loads the server SVID and listens on a loopback port.
-func roleListen() (tlsconfig.Source, net.Listener, error) {
-	dir := os.Getenv(envCertDir)
+// roleListen loads the server SVID minted in dir and listens on a loopback
+// port.
+func roleListen(dir string) (tlsconfig.Source, net.Listener, error) {
 	src, err := tlsconfig.NewFileSource(tlsconfig.Files{
 		Cert: filepath.Join(dir, tlsconfig.DevServerCert), Key: filepath.Join(dir, tlsconfig.DevServerKey), Bundle: filepath.Join(dir, tlsconfig.DevBundle),
 	}, slog.New(slog.DiscardHandler))

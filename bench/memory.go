@@ -112,7 +112,7 @@ func postJSON(ctx context.Context, c *http.Client, url string, body []byte, want
 // and returns the live heap they leave, and how many tasks the store holds.
 func storeMemory(ctx context.Context, cfg Config) (float64, int, error) {
 	before := liveHeap()
-	engine := newInstantEngine(cfg.TaskCapacity, "https://127.0.0.1/")
+	engine := newInstantEngine(cfg.TaskCapacity, "https://127.0.0.1/", nil)
 	for i := 0; i < cfg.Tasks; i++ {
 		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "count these words please"})
 		res, err := engine.OnSendMessage(ctx, &a2a.MessageSendParams{Message: msg})

@@ -12,10 +12,10 @@ import (
 
 // Metadata keys of admission. A caller asks for a priority with
 // MetaPriority ("low", "normal" or "high") in the message's metadata (or the
-// request's); the engine records the priority it got under the same key and,
-// while the task waits for a slot, its place in the queue under
+// request's). A task that has to wait for a slot records the priority it
+// waits at under the same key, and its place in the queue under
 // MetaQueuePosition (1 is next), which tasks/get and ListTasks report as it
-// changes.
+// changes; the position is dropped once the task starts.
 const (
 	MetaPriority      = "agentd/priority"
 	MetaQueuePosition = "agentd/queue_position"
@@ -72,10 +72,14 @@ func askedPriority(params *a2a.MessageSendParams) (admit.Priority, error) {
 }
 
 // admissionMetadata is the metadata of a new task's first snapshot: the
-// request's, with the priority it was admitted at and, if it waits, its
-// position.
+// request's, with, when the task waits in the queue, the priority it waits
+// at and its position. A task admitted at once gets nothing added.
 func admissionMetadata(md map[string]any, t *admit.Ticket) map[string]any {
 	if t == nil {
+		return md
+	}
+	pos := t.Position()
+	if pos == 0 {
 		return md
 	}
 	out := make(map[string]any, len(md)+2)
@@ -83,11 +87,7 @@ func admissionMetadata(md map[string]any, t *admit.Ticket) map[string]any {
 		out[k] = v
 	}
 	out[MetaPriority] = t.Priority().String()
-	if pos := t.Position(); pos > 0 {
-		out[MetaQueuePosition] = pos
-	} else {
-		delete(out, MetaQueuePosition)
-	}
+	out[MetaQueuePosition] = pos
 	return out
 }
 
