@@ -114,7 +114,7 @@ func (e *Engine) awaitSlot(ctx context.Context, lt *liveTask, reqCtx *a2asrv.Req
 		}
 		return false
 	}
-	<-t.Ready() // it started, maybe while being cancelled: the executor's ctx says so
+	<-t.Ready()          // it started, maybe while being cancelled: the executor's ctx says so
 	e.leftQueue(ctx, lt) // a no-op for a task admitted at once
 	return true
 }
