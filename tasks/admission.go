@@ -114,8 +114,11 @@ func (e *Engine) awaitSlot(ctx context.Context, lt *liveTask, reqCtx *a2asrv.Req
 		}
 		return false
 	}
-	<-t.Ready()          // it started, maybe while being cancelled: the executor's ctx says so
-	e.leftQueue(ctx, lt) // a no-op for a task admitted at once
+	// It started, maybe while being cancelled (the executor's ctx says so).
+	// Out of the queue, it no longer has a position (nothing to drop for a
+	// task admitted at once).
+	<-t.Ready()
+	e.leftQueue(ctx, lt)
 	return true
 }
 
