@@ -34,7 +34,8 @@
 //
 // Priorities come from the caller (Policy caps what each caller may ask
 // for). A queued run's position (Ticket.Position) is an estimate: the order
-// steps 2 and 3 would serve the queue in if nothing else arrived.
+// these steps would serve the queue in if nothing else arrived and no run
+// ended.
 //
 // Lowering a bound never stops anything that runs; runs are dispatched again
 // once the usage is below the new bound.
@@ -156,7 +157,8 @@ type Controller struct {
 	closed   bool
 	closedCh chan struct{}
 
-	runEst    time.Duration // moving average of run lengths
+	pos       map[*Ticket]int // queued runs' positions; nil when it must be computed again (positionsLocked)
+	runEst    time.Duration   // moving average of run lengths
 	ended     int64
 	admitted  int64
 	cancelled int64
@@ -249,6 +251,7 @@ func (c *Controller) Enqueue(callerName string, prio Priority) (*Ticket, error) 
 	if c.closed {
 		return nil, c.shedLocked(ReasonClosed)
 	}
+	c.pos = nil
 	cq := c.callers[callerName]
 	if c.queued == 0 && c.freeLocked() {
 		// The fast path: a slot is free and nobody waits for it.
@@ -327,6 +330,7 @@ func (c *Controller) dispatchLocked() {
 
 // startLocked counts a run of cq as holding its slots.
 func (c *Controller) startLocked(cq *caller) {
+	c.pos = nil
 	cq.running++
 	c.runs++
 	c.live++
@@ -358,6 +362,7 @@ func (c *Controller) pickLocked() *Ticket {
 // dispatched) and its caller has more waiting at t's priority, the caller
 // moves to the back of that priority's round-robin; a cancel keeps its place.
 func (c *Controller) unqueueLocked(t *Ticket, served bool) {
+	c.pos = nil
 	cq := c.callers[t.caller]
 	q := cq.q[t.prio]
 	i := 0
@@ -404,34 +409,52 @@ func (t *Ticket) Position() int {
 	if t.state != stateQueued {
 		return 0
 	}
-	pos := 1
+	return c.positionsLocked()[t]
+}
+
+// positionsLocked returns every queued run's position: the order the queue
+// would serve them in if nothing else arrived and no run ended, picked as
+// pickLocked picks (the fair shares counting what it has served so far,
+// then priority, then round-robin). It is cached until the queue, the runs
+// or the bounds change.
+func (c *Controller) positionsLocked() map[*Ticket]int {
+	if c.pos != nil {
+		return c.pos
+	}
+	pos := make(map[*Ticket]int, c.queued)
+	running := make(map[*caller]int, len(c.callers))
+	next := make(map[*caller]*[High + 1]int, len(c.callers))
+	for _, cq := range c.callers {
+		running[cq] = cq.running
+		next[cq] = new([High + 1]int)
+	}
+	var rings [High + 1][]*caller
 	for _, p := range priorities {
-		if p == t.prio {
-			break
-		}
-		for _, cq := range c.rings[p] {
-			pos += len(cq.q[p])
+		rings[p] = append([]*caller(nil), c.rings[p]...)
+	}
+	share := (c.b.MaxRuns + len(c.callers) - 1) / max(len(c.callers), 1)
+	for n := 1; n <= c.queued; n++ {
+	pick:
+		for _, fair := range [...]bool{true, false} {
+			for _, p := range priorities {
+				for j, cq := range rings[p] {
+					if fair && running[cq] >= share {
+						continue
+					}
+					i := &next[cq][p]
+					pos[cq.q[p][*i]] = n
+					*i++
+					running[cq]++
+					rings[p] = append(rings[p][:j:j], rings[p][j+1:]...)
+					if *i < len(cq.q[p]) {
+						rings[p] = append(rings[p], cq)
+					}
+					break pick
+				}
+			}
 		}
 	}
-	mine := c.callers[t.caller]
-	k := 0
-	for mine.q[t.prio][k] != t {
-		k++
-	}
-	// Round r of the round-robin serves the r-th run of every caller with
-	// more than r, in ring order: t goes in round k, after the callers ahead
-	// of its own in the ring that still have one then.
-	before := true
-	for _, cq := range c.rings[t.prio] {
-		if cq == mine {
-			before = false
-		}
-		n := len(cq.q[t.prio])
-		pos += min(n, k)
-		if before && n > k {
-			pos++
-		}
-	}
+	c.pos = pos
 	return pos
 }
 
@@ -465,6 +488,7 @@ func (t *Ticket) Done() {
 		c.unqueueLocked(t, false)
 		c.cancelled++
 	case stateRunning:
+		c.pos = nil
 		cq := c.callers[t.caller]
 		cq.running--
 		c.runs--
@@ -542,7 +566,7 @@ func (c *Controller) SetBounds(b Bounds) error {
 	if err := b.within(c.ceiling); err != nil {
 		return err
 	}
-	c.b = b
+	c.b, c.pos = b, nil
 	c.dispatchLocked()
 	return nil
 }

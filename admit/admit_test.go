@@ -210,6 +210,29 @@ func TestPosition(t *testing.T) {
 	}
 }
 
+// Position counts the fair shares: a caller over its share waits behind
+// another's run even when it asked first or higher.
+func TestPositionCountsShares(t *testing.T) {
+	c := newController(t, Config{Bounds: Bounds{MaxRuns: 4, MaxLive: 4, QueueCapacity: 100}, QueuePerCaller: 100})
+	for i := 0; i < 4; i++ {
+		enqueue(t, c, "flood", Normal)
+	}
+	var flood []*Ticket
+	for i := 0; i < 3; i++ {
+		flood = append(flood, enqueue(t, c, "flood", High))
+	}
+	other := enqueue(t, c, "other", Low)
+	// Two callers, a share of two: "other" is below it, "flood" holds four.
+	if got := other.Position(); got != 1 {
+		t.Fatalf("the other caller's run is at %d, want 1", got)
+	}
+	for i, tk := range flood {
+		if got := tk.Position(); got != i+2 {
+			t.Fatalf("flood's queued run %d is at %d, want %d", i, got, i+2)
+		}
+	}
+}
+
 func TestShedding(t *testing.T) {
 	c := newController(t, Config{Bounds: Bounds{MaxRuns: 2, MaxLive: 2, QueueCapacity: 3}, RunEstimate: 4 * time.Second})
 	a1, a2 := enqueue(t, c, "a", Normal), enqueue(t, c, "a", Normal)
@@ -270,9 +293,9 @@ func TestRetryAfterBounds(t *testing.T) {
 func TestCancelQueued(t *testing.T) {
 	c := newController(t, Config{Bounds: Bounds{MaxRuns: 1, MaxLive: 1, QueueCapacity: 4}})
 	run := enqueue(t, c, "a", Normal)
-	q1, q2 := enqueue(t, c, "a", Normal), enqueue(t, c, "b", Normal)
-	if q2.Position() != 2 {
-		t.Fatalf("position %d", q2.Position())
+	q1, q2 := enqueue(t, c, "b", Normal), enqueue(t, c, "c", Normal)
+	if q1.Position() != 1 || q2.Position() != 2 {
+		t.Fatalf("positions %d, %d", q1.Position(), q2.Position())
 	}
 	if !q1.Cancel() {
 		t.Fatal("a queued run did not cancel")
@@ -459,6 +482,9 @@ func TestConcurrentBounds(t *testing.T) {
 				if err != nil {
 					shed.Add(1)
 					continue
+				}
+				if pos := tk.Position(); pos < 0 || pos > 64 {
+					t.Errorf("position %d out of the queue", pos)
 				}
 				if r.IntN(5) == 0 && tk.Cancel() {
 					cancelled.Add(1)
