@@ -76,11 +76,14 @@ var ctlMethods = map[string]ctlMethod{
 		result:  func() any { return &api.TreeResult{} },
 	},
 	api.OpCaps: {
-		summary: "show the spawn caps, or set some within their bounds",
+		summary: "show the spawn caps and the admission bounds, or set some within their bounds",
 		flags: func(f *flags) func(map[string]bool) map[string]any {
 			ints := map[string]*int{}
 			for _, n := range []string{"max-depth", "max-children", "max-total-subagents", "max-inflight", "spawn-burst"} {
 				ints[n] = f.Int(n, 0, "set "+strings.ReplaceAll(n, "-", "_"))
+			}
+			for _, n := range []string{"max-live-runs", "max-live-subagents", "queue-capacity"} {
+				ints[n] = f.Int(n, 0, "set "+strings.ReplaceAll(n, "-", "_")+" (the service's admission bound; at most its ceiling)")
 			}
 			rate := f.Float64("spawn-rate", 0, "set spawn_rate (spawns per second per tree)")
 			ceiling := f.Int64("tree-token-ceiling", 0, "set tree_token_ceiling")
@@ -106,9 +109,9 @@ var ctlMethods = map[string]ctlMethod{
 		result: func() any { return &api.CapsResult{} },
 	},
 	api.OpCloseBreaker: {
-		summary: "close a restart breaker (--key, as a2a.Tree lists them), so its session or the warm pool starts again",
+		summary: "close a restart breaker (--key, as a2a.Tree lists them; default the warm pool's), so its session or the warm pool starts again at once",
 		flags: func(f *flags) func(map[string]bool) map[string]any {
-			key := f.String("key", "", "the breaker's key (required), such as trigger:loop or warm-pool")
+			key := f.String("key", "warm-pool", "the breaker's key, such as warm-pool or trigger:loop")
 			return func(map[string]bool) map[string]any { return map[string]any{"key": *key} }
 		},
 		result: func() any { return &api.CloseBreakerResult{} },
@@ -132,7 +135,7 @@ func ctlMethodName(s string) (string, bool) {
 func ctlUsage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: agentd ctl METHOD --to URL [method flags] [credentials] [--json]\n\nCalls an a2a.* operator method (the caller needs the operator role) and prints the result.\n\nMethods:")
 	for _, m := range api.OperatorMethods {
-		fmt.Fprintf(w, "  %-13s %s\n", m, ctlMethods[m].summary)
+		fmt.Fprintf(w, "  %-17s %s\n", m, ctlMethods[m].summary)
 	}
 	fmt.Fprintln(w, "\nRun \"agentd ctl METHOD -h\" for a method's flags.")
 }
@@ -208,11 +211,20 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := json.Unmarshal(raw, res); err != nil {
 		return fmt.Errorf("%s: unexpected result %s: %w", c.Method, raw, err)
 	}
-	if tree, ok := res.(*api.TreeResult); ok {
-		printTree(stdout, tree, time.Now())
-		return nil
+	switch r := res.(type) {
+	case *api.TreeResult:
+		printTree(stdout, r, time.Now())
+	case *api.CapsResult:
+		adm := r.Admission
+		r.Admission = nil
+		printFields(stdout, r)
+		printAdmission(stdout, adm)
+	case *api.CloseBreakerResult:
+		fmt.Fprintf(stdout, "key: %s\nknown: %v\nwas_open: %v\nwas: %s\n", r.Key, r.Known, r.WasOpen, r.Was)
+		printBreakers(stdout, []api.Breaker{r.Breaker}, time.Now())
+	default:
+		printFields(stdout, res)
 	}
-	printFields(stdout, res)
 	return nil
 }
 
@@ -289,6 +301,8 @@ func printTree(w io.Writer, t *api.TreeResult, now time.Time) {
 		state += ", draining"
 	}
 	fmt.Fprintf(w, "%d live subagents (%s)\n", len(t.Nodes), state)
+	defer printBreakers(w, t.Breakers, now)
+	defer printAdmission(w, t.Admission)
 	depthOf := map[string]int{}
 	for _, n := range t.Nodes {
 		level := 0
@@ -311,5 +325,36 @@ func printTree(w io.Writer, t *api.TreeResult, now time.Time) {
 		}
 		fmt.Fprintf(w, "%s%s  %s  [%s]  pid %s  depth %d  steps %d  tokens %d  deadline in %s  via %s\n",
 			prefix, n.AgentPath, n.TaskID, n.Status, pid, n.Depth, n.Usage.Steps, n.Usage.Tokens(), left, n.Provider)
+	}
+}
+
+// printAdmission prints the admission gauges on a few lines; nothing without
+// admission control.
+func printAdmission(w io.Writer, a *api.Admission) {
+	if a == nil {
+		return
+	}
+	fmt.Fprintf(w, "admission: runs %d/%d (ceiling %d), process slots %d/%d (ceiling %d), processes %d, queued %d/%d (ceiling %d; high %d, normal %d, low %d)\n",
+		a.Runs, a.MaxRuns, a.Ceiling.MaxRuns, a.Slots, a.MaxLiveSubagents, a.Ceiling.MaxLiveSubagents, a.LiveProcesses,
+		a.Queued, a.QueueCapacity, a.Ceiling.QueueCapacity, a.QueuedByPriority["high"], a.QueuedByPriority["normal"], a.QueuedByPriority["low"])
+	fmt.Fprintf(w, "admission: %d callers, %d admitted, %d left the queue unrun, %d nested spawns refused, shed %d queue_full %d caller_queue_full %d closed, retry after %ds\n",
+		a.Callers, a.Admitted, a.Cancelled, a.Refused, a.Shed["queue_full"], a.Shed["caller_queue_full"], a.Shed["closed"], a.RetryAfterSeconds)
+}
+
+// printBreakers prints one line per restart breaker.
+func printBreakers(w io.Writer, bs []api.Breaker, now time.Time) {
+	for _, b := range bs {
+		line := fmt.Sprintf("breaker %s: %s", b.Key, b.State)
+		if b.Since != nil {
+			line += fmt.Sprintf(" since %s", b.Since.Format(time.RFC3339))
+		}
+		if b.NextTrial != nil {
+			line += fmt.Sprintf(", next trial in %s", b.NextTrial.Sub(now).Round(time.Millisecond))
+		}
+		if b.Trial {
+			line += ", trial under way"
+		}
+		line += fmt.Sprintf(" (%d openings, %d failures in the window, last %s)", b.Openings, b.Failures, b.LastOutcome)
+		fmt.Fprintln(w, line)
 	}
 }

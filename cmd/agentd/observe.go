@@ -10,7 +10,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/telemetry"
@@ -73,9 +75,22 @@ func startTracing(ctx context.Context, environ []string, log *slog.Logger, cl *c
 // newMetrics builds the registry: A2A request metrics counted as requests are
 // served, and the supervisor's, the router's and the engine's own counters
 // read at each scrape.
-func newMetrics(sup *supervisor.Supervisor, router *delegate.Router, engine *tasks.Engine) *telemetry.Metrics {
+func newMetrics(sup *supervisor.Supervisor, router *delegate.Router, engine *tasks.Engine, adm *admit.Controller) *telemetry.Metrics {
 	m := telemetry.NewMetrics()
+	var admission func() telemetry.AdmissionGauges
+	if adm != nil {
+		admission = func() telemetry.AdmissionGauges {
+			a := server.AdmissionState(adm, sup)
+			return telemetry.AdmissionGauges{
+				Runs: a.Runs, MaxRuns: a.MaxRuns, Slots: a.Slots, MaxSlots: a.MaxLiveSubagents, Processes: a.LiveProcesses,
+				Queued: a.QueuedByPriority, QueueCapacity: a.QueueCapacity, Callers: a.Callers,
+				Admitted: a.Admitted, Cancelled: a.Cancelled, Refused: a.Refused, Shed: a.Shed,
+				RetryAfter: time.Duration(a.RetryAfterSeconds) * time.Second,
+			}
+		}
+	}
 	m.Observe(telemetry.Sources{
+		Admission: admission,
 		Supervisor: func() telemetry.SupervisorCounts {
 			st := sup.Stats()
 			spawns := st.Spawns

@@ -30,6 +30,7 @@ type serveConfig struct {
 	// mode, the service also runs its own root (each run an A2A task).
 	Instruction string
 	Modes       modeConfig
+	Admission   admissionConfig
 	Mesh        meshConfig
 	Identity    identityConfig
 	Observe     observeConfig
@@ -45,6 +46,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	f.intVar(&c.TaskCapacity, "task-capacity", "AGENT_TASK_CAPACITY", 10000, "tasks the store holds; finished ones are evicted oldest first")
 	f.durationVar(&c.TaskRetention, "task-retention", "AGENT_TASK_RETENTION", time.Hour, "how long a finished task stays readable")
 	f.intVar(&c.WarmPool, "warm-pool", "AGENT_WARM_POOL", 2, "children started ahead of time, waiting for their payload (0 turns the pool off)")
+	addAdmission(f, &c.Admission)
 	addMesh(f, &c.Mesh)
 	addCore(f, &c.Core)
 	addIdentity(f, &c.Identity)
@@ -83,6 +85,9 @@ func (c *serveConfig) Validate() error {
 		return fmt.Errorf("--warm-pool must be in [0, %d] (got %d)", maxWarmPool, c.WarmPool)
 	}
 	if err := checkPublicURL(c.PublicURL); err != nil {
+		return err
+	}
+	if err := c.Admission.validate(); err != nil {
 		return err
 	}
 	if err := c.Mesh.validate(c.Identity.tls()); err != nil {

@@ -34,7 +34,8 @@ const (
 //
 //  1. the tracer provider (flushed last);
 //  2. the identity source (Workload API or TLS files) and the bearer tokens;
-//  3. the supervisor and its MCP sessions, which start connecting;
+//  3. the admission control (its bounds derived from the memory limit), then
+//     the supervisor and its MCP sessions, which start connecting;
 //  4. the background context of the heartbeat, the MCP watch and the peers'
 //     agent cards;
 //  5. the router (local, then one provider per --peer);
@@ -50,6 +51,7 @@ type service struct {
 	log       *slog.Logger
 	closers   closers
 	engine    *tasks.Engine
+	admission *admission
 	drainer   *server.Drainer
 	main      *endpoint
 	endpoints []*endpoint // main first
@@ -86,12 +88,17 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	if err != nil {
 		return nil, err
 	}
+	s.admission, err = openAdmission(&c.Admission, c.WarmPool, log)
+	if err != nil {
+		return nil, err
+	}
 	s.tree, err = openTree(&c.Core, log, treeOptions{
 		observer:      nested,
 		delegator:     delegate.Delegator{Router: router, Lineages: lineages},
 		warmPool:      c.WarmPool,
 		blobRetention: c.TaskRetention, // a stored distillate stays readable as long as its task
 		childStderr:   childStderr,
+		budget:        s.admission.ctrl,
 	})
 	if err != nil {
 		return nil, err
@@ -132,8 +139,8 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	ready := func() bool {
 		return id.ready() && !s.drainer.Draining() && lameDuck.Ready() && s.tools.ready()
 	}
-	metrics := newMetrics(s.sup, router, s.engine)
-	op := &server.Operator{Sup: s.sup, InFlight: s.engine.InFlight, Drain: s.drainer, LameDuck: lameDuck}
+	metrics := newMetrics(s.sup, router, s.engine, s.admission.ctrl)
+	op := &server.Operator{Sup: s.sup, InFlight: s.engine.InFlight, Drain: s.drainer, LameDuck: lameDuck, Admission: s.admission.ctrl}
 	s.main.srv = &http.Server{
 		Handler: server.Handler(server.Config{
 			Handler: s.engine,
@@ -230,7 +237,8 @@ func (s *service) openEngine(c *serveConfig, router *delegate.Router, lineages *
 	store := tasks.NewMemoryStore(c.TaskCapacity, c.TaskRetention)
 	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: pushAllow}, Log: s.log}, store.ListPush)
 	s.closers.add(pusher.Close)
-	return tasks.NewEngine(store, exec, s.log, tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher))
+	return tasks.NewEngine(store, exec, s.log, tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher),
+		tasks.WithAdmission(s.admission.ctrl, s.admission.policy))
 }
 
 // openSideListeners opens the listeners of --health-listen (probes, over

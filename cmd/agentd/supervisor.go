@@ -16,11 +16,12 @@ import (
 // treeOptions are what serve adds to the shared settings when it builds the
 // supervisor; the zero value is a one-shot run's.
 type treeOptions struct {
-	observer      supervisor.Observer  // nested subagents as A2A tasks
-	delegator     supervisor.Delegator // nested spawns on non-local providers
-	warmPool      int                  // children started ahead of time
-	blobRetention time.Duration        // how long a stored distillate outlives its task; 0 is the supervisor's default
-	childStderr   *os.File             // children's own stderr (--aggregate-logs=false); nil forwards their lines
+	observer      supervisor.Observer      // nested subagents as A2A tasks
+	delegator     supervisor.Delegator     // nested spawns on non-local providers
+	warmPool      int                      // children started ahead of time
+	blobRetention time.Duration            // how long a stored distillate outlives its task; 0 is the supervisor's default
+	childStderr   *os.File                 // children's own stderr (--aggregate-logs=false); nil forwards their lines
+	budget        supervisor.ProcessBudget // the service-wide bound on live subagent processes (admission); nil for none
 }
 
 // openSupervisor builds the supervisor of c: it checks a builtin:script file,
@@ -76,6 +77,7 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		LogLevel:    c.level(),
 		LogContent:  c.LogContent,
 		ChildStderr: opt.childStderr,
+		Budget:      opt.budget,
 	})
 	if err != nil {
 		tools.close()

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/agentd/agentd/admit"
+	"github.com/agentd/agentd/internal/memlimit"
+)
+
+// admissionConfig is serve's admission control: the bounds on runs and on
+// live subagent processes across the service (0: derived from the memory
+// limit, see admit.Derive), the queue beyond them, and the priority caps.
+type admissionConfig struct {
+	MaxRuns       int
+	MaxLive       int
+	QueueCapacity int    // 0: derived; -1: no queue
+	MemoryLimit   string // a size; "0": the limit this process runs under
+	PriorityCaps  string
+}
+
+func addAdmission(f *flags, c *admissionConfig) {
+	f.intVar(&c.MaxRuns, "max-live-runs", "AGENT_MAX_LIVE_RUNS", 0, "runs (live subagent trees) at once across the service; 0 derives it from the memory limit")
+	f.intVar(&c.MaxLive, "max-live-subagents", "AGENT_MAX_LIVE_SUBAGENTS", 0, "live subagent processes across the service, every run's root included; a nested spawn past it is refused; 0 derives it from the memory limit")
+	f.intVar(&c.QueueCapacity, "queue-capacity", "AGENT_QUEUE_CAPACITY", 0, "runs that may wait for a slot (a caller at most half of them); past it a send is answered 429 with Retry-After; 0 derives it, -1 queues none")
+	f.stringVar(&c.MemoryLimit, "memory-limit", "AGENT_MEMORY_LIMIT", "0", "the memory the default bounds are derived from, e.g. 1GiB, at most the limit this process runs under; 0 is that limit (cgroup v2 memory.max, cgroup v1 memory.limit_in_bytes, else the machine's memory)")
+	f.stringVar(&c.PriorityCaps, "priority-caps", "AGENT_PRIORITY_CAPS", admit.DefaultPolicy, "the highest priority (low, normal, high; asked with message metadata agentd/priority) each caller may have: peer=P, operator=P, and CALLER=P for a SPIFFE ID, token:NAME or anonymous")
+}
+
+// validate checks the settings on their own; the derived bounds and their
+// ceilings are checked when the service is built, once the memory limit is
+// read.
+func (c *admissionConfig) validate() error {
+	if c.MaxRuns < 0 {
+		return fmt.Errorf("--max-live-runs must not be negative (got %d; 0 derives it)", c.MaxRuns)
+	}
+	if c.MaxLive < 0 {
+		return fmt.Errorf("--max-live-subagents must not be negative (got %d; 0 derives it)", c.MaxLive)
+	}
+	if c.QueueCapacity < -1 {
+		return fmt.Errorf("--queue-capacity must be -1 (no queue), 0 (derived) or positive (got %d)", c.QueueCapacity)
+	}
+	if c.MaxRuns > 0 && c.MaxLive > 0 && c.MaxRuns > c.MaxLive {
+		return fmt.Errorf("--max-live-runs %d exceeds --max-live-subagents %d: every run holds a process slot for its root", c.MaxRuns, c.MaxLive)
+	}
+	if _, err := parseSize(c.MemoryLimit); err != nil {
+		return fmt.Errorf("--memory-limit: %v", err)
+	}
+	if _, err := admit.ParsePolicy(c.PriorityCaps); err != nil {
+		return fmt.Errorf("--priority-caps: %v", err)
+	}
+	return nil
+}
+
+// admission is the admission control a build made, with the figures it was
+// derived from.
+type admission struct {
+	ctrl    *admit.Controller
+	policy  admit.Policy
+	derived admit.Derived
+	limit   memlimit.Limit
+}
+
+// openAdmission reads the memory limit, derives the bounds for it and a warm
+// pool of pool, applies the explicit settings over them and builds the
+// controller. A setting above its ceiling is bad config.
+func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, error) {
+	found, err := memlimit.Read()
+	if err != nil {
+		return nil, fmt.Errorf("read the memory limit: %w", err)
+	}
+	budget := found.Bytes
+	if asked, _ := parseSize(c.MemoryLimit); asked > 0 { // checked by validate
+		if asked > found.Bytes {
+			return nil, usageError("--memory-limit %s is above the limit this process runs under (%s): it may only lower it", formatSize(asked), found)
+		}
+		budget = asked
+	}
+	d := admit.Derive(budget, pool)
+	b, err := d.Resolve(c.MaxRuns, c.MaxLive, c.QueueCapacity)
+	if err != nil {
+		return nil, usageError("%s (%s)", flagError(err), d)
+	}
+	ctrl, err := admit.New(admit.Config{Bounds: b, Ceiling: d.Ceiling})
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	policy, _ := admit.ParsePolicy(c.PriorityCaps) // checked by validate
+	log.Info("admission", "memory_limit", formatSize(budget), "found", found.String(), "reserve", formatSize(d.Reserve),
+		"max_runs", b.MaxRuns, "max_live_subagents", b.MaxLive, "queue_capacity", b.QueueCapacity,
+		"ceiling_max_runs", d.Ceiling.MaxRuns, "ceiling_max_live_subagents", d.Ceiling.MaxLive, "ceiling_queue_capacity", d.Ceiling.QueueCapacity,
+		"priority_caps", policy.String())
+	return &admission{ctrl: ctrl, policy: policy, derived: d, limit: found}, nil
+}
+
+// flagError names the flag of a bound that Resolve refused.
+func flagError(err error) string {
+	flagOf := map[string]string{"max_runs": "--max-live-runs", "max_live_subagents": "--max-live-subagents", "queue_capacity": "--queue-capacity"}
+	var ce *admit.CeilingError
+	if errors.As(err, &ce) {
+		return fmt.Sprintf("%s %d is above its ceiling of %d, derived from the memory limit", flagOf[ce.Name], ce.Value, ce.Ceiling)
+	}
+	return err.Error()
+}

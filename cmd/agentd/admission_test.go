@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/admit"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/memlimit"
+)
+
+func TestAdmissionValidate(t *testing.T) {
+	parse := func() (*serveConfig, error) { return defaultServe(t), nil }
+	checkValidate(t, parse, (*serveConfig).Validate, []validateCase[serveConfig]{
+		{"--max-live-runs", func(c *serveConfig) { c.Admission.MaxRuns = -1 }},
+		{"--max-live-subagents", func(c *serveConfig) { c.Admission.MaxLive = -2 }},
+		{"--queue-capacity", func(c *serveConfig) { c.Admission.QueueCapacity = -2 }},
+		{"--max-live-runs", func(c *serveConfig) { c.Admission.MaxRuns, c.Admission.MaxLive = 9, 8 }},
+		{"--memory-limit", func(c *serveConfig) { c.Admission.MemoryLimit = "lots" }},
+		{"--priority-caps", func(c *serveConfig) { c.Admission.PriorityCaps = "peer=urgent" }},
+		{"--priority-caps", func(c *serveConfig) { c.Admission.PriorityCaps = "somebody=high" }},
+	})
+}
+
+// The defaults are derived; the flags and their env vars set them.
+func TestAdmissionFlags(t *testing.T) {
+	c := defaultServe(t)
+	if c.Admission != (admissionConfig{MemoryLimit: "0", PriorityCaps: admit.DefaultPolicy}) {
+		t.Fatalf("defaults %+v", c.Admission)
+	}
+	t.Setenv("AGENT_MAX_LIVE_SUBAGENTS", "12")
+	t.Setenv("AGENT_PRIORITY_CAPS", "peer=low")
+	c, err := parseServe([]string{"--max-live-runs", "3", "--queue-capacity", "-1", "--memory-limit", "512MiB"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := admissionConfig{MaxRuns: 3, MaxLive: 12, QueueCapacity: -1, MemoryLimit: "512MiB", PriorityCaps: "peer=low"}
+	if c.Admission != want {
+		t.Fatalf("parsed %+v, want %+v", c.Admission, want)
+	}
+}
+
+// The build derives the bounds from the memory limit, lowered by
+// --memory-limit, and refuses a bound above its ceiling or a memory limit
+// above the one found, naming the setting (exit 2).
+func TestOpenAdmission(t *testing.T) {
+	found, err := memlimit.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	if found.Bytes < 1<<30 {
+		t.Skipf("this machine's limit %s is under 1 GiB", found)
+	}
+	a, err := openAdmission(&admissionConfig{MemoryLimit: "1GiB", PriorityCaps: admit.DefaultPolicy}, 2, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, ceiling := a.ctrl.Bounds()
+	if cur != (admit.Bounds{MaxRuns: 23, MaxLive: 46, QueueCapacity: 92}) || ceiling != (admit.Bounds{MaxRuns: 238, MaxLive: 238, QueueCapacity: 368}) {
+		t.Fatalf("a 1 GiB budget: bounds %+v, ceiling %+v", cur, ceiling)
+	}
+	a, err = openAdmission(&admissionConfig{MaxLive: 8, MaxRuns: 8, QueueCapacity: 32, MemoryLimit: "1GiB"}, 0, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := a.ctrl.Bounds(); cur != (admit.Bounds{MaxRuns: 8, MaxLive: 8, QueueCapacity: 32}) {
+		t.Fatalf("explicit bounds %+v", cur)
+	}
+	for _, tc := range []struct {
+		c    admissionConfig
+		want string
+	}{
+		{admissionConfig{MaxLive: 239, MemoryLimit: "1GiB"}, "--max-live-subagents 239 is above its ceiling of 238"},
+		{admissionConfig{MaxRuns: 239, MemoryLimit: "1GiB"}, "--max-live-runs 239 is above its ceiling of 238"},
+		{admissionConfig{QueueCapacity: 369, MemoryLimit: "1GiB"}, "--queue-capacity 369 is above its ceiling of 368"},
+		{admissionConfig{MemoryLimit: formatSize(found.Bytes + 1<<30)}, "--memory-limit"},
+	} {
+		_, err := openAdmission(&tc.c, 2, log)
+		var ee *exitError
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &ee) || ee.code != api.ExitUsage {
+			t.Errorf("%+v: %v, want exit 2 naming %q", tc.c, err, tc.want)
+		}
+	}
+}
