@@ -73,7 +73,7 @@ func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, 
 	budget := found.Bytes
 	if asked, _ := parseSize(c.MemoryLimit); asked > 0 { // checked by validate
 		if asked > found.Bytes {
-			return nil, usageError("--memory-limit %s is above the limit this process runs under (%s): it may only lower it", formatSize(asked), found)
+			return nil, usageError("--memory-limit %s is above the limit this process runs under (%s): it may only lower it", mebibytes(asked), found)
 		}
 		budget = asked
 	}
@@ -87,7 +87,7 @@ func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, 
 		return nil, usageError("%v", err)
 	}
 	policy, _ := admit.ParsePolicy(c.PriorityCaps) // checked by validate
-	log.Info("admission", "memory_limit", formatSize(budget), "found", found.String(), "reserve", formatSize(d.Reserve),
+	log.Info("admission", "memory_limit", mebibytes(budget), "found", found.String(), "reserve", mebibytes(d.Reserve),
 		"max_runs", b.MaxRuns, "max_live_subagents", b.MaxLive, "queue_capacity", b.QueueCapacity,
 		"ceiling_max_runs", d.Ceiling.MaxRuns, "ceiling_max_live_subagents", d.Ceiling.MaxLive, "ceiling_queue_capacity", d.Ceiling.QueueCapacity,
 		"priority_caps", policy.String())
@@ -103,3 +103,6 @@ func flagError(err error) string {
 	}
 	return err.Error()
 }
+
+// mebibytes shows a size in whole MiB, as the derivation counts.
+func mebibytes(n uint64) string { return fmt.Sprintf("%dMiB", n>>20) }
