@@ -17,7 +17,7 @@ func TestDerive(t *testing.T) {
 		reserve uint64
 	}{
 		{
-			// The README's figures for the Deployment's 1 GiB pod.
+			// The Deployment's pod (deploy/): 1 GiB, the default warm pool.
 			name: "1 GiB pod, warm pool 2", limit: gib, pool: 2,
 			bounds:  Bounds{MaxRuns: 23, MaxLive: 46, QueueCapacity: 92},
 			ceiling: Bounds{MaxRuns: 238, MaxLive: 238, QueueCapacity: 368},
