@@ -49,7 +49,8 @@ import (
 	"time"
 )
 
-// Bounds are the service's admission bounds.
+// Bounds are the service's admission bounds. The zero value is not valid
+// (Validate): Derive computes them from a memory limit.
 type Bounds struct {
 	MaxRuns       int // runs (live subagent trees) at once; at least 1
 	MaxLive       int // live subagent processes across the service, run roots included; at least MaxRuns
@@ -142,7 +143,7 @@ func (e *ShedError) RetryAfterSeconds() int {
 }
 
 // Controller is the service's admission control. It is safe for concurrent
-// use; create it with New.
+// use; create it with New (the zero value is not usable).
 type Controller struct {
 	cfg Config
 
@@ -218,8 +219,9 @@ func New(cfg Config) (*Controller, error) {
 }
 
 // Ticket is one run's place in admission: queued until Ready closes, then
-// holding its run slot and its root's process slot until Done. Its methods
-// are safe for concurrent use.
+// holding its run slot and its root's process slot until Done. Tickets come
+// from Enqueue (the zero value is not usable); their methods are safe for
+// concurrent use.
 type Ticket struct {
 	c       *Controller
 	caller  string
