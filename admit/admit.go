@@ -61,9 +61,9 @@ type Bounds struct {
 func (b Bounds) Validate() error {
 	switch {
 	case b.MaxRuns < 1:
-		return fmt.Errorf("admit: max_runs %d: must be at least 1", b.MaxRuns)
+		return fmt.Errorf("admit: max_live_runs %d: must be at least 1", b.MaxRuns)
 	case b.MaxLive < b.MaxRuns:
-		return fmt.Errorf("admit: max_live_subagents %d: must be at least max_runs (%d): every run holds a process slot for its root", b.MaxLive, b.MaxRuns)
+		return fmt.Errorf("admit: max_live_subagents %d: must be at least max_live_runs (%d): every run holds a process slot for its root", b.MaxLive, b.MaxRuns)
 	case b.QueueCapacity < 0:
 		return fmt.Errorf("admit: queue_capacity %d: must not be negative", b.QueueCapacity)
 	}
@@ -74,7 +74,7 @@ func (b Bounds) Validate() error {
 func (b Bounds) within(c Bounds) error {
 	switch {
 	case b.MaxRuns > c.MaxRuns:
-		return &CeilingError{Name: "max_runs", Value: b.MaxRuns, Ceiling: c.MaxRuns}
+		return &CeilingError{Name: "max_live_runs", Value: b.MaxRuns, Ceiling: c.MaxRuns}
 	case b.MaxLive > c.MaxLive:
 		return &CeilingError{Name: "max_live_subagents", Value: b.MaxLive, Ceiling: c.MaxLive}
 	case b.QueueCapacity > c.QueueCapacity:

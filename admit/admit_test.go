@@ -352,7 +352,7 @@ func TestProcessSlots(t *testing.T) {
 	r3 := enqueue(t, c, "c", Normal)
 	c.Release()
 	if started(r3) {
-		t.Fatal("a third run passed max_runs")
+		t.Fatal("a third run passed max_live_runs")
 	}
 	if !c.TryAcquire() {
 		t.Fatal("a free process slot refused a nested spawn")
@@ -377,7 +377,7 @@ func TestSetBounds(t *testing.T) {
 		b    Bounds
 		name string
 	}{
-		{Bounds{MaxRuns: 5, MaxLive: 8, QueueCapacity: 2}, "max_runs"},
+		{Bounds{MaxRuns: 5, MaxLive: 8, QueueCapacity: 2}, "max_live_runs"},
 		{Bounds{MaxRuns: 2, MaxLive: 9, QueueCapacity: 2}, "max_live_subagents"},
 		{Bounds{MaxRuns: 2, MaxLive: 4, QueueCapacity: 11}, "queue_capacity"},
 	} {
@@ -387,7 +387,7 @@ func TestSetBounds(t *testing.T) {
 		}
 	}
 	if err := c.SetBounds(Bounds{MaxRuns: 3, MaxLive: 2, QueueCapacity: 2}); err == nil {
-		t.Error("max_runs above max_live_subagents accepted")
+		t.Error("max_live_runs above max_live_subagents accepted")
 	}
 	if cur, _ := c.Bounds(); cur != (Bounds{MaxRuns: 1, MaxLive: 2, QueueCapacity: 2}) {
 		t.Fatalf("a refused SetBounds changed the bounds: %+v", cur)
@@ -399,7 +399,7 @@ func TestSetBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !started(q) {
-		t.Fatal("raising max_runs did not dispatch the queue")
+		t.Fatal("raising max_live_runs did not dispatch the queue")
 	}
 	// Lowering stops nothing.
 	if err := c.SetBounds(Bounds{MaxRuns: 1, MaxLive: 1, QueueCapacity: 0}); err != nil {

@@ -53,7 +53,7 @@ type Derived struct {
 
 // String shows the derivation for the log and `agentd serve --help`.
 func (d Derived) String() string {
-	return fmt.Sprintf("limit %d MiB, reserve %d MiB, warm pool %d: max_runs %d, max_live_subagents %d, queue_capacity %d (ceilings %d, %d, %d)",
+	return fmt.Sprintf("limit %d MiB, reserve %d MiB, warm pool %d: max_live_runs %d, max_live_subagents %d, queue_capacity %d (ceilings %d, %d, %d)",
 		d.Limit/MiB, d.Reserve/MiB, d.Pool, d.MaxRuns, d.MaxLive, d.QueueCapacity, d.Ceiling.MaxRuns, d.Ceiling.MaxLive, d.Ceiling.QueueCapacity)
 }
 
@@ -62,17 +62,17 @@ func (d Derived) String() string {
 //
 //	reserve          = max(ReserveMin, limit/ReserveShare)
 //	max_live         = (limit - reserve - pool*ChildCost) / ChildCost          (at least 1, at most MaxLiveCap)
-//	max_runs         = max_live / 2                                             (at least 1: room for one nested child per run)
-//	queue_capacity   = QueuePerRun * max_runs
+//	max_live_runs         = max_live / 2                                             (at least 1: room for one nested child per run)
+//	queue_capacity   = QueuePerRun * max_live_runs
 //
 // and the ceilings an operator may raise them to:
 //
 //	ceiling_live     = (limit - CeilingReserve - pool*ChildFloor) / ChildFloor  (at least max_live, at most CeilingLiveCap)
 //	ceiling_runs     = ceiling_live
-//	ceiling_queue    = CeilingQueuePerRun * max_runs
+//	ceiling_queue    = CeilingQueuePerRun * max_live_runs
 //
 // For a 1 GiB pod with the default warm pool of 2: reserve 256 MiB, max_live
-// (1024-256-32)/16 = 46, max_runs 23, queue 92; ceilings 238 live, 238 runs,
+// (1024-256-32)/16 = 46, max_live_runs 23, queue 92; ceilings 238 live, 238 runs,
 // 368 queued.
 func Derive(limit uint64, pool int) Derived {
 	pool = max(pool, 0)

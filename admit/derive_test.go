@@ -78,7 +78,7 @@ func TestResolve(t *testing.T) {
 		{name: "runs above the derived processes raise them", runs: 60, want: Bounds{60, 60, 92}},
 		{name: "no queue", queue: -1, want: Bounds{23, 46, 0}},
 		{name: "over the ceiling", live: 239, err: "max_live_subagents"},
-		{name: "runs over the ceiling", runs: 239, err: "max_runs"},
+		{name: "runs over the ceiling", runs: 239, err: "max_live_runs"},
 		{name: "queue over the ceiling", queue: 369, err: "queue_capacity"},
 		{name: "runs above explicit processes", runs: 10, live: 5, err: "invalid"},
 	} {

@@ -98,7 +98,7 @@ type TreeResult struct {
 // Admission is the service's admission control: its bounds, their hard
 // ceilings, and how full it is.
 type Admission struct {
-	MaxRuns          int `json:"max_runs"`           // runs (live trees) at once
+	MaxRuns          int `json:"max_live_runs"`      // runs (live trees) at once
 	MaxLiveSubagents int `json:"max_live_subagents"` // live subagent processes, every tree's root included
 	QueueCapacity    int `json:"queue_capacity"`     // runs that may wait for a slot
 	// Ceiling is what a2a.Caps may raise the bounds to, derived from the
@@ -126,7 +126,7 @@ type Admission struct {
 
 // AdmissionBounds are admission's three bounds.
 type AdmissionBounds struct {
-	MaxRuns          int `json:"max_runs"`
+	MaxRuns          int `json:"max_live_runs"`
 	MaxLiveSubagents int `json:"max_live_subagents"`
 	QueueCapacity    int `json:"queue_capacity"`
 }
@@ -208,9 +208,9 @@ type TreeNode struct {
 
 // CapsParams adjusts the chokepoint caps and the service's admission bounds;
 // omitted fields keep their value and no params at all reads them. Every cap
-// must be positive and within its bound; max_runs and max_live_subagents at
+// must be positive and within its bound; max_live_runs and max_live_subagents at
 // least 1 and queue_capacity at least 0, each at most its ceiling
-// (Admission.Ceiling), and max_runs at most max_live_subagents. Lowering an
+// (Admission.Ceiling), and max_live_runs at most max_live_subagents. Lowering an
 // admission bound stops nothing that runs. A call that changes nothing when
 // any value is refused.
 type CapsParams struct {
@@ -222,7 +222,7 @@ type CapsParams struct {
 	SpawnRate         *float64 `json:"spawn_rate,omitempty"`
 	TreeTokenCeiling  *int64   `json:"tree_token_ceiling,omitempty"`
 
-	MaxRuns          *int `json:"max_runs,omitempty"`
+	MaxRuns          *int `json:"max_live_runs,omitempty"`
 	MaxLiveSubagents *int `json:"max_live_subagents,omitempty"`
 	QueueCapacity    *int `json:"queue_capacity,omitempty"`
 }

@@ -127,7 +127,7 @@ func (s *admService) tree() api.TreeResult {
 // accepted task ends terminal when cancelled, the queued ones without ever
 // running.
 func TestAdmissionBurstStaysInsideTheBounds(t *testing.T) {
-	s := startAdmService(t, "--intelligence", "builtin:wait", "--max-runs", "8", "--max-live-subagents", "8", "--queue-capacity", "32")
+	s := startAdmService(t, "--intelligence", "builtin:wait", "--max-live-runs", "8", "--max-live-subagents", "8", "--queue-capacity", "32")
 	pid := s.cmd.Process.Pid
 	var peak atomic.Int64
 	stopSampling := make(chan struct{})
@@ -254,7 +254,7 @@ func TestAdmissionBurstStaysInsideTheBounds(t *testing.T) {
 	metrics := readAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
-		"agent_admission_max_live_subagents 8", "agent_admission_max_runs 8", "agent_admission_queue_capacity 32",
+		"agent_admission_max_live_subagents 8", "agent_admission_max_live_runs 8", "agent_admission_queue_capacity 32",
 		`agent_admission_shed_total{reason="caller_queue_full"} 232`, "agent_admission_live_subagents 0", "agent_subagent_processes 0",
 	} {
 		if !strings.Contains(metrics, want) {
@@ -268,7 +268,7 @@ func TestAdmissionBurstStaysInsideTheBounds(t *testing.T) {
 // second), and its next spawn is told so.
 func TestAdmissionNestedSpawnRefusedAtCapacity(t *testing.T) {
 	script := writeScript(t, "[path 0]\nspawn async \"hold\"\nspawn sync \"one too many\"\nanswer \"{transcript}\"\n[default]\nsleep 1m\nanswer \"held\"\n")
-	s := startAdmService(t, "--intelligence", "builtin:script="+script, "--max-runs", "1", "--max-live-subagents", "2")
+	s := startAdmService(t, "--intelligence", "builtin:script="+script, "--max-live-runs", "1", "--max-live-subagents", "2")
 	r, err := callRPC(t, burstClient, s.url, "message/send", sendParams("go", true), map[string]string{"Authorization": "Bearer " + floodToken})
 	if err != nil || r.Error != nil {
 		t.Fatalf("send: %v %+v", err, r.Error)

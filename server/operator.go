@@ -322,7 +322,7 @@ func (o *Operator) admissionBounds(p api.CapsParams) (admit.Bounds, bool, error)
 		return admit.Bounds{}, false, nil
 	}
 	if o.Admission == nil {
-		return admit.Bounds{}, false, invalidParams(errors.New("this service has no admission control: max_runs, max_live_subagents and queue_capacity are not set here"))
+		return admit.Bounds{}, false, invalidParams(errors.New("this service has no admission control: max_live_runs, max_live_subagents and queue_capacity are not set here"))
 	}
 	b, ceiling := o.Admission.Bounds()
 	for _, f := range []struct {
@@ -332,7 +332,7 @@ func (o *Operator) admissionBounds(p api.CapsParams) (admit.Bounds, bool, error)
 		min  int
 		max  int
 	}{
-		{"max_runs", &b.MaxRuns, p.MaxRuns, 1, ceiling.MaxRuns},
+		{"max_live_runs", &b.MaxRuns, p.MaxRuns, 1, ceiling.MaxRuns},
 		{"max_live_subagents", &b.MaxLive, p.MaxLiveSubagents, 1, ceiling.MaxLive},
 		{"queue_capacity", &b.QueueCapacity, p.QueueCapacity, 0, ceiling.QueueCapacity},
 	} {

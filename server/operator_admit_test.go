@@ -46,15 +46,15 @@ func TestOperatorAdmissionBounds(t *testing.T) {
 		t.Fatalf("admission read: %+v", a)
 	}
 	for _, bad := range []string{
-		`{"max_runs":21}`,                       // over its ceiling
-		`{"max_live_subagents":41}`,             // over its ceiling
-		`{"queue_capacity":-1}`,                 // negative
-		`{"max_runs":0}`,                        // below 1
-		`{"max_runs":9}`,                        // above max_live_subagents (8)
-		`{"max_runs":5,"max_depth":0}`,          // a bad cap in the same call
-		`{"max_depth":3,"queue_capacity":65}`,   // a bad bound in the same call
-		`{"max_live_subagents":"lots"}`,         // not a number
-		`{"max_live_subagents":2,"max_runs":3}`, // inconsistent together
+		`{"max_live_runs":21}`,                       // over its ceiling
+		`{"max_live_subagents":41}`,                  // over its ceiling
+		`{"queue_capacity":-1}`,                      // negative
+		`{"max_live_runs":0}`,                        // below 1
+		`{"max_live_runs":9}`,                        // above max_live_subagents (8)
+		`{"max_live_runs":5,"max_depth":0}`,          // a bad cap in the same call
+		`{"max_depth":3,"queue_capacity":65}`,        // a bad bound in the same call
+		`{"max_live_subagents":"lots"}`,              // not a number
+		`{"max_live_subagents":2,"max_live_runs":3}`, // inconsistent together
 	} {
 		if _, rerr := caps(bad); rerr == nil || rerr.Code != CodeInvalidParams {
 			t.Errorf("%s: %+v, want -32602", bad, rerr)
@@ -63,7 +63,7 @@ func TestOperatorAdmissionBounds(t *testing.T) {
 	if cur, _ := ctrl.Bounds(); cur != (admit.Bounds{MaxRuns: 4, MaxLive: 8, QueueCapacity: 16}) || op.Sup.Caps().MaxDepth != supervisor.DefaultCaps.MaxDepth {
 		t.Fatalf("refused calls changed the bounds %+v or the caps %+v", cur, op.Sup.Caps())
 	}
-	c, rerr = caps(`{"max_runs":10,"max_live_subagents":40,"queue_capacity":0,"max_depth":3}`)
+	c, rerr = caps(`{"max_live_runs":10,"max_live_subagents":40,"queue_capacity":0,"max_depth":3}`)
 	if rerr != nil || c.MaxDepth != 3 || c.Admission.MaxRuns != 10 || c.Admission.MaxLiveSubagents != 40 || c.Admission.QueueCapacity != 0 {
 		t.Fatalf("set: %+v %+v", rerr, c.Admission)
 	}
@@ -82,8 +82,8 @@ func TestOperatorAdmissionBounds(t *testing.T) {
 // none.
 func TestOperatorCapsWithoutAdmission(t *testing.T) {
 	_, call := operatorHandler(t)
-	if r := call(api.OpCaps, `{"max_runs":2}`); r.Error == nil || r.Error.Code != CodeInvalidParams {
-		t.Fatalf("max_runs without admission: %+v", r.Error)
+	if r := call(api.OpCaps, `{"max_live_runs":2}`); r.Error == nil || r.Error.Code != CodeInvalidParams {
+		t.Fatalf("max_live_runs without admission: %+v", r.Error)
 	}
 	r := call(api.OpCaps, "")
 	var c api.CapsResult

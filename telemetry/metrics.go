@@ -44,7 +44,7 @@ const (
 	MetricHeartbeatAge  = "agent_heartbeat_age_seconds"
 
 	MetricAdmissionRuns       = "agent_admission_runs"
-	MetricAdmissionMaxRuns    = "agent_admission_max_runs"
+	MetricAdmissionMaxRuns    = "agent_admission_max_live_runs"
 	MetricAdmissionSlots      = "agent_admission_live_subagents"
 	MetricAdmissionMaxSlots   = "agent_admission_max_live_subagents"
 	MetricAdmissionQueued     = "agent_admission_queued"
@@ -160,7 +160,7 @@ var (
 	descHeartbeat = prometheus.NewDesc(MetricHeartbeatAge, "Seconds since the supervisor's last heartbeat (/healthz fails when it is too old).", nil, nil)
 
 	descAdmRuns       = prometheus.NewDesc(MetricAdmissionRuns, "Runs (live subagent trees) holding an admission slot.", nil, nil)
-	descAdmMaxRuns    = prometheus.NewDesc(MetricAdmissionMaxRuns, "The bound on runs at once (--max-runs).", nil, nil)
+	descAdmMaxRuns    = prometheus.NewDesc(MetricAdmissionMaxRuns, "The bound on runs at once (--max-live-runs).", nil, nil)
 	descAdmSlots      = prometheus.NewDesc(MetricAdmissionSlots, "Process slots in use across the service: one per run's root, one per nested local subagent.", nil, nil)
 	descAdmMaxSlots   = prometheus.NewDesc(MetricAdmissionMaxSlots, "The bound on live subagent processes across the service (--max-live-subagents).", nil, nil)
 	descProcesses     = prometheus.NewDesc(MetricSubagentProcesses, "Subagent processes alive now (never more than the process slots in use).", nil, nil)

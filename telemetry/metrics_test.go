@@ -177,9 +177,9 @@ func TestAdmissionMetrics(t *testing.T) {
 # HELP agent_admission_runs Runs (live subagent trees) holding an admission slot.
 # TYPE agent_admission_runs gauge
 agent_admission_runs 3
-# HELP agent_admission_max_runs The bound on runs at once (--max-runs).
-# TYPE agent_admission_max_runs gauge
-agent_admission_max_runs 4
+# HELP agent_admission_max_live_runs The bound on runs at once (--max-live-runs).
+# TYPE agent_admission_max_live_runs gauge
+agent_admission_max_live_runs 4
 # HELP agent_admission_live_subagents Process slots in use across the service: one per run's root, one per nested local subagent.
 # TYPE agent_admission_live_subagents gauge
 agent_admission_live_subagents 5

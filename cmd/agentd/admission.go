@@ -88,15 +88,15 @@ func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, 
 	}
 	policy, _ := admit.ParsePolicy(c.PriorityCaps) // checked by validate
 	log.Info("admission", "memory_limit", mebibytes(budget), "found", found.String(), "reserve", mebibytes(d.Reserve),
-		"max_runs", b.MaxRuns, "max_live_subagents", b.MaxLive, "queue_capacity", b.QueueCapacity,
-		"ceiling_max_runs", d.Ceiling.MaxRuns, "ceiling_max_live_subagents", d.Ceiling.MaxLive, "ceiling_queue_capacity", d.Ceiling.QueueCapacity,
+		"max_live_runs", b.MaxRuns, "max_live_subagents", b.MaxLive, "queue_capacity", b.QueueCapacity,
+		"ceiling_max_live_runs", d.Ceiling.MaxRuns, "ceiling_max_live_subagents", d.Ceiling.MaxLive, "ceiling_queue_capacity", d.Ceiling.QueueCapacity,
 		"priority_caps", policy.String())
 	return &admission{ctrl: ctrl, policy: policy, derived: d, limit: found}, nil
 }
 
 // flagError names the flag of a bound that Resolve refused.
 func flagError(err error) string {
-	flagOf := map[string]string{"max_runs": "--max-live-runs", "max_live_subagents": "--max-live-subagents", "queue_capacity": "--queue-capacity"}
+	flagOf := map[string]string{"max_live_runs": "--max-live-runs", "max_live_subagents": "--max-live-subagents", "queue_capacity": "--queue-capacity"}
 	var ce *admit.CeilingError
 	if errors.As(err, &ce) {
 		return fmt.Sprintf("%s %d is above its ceiling of %d, derived from the memory limit", flagOf[ce.Name], ce.Value, ce.Ceiling)

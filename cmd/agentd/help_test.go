@@ -16,12 +16,12 @@ func TestHelpOfEveryCommand(t *testing.T) {
 	}{
 		{[]string{"--help"}, []string{"agentd serve", "Exit codes:", "143"}},
 		{[]string{"serve", "-h"}, []string{"Usage: agentd serve [flags]", "-listen", "AGENT_LISTEN", "-bearer-tokens-file string",
-			"-max-runs", "AGENT_MAX_RUNS", "-max-live-subagents", "AGENT_MAX_LIVE_SUBAGENTS", "-queue-capacity", "-memory-limit", "-priority-caps"}},
+			"-max-live-runs", "AGENT_MAX_LIVE_RUNS", "-max-live-subagents", "AGENT_MAX_LIVE_SUBAGENTS", "-queue-capacity", "-memory-limit", "-priority-caps"}},
 		{[]string{"run", "-h"}, []string{"Usage: agentd run [flags] [TEXT", "-instruction", "-mode", "AGENT_RUN_ID"}},
 		{[]string{"send", "-h"}, []string{"Usage: agentd send [flags] TEXT", "-to", "-stream", "-timeout"}},
 		{[]string{"ctl", "-h"}, []string{"a2a.Drain", "a2a.Caps", "a2a.CloseBreaker"}},
 		{[]string{"ctl", "a2a.CloseBreaker", "-h"}, []string{"-key"}},
-		{[]string{"ctl", "a2a.Caps", "-h"}, []string{"-max-runs", "-max-live-subagents", "-queue-capacity"}},
+		{[]string{"ctl", "a2a.Caps", "-h"}, []string{"-max-live-runs", "-max-live-subagents", "-queue-capacity"}},
 		{[]string{"ctl", "a2a.Cancel", "-h"}, []string{"Usage: agentd ctl a2a.Cancel [flags]", "-handle", "-json", "-timeout"}},
 		{[]string{"certs", "-h"}, []string{"Usage: agentd certs init [flags]", "-trust-domain", "-dir", "-validity", "-force"}},
 	} {
