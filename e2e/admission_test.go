@@ -294,3 +294,40 @@ func TestAdmissionNestedSpawnRefusedAtCapacity(t *testing.T) {
 		t.Fatalf("admission %+v, want one refused nested spawn", c.Admission)
 	}
 }
+
+// The service's standing trigger is admitted like any caller: with one run
+// slot, a loop's run holds it and a peer's message queues; when the loop's run
+// is cancelled the peer's task takes the slot, and the loop's next run waits
+// its turn in the queue.
+func TestAdmissionCountsTheStandingTrigger(t *testing.T) {
+	s := startAdmService(t, "--mode", "loop", "--instruction", "wait", "--intelligence", "builtin:wait",
+		"--max-live-runs", "1", "--max-live-subagents", "1", "--queue-capacity", "4")
+	var loopTask string
+	waitFor(t, 30*time.Second, "the loop's run holding the slot", func() bool {
+		tr := s.tree()
+		if tr.Admission == nil || tr.Admission.Runs != 1 || len(tr.Nodes) != 1 || tr.Nodes[0].PID == 0 {
+			return false
+		}
+		loopTask = tr.Nodes[0].TaskID
+		return true
+	})
+	peer := s.sendAs(floodToken, 1)
+	if peer.status != 200 || peer.state != "submitted" || peer.position != 1 {
+		t.Fatalf("a peer's send while the loop holds the slot: %+v, want submitted at position 1", peer)
+	}
+	var c api.CancelResult
+	s.call(opToken, api.OpCancel, map[string]any{"handle": loopTask}, &c)
+	if !c.Cancelled {
+		t.Fatalf("cancel of the loop's run: %+v", c)
+	}
+	waitFor(t, 30*time.Second, "the peer's task running", func() bool { return s.stateOf(floodToken, peer.id) == "working" })
+	waitFor(t, 30*time.Second, "the loop's next run queued", func() bool {
+		a := s.tree().Admission
+		return a.Runs == 1 && a.Queued == 1
+	})
+	s.call(floodToken, "tasks/cancel", map[string]any{"id": peer.id}, nil)
+	waitFor(t, 30*time.Second, "the loop's next run holding the slot", func() bool {
+		a := s.tree().Admission
+		return a.Runs == 1 && a.Queued == 0 && a.LiveProcesses == 1
+	})
+}

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/supervisor"
@@ -74,7 +77,10 @@ func (s supRun) blob(id string) (supervisor.Blob, bool) { return s.sup.Blob(id) 
 // event in its metadata, whose root is a local tree of the supervisor. It
 // drives the task as the executor drives a message's: working, then the
 // distillate artifact and the terminal status. The task belongs to the
-// service (no caller): operators see it.
+// service (no caller): operators see it. Each run is admitted like a task a
+// caller sends (admission, when set): it waits for a run slot and its root's
+// process slot, as the caller named by its session (trigger:loop, ...), and
+// holds them until its tree has ended.
 type taskRunner struct {
 	engine    *tasks.Engine
 	sup       *supervisor.Supervisor
@@ -84,9 +90,20 @@ type taskRunner struct {
 	lineages  *delegate.Lineages
 	maxDepth  func() int
 	log       *slog.Logger
+	admission *admit.Controller // nil: runs start at once
 }
 
 func (t *taskRunner) Start(ctx context.Context, ev trigger.Event) (trigger.Run, error) {
+	ticket, err := t.admit(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started && ticket != nil {
+			ticket.Done()
+		}
+	}()
 	ctx = context.WithoutCancel(ctx)
 	req := t.root.request(ev)
 	id := a2a.NewTaskID()
@@ -128,8 +145,12 @@ func (t *taskRunner) Start(ctx context.Context, ev trigger.Event) (trigger.Run, 
 	}
 	t.log.Info("triggered task", append(ev.LogAttrs(), "task_id", string(id), "run_id", runID)...)
 	done := make(chan struct{})
+	started = true
 	go func() {
 		<-r.TreeDone()
+		if ticket != nil {
+			ticket.Done()
+		}
 		if t.lineages != nil {
 			t.lineages.Delete(runID)
 		}
@@ -137,6 +158,41 @@ func (t *taskRunner) Start(ctx context.Context, ev trigger.Event) (trigger.Run, 
 		close(done)
 	}()
 	return taskRun{r: r, sup: t.sup, done: done}, nil
+}
+
+// admit waits until admission gives the run its slots (nil without
+// admission control). A run the queue has no room for waits the hint and
+// asks again; it gives up when ctx ends or the service drains.
+func (t *taskRunner) admit(ctx context.Context, ev trigger.Event) (*admit.Ticket, error) {
+	if t.admission == nil {
+		return nil, nil
+	}
+	for {
+		ticket, err := t.admission.Enqueue(ev.Session, admit.Normal)
+		var shed *admit.ShedError
+		if errors.As(err, &shed) && shed.Reason != admit.ReasonClosed {
+			t.log.Info("triggered run waits: the service is at capacity", append(ev.LogAttrs(), "retry_in", shed.RetryAfter.String())...)
+			select {
+			case <-time.After(shed.RetryAfter):
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-ticket.Ready():
+			return ticket, nil
+		case <-ctx.Done():
+			ticket.Done() // out of the queue (or its slots back, if it just started)
+			return nil, ctx.Err()
+		case <-t.admission.Closed():
+			ticket.Done()
+			return nil, fmt.Errorf("the service drains: %w", admit.ErrShed)
+		}
+	}
 }
 
 // finish writes the artifact and the terminal status of a triggered task.

@@ -195,7 +195,7 @@ func (s *service) openStanding(c *serveConfig, lineages *delegate.Lineages, card
 	}
 	sup := s.sup
 	runner := &taskRunner{engine: s.engine, sup: sup, root: root, publicURL: cardURL, instance: instance,
-		lineages: lineages, maxDepth: func() int { return sup.Caps().MaxDepth }, log: s.log}
+		lineages: lineages, maxDepth: func() int { return sup.Caps().MaxDepth }, log: s.log, admission: s.admission.ctrl}
 	s.serving = append(s.serving, "mode", string(m))
 	if m.SessionBacking() {
 		s.standing = c.Modes.triggerFor(trigger.Options{Runner: runner, Governor: sup.Governor(), Logger: s.log}, s.tools, c.Core.MCP.MaxResult)
