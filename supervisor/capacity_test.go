@@ -84,3 +84,39 @@ func TestRemoteChildTakesNoSlot(t *testing.T) {
 		t.Fatalf("remote spawn: %+v", cr)
 	}
 }
+
+// An exec child is a process too: it takes a slot of the service-wide bound
+// and gives it back at its reap.
+func TestExecTakesASlot(t *testing.T) {
+	budget, err := admit.New(admit.Config{Bounds: admit.Bounds{MaxRuns: 1, MaxLive: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := newNestingSupervisor(t, allowExec, func(c *Config) { c.Budget = budget })
+	run, err := budget.Enqueue("test", admit.Normal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Done()
+	hold := spawnCall(prog{Hold: true}, api.DispositionAsync) // holds the second slot until cancelled
+	_, res := runProg(t, s, prog{Calls: []progCall{
+		hold,
+		execCall([]string{"true"}), // refused: no slot
+		onHandle(api.ToolCancel, 0),
+		onHandle(api.ToolAwait, 0),
+		execCall([]string{"true"}), // the child is reaped: its slot is free
+	}}, withExec)
+	rs := report(t, res).Results
+	if r := rs[1]; !r.IsError || r.Text != "exec denied: service at capacity" {
+		t.Fatalf("exec with no slot: %+v", r)
+	}
+	if er := execResultOf(t, rs[4]); er.Status != api.StatusCompleted {
+		t.Fatalf("exec after the slot was freed: %+v", er)
+	}
+	if got := s.Stats().Refusals[ReasonServiceCapacity]; got != 1 {
+		t.Errorf("service_capacity refusals = %d, want 1", got)
+	}
+	if st := budget.Stats(); st.Live != 1 {
+		t.Fatalf("slots in use after the tree: %d, want the run's 1", st.Live)
+	}
+}
