@@ -235,7 +235,7 @@ func decodeMessage(data []byte, rv reflect.Value, where at) error {
 	}
 	path := "" // where's path, once a nested value needs it
 	var seenBuf [16][]byte
-	seen := seenBuf[:0]
+	var seen [][]byte
 	if len(m.fields) <= len(seenBuf) {
 		seen = seenBuf[:len(m.fields)]
 	} else {

@@ -100,8 +100,7 @@ func onHandle(tool string, i int) progCall {
 // Stand-ins a program's call arguments may hold as a whole string value,
 // resolved by the helper from the answer of an earlier call N of the same
 // program: "$N" its child's handle, "$N.resource" its resource_uri, "$N.uri"
-// the uri of its reference distillate.
-func handleOf(i int) string   { return "$" + itoa(i) }
+// the uri of its reference distillate. Tests write "$N" as it is.
 func resourceOf(i int) string { return "$" + itoa(i) + ".resource" }
 func blobOf(i int) string     { return "$" + itoa(i) + ".uri" }
 

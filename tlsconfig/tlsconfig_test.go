@@ -565,7 +565,7 @@ func TestPeerHTTPClient(t *testing.T) {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			id, ok, err := tlsconfig.PeerID(r.TLS)
 			if err != nil || !ok {
-				http.Error(w, "no peer", 401)
+				http.Error(w, "no peer", http.StatusUnauthorized)
 				return
 			}
 			io.WriteString(w, id.String())

@@ -65,12 +65,10 @@ type supRun struct {
 	done <-chan struct{}
 }
 
-func (s supRun) Done() <-chan struct{}                  { return s.done }
-func (s supRun) Result() api.SubagentResult             { <-s.done; return s.r.Result() }
-func (s supRun) Outcome() supervisor.Outcome            { <-s.done; return s.r.Outcome() }
-func (s supRun) Cancel(reason string)                   { s.sup.Cancel(s.r.Handle(), reason) }
-func (s supRun) handle() string                         { return s.r.Handle() }
-func (s supRun) blob(id string) (supervisor.Blob, bool) { return s.sup.Blob(id) }
+func (s supRun) Done() <-chan struct{}       { return s.done }
+func (s supRun) Result() api.SubagentResult  { <-s.done; return s.r.Result() }
+func (s supRun) Outcome() supervisor.Outcome { <-s.done; return s.r.Outcome() }
+func (s supRun) Cancel(reason string)        { s.sup.Cancel(s.r.Handle(), reason) }
 
 // taskRunner is the runner of `agentd serve`: each run is an A2A task of the
 // engine (tasks/get, ListTasks and a2a.Tree show it), with the trigger's

@@ -14,11 +14,10 @@ import (
 // replaces. Safe for concurrent use; the zero value has no identity (not
 // ready).
 type Source struct {
-	mu     sync.Mutex // guards svid, x509, jwt
-	svid   *x509svid.SVID
-	x509   *x509bundle.Set
-	jwt    *jwtbundle.Set
-	closed bool
+	mu   sync.Mutex // guards svid, x509, jwt
+	svid *x509svid.SVID
+	x509 *x509bundle.Set
+	jwt  *jwtbundle.Set
 }
 
 // Set replaces the SVID and the bundles (either set may be nil).
