@@ -14,6 +14,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/internal/a2atest"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/tasks"
 )
 
@@ -121,7 +122,7 @@ func TestExecutorReadsTheDelegation(t *testing.T) {
 	}
 	// The executor forgets the lineage as it returns, just after the final
 	// event.
-	a2atest.WaitFor(t, func() bool { return lin.Get(got.Telemetry.RunID).Hops == nil })
+	testkit.WaitFor(t, a2atest.Wait, "the lineage forgotten", func() bool { return lin.Get(got.Telemetry.RunID).Hops == nil })
 }
 
 func TestExecutorRefusals(t *testing.T) {
@@ -209,7 +210,7 @@ func TestExecutorCancelStopsTheTurn(t *testing.T) {
 	p := &a2atest.Provider{Result: a2atest.Echo, Hold: hold}
 	e, _ := newTestEngine(t, p, nil)
 	task := a2atest.Send(t, e, a2atest.NonBlocking("long"))
-	a2atest.WaitFor(t, func() bool { return len(p.Requests()) == 1 })
+	testkit.WaitFor(t, a2atest.Wait, "the request started", func() bool { return len(p.Requests()) == 1 })
 	got, err := e.OnCancelTask(context.Background(), &a2a.TaskIDParams{ID: task.ID})
 	if err != nil || got.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("cancel: %v %v", got, err)
@@ -338,5 +339,5 @@ func TestLineageOutlivesTheTaskWhileItsTreeRuns(t *testing.T) {
 		t.Fatalf("lineage while the tree still runs: %+v", got)
 	}
 	close(p.tree)
-	a2atest.WaitFor(t, func() bool { return lin.Get(runID).Hops == nil })
+	testkit.WaitFor(t, a2atest.Wait, "the lineage forgotten", func() bool { return lin.Get(runID).Hops == nil })
 }

@@ -4,23 +4,13 @@ import (
 	"context"
 	"testing"
 
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/internal/a2atest"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/telemetry"
 )
-
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
-	return rec
-}
 
 const (
 	metaTrace  = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -32,7 +22,7 @@ const (
 // else of the message's traceparent metadata; the delegation's payload names
 // the delegation span as its parent.
 func TestDelegationSpan(t *testing.T) {
-	rec := recordSpans(t)
+	rec := testkit.RecordSpans(t)
 	p := &a2atest.Provider{Result: a2atest.Echo}
 	e, _ := newTestEngine(t, p, nil)
 

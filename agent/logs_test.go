@@ -1,38 +1,18 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/otlptest"
+	"github.com/agentd/agentd/internal/testkit"
 )
-
-// lockedBuffer is a child's stderr, written by its loggers and read by the
-// test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // serveScript runs one subagent (Serve, in process) playing script with p,
 // answering every tool call with answer, and returns its stderr once its
@@ -46,7 +26,7 @@ func serveScript(t *testing.T, p *api.SpawnPayload, script string, answer string
 	p.Intelligence.Endpoint = "builtin:script=" + file
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	var stderr lockedBuffer
+	var stderr testkit.Buffer // the child's stderr, written by its loggers and read here
 	code := make(chan int, 1)
 	go func() {
 		code <- Serve(context.Background(), inR, outW, &stderr, "")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // countingModel finishes on its first call and counts calls.
@@ -85,25 +86,14 @@ func TestControlPauseResume(t *testing.T) {
 		defer ccancel()
 		return errors.Is(c.hold.wait(cctx), context.DeadlineExceeded)
 	}
-	waitUntil(t, held)
+	testkit.WaitFor(t, 10*time.Second, "the gate held after ctrl/pause", held)
 	if err := w.Send(api.MethodResume, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, func() bool { return !held() })
+	testkit.WaitFor(t, 10*time.Second, "the gate open after ctrl/resume", func() bool { return !held() })
 	downW.Close()
 	<-ctx.Done()
 	if !errors.Is(context.Cause(ctx), ErrControlClosed) {
 		t.Fatalf("cause %v", context.Cause(ctx))
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition never held")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // The test binary is also the harness's figure process: Run re-executes it
@@ -66,7 +68,7 @@ func TestHarnessSmoke(t *testing.T) {
 	}
 	// Every figure process was waited for; anything still our child (alive
 	// or a zombie) was orphaned by one of them.
-	if left := children(os.Getpid()); len(left) > 0 {
+	if left := testkit.Children(os.Getpid()); len(left) > 0 {
 		for _, pid := range left {
 			_ = unix.Kill(pid, unix.SIGKILL)
 			var ws unix.WaitStatus

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 var e2eFigure = figure{name: "e2e", run: runE2E, rows: e2eRows}
@@ -50,7 +52,7 @@ func runE2E(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 	// once sends one message after the service has settled: a full pool, or no
 	// child left from the previous message.
 	once := func(v *variant) (time.Duration, error) {
-		if err := poll(ctx, 20*time.Second, 200*time.Microsecond, "service settled", func() bool { return len(children(v.srv.pid())) == v.pool }); err != nil {
+		if err := poll(ctx, 20*time.Second, 200*time.Microsecond, "service settled", func() bool { return len(testkit.Children(v.srv.pid())) == v.pool }); err != nil {
 			return 0, err
 		}
 		seq++

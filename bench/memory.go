@@ -12,6 +12,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/tasks"
 )
 
@@ -73,7 +74,7 @@ func serveMemory(ctx context.Context, cfg Config, logw io.Writer) (memoryRound, 
 	}); err != nil {
 		return mr, err
 	}
-	kids := children(srv.pid())
+	kids := testkit.Children(srv.pid())
 	if len(kids) != cfg.LiveChildren {
 		return mr, fmt.Errorf("%d children, want %d", len(kids), cfg.LiveChildren)
 	}

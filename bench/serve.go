@@ -114,25 +114,6 @@ func (s *serveProc) stop() error {
 	}
 }
 
-// children returns the pids of pid's children: agentd forks from one thread,
-// and /proc lists children per thread, so every thread is read.
-func children(pid int) []int {
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
 // procKiB reads a "Name:   N kB" field of /proc/pid/status or
 // /proc/pid/smaps_rollup, in bytes.
 func procBytes(pid int, file, field string) (float64, error) {

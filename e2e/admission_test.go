@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // admService is agentd serve on loopback http with an operator token and two
@@ -135,7 +136,7 @@ func TestAdmissionBurstStaysInsideTheBounds(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for {
-			if n := int64(len(children(pid))); n > peak.Load() {
+			if n := int64(len(testkit.Children(pid))); n > peak.Load() {
 				peak.Store(n)
 			}
 			select {
@@ -181,7 +182,7 @@ func TestAdmissionBurstStaysInsideTheBounds(t *testing.T) {
 	if len(accepted) != 24 || queued != 16 || shed != burst-24 {
 		t.Fatalf("%d accepted (%d queued), %d shed; want 8 running, 16 queued and %d shed", len(accepted), queued, shed, burst-24)
 	}
-	waitFor(t, 30*time.Second, "8 tasks running", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "8 tasks running", func() bool {
 		a := s.tree().Admission
 		return a != nil && a.Runs == 8 && a.LiveProcesses == 8 && a.Queued == 16
 	})
@@ -207,7 +208,7 @@ func TestAdmissionBurstStaysInsideTheBounds(t *testing.T) {
 		t.Fatalf("%d working, %d waiting", len(running), len(waiting))
 	}
 	s.call(floodToken, "tasks/cancel", map[string]any{"id": running[0]}, nil)
-	waitFor(t, 30*time.Second, "the second caller's task running", func() bool { return s.stateOf(otherToken, other.id) == "working" })
+	testkit.WaitFor(t, 30*time.Second, "the second caller's task running", func() bool { return s.stateOf(otherToken, other.id) == "working" })
 	for _, id := range waiting {
 		if st := s.stateOf(floodToken, id); st != "submitted" {
 			t.Fatalf("a queued flood task is %s after the slot went to the second caller", st)
@@ -233,7 +234,7 @@ func TestAdmissionBurstStaysInsideTheBounds(t *testing.T) {
 			t.Errorf("task %s ended %s, want canceled", id, st)
 		}
 	}
-	waitFor(t, 30*time.Second, "every child reaped", func() bool { return len(children(pid)) == 0 })
+	testkit.WaitFor(t, 30*time.Second, "every child reaped", func() bool { return len(testkit.Children(pid)) == 0 })
 	close(stopSampling)
 	<-sampled
 	if p := peak.Load(); p > 8 {
@@ -303,7 +304,7 @@ func TestAdmissionCountsTheStandingTrigger(t *testing.T) {
 	s := startAdmService(t, "--mode", "loop", "--instruction", "wait", "--intelligence", "builtin:wait",
 		"--max-live-runs", "1", "--max-live-subagents", "1", "--queue-capacity", "4")
 	var loopTask string
-	waitFor(t, 30*time.Second, "the loop's run holding the slot", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the loop's run holding the slot", func() bool {
 		tr := s.tree()
 		if tr.Admission == nil || tr.Admission.Runs != 1 || len(tr.Nodes) != 1 || tr.Nodes[0].PID == 0 {
 			return false
@@ -320,13 +321,13 @@ func TestAdmissionCountsTheStandingTrigger(t *testing.T) {
 	if !c.Cancelled {
 		t.Fatalf("cancel of the loop's run: %+v", c)
 	}
-	waitFor(t, 30*time.Second, "the peer's task running", func() bool { return s.stateOf(floodToken, peer.id) == "working" })
-	waitFor(t, 30*time.Second, "the loop's next run queued", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the peer's task running", func() bool { return s.stateOf(floodToken, peer.id) == "working" })
+	testkit.WaitFor(t, 30*time.Second, "the loop's next run queued", func() bool {
 		a := s.tree().Admission
 		return a.Runs == 1 && a.Queued == 1
 	})
 	s.call(floodToken, "tasks/cancel", map[string]any{"id": peer.id}, nil)
-	waitFor(t, 30*time.Second, "the loop's next run holding the slot", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the loop's next run holding the slot", func() bool {
 		a := s.tree().Admission
 		return a.Runs == 1 && a.Queued == 0 && a.LiveProcesses == 1
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // Idle warm children killed from outside, six within seconds, open the warm
@@ -22,10 +23,10 @@ func TestWarmPoolBreakerClosedByCtl(t *testing.T) {
 	var killed []int
 	for len(killed) < 6 {
 		var idle []int
-		waitFor(t, 20*time.Second, "an idle warm child to kill", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "an idle warm child to kill", func() bool {
 			idle = nil
-			for _, c := range children(pid) {
-				if !slices.Contains(killed, c) && alive(c) {
+			for _, c := range testkit.Children(pid) {
+				if !slices.Contains(killed, c) && testkit.Alive(c) {
 					idle = append(idle, c)
 				}
 			}
@@ -41,7 +42,7 @@ func TestWarmPoolBreakerClosedByCtl(t *testing.T) {
 		}
 	}
 	var b api.Breaker
-	waitFor(t, 20*time.Second, "the warm pool's breaker open", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the warm pool's breaker open", func() bool {
 		for _, x := range s.tree().Breakers {
 			if x.Key == "warm-pool" {
 				b = x
@@ -67,10 +68,10 @@ func TestWarmPoolBreakerClosedByCtl(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "was: open") || !strings.Contains(string(out), "breaker warm-pool: closed") {
 		t.Fatalf("ctl a2a.CloseBreaker: %v\n%s", err, out)
 	}
-	waitFor(t, 20*time.Second, "the pool refilled after the close", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the pool refilled after the close", func() bool {
 		n := 0
-		for _, c := range children(pid) {
-			if !slices.Contains(killed, c) && alive(c) {
+		for _, c := range testkit.Children(pid) {
+			if !slices.Contains(killed, c) && testkit.Alive(c) {
 				n++
 			}
 		}

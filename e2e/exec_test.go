@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // execResults returns the exec results a run's root saw, from its answer
@@ -39,7 +40,7 @@ call subagent.exec {"argv":["sh","-c","trap '' TERM; exec sleep 30"],"timeout_ms
 answer "{transcript}"
 `)
 	cmd := agentdCommand(t, "run", "--allow-exec", "--kill-grace", "200ms", "--intelligence", "builtin:script="+script, "--instruction", "run commands")
-	var stdout, stderr syncBuffer
+	var stdout, stderr testkit.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
@@ -58,22 +59,22 @@ answer "{transcript}"
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the run took %s", d)
 	}
-	recs := logLines(stderr.String())
-	if ended := withMsg(recs, "exec ended"); len(ended) != 2 {
+	recs := testkit.JSONLines(stderr.String())
+	if ended := testkit.WithMsg(recs, "exec ended"); len(ended) != 2 {
 		t.Errorf("%d exec children ended, want 2", len(ended))
 	}
-	started := withMsg(recs, "exec started")
+	started := testkit.WithMsg(recs, "exec started")
 	if len(started) != 2 {
 		t.Fatalf("%d exec children started, want 2", len(started))
 	}
 	for _, r := range started {
-		if pid := int(r["pid"].(float64)); !groupGone(pid) {
+		if pid := int(r["pid"].(float64)); !testkit.GroupDead(pid) {
 			t.Errorf("exec child %d: its process group outlived the run", pid)
 		}
 	}
 
 	off := agentdCommand(t, "run", "--intelligence", "builtin:script="+script, "--instruction", "run commands")
-	var offOut syncBuffer
+	var offOut testkit.Buffer
 	off.Stdout = &offOut
 	if err := off.Run(); err != nil {
 		t.Fatalf("run without --allow-exec: %v", err)
@@ -106,7 +107,7 @@ func TestExecNodeInOperatorTree(t *testing.T) {
 	s := startOpService(t, "--allow-exec", "--kill-grace", "200ms", "--intelligence", "builtin:script="+script)
 	id := s.send("run a command")
 	var ex api.TreeNode
-	waitFor(t, 20*time.Second, "an exec node in a2a.Tree", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "an exec node in a2a.Tree", func() bool {
 		for _, n := range s.tree().Nodes {
 			if n.Kind == "exec" && n.PID > 0 && n.ParentTaskID == id {
 				ex = n
@@ -119,6 +120,6 @@ func TestExecNodeInOperatorTree(t *testing.T) {
 		t.Errorf("exec node %+v", ex)
 	}
 	s.op(api.OpCancel, map[string]any{"handle": id}, nil)
-	waitFor(t, 15*time.Second, "the exec child's process group gone", func() bool { return groupGone(ex.PID) })
-	waitFor(t, 15*time.Second, "the task cancelled", func() bool { return s.state(id) == "canceled" })
+	testkit.WaitFor(t, 15*time.Second, "the exec child's process group gone", func() bool { return testkit.GroupDead(ex.PID) })
+	testkit.WaitFor(t, 15*time.Second, "the task cancelled", func() bool { return s.state(id) == "canceled" })
 }

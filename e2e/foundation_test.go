@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func TestSendCompletes(t *testing.T) {
@@ -81,8 +83,8 @@ func TestStreamShowsWorkingThenCompleted(t *testing.T) {
 func runningChild(t *testing.T, s *service) int {
 	t.Helper()
 	var pid int
-	waitFor(t, 10*time.Second, "a child process", func() bool {
-		kids := children(s.cmd.Process.Pid)
+	testkit.WaitFor(t, 10*time.Second, "a child process", func() bool {
+		kids := testkit.Children(s.cmd.Process.Pid)
 		if len(kids) == 1 {
 			pid = kids[0]
 			return true
@@ -103,7 +105,7 @@ func TestCancelKillsTheChildGroup(t *testing.T) {
 	}
 	task := res.(*a2a.Task)
 	pid := runningChild(t, s)
-	waitFor(t, 10*time.Second, "task working", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "task working", func() bool {
 		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
 		return err == nil && got.Status.State == a2a.TaskStateWorking
 	})
@@ -124,7 +126,7 @@ func TestCancelKillsTheChildGroup(t *testing.T) {
 	if cancelled.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("after cancel: %s", cancelled.Status.State)
 	}
-	waitFor(t, 5*time.Second, "child process group gone", func() bool { return groupGone(pid) })
+	testkit.WaitFor(t, 5*time.Second, "child process group gone", func() bool { return testkit.GroupDead(pid) })
 	if _, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: task.ID}); err == nil {
 		t.Fatal("cancelling a canceled task succeeded")
 	}
@@ -149,12 +151,12 @@ func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
 	// Two trees of three levels: six children, every one past its payload
 	// (which comes after PDEATHSIG is armed and ctrl/ready is sent).
 	var kids []int
-	waitFor(t, 20*time.Second, "six children past their payload", func() bool {
-		kids = children(s.cmd.Process.Pid)
+	testkit.WaitFor(t, 20*time.Second, "six children past their payload", func() bool {
+		kids = testkit.Children(s.cmd.Process.Pid)
 		return len(kids) == 6 && strings.Count(s.logs.String(), `"msg":"subagent started"`) >= 6
 	})
 	perDepth := map[float64]int{}
-	for _, r := range withMsg(logLines(s.logs.String()), "subagent started") {
+	for _, r := range testkit.WithMsg(testkit.JSONLines(s.logs.String()), "subagent started") {
 		d, _ := r["depth"].(float64)
 		perDepth[d]++
 	}
@@ -163,9 +165,9 @@ func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
 	}
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	start := time.Now()
-	waitFor(t, time.Second, "every child and its process group dead within 1s of SIGKILL to the supervisor", func() bool {
+	testkit.WaitFor(t, time.Second, "every child and its process group dead within 1s of SIGKILL to the supervisor", func() bool {
 		for _, k := range kids {
-			if alive(k) || !groupGone(k) {
+			if testkit.Alive(k) || !testkit.GroupDead(k) {
 				return false
 			}
 		}
@@ -221,7 +223,7 @@ func TestDrainOnSIGTERMExitsZero(t *testing.T) {
 	}
 	_ = res
 	pid := runningChild(t, s)
-	waitFor(t, 10*time.Second, "child past its spawn frame", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "child past its spawn frame", func() bool {
 		return strings.Contains(s.logs.String(), `"msg":"subagent started"`)
 	})
 	s.cmd.Process.Signal(syscall.SIGTERM)
@@ -233,7 +235,7 @@ func TestDrainOnSIGTERMExitsZero(t *testing.T) {
 	if s.err != nil {
 		t.Fatalf("drain exit: %v\n%s", s.err, s.logs.String())
 	}
-	if !groupGone(pid) {
+	if !testkit.GroupDead(pid) {
 		t.Fatalf("child %d survived the drain", pid)
 	}
 	// The drain stopped the child itself (PDEATHSIG would have killed it at

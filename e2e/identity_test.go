@@ -25,6 +25,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/agentd/agentd/internal/spiffetest"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -381,7 +382,7 @@ func TestWorkloadAPIRotationUnderLoad(t *testing.T) {
 	}
 	first := svid()
 	api.SetX509(first, ca.Bundle())
-	waitFor(t, 10*time.Second, "ready after the first SVID", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "ready after the first SVID", func() bool {
 		return probe(t, probeClient, "https://"+p.health+"/readyz") == 200
 	})
 
@@ -437,17 +438,17 @@ func TestWorkloadAPIRotationUnderLoad(t *testing.T) {
 	// Keep a steady load: at least 20 more requests after each step.
 	more := func(what string) {
 		n := sent.Load() + 20
-		waitFor(t, 30*time.Second, what, func() bool { return sent.Load() >= n })
+		testkit.WaitFor(t, 30*time.Second, what, func() bool { return sent.Load() >= n })
 	}
-	waitFor(t, 20*time.Second, "requests on the first certificate", has(first))
+	testkit.WaitFor(t, 20*time.Second, "requests on the first certificate", has(first))
 	more("load before the rotation")
 	second := svid()
 	api.SetX509(second, ca.Bundle())
-	waitFor(t, 20*time.Second, "a new connection with the rotated certificate", has(second))
+	testkit.WaitFor(t, 20*time.Second, "a new connection with the rotated certificate", has(second))
 	more("load after the rotation")
 	third := svid()
 	api.SetX509(third, ca.Bundle())
-	waitFor(t, 20*time.Second, "a new connection with the second rotation", has(third))
+	testkit.WaitFor(t, 20*time.Second, "a new connection with the second rotation", has(third))
 	more("load after the second rotation")
 	close(stop)
 	wg.Wait()
@@ -457,7 +458,7 @@ func TestWorkloadAPIRotationUnderLoad(t *testing.T) {
 		t.Fatalf("%d of %d requests failed across the rotations: %v", n, sent.Load(), msgs)
 	}
 	t.Logf("%d requests, none failed, across two rotations", sent.Load())
-	waitFor(t, 10*time.Second, "the rotation in the log", func() bool { return strings.Contains(p.logs.String(), "X.509 SVID rotated") })
+	testkit.WaitFor(t, 10*time.Second, "the rotation in the log", func() bool { return strings.Contains(p.logs.String(), "X.509 SVID rotated") })
 	// The service never restarted: one process throughout.
 	if err := p.cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Fatal(err)

@@ -3,13 +3,15 @@ package e2e
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // runLogs runs agentd run with args and returns its stderr.
 func runLogs(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := agentdCommand(t, append([]string{"run"}, args...)...)
-	var stdout, stderr syncBuffer
+	var stdout, stderr testkit.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("run %v: %v\n%s", args, err, stderr.String())
@@ -42,7 +44,7 @@ answer "CHILD-ANSWER-b3c8"
 			args = append(args, "--log-content")
 		}
 		logs := runLogs(t, args...)
-		if len(withMsg(logLines(logs), "tool called")) < 2 {
+		if len(testkit.WithMsg(testkit.JSONLines(logs), "tool called")) < 2 {
 			t.Fatalf("log-content %v: no debug line of the tool calls:\n%s", content, logs)
 		}
 		for _, s := range secrets {
@@ -60,11 +62,11 @@ answer "CHILD-ANSWER-b3c8"
 func TestLogLevelReachesChildren(t *testing.T) {
 	script := writeScript(t, "[depth 0]\nspawn sync \"child\"\nanswer \"done\"\n\n[depth 1]\nanswer \"child done\"\n")
 	info := runLogs(t, "--aggregate-logs=false", "--intelligence", "builtin:script="+script, "--instruction", "x")
-	if len(withMsg(logLines(info), "subagent started")) != 2 {
+	if len(testkit.WithMsg(testkit.JSONLines(info), "subagent started")) != 2 {
 		t.Fatalf("at info, the children's start lines are missing:\n%s", info)
 	}
 	warn := runLogs(t, "--log-level", "warn", "--aggregate-logs=false", "--intelligence", "builtin:script="+script, "--instruction", "x")
-	for _, r := range logLines(warn) {
+	for _, r := range testkit.JSONLines(warn) {
 		if l := str(r, "level"); l == "INFO" || l == "DEBUG" {
 			t.Errorf("a %s line at --log-level warn: %v", l, r)
 		}
@@ -80,7 +82,7 @@ func TestAggregateLogs(t *testing.T) {
 		flag  string
 		child bool
 	}{{"--aggregate-logs", true}, {"--aggregate-logs=false", false}} {
-		started := withMsg(logLines(runLogs(t, tc.flag, "--intelligence", "builtin:script="+script, "--instruction", "x")), "subagent started")
+		started := testkit.WithMsg(testkit.JSONLines(runLogs(t, tc.flag, "--intelligence", "builtin:script="+script, "--instruction", "x")), "subagent started")
 		if len(started) != 2 {
 			t.Fatalf("%s: %d start lines", tc.flag, len(started))
 		}

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,9 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +21,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 var agentdBin string
@@ -46,30 +45,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // service is one running `agentd serve`.
 type service struct {
 	cmd    *exec.Cmd
 	url    string // from the "serving" log line, without its trailing slash: https:// when TLS is on
 	health string // the probe listener's address, when --health-listen is set
-	logs   *syncBuffer
+	logs   *testkit.Buffer
 	waited chan struct{}
 	err    error // the process's exit, once waited is closed
 }
@@ -103,7 +84,7 @@ func startServiceAs(t *testing.T, bin string, env []string, args ...string) *ser
 		t.Fatal(err)
 	}
 	cmd.Stderr = stderrW
-	s := &service{cmd: cmd, logs: &syncBuffer{}, waited: make(chan struct{})}
+	s := &service{cmd: cmd, logs: &testkit.Buffer{}, waited: make(chan struct{})}
 	err = cmd.Start()
 	stderrW.Close()
 	if err != nil {
@@ -153,16 +134,16 @@ func startServiceAs(t *testing.T, bin string, env []string, args ...string) *ser
 		close(s.waited)
 	}()
 	t.Cleanup(func() {
-		kids := children(cmd.Process.Pid)
+		kids := testkit.Children(cmd.Process.Pid)
 		cmd.Process.Kill()
 		<-s.waited
 		if t.Failed() {
 			t.Logf("agentd log:\n%s", s.logs.String())
 		}
 		// The service's children die with it (PDEATHSIG): none is left behind.
-		waitFor(t, 10*time.Second, "the service's children gone", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "the service's children gone", func() bool {
 			for _, k := range kids {
-				if alive(k) {
+				if testkit.Alive(k) {
 					return false
 				}
 			}
@@ -300,71 +281,6 @@ func artifactText(t *a2a.Task) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// children returns the pids of pid's direct children. Children are listed per
-// thread, and agentd forks from one dedicated thread, so every thread is read.
-func children(pid int) []int {
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var out []int
-	for _, task := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-// alive reports whether pid is a live (not zombie) process.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesized command name.
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
-}
-
-// groupGone reports whether no live process is left in process group pgid.
-func groupGone(pgid int) bool {
-	err := syscall.Kill(-pgid, 0)
-	if errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	// Only zombies may remain (reaped by whoever inherits them).
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && alive(pid) {
-			return false
-		}
-	}
-	return true
 }
 
 func readAll(r io.Reader) string {

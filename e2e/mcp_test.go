@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // The reference MCP server, @modelcontextprotocol/server-everything, pinned in
@@ -28,7 +30,7 @@ const everythingMain = "mcp/node_modules/@modelcontextprotocol/server-everything
 type everything struct {
 	url  string
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *testkit.Buffer
 }
 
 // startEverything starts the reference server over streamable HTTP on
@@ -54,7 +56,7 @@ func startEverything(t *testing.T, port int) *everything {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &everything{cmd: cmd, logs: &syncBuffer{}}
+	e := &everything{cmd: cmd, logs: &testkit.Buffer{}}
 	cmd.Stdout, cmd.Stderr = e.logs, stderrW
 	err = cmd.Start()
 	stderrW.Close()
@@ -101,7 +103,7 @@ func startEverything(t *testing.T, port int) *everything {
 // observedIn returns the tool results the scripted models saw, from agentd's
 // log (their text is there with --log-content only).
 func observedIn(log string) []map[string]any {
-	return withMsg(logLines(log), "script observed")
+	return testkit.WithMsg(testkit.JSONLines(log), "script observed")
 }
 
 // A scripted model calls the reference server's tools through agentd: echo
@@ -127,7 +129,7 @@ answer "child done"
 	cmd := agentdCommand(t, "run", "--log-content", "--mcp", "everything="+ev.url,
 		"--mcp-tools", "everything=echo,get-sum,get-env", "--mcp-tags", "everything=none",
 		"--mcp-max-result", "2048", "--intelligence", "builtin:script="+script, "--instruction", "use the tools")
-	var stdout, stderr syncBuffer
+	var stdout, stderr testkit.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
@@ -164,8 +166,8 @@ answer "child done"
 	if env := ev.logs.String(); strings.Count(env, "Received MCP POST request") == 0 {
 		t.Errorf("the server saw no request")
 	}
-	for _, pid := range childPIDs(logLines(stderr.String())) {
-		if alive(pid) {
+	for _, pid := range childPIDs(testkit.JSONLines(stderr.String())) {
+		if testkit.Alive(pid) {
 			t.Errorf("subagent process %d outlived the run", pid)
 		}
 	}
@@ -217,14 +219,14 @@ func TestMCPServeWaitsForItsServer(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	waitFor(t, 20*time.Second, "a failed connect attempt", func() bool {
-		return len(withMsg(logLines(s.logs.String()), "mcp server unavailable")) > 0
+	testkit.WaitFor(t, 20*time.Second, "a failed connect attempt", func() bool {
+		return len(testkit.WithMsg(testkit.JSONLines(s.logs.String()), "mcp server unavailable")) > 0
 	})
 	if code := ready(); code != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz = %d with the MCP server down, want 503", code)
 	}
 	startEverything(t, port)
-	waitFor(t, 40*time.Second, "ready once the MCP server is up", func() bool { return ready() == http.StatusOK })
+	testkit.WaitFor(t, 40*time.Second, "ready once the MCP server is up", func() bool { return ready() == http.StatusOK })
 	c := s.client(t)
 	res, err := c.SendMessage(context.Background(), textMessage("call the tool"))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -80,7 +81,7 @@ func TestMeshMutualTLSDelegation(t *testing.T) {
 	if usage, _ := task.Metadata["agentd/usage"].(map[string]any); usage == nil || usage["tokens_out"].(float64) <= 0 {
 		t.Fatalf("B's usage did not come back: %v", task.Metadata)
 	}
-	if n := len(withMsg(logLines(a.logs.String()), "subagent started")); n != 0 {
+	if n := len(testkit.WithMsg(testkit.JSONLines(a.logs.String()), "subagent started")); n != 0 {
 		t.Fatalf("A ran %d subagents itself; the work was B's", n)
 	}
 

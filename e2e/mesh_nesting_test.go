@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // listTasks returns the tasks a service holds for an anonymous caller (every
@@ -29,14 +31,14 @@ func nestedTask(t *testing.T, s *service, path string) *a2a.Task {
 	t.Helper()
 	id := byChildPath(nestedSpawns(t, s, 1), path)
 	if id == "" {
-		waitFor(t, 20*time.Second, "spawn of "+path, func() bool {
-			id = byChildPath(withMsg(logLines(s.logs.String()), "subagent spawned"), path)
+		testkit.WaitFor(t, 20*time.Second, "spawn of "+path, func() bool {
+			id = byChildPath(testkit.WithMsg(testkit.JSONLines(s.logs.String()), "subagent spawned"), path)
 			return id != ""
 		})
 	}
 	c := s.client(t)
 	var task *a2a.Task
-	waitFor(t, 20*time.Second, "nested task "+path+" final", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "nested task "+path+" final", func() bool {
 		var err error
 		task, err = c.GetTask(context.Background(), &a2a.TaskQueryParams{ID: id})
 		return err == nil && task.Status.State.Terminal()
@@ -85,14 +87,14 @@ answer "local child"
 	if tasks := listTasks(t, b); len(tasks) != 1 {
 		t.Fatalf("B holds %d tasks, want 1", len(tasks))
 	}
-	for _, r := range withMsg(logLines(a.logs.String()), "subagent started") {
+	for _, r := range testkit.WithMsg(testkit.JSONLines(a.logs.String()), "subagent started") {
 		if str(r, "agent_path") == "0.1" {
 			t.Fatal("A started a process for the remote child")
 		}
 	}
 	// The ceiling (12000) less B's 4000 tokens: the local child's grant.
 	var granted any
-	for _, r := range withMsg(logLines(a.logs.String()), "subagent spawned") {
+	for _, r := range testkit.WithMsg(testkit.JSONLines(a.logs.String()), "subagent spawned") {
 		if str(r, "child_path") == "0.2" {
 			granted = r["max_tokens"]
 		}
@@ -118,7 +120,7 @@ answer "root saw: {transcript}"
 	if remote.Status.State != a2a.TaskStateFailed || remote.Metadata["agentd/status"] != "deadline" || remote.Metadata["agentd/provider"] != "peer:b" {
 		t.Fatalf("nested task 0.1: %s %v", remote.Status.State, remote.Metadata)
 	}
-	waitFor(t, 20*time.Second, "B's task canceled", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "B's task canceled", func() bool {
 		tasks := listTasks(t, b)
 		if len(tasks) != 1 {
 			return false
@@ -126,8 +128,8 @@ answer "root saw: {transcript}"
 		st, _ := tasks[0]["status"].(map[string]any)
 		return st["state"] == "TASK_STATE_CANCELED"
 	})
-	for _, pid := range childPIDs(logLines(b.logs.String())) {
-		waitFor(t, 10*time.Second, "B's subagent gone", func() bool { return groupGone(pid) })
+	for _, pid := range childPIDs(testkit.JSONLines(b.logs.String())) {
+		testkit.WaitFor(t, 10*time.Second, "B's subagent gone", func() bool { return testkit.GroupDead(pid) })
 	}
 }
 
@@ -145,7 +147,7 @@ answer "{path}: {transcript}"
 		t.Fatalf("A's task: %s %q", task.Status.State, artifactText(task))
 	}
 	deepest := -1
-	for _, r := range withMsg(logLines(b.logs.String()), "subagent ended") {
+	for _, r := range testkit.WithMsg(testkit.JSONLines(b.logs.String()), "subagent ended") {
 		if d := int(r["depth"].(float64)); d > deepest {
 			deepest = d
 		}

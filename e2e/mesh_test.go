@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
-	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	"github.com/agentd/agentd/internal/a2atest"
 )
 
 // send sends text with message metadata and returns the finished task.
@@ -77,75 +75,9 @@ func TestTwoAgentdDelegation(t *testing.T) {
 	}
 }
 
-// plainPeer is a stock a2a-go server in the test process: it echoes the text,
-// or with block set works until cancelled; it records cancels.
-type plainPeer struct {
-	block    bool
-	mu       sync.Mutex
-	texts    []string
-	canceled chan struct{}
-}
-
-func (p *plainPeer) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
-	var text string
-	for _, part := range reqCtx.Message.Parts {
-		if tp, ok := part.(a2a.TextPart); ok {
-			text += tp.Text
-		}
-	}
-	p.mu.Lock()
-	p.texts = append(p.texts, text)
-	p.mu.Unlock()
-	if reqCtx.StoredTask == nil {
-		if err := q.Write(ctx, a2a.NewSubmittedTask(reqCtx, reqCtx.Message)); err != nil {
-			return err
-		}
-	}
-	if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
-		return err
-	}
-	if p.block {
-		<-ctx.Done()
-		return nil
-	}
-	if err := q.Write(ctx, a2a.NewArtifactEvent(reqCtx, a2a.TextPart{Text: "echo: " + text})); err != nil {
-		return err
-	}
-	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
-	ev.Final = true
-	return q.Write(ctx, ev)
-}
-
-func (p *plainPeer) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
-	p.mu.Lock()
-	if p.canceled != nil {
-		close(p.canceled)
-		p.canceled = nil
-	}
-	p.mu.Unlock()
-	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
-	ev.Final = true
-	return q.Write(ctx, ev)
-}
-
-// servePlainPeer serves p with a2asrv.NewHandler and NewJSONRPCHandler on
-// loopback.
-func servePlainPeer(t *testing.T, p *plainPeer) string {
-	t.Helper()
-	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	card := &a2a.AgentCard{Name: "plain", URL: srv.URL + "/", PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0",
-		Capabilities: a2a.AgentCapabilities{Streaming: true}, DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: "echo", Name: "echo", Description: "echoes", Tags: []string{"echo"}}}}
-	mux.Handle("/", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(p)))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	return srv.URL
-}
-
 func TestPlainA2AServerAsPeer(t *testing.T) {
-	peer := &plainPeer{}
-	a := startService(t, "--peer", "plain="+servePlainPeer(t, peer), "--route", "*=peer:plain")
+	peer := &a2atest.Executor{}
+	a := startService(t, "--peer", "plain="+a2atest.Serve(t, a2asrv.NewHandler(peer), a2atest.Card, nil), "--route", "*=peer:plain")
 	task := sendWithMeta(t, a, "hello plain peer", nil)
 	if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hello plain peer" {
 		t.Fatalf("task %s %q", task.Status.State, artifactText(task))
@@ -164,10 +96,8 @@ func TestPlainA2AServerAsPeer(t *testing.T) {
 	if refused.Status.State != a2a.TaskStateRejected || !strings.Contains(refused.Status.Message.Parts[0].(a2a.TextPart).Text, "UNSUPPORTED_CAPABILITY") {
 		t.Fatalf("schema request to a plain peer: %s %v", refused.Status.State, refused.Status.Message)
 	}
-	peer.mu.Lock()
-	defer peer.mu.Unlock()
-	if len(peer.texts) != 1 {
-		t.Fatalf("the plain peer got %d messages, want 1", len(peer.texts))
+	if n := len(peer.Messages()); n != 1 {
+		t.Fatalf("the plain peer got %d messages, want 1", n)
 	}
 }
 
@@ -206,9 +136,9 @@ func TestMeshCycleRefused(t *testing.T) {
 // A peer that outlives the delegation's deadline: A's task ends deadline and
 // the peer sees tasks/cancel.
 func TestPeerPastTheDeadlineIsCancelled(t *testing.T) {
-	peer := &plainPeer{block: true, canceled: make(chan struct{})}
-	canceled := peer.canceled
-	a := startService(t, "--peer", "slow="+servePlainPeer(t, peer), "--route", "*=peer:slow", "--deadline", "700ms")
+	peer := &a2atest.Executor{Block: true}
+	canceled := peer.Canceled()
+	a := startService(t, "--peer", "slow="+a2atest.Serve(t, a2asrv.NewHandler(peer), a2atest.Card, nil), "--route", "*=peer:slow", "--deadline", "700ms")
 	task := sendWithMeta(t, a, "never finishes", nil)
 	if task.Status.State != a2a.TaskStateFailed || task.Metadata["agentd/status"] != "deadline" {
 		t.Fatalf("state %s, status %v; want failed with agentd/status deadline", task.Status.State, task.Metadata["agentd/status"])

@@ -14,6 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/mcp"
 	"github.com/agentd/agentd/trigger"
 )
@@ -76,7 +77,7 @@ func historyText(t *testing.T, s *service, id string) string {
 func TestServeLoopRunsAreTasks(t *testing.T) {
 	s := startService(t, "--mode", "loop", "--max-runs", "2", "--interval", "50ms", "--instruction", "count these three")
 	var got []triggeredTask
-	waitFor(t, 30*time.Second, "two loop tasks completed", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "two loop tasks completed", func() bool {
 		got = triggeredTasks(t, s)
 		done := 0
 		for _, tk := range got {
@@ -124,7 +125,7 @@ func TestBreakerOpensOnRootCrashingAtStart(t *testing.T) {
 		}
 		return api.Breaker{}, false
 	}
-	waitFor(t, 30*time.Second, "the loop's breaker open", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the loop's breaker open", func() bool {
 		b, ok := breaker()
 		return ok && b.Open
 	})
@@ -147,8 +148,8 @@ func TestBreakerOpensOnRootCrashingAtStart(t *testing.T) {
 		t.Fatalf("CloseBreaker: %+v", closed)
 	}
 	// Closed, the session starts again, crashes twice more and opens again.
-	waitFor(t, 30*time.Second, "two more runs after the close", func() bool { return len(triggeredTasksAs(t, s)) == 4 })
-	waitFor(t, 30*time.Second, "the breaker open again", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "two more runs after the close", func() bool { return len(triggeredTasksAs(t, s)) == 4 })
+	testkit.WaitFor(t, 30*time.Second, "the breaker open again", func() bool {
 		b, ok := breaker()
 		return ok && b.Open
 	})
@@ -204,7 +205,7 @@ answer "seen"
 		"--intelligence", "builtin:script=" + script, "--instruction", "act on the resource"}
 	s := startService(t, args...)
 	var got []triggeredTask
-	waitFor(t, 60*time.Second, "the subscribed run and the updated run completed", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the subscribed run and the updated run completed", func() bool {
 		got = triggeredTasks(t, s)
 		done := 0
 		for _, tk := range got {
@@ -224,7 +225,7 @@ answer "seen"
 	if !strings.Contains(text, "act on the resource") || !strings.Contains(text, "Resource 1: This is a plaintext resource created at") {
 		t.Fatalf("the subscribed run's message:\n%s", text)
 	}
-	if n := len(withMsg(logLines(s.logs.String()), mcp.MsgSubscribed)); n != 1 {
+	if n := len(testkit.WithMsg(testkit.JSONLines(s.logs.String()), mcp.MsgSubscribed)); n != 1 {
 		t.Fatalf("%d resources/subscribe, want 1", n)
 	}
 	// The dynamic resource's content carries the time it was read: let it
@@ -233,7 +234,7 @@ answer "seen"
 	time.Sleep(1100 * time.Millisecond) // the resource's clock has second resolution
 	s2 := startService(t, args...)
 	var again []triggeredTask
-	waitFor(t, 60*time.Second, "the read-after-subscribe run of the restarted agentd", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the read-after-subscribe run of the restarted agentd", func() bool {
 		again = triggeredTasks(t, s2)
 		return len(again) > 0 && again[0].Status.State == "TASK_STATE_COMPLETED"
 	})
@@ -244,7 +245,7 @@ answer "seen"
 	if !strings.Contains(text2, "Resource 1: This is a plaintext resource created at") || text2 == text {
 		t.Fatalf("after the restart the run saw:\n%s\nbefore:\n%s", text2, text)
 	}
-	if n := len(withMsg(logLines(s2.logs.String()), mcp.MsgSubscribed)); n != 1 {
+	if n := len(testkit.WithMsg(testkit.JSONLines(s2.logs.String()), mcp.MsgSubscribed)); n != 1 {
 		t.Fatalf("the restarted agentd sent %d resources/subscribe, want 1", n)
 	}
 }
@@ -256,12 +257,12 @@ func TestScheduleMissedTickRunsOnceAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"run", "--mode", "schedule", "--schedule", "@every 1s", "--state-dir", dir, "--instruction", "tick tock"}
 	first := agentdCommand(t, args...)
-	var out1 syncBuffer
+	var out1 testkit.Buffer
 	first.Stdout, first.Stderr = &out1, &out1
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "two ticks run", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "two ticks run", func() bool {
 		return strings.Count(out1.String(), `"msg":"`+trigger.MsgRunEnded+`"`) >= 2
 	})
 	first.Process.Signal(syscall.SIGTERM)
@@ -275,12 +276,12 @@ func TestScheduleMissedTickRunsOnceAfterRestart(t *testing.T) {
 	time.Sleep(3 * time.Second) // three ticks or so go by while agentd is down
 
 	second := agentdCommand(t, args...)
-	var out2 syncBuffer
+	var out2 testkit.Buffer
 	second.Stdout, second.Stderr = &out2, &out2
 	if err := second.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the missed tick run", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the missed tick run", func() bool {
 		return strings.Contains(out2.String(), trigger.MsgMissedTick) &&
 			strings.Count(out2.String(), `"msg":"`+trigger.MsgRunEnded+`"`) >= 1
 	})
@@ -289,7 +290,7 @@ func TestScheduleMissedTickRunsOnceAfterRestart(t *testing.T) {
 		t.Fatalf("the second agentd: %v\n%s", err, out2.String())
 	}
 	missed := 0
-	for _, rec := range withMsg(logLines(out2.String()), trigger.MsgRunStarted) {
+	for _, rec := range testkit.WithMsg(testkit.JSONLines(out2.String()), trigger.MsgRunStarted) {
 		if rec["trigger_missed"] == true {
 			missed++
 		}
@@ -319,7 +320,7 @@ func TestWorkflowAndModeSettings(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"join the two" has 3 words`) {
 		t.Fatalf("workflow: exit %d\n%s", code, out)
 	}
-	started := withMsg(logLines(out), "workflow step started")
+	started := testkit.WithMsg(testkit.JSONLines(out), "workflow step started")
 	if len(started) != 3 || str(started[2], "step") != "join" || str(started[2], "child_path") != "0.3" {
 		t.Fatalf("steps started: %v", started)
 	}
@@ -328,7 +329,7 @@ func TestWorkflowAndModeSettings(t *testing.T) {
 	// tasks.
 	svc := startService(t, "--mode", "workflow", "--workflow", good)
 	var root triggeredTask
-	waitFor(t, 30*time.Second, "the workflow's task completed", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the workflow's task completed", func() bool {
 		got := triggeredTasks(t, svc)
 		if len(got) == 1 && got[0].Status.State == "TASK_STATE_COMPLETED" {
 			root = got[0]

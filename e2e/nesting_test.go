@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,37 +12,16 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
-// logLines decodes a JSON log, one record per line, skipping anything else.
-func logLines(s string) []map[string]any {
-	var out []map[string]any
-	for _, line := range strings.Split(s, "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
 func str(rec map[string]any, k string) string { s, _ := rec[k].(string); return s }
-
-// withMsg returns the records whose msg is msg.
-func withMsg(recs []map[string]any, msg string) []map[string]any {
-	var out []map[string]any
-	for _, r := range recs {
-		if str(r, "msg") == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // childPIDs returns the pid of every subagent that logged its start.
 func childPIDs(recs []map[string]any) []int {
 	var out []int
-	for _, r := range withMsg(recs, "subagent started") {
+	for _, r := range testkit.WithMsg(recs, "subagent started") {
 		if pid, ok := r["pid"].(float64); ok {
 			out = append(out, int(pid))
 		}
@@ -70,15 +48,15 @@ func TestScriptRecursiveSpawnForever(t *testing.T) {
 	cmd := agentdCommand(t, "run", "--log-content", "--intelligence", "builtin:script="+script,
 		"--max-depth", "3", "--max-children", "3", "--max-total-subagents", "20",
 		"--spawn-burst", "100", "--spawn-rate", "100", "--max-steps", "12", "--max-repeats", "100", "--instruction", "go")
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Fatalf("exit = %v, want 3 (the root ran out of steps)\n%s", err, stderr.String())
 	}
-	recs := logLines(stderr.String())
-	ended := withMsg(recs, "subagent ended")
+	recs := testkit.JSONLines(stderr.String())
+	ended := testkit.WithMsg(recs, "subagent ended")
 	if len(ended) == 0 || len(ended) > 20 {
 		t.Fatalf("%d subagents existed, want 1..20", len(ended))
 	}
@@ -94,7 +72,7 @@ func TestScriptRecursiveSpawnForever(t *testing.T) {
 		t.Fatalf("agent paths are not unique: %d paths, %d subagents", len(paths), len(ended))
 	}
 	seen := map[string]string{}
-	for _, r := range withMsg(recs, "script observed") {
+	for _, r := range testkit.WithMsg(recs, "script observed") {
 		if r["is_error"] == true {
 			seen[str(r, "text")] = str(r, "agent_path")
 		}
@@ -113,7 +91,7 @@ func TestScriptRecursiveSpawnForever(t *testing.T) {
 		t.Fatalf("%d children logged a start, %d ended", len(pids), len(ended))
 	}
 	for _, pid := range pids {
-		if alive(pid) {
+		if testkit.Alive(pid) {
 			t.Errorf("subagent process %d outlived the run", pid)
 		}
 	}
@@ -124,8 +102,8 @@ func TestScriptRecursiveSpawnForever(t *testing.T) {
 func nestedSpawns(t *testing.T, s *service, n int) []map[string]any {
 	t.Helper()
 	var spawns []map[string]any
-	waitFor(t, 20*time.Second, fmt.Sprintf("%d nested spawns", n), func() bool {
-		spawns = withMsg(logLines(s.logs.String()), "subagent spawned")
+	testkit.WaitFor(t, 20*time.Second, fmt.Sprintf("%d nested spawns", n), func() bool {
+		spawns = testkit.WithMsg(testkit.JSONLines(s.logs.String()), "subagent spawned")
 		return len(spawns) >= n
 	})
 	return spawns
@@ -160,7 +138,7 @@ func TestDemoFanOutIsNestedTasks(t *testing.T) {
 		path := fmt.Sprintf("0.%d", i+1)
 		id := byChildPath(spawns, path)
 		var task *a2a.Task
-		waitFor(t, 10*time.Second, "nested task "+path+" final", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "nested task "+path+" final", func() bool {
 			task, err = c.GetTask(ctx, &a2a.TaskQueryParams{ID: id})
 			return err == nil && task.Status.State.Terminal()
 		})
@@ -203,7 +181,7 @@ func TestNestedTasksGetAndCancel(t *testing.T) {
 	spawns := nestedSpawns(t, s, 2)
 	mid, leaf := byChildPath(spawns, "0.1"), byChildPath(spawns, "0.1.1")
 	for _, id := range []a2a.TaskID{mid, leaf} {
-		waitFor(t, 10*time.Second, "nested task working", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "nested task working", func() bool {
 			got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: id})
 			return err == nil && got.Status.State == a2a.TaskStateWorking && got.ContextID == root.ContextID
 		})
@@ -213,8 +191,8 @@ func TestNestedTasksGetAndCancel(t *testing.T) {
 		t.Fatalf("leaf metadata %v", got.Metadata)
 	}
 	var pidsBefore []int
-	waitFor(t, 10*time.Second, "three subagents started", func() bool {
-		pidsBefore = childPIDs(logLines(s.logs.String()))
+	testkit.WaitFor(t, 10*time.Second, "three subagents started", func() bool {
+		pidsBefore = childPIDs(testkit.JSONLines(s.logs.String()))
 		return len(pidsBefore) == 3
 	})
 
@@ -222,16 +200,16 @@ func TestNestedTasksGetAndCancel(t *testing.T) {
 	if err != nil || cancelled.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("cancel the middle: %+v %v", cancelled, err)
 	}
-	waitFor(t, 10*time.Second, "leaf canceled", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "leaf canceled", func() bool {
 		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: leaf})
 		return err == nil && got.Status.State == a2a.TaskStateCanceled
 	})
-	waitFor(t, 10*time.Second, "root completed after its child was cancelled", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "root completed after its child was cancelled", func() bool {
 		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: root.ID})
 		return err == nil && got.Status.State == a2a.TaskStateCompleted
 	})
 	for _, pid := range pidsBefore {
-		waitFor(t, 5*time.Second, "process group gone", func() bool { return groupGone(pid) })
+		testkit.WaitFor(t, 5*time.Second, "process group gone", func() bool { return testkit.GroupDead(pid) })
 	}
 
 	// A second tree, cancelled at its root.
@@ -242,28 +220,28 @@ func TestNestedTasksGetAndCancel(t *testing.T) {
 	root2 := res.(*a2a.Task)
 	spawns = nestedSpawns(t, s, 4)
 	leaf2 := byChildPath(spawns[2:], "0.1.1")
-	waitFor(t, 10*time.Second, "second leaf working", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "second leaf working", func() bool {
 		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: leaf2})
 		return err == nil && got.Status.State == a2a.TaskStateWorking
 	})
 	var all []int
-	waitFor(t, 10*time.Second, "six subagents started", func() bool {
-		all = childPIDs(logLines(s.logs.String()))
+	testkit.WaitFor(t, 10*time.Second, "six subagents started", func() bool {
+		all = childPIDs(testkit.JSONLines(s.logs.String()))
 		return len(all) == 6
 	})
 	if _, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: root2.ID}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "second leaf canceled", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "second leaf canceled", func() bool {
 		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: leaf2})
 		return err == nil && got.Status.State == a2a.TaskStateCanceled
 	})
 	for _, pid := range all {
-		waitFor(t, 5*time.Second, "process group gone", func() bool { return groupGone(pid) })
+		testkit.WaitFor(t, 5*time.Second, "process group gone", func() bool { return testkit.GroupDead(pid) })
 	}
 	// A dead child stays the service's (a zombie) until its reaper collects
 	// it, which happens on its own schedule.
-	waitFor(t, 10*time.Second, "every child reaped by the service", func() bool { return len(children(s.cmd.Process.Pid)) == 0 })
+	testkit.WaitFor(t, 10*time.Second, "every child reaped by the service", func() bool { return len(testkit.Children(s.cmd.Process.Pid)) == 0 })
 }
 
 // A detached child is reaped and its result recorded after its parent
@@ -290,7 +268,7 @@ answer "detached done"
 		t.Fatalf("root %s: %q", root.Status.State, artifactText(root))
 	}
 	var task *a2a.Task
-	waitFor(t, 20*time.Second, "detached task completed", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "detached task completed", func() bool {
 		task, err = c.GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(handle)})
 		return err == nil && task.Status.State.Terminal()
 	})
@@ -300,8 +278,8 @@ answer "detached done"
 	if !task.Status.Timestamp.After(*root.Status.Timestamp) {
 		t.Fatalf("detached result recorded at %v, not after its parent finished at %v", task.Status.Timestamp, root.Status.Timestamp)
 	}
-	for _, pid := range childPIDs(logLines(s.logs.String())) {
-		waitFor(t, 5*time.Second, "detached child reaped", func() bool { return groupGone(pid) })
+	for _, pid := range childPIDs(testkit.JSONLines(s.logs.String())) {
+		testkit.WaitFor(t, 5*time.Second, "detached child reaped", func() bool { return testkit.GroupDead(pid) })
 	}
 }
 
@@ -318,7 +296,7 @@ call none/x
 repeat
 `)
 	cmd := agentdCommand(t, "run", "--intelligence", "builtin:script="+script, "--tree-token-ceiling", "2000", "--instruction", "spend")
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	var ee *exec.ExitError
@@ -328,8 +306,8 @@ repeat
 	if !strings.Contains(stderr.String(), "tree token ceiling passed") {
 		t.Fatalf("no drain in the log:\n%s", stderr.String())
 	}
-	for _, pid := range childPIDs(logLines(stderr.String())) {
-		if alive(pid) {
+	for _, pid := range childPIDs(testkit.JSONLines(stderr.String())) {
+		if testkit.Alive(pid) {
 			t.Errorf("subagent process %d outlived the run", pid)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/internal/otlptest"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // metricsURL is the --metrics-addr listener the service logged.
@@ -246,9 +247,9 @@ func TestHealthzWhileChildStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	var kids []int
-	waitFor(t, 10*time.Second, "a child", func() bool { kids = children(a.cmd.Process.Pid); return len(kids) == 1 })
+	testkit.WaitFor(t, 10*time.Second, "a child", func() bool { kids = testkit.Children(a.cmd.Process.Pid); return len(kids) == 1 })
 	pid := kids[0]
-	waitFor(t, 10*time.Second, "pongs", func() bool { return scrape(t, url)["agent_pongs_total"] >= 2 })
+	testkit.WaitFor(t, 10*time.Second, "pongs", func() bool { return scrape(t, url)["agent_pongs_total"] >= 2 })
 	healthy := func() bool {
 		resp, err := http.Get(a.url + "/healthz")
 		if err != nil {
@@ -264,19 +265,18 @@ func TestHealthzWhileChildStopped(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the child stopped", func() bool { return stopped(pid) || !alive(pid) })
+	testkit.WaitFor(t, 10*time.Second, "the child stopped", func() bool { return testkit.Stopped(pid) || !testkit.Alive(pid) })
 	checks := 0
-	deadline := time.Now().Add(20 * time.Second)
-	for alive(pid) {
+	testkit.WaitFor(t, 20*time.Second, "the stopped child killed", func() bool {
+		if !testkit.Alive(pid) {
+			return true
+		}
 		if !healthy() {
 			t.Fatalf("/healthz failed while child %d is stopped", pid)
 		}
 		checks++
-		if time.Now().After(deadline) {
-			t.Fatal("the stopped child was not killed within 20s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	if !healthy() {
 		t.Fatal("unhealthy after the stopped child was killed")
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 const opToken = "operator-token-0123456789"
@@ -108,7 +109,7 @@ func (s *opService) node(id string) (api.TreeNode, bool) {
 func (s *opService) waitRunning(id string) api.TreeNode {
 	s.t.Helper()
 	var n api.TreeNode
-	waitFor(s.t, 20*time.Second, "task "+id+" running with a pid", func() bool {
+	testkit.WaitFor(s.t, 20*time.Second, "task "+id+" running with a pid", func() bool {
 		var ok bool
 		n, ok = s.node(id)
 		return ok && n.PID > 0 && n.Status == "running"
@@ -118,7 +119,7 @@ func (s *opService) waitRunning(id string) api.TreeNode {
 
 func (s *opService) waitState(id, state string) {
 	s.t.Helper()
-	waitFor(s.t, 20*time.Second, "task "+id+" "+state, func() bool { return s.state(id) == state })
+	testkit.WaitFor(s.t, 20*time.Second, "task "+id+" "+state, func() bool { return s.state(id) == state })
 }
 
 func (s *opService) readyz(base string) int {
@@ -152,11 +153,11 @@ func TestOperatorTreeAndCancel(t *testing.T) {
 		t.Fatalf("cancel %s: %+v", a, c)
 	}
 	s.waitState(a, "canceled")
-	waitFor(t, 10*time.Second, "the cancelled child's group gone", func() bool { return groupGone(na.PID) })
+	testkit.WaitFor(t, 10*time.Second, "the cancelled child's group gone", func() bool { return testkit.GroupDead(na.PID) })
 	if st := s.state(b); st != "working" {
 		t.Fatalf("the other task is %s", st)
 	}
-	if !alive(nb.PID) {
+	if !testkit.Alive(nb.PID) {
 		t.Fatal("the other child died")
 	}
 
@@ -169,7 +170,7 @@ func TestOperatorTreeAndCancel(t *testing.T) {
 	}
 	s.waitState(b, "canceled")
 	s.waitState(c2, "canceled")
-	waitFor(t, 10*time.Second, "every child group gone", func() bool { return groupGone(nb.PID) })
+	testkit.WaitFor(t, 10*time.Second, "every child group gone", func() bool { return testkit.GroupDead(nb.PID) })
 	if n := len(s.tree().Nodes); n != 0 {
 		t.Fatalf("%d nodes left", n)
 	}
@@ -223,7 +224,7 @@ func TestOperatorPauseHoldsSpawnsResumeReleases(t *testing.T) {
 		t.Fatalf("pause: %+v", pr)
 	}
 	ids := []string{s.send("held one"), s.send("held two")}
-	waitFor(t, 10*time.Second, "both spawns held", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "both spawns held", func() bool {
 		tr := s.tree()
 		held := 0
 		for _, n := range tr.Nodes {
@@ -238,7 +239,7 @@ func TestOperatorPauseHoldsSpawnsResumeReleases(t *testing.T) {
 			t.Fatalf("held task is %s", st)
 		}
 	}
-	if got := len(children(s.cmd.Process.Pid)); got != 0 {
+	if got := len(testkit.Children(s.cmd.Process.Pid)); got != 0 {
 		t.Fatalf("%d children forked while paused", got)
 	}
 	s.op(api.OpResume, nil, &pr)
@@ -266,7 +267,7 @@ func TestOperatorDrainRefusesNewWorkAndExits(t *testing.T) {
 	t.Cleanup(func() { syscall.Kill(n.PID, syscall.SIGCONT) })
 	// A group stop completes asynchronously: on a loaded machine a thread
 	// woken by the ctrl/cancel could read it before every thread stopped.
-	waitFor(t, 10*time.Second, "the child stopped", func() bool { return stopped(n.PID) })
+	testkit.WaitFor(t, 10*time.Second, "the child stopped", func() bool { return testkit.Stopped(n.PID) })
 	var d api.DrainResult
 	s.op(api.OpDrain, map[string]any{"deadline_ms": 20000}, &d)
 	if !d.Draining || d.InFlight != 1 || d.DrainTimeoutMS != 20000 || d.ETAMS <= 0 || time.Since(d.StartedAt) > time.Minute {
@@ -290,7 +291,7 @@ func TestOperatorDrainRefusesNewWorkAndExits(t *testing.T) {
 	if code := s.exitCode(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d after the drain, want 0", code)
 	}
-	if !groupGone(n.PID) {
+	if !testkit.GroupDead(n.PID) {
 		t.Fatal("the stopped child outlived the drain")
 	}
 	if !strings.Contains(s.logs.String(), "kill ladder: SIGKILL") {

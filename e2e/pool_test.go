@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // With --warm-pool 2 the service keeps two children ready before any request;
@@ -17,8 +19,8 @@ import (
 func TestWarmPoolServesAndDrains(t *testing.T) {
 	s := startService(t, "--warm-pool", "2", "--log-level", "debug")
 	var pool []int
-	waitFor(t, 10*time.Second, "two warm children", func() bool {
-		pool = children(s.cmd.Process.Pid)
+	testkit.WaitFor(t, 10*time.Second, "two warm children", func() bool {
+		pool = testkit.Children(s.cmd.Process.Pid)
 		return len(pool) == 2
 	})
 	res, err := s.client(t).SendMessage(context.Background(), textMessage("count these words please"))
@@ -29,14 +31,14 @@ func TestWarmPoolServesAndDrains(t *testing.T) {
 	if task.Status.State != a2a.TaskStateCompleted || !strings.Contains(artifactText(task), "4 words") {
 		t.Fatalf("task %s: %q", task.Status.State, artifactText(task))
 	}
-	waitFor(t, 10*time.Second, "the spawn served by the warm pool", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the spawn served by the warm pool", func() bool {
 		return strings.Contains(s.logs.String(), `"msg":"spawn served by the warm pool"`)
 	})
 	// The child that ran the task was one of the pool's: it is gone, and a new
 	// one took its place.
 	var now []int
-	waitFor(t, 10*time.Second, "the pool refilled", func() bool {
-		now = children(s.cmd.Process.Pid)
+	testkit.WaitFor(t, 10*time.Second, "the pool refilled", func() bool {
+		now = testkit.Children(s.cmd.Process.Pid)
 		if len(now) != 2 {
 			return false
 		}
@@ -58,7 +60,7 @@ func TestWarmPoolServesAndDrains(t *testing.T) {
 		t.Fatalf("drain exit: %v", s.err)
 	}
 	for _, pid := range append(pool, now...) {
-		if !groupGone(pid) {
+		if !testkit.GroupDead(pid) {
 			t.Errorf("warm child %d survived the drain", pid)
 		}
 	}

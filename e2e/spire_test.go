@@ -19,18 +19,19 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // spireProc is one SPIRE process, killed and reaped at cleanup.
 type spireProc struct {
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *testkit.Buffer
 	waited chan struct{}
 }
 
 func startSPIRE(t *testing.T, bin string, args ...string) *spireProc {
 	t.Helper()
-	p := &spireProc{cmd: exec.Command(bin, args...), logs: &syncBuffer{}, waited: make(chan struct{})}
+	p := &spireProc{cmd: exec.Command(bin, args...), logs: &testkit.Buffer{}, waited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -101,7 +102,7 @@ plugins {
 }
 `, port, serverSock, filepath.Join(dir, "server-data"), filepath.Join(dir, "datastore.sqlite3"))), 0o600)
 	startSPIRE(t, server, "run", "-config", serverConf)
-	waitFor(t, 60*time.Second, "spire-server healthy", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "spire-server healthy", func() bool {
 		return exec.Command(server, "healthcheck", "-socketPath", serverSock).Run() == nil
 	})
 
@@ -153,7 +154,7 @@ plugins {
 }
 `, filepath.Join(dir, "agent-data"), port, agentSock)), 0o600)
 	startSPIRE(t, agent, "run", "-config", agentConf, "-joinToken", m[1])
-	waitFor(t, 60*time.Second, "spire-agent healthy", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "spire-agent healthy", func() bool {
 		return exec.Command(agent, "healthcheck", "-socketPath", agentSock).Run() == nil
 	})
 
@@ -166,7 +167,7 @@ plugins {
 	a := startAt(binA, "--allow-peer", idClient, "--allow-peer", idB, "--peer", "b="+b.url+",spiffe="+idB, "--route", "*=peer:b")
 	probeHTTPS := &http.Client{Timeout: 5 * time.Second, Transport: probeClient.Transport}
 	for _, p := range []*service{a, b} {
-		waitFor(t, 60*time.Second, "ready with an SVID from SPIRE", func() bool {
+		testkit.WaitFor(t, 60*time.Second, "ready with an SVID from SPIRE", func() bool {
 			resp, err := probeHTTPS.Get("https://" + p.health + "/readyz")
 			if err != nil {
 				return false
@@ -191,17 +192,19 @@ plugins {
 	if err != nil || !strings.Contains(string(out2), `"from a to b" has 4 words`) {
 		t.Fatalf("client send to A: %v\n%s", err, out2)
 	}
-	accepted := func(p *service) []map[string]any { return withMsg(logLines(p.logs.String()), a2abind.LogTaskAccepted) }
+	accepted := func(p *service) []map[string]any {
+		return testkit.WithMsg(testkit.JSONLines(p.logs.String()), a2abind.LogTaskAccepted)
+	}
 	if acc := accepted(a); len(acc) != 1 || str(acc[0], "spiffe_id") != idClient || str(acc[0], "caller_auth") != "mtls" || str(acc[0], "provider") != "peer:b" {
 		t.Fatalf("A's task: %v; want one from %s over mtls, routed to peer:b", acc, idClient)
 	}
 	if acc := accepted(b); len(acc) != 1 || str(acc[0], "spiffe_id") != idA || str(acc[0], "caller_auth") != "mtls" || str(acc[0], "provider") != "local" {
 		t.Fatalf("B's task: %v; want one from %s over mtls, run locally", acc, idA)
 	}
-	if n := len(childPIDs(logLines(a.logs.String()))); n != 0 {
+	if n := len(childPIDs(testkit.JSONLines(a.logs.String()))); n != 0 {
 		t.Fatalf("A ran %d subagents; the work was B's", n)
 	}
-	if n := len(childPIDs(logLines(b.logs.String()))); n != 1 {
+	if n := len(childPIDs(testkit.JSONLines(b.logs.String()))); n != 1 {
 		t.Fatalf("B ran %d subagents, want 1", n)
 	}
 	// A is B's operator; B is only A's peer.

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -15,26 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// stopped reports whether every thread of pid is stopped (state T).
-func stopped(pid int) bool {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
-		if err != nil {
-			return false
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-			return false
-		}
-	}
-	return true
-}
+	"github.com/agentd/agentd/internal/testkit"
+)
 
 const sendBody = `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-late","role":"user","parts":[{"kind":"text","text":"late"}]}}}`
 
@@ -57,17 +37,17 @@ func testSecondSignalForces(t *testing.T, sig syscall.Signal) {
 		t.Fatal(err)
 	}
 	pid := runningChild(t, s)
-	waitFor(t, 10*time.Second, "child past its spawn frame", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "child past its spawn frame", func() bool {
 		return strings.Contains(s.logs.String(), `"msg":"subagent started"`)
 	})
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	// A group stop completes asynchronously, thread by thread.
-	waitFor(t, 10*time.Second, "child stopped", func() bool { return stopped(pid) })
+	testkit.WaitFor(t, 10*time.Second, "child stopped", func() bool { return testkit.Stopped(pid) })
 
 	s.cmd.Process.Signal(sig)
-	waitFor(t, 10*time.Second, "the ladder's first rung", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the ladder's first rung", func() bool {
 		return strings.Contains(s.logs.String(), `"msg":"kill ladder: ctrl/cancel"`)
 	})
 	r, err := postRPC(t, http.DefaultClient, s.url, []byte(sendBody), nil)
@@ -82,7 +62,7 @@ func testSecondSignalForces(t *testing.T, sig syscall.Signal) {
 		t.Fatalf("agentd exited on the first signal while a child was still alive: %v", s.err)
 	default:
 	}
-	if groupGone(pid) {
+	if testkit.GroupDead(pid) {
 		t.Fatal("the first signal killed the stopped child; it should only have asked")
 	}
 
@@ -100,7 +80,7 @@ func testSecondSignalForces(t *testing.T, sig syscall.Signal) {
 	if !strings.Contains(s.logs.String(), "second signal: SIGKILL to every process group") {
 		t.Error("log lacks the forced drain")
 	}
-	if !groupGone(pid) {
+	if !testkit.GroupDead(pid) {
 		t.Fatalf("child %d survived the forced drain", pid)
 	}
 }
@@ -124,7 +104,7 @@ func TestUncleanDrainExits143(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := runningChild(t, s)
-	waitFor(t, 10*time.Second, "child past its spawn frame", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "child past its spawn frame", func() bool {
 		return strings.Contains(s.logs.String(), `"msg":"subagent started"`)
 	})
 	if err := unix.PtraceSeize(pid); err != nil {
@@ -158,7 +138,7 @@ func TestUncleanDrainExits143(t *testing.T) {
 		t.Fatalf("reaping the released child: %d %v", got, err)
 	}
 	reaped = true
-	if !groupGone(pid) {
+	if !testkit.GroupDead(pid) {
 		t.Fatalf("child group %d survived", pid)
 	}
 }
@@ -169,7 +149,7 @@ func TestUncleanDrainExits143(t *testing.T) {
 func runAgentd(t *testing.T, onChild func(pid int), args ...string) (int, string) {
 	t.Helper()
 	cmd := agentdCommand(t, args...)
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -182,8 +162,8 @@ func runAgentd(t *testing.T, onChild func(pid int), args ...string) (int, string
 	})
 	if onChild != nil {
 		var pid int
-		waitFor(t, 10*time.Second, "a running child", func() bool {
-			kids := children(cmd.Process.Pid)
+		testkit.WaitFor(t, 10*time.Second, "a running child", func() bool {
+			kids := testkit.Children(cmd.Process.Pid)
 			if len(kids) == 1 && strings.Contains(stderr.String(), `"msg":"subagent started"`) {
 				pid = kids[0]
 				return true
@@ -235,7 +215,7 @@ func TestStoppedChildStallsRun(t *testing.T) {
 	if !strings.Contains(stderr, `"msg":"kill ladder: SIGKILL"`) {
 		t.Errorf("a stopped child ends only by SIGKILL; log lacks the rung\n%s", stderr)
 	}
-	if !groupGone(pid) {
+	if !testkit.GroupDead(pid) {
 		t.Fatalf("child group %d survived", pid)
 	}
 }
@@ -271,7 +251,7 @@ func TestRlimitsReachChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := runningChild(t, s)
-	waitFor(t, 10*time.Second, "child past its spawn frame", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "child past its spawn frame", func() bool {
 		return strings.Contains(s.logs.String(), `"msg":"subagent started"`)
 	})
 	var lim unix.Rlimit
@@ -286,7 +266,7 @@ func TestRlimitsReachChild(t *testing.T) {
 // A one-shot run drains on SIGTERM like the service: the child is asked to
 // stop (ctrl/cancel) and the clean drain exits 0.
 func TestRunDrainsOnSIGTERM(t *testing.T) {
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	cmd := agentdCommand(t, "run", "--intelligence", "builtin:wait", "--drain-grace", "5s", "--instruction", "x")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -295,8 +275,8 @@ func TestRunDrainsOnSIGTERM(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var pid int
-	waitFor(t, 10*time.Second, "a child past its payload", func() bool {
-		kids := children(cmd.Process.Pid)
+	testkit.WaitFor(t, 10*time.Second, "a child past its payload", func() bool {
+		kids := testkit.Children(cmd.Process.Pid)
 		if len(kids) == 1 && strings.Contains(stderr.String(), `"msg":"subagent started"`) {
 			pid = kids[0]
 			return true
@@ -317,7 +297,7 @@ func TestRunDrainsOnSIGTERM(t *testing.T) {
 	if !strings.Contains(stderr.String(), `"msg":"kill ladder: ctrl/cancel"`) {
 		t.Errorf("the drain did not ask the child to stop\n%s", stderr.String())
 	}
-	if !groupGone(pid) {
+	if !testkit.GroupDead(pid) {
 		t.Errorf("child group %d survived the drain", pid)
 	}
 }

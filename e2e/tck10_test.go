@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // v1Page is a ListTasks result as a 1.0 client reads it. The pagination
@@ -152,7 +154,7 @@ func TestTCK10ListTasksOrder(t *testing.T) {
 	ctx := fmt.Sprintf("order-test-%d", time.Now().UnixNano())
 	older := sendV1(t, s, "First task", ctx)
 	newer := sendV1(t, s, "Second task", ctx)
-	waitFor(t, 10*time.Second, "both tasks working", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "both tasks working", func() bool {
 		p := listV1(t, s, `{"contextId":"`+ctx+`","status":"TASK_STATE_WORKING"}`)
 		return len(p.Tasks) == 2
 	})
@@ -392,7 +394,7 @@ func TestTCK10PushConfigProtoNames(t *testing.T) {
 		if e := rpc(t, s, "1.0", "CancelTask", `{"id":"`+task+`"}`, nil); e != nil {
 			t.Fatalf("cancel: %+v", e)
 		}
-		waitFor(t, 15*time.Second, "a notification about task "+task, func() bool { return hook.sawTask(task) })
+		testkit.WaitFor(t, 15*time.Second, "a notification about task "+task, func() bool { return hook.sawTask(task) })
 	}
 
 	t.Run("config in SendMessage", func(t *testing.T) {

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // rpcError is a JSON-RPC error object.
@@ -454,7 +456,7 @@ func TestTCKPushNotifications(t *testing.T) {
 		if len(list) != 1 || list[0].Config.URL != srv.URL+"/webhook" {
 			t.Fatalf("the config from message/send was not kept: %+v", list)
 		}
-		waitFor(t, 15*time.Second, "a notification with the task's id and state completed", func() bool {
+		testkit.WaitFor(t, 15*time.Second, "a notification with the task's id and state completed", func() bool {
 			hook.mu.Lock()
 			defer hook.mu.Unlock()
 			for _, b := range hook.bodies {

@@ -1,10 +1,8 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,10 +16,10 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/supervisor"
 )
 
@@ -35,48 +33,6 @@ func TestMain(m *testing.M) {
 		os.Exit(agent.Main())
 	}
 	os.Exit(m.Run())
-}
-
-// syncBuffer collects log output from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// records decodes the JSON log records whose msg is msg.
-func (b *syncBuffer) records(msg string) []map[string]any {
-	var out []map[string]any
-	for _, line := range strings.Split(b.String(), "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // call is one tools/call the test server received.
@@ -302,15 +258,20 @@ func (ts *testServer) subscribed() int {
 	return len(ts.subscribes)
 }
 
-// stop shuts the server down, dropping every connection and session.
+// stop shuts the server down, dropping every connection and session: a
+// session whose client could not end it (the server was gone) ends here, as
+// it would with the server's process.
 func (ts *testServer) stop() {
 	ts.mu.Lock()
-	hs := ts.srv
-	ts.srv = nil
+	hs, srv := ts.srv, ts.sdkSrv
+	ts.srv, ts.sdkSrv = nil, nil
 	ts.mu.Unlock()
 	if hs != nil {
 		hs.CloseClientConnections()
 		hs.Close()
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
 	}
 }
 
@@ -318,7 +279,7 @@ func (ts *testServer) stop() {
 func (ts *testServer) start() {
 	var ln net.Listener
 	var err error
-	waitFor(ts.t, 10*time.Second, "re-listen on "+ts.addr, func() bool {
+	testkit.WaitFor(ts.t, 10*time.Second, "re-listen on "+ts.addr, func() bool {
 		ln, err = net.Listen("tcp", ts.addr)
 		return err == nil
 	})
@@ -328,7 +289,7 @@ func (ts *testServer) start() {
 // harness is a supervisor whose tool servers are a Set.
 type harness struct {
 	t    *testing.T
-	logs *syncBuffer
+	logs *testkit.Buffer
 	set  *Set
 	cfg  Config
 	sup  *supervisor.Supervisor
@@ -351,7 +312,7 @@ func (o *pidObserver) NodeFinished(supervisor.NodeInfo, api.SubagentResult) {}
 
 func newHarness(t *testing.T, cfg Config, opts Options) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}, cfg: cfg, obs: &pidObserver{}}
+	h := &harness{t: t, logs: &testkit.Buffer{}, cfg: cfg, obs: &pidObserver{}}
 	log := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.Logger = log
 	set, err := NewSet(cfg, opts)
@@ -385,9 +346,7 @@ func newHarness(t *testing.T, cfg Config, opts Options) *harness {
 		h.obs.mu.Lock()
 		defer h.obs.mu.Unlock()
 		for _, pid := range h.obs.pids {
-			waitFor(t, 10*time.Second, fmt.Sprintf("process group %d gone", pid), func() bool {
-				return errors.Is(unix.Kill(-pid, 0), unix.ESRCH)
-			})
+			testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("process group %d gone", pid), func() bool { return testkit.GroupGone(pid) })
 		}
 		if t.Failed() {
 			t.Logf("log:\n%s", h.logs.String())
@@ -450,7 +409,7 @@ type observed struct {
 // observedBy returns the tool results the scripted models saw, in order.
 func (h *harness) observed() []observed {
 	var out []observed
-	for _, r := range h.logs.records("script observed") {
+	for _, r := range h.logs.Records("script observed") {
 		o := observed{}
 		o.Path, _ = r["agent_path"].(string)
 		o.Tool, _ = r["tool"].(string)

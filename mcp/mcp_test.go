@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func fastOptions() Options {
@@ -195,7 +196,7 @@ answer "child done"
 	if len(spawns) != 2 || spawns[0].IsError || !spawns[1].IsError || spawns[1].Text != "spawn denied: scope widens: t/big" {
 		t.Errorf("spawn results = %+v, want the narrow one admitted and the widening one refused", spawns)
 	}
-	if len(h.logs.records("subagent spawned")) != 1 {
+	if len(h.logs.Records("subagent spawned")) != 1 {
 		t.Errorf("want exactly one child spawned (the widening spawn refused)")
 	}
 	calls := ts.recorded()
@@ -212,7 +213,7 @@ func TestSlowCallCancelledWithItsSubagent(t *testing.T) {
 	h := newHarness(t, Config{Servers: []ServerConfig{{Name: "t", URL: ts.url()}}}, fastOptions())
 	h.waitRequired(10 * time.Second)
 	slow := h.start("run-slow", "[default]\ncall t/slow\nanswer \"unreachable\"\n", refs("t", "slow"))
-	waitFor(t, 20*time.Second, "slow call started", func() bool { in, _ := ts.slowCounts(); return in == 1 })
+	testkit.WaitFor(t, 20*time.Second, "slow call started", func() bool { in, _ := ts.slowCounts(); return in == 1 })
 
 	fast := h.start("run-fast", "[default]\ncall t/echo {\"message\":\"meanwhile\"}\nanswer \"{transcript}\"\n", refs("t", "echo"))
 	if res := h.wait(fast); res.Status != api.StatusCompleted || !strings.Contains(res.Distillate.Text(), "echo: meanwhile") {
@@ -226,7 +227,7 @@ func TestSlowCallCancelledWithItsSubagent(t *testing.T) {
 	if res.Status != api.StatusCancelled {
 		t.Fatalf("slow run = %+v, want cancelled", res)
 	}
-	waitFor(t, 20*time.Second, "the server saw the slow call cancelled", func() bool { _, ended := ts.slowCounts(); return ended == 1 })
+	testkit.WaitFor(t, 20*time.Second, "the server saw the slow call cancelled", func() bool { _, ended := ts.slowCounts(); return ended == 1 })
 }
 
 // The server restarts (a new process on the same address, knowing none of the
@@ -252,20 +253,20 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 			h := newHarness(t, Config{Servers: []ServerConfig{{Name: "t", URL: ts.url()}}}, opts)
 			h.waitRequired(10 * time.Second)
 			srv, _ := h.set.Server("t")
-			connected := func() int { return len(h.logs.records("mcp server connected")) }
+			connected := func() int { return len(h.logs.Records("mcp server connected")) }
 			if res := h.wait(h.start("run-before", "[default]\ncall t/echo {\"message\":\"before\"}\nanswer \"{transcript}\"\n", refs("t", "echo"))); !strings.Contains(res.Distillate.Text(), "echo: before") {
 				t.Fatalf("before the restart: %+v", res)
 			}
-			if p := h.logs.records("mcp server connected")[0]["protocol"]; p != tc.protocol {
+			if p := h.logs.Records("mcp server connected")[0]["protocol"]; p != tc.protocol {
 				t.Fatalf("negotiated %v, want %s", p, tc.protocol)
 			}
 
 			ts.stop()
 			if tc.ping > 0 {
-				waitFor(t, 20*time.Second, "session loss noticed", func() bool { return !srv.Connected() })
+				testkit.WaitFor(t, 20*time.Second, "session loss noticed", func() bool { return !srv.Connected() })
 				run := h.start("run-during", "[default]\ncall t/echo {\"message\":\"during\"}\nanswer \"{transcript}\"\n", refs("t", "echo"))
-				waitFor(t, 20*time.Second, "the call waits for the session", func() bool {
-					return len(h.logs.records("mcp call waiting for the session")) > 0
+				testkit.WaitFor(t, 20*time.Second, "the call waits for the session", func() bool {
+					return len(h.logs.Records("mcp call waiting for the session")) > 0
 				})
 				ts.start()
 				if res := h.wait(run); res.Status != api.StatusCompleted || !strings.Contains(res.Distillate.Text(), "echo: during") {
@@ -313,7 +314,7 @@ func TestServerDownIsAToolError(t *testing.T) {
 		t.Fatalf("call to a down server: %+v", o)
 	}
 	ts.start()
-	waitFor(t, 20*time.Second, "ready once the server is up", h.set.Ready)
+	testkit.WaitFor(t, 20*time.Second, "ready once the server is up", h.set.Ready)
 }
 
 // A bearer token from the configuration is sent on every request; a wrong one
@@ -345,7 +346,7 @@ func TestBearerToken(t *testing.T) {
 	// Once the first connect attempt has failed, WaitRequired reports its
 	// error (a fixed short wait could end before the attempt does).
 	badSrv, _ := bad.Server("t")
-	waitFor(t, 20*time.Second, "the first connect attempt with the wrong token", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the first connect attempt with the wrong token", func() bool {
 		badSrv.mu.Lock()
 		defer badSrv.mu.Unlock()
 		return badSrv.tried

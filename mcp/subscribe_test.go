@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // updates collects what a subscription hands over.
@@ -30,7 +32,7 @@ func (u *updates) all() []ResourceUpdate {
 func (u *updates) waitText(t *testing.T, reason, want string) ResourceUpdate {
 	t.Helper()
 	var found ResourceUpdate
-	waitFor(t, 10*time.Second, "an update "+reason+" with "+want, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "an update "+reason+" with "+want, func() bool {
 		for _, x := range u.all() {
 			if x.Err == nil && x.Reason == reason && x.Text(0) == want {
 				found = x
@@ -91,14 +93,14 @@ func testSubscribeReads(t *testing.T, stateless bool) {
 	// The server goes away; its value changes while it is down (no session
 	// hears of it); it comes back knowing none of the old sessions.
 	ts.stop()
-	waitFor(t, 10*time.Second, "session loss noticed", func() bool { return !srv.Connected() })
+	testkit.WaitFor(t, 10*time.Second, "session loss noticed", func() bool { return !srv.Connected() })
 	ts.setValue("v3 changed while down", false)
 	ts.start()
 	again := got.waitText(t, ReasonSubscribed, "v3 changed while down")
 	if again.Generation <= first.Generation {
 		t.Fatalf("the re-read is on generation %d, the first on %d", again.Generation, first.Generation)
 	}
-	waitFor(t, 10*time.Second, "re-subscribed on the new session", func() bool { return ts.subscribed() >= 2 })
+	testkit.WaitFor(t, 10*time.Second, "re-subscribed on the new session", func() bool { return ts.subscribed() >= 2 })
 	ts.setValue("v4", true)
 	got.waitText(t, ReasonUpdated, "v4")
 
@@ -135,7 +137,7 @@ func TestSubscribeWhileConnected(t *testing.T) {
 	set.Start()
 	defer set.Close()
 	srv, _ := set.Server("t")
-	waitFor(t, 10*time.Second, "connected", srv.Connected)
+	testkit.WaitFor(t, 10*time.Second, "connected", srv.Connected)
 	var got updates
 	stop, err := srv.Subscribe(testResource, got.add)
 	if err != nil {
@@ -162,7 +164,7 @@ func TestSubscribeUnknownResourceReportsError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	waitFor(t, 10*time.Second, "an error update", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "an error update", func() bool {
 		for _, x := range got.all() {
 			if x.Err != nil && strings.Contains(x.Err.Error(), "resources/read test://no-such-resource on t") {
 				return true

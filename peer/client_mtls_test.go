@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/internal/a2atest"
 	"github.com/agentd/agentd/internal/bearer"
 	"github.com/agentd/agentd/internal/spiffetest"
 	"github.com/agentd/agentd/tlsconfig"
@@ -35,7 +36,7 @@ type mtlsPeerServer struct {
 	auth    []string
 }
 
-func serveMTLSPeer(t *testing.T, srv *spiffetest.Source, exec *plainExec) *mtlsPeerServer {
+func serveMTLSPeer(t *testing.T, srv *spiffetest.Source, exec *a2atest.Executor) *mtlsPeerServer {
 	t.Helper()
 	s := &mtlsPeerServer{}
 	mux := http.NewServeMux()
@@ -60,7 +61,7 @@ func serveMTLSPeer(t *testing.T, srv *spiffetest.Source, exec *plainExec) *mtlsP
 	t.Cleanup(func() { h.Close() })
 	s.url = "https://" + ln.Addr().String() + "/"
 	mux.Handle("/", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec)))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(plainCard(s.url)))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(a2atest.Card(s.url)))
 	return s
 }
 
@@ -86,7 +87,7 @@ func TestClientsMutualTLS(t *testing.T) {
 		return s
 	}
 	srcA := source(idA)
-	exec := &plainExec{}
+	exec := &a2atest.Executor{}
 	b := serveMTLSPeer(t, source(idB), exec)
 	tok := filepath.Join(t.TempDir(), "tok")
 	if err := os.WriteFile(tok, []byte("s3cret\n"), 0o600); err != nil {
@@ -135,9 +136,7 @@ func TestClientsMutualTLS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), idB.String()) {
 		t.Fatalf("a server presenting %s was accepted as %s: %v", idB, wrong.SPIFFEID, err)
 	}
-	exec.mu.Lock()
-	n := len(exec.msgs)
-	exec.mu.Unlock()
+	n := len(exec.Messages())
 	if n != 1 {
 		t.Fatalf("the peer got %d messages, want only the first", n)
 	}

@@ -21,85 +21,9 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/internal/a2atest"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/tasks"
 )
-
-// plainExec is a stock a2a-go executor: it answers with an artifact echoing
-// the text, or, with block set, works until cancelled. It records the
-// messages it got and the cancels it saw.
-type plainExec struct {
-	block bool
-
-	mu       sync.Mutex
-	msgs     []*a2a.Message
-	cancels  int
-	canceled chan struct{}
-}
-
-func (p *plainExec) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
-	p.mu.Lock()
-	p.msgs = append(p.msgs, reqCtx.Message)
-	p.mu.Unlock()
-	if reqCtx.StoredTask == nil {
-		if err := q.Write(ctx, a2a.NewSubmittedTask(reqCtx, reqCtx.Message)); err != nil {
-			return err
-		}
-	}
-	if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
-		return err
-	}
-	if p.block {
-		<-ctx.Done()
-		return nil
-	}
-	text := ""
-	for _, part := range reqCtx.Message.Parts {
-		if tp, ok := part.(a2a.TextPart); ok {
-			text += tp.Text
-		}
-	}
-	if err := q.Write(ctx, a2a.NewArtifactEvent(reqCtx, a2a.TextPart{Text: "echo: " + text})); err != nil {
-		return err
-	}
-	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
-	ev.Final = true
-	return q.Write(ctx, ev)
-}
-
-func (p *plainExec) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
-	p.mu.Lock()
-	p.cancels++
-	if p.canceled != nil {
-		close(p.canceled)
-		p.canceled = nil
-	}
-	p.mu.Unlock()
-	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
-	ev.Final = true
-	return q.Write(ctx, ev)
-}
-
-// serveA2A serves handler and card on a loopback httptest server; wrap, if
-// set, wraps the whole server (to check headers).
-func serveA2A(t *testing.T, handler a2asrv.RequestHandler, card func(url string) *a2a.AgentCard, wrap func(http.Handler) http.Handler) string {
-	t.Helper()
-	mux := http.NewServeMux()
-	var h http.Handler = mux
-	if wrap != nil {
-		h = wrap(mux)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	mux.Handle("/", a2asrv.NewJSONRPCHandler(handler))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card(srv.URL+"/")))
-	return srv.URL
-}
-
-func plainCard(url string) *a2a.AgentCard {
-	return &a2a.AgentCard{Name: "plain", URL: url, PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0",
-		Capabilities: a2a.AgentCapabilities{Streaming: true}, DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: "echo", Name: "echo", Description: "echo", Tags: []string{"x"}}}}
-}
 
 func newPeer(t *testing.T, url string, mutate func(*Config)) *Provider {
 	t.Helper()
@@ -140,8 +64,8 @@ func runResult(t *testing.T, run delegate.Run) api.SubagentResult {
 // through (the objective as text, the mesh data as metadata, no data part); a
 // capability-needing one is refused before anything is sent.
 func TestPeerPlainA2AServer(t *testing.T) {
-	exec := &plainExec{}
-	url := serveA2A(t, a2asrv.NewHandler(exec), plainCard, nil)
+	exec := &a2atest.Executor{}
+	url := a2atest.Serve(t, a2asrv.NewHandler(exec), a2atest.Card, nil)
 	p := newPeer(t, url, nil)
 	router := &delegate.Router{}
 	router.Register(p)
@@ -166,9 +90,7 @@ func TestPeerPlainA2AServer(t *testing.T) {
 	if res.Status != api.StatusCompleted || res.Distillate.Text() != "echo: hello peer" {
 		t.Fatalf("result: %+v %q", res, res.Distillate.Text())
 	}
-	exec.mu.Lock()
-	defer exec.mu.Unlock()
-	m := exec.msgs[0]
+	m := exec.Messages()[0]
 	if len(m.Parts) != 1 || m.Metadata[a2abind.MetaDepth] != float64(1) || m.Metadata[a2abind.MetaHops].([]any)[0] != "a" {
 		t.Fatalf("message to a plain peer: parts %v, metadata %v", m.Parts, m.Metadata)
 	}
@@ -177,9 +99,9 @@ func TestPeerPlainA2AServer(t *testing.T) {
 // A peer that outlives the delegation's deadline: the run ends deadline and
 // the peer sees tasks/cancel.
 func TestPeerDeadlineCancelsTheRemoteTask(t *testing.T) {
-	exec := &plainExec{block: true, canceled: make(chan struct{})}
-	canceled := exec.canceled
-	url := serveA2A(t, a2asrv.NewHandler(exec), plainCard, nil)
+	exec := &a2atest.Executor{Block: true}
+	canceled := exec.Canceled()
+	url := a2atest.Serve(t, a2asrv.NewHandler(exec), a2atest.Card, nil)
 	p := newPeer(t, url, nil)
 	run, err := p.Start(context.Background(), peerRequest("wait forever", 300*time.Millisecond))
 	if err != nil {
@@ -197,15 +119,15 @@ func TestPeerDeadlineCancelsTheRemoteTask(t *testing.T) {
 }
 
 func TestPeerCancel(t *testing.T) {
-	exec := &plainExec{block: true, canceled: make(chan struct{})}
-	canceled := exec.canceled
-	url := serveA2A(t, a2asrv.NewHandler(exec), plainCard, nil)
+	exec := &a2atest.Executor{Block: true}
+	canceled := exec.Canceled()
+	url := a2atest.Serve(t, a2asrv.NewHandler(exec), a2atest.Card, nil)
 	p := newPeer(t, url, nil)
 	run, err := p.Start(context.Background(), peerRequest("wait", time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2atest.WaitFor(t, func() bool { exec.mu.Lock(); defer exec.mu.Unlock(); return len(exec.msgs) == 1 })
+	testkit.WaitFor(t, a2atest.Wait, "the message at the peer", func() bool { return len(exec.Messages()) == 1 })
 	run.Cancel("operator said so")
 	res := runResult(t, run)
 	if res.Status != api.StatusCancelled || !strings.Contains(res.Detail, "operator said so") {
@@ -236,7 +158,7 @@ func TestPeerAgentd(t *testing.T) {
 			return api.ToolScope{Allow: []api.ToolRef{{Server: "gh", Tool: "search"}, {Server: "gh", Tool: "read"}}}
 		},
 	}), nil)
-	url := serveA2A(t, engine, func(url string) *a2a.AgentCard {
+	url := a2atest.Serve(t, engine, func(url string) *a2a.AgentCard {
 		return a2abind.Card(a2abind.CardConfig{Name: "agentd", URL: url, Instance: "B", MaxDepth: 4})
 	}, nil)
 	p := newPeer(t, url, nil)
@@ -289,7 +211,7 @@ func TestPeerBearerToken(t *testing.T) {
 	os.WriteFile(tokFile, []byte("s3cret\n"), 0o600)
 	var mu sync.Mutex
 	var seen []string
-	url := serveA2A(t, a2asrv.NewHandler(&plainExec{}), plainCard, func(h http.Handler) http.Handler {
+	url := a2atest.Serve(t, a2asrv.NewHandler(&a2atest.Executor{}), a2atest.Card, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			seen = append(seen, r.Header.Get("Authorization"))
@@ -380,7 +302,7 @@ func FuzzParseSpec(f *testing.F) {
 }
 
 // askExec is a plain A2A agent that stops to ask for more input.
-type askExec struct{ plainExec }
+type askExec struct{ a2atest.Executor }
 
 func (a *askExec) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
 	if err := q.Write(ctx, a2a.NewSubmittedTask(reqCtx, reqCtx.Message)); err != nil {
@@ -396,10 +318,10 @@ func (a *askExec) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q 
 // passes), and the remote task, which nobody will answer, is cancelled.
 func TestPeerAskingForInputIsRefused(t *testing.T) {
 	for _, streaming := range []bool{true, false} {
-		exec := &askExec{plainExec{canceled: make(chan struct{})}}
-		canceled := exec.canceled
-		url := serveA2A(t, a2asrv.NewHandler(exec), func(url string) *a2a.AgentCard {
-			c := plainCard(url)
+		exec := &askExec{}
+		canceled := exec.Canceled()
+		url := a2atest.Serve(t, a2asrv.NewHandler(exec), func(url string) *a2a.AgentCard {
+			c := a2atest.Card(url)
 			c.Capabilities.Streaming = streaming
 			return c
 		}, nil)
@@ -432,10 +354,10 @@ func TestPeerBearerTokenStaysWithThePeer(t *testing.T) {
 		elsewhere = append(elsewhere, r.Header.Get("Authorization"))
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(plainCard(peerURL + "/"))
+		json.NewEncoder(w).Encode(a2atest.Card(peerURL + "/"))
 	}))
 	defer other.Close()
-	peerURL = serveA2A(t, a2asrv.NewHandler(&plainExec{}), plainCard, func(h http.Handler) http.Handler {
+	peerURL = a2atest.Serve(t, a2asrv.NewHandler(&a2atest.Executor{}), a2atest.Card, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == a2asrv.WellKnownAgentCardPath {
 				http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)

@@ -3,9 +3,11 @@ package supervisor
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // The service-wide process bound reaches into a tree: with three slots, the
@@ -25,7 +27,10 @@ func TestNestedSpawnRefusedAtServiceCapacity(t *testing.T) {
 	defer run.Done()
 	g := newGate(t)
 	go func() { // the two children finish only once the third was refused
-		waitFor(t, func() bool { return strings.Contains(rec.logs.String(), refuseCapacity) })
+		// Not WaitFor: its Fatalf may not run on this goroutine.
+		if !testkit.Poll(10*time.Second, func() bool { return strings.Contains(rec.logs.String(), refuseCapacity) }) {
+			t.Errorf("the third spawn not refused (%q) within 10s", refuseCapacity)
+		}
 		g.open(t)
 	}()
 	hold := spawnCall(prog{WaitFile: string(g), Answer: "held"}, api.DispositionAsync)

@@ -1,11 +1,8 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func TestClassify(t *testing.T) {
@@ -56,7 +54,7 @@ func TestBusyChildAnsweringPingsIsNotKilled(t *testing.T) {
 	r := start(t, s, testPayload("long call", time.Minute))
 	waitPID(t, r)
 	var seen bool
-	waitFor(t, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "busy_healthy reported or the run ended", func() bool {
 		seen = seen || r.Info().Health == BusyHealthy
 		return seen || isDone(r)
 	})
@@ -72,25 +70,6 @@ func TestBusyChildAnsweringPingsIsNotKilled(t *testing.T) {
 	}
 	wantRungs(t, s, 0, 0, 0)
 	wantVerdicts(t, s, map[string]int64{})
-}
-
-// stopped reports whether every thread of pid is stopped (state T).
-func stopped(pid int) bool {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
-		if err != nil {
-			return false
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-			return false
-		}
-	}
-	return true
 }
 
 func isDone(r *Run) bool {
@@ -169,12 +148,12 @@ func TestStoppedChildIsStuck(t *testing.T) {
 	})
 	r := start(t, s, testPayload("then freeze", time.Minute))
 	pid := waitPID(t, r)
-	waitFor(t, func() bool { return s.Stats().Pongs >= 2 })
+	testkit.WaitFor(t, 10*time.Second, "two pongs", func() bool { return s.Stats().Pongs >= 2 })
 	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	// A group stop completes asynchronously, thread by thread.
-	waitFor(t, func() bool { return stopped(pid) || isDone(r) })
+	testkit.WaitFor(t, 10*time.Second, "the child stopped", func() bool { return testkit.Stopped(pid) || isDone(r) })
 	res := result(t, r, 10*time.Second)
 	if res.Status != api.StatusStalled || res.Cause != api.CausePongTimeout {
 		t.Fatalf("result = %+v", res)
@@ -189,7 +168,7 @@ func TestDeadlineOnChildIgnoringSIGTERM(t *testing.T) {
 	s, logs := newSupervisor(t, "ignore-term")
 	r := start(t, s, testPayload("x", 400*time.Millisecond))
 	pid := waitPID(t, r)
-	waitFor(t, func() bool { return ignoresTerm(pid) || isDone(r) })
+	testkit.WaitFor(t, 10*time.Second, "the child ignoring SIGTERM", func() bool { return ignoresTerm(pid) || isDone(r) })
 	res := result(t, r, 10*time.Second)
 	if res.Status != api.StatusDeadline {
 		t.Fatalf("result = %+v", res)
@@ -241,13 +220,13 @@ func TestEOFIsConfirmedByTheReap(t *testing.T) {
 			r := start(t, s, testPayload("x", time.Minute))
 			pid := waitPID(t, r)
 			if tc.pong == "yes" {
-				waitFor(t, func() bool { return s.Stats().Pongs >= 1 })
+				testkit.WaitFor(t, 10*time.Second, "a pong", func() bool { return s.Stats().Pongs >= 1 })
 			} else {
 				// The second ping goes out only after the first was counted as missed.
-				waitFor(t, func() bool { return s.Stats().Pings >= 2 })
+				testkit.WaitFor(t, 10*time.Second, "two pings", func() bool { return s.Stats().Pings >= 2 })
 			}
 			unix.Kill(pid, unix.SIGUSR2) // close control-out
-			waitFor(t, func() bool { return strings.Contains(logs.String(), `"health":"`+string(tc.want)+`"`) })
+			testkit.WaitFor(t, 10*time.Second, "the health in the log", func() bool { return strings.Contains(logs.String(), `"health":"`+string(tc.want)+`"`) })
 			if isDone(r) {
 				t.Fatal("the run ended on EOF alone")
 			}
@@ -343,7 +322,7 @@ func TestKillAllCutsTheDrain(t *testing.T) {
 		defer cancel()
 		drained <- s.Shutdown(ctx)
 	}()
-	waitFor(t, func() bool { return s.Stats().Cancels == 3 })
+	testkit.WaitFor(t, 10*time.Second, "three ctrl/cancel rungs", func() bool { return s.Stats().Cancels == 3 })
 	s.KillAll()
 	select {
 	case err := <-drained:

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // execHelperArg is argv[1] of the test binary run as an exec child; argv[2]
@@ -179,7 +180,7 @@ func TestExecNodeInTree(t *testing.T) {
 		return p
 	}())
 	var ex NodeInfo
-	waitFor(t, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the exec child running", func() bool {
 		for _, n := range s.Live() {
 			if n.Kind == KindExec && n.PID > 0 {
 				ex = n
@@ -202,7 +203,7 @@ func TestExecNodeInTree(t *testing.T) {
 	if er := execResultOf(t, report(t, res).Results[0]); er.Status != api.StatusCompleted {
 		t.Errorf("exec result %+v", er)
 	}
-	waitGroupGone(t, ex.PID)
+	testkit.WaitGroupGone(t, ex.PID)
 }
 
 // A command that ignores SIGTERM is killed at its deadline by the ladder:
@@ -227,7 +228,7 @@ func TestExecIgnoringTermKilledAtDeadline(t *testing.T) {
 	}
 	wantRungs(t, s, 0, 1, 1)
 	wantVerdicts(t, s, map[string]int64{"deadline": 1})
-	waitGroupGone(t, rec.execNode(t).PID)
+	testkit.WaitGroupGone(t, rec.execNode(t).PID)
 }
 
 // An exec child's deadline is the exec deadline, or the shorter one the call
@@ -305,11 +306,11 @@ func TestExecDoubleForkedGrandchildReaped(t *testing.T) {
 				}
 			}
 			want := fmt.Sprintf(`"orphan":true,"pid":%d,`, gpid)
-			waitFor(t, func() bool { return strings.Contains(rec.logs.String(), want) })
+			testkit.WaitFor(t, 10*time.Second, "the orphan's reap in the log", func() bool { return strings.Contains(rec.logs.String(), want) })
 			if Orphans() <= before {
 				t.Errorf("orphans %d, was %d", Orphans(), before)
 			}
-			waitGroupGone(t, gpid)
+			testkit.WaitGroupGone(t, gpid)
 		})
 	}
 }
@@ -417,7 +418,7 @@ func TestExecRefused(t *testing.T) {
 // abandoned, its result says so, and the drain is unclean rather than hung.
 func TestExecUnreapableReported(t *testing.T) {
 	rec := &recorder{}
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	cfg := fastConfig(logs)
 	cfg.Env = []string{envHelper + "=prog", "GORACE=atexit_sleep_ms=0"}
 	cfg.Observer, cfg.AllowExec, cfg.ReapGrace = rec, true, 300*time.Millisecond
@@ -430,16 +431,16 @@ func TestExecUnreapableReported(t *testing.T) {
 	p := testPayload(prog{Calls: []progCall{execCall(helperArgv(t, "traced", ready))}}.objective(), time.Minute)
 	withExec(&p)
 	r := start(t, s, p)
-	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil })
+	testkit.WaitFor(t, 10*time.Second, "the exec child ready", func() bool { _, err := os.Stat(ready); return err == nil })
 	ex := rec.execNode(t)
-	t.Cleanup(func() { waitGroupGone(t, ex.PID) }) // after the tracer's cleanup hands the zombie back
+	t.Cleanup(func() { testkit.WaitGroupGone(t, ex.PID) }) // after the tracer's cleanup hands the zombie back
 	startTracer(t, ex.PID)
 
 	s.Cancel(r.Handle(), "test")
 	if res := result(t, r, 10*time.Second); res.Status != api.StatusCancelled {
 		t.Fatalf("root %+v", res)
 	}
-	waitFor(t, func() bool { _, ok := rec.byPath("0.1"); return ok })
+	testkit.WaitFor(t, 10*time.Second, "node 0.1 finished", func() bool { _, ok := rec.byPath("0.1"); return ok })
 	f, _ := rec.byPath("0.1")
 	if f.res.Status != api.StatusCancelled || !strings.Contains(f.res.Detail, "would not reap inside the kill budget") {
 		t.Errorf("exec child %+v", f.res)
@@ -466,7 +467,7 @@ func TestExecStoppedByShutdown(t *testing.T) {
 		withExec(&p)
 		return p
 	}())
-	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil })
+	testkit.WaitFor(t, 10*time.Second, "the exec child ready", func() bool { _, err := os.Stat(ready); return err == nil })
 	ctx, cancel := contextWithTimeout(10 * time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
@@ -475,7 +476,7 @@ func TestExecStoppedByShutdown(t *testing.T) {
 	if res := result(t, r, time.Second); res.Status != api.StatusCancelled {
 		t.Errorf("root %+v", res)
 	}
-	waitGroupGone(t, rec.execNode(t).PID)
+	testkit.WaitGroupGone(t, rec.execNode(t).PID)
 	if st := s.Stats(); st.Terms < 1 || st.Kills < 1 {
 		t.Errorf("rungs: %d SIGTERM, %d SIGKILL", st.Terms, st.Kills)
 	}

@@ -1,10 +1,8 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // The test binary impersonates subagents: when the supervisor re-execs it with
@@ -447,24 +446,6 @@ func helperBlobPut() int {
 
 // --- test-side helpers ---
 
-// logBuffer collects the supervisor's JSON log.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // fastConfig returns a config whose ladder runs in milliseconds.
 func fastConfig(logw io.Writer) Config {
 	return Config{
@@ -515,10 +496,10 @@ func wantVerdicts(t *testing.T, s *Supervisor, want map[string]int64) {
 }
 
 // newSupervisor returns a supervisor whose children run the named helper.
-func newSupervisor(t *testing.T, helper string, mutate ...func(*Config)) (*Supervisor, *logBuffer) {
+func newSupervisor(t *testing.T, helper string, mutate ...func(*Config)) (*Supervisor, *testkit.Buffer) {
 	t.Helper()
 	markUsed(helper)
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	cfg := fastConfig(logs)
 	// The race detector sleeps a second at exit by default; a helper exits at once.
 	cfg.Env = []string{envHelper + "=" + helper, "GORACE=atexit_sleep_ms=0"}
@@ -571,41 +552,22 @@ func start(t *testing.T, s *Supervisor, p api.SpawnPayload) *Run {
 			return
 		}
 		if pid := r.Info().PID; pid > 0 {
-			waitGroupGone(t, pid)
+			testkit.WaitGroupGone(t, pid)
 		}
 	})
 	return r
 }
 
-// waitGroupGone polls until the process group led by pid has no members.
-func waitGroupGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := unix.Kill(-pid, 0)
-		if errors.Is(err, unix.ESRCH) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("process group %d still exists: kill(-pgid, 0) = %v", pid, err)
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitPID polls until the run's child is running its payload, and returns its pid.
 func waitPID(t *testing.T, r *Run) int {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if in := r.Info(); in.State == StateRunning {
-			return in.PID
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("child never started")
-	return 0
+	var pid int
+	testkit.WaitFor(t, 5*time.Second, "the child running its payload", func() bool {
+		in := r.Info()
+		pid = in.PID
+		return in.State == StateRunning
+	})
+	return pid
 }
 
 func result(t *testing.T, r *Run, within time.Duration) api.SubagentResult {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // A root logs at the service's level (Config.LogLevel), or a quieter one its
@@ -52,7 +53,7 @@ func TestChildStderr(t *testing.T) {
 	t.Run("aggregated", func(t *testing.T) {
 		s, logs := newSupervisor(t, "complete")
 		result(t, start(t, s, testPayload("x", time.Minute)), 10*time.Second)
-		waitFor(t, func() bool { return strings.Contains(logs.String(), `"msg":"helper working"`) })
+		testkit.WaitFor(t, 10*time.Second, "the forwarded line", func() bool { return strings.Contains(logs.String(), `"msg":"helper working"`) })
 		for _, line := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(line, "helper working") && (!strings.Contains(line, `"child":true`) || !strings.Contains(line, `"run_id":"run-test"`)) {
 				t.Errorf("forwarded line %s", line)

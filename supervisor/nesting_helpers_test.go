@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // The "prog" helper is a child that follows a program given as its objective
@@ -315,7 +316,7 @@ func helperProg() int {
 
 // recorder is an Observer that keeps every event, for assertions.
 type recorder struct {
-	logs     *logBuffer
+	logs     *testkit.Buffer
 	mu       sync.Mutex
 	started  []NodeInfo
 	finished []finishedNode
@@ -389,7 +390,7 @@ func newNestingSupervisor(t *testing.T, mutate ...func(*Config)) (*Supervisor, *
 	rec.logs = logs
 	t.Cleanup(func() {
 		for _, pid := range rec.pids() {
-			waitGroupGone(t, pid)
+			testkit.WaitGroupGone(t, pid)
 		}
 	})
 	return s, rec

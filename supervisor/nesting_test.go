@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // The chokepoint refuses in the documented order: each state below violates
@@ -320,7 +321,7 @@ func TestAsyncFanOutAndInflight(t *testing.T) {
 	s, rec := newNestingSupervisor(t)
 	g := newGate(t)
 	go func() { // the children finish only once the fifth spawn was refused
-		waitFor(t, func() bool { return strings.Contains(rec.logs.String(), "max_inflight 4 reached") })
+		testkit.WaitFor(t, 10*time.Second, "max_inflight reached in the log", func() bool { return strings.Contains(rec.logs.String(), "max_inflight 4 reached") })
 		g.open(t)
 	}()
 	kid := func(i int) progCall {
@@ -492,7 +493,7 @@ func TestDetachedChildOutlivesItsParent(t *testing.T) {
 			t.Fatalf("detach refused: %+v", cr)
 		}
 	}
-	waitFor(t, func() bool { _, ok := rec.byPath("0.1"); return ok })
+	testkit.WaitFor(t, 10*time.Second, "node 0.1 started", func() bool { _, ok := rec.byPath("0.1"); return ok })
 	late, _ := rec.byPath("0.1")
 	root, _ := rec.byPath("0")
 	if late.res.Status != api.StatusCompleted || late.res.Distillate.Text() != "late" || !late.at.After(root.at) {
@@ -524,7 +525,7 @@ func TestCancelNestedHandleKillsItsSubtree(t *testing.T) {
 	mid := prog{Calls: []progCall{spawnCall(prog{Hold: true}, api.DispositionSync)}}
 	r := start(t, s, testPayload(prog{Calls: []progCall{spawnCall(mid, api.DispositionAsync), onHandle(api.ToolAwait, 0)}}.objective(), time.Minute))
 	var midInfo NodeInfo
-	waitFor(t, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "nodes 0.1 and 0.1.1 started", func() bool {
 		paths := rec.startedPaths()
 		midInfo = paths["0.1"]
 		_, leaf := paths["0.1.1"]
@@ -544,7 +545,7 @@ func TestCancelNestedHandleKillsItsSubtree(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"0.1", "0.1.1"} {
-		waitGroupGone(t, rec.startedPaths()[n].PID)
+		testkit.WaitGroupGone(t, rec.startedPaths()[n].PID)
 	}
 }
 

@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/telemetry"
 )
 
@@ -57,23 +56,13 @@ func TestRefusalReasons(t *testing.T) {
 	}
 }
 
-// recordSpans installs a recording tracer provider for one test.
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
-	return rec
-}
-
 // A root's spawn span is a child of the span its Start came with; each nested
 // child's spawn span is a child of the supervisor's span of the tool call that
 // asked for it, which is a child of the caller's spawn span. Each child's
 // payload names its own spawn span as its parent. Spawns and refusals are
 // counted by provider and reason.
 func TestSpawnSpansAndCounts(t *testing.T) {
-	rec := recordSpans(t)
+	rec := testkit.RecordSpans(t)
 	s, _ := newNestingSupervisor(t, func(c *Config) { c.Caps.MaxChildren = 2 })
 	leaf := prog{}
 	p := prog{Calls: []progCall{
@@ -182,7 +171,7 @@ func mustSpanID(t *testing.T, s string) trace.SpanID {
 // The supervisor's span of a tool call is a child of the traceparent the call
 // carries, else of the caller's spawn span.
 func TestToolSpanParent(t *testing.T) {
-	recordSpans(t)
+	testkit.RecordSpans(t)
 	_, spawn := telemetry.Tracer().Start(context.Background(), "spawn")
 	defer spawn.End()
 	n := newNode("h", nil, testPayload("x", time.Minute))
@@ -212,7 +201,7 @@ func TestHeartbeatWedged(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Heartbeat(ctx, 5*time.Millisecond)
-	waitFor(t, func() bool { return !s.LastHeartbeat().IsZero() })
+	testkit.WaitFor(t, 10*time.Second, "a heartbeat", func() bool { return !s.LastHeartbeat().IsZero() })
 	for _, lock := range []interface {
 		Lock()
 		Unlock()
@@ -221,9 +210,9 @@ func TestHeartbeatWedged(t *testing.T) {
 			t.Fatal("unhealthy while beating")
 		}
 		lock.Lock()
-		waitFor(t, func() bool { return !s.Healthy() })
+		testkit.WaitFor(t, 10*time.Second, "unhealthy while the lock is held", func() bool { return !s.Healthy() })
 		lock.Unlock()
-		waitFor(t, s.Healthy)
+		testkit.WaitFor(t, 10*time.Second, "healthy once the lock is free", s.Healthy)
 	}
 }
 
@@ -241,24 +230,24 @@ func TestHeartbeatIgnoresStoppedChild(t *testing.T) {
 	go s.Heartbeat(ctx, 5*time.Millisecond)
 	r := start(t, s, testPayload("then freeze", time.Minute))
 	pid := waitPID(t, r)
-	waitFor(t, func() bool { return s.Stats().Pongs >= 2 })
+	testkit.WaitFor(t, 10*time.Second, "two pongs", func() bool { return s.Stats().Pongs >= 2 })
 	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return stopped(pid) || isDone(r) })
+	testkit.WaitFor(t, 10*time.Second, "the child stopped", func() bool { return testkit.Stopped(pid) || isDone(r) })
 	beats := 0
 	last := s.LastHeartbeat()
-	for !isDone(r) {
+	testkit.WaitFor(t, 10*time.Second, "the stopped child's run ended", func() bool {
 		if b := s.LastHeartbeat(); b.After(last) {
 			beats, last = beats+1, b
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return isDone(r)
+	})
 	if res := r.Result(); res.Cause != api.CausePongTimeout {
 		t.Fatalf("result %+v, want pong_timeout", res)
 	}
 	if beats == 0 {
 		t.Fatal("no heartbeat while the child was stopped")
 	}
-	waitFor(t, s.Healthy)
+	testkit.WaitFor(t, 10*time.Second, "healthy after the kill", s.Healthy)
 }

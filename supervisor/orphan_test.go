@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // Tests here make the test process a subreaper; like every test in this
@@ -55,12 +56,12 @@ func TestOrphanedGrandchildIsReaped(t *testing.T) {
 				t.Fatalf("distillate %q is not the grandchild's pid", res.Distillate.Text())
 			}
 			want := fmt.Sprintf(`"orphan":true,"pid":%d,"status":%q`, gpid, tc.status)
-			waitFor(t, func() bool { return strings.Contains(logs.String(), want) })
+			testkit.WaitFor(t, 10*time.Second, "the orphan's reap in the log", func() bool { return strings.Contains(logs.String(), want) })
 			if got := Orphans(); got <= before {
 				t.Errorf("orphans = %d, was %d", got, before)
 			}
 			if tc.group == "own" {
-				waitGroupGone(t, gpid)
+				testkit.WaitGroupGone(t, gpid)
 			}
 			wantRungs(t, s, 0, 0, 0)
 		})
@@ -107,16 +108,15 @@ func startTracer(t *testing.T, tracee int) int {
 	t.Cleanup(func() {
 		theReaper.signalGroup(pid, unix.SIGKILL)
 		<-exit
-		waitGroupGone(t, pid)
+		testkit.WaitGroupGone(t, pid)
 	})
 	// Attached when the tracee's status names the tracer, or failed when the
 	// tracer exits.
 	want := fmt.Sprintf("TracerPid:\t%d\n", pid)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, 10*time.Second, "the tracer attached", func() bool {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", tracee))
 		if strings.Contains(string(b), want) {
-			return pid
+			return true
 		}
 		select {
 		case st := <-exit:
@@ -128,11 +128,9 @@ func startTracer(t *testing.T, tracee int) int {
 			t.Fatalf("tracer exited (%s): %s", st, msg)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("tracer did not attach within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
+	return pid
 }
 
 // A process that never reaps inside the budget is reported and counted, its
@@ -142,7 +140,7 @@ func startTracer(t *testing.T, tracee int) int {
 // end hands the zombie back, and the reaper collects it.
 func TestUnreapableProcessIsReported(t *testing.T) {
 	markUsed("traced")
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	cfg := fastConfig(logs)
 	cfg.Env = []string{envHelper + "=traced", "GORACE=atexit_sleep_ms=0"}
 	cfg.ReapGrace = 300 * time.Millisecond

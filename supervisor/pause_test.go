@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func init() { helpers["pausable"] = helperPausable }
@@ -53,13 +54,13 @@ func TestPauseHoldsSpawnsAndModelCalls(t *testing.T) {
 	if !s.Paused() {
 		t.Fatal("not paused after Pause")
 	}
-	waitFor(t, func() bool { return running.Info().Usage.Steps == 1 }) // ctrl/pause arrived
+	testkit.WaitFor(t, 10*time.Second, "the running child's first step", func() bool { return running.Info().Usage.Steps == 1 }) // ctrl/pause arrived
 	if n := s.Pause(); n != 0 {
 		t.Fatalf("a second Pause told %d children, want 0", n)
 	}
 
 	held := start(t, s, testPayload("second", time.Minute))
-	waitFor(t, func() bool { return s.Held()[held.Handle()] })
+	testkit.WaitFor(t, 10*time.Second, "the run held", func() bool { return s.Held()[held.Handle()] })
 	if in := held.Info(); in.PID != 0 || in.State != StateStarting {
 		t.Fatalf("held spawn has pid %d, state %s", in.PID, in.State)
 	}
@@ -101,7 +102,7 @@ func TestPauseCountsAChildToldByItsOwnGoroutine(t *testing.T) {
 	if told := s.tellPause(ch); told != 1 {
 		t.Fatalf("Pause counted %d children, want 1 (told by its own goroutine)", told)
 	}
-	waitFor(t, func() bool { return running.Info().Usage.Steps == 1 }) // ctrl/pause arrived once
+	testkit.WaitFor(t, 10*time.Second, "the running child's first step", func() bool { return running.Info().Usage.Steps == 1 }) // ctrl/pause arrived once
 	if n := s.Pause(); n != 0 {
 		t.Fatalf("a second Pause told %d children, want 0", n)
 	}
@@ -120,7 +121,7 @@ func TestHeldSpawnEndsWithoutAProcess(t *testing.T) {
 	s.Pause()
 	cancelled := start(t, s, testPayload("cancel me", time.Minute))
 	expiring := start(t, s, testPayload("expire", 100*time.Millisecond))
-	waitFor(t, func() bool { return s.Held()[cancelled.Handle()] })
+	testkit.WaitFor(t, 10*time.Second, "the run held", func() bool { return s.Held()[cancelled.Handle()] })
 	if !s.Cancel(cancelled.Handle(), "operator") {
 		t.Fatal("Cancel did not find the held spawn")
 	}
@@ -131,7 +132,7 @@ func TestHeldSpawnEndsWithoutAProcess(t *testing.T) {
 		t.Fatalf("expired held spawn: %+v", res)
 	}
 	drained := start(t, s, testPayload("drain me", time.Minute))
-	waitFor(t, func() bool { return s.Held()[drained.Handle()] })
+	testkit.WaitFor(t, 10*time.Second, "the run held", func() bool { return s.Held()[drained.Handle()] })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
@@ -159,7 +160,7 @@ func TestPauseThenResumeBeforeSpawnSendsNothing(t *testing.T) {
 	if n := s.Pause(); n != 1 {
 		t.Fatalf("Pause told %d, want 1", n)
 	}
-	waitFor(t, func() bool { return r.Info().Usage.Steps == 1 })
+	testkit.WaitFor(t, 10*time.Second, "the first step", func() bool { return r.Info().Usage.Steps == 1 })
 	s.Resume()
 	if res := result(t, r, 10*time.Second); res.Status != api.StatusCompleted {
 		t.Fatalf("result %+v", res)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func withPool(n int) func(*Config) {
@@ -27,7 +28,7 @@ func withPool(n int) func(*Config) {
 // waitIdle polls until the pool holds n ready children and returns their pids.
 func waitIdle(t *testing.T, s *Supervisor, n int) []int {
 	t.Helper()
-	waitFor(t, func() bool { return s.Pool().Idle == n })
+	testkit.WaitFor(t, 10*time.Second, "idle pool children", func() bool { return s.Pool().Idle == n })
 	return s.pool.idlePIDs()
 }
 
@@ -35,7 +36,7 @@ func waitIdle(t *testing.T, s *Supervisor, n int) []int {
 func groupsGone(t *testing.T, pids []int) {
 	t.Helper()
 	for _, pid := range pids {
-		waitGroupGone(t, pid)
+		testkit.WaitGroupGone(t, pid)
 	}
 }
 
@@ -60,7 +61,7 @@ func TestPoolAssignsWarmChild(t *testing.T) {
 	if r.Outcome() != OutcomeClean {
 		t.Fatalf("outcome = %s, want clean", r.Outcome())
 	}
-	waitFor(t, func() bool { return strings.Contains(logs.String(), `"msg":"helper working"`) })
+	testkit.WaitFor(t, 10*time.Second, "the forwarded line", func() bool { return strings.Contains(logs.String(), `"msg":"helper working"`) })
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, `"helper working"`) &&
 			(!strings.Contains(line, `"run_id":"run-test"`) || !strings.Contains(line, `"agent_path":"0"`)) {
@@ -69,7 +70,7 @@ func TestPoolAssignsWarmChild(t *testing.T) {
 	}
 	// Refilled: two idle children again, one of them new.
 	var after []int
-	waitFor(t, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the pool refilled with a new child", func() bool {
 		after = s.pool.idlePIDs()
 		return len(after) == 2 && !slices.Contains(after, pid)
 	})
@@ -147,7 +148,7 @@ func TestPoolReplacesDeadIdleChild(t *testing.T) {
 	if err := unix.Kill(victim, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the victim replaced", func() bool {
 		now := s.pool.idlePIDs()
 		return s.Pool().Replaced == 1 && len(now) == 2 && !slices.Contains(now, victim)
 	})
@@ -177,7 +178,7 @@ func TestPoolBrokenBinaryOpensBreaker(t *testing.T) {
 	counter := filepath.Join(t.TempDir(), "starts")
 	s, _ := newSupervisor(t, "flaky-start", withPool(2), withEnv(envCounter+"="+counter, envCrashes+"=2"),
 		func(c *Config) { c.Restart.CoolDown = time.Hour })
-	waitFor(t, func() bool { return s.Pool().BreakerOpen })
+	testkit.WaitFor(t, 10*time.Second, "the breaker open", func() bool { return s.Pool().BreakerOpen })
 	st := s.Pool()
 	if st.Failed != 2 || st.Idle != 0 || st.Starting != 0 {
 		t.Fatalf("pool with an open breaker = %+v, want 2 failed refills and no children", st)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func init() {
@@ -114,7 +115,7 @@ func TestFrameReaderStopsWhenNobodyReads(t *testing.T) {
 			if res.Status != api.StatusCrashed || res.Cause != tc.cause {
 				t.Fatalf("result = %+v", res)
 			}
-			waitFor(t, func() bool { return readersIn("chan send") == 0 })
+			testkit.WaitFor(t, 10*time.Second, "no frame reader blocked sending", func() bool { return readersIn("chan send") == 0 })
 		})
 	}
 }
@@ -137,9 +138,9 @@ func TestFrameReaderStopsWhenControlOutStaysOpen(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		_ = unix.Kill(gpid, unix.SIGKILL) // reparented here and reaped as an orphan
-		waitGroupGone(t, gpid)
+		testkit.WaitGroupGone(t, gpid)
 	})
-	waitFor(t, func() bool { return readersIn("IO wait") <= before })
+	testkit.WaitFor(t, 10*time.Second, "the finished node's reader stopped", func() bool { return readersIn("IO wait") <= before })
 }
 
 // Regression: when a kill came between a child's ctrl/ready and its payload,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func TestRunCompletes(t *testing.T) {
@@ -24,7 +25,7 @@ func TestRunCompletes(t *testing.T) {
 		t.Fatalf("usage = %+v, want the supervisor's count {30 12 1}", res.Usage)
 	}
 	// The child's stderr line is forwarded, tagged with run_id and agent_path.
-	waitFor(t, func() bool { return strings.Contains(logs.String(), `"msg":"helper working"`) })
+	testkit.WaitFor(t, 10*time.Second, "the forwarded line", func() bool { return strings.Contains(logs.String(), `"msg":"helper working"`) })
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, `"helper working"`) {
 			if !strings.Contains(line, `"run_id":"run-test"`) || !strings.Contains(line, `"agent_path":"0"`) || !strings.Contains(line, `"objective_len":6`) {
@@ -38,12 +39,12 @@ func TestCancelCooperativeChild(t *testing.T) {
 	s, _ := newSupervisor(t, "cooperative")
 	r := start(t, s, testPayload("work", time.Minute))
 	pid := waitPID(t, r)
-	waitFor(t, func() bool { return s.Cancel(r.Handle(), "test") })
+	testkit.WaitFor(t, 10*time.Second, "the cancel taken", func() bool { return s.Cancel(r.Handle(), "test") })
 	res := result(t, r, 10*time.Second)
 	if res.Status != api.StatusCancelled || res.Distillate.Text() != "stopped" {
 		t.Fatalf("result = %+v", res)
 	}
-	waitGroupGone(t, pid)
+	testkit.WaitGroupGone(t, pid)
 }
 
 func TestCancelEscalatesToSIGKILL(t *testing.T) {
@@ -51,7 +52,7 @@ func TestCancelEscalatesToSIGKILL(t *testing.T) {
 	r := start(t, s, testPayload("work", time.Minute))
 	pid := waitPID(t, r)
 	// Wait until it ignores SIGTERM (its first act after the spawn frame arrives).
-	waitFor(t, func() bool { return ignoresTerm(pid) })
+	testkit.WaitFor(t, 10*time.Second, "the child ignoring SIGTERM", func() bool { return ignoresTerm(pid) })
 	s.Cancel(r.Handle(), "test")
 	res := result(t, r, 10*time.Second)
 	if res.Status != api.StatusCancelled {
@@ -64,7 +65,7 @@ func TestCancelEscalatesToSIGKILL(t *testing.T) {
 	}
 	wantRungs(t, s, 1, 1, 1)
 	wantVerdicts(t, s, map[string]int64{string(api.StatusCancelled): 1})
-	waitGroupGone(t, pid)
+	testkit.WaitGroupGone(t, pid)
 }
 
 // ignoresTerm reports whether pid has SIGTERM ignored (SigIgn in /proc/PID/status).
@@ -201,16 +202,5 @@ func TestShutdownDrainsEverything(t *testing.T) {
 	}
 	if _, err := s.Start(ctx, StartRequest{Payload: testPayload("late", time.Minute)}); err != ErrDraining {
 		t.Fatalf("start while draining: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func step(name string, p prog, needs ...string) WorkflowStep {
@@ -106,7 +107,7 @@ func TestWorkflowCancel(t *testing.T) {
 		step("hold", prog{Hold: true}),
 		step("after", prog{Answer: "never"}, "hold"),
 	})
-	waitFor(t, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the first step started", func() bool {
 		_, ok := rec.startedPaths()["0.1"]
 		return ok
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/internal/a2atest"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // holdExec works until its task is cancelled, or until release closes, and
@@ -104,7 +105,7 @@ func get(t *testing.T, e *Engine, ctx context.Context, id a2a.TaskID) *a2a.Task 
 func waitTerminal(t *testing.T, e *Engine, ctx context.Context, id a2a.TaskID) *a2a.Task {
 	t.Helper()
 	var got *a2a.Task
-	a2atest.WaitFor(t, func() bool {
+	testkit.WaitFor(t, a2atest.Wait, "task "+string(id)+" terminal", func() bool {
 		got = get(t, e, ctx, id)
 		return got.Status.State.Terminal()
 	})
@@ -121,7 +122,7 @@ func TestQueuedTaskPositionAndCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2atest.WaitFor(t, func() bool { return h.ranTask(first.ID) })
+	testkit.WaitFor(t, a2atest.Wait, "the first task running", func() bool { return h.ranTask(first.ID) })
 	var queued []*a2a.Task
 	for i := 0; i < 3; i++ {
 		task, err := sendAs(t, e, alice, "")
@@ -163,8 +164,8 @@ func TestQueuedTaskPositionAndCancel(t *testing.T) {
 	if _, err := e.OnCancelTask(alice, &a2a.TaskIDParams{ID: first.ID}); err != nil {
 		t.Fatal(err)
 	}
-	a2atest.WaitFor(t, func() bool { return h.ranTask(queued[1].ID) })
-	a2atest.WaitFor(t, func() bool {
+	testkit.WaitFor(t, a2atest.Wait, "the second queued task running", func() bool { return h.ranTask(queued[1].ID) })
+	testkit.WaitFor(t, a2atest.Wait, "the running task without a queue position", func() bool {
 		task := get(t, e, alice, queued[1].ID)
 		_, has := task.Metadata[MetaQueuePosition]
 		return task.Status.State == a2a.TaskStateWorking && !has
@@ -215,7 +216,7 @@ func TestPriorityIsCappedPerCaller(t *testing.T) {
 	e, _, h := admittedEngine(t, admit.Bounds{MaxRuns: 1, MaxLive: 1, QueueCapacity: 10}, admit.Policy{})
 	peer, op := as("spiffe://td/peer", false), as("spiffe://td/op", true)
 	busy, _ := sendAs(t, e, peer, "")
-	a2atest.WaitFor(t, func() bool { return h.ranTask(busy.ID) })
+	testkit.WaitFor(t, a2atest.Wait, "the busy task running", func() bool { return h.ranTask(busy.ID) })
 	p1, _ := sendAs(t, e, peer, "high")
 	p2, _ := sendAs(t, e, peer, "low")
 	o1, _ := sendAs(t, e, op, "high")
@@ -234,7 +235,7 @@ func TestPriorityIsCappedPerCaller(t *testing.T) {
 			t.Fatal(err)
 		}
 		next := order[i+1]
-		a2atest.WaitFor(t, func() bool { return h.ranTask(next) })
+		testkit.WaitFor(t, a2atest.Wait, "task "+string(next)+" running", func() bool { return h.ranTask(next) })
 	}
 	if _, err := e.OnCancelTask(op, &a2a.TaskIDParams{ID: p2.ID}); err != nil {
 		t.Fatal(err)
@@ -247,7 +248,7 @@ func TestDrainCancelsQueuedTasks(t *testing.T) {
 	e, _, h := admittedEngine(t, admit.Bounds{MaxRuns: 1, MaxLive: 1, QueueCapacity: 4}, admit.Policy{})
 	ctx := as("spiffe://td/carol", false)
 	running, _ := sendAs(t, e, ctx, "")
-	a2atest.WaitFor(t, func() bool { return h.ranTask(running.ID) })
+	testkit.WaitFor(t, a2atest.Wait, "the first task running", func() bool { return h.ranTask(running.ID) })
 	queued, _ := sendAs(t, e, ctx, "")
 	e.Drain()
 	if got := waitTerminal(t, e, ctx, queued.ID); got.Status.State != a2a.TaskStateCanceled || h.ranTask(queued.ID) {

@@ -11,12 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // ServeA2A gives each request a server span under the caller's traceparent,
 // named after the method the handler notes, and counts it by method and code.
 func TestServeA2A(t *testing.T) {
-	rec := recordSpans(t)
+	rec := testkit.RecordSpans(t)
 	m := NewMetrics()
 	var inner trace.SpanContext
 	h := ServeA2A(m, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func logLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
@@ -23,7 +25,7 @@ func logLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 }
 
 func TestLogHandler(t *testing.T) {
-	recordSpans(t)
+	testkit.RecordSpans(t)
 	var buf bytes.Buffer
 	log := slog.New(NewLogHandler(slog.NewJSONHandler(&buf, nil))).With("run_id", "r1")
 	ctx, span := Tracer().Start(context.Background(), "op")

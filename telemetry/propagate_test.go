@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 const (
@@ -33,7 +34,7 @@ func TestTraceparentRoundTrip(t *testing.T) {
 
 // A span in process beats a trace context read off the wire.
 func TestWithTraceparentKeepsLocalSpan(t *testing.T) {
-	recordSpans(t)
+	testkit.RecordSpans(t)
 	ctx, span := Tracer().Start(context.Background(), "local")
 	defer span.End()
 	got := trace.SpanContextFromContext(WithTraceparent(ctx, testParent))
@@ -47,7 +48,7 @@ func TestWithTraceparentKeepsLocalSpan(t *testing.T) {
 }
 
 func TestTelemetryBlock(t *testing.T) {
-	recordSpans(t)
+	testkit.RecordSpans(t)
 	// The ids alone are enough when a payload has no traceparent.
 	ctx := FromTelemetry(context.Background(), api.Telemetry{TraceID: testTrace, ParentSpanID: testSpan})
 	sc := trace.SpanContextFromContext(ctx)

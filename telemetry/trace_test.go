@@ -8,16 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/internal/otlptest"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func TestExportFromEnv(t *testing.T) {
@@ -148,7 +147,7 @@ func TestSetupExportsOverTLS13Only(t *testing.T) {
 		}
 		// The error handler Setup installs stays global after the test: the
 		// log it writes to must be safe for concurrent use.
-		var logs lockedBuffer
+		var logs testkit.Buffer
 		tp, err := Setup(context.Background(), Options{Environ: env, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -210,17 +209,6 @@ func TestSetupRefusesGRPC(t *testing.T) {
 	}
 }
 
-// recordSpans installs a recording provider for one test and returns its
-// recorder.
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
-	return rec
-}
-
 func spanByName(t *testing.T, rec *tracetest.SpanRecorder, name string) sdktrace.ReadOnlySpan {
 	t.Helper()
 	for _, s := range rec.Ended() {
@@ -237,21 +225,3 @@ func spanByName(t *testing.T, rec *tracetest.SpanRecorder, name string) sdktrace
 }
 
 var _ trace.Tracer = Tracer()
-
-// lockedBuffer is a strings.Builder safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

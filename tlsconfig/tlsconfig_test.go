@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/agentd/agentd/internal/spiffetest"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -243,7 +243,7 @@ func TestFileSourceReloadsChangedFiles(t *testing.T) {
 	if err := os.WriteFile(bundle, ca.CertPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	src, err := tlsconfig.NewFileSource(tlsconfig.Files{Cert: cert, Key: key, Bundle: bundle, CheckEvery: time.Millisecond},
 		slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
@@ -271,7 +271,7 @@ func TestFileSourceReloadsChangedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Read until the source has seen the change and refused it.
-	waitFor(t, "the half-written rotation noticed", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the half-written rotation noticed", func() bool {
 		if got := serial(); got != first.Certificates[0].SerialNumber.String() {
 			t.Fatalf("a certificate without its key replaced the identity (serial %s)", got)
 		}
@@ -287,13 +287,7 @@ func TestFileSourceReloadsChangedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := second.Certificates[0].SerialNumber.String()
-	deadline := time.Now().Add(5 * time.Second)
-	for serial() != want {
-		if time.Now().After(deadline) {
-			t.Fatal("the rotated SVID never replaced the first")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, "the rotated SVID replacing the first", func() bool { return serial() == want })
 	if _, err := src.GetX509BundleForTrustDomain(otherTD); err == nil {
 		t.Error("a static bundle answered for a foreign trust domain")
 	}
@@ -328,7 +322,7 @@ func TestWorkloadSourceReadyOnFirstSVIDAndRotates(t *testing.T) {
 	}
 	defer src.Close()
 	// The stream is open but carries no identity yet.
-	waitFor(t, "the X.509 stream to open", func() bool { return api.X509Fetches() > 0 })
+	testkit.WaitFor(t, 10*time.Second, "the X.509 stream to open", func() bool { return api.X509Fetches() > 0 })
 	if src.Ready() {
 		t.Fatal("ready before any SVID")
 	}
@@ -345,7 +339,7 @@ func TestWorkloadSourceReadyOnFirstSVIDAndRotates(t *testing.T) {
 	}
 	second := mint(t, ca, srvID, tlsconfig.SVIDOptions{})
 	api.SetX509(second, ca.Bundle())
-	waitFor(t, "the rotated SVID", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the rotated SVID", func() bool {
 		s, err := src.GetX509SVID()
 		return err == nil && s.Certificates[0].SerialNumber.Cmp(second.Certificates[0].SerialNumber) == 0
 	})
@@ -354,7 +348,7 @@ func TestWorkloadSourceReadyOnFirstSVIDAndRotates(t *testing.T) {
 		t.Fatal(err)
 	}
 	api.SetJWTAuthority(auth)
-	waitFor(t, "the JWT bundle", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the JWT bundle", func() bool {
 		b, err := src.GetJWTBundleForTrustDomain(td)
 		return err == nil && b.HasJWTAuthority(auth.KeyID)
 	})
@@ -383,24 +377,6 @@ func TestNewHTTPClientWithoutConfigIsTLS13(t *testing.T) {
 	if tr.TLSClientConfig == nil || tr.TLSClientConfig.MinVersion != tls.VersionTLS13 {
 		t.Fatalf("TLS config %+v, want MinVersion TLS 1.3", tr.TLSClientConfig)
 	}
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestVerifyJWTSVID(t *testing.T) {
@@ -511,17 +487,6 @@ func TestWriteDevSet(t *testing.T) {
 	}
 	if _, err := tlsconfig.WriteDevSet(dir, td, time.Hour, true); err != nil {
 		t.Errorf("WriteDevSet with force: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // fakeProgram records what the signal policy does to it: Run returns once it
@@ -115,10 +116,7 @@ func TestSecondSignalBeforeTheProgramExists(t *testing.T) {
 		// Wait (up to a second) until the policy took the second signal, so
 		// that it most likely comes before the program exists; in either
 		// order the program must be forced.
-		deadline := time.Now().Add(time.Second)
-		for len(sigs) > 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		testkit.Poll(time.Second, func() bool { return len(sigs) == 0 })
 		return p, nil
 	})
 	if err != nil {

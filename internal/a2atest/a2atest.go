@@ -1,6 +1,9 @@
 // Package a2atest holds the test helpers of the A2A packages (tasks, a2abind,
-// peer): messages, a bounded blocking send, polling until a task ends or a
-// condition holds, and a fake delegation provider. It is for tests only.
+// peer, and the e2e tests' plain peer): messages, a bounded blocking send,
+// polling until a task ends, a fake delegation provider, and a plain a2a-go
+// executor served on loopback. It is for tests only; the helpers every
+// package shares (polling for a condition, buffers, processes) are in
+// internal/testkit.
 package a2atest
 
 import (
@@ -14,6 +17,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // Wait bounds every wait of this package.
@@ -44,23 +48,11 @@ func Send(t testing.TB, h a2asrv.RequestHandler, p *a2a.MessageSendParams) *a2a.
 	return res.(*a2a.Task)
 }
 
-// WaitFor polls cond until it holds, failing the test after Wait.
-func WaitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(Wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", Wait)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // WaitTerminal polls tasks/get until the task is terminal and returns it.
 func WaitTerminal(t testing.TB, h a2asrv.RequestHandler, id a2a.TaskID) *a2a.Task {
 	t.Helper()
 	var got *a2a.Task
-	WaitFor(t, func() bool {
+	testkit.WaitFor(t, Wait, "task "+string(id)+" terminal", func() bool {
 		task, err := h.OnGetTask(context.Background(), &a2a.TaskQueryParams{ID: id})
 		got = task
 		return err == nil && task.Status.State.Terminal()
