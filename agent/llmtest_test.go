@@ -194,16 +194,30 @@ func (c childRun) eventUsage() api.Usage {
 
 // runChild runs Serve on p with the scripted supervisor end and returns when
 // the child has sent its result and returned.
-func runChild(t *testing.T, p *api.SpawnPayload, key string, se superEnd) childRun {
-	t.Helper()
+// serveOverPipes runs Serve as the child end of a control channel made of two
+// pipes, its log to stderr (nil: discarded), and returns the supervisor's
+// end: the child's frames, a writer to it, control-in's write end (closing it
+// is the supervisor going away), and Serve's exit code. When Serve returns,
+// both pipes close, as the supervisor closes control-in once it reaped the
+// child: that ends the child's control reader.
+func serveOverPipes(key string, stderr io.Writer) (*api.FrameReader, *api.FrameWriter, io.Closer, <-chan int) {
+	if stderr == nil {
+		stderr = io.Discard
+	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	code := make(chan int, 1)
 	go func() {
-		code <- Serve(context.Background(), inR, outW, io.Discard, key)
+		code <- Serve(context.Background(), inR, outW, stderr, key)
 		outW.Close()
+		inW.Close()
 	}()
-	r, w := api.NewFrameReader(outR, 0), api.NewFrameWriter(inW, 0)
+	return api.NewFrameReader(outR, 0), api.NewFrameWriter(inW, 0), inW, code
+}
+
+func runChild(t *testing.T, p *api.SpawnPayload, key string, se superEnd) childRun {
+	t.Helper()
+	r, w, inW, code := serveOverPipes(key, nil)
 	done := make(chan childRun, 1)
 	go func() {
 		var run childRun

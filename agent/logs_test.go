@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,15 +22,8 @@ func serveScript(t *testing.T, p *api.SpawnPayload, script string, answer string
 		t.Fatal(err)
 	}
 	p.Intelligence.Endpoint = "builtin:script=" + file
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
 	var stderr testkit.Buffer // the child's stderr, written by its loggers and read here
-	code := make(chan int, 1)
-	go func() {
-		code <- Serve(context.Background(), inR, outW, &stderr, "")
-		outW.Close()
-	}()
-	r, w := api.NewFrameReader(outR, 0), api.NewFrameWriter(inW, 0)
+	r, w, inW, code := serveOverPipes("", &stderr)
 	if f, err := r.Read(); err != nil || f.Method != api.MethodReady {
 		t.Fatalf("first frame %+v %v", f, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -132,15 +131,8 @@ func TestDemoModel(t *testing.T) {
 // TestServeOverPipes plays the supervisor against Serve: ready, spawn, a
 // loop/event, the result; then a cancelled run answers pings while blocked.
 func TestServeOverPipes(t *testing.T) {
-	run := func(endpoint string) (*api.FrameReader, *api.FrameWriter, chan int) {
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		code := make(chan int, 1)
-		go func() {
-			code <- Serve(context.Background(), inR, outW, io.Discard, "")
-			outW.Close()
-		}()
-		r, w := api.NewFrameReader(outR, 0), api.NewFrameWriter(inW, 0)
+	run := func(endpoint string) (*api.FrameReader, *api.FrameWriter, <-chan int) {
+		r, w, _, code := serveOverPipes("", nil)
 		f, err := r.Read()
 		if err != nil || f.Method != api.MethodReady {
 			t.Fatalf("first frame %+v %v", f, err)

@@ -43,7 +43,11 @@ func Main() int {
 // Serve runs one subagent over the given control pipes: ctrl/ready, the spawn
 // frame, the loop, the result frame. It returns the exit code. The run is a
 // span under the payload's trace context, exported as the OTEL_* environment
-// says (telemetry.Setup) and flushed before the result frame.
+// says (telemetry.Setup) and flushed before the result frame. Serve may
+// return while its reader of in is still blocked in a read: that goroutine
+// ends when in reaches EOF or fails, so a caller that outlives Serve closes
+// in's write end, as the supervisor closes control-in once it reaped the child
+// (a subagent process simply exits).
 func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key string) int {
 	// The level is info until the payload names the child's (its
 	// telemetry.log_level).

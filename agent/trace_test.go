@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,14 +25,7 @@ func TestServeExportsSpans(t *testing.T) {
 		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 		spawnID = "00f067aa0ba902b7"
 	)
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	code := make(chan int, 1)
-	go func() {
-		code <- Serve(context.Background(), inR, outW, io.Discard, "")
-		outW.Close()
-	}()
-	r, w := api.NewFrameReader(outR, 0), api.NewFrameWriter(inW, 0)
+	r, w, inW, code := serveOverPipes("", nil)
 	if f, err := r.Read(); err != nil || f.Method != api.MethodReady {
 		t.Fatalf("first frame %+v %v", f, err)
 	}

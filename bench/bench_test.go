@@ -21,7 +21,7 @@ import (
 // with EnvFigure set.
 func TestMain(m *testing.M) {
 	MaybeFigure()
-	os.Exit(m.Run())
+	os.Exit(testkit.LeakCheck(m.Run()))
 }
 
 // buildBinaries builds agentd, the floor and treechild into a temporary

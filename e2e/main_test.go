@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build agentd:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := testkit.LeakCheck(m.Run())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

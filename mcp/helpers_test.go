@@ -16,6 +16,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/api"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(api.EnvSubagent) != "" {
 		os.Exit(agent.Main())
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
 }
 
 // call is one tools/call the test server received.

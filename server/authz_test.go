@@ -21,14 +21,18 @@ import (
 	"github.com/agentd/agentd/tasks"
 )
 
-// holdExec keeps every task working until it is cancelled.
-type holdExec struct{}
+// holdExec keeps every task working until it is cancelled or release closes
+// (the fixture closes it at cleanup, so that no run outlives its test).
+type holdExec struct{ release <-chan struct{} }
 
-func (holdExec) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+func (h holdExec) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
 	if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-h.release:
+	}
 	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
 	ev.Final = true
 	return q.Write(context.WithoutCancel(ctx), ev)
@@ -74,7 +78,16 @@ func newAuthzFixture(t *testing.T, blobs BlobSource) *authzFixture {
 	store := tasks.NewMemoryStore(100, time.Hour)
 	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, store.ListPush)
 	t.Cleanup(pusher.Close)
-	engine := tasks.NewEngine(store, holdExec{}, nil, tasks.WithPusher(pusher))
+	release := make(chan struct{})
+	engine := tasks.NewEngine(store, holdExec{release: release}, nil, tasks.WithPusher(pusher))
+	t.Cleanup(func() {
+		close(release)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := engine.Wait(ctx); err != nil {
+			t.Errorf("the held tasks' runs did not return: %v", err)
+		}
+	})
 	srv := httptest.NewServer(Handler(Config{
 		Handler: engine,
 		Card:    a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}),

@@ -89,7 +89,7 @@ func TestMain(m *testing.M) {
 		os.Exit(h())
 	}
 	flag.Parse()
-	code := m.Run()
+	code := testkit.LeakCheck(m.Run())
 	if code == 0 && flag.Lookup("test.run").Value.String() == "" && !testing.Short() {
 		var unused []string
 		for name := range helpers {

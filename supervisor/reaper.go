@@ -85,15 +85,18 @@ func (r *reaper) start(log *slog.Logger) {
 		r.forks = make(chan forkRequest)
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGCHLD)
-		go func() {
-			for range sig {
-				r.drain()
-			}
-		}()
+		go r.reapOnSIGCHLD(sig)
 		go r.forker()
 		// Anything that exited before the handler was installed.
 		r.drain()
 	})
+}
+
+// reapOnSIGCHLD drains at every SIGCHLD, for the life of the process.
+func (r *reaper) reapOnSIGCHLD(sig <-chan os.Signal) {
+	for range sig {
+		r.drain()
+	}
 }
 
 // forker performs every fork on one goroutine locked to its thread for the life
