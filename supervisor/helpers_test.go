@@ -254,6 +254,14 @@ func helperCloseThenExit() int {
 // in its own process group or in this one (HELPER_GRAND_GROUP), reports its
 // pid in the distillate, and exits at once, orphaning it.
 func helperForkGrandchild() int {
+	return forkGrandchild(os.Getenv(envGrandGroup) == "own", nil) // stdio is /dev/null: control-out stays ours
+}
+
+// forkGrandchild does the child half of the handshake, starts a grandchild
+// (the test binary as "grandchild"), in its own process group if ownGroup,
+// with stdout as its stdout (nil: /dev/null), completes with the
+// grandchild's pid as the distillate, and returns the helper's exit code.
+func forkGrandchild(ownGroup bool, stdout *os.File) int {
 	c := helperIO()
 	c.start()
 	exe, err := os.Executable()
@@ -262,10 +270,13 @@ func helperForkGrandchild() int {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), envHelper+"=grandchild")
-	if os.Getenv(envGrandGroup) == "own" {
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
+	if ownGroup {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
-	if err := cmd.Start(); err != nil { // stdio is /dev/null: control-out stays ours
+	if err := cmd.Start(); err != nil {
 		return 1
 	}
 	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(strconv.Itoa(cmd.Process.Pid))})

@@ -3,11 +3,9 @@ package supervisor
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,23 +55,7 @@ func helperFloodAfterViolation() int {
 // helperStdoutGrandchild starts a grandchild in its own process group that
 // inherits control-out (and lives HELPER_SLEEP), completes with its pid, and
 // exits: control-out stays open after the reap.
-func helperStdoutGrandchild() int {
-	c := helperIO()
-	c.start()
-	exe, err := os.Executable()
-	if err != nil {
-		return 1
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envHelper+"=grandchild")
-	cmd.Stdout = os.Stdout
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return 1
-	}
-	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(strconv.Itoa(cmd.Process.Pid))})
-	return 0
-}
+func helperStdoutGrandchild() int { return forkGrandchild(true, os.Stdout) }
 
 // readersIn counts the frame-reader goroutines whose dump header names state
 // ("chan send", "IO wait").
