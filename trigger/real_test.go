@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/supervisor"
 )
 
@@ -22,7 +24,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(api.EnvSubagent) != "" {
 		os.Exit(3)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
 }
 
 // realRunner runs each event as a tree of a real supervisor and remembers the
