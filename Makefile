@@ -17,7 +17,7 @@ build:
 run: build
 	./$(BIN) serve --listen $(LISTEN)
 
-# test: formatting, vet, then every package with the race detector (after
+# test: formatting, vet, staticcheck, then every package with the race detector (after
 # installing the npm packages the e2e tests drive agentd with), then the
 # offline validation of deploy/.
 test: lint unit deploy-test
