@@ -41,7 +41,10 @@ type Engine struct {
 	exec     a2asrv.AgentExecutor
 	log      *slog.Logger
 	sendWait time.Duration // 0: a blocking send waits for the end
-	pusher   *Pusher       // nil: push notifications are not offered
+	// storeRetry bounds how long an event of a running task waits for an
+	// unavailable store before the write fails.
+	storeRetry time.Duration
+	pusher     *Pusher // nil: push notifications are not offered
 
 	admission *admit.Controller // nil: every task runs at once (admission.go)
 	policy    admit.Policy
@@ -65,6 +68,16 @@ type EngineOption func(*Engine)
 // (0.3 blocking false, 1.0 returnImmediately).
 func WithSendWait(d time.Duration) EngineOption {
 	return func(e *Engine) { e.sendWait = d }
+}
+
+// DefaultStoreRetry is how long an event of a running task waits, by default,
+// for a store that is unavailable.
+const DefaultStoreRetry = 30 * time.Second
+
+// WithStoreRetry bounds how long an event of a running task is retried while
+// the store is unavailable (ErrStoreUnavailable); 0 does not retry.
+func WithStoreRetry(d time.Duration) EngineOption {
+	return func(e *Engine) { e.storeRetry = d }
 }
 
 // WithPusher turns push notifications on: the push-config methods work and
@@ -111,6 +124,28 @@ type liveTask struct {
 	// ticket is the task's admission (nil without admission control, and for
 	// nested tasks); set at creation, never changed.
 	ticket *admit.Ticket
+
+	// settled marks a snapshot this engine does not drive (a finished task,
+	// or one another process runs): done is closed, and a stream of it is
+	// the snapshot alone.
+	settled bool
+}
+
+// end closes the task's subscriptions and done without a terminal state: the
+// engine no longer drives it (its store was lost).
+func (lt *liveTask) end() {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	for s := range lt.subs {
+		s.dropped = true
+		close(s.ch)
+	}
+	lt.subs = nil
+	select {
+	case <-lt.done:
+	default:
+		close(lt.done)
+	}
 }
 
 type subscriber struct {
@@ -123,7 +158,7 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{store: store, exec: exec, log: log, live: make(map[a2a.TaskID]*liveTask)}
+	e := &Engine{store: store, exec: exec, log: log, live: make(map[a2a.TaskID]*liveTask), storeRetry: DefaultStoreRetry}
 	for _, o := range opts {
 		o(e)
 	}
@@ -236,7 +271,7 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := e.store.Put(ctx, next); err != nil {
+	if err := e.putRetrying(ctx, next); err != nil {
 		return err
 	}
 	lt.task = next
@@ -259,12 +294,31 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 			close(s.ch)
 		}
 		lt.subs = nil
-		close(lt.done)
-		e.mu.Lock()
-		delete(e.live, next.ID)
-		e.mu.Unlock()
+		select {
+		case <-lt.done: // ended without a terminal state before (end)
+		default:
+			close(lt.done)
+		}
+		e.forget(next.ID)
 	}
 	return nil
+}
+
+// putRetrying stores a snapshot of a running task, retrying for up to
+// storeRetry while the store is unavailable (a database restarting): the
+// event waits, and no one sees it before it is stored.
+func (e *Engine) putRetrying(ctx context.Context, t *a2a.Task) error {
+	wait := 50 * time.Millisecond
+	deadline := time.Now().Add(e.storeRetry)
+	for {
+		err := e.store.Put(ctx, t)
+		if err == nil || !errors.Is(err, ErrStoreUnavailable) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		e.log.Warn("task store unavailable: retrying", "task_id", string(t.ID), "err", err)
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // subscribe returns a channel of the task's events from now on, and the
@@ -312,6 +366,17 @@ func (q queue) Read(ctx context.Context) (a2a.Event, error) {
 	return nil, errors.New("tasks: the task queue is write-only")
 }
 func (q queue) Close() error { return nil }
+
+// Retain implements Retainer: with a Durable store, the payload is kept with
+// the task for the rerun recovery policy; otherwise nothing outlives the
+// process and it is dropped.
+func (q queue) Retain(ctx context.Context, payload []byte) error {
+	d, ok := q.e.store.(Durable)
+	if !ok {
+		return nil
+	}
+	return d.Retain(context.WithoutCancel(ctx), q.lt.snapshot().ID, payload)
+}
 
 // TakeFollowUp implements FollowUps.
 func (q queue) TakeFollowUp(last bool) []*a2a.Message {
@@ -391,23 +456,76 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 		History:   []*a2a.Message{&m},
 		Metadata:  admissionMetadata(params.Metadata, ticket),
 	}
+	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	lt := &liveTask{task: task, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
+	// The task is live before it is stored: a second send of the same
+	// message that arrives once Create has returned finds it running.
+	e.mu.Lock()
+	e.live[task.ID] = lt
+	e.mu.Unlock()
 	if err := e.store.Create(ctx, task, callerName(ctx)); err != nil {
+		e.forget(task.ID)
+		cancel(nil)
+		var dup *DuplicateError
+		if errors.As(err, &dup) {
+			// The caller sent this message before: its task, and nothing
+			// starts.
+			return e.existing(ctx, dup.Existing)
+		}
 		return nil, err
 	}
 	if push != nil {
 		if _, err := e.store.SetPush(ctx, task.ID, *push); err != nil {
+			e.abandon(ctx, lt, "the push notification config was not stored: "+err.Error())
+			cancel(nil)
 			return nil, err
 		}
 	}
-	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	lt := &liveTask{task: task, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
-	e.mu.Lock()
-	e.live[task.ID] = lt
-	e.mu.Unlock()
 	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
 	started = true
-	go e.run(execCtx, cancel, lt, reqCtx)
+	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q) })
 	return lt, nil
+}
+
+// forget drops a task from the live ones.
+func (e *Engine) forget(id a2a.TaskID) {
+	e.mu.Lock()
+	delete(e.live, id)
+	e.mu.Unlock()
+}
+
+// existing is the task a duplicate message names: live if it runs here, else
+// its stored snapshot, which nothing will change here (finished, or run by
+// another process).
+func (e *Engine) existing(ctx context.Context, id a2a.TaskID) (*liveTask, error) {
+	if lt := e.getLive(id); lt != nil {
+		return lt, nil
+	}
+	t, _, err := e.store.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read task %s: %w", id, err)
+	}
+	return settled(t), nil
+}
+
+// settled wraps a snapshot this engine does not drive as a liveTask that has
+// ended: waiting on it returns at once, a stream of it is the snapshot.
+func settled(t *a2a.Task) *liveTask {
+	lt := &liveTask{task: t, done: make(chan struct{}), settled: true}
+	close(lt.done)
+	return lt
+}
+
+// abandon ends a task that never started: failed (when the store takes it),
+// no longer live.
+func (e *Engine) abandon(ctx context.Context, lt *liveTask, why string) {
+	t := lt.snapshot()
+	ev := a2a.NewStatusUpdateEvent(t, a2a.TaskStateFailed, a2a.NewMessageForTask(a2a.MessageRoleAgent, t, a2a.TextPart{Text: why}))
+	ev.Final = true
+	if err := e.apply(ctx, lt, ev); err != nil {
+		e.log.Warn("task not marked failed", "task_id", string(t.ID), "err", err)
+		e.forget(t.ID)
+	}
 }
 
 // followUp adds a message to a running task: it joins the task's history and
@@ -422,6 +540,9 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 		if err != nil {
 			return nil, err
 		}
+		if hasMessage(t, msg.ID) {
+			return settled(t), nil // sent before: nothing changes
+		}
 		return nil, fmt.Errorf("task %s is %s and takes no more messages; send a new message (its referenceTaskIds may name this task): %w", id, t.Status.State, a2a.ErrUnsupportedOperation)
 	}
 	if lt.cancelExec == nil {
@@ -432,6 +553,9 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 	cur := lt.task
 	if msg.ContextID != "" && msg.ContextID != cur.ContextID {
 		return nil, fmt.Errorf("message.contextId %q is not task %s's context %q: %w", msg.ContextID, id, cur.ContextID, a2a.ErrInvalidParams)
+	}
+	if hasMessage(cur, msg.ID) {
+		return lt, nil // sent before: it is in the history already
 	}
 	if lt.closed || cur.Status.State.Terminal() {
 		return nil, fmt.Errorf("task %s is finishing and takes no more messages: %w", id, a2a.ErrUnsupportedOperation)
@@ -456,9 +580,15 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 	return lt, nil
 }
 
-// run drives one executor, once admission lets it, and makes sure its task
-// ends terminal.
-func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *liveTask, reqCtx *a2asrv.RequestContext) {
+// hasMessage reports whether a message with this id is in the task's
+// history.
+func hasMessage(t *a2a.Task, id string) bool {
+	return slices.ContainsFunc(t.History, func(m *a2a.Message) bool { return m != nil && m.ID == id })
+}
+
+// run drives one executor run (execute), once admission lets it, and makes
+// sure its task ends terminal.
+func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *liveTask, reqCtx *a2asrv.RequestContext, execute func(context.Context, queue) error) {
 	defer e.wg.Done()
 	defer cancel(nil)
 	if lt.ticket != nil {
@@ -487,7 +617,13 @@ func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *li
 		if fm, ok := e.exec.(FailureMetadata); ok {
 			ev.Metadata = fm.FailureMetadata()
 		}
-		_ = e.apply(ctx, lt, ev)
+		if err := e.apply(ctx, lt, ev); err != nil && !errors.Is(err, errTaskFinished) {
+			// The store is gone: the task is no longer run here, and the
+			// next start of a process on this store resolves it.
+			e.log.Error("task left unfinished in the store", "task_id", reqCtx.TaskID, "err", err)
+			lt.end()
+			e.forget(reqCtx.TaskID)
+		}
 	}()
-	err = e.exec.Execute(ctx, reqCtx, queue{e: e, lt: lt})
+	err = execute(ctx, queue{e: e, lt: lt})
 }

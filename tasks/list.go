@@ -67,3 +67,28 @@ func trimHistory(t *a2a.Task, n *int) *a2a.Task {
 	}
 	return &c
 }
+
+// PageToken is the ListPage.NextPageToken after a page whose last task has
+// status timestamp at and id id: what a Store other than MemoryStore issues,
+// so that every store's tokens are alike.
+func PageToken(at time.Time, id a2a.TaskID) string {
+	return cursor{at: at, id: string(id)}.String()
+}
+
+// ParsePageToken reads a PageToken back; a token no store issued is an error
+// that wraps a2a.ErrInvalidParams.
+func ParsePageToken(s string) (at time.Time, id a2a.TaskID, err error) {
+	c, err := parseCursor(s)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	return c.at, a2a.TaskID(c.id), nil
+}
+
+// StatusTime is the time a task's status last changed (zero without a
+// timestamp): the List order's key.
+func StatusTime(t *a2a.Task) time.Time { return stamp(t) }
+
+// TrimHistory returns t with at most n of its latest history messages (all
+// of them when n is nil), sharing everything else.
+func TrimHistory(t *a2a.Task, n *int) *a2a.Task { return trimHistory(t, n) }

@@ -19,15 +19,19 @@ import (
 // blocks on I/O and never fails but as the Store documents. It is safe for
 // concurrent use; create it with NewMemoryStore.
 type MemoryStore struct {
-	mu        sync.Mutex // guards tasks, finished
+	mu        sync.Mutex // guards tasks, finished, messages
 	tasks     map[a2a.TaskID]*storedTask
-	finished  list.List // *storedTask, oldest finish first
+	messages  map[messageKey]a2a.TaskID // idempotency keys of the stored tasks
+	finished  list.List                 // *storedTask, oldest finish first
 	capacity  int
 	retention time.Duration
 	now       func() time.Time
 }
 
 var _ Store = (*MemoryStore)(nil)
+
+// messageKey is a caller's message id: a task's idempotency key.
+type messageKey struct{ owner, id string }
 
 type storedTask struct {
 	task     *a2a.Task
@@ -45,7 +49,7 @@ func NewMemoryStore(capacity int, retention time.Duration) *MemoryStore {
 	if capacity <= 0 {
 		capacity = 10000
 	}
-	return &MemoryStore{tasks: make(map[a2a.TaskID]*storedTask), capacity: capacity, retention: retention, now: time.Now}
+	return &MemoryStore{tasks: make(map[a2a.TaskID]*storedTask), messages: make(map[messageKey]a2a.TaskID), capacity: capacity, retention: retention, now: time.Now}
 }
 
 // Create implements Store.
@@ -57,11 +61,18 @@ func (s *MemoryStore) Create(_ context.Context, t *a2a.Task, owner string) error
 	if _, ok := s.tasks[t.ID]; ok {
 		return fmt.Errorf("tasks: task %s already exists", t.ID)
 	}
+	key := messageKey{owner, MessageKey(t)}
+	if id, ok := s.messages[key]; ok && key.id != "" {
+		return &DuplicateError{Existing: id, MessageID: key.id}
+	}
 	if len(s.tasks) >= s.capacity && !s.evictOldestLocked() {
 		return ErrStoreFull
 	}
 	st := &storedTask{owner: owner}
 	s.tasks[t.ID] = st
+	if key.id != "" {
+		s.messages[key] = t.ID
+	}
 	s.setLocked(st, t, now)
 	return nil
 }
@@ -128,6 +139,7 @@ func (s *MemoryStore) evictOldestLocked() bool {
 	st := front.Value.(*storedTask)
 	s.finished.Remove(front)
 	delete(s.tasks, st.task.ID)
+	delete(s.messages, messageKey{st.owner, MessageKey(st.task)})
 	return true
 }
 

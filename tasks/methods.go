@@ -74,6 +74,10 @@ func (e *Engine) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDPara
 }
 
 func (e *Engine) stream(ctx context.Context, lt *liveTask, yield func(a2a.Event, error) bool) {
+	if lt.settled {
+		yield(lt.snapshot(), nil)
+		return
+	}
 	sub, first := lt.subscribe()
 	defer lt.unsubscribe(sub)
 	if !yield(first, nil) {

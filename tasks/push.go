@@ -172,6 +172,34 @@ type PushSettings struct {
 	// is dropped beyond it. Default 64.
 	QueueLimit int
 	Log        *slog.Logger
+	// Journal, when set, records every event before it is queued and
+	// forgets it once delivered (or given up on) to every webhook, so that
+	// deliveries pending when the process ends are made after it restarts
+	// (Resume): at least once. A Durable store implements it.
+	Journal PushJournal
+}
+
+// PushJournal keeps the push notifications not yet delivered. It is safe for
+// concurrent use.
+type PushJournal interface {
+	// AddPending records an event to deliver and returns its sequence
+	// number (increasing).
+	AddPending(ctx context.Context, p PendingPush) (int64, error)
+	// DonePending forgets a delivered event.
+	DonePending(ctx context.Context, seq int64) error
+	// Pending returns the events not yet delivered, in sequence order.
+	Pending(ctx context.Context) ([]PendingPush, error)
+}
+
+// PendingPush is one event waiting for delivery to a task's webhooks, with the
+// payload of each protocol version: Snapshot (the task after the event) for
+// 0.3 registrations, Event (the event as a StreamResponse) for 1.0 ones.
+type PendingPush struct {
+	Seq      int64
+	TaskID   a2a.TaskID
+	Snapshot []byte
+	Event    []byte
+	Final    bool
 }
 
 // Pusher delivers a task's events to its webhooks: in order per task, each
@@ -192,10 +220,10 @@ type Pusher struct {
 	idle   chan struct{}             // closed when the last drain exits; nil if none waits
 }
 
+// pushItem is one queued event: its payloads, encoded once.
 type pushItem struct {
-	ev    a2a.Event
-	snap  *a2a.Task
-	final bool
+	PendingPush
+	journaled bool // in the journal: forgotten there once delivered
 }
 
 type pushQueue struct {
@@ -247,9 +275,50 @@ func NewPusher(cfg PushSettings, targets func(context.Context, a2a.TaskID) ([]Pu
 func (p *Pusher) Policy() PushPolicy { return p.cfg.Policy }
 
 // Enqueue schedules the delivery of ev (and the snapshot after it) to the
-// task's webhooks. It never blocks on the network.
+// task's webhooks. It never blocks on the network; with a journal, it records
+// the event first.
 func (p *Pusher) Enqueue(id a2a.TaskID, ev a2a.Event, snap *a2a.Task) {
-	item := pushItem{ev: ev, snap: snap, final: snap.Status.State.Terminal()}
+	item := pushItem{PendingPush: PendingPush{TaskID: id, Final: snap.Status.State.Terminal()}}
+	var err error
+	if item.Snapshot, err = json.Marshal(snap); err == nil {
+		item.Event, err = json.Marshal(a2av1.EventFrom(ev))
+	}
+	if err != nil {
+		p.cfg.Log.Error("push payload does not encode", "task_id", id, "err", err)
+		return
+	}
+	if p.cfg.Journal != nil {
+		seq, err := p.cfg.Journal.AddPending(p.ctx, item.PendingPush)
+		if err != nil {
+			p.cfg.Log.Warn("push notification not journaled: delivered unless agentd stops first", "task_id", id, "err", err)
+		} else {
+			item.Seq, item.journaled = seq, true
+		}
+	}
+	p.enqueue(item)
+}
+
+// Resume queues the events the journal still holds: those a previous
+// process did not deliver. Call it once, at start.
+func (p *Pusher) Resume(ctx context.Context) error {
+	if p.cfg.Journal == nil {
+		return nil
+	}
+	pending, err := p.cfg.Journal.Pending(ctx)
+	if err != nil {
+		return fmt.Errorf("read pending push notifications: %w", err)
+	}
+	for _, pp := range pending {
+		p.enqueue(pushItem{PendingPush: pp, journaled: true})
+	}
+	if len(pending) > 0 {
+		p.cfg.Log.Info("resumed pending push notifications", "pending", len(pending))
+	}
+	return nil
+}
+
+func (p *Pusher) enqueue(item pushItem) {
+	id := item.TaskID
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctx.Err() != nil {
@@ -262,15 +331,26 @@ func (p *Pusher) Enqueue(id a2a.TaskID, ev a2a.Event, snap *a2a.Task) {
 	}
 	if len(q.items) >= p.cfg.QueueLimit {
 		drop := 0
-		for drop < len(q.items)-1 && q.items[drop].final {
+		for drop < len(q.items)-1 && q.items[drop].Final {
 			drop++
 		}
 		p.cfg.Log.Warn("push queue full: dropping an event", "task_id", id)
+		p.forget(q.items[drop])
 		q.items = append(q.items[:drop], q.items[drop+1:]...)
 	}
 	q.items = append(q.items, item)
 	if !running {
 		go p.drain(id, q)
+	}
+}
+
+// forget removes a delivered (or dropped) event from the journal.
+func (p *Pusher) forget(item pushItem) {
+	if !item.journaled {
+		return
+	}
+	if err := p.cfg.Journal.DonePending(context.WithoutCancel(p.ctx), item.Seq); err != nil {
+		p.cfg.Log.Warn("delivered push notification not cleared from the journal: it may be delivered again", "task_id", item.TaskID, "err", err)
 	}
 }
 
@@ -292,46 +372,49 @@ func (p *Pusher) drain(id a2a.TaskID, q *pushQueue) {
 		q.items = q.items[1:]
 		p.mu.Unlock()
 		targets, err := p.targets(p.ctx, id)
-		if err != nil {
-			continue // the task is gone
+		if err != nil && p.ctx.Err() != nil {
+			continue // stopping: the journal keeps it
 		}
+		delivered := true
 		for _, t := range targets {
-			p.deliver(id, t, item)
+			delivered = p.deliver(id, t, item) && delivered
+		}
+		if delivered {
+			p.forget(item)
 		}
 	}
 }
 
 // deliver sends one event to one webhook, retrying transport errors, 408, 429
-// and 5xx answers up to the attempt limit with doubling backoff.
-func (p *Pusher) deliver(id a2a.TaskID, t PushTarget, item pushItem) {
-	var body []byte
-	var err error
+// and 5xx answers up to the attempt limit with doubling backoff. It reports
+// false when the pusher stopped before the event was delivered or given up
+// on (the journal keeps it for the next process).
+func (p *Pusher) deliver(id a2a.TaskID, t PushTarget, item pushItem) bool {
+	body := item.Snapshot
 	if t.Version == Version10 {
-		body, err = json.Marshal(a2av1.EventFrom(item.ev))
-	} else {
-		body, err = json.Marshal(item.snap)
-	}
-	if err != nil {
-		p.cfg.Log.Error("push payload does not encode", "task_id", id, "err", err)
-		return
+		body = item.Event
 	}
 	wait := p.cfg.Backoff
 	for attempt := 1; attempt <= p.cfg.Attempts; attempt++ {
 		retry, err := p.post(t.Config, body)
 		if err == nil {
-			return
+			return true
+		}
+		if p.ctx.Err() != nil {
+			return false
 		}
 		if !retry || attempt == p.cfg.Attempts {
 			p.cfg.Log.Warn("push notification not delivered", "task_id", id, "url", t.Config.URL, "attempts", attempt, "err", err)
-			return
+			return true
 		}
 		select {
 		case <-time.After(wait):
 		case <-p.ctx.Done():
-			return
+			return false
 		}
 		wait *= 2
 	}
+	return true
 }
 
 func (p *Pusher) post(c a2a.PushConfig, body []byte) (retry bool, err error) {

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -22,7 +23,11 @@ import (
 type Store interface {
 	// Create stores the first snapshot of a new task created by owner (the
 	// authenticated caller's name, or "" for none). It fails if the id
-	// exists, and with ErrStoreFull when there is no room for it.
+	// exists, and with ErrStoreFull when there is no room for it. The id of
+	// the task's first message (t.History[0].ID, when there is one) is an
+	// idempotency key: while the store holds a task that owner created from
+	// a message with that id, Create stores nothing and returns a
+	// *DuplicateError naming that task.
 	Create(ctx context.Context, t *a2a.Task, owner string) error
 	// Put replaces the snapshot of a stored task.
 	Put(ctx context.Context, t *a2a.Task) error
@@ -54,6 +59,32 @@ type Store interface {
 
 // ErrStoreFull refuses a new task when the store has no room for it.
 var ErrStoreFull = errors.New("tasks: task store is full of running tasks")
+
+// ErrStoreUnavailable is wrapped by a durable store's errors when its
+// database cannot be reached or written (a lost connection, a read-only or
+// full disk): nothing was stored, and the request may be retried once the
+// database is back.
+var ErrStoreUnavailable = errors.New("tasks: the task store is unavailable")
+
+// DuplicateError is Create's answer to a message whose id the same caller
+// already sent: Existing is the task that message created.
+type DuplicateError struct {
+	Existing  a2a.TaskID
+	MessageID string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("tasks: message %s already created task %s", e.MessageID, e.Existing)
+}
+
+// MessageKey is a task's idempotency key: the id of its first message, or ""
+// when it has none.
+func MessageKey(t *a2a.Task) string {
+	if len(t.History) == 0 || t.History[0] == nil {
+		return ""
+	}
+	return t.History[0].ID
+}
 
 // MaxPushConfigs is how many webhooks one task may have.
 const MaxPushConfigs = 16

@@ -1,0 +1,63 @@
+package tasks
+
+import (
+	"context"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+)
+
+// Durable is implemented by a store whose tasks outlive the process that
+// wrote them (the embedded SQLite store, PostgreSQL). Every task such a store
+// creates is marked with the process that runs it (its runner: the store's
+// instance); a task left unfinished by a runner that is gone (it crashed, or
+// its lease expired) is an orphan, which Engine.Recover resolves.
+//
+// The engine hands the store, for each root task, the payload its executor
+// would need to run it again (opaque bytes to the store: Retainer), so that
+// the rerun recovery policy can start it once more.
+type Durable interface {
+	Store
+	// Instance is the runner id this store marks the tasks it creates with.
+	Instance() string
+	// Retain keeps a task's spawn payload, replacing any kept before.
+	Retain(ctx context.Context, id a2a.TaskID, payload []byte) error
+	// Retained returns a task's spawn payload, or nil when none was kept.
+	Retained(ctx context.Context, id a2a.TaskID) ([]byte, error)
+	// Orphans returns the unfinished tasks whose runner is gone, oldest
+	// first. This store's own tasks are never orphans.
+	Orphans(ctx context.Context) ([]Orphan, error)
+	// Claim makes this store's instance the runner of an orphan that runner
+	// from left; it reports false when another process claimed it first (or
+	// it finished meanwhile), and then the orphan is not this process's to
+	// resolve.
+	Claim(ctx context.Context, id a2a.TaskID, from string) (bool, error)
+}
+
+// Orphan is an unfinished task whose runner is gone.
+type Orphan struct {
+	Task   *a2a.Task
+	Runner string // the instance that was running it
+}
+
+// Retainer is implemented by the event queue the Engine hands an executor
+// when its store is Durable: Retain keeps the payload the executor would run
+// the task from again (a Rerunner reads it back).
+type Retainer interface {
+	Retain(ctx context.Context, payload []byte) error
+}
+
+// Rerunner is implemented by an executor that can run a task again from the
+// payload it retained (the rerun recovery policy). Rerun is Execute for a
+// task that already exists: reqCtx.StoredTask is its snapshot.
+type Rerunner interface {
+	Rerun(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, payload []byte) error
+}
+
+// LostMetadata is implemented by an executor that labels the failed status
+// the engine writes for a task whose runner was lost (the fail recovery
+// policy, and a rerun that cannot be made).
+type LostMetadata interface {
+	LostMetadata() map[string]any
+}
