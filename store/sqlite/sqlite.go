@@ -1,0 +1,231 @@
+// Package sqlite is agentd's embedded durable task store: one SQLite database
+// in WAL mode in the state directory (FileName), through the pure-Go driver
+// modernc.org/sqlite (no cgo: the image is static). It implements
+// tasks.Store, tasks.Durable, tasks.PushJournal and the supervisor's
+// distillate store, and passes the conformance suite of tasks/storetest.
+//
+// Several processes may open one state directory at once (`agentd serve` and
+// an `agentd run --run-id`, or two services): SQLite serialises their writes.
+// Each open Store is an instance that holds an flock on its own file in the
+// instances folder for as long as it lives; the kernel drops the lock when
+// the process dies, however it dies, so another instance knows at once which
+// unfinished tasks were left by a process that is gone (Orphans).
+//
+// Durability: every write is one transaction, committed before the method
+// returns. With synchronous=NORMAL in WAL mode a committed write survives the
+// process being killed; an operating-system crash or power loss may lose the
+// last transactions before a checkpoint, never corrupt the database.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	sqlite3 "modernc.org/sqlite"
+	sqlite3lib "modernc.org/sqlite/lib"
+
+	"github.com/agentd/agentd/store"
+	"github.com/agentd/agentd/tasks"
+)
+
+// FileName is the database's file in the state directory.
+const FileName = "agentd.db"
+
+// instancesDir is the folder of the instances' lock files.
+const instancesDir = "instances"
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migrations are the schema's versions in order: the database's
+// user_version is how many have been applied.
+var migrations = func() []string {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		panic(err)
+	}
+	sort.Strings(names)
+	out := make([]string, len(names))
+	for i, n := range names {
+		b, err := migrationFS.ReadFile(n)
+		if err != nil {
+			panic(err)
+		}
+		out[i] = string(b)
+	}
+	return out
+}()
+
+// SchemaVersion is the schema version this build writes and reads.
+var SchemaVersion = len(migrations)
+
+// Options configure a Store. The zero value of a field is its default.
+type Options struct {
+	// Capacity bounds the tasks held; when it is reached the task that
+	// finished first is evicted for a new one, and a new task is refused
+	// with tasks.ErrStoreFull when every task held runs. Default 10000.
+	Capacity int
+	// Retention is how long a finished task stays; 0 keeps it until
+	// Capacity pushes it out.
+	Retention time.Duration
+	// Now is the store's clock (retention, eviction order); default
+	// time.Now.
+	Now func() time.Time
+	// Log receives the store's own log; nil discards it.
+	Log *slog.Logger
+}
+
+// Store is the embedded store of one state directory. It is safe for
+// concurrent use; create it with Open and release it with Close.
+type Store struct {
+	dir      string
+	path     string
+	w        *sql.DB // one connection: the writer
+	r        *sql.DB // readers (WAL: they never wait for the writer)
+	opts     Options
+	instance string
+	lock     *os.File // flock held for the store's life: this instance lives
+}
+
+var (
+	_ tasks.Store       = (*Store)(nil)
+	_ tasks.Durable     = (*Store)(nil)
+	_ tasks.PushJournal = (*Store)(nil)
+)
+
+// ErrStateDir wraps every error of a state directory that cannot be used:
+// it cannot be created or written, or its database cannot be opened.
+var ErrStateDir = errors.New("sqlite: the state directory cannot be used")
+
+// Open opens the store in dir (creating dir, mode 0700, and the database when
+// they do not exist) and migrates its schema to SchemaVersion. A database
+// written by a newer agentd is refused with a *store.SchemaError and left
+// as it is; a directory that cannot be written is an error wrapping
+// ErrStateDir.
+func Open(ctx context.Context, dir string, o Options) (*Store, error) {
+	if o.Capacity <= 0 {
+		o.Capacity = 10000
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if strings.ContainsAny(dir, "?#") {
+		return nil, fmt.Errorf("%w: %s: the path may not hold ? or #", ErrStateDir, dir)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, instancesDir), 0o700); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStateDir, err)
+	}
+	s := &Store{dir: dir, path: filepath.Join(dir, FileName), opts: o, instance: uuid.Must(uuid.NewV7()).String()}
+	var err error
+	if s.lock, err = lockInstance(dir, s.instance); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStateDir, err)
+	}
+	fail := func(err error) (*Store, error) {
+		s.Close()
+		return nil, err
+	}
+	pragmas := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)"
+	if s.w, err = sql.Open("sqlite", s.path+pragmas+"&_txlock=immediate"); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetConnMaxIdleTime(0)
+	if err := s.migrate(ctx); err != nil {
+		return fail(err)
+	}
+	if s.r, err = sql.Open("sqlite", s.path+pragmas+"&_pragma=query_only(1)"); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
+	}
+	s.r.SetMaxOpenConns(4)
+	s.r.SetMaxIdleConns(4)
+	if err := s.r.PingContext(ctx); err != nil {
+		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
+	}
+	return s, nil
+}
+
+// migrate applies the migrations the database lacks, each in its own
+// transaction, and refuses a schema newer than this build's.
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err)
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err)
+	}
+	if v > SchemaVersion {
+		return &store.SchemaError{Where: s.path, Found: v, Max: SchemaVersion}
+	}
+	for i := v; i < SchemaVersion; i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("sqlite: migrate %s to schema version %d: %w", s.path, i+1, err)
+		}
+	}
+	if v < SchemaVersion {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+			return fmt.Errorf("sqlite: migrate %s: %w", s.path, err)
+		}
+		s.opts.Log.Info("task store schema migrated", "path", s.path, "from", v, "to", SchemaVersion)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err)
+	}
+	return nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Instance implements tasks.Durable: this store's runner id.
+func (s *Store) Instance() string { return s.instance }
+
+// Close closes the database and ends this instance: its unfinished tasks
+// are orphans from then on.
+func (s *Store) Close() error {
+	var errs []error
+	for _, db := range []*sql.DB{s.r, s.w} {
+		if db != nil {
+			errs = append(errs, db.Close())
+		}
+	}
+	if s.lock != nil {
+		unlockInstance(s.lock)
+		s.lock = nil
+	}
+	return errors.Join(errs...)
+}
+
+// now is the store's clock in the stores' nanoseconds.
+func (s *Store) now() int64 { return s.opts.Now().UnixNano() }
+
+// cutoff is the finish time at or before which a finished task has expired
+// (math.MinInt64 without a retention).
+func (s *Store) cutoff() int64 {
+	if s.opts.Retention <= 0 {
+		return -1 << 63
+	}
+	return s.now() - int64(s.opts.Retention)
+}
+
+// isConstraint reports whether err is a constraint violation (a unique key).
+func isConstraint(err error) bool {
+	var se *sqlite3.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3lib.SQLITE_CONSTRAINT
+}

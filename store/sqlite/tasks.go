@@ -1,0 +1,472 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/google/uuid"
+
+	"github.com/agentd/agentd/store"
+	"github.com/agentd/agentd/tasks"
+)
+
+func notFound(id a2a.TaskID) error { return fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, id) }
+
+// nullable is a message id as the tasks table holds it: NULL for none.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// finishedAt is the finish time to store for a snapshot: now once terminal.
+func (s *Store) finishedAt(t *a2a.Task) any {
+	if t.Status.State.Terminal() {
+		return s.now()
+	}
+	return nil
+}
+
+// Create implements tasks.Store. In one transaction it drops the tasks past
+// their retention, refuses an existing id or a duplicate message, evicts the
+// task that finished first when the store is full, and inserts the task.
+func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
+	snap, err := store.EncodeTask(t)
+	if err != nil {
+		return err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Unavailable("create task", err)
+	}
+	defer tx.Rollback()
+	if s.opts.Retention > 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?`, s.cutoff()); err != nil {
+			return store.Unavailable("create task", err)
+		}
+	}
+	var one int
+	switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, string(t.ID)).Scan(&one); {
+	case err == nil:
+		return fmt.Errorf("sqlite: task %s already exists", t.ID)
+	case !errors.Is(err, sql.ErrNoRows):
+		return store.Unavailable("create task", err)
+	}
+	key := tasks.MessageKey(t)
+	if key != "" {
+		var existing string
+		switch err := tx.QueryRowContext(ctx, `SELECT id FROM tasks WHERE owner = ? AND message_id = ?`, owner, key).Scan(&existing); {
+		case err == nil:
+			return &tasks.DuplicateError{Existing: a2a.TaskID(existing), MessageID: key}
+		case !errors.Is(err, sql.ErrNoRows):
+			return store.Unavailable("create task", err)
+		}
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT n FROM task_count`).Scan(&n); err != nil {
+		return store.Unavailable("create task", err)
+	}
+	if n >= s.opts.Capacity {
+		res, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE rowid = (SELECT rowid FROM tasks WHERE finished_ns IS NOT NULL ORDER BY finished_ns, rowid LIMIT 1)`)
+		if err != nil {
+			return store.Unavailable("create task", err)
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return tasks.ErrStoreFull
+		}
+	}
+	now := s.now()
+	_, err = tx.ExecContext(ctx, `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap)
+	if err != nil {
+		if isConstraint(err) {
+			return fmt.Errorf("sqlite: task %s or its message %s already exists: %w", t.ID, key, err)
+		}
+		return store.Unavailable("create task", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Unavailable("create task", err)
+	}
+	return nil
+}
+
+// Put implements tasks.Store.
+func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
+	snap, err := store.EncodeTask(t)
+	if err != nil {
+		return err
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
+		finished_ns = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
+		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`,
+		string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
+	if err != nil {
+		return store.Unavailable("put task", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return notFound(t.ID)
+	}
+	return nil
+}
+
+// Get implements tasks.Store.
+func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, string, error) {
+	var owner string
+	var snap []byte
+	err := s.r.QueryRowContext(ctx, `SELECT owner, snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`,
+		string(id), s.cutoff()).Scan(&owner, &snap)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, "", notFound(id)
+	}
+	if err != nil {
+		return nil, "", store.Unavailable("get task", err)
+	}
+	t, err := store.DecodeTask(snap)
+	if err != nil {
+		return nil, "", err
+	}
+	return t, owner, nil
+}
+
+// List implements tasks.Store.
+func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, error) {
+	where := []string{"(finished_ns IS NULL OR finished_ns > ?)"}
+	args := []any{s.cutoff()}
+	if !q.AnyOwner {
+		where, args = append(where, "owner = ?"), append(args, q.Owner)
+	}
+	if q.ContextID != "" {
+		where, args = append(where, "context_id = ?"), append(args, q.ContextID)
+	}
+	if q.State != "" {
+		where, args = append(where, "state = ?"), append(args, string(q.State))
+	}
+	if !q.UpdatedAfter.IsZero() {
+		where, args = append(where, "updated_ns >= ?"), append(args, store.Nanos(q.UpdatedAfter))
+	}
+	cond := strings.Join(where, " AND ")
+	pageCond, pageArgs := cond, args
+	if q.PageToken != "" {
+		at, id, err := tasks.ParsePageToken(q.PageToken)
+		if err != nil {
+			return tasks.ListPage{}, err
+		}
+		ns := store.Nanos(at)
+		pageCond += " AND (updated_ns < ? OR (updated_ns = ? AND id < ?))"
+		pageArgs = append(append([]any(nil), args...), ns, ns, string(id))
+	}
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return tasks.ListPage{}, store.Unavailable("list tasks", err)
+	}
+	defer tx.Rollback()
+	page := tasks.ListPage{PageSize: q.PageSize}
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM tasks WHERE "+cond, args...).Scan(&page.TotalSize); err != nil {
+		return tasks.ListPage{}, store.Unavailable("list tasks", err)
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT snapshot FROM tasks WHERE "+pageCond+" ORDER BY updated_ns DESC, id DESC LIMIT ?",
+		append(pageArgs, q.PageSize+1)...)
+	if err != nil {
+		return tasks.ListPage{}, store.Unavailable("list tasks", err)
+	}
+	defer rows.Close()
+	more := false
+	for rows.Next() {
+		if len(page.Tasks) == q.PageSize {
+			more = true
+			break
+		}
+		var snap []byte
+		if err := rows.Scan(&snap); err != nil {
+			return tasks.ListPage{}, store.Unavailable("list tasks", err)
+		}
+		t, err := store.DecodeTask(snap)
+		if err != nil {
+			return tasks.ListPage{}, err
+		}
+		page.Tasks = append(page.Tasks, tasks.TrimHistory(t, q.HistoryLength))
+	}
+	if err := rows.Err(); err != nil {
+		return tasks.ListPage{}, store.Unavailable("list tasks", err)
+	}
+	if more {
+		last := page.Tasks[len(page.Tasks)-1]
+		page.NextPageToken = tasks.PageToken(time.Unix(0, store.Nanos(tasks.StatusTime(last))), last.ID)
+	}
+	return page, nil
+}
+
+// CountByState implements tasks.Store.
+func (s *Store) CountByState(ctx context.Context) (map[a2a.TaskState]int, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT state, COUNT(*) FROM tasks WHERE finished_ns IS NULL OR finished_ns > ? GROUP BY state`, s.cutoff())
+	if err != nil {
+		return nil, store.Unavailable("count tasks", err)
+	}
+	defer rows.Close()
+	out := make(map[a2a.TaskState]int)
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, store.Unavailable("count tasks", err)
+		}
+		out[a2a.TaskState(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, store.Unavailable("count tasks", err)
+	}
+	return out, nil
+}
+
+// queryer is a connection pool or a transaction.
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// exists checks that a task is held.
+func (s *Store) exists(ctx context.Context, q queryer, id a2a.TaskID) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`, string(id), s.cutoff()).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notFound(id)
+	}
+	if err != nil {
+		return store.Unavailable("read task", err)
+	}
+	return nil
+}
+
+// SetPush implements tasks.Store.
+func (s *Store) SetPush(ctx context.Context, id a2a.TaskID, target tasks.PushTarget) (tasks.PushTarget, error) {
+	if target.Config.ID == "" {
+		target.Config.ID = uuid.NewString()
+	}
+	cfg, err := store.EncodePush(target.Config)
+	if err != nil {
+		return tasks.PushTarget{}, err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return tasks.PushTarget{}, store.Unavailable("set push config", err)
+	}
+	defer tx.Rollback()
+	if err := s.exists(ctx, tx, id); err != nil {
+		return tasks.PushTarget{}, err
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE push_configs SET version = ?, config = ? WHERE task_id = ? AND config_id = ?`,
+		target.Version, cfg, string(id), target.Config.ID)
+	if err != nil {
+		return tasks.PushTarget{}, store.Unavailable("set push config", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		var count, next int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), coalesce(MAX(seq), 0) + 1 FROM push_configs WHERE task_id = ?`, string(id)).Scan(&count, &next); err != nil {
+			return tasks.PushTarget{}, store.Unavailable("set push config", err)
+		}
+		if count >= tasks.MaxPushConfigs {
+			return tasks.PushTarget{}, fmt.Errorf("task %s already has %d push notification configs: %w", id, tasks.MaxPushConfigs, a2a.ErrInvalidParams)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO push_configs (task_id, config_id, seq, version, config) VALUES (?, ?, ?, ?, ?)`,
+			string(id), target.Config.ID, next, target.Version, cfg); err != nil {
+			return tasks.PushTarget{}, store.Unavailable("set push config", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return tasks.PushTarget{}, store.Unavailable("set push config", err)
+	}
+	return target, nil
+}
+
+// GetPush implements tasks.Store.
+func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (tasks.PushTarget, error) {
+	if err := s.exists(ctx, s.r, id); err != nil {
+		return tasks.PushTarget{}, err
+	}
+	var version string
+	var cfg []byte
+	var err error
+	if configID == "" {
+		err = s.r.QueryRowContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? ORDER BY seq DESC LIMIT 1`, string(id)).Scan(&version, &cfg)
+	} else {
+		err = s.r.QueryRowContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? AND config_id = ?`, string(id), configID).Scan(&version, &cfg)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return tasks.PushTarget{}, fmt.Errorf("%w: task %s has no push notification config %q", a2a.ErrTaskNotFound, id, configID)
+	}
+	if err != nil {
+		return tasks.PushTarget{}, store.Unavailable("get push config", err)
+	}
+	return store.DecodePush(cfg, version)
+}
+
+// ListPush implements tasks.Store.
+func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? ORDER BY seq`, string(id))
+	if err != nil {
+		return nil, store.Unavailable("list push configs", err)
+	}
+	defer rows.Close()
+	var out []tasks.PushTarget
+	for rows.Next() {
+		var version string
+		var cfg []byte
+		if err := rows.Scan(&version, &cfg); err != nil {
+			return nil, store.Unavailable("list push configs", err)
+		}
+		p, err := store.DecodePush(cfg, version)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, store.Unavailable("list push configs", err)
+	}
+	if len(out) == 0 {
+		// None registered, or no such task.
+		if err := s.exists(ctx, s.r, id); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DeletePush implements tasks.Store.
+func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Unavailable("delete push config", err)
+	}
+	defer tx.Rollback()
+	if err := s.exists(ctx, tx, id); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM push_configs WHERE task_id = ? AND config_id = ?`, string(id), configID); err != nil {
+		return store.Unavailable("delete push config", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Unavailable("delete push config", err)
+	}
+	return nil
+}
+
+// Retain implements tasks.Durable.
+func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET payload = ? WHERE id = ?`, payload, string(id))
+	if err != nil {
+		return store.Unavailable("retain payload", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return notFound(id)
+	}
+	return nil
+}
+
+// Retained implements tasks.Durable.
+func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	var p []byte
+	err := s.r.QueryRowContext(ctx, `SELECT payload FROM tasks WHERE id = ?`, string(id)).Scan(&p)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, store.Unavailable("read payload", err)
+	}
+	return p, nil
+}
+
+// Orphans implements tasks.Durable: the unfinished tasks whose runner no
+// longer holds its instance lock, oldest first.
+func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT runner, snapshot FROM tasks WHERE finished_ns IS NULL AND runner != ? ORDER BY created_ns, rowid`, s.instance)
+	if err != nil {
+		return nil, store.Unavailable("list orphans", err)
+	}
+	defer rows.Close()
+	live := map[string]bool{}
+	var out []tasks.Orphan
+	for rows.Next() {
+		var runner string
+		var snap []byte
+		if err := rows.Scan(&runner, &snap); err != nil {
+			return nil, store.Unavailable("list orphans", err)
+		}
+		up, seen := live[runner]
+		if !seen {
+			if up, err = alive(s.dir, runner); err != nil {
+				return nil, err
+			}
+			live[runner] = up
+		}
+		if up {
+			continue
+		}
+		t, err := store.DecodeTask(snap)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tasks.Orphan{Task: t, Runner: runner})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, store.Unavailable("list orphans", err)
+	}
+	return out, nil
+}
+
+// Claim implements tasks.Durable.
+func (s *Store) Claim(ctx context.Context, id a2a.TaskID, from string) (bool, error) {
+	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET runner = ? WHERE id = ? AND runner = ? AND finished_ns IS NULL`, s.instance, string(id), from)
+	if err != nil {
+		return false, store.Unavailable("claim task", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// AddPending implements tasks.PushJournal.
+func (s *Store) AddPending(ctx context.Context, p tasks.PendingPush) (int64, error) {
+	res, err := s.w.ExecContext(ctx, `INSERT INTO push_pending (task_id, snapshot, event, final) VALUES (?, ?, ?, ?)`,
+		string(p.TaskID), p.Snapshot, p.Event, p.Final)
+	if err != nil {
+		return 0, store.Unavailable("journal push notification", err)
+	}
+	return res.LastInsertId()
+}
+
+// DonePending implements tasks.PushJournal.
+func (s *Store) DonePending(ctx context.Context, seq int64) error {
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM push_pending WHERE seq = ?`, seq); err != nil {
+		return store.Unavailable("clear push notification", err)
+	}
+	return nil
+}
+
+// Pending implements tasks.PushJournal.
+func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, task_id, snapshot, event, final FROM push_pending ORDER BY seq`)
+	if err != nil {
+		return nil, store.Unavailable("read pending push notifications", err)
+	}
+	defer rows.Close()
+	var out []tasks.PendingPush
+	for rows.Next() {
+		var p tasks.PendingPush
+		var id string
+		if err := rows.Scan(&p.Seq, &id, &p.Snapshot, &p.Event, &p.Final); err != nil {
+			return nil, store.Unavailable("read pending push notifications", err)
+		}
+		p.TaskID = a2a.TaskID(id)
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, store.Unavailable("read pending push notifications", err)
+	}
+	return out, nil
+}

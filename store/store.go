@@ -1,0 +1,80 @@
+// Package store holds what agentd's durable task stores share: the encoding
+// of snapshots and push configs in their databases, and the errors of
+// opening one. The stores are its subpackages: sqlite (the embedded store in
+// the state directory, the default of `agentd serve`) and postgres (several
+// replicas on one database). Both implement tasks.Store, tasks.Durable and
+// tasks.PushJournal and pass the conformance suite in tasks/storetest.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/tasks"
+)
+
+// ErrSchemaNewer refuses a database whose schema a newer agentd wrote: this
+// binary does not know its tables, and changing nothing is the only safe
+// answer.
+var ErrSchemaNewer = errors.New("store: the database schema is newer than this agentd knows")
+
+// SchemaError is ErrSchemaNewer with the versions.
+type SchemaError struct {
+	Where      string // the database: a path, or a DSN without its password
+	Found, Max int
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("store: %s has schema version %d, newer than this agentd knows (%d): run the agentd that wrote it, or a newer one", e.Where, e.Found, e.Max)
+}
+
+func (e *SchemaError) Unwrap() error { return ErrSchemaNewer }
+
+// EncodeTask is a snapshot as a database holds it (its A2A JSON).
+func EncodeTask(t *a2a.Task) ([]byte, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode task %s: %w", t.ID, err)
+	}
+	return b, nil
+}
+
+// DecodeTask reads a snapshot back.
+func DecodeTask(b []byte) (*a2a.Task, error) {
+	var t a2a.Task
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("store: decode task: %w", err)
+	}
+	return &t, nil
+}
+
+// EncodePush is a webhook's config as a database holds it.
+func EncodePush(c a2a.PushConfig) ([]byte, error) { return json.Marshal(c) }
+
+// DecodePush reads a webhook's config back.
+func DecodePush(b []byte, version string) (tasks.PushTarget, error) {
+	var c a2a.PushConfig
+	if err := json.Unmarshal(b, &c); err != nil {
+		return tasks.PushTarget{}, fmt.Errorf("store: decode push config: %w", err)
+	}
+	return tasks.PushTarget{Config: c, Version: version}, nil
+}
+
+// Nanos is a time as the stores order by it: Unix nanoseconds, 0 for the
+// zero time.
+func Nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// Unavailable wraps a database error as tasks.ErrStoreUnavailable, with the
+// operation.
+func Unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %v", op, tasks.ErrStoreUnavailable, err)
+}
