@@ -2,6 +2,7 @@ package a2abind
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -106,6 +107,47 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	if err != nil {
 		return x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
 	}
+	// With a durable store the delegation is kept with the task, so that
+	// the rerun recovery policy can start it again after a restart.
+	if r, ok := q.(tasks.Retainer); ok {
+		b, err := json.Marshal(req)
+		if err == nil {
+			err = r.Retain(ctx, b)
+		}
+		if err != nil {
+			return x.refuse(ctx, reqCtx, q, api.StatusCrashed, "the task's payload was not stored: "+err.Error())
+		}
+	}
+	return x.execute(ctx, reqCtx, q, req, false)
+}
+
+var _ tasks.Rerunner = (*Executor)(nil)
+
+// Rerun runs a task again after a restart from the delegation Execute
+// retained (the rerun recovery policy): the same turns as Execute, from the
+// first, with the payload the task was first given.
+func (x *Executor) Rerun(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, payload []byte) error {
+	var req delegate.Request
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return x.refuse(ctx, reqCtx, q, api.StatusCrashed, "the task's retained payload does not decode: "+err.Error())
+	}
+	if x.cfg.Instance != "" && !slices.Contains(req.Hops, x.cfg.Instance) {
+		req.Hops = append(req.Hops, x.cfg.Instance) // this process is on the path now
+	}
+	ctx, span := startDelegateSpan(ctx, reqCtx.TaskID, req.Payload.Telemetry.Traceparent)
+	defer span.End()
+	return x.execute(ctx, reqCtx, q, req, true)
+}
+
+// LostMetadata labels a task whose process tree agentd lost (a restart, a
+// replica gone): crashed, cause supervisor_lost.
+func (x *Executor) LostMetadata() map[string]any {
+	return map[string]any{MetaStatus: string(api.StatusCrashed), MetaCause: api.CauseSupervisorLost}
+}
+
+// execute runs a delegation's turns: the first, then one per follow-up. A
+// rerun keeps the caller metadata the first attempt recorded.
+func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, rerun bool) error {
 	telemetry.SetTelemetry(ctx, &req.Payload.Telemetry) // the subagents are the delegation span's
 	// The lineage lives as long as any subagent of the run's trees, detached
 	// ones included: their remote delegations carry it too.
@@ -118,7 +160,7 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	baseSeed := req.Payload.Seed.Slices
 	var turns []api.SeedSlice
 	for turn := 1; ; turn++ {
-		t, err := x.runTurn(ctx, reqCtx, q, req, turn == 1)
+		t, err := x.runTurn(ctx, reqCtx, q, req, turn == 1, rerun)
 		if t.tree != nil {
 			trees = append(trees, t.tree)
 		}
@@ -187,7 +229,7 @@ type turnOutcome struct {
 
 // runTurn starts one turn and waits for its result. A turn that cannot start
 // ends the task with a refusal and reports ran false.
-func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first bool) (turnOutcome, error) {
+func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first, rerun bool) (turnOutcome, error) {
 	run, err := x.cfg.Router.Start(ctx, req)
 	if err != nil {
 		status, text := api.StatusCrashed, "the delegation did not start: "+err.Error()
@@ -205,14 +247,16 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	}
 	if first {
 		working := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)
-		working.Metadata = CallerMetadata(ctx) // who asked, on the task
+		if !rerun {
+			working.Metadata = CallerMetadata(ctx) // who asked, on the task
+		}
 		provider := req.Provider
 		if p, err := x.cfg.Router.Route(req); err == nil {
 			provider = p.Name()
 		}
 		x.cfg.Log.InfoContext(ctx, LogTaskAccepted, "task_id", string(reqCtx.TaskID), "run_id", req.Payload.Telemetry.RunID,
 			"spiffe_id", working.Metadata[MetaCaller], "caller_auth", working.Metadata[MetaCallerAuth],
-			"provider", provider, "depth", req.Depth, "hops", req.Hops)
+			"provider", provider, "depth", req.Depth, "hops", req.Hops, "rerun", rerun)
 		if err := q.Write(ctx, working); err != nil {
 			run.Cancel("task event refused")
 			<-run.Done()

@@ -69,6 +69,9 @@ const (
 	CauseExitedWithoutResult     = "exited_without_result"
 	CauseTreeTokenCeiling        = "tree_token_ceiling"
 	CauseSchemaMismatch          = "schema_mismatch"
+	// CauseSupervisorLost: agentd lost the process tree running the task
+	// (it restarted, or its replica went away) and did not run it again.
+	CauseSupervisorLost = "supervisor_lost"
 	// CauseNoProgress: the supervisor's no-progress watchdog (Detector B) saw
 	// no frame for the progress timeout; the status is stalled.
 	CauseNoProgress = "no_progress"

@@ -47,7 +47,6 @@ type modeConfig struct {
 	StopOn   []string      // loop
 
 	Schedule string // schedule
-	StateDir string // schedule
 	Overlap  string // schedule, reactive
 
 	Subscribe []string      // reactive
@@ -62,7 +61,6 @@ func addModes(f *flags, c *modeConfig, def string) {
 	f.intVar(&c.MaxRuns, "max-runs", "AGENT_MAX_RUNS", 0, "loop: stop after this many runs (0: no count)")
 	f.listVar(&c.StopOn, "stop-on", "AGENT_STOP_ON", "loop: stop after a run that ends with one of these statuses (completed, refused, exhausted_steps, exhausted_tokens, deadline, stalled, loop_detected, cancelled, crashed)")
 	f.stringVar(&c.Schedule, "schedule", "AGENT_SCHEDULE", "", "schedule: a cron expression, a descriptor such as @hourly, or @every DURATION")
-	f.stringVar(&c.StateDir, "state-dir", "AGENT_STATE_DIR", "", "schedule: a directory where the last tick is kept (schedule.json), so a tick missed while agentd was down runs once at start; without it a restart cannot know")
 	f.stringVar(&c.Overlap, "overlap", "AGENT_OVERLAP", "", "schedule, reactive: what an event does while a run is under way: skip, queue (one waits; a newer one replaces it) or cancel (the running run); default skip for schedule, queue for reactive")
 	f.listVar(&c.Subscribe, "subscribe", "AGENT_SUBSCRIBE", "reactive: an MCP resource as SERVER=URI (SERVER one of --mcp)")
 	f.durationVar(&c.Debounce, "debounce", "AGENT_DEBOUNCE", 0, "reactive: updates within this window of the first coalesce into one run with the latest content (default 250ms)")
@@ -105,7 +103,6 @@ func (c *modeConfig) Validate(servers []string) error {
 		{"--max-runs", c.MaxRuns != 0, []trigger.Mode{trigger.ModeLoop}},
 		{"--stop-on", len(c.StopOn) > 0, []trigger.Mode{trigger.ModeLoop}},
 		{"--schedule", c.Schedule != "", []trigger.Mode{trigger.ModeSchedule}},
-		{"--state-dir", c.StateDir != "", []trigger.Mode{trigger.ModeSchedule}},
 		{"--overlap", c.Overlap != "", []trigger.Mode{trigger.ModeSchedule, trigger.ModeReactive}},
 		{"--subscribe", len(c.Subscribe) > 0, []trigger.Mode{trigger.ModeReactive}},
 		{"--debounce", c.Debounce != 0, []trigger.Mode{trigger.ModeReactive}},
@@ -215,10 +212,11 @@ func loadWorkflow(path string, caps supervisor.Caps) ([]supervisor.WorkflowStep,
 
 // triggerFor builds the standing trigger of a loop, schedule or reactive
 // mode; tools holds the MCP servers a reactive trigger subscribes through,
-// maxContent caps a resource's content in a seed. The function it returns
+// maxContent caps a resource's content in a seed, a schedule keeps its last
+// tick in stateDir (none when ""). The function it returns
 // runs the trigger until ctx ends or its stop rule (loop) or breaker (with
 // o.StopOnBreaker) ends it; a loop returns its last run's result.
-func (c *modeConfig) triggerFor(o trigger.Options, tools *toolServers, maxContent int) func(ctx context.Context) (api.SubagentResult, error) {
+func (c *modeConfig) triggerFor(o trigger.Options, tools *toolServers, maxContent int, stateDir string) func(ctx context.Context) (api.SubagentResult, error) {
 	switch c.mode() {
 	case trigger.ModeLoop:
 		stop, _ := trigger.ParseStatuses(c.StopOn) // checked by Validate
@@ -227,8 +225,8 @@ func (c *modeConfig) triggerFor(o trigger.Options, tools *toolServers, maxConten
 	case trigger.ModeSchedule:
 		overlap, _ := trigger.ParseOverlap(c.Overlap)
 		s := &trigger.Schedule{Options: o, Spec: c.Schedule, Overlap: overlap}
-		if c.StateDir != "" {
-			s.StateFile = filepath.Join(c.StateDir, "schedule.json")
+		if stateDir != "" {
+			s.StateFile = filepath.Join(stateDir, "schedule.json")
 		}
 		return func(ctx context.Context) (api.SubagentResult, error) { return api.SubagentResult{}, s.Run(ctx) }
 	case trigger.ModeReactive:
@@ -258,16 +256,4 @@ func (t *toolServers) subscriber(maxContent int) trigger.Subscriber {
 			fn(trigger.Update{Reason: u.Reason, Text: u.Text(maxContent), Err: u.Err})
 		})
 	}
-}
-
-// ensureStateDir creates --state-dir if it does not exist (the build's
-// step).
-func ensureStateDir(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return usageError("--state-dir: %v", err)
-	}
-	return nil
 }

@@ -19,6 +19,7 @@ type runConfig struct {
 	Instruction string
 	Modes       modeConfig
 	RunID       string
+	Store       storeConfig
 }
 
 func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
@@ -26,7 +27,8 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	f := newFlags("run", stderr, "A supervisor and its root subagent, in one of the modes below. Prints each run's distillate;\nonce and workflow exit with the code of the root's terminal status (see `agentd --help`), a loop\nwith its last run's; schedule and reactive run until a signal.\n\n"+modesHelp)
 	f.stringVar(&c.Instruction, "instruction", "AGENT_INSTRUCTION", "", "the objective of the run (required but in workflow mode)")
 	addModes(f, &c.Modes, string(trigger.ModeOnce))
-	f.stringVar(&c.RunID, "run-id", "AGENT_RUN_ID", "", "idempotency key of the run (default generated); a triggered run's is RUNID-SEQ-ATTEMPT")
+	f.stringVar(&c.RunID, "run-id", "AGENT_RUN_ID", "", "idempotency key of the run (default generated); a triggered run's is RUNID-SEQ-ATTEMPT; with --state-dir, a once run with this id that completed is not run again")
+	addStore(f, &c.Store, false)
 	addCore(f, &c.Core)
 	f.args = "[TEXT (instead of --instruction)]"
 	if err := f.parse(args); err != nil {
@@ -50,6 +52,9 @@ func (c *runConfig) Validate() error {
 	}
 	if c.Instruction == "" && c.Modes.mode() != trigger.ModeWorkflow {
 		return errors.New("--instruction is required")
+	}
+	if err := c.Store.Validate(); err != nil {
+		return err
 	}
 	return c.Core.Validate()
 }
@@ -79,6 +84,9 @@ type oneShot struct {
 	// trigger, for loop, schedule and reactive, runs the standing trigger
 	// instead of one root.
 	trigger func(context.Context) (api.SubagentResult, error)
+	// record, for a once run with --run-id and --state-dir, keeps the run
+	// as a task of the state directory's store.
+	record *runRecord
 }
 
 func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stderr io.Writer) (_ *oneShot, err error) {
@@ -99,6 +107,18 @@ func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stde
 		return nil, err
 	}
 	o.closers.add(o.tree.close)
+	stateDir, err := c.Store.stateDir()
+	if err != nil {
+		return nil, err
+	}
+	if stateDir != "" && c.RunID != "" && c.Modes.mode() == trigger.ModeOnce {
+		s, err := openSQLite(ctx, stateDir, storeLimits{}, log)
+		if err != nil {
+			return nil, err
+		}
+		o.closers.add(func() { s.Close() })
+		o.record = &runRecord{store: s, runID: c.RunID, policy: c.Store.policy(), instruction: c.Instruction, log: log}
+	}
 	// Every required MCP server must be up before the root starts (exit 6).
 	if err := o.tools.waitReady(ctx); err != nil {
 		return nil, err
@@ -115,7 +135,7 @@ func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stde
 			Logger:        log,
 			StopOnBreaker: true, // no operator can close it in a run
 			Ended:         o.printEnded,
-		}, o.tools, c.Core.MCP.MaxResult)
+		}, o.tools, c.Core.MCP.MaxResult, stateDir)
 	}
 	return o, nil
 }
@@ -123,7 +143,7 @@ func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stde
 // buildRoot is the root every run of a mode starts from: the instruction's
 // contract, or for a workflow the steps of its file (read and checked here,
 // bad ones exit 2) under a root named after it. The build's step: it reads
-// files and makes --state-dir.
+// files.
 func buildRoot(instruction, runID string, core *coreConfig, m *modeConfig, tools *toolServers) (rootRequest, error) {
 	root := rootRequest{tools: tools, payload: api.SpawnPayload{
 		Contract:     api.OutputContract{Objective: instruction, OutputFormat: api.OutputFormat{Kind: api.FormatText}},
@@ -140,10 +160,6 @@ func buildRoot(instruction, runID string, core *coreConfig, m *modeConfig, tools
 		root.workflow = steps
 		if instruction == "" {
 			root.payload.Contract.Objective = "the workflow " + m.Workflow
-		}
-	case trigger.ModeSchedule:
-		if err := ensureStateDir(m.StateDir); err != nil {
-			return root, err
 		}
 	}
 	return root, nil
@@ -212,20 +228,54 @@ func (o *oneShot) Run(ctx context.Context) error {
 	if o.trigger != nil {
 		return o.runTrigger(ctx)
 	}
+	req := o.req
+	if o.record != nil {
+		next, res, done, err := o.record.begin(ctx, req)
+		if err != nil {
+			return err
+		}
+		if done {
+			// The run has ended before (or its process was lost, under
+			// --recover fail): its stored result, not a second run.
+			o.print(res)
+			return resultExit(res)
+		}
+		req = next
+	}
 	// The span of the root outlives a cancelled ctx: the drain ends the run.
-	run, err := o.sup.Start(context.WithoutCancel(ctx), o.req)
+	run, err := o.sup.Start(context.WithoutCancel(ctx), req)
 	if err != nil {
 		return err
+	}
+	if o.record != nil {
+		o.record.started(ctx, run.Info().RunID)
 	}
 	select {
 	case <-run.TreeDone():
 		// The root has ended, and so has every subagent of its tree: children
 		// it left running were stopped, detached ones ran to their end.
 	case <-ctx.Done():
-		return o.drain()
+		err := o.drain()
+		select {
+		case <-run.TreeDone():
+			if o.record != nil {
+				o.record.finish(ctx, run.Result())
+			}
+		default:
+		}
+		return err
 	}
 	res := run.Result()
+	if o.record != nil {
+		o.record.finish(ctx, res)
+	}
 	o.print(res)
+	return resultExit(res)
+}
+
+// resultExit is the exit of a run that ended with res: nil for completed,
+// else the code of its status.
+func resultExit(res api.SubagentResult) error {
 	if code := api.ExitCode(res); code != 0 {
 		return exitWith(code)
 	}

@@ -34,6 +34,7 @@ type serveConfig struct {
 	Mesh        meshConfig
 	Identity    identityConfig
 	Observe     observeConfig
+	Store       storeConfig
 }
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -47,6 +48,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	f.durationVar(&c.TaskRetention, "task-retention", "AGENT_TASK_RETENTION", time.Hour, "how long a finished task stays readable")
 	f.intVar(&c.WarmPool, "warm-pool", "AGENT_WARM_POOL", 2, "children started ahead of time, waiting for their payload (0 turns the pool off)")
 	addAdmission(f, &c.Admission)
+	addStore(f, &c.Store, true)
 	addMesh(f, &c.Mesh)
 	addCore(f, &c.Core)
 	addIdentity(f, &c.Identity)
@@ -74,6 +76,9 @@ func (c *serveConfig) Validate() error {
 		return errors.New("--instruction is for a service with --mode (a standing trigger)")
 	case m != "" && m != trigger.ModeWorkflow && c.Instruction == "":
 		return fmt.Errorf("--mode %s needs --instruction", m)
+	}
+	if err := c.Store.Validate(); err != nil {
+		return err
 	}
 	if c.TaskCapacity <= 0 {
 		return fmt.Errorf("--task-capacity must be positive (got %d)", c.TaskCapacity)

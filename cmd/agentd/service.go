@@ -61,10 +61,14 @@ type service struct {
 	// standing is the service's own root under its mode (nil without one):
 	// it starts with Run and stops first in the drain.
 	standing func(context.Context) (api.SubagentResult, error)
+	// recover is --recover: what Run does first with the tasks a process
+	// before this one left unfinished in the store.
+	recover  tasks.RecoverPolicy
+	stateDir string // --state-dir, made; "" with --store memory
 }
 
 func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr io.Writer) (_ *service, err error) {
-	s := &service{log: log, heartbeat: c.Observe.Heartbeat}
+	s := &service{log: log, heartbeat: c.Observe.Heartbeat, recover: c.Store.policy()}
 	defer func() {
 		if err != nil {
 			s.closers.close()
@@ -122,6 +126,15 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	}
 	s.main = &endpoint{name: "serve", ln: ln}
 	s.closers.add(s.main.close)
+	if c.Store.Kind != storeMemory || c.Modes.mode() == trigger.ModeSchedule {
+		if s.stateDir, err = c.Store.stateDir(); err != nil {
+			return nil, err
+		}
+	}
+	store, err := openStore(ctx, &c.Store, storeLimits{capacity: c.TaskCapacity, retention: c.TaskRetention}, log, &s.closers)
+	if err != nil {
+		return nil, err
+	}
 	cardURL := c.PublicURL
 	if cardURL == "" {
 		scheme := "http://"
@@ -130,7 +143,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		}
 		cardURL = scheme + ln.Addr().String() + "/"
 	}
-	s.engine = s.openEngine(c, router, lineages, cardURL, instance)
+	s.engine = s.openEngine(c, store, router, lineages, cardURL, instance)
 	nested.PublicURL = cardURL
 	nested.Attach(s.engine)
 
@@ -198,7 +211,7 @@ func (s *service) openStanding(c *serveConfig, lineages *delegate.Lineages, card
 		lineages: lineages, maxDepth: func() int { return sup.Caps().MaxDepth }, log: s.log, admission: s.admission.ctrl}
 	s.serving = append(s.serving, "mode", string(m))
 	if m.SessionBacking() {
-		s.standing = c.Modes.triggerFor(trigger.Options{Runner: runner, Governor: sup.Governor(), Logger: s.log}, s.tools, c.Core.MCP.MaxResult)
+		s.standing = c.Modes.triggerFor(trigger.Options{Runner: runner, Governor: sup.Governor(), Logger: s.log}, s.tools, c.Core.MCP.MaxResult, s.stateDir)
 		return nil
 	}
 	s.standing = func(ctx context.Context) (api.SubagentResult, error) {
@@ -218,8 +231,9 @@ func (s *service) openStanding(c *serveConfig, lineages *delegate.Lineages, card
 }
 
 // openEngine builds the task engine: the A2A executor over the router, the
-// task store and the push sender (closed with the service).
-func (s *service) openEngine(c *serveConfig, router *delegate.Router, lineages *delegate.Lineages, cardURL, instance string) *tasks.Engine {
+// task store and the push sender (closed with the service), which journals
+// its deliveries in a durable store.
+func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate.Router, lineages *delegate.Lineages, cardURL, instance string) *tasks.Engine {
 	sup := s.sup
 	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
 		Router:       router,
@@ -234,8 +248,8 @@ func (s *service) openEngine(c *serveConfig, router *delegate.Router, lineages *
 		Log:          s.log,
 	})
 	pushAllow, _ := c.Mesh.pushAllow() // checked by Validate
-	store := tasks.NewMemoryStore(c.TaskCapacity, c.TaskRetention)
-	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: pushAllow}, Log: s.log}, store.ListPush)
+	journal, _ := store.(tasks.PushJournal)
+	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: pushAllow}, Log: s.log, Journal: journal}, store.ListPush)
 	s.closers.add(pusher.Close)
 	return tasks.NewEngine(store, exec, s.log, tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher),
 		tasks.WithAdmission(s.admission.ctrl, s.admission.policy))
@@ -291,6 +305,12 @@ func (s *service) listen(name, addr string, h http.Handler, cfg *tls.Config) (*e
 // failure, then drains and closes everything in reverse build order.
 func (s *service) Run(ctx context.Context) error {
 	defer s.closers.close()
+	// Before anything is served: every task a process before this one left
+	// unfinished is failed or started again, and the push notifications it
+	// had not delivered are queued.
+	if _, err := s.engine.Recover(ctx, s.recover); err != nil {
+		return fmt.Errorf("recover the task store: %w", err)
+	}
 	failed := make(chan error, len(s.endpoints))
 	for _, e := range s.endpoints {
 		go func() {

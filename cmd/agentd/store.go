@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/store"
+	"github.com/agentd/agentd/store/sqlite"
+	"github.com/agentd/agentd/tasks"
+)
+
+// Store kinds (--store).
+const (
+	storeMemory   = "memory"
+	storeSQLite   = "sqlite"
+	storePostgres = "postgres"
+)
+
+// envStoreDSN is the PostgreSQL DSN's environment variable: a DSN holds a
+// password, so it is never a flag.
+const envStoreDSN = "AGENT_STORE_DSN"
+
+// storeConfig is where a command keeps state that outlives it: the task
+// store (serve) and the state directory, which holds the embedded store's
+// database and the schedule mode's last tick. The DSN of PostgreSQL comes from
+// the environment or a file, never argv.
+type storeConfig struct {
+	Kind     string // --store: memory, sqlite or postgres; "" for run (the state directory's when set)
+	StateDir string // --state-dir
+	DSNFile  string // --store-dsn-file
+	DSN      string // AGENT_STORE_DSN
+	Recover  string // --recover: fail or rerun
+}
+
+// defaultStateDir is the per-user state directory: $XDG_STATE_HOME/agentd,
+// else ~/.local/state/agentd; "" when neither is known (then --state-dir
+// must be given).
+func defaultStateDir() string {
+	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "agentd")
+	}
+	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) && h != "/" {
+		return filepath.Join(h, ".local", "state", "agentd")
+	}
+	return ""
+}
+
+// addStore defines the store flags of serve (--store, --store-dsn-file and
+// a per-user default state directory) and of run (the state directory only
+// when given).
+func addStore(f *flags, c *storeConfig, serve bool) {
+	if serve {
+		f.stringVar(&c.Kind, "store", "AGENT_STORE", storeSQLite, "the task store: sqlite (in --state-dir; tasks survive a restart), memory (lost with the process), or postgres (several replicas on one database; the DSN from "+envStoreDSN+" or --store-dsn-file)")
+		f.stringVar(&c.StateDir, "state-dir", "AGENT_STATE_DIR", defaultStateDir(), "the state directory: the sqlite store's database ("+sqlite.FileName+") and the schedule mode's last tick (schedule.json)")
+		f.stringVar(&c.DSNFile, "store-dsn-file", "AGENT_STORE_DSN_FILE", "", "--store postgres: a file holding the PostgreSQL DSN (or set "+envStoreDSN+"; never on argv)")
+	} else {
+		f.stringVar(&c.StateDir, "state-dir", "AGENT_STATE_DIR", "", "a state directory: with --run-id, a run that completed is not run again (its stored result is printed, and its code is the exit code); the schedule mode keeps its last tick there (schedule.json)")
+	}
+	f.stringVar(&c.Recover, "recover", "AGENT_RECOVER", string(tasks.RecoverFail), "what a restart does with a task whose process tree was lost: fail (failed, agentd/status crashed, cause supervisor_lost) or rerun (its root runs again once from the retained payload, same task id, agentd/attempt 2)")
+	c.DSN = os.Getenv(envStoreDSN)
+}
+
+// Validate checks the store settings, naming the bad one. It reads no file.
+func (c *storeConfig) Validate() error {
+	if _, err := tasks.ParseRecoverPolicy(c.Recover); err != nil {
+		return fmt.Errorf("--recover %q: want fail or rerun", c.Recover)
+	}
+	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
+		if _, err := filepath.Abs(c.StateDir); err != nil {
+			return fmt.Errorf("--state-dir %q: %v", c.StateDir, err)
+		}
+	}
+	if strings.ContainsAny(c.StateDir, "?#") {
+		return fmt.Errorf("--state-dir %q: the path may not hold ? or #", c.StateDir)
+	}
+	switch c.Kind {
+	case "":
+	case storeMemory:
+		if c.DSNFile != "" {
+			return errors.New("--store-dsn-file is a setting of --store postgres, and the store is memory")
+		}
+	case storeSQLite:
+		if c.StateDir == "" {
+			return errors.New("--store sqlite needs --state-dir (no per-user default: set XDG_STATE_HOME or HOME, or pass --state-dir)")
+		}
+		if c.DSNFile != "" {
+			return errors.New("--store-dsn-file is a setting of --store postgres, and the store is sqlite")
+		}
+	case storePostgres:
+		if c.DSN == "" && c.DSNFile == "" {
+			return fmt.Errorf("--store postgres needs the DSN in %s or --store-dsn-file", envStoreDSN)
+		}
+		if c.DSN != "" && c.DSNFile != "" {
+			return fmt.Errorf("--store-dsn-file and %s are both set: give one", envStoreDSN)
+		}
+	default:
+		if strings.Contains(c.Kind, "://") {
+			return fmt.Errorf("--store: a DSN on the command line would show its password to every user of the machine: pass --store postgres with %s or --store-dsn-file", envStoreDSN)
+		}
+		return fmt.Errorf("--store %q: want sqlite, memory or postgres", c.Kind)
+	}
+	return nil
+}
+
+// policy is --recover (checked by Validate).
+func (c *storeConfig) policy() tasks.RecoverPolicy {
+	p, _ := tasks.ParseRecoverPolicy(c.Recover)
+	return p
+}
+
+// stateDir returns --state-dir as an absolute path, creating it (the
+// build's step); "" when none is set.
+func (c *storeConfig) stateDir() (string, error) {
+	if c.StateDir == "" {
+		return "", nil
+	}
+	dir, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return "", usageError("--state-dir %s: %v", c.StateDir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", usageError("--state-dir %s: %v", c.StateDir, err)
+	}
+	return dir, nil
+}
+
+// storeLimits bound the tasks a store holds (--task-capacity,
+// --task-retention).
+type storeLimits struct {
+	capacity  int
+	retention time.Duration
+}
+
+// openStore opens the task store c names (the build's step). A store that
+// cannot be opened at start (a state directory that cannot be written, a
+// database a newer agentd wrote, a database that cannot be reached) is bad
+// config: exit 2, naming the setting.
+func openStore(ctx context.Context, c *storeConfig, lim storeLimits, log *slog.Logger, cl *closers) (tasks.Store, error) {
+	switch c.Kind {
+	case storeMemory:
+		return tasks.NewMemoryStore(lim.capacity, lim.retention), nil
+	case storeSQLite:
+		dir, err := c.stateDir()
+		if err != nil {
+			return nil, err
+		}
+		s, err := openSQLite(ctx, dir, lim, log)
+		if err != nil {
+			return nil, err
+		}
+		cl.add(func() { s.Close() })
+		return s, nil
+	}
+	return nil, usageError("--store %q: not available in this build", c.Kind)
+}
+
+// openSQLite opens the embedded store in dir.
+func openSQLite(ctx context.Context, dir string, lim storeLimits, log *slog.Logger) (*sqlite.Store, error) {
+	s, err := sqlite.Open(ctx, dir, sqlite.Options{Capacity: lim.capacity, Retention: lim.retention, Log: log})
+	var se *store.SchemaError
+	switch {
+	case errors.As(err, &se):
+		return nil, usageError("--state-dir %s: %v", dir, err)
+	case err != nil:
+		return nil, usageError("--state-dir %s: the task store cannot be opened: %v", dir, err)
+	}
+	log.Info("task store open", "store", storeSQLite, "path", s.Path(), "instance", s.Instance())
+	return s, nil
+}
