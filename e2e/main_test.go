@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	agentdBin = filepath.Join(dir, "agentd")
+	// Every agentd the tests start has a per-user state directory of its
+	// own here, never the user's (startService also gives each service a
+	// --state-dir of its own).
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	build := exec.Command("go", "build", "-o", agentdBin, "../cmd/agentd")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -71,7 +75,8 @@ func startService(t *testing.T, args ...string) *service {
 // added to the environment.
 func startServiceAs(t *testing.T, bin string, env []string, args ...string) *service {
 	t.Helper()
-	all := append([]string{"serve", "--listen", "127.0.0.1:0"}, fastFlags...)
+	// A state directory of its own (a test's --state-dir, later, wins).
+	all := append([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", t.TempDir()}, fastFlags...)
 	all = append(all, args...)
 	cmd := exec.Command(bin, all...)
 	if env != nil {

@@ -185,6 +185,9 @@ func (o *oneShot) print(res api.SubagentResult) {
 	fmt.Fprintln(o.stdout, out)
 	if res.Status != api.StatusCompleted {
 		fmt.Fprintf(o.stderr, "agentd: run ended %s", res.Status)
+		if res.Cause != "" {
+			fmt.Fprintf(o.stderr, " (%s)", res.Cause)
+		}
 		if res.Detail != "" {
 			fmt.Fprintf(o.stderr, ": %s", res.Detail)
 		}

@@ -1,0 +1,455 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	_ "modernc.org/sqlite"
+)
+
+// getTask reads a task through the service, failing the test on an error.
+func getTask(t *testing.T, s *service, id a2a.TaskID) *a2a.Task {
+	t.Helper()
+	got, err := s.client(t).GetTask(context.Background(), &a2a.TaskQueryParams{ID: id})
+	if err != nil {
+		t.Fatalf("tasks/get %s: %v", id, err)
+	}
+	return got
+}
+
+// kill SIGKILLs the service and waits until it is reaped.
+func (s *service) kill(t *testing.T) {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-s.waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("agentd not reaped within 10s of SIGKILL")
+	}
+}
+
+// lineCount counts the service's log records with this message.
+func lineCount(s *service, msg string) int {
+	return strings.Count(s.logs.String(), `"msg":"`+msg+`"`)
+}
+
+// A service killed with SIGKILL and started again on its state directory:
+// the task that finished is there with its artifact, and the one that was
+// running (its nested subagent too) is failed, crashed with cause
+// supervisor_lost; none stays working.
+func TestRestartAfterSIGKILLResolvesTasks(t *testing.T) {
+	dir := t.TempDir()
+	// The root spawns a child that sleeps; the run takes about a second.
+	script := writeScript(t, "[depth 0]\nspawn sync \"child\"\nanswer \"root done: {results}\"\n[depth 1]\nsleep 1s\nanswer \"child done\"\n")
+	args := []string{"--state-dir", dir, "--intelligence", "builtin:script=" + script}
+	s := startService(t, args...)
+	c := s.client(t)
+	res, err := c.SendMessage(context.Background(), textMessage("the first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := res.(*a2a.Task)
+	if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != "root done: child done" {
+		t.Fatalf("first task: %s %q", done.Status.State, artifactText(done))
+	}
+	res, err = c.SendMessage(context.Background(), nonBlocking(textMessage("the second")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := res.(*a2a.Task).ID
+	waitFor(t, 20*time.Second, "the second task's child running", func() bool {
+		return lineCount(s, "subagent started") >= 4
+	})
+	s.kill(t)
+
+	start := time.Now()
+	s2 := startService(t, args...)
+	var lost *a2a.Task
+	waitFor(t, 10*time.Second, "the interrupted task resolved", func() bool {
+		lost = getTask(t, s2, running)
+		return lost.Status.State.Terminal()
+	})
+	t.Logf("restart to every task resolved: %s (recovery itself: %s)", time.Since(start), recoveryTook(t, s2))
+	if lost.Status.State != a2a.TaskStateFailed || lost.Metadata["agentd/status"] != "crashed" || lost.Metadata["agentd/cause"] != "supervisor_lost" {
+		t.Fatalf("interrupted task: %s %v", lost.Status.State, lost.Metadata)
+	}
+	got := getTask(t, s2, done.ID)
+	if got.Status.State != a2a.TaskStateCompleted || artifactText(got) != "root done: child done" || len(got.History) == 0 {
+		t.Fatalf("finished task after the restart: %s %q", got.Status.State, artifactText(got))
+	}
+	// Every task of the store, the nested ones included, has ended.
+	list := listAll(t, s2)
+	if len(list) != 4 {
+		t.Fatalf("%d tasks listed after the restart, want 4 (two roots, two children)", len(list))
+	}
+	for _, tk := range list {
+		if !tk.Status.State.Terminal() {
+			t.Fatalf("task %s is %s after the restart", tk.ID, tk.Status.State)
+		}
+	}
+}
+
+// recoveryTook is the "took" of the service's recovery log line.
+func recoveryTook(t *testing.T, s *service) string {
+	for _, r := range withMsg(logLines(s.logs.String()), "recovered orphaned tasks") {
+		return str(r, "took")
+	}
+	return "(no orphans)"
+}
+
+// listAll lists every task through ListTasks (the loopback caller is the
+// owner of every task sent without authentication).
+func listAll(t *testing.T, s *service) []*a2a.Task {
+	t.Helper()
+	var out struct {
+		Tasks []struct {
+			ID     string `json:"id"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		} `json:"tasks"`
+	}
+	if e := rpc(t, s, "1.0", "ListTasks", `{"pageSize":100}`, &out); e != nil {
+		t.Fatalf("ListTasks: %+v", e)
+	}
+	var list []*a2a.Task
+	for _, v := range out.Tasks {
+		state := a2a.TaskState(strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(v.Status.State, "TASK_STATE_"), "_", "-")))
+		list = append(list, &a2a.Task{ID: a2a.TaskID(v.ID), Status: a2a.TaskStatus{State: state}})
+	}
+	return list
+}
+
+// Under --recover rerun, the interrupted root runs again once from its
+// retained payload: the same task id, agentd/attempt 2, and it completes.
+func TestRestartRerunsUnderRecoverRerun(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, "[depth 0]\nsleep 1s\nanswer \"ran {objective}\"\n")
+	args := []string{"--state-dir", dir, "--intelligence", "builtin:script=" + script, "--recover", "rerun"}
+	s := startService(t, args...)
+	res, err := s.client(t).SendMessage(context.Background(), nonBlocking(textMessage("the job")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	waitFor(t, 20*time.Second, "the root running", func() bool { return lineCount(s, "subagent started") >= 1 })
+	s.kill(t)
+
+	start := time.Now()
+	s2 := startService(t, args...)
+	if n := lineCount(s2, "rerunning task"); n != 1 {
+		t.Fatalf("%d reruns logged, want 1", n)
+	}
+	var got *a2a.Task
+	waitFor(t, 20*time.Second, "the rerun task completed", func() bool {
+		got = getTask(t, s2, id)
+		return got.Status.State.Terminal()
+	})
+	t.Logf("restart to the rerun task's end: %s (recovery itself: %s)", time.Since(start), recoveryTook(t, s2))
+	if got.Status.State != a2a.TaskStateCompleted || artifactText(got) != "ran the job" {
+		t.Fatalf("rerun task: %s %q", got.Status.State, artifactText(got))
+	}
+	if a, _ := got.Metadata["agentd/attempt"].(float64); a != 2 {
+		t.Fatalf("attempt = %v, want 2", got.Metadata["agentd/attempt"])
+	}
+	// Rerun once: killed again during its second attempt, the task fails
+	// instead of running a third time.
+	res, err = s2.client(t).SendMessage(context.Background(), nonBlocking(textMessage("another")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := res.(*a2a.Task).ID
+	waitFor(t, 20*time.Second, "the second root running", func() bool { return lineCount(s2, "subagent started") >= 2 })
+	s2.kill(t)
+	s3 := startService(t, args...)
+	waitFor(t, 20*time.Second, "the second task's rerun running", func() bool { return lineCount(s3, "subagent started") >= 1 })
+	s3.kill(t)
+	s4 := startService(t, args...)
+	last := getTask(t, s4, again)
+	if last.Status.State != a2a.TaskStateFailed || last.Metadata["agentd/cause"] != "supervisor_lost" || last.Metadata["agentd/attempt"] != 2.0 {
+		t.Fatalf("a task lost on its second attempt: %s %v", last.Status.State, last.Metadata)
+	}
+	if n := lineCount(s4, "rerunning task"); n != 0 {
+		t.Fatalf("a third attempt started")
+	}
+	if got := getTask(t, s4, id); got.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("a completed task changed after a restart: %s", got.Status.State)
+	}
+}
+
+// The same messageId sent twice by the same caller (one after the other, and
+// at the same time) makes one task and one run.
+func TestSameMessageIDOneTaskOneRun(t *testing.T) {
+	s := startService(t, "--intelligence", "builtin:demo=300ms")
+	c := s.client(t)
+	msg := textMessage("only once")
+	msg.Message.ID = "the-one-message"
+	first, err := c.SendMessage(context.Background(), nonBlocking(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := textMessage("only once")
+	again.Message.ID = "the-one-message"
+	second, err := c.SendMessage(context.Background(), again) // blocking: waits for the first's end
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := first.(*a2a.Task), second.(*a2a.Task)
+	if a.ID != b.ID || b.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("first %s, second %s (%s): want one task, completed", a.ID, b.ID, b.Status.State)
+	}
+	var wg sync.WaitGroup
+	var ids sync.Map
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := textMessage("at once")
+			m.Message.ID = "sent-together"
+			res, err := c.SendMessage(context.Background(), nonBlocking(m))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids.Store(res.(*a2a.Task).ID, true)
+		}()
+	}
+	wg.Wait()
+	n := 0
+	ids.Range(func(any, any) bool { n++; return true })
+	if n != 1 {
+		t.Fatalf("eight sends of one message made %d tasks", n)
+	}
+	waitFor(t, 10*time.Second, "two runs accepted", func() bool { return lineCount(s, "task accepted") >= 2 })
+	if got := lineCount(s, "task accepted"); got != 2 {
+		t.Fatalf("%d runs for two messages", got)
+	}
+	// Another messageId is another task.
+	other, err := c.SendMessage(context.Background(), textMessage("only once"))
+	if err != nil || other.(*a2a.Task).ID == a.ID {
+		t.Fatalf("a new message: %v %v", other, err)
+	}
+}
+
+// `agentd run --run-id X --state-dir D` twice: the second prints the stored
+// result and exits with its code, and runs nothing.
+func TestRunIDNotRedone(t *testing.T) {
+	dir := t.TempDir()
+	out, code := runCombined(t, "run", "--run-id", "job-1", "--state-dir", dir, "count these words")
+	if code != 0 || !strings.Contains(out, `"count these words" has 3 words`) || !strings.Contains(out, `"msg":"subagent started"`) {
+		t.Fatalf("first run: exit %d\n%s", code, out)
+	}
+	out2, code2 := runCombined(t, "run", "--run-id", "job-1", "--state-dir", dir, "count these words")
+	if code2 != 0 || !strings.Contains(out2, `"count these words" has 3 words`) {
+		t.Fatalf("second run: exit %d\n%s", code2, out2)
+	}
+	if strings.Contains(out2, `"msg":"subagent started"`) || !strings.Contains(out2, "run ended before") {
+		t.Fatalf("the second run ran again:\n%s", out2)
+	}
+	// A run that ended otherwise keeps its exit code: deadline is 124.
+	args := []string{"run", "--run-id", "job-2", "--state-dir", dir, "--intelligence", "builtin:wait", "--deadline", "300ms", "--child-deadline", "300ms", "wait"}
+	_, code = runCombined(t, args...)
+	out2, code2 = runCombined(t, args...)
+	if code != 124 || code2 != 124 || strings.Contains(out2, `"msg":"subagent started"`) {
+		t.Fatalf("deadline run: exit %d then %d\n%s", code, code2, out2)
+	}
+	// Another run id runs.
+	out3, code3 := runCombined(t, "run", "--run-id", "job-3", "--state-dir", dir, "other words")
+	if code3 != 0 || !strings.Contains(out3, `"msg":"subagent started"`) {
+		t.Fatalf("another run id: exit %d\n%s", code3, out3)
+	}
+}
+
+// A run killed mid-way is resolved by --recover the next time its run id is
+// given: fail (the default) prints crashed and exits 1; rerun runs it again.
+func TestRunIDKilledMidRun(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, "[depth 0]\nsleep 2s\nanswer \"finally\"\n")
+	for _, tc := range []struct {
+		id, recover string
+		code        int
+		out         string
+	}{
+		{"killed-fail", "fail", 1, "supervisor_lost"},
+		{"killed-rerun", "rerun", 0, "finally"},
+	} {
+		cmd := agentdCommand(t, "run", "--run-id", tc.id, "--state-dir", dir, "--intelligence", "builtin:script="+script, "go")
+		logs := &syncBuffer{}
+		cmd.Stderr = logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, "the run's root started", func() bool { return strings.Contains(logs.String(), `"msg":"subagent started"`) })
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		// Its agentd is dead: the next run with its id resolves it.
+		out, code := runCombined(t, "run", "--run-id", tc.id, "--state-dir", dir, "--recover", tc.recover, "--intelligence", "builtin:script="+script, "go")
+		if code != tc.code || !strings.Contains(out, tc.out) {
+			t.Fatalf("%s after SIGKILL: exit %d, want %d and %q\n%s", tc.id, code, tc.code, tc.out, out)
+		}
+		// And the result is stored: a third time prints it.
+		out, code = runCombined(t, "run", "--run-id", tc.id, "--state-dir", dir, "--recover", tc.recover, "go")
+		if code != tc.code || strings.Contains(out, `"msg":"subagent started"`) {
+			t.Fatalf("%s a third time: exit %d\n%s", tc.id, code, out)
+		}
+	}
+}
+
+// A run id whose run is under way in another agentd is refused (exit 2,
+// naming --run-id), and the running one is not disturbed.
+func TestRunIDUnderWayRefused(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, "[depth 0]\nsleep 1s\nanswer \"one\"\n")
+	cmd := agentdCommand(t, "run", "--run-id", "busy", "--state-dir", dir, "--intelligence", "builtin:script="+script, "go")
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the run's root started", func() bool { return strings.Contains(logs.String(), `"msg":"subagent started"`) })
+	out, code := runCombined(t, "run", "--run-id", "busy", "--state-dir", dir, "go")
+	if code != 2 || !strings.Contains(out, "--run-id busy") {
+		t.Fatalf("a second run of a run under way: exit %d\n%s", code, out)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the first run: %v\n%s", err, logs.String())
+	}
+}
+
+// A push notification that was being delivered when agentd was killed is
+// delivered after the restart (at least once).
+func TestPushDeliveredAcrossRestart(t *testing.T) {
+	var hold atomic.Bool
+	hold.Store(true)
+	var mu sync.Mutex
+	var finals []string
+	release := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			ID     string `json:"id"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		if hold.Load() {
+			<-release // the delivery hangs until the sender is gone
+			return
+		}
+		mu.Lock()
+		finals = append(finals, body.ID+" "+body.Status.State)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	defer close(release)
+	dir := t.TempDir()
+	args := []string{"--state-dir", dir, "--intelligence", "builtin:demo", "--push-allow-net", "127.0.0.0/8"}
+	s := startService(t, args...)
+	msg := textMessage("notify me")
+	msg.Config = &a2a.MessageSendConfig{PushConfig: &a2a.PushConfig{URL: hook.URL + "/hook"}}
+	res, err := s.client(t).SendMessage(context.Background(), msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	// The first delivery hangs; the rest queue behind it (in order per task).
+	db, err := sql.Open("sqlite", filepath.Join(dir, "agentd.db")+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	pending := func() int {
+		var n int
+		db.QueryRow("SELECT COUNT(*) FROM push_pending").Scan(&n)
+		return n
+	}
+	waitFor(t, 10*time.Second, "the task's events journaled", func() bool { return pending() >= 2 })
+	s.kill(t)
+	hold.Store(false)
+	s2 := startService(t, args...)
+	waitFor(t, 10*time.Second, "the pending notifications delivered after the restart", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range finals {
+			if f == string(id)+" completed" {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, 10*time.Second, "the journal empty", func() bool { return pending() == 0 })
+	if n := lineCount(s2, "resumed pending push notifications"); n != 1 {
+		t.Fatalf("resume logged %d times", n)
+	}
+}
+
+// An unusable store at start is bad config: exit 2, naming the setting.
+func TestStoreBadConfig(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(file, nil, 0o600)
+	for _, tc := range []struct {
+		env     string
+		args    []string
+		setting string
+	}{
+		{"", []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(file, "sub")}, "--state-dir"},
+		{"", []string{"serve", "--listen", "127.0.0.1:0", "--store", "postgres"}, "AGENT_STORE_DSN"},
+		{"", []string{"serve", "--listen", "127.0.0.1:0", "--store", "postgres://u:secret@127.0.0.1/db"}, "--store"},
+		{"", []string{"serve", "--listen", "127.0.0.1:0", "--store", "bolt"}, "--store"},
+		{"", []string{"serve", "--listen", "127.0.0.1:0", "--recover", "retry"}, "--recover"},
+		{"", []string{"run", "--state-dir", filepath.Join(file, "sub"), "--run-id", "x", "hello"}, "--state-dir"},
+	} {
+		wantUsageError(t, tc.env, tc.setting, tc.args...)
+	}
+	// A read-only state directory.
+	ro := filepath.Join(t.TempDir(), "ro")
+	os.Mkdir(ro, 0o500)
+	if os.Geteuid() == 0 {
+		// root writes through mode bits: the immutable attribute stops it.
+		if out, err := exec.Command("chattr", "+i", ro).CombinedOutput(); err != nil {
+			t.Skipf("no read-only directory for root here (chattr +i: %v %s)", err, out)
+		}
+		t.Cleanup(func() { exec.Command("chattr", "-i", ro).Run() })
+	}
+	wantUsageError(t, "", "--state-dir", "serve", "--listen", "127.0.0.1:0", "--state-dir", ro)
+}
+
+// A state directory whose database a newer agentd wrote is refused with a
+// clear message (exit 2), and left as it was.
+func TestStoreSchemaNewerRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := startService(t, "--state-dir", dir)
+	s.stop(t)
+	db, err := sql.Open("sqlite", filepath.Join(dir, "agentd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("PRAGMA user_version = 42"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	out, code := runCombined(t, "serve", "--listen", "127.0.0.1:0", "--state-dir", dir)
+	if code != 2 || !strings.Contains(out, "--state-dir") || !strings.Contains(out, "schema version 42, newer than this agentd knows") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	db, _ = sql.Open("sqlite", filepath.Join(dir, "agentd.db"))
+	defer db.Close()
+	var v int
+	db.QueryRow("PRAGMA user_version").Scan(&v)
+	if v != 42 {
+		t.Fatalf("the refused database was changed: user_version %d", v)
+	}
+}
