@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -451,5 +452,45 @@ func TestStoreSchemaNewerRefused(t *testing.T) {
 	db.QueryRow("PRAGMA user_version").Scan(&v)
 	if v != 42 {
 		t.Fatalf("the refused database was changed: user_version %d", v)
+	}
+}
+
+// A stored distillate (a result over the distillate budget) is readable after
+// the service is killed and started again on its state directory; so is a
+// once run's, printed again by the next `agentd run` with its run id.
+func TestStoredDistillateSurvivesRestart(t *testing.T) {
+	long := strings.Repeat("line of a long report\n", 50)
+	script := writeScript(t, "[depth 0]\nanswer \""+strings.ReplaceAll(long, "\n", "\\n")+"\"\n")
+	dir := t.TempDir()
+	args := []string{"--state-dir", dir, "--intelligence", "builtin:script=" + script, "--distillate-budget", "300"}
+	s := startService(t, args...)
+	res, err := s.client(t).SendMessage(context.Background(), textMessage("write it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	file, ok := task.Artifacts[0].Parts[0].(a2a.FilePart)
+	if !ok {
+		t.Fatalf("the distillate was not stored: %+v", task.Artifacts[0].Parts)
+	}
+	uri := file.File.(a2a.FileURI).URI
+	blobID := uri[strings.LastIndex(uri, "/")+1:]
+	s.kill(t)
+	s2 := startService(t, args...)
+	resp, err := http.Get(s2.url + "/blobs/" + blobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != long {
+		t.Fatalf("the stored distillate after a restart: %d, %d bytes", resp.StatusCode, len(body))
+	}
+
+	run := []string{"run", "--run-id", "long", "--state-dir", dir, "--intelligence", "builtin:script=" + script, "--distillate-budget", "300", "write it"}
+	out, code := runCombined(t, run...)
+	out2, code2 := runCombined(t, run...)
+	if code != 0 || code2 != 0 || !strings.Contains(out, long) || !strings.Contains(out2, long) || strings.Contains(out2, `"msg":"subagent started"`) {
+		t.Fatalf("a run's stored distillate printed again: exit %d, %d\n%s", code, code2, out2)
 	}
 }

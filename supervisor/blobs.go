@@ -1,8 +1,10 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -16,6 +18,39 @@ type BlobConfig struct {
 	MaxTotalBytes int64         // all blobs held; default 256 MiB
 	MaxCount      int           // blobs held; default 1024
 	Retention     time.Duration // how long a blob outlives its task; default 1h
+	// Backend, when set, keeps the blobs outside the process (agentd's
+	// durable task store): the store writes each blob there before it
+	// answers the child, holds only their index in memory, reads a blob's
+	// content from there, and at New reloads the index (the same budgets
+	// then count the blobs a previous process stored). A blob whose task
+	// was running when that process ended starts its retention window at
+	// the reload.
+	Backend BlobBackend
+}
+
+// BlobBackend keeps stored distillates outside the process. It is safe for
+// concurrent use.
+type BlobBackend interface {
+	// SaveBlob stores a new blob, its content included.
+	SaveBlob(ctx context.Context, b StoredBlob) error
+	// LoadBlob returns a blob's content; ok is false when it is not
+	// stored.
+	LoadBlob(ctx context.Context, id string) (content []byte, ok bool, err error)
+	// ExpireBlobs sets the expiry of every blob of the tree rooted at owner
+	// that has none.
+	ExpireBlobs(ctx context.Context, owner string, at time.Time) error
+	// DeleteBlob removes a blob; removing one that is not stored succeeds.
+	DeleteBlob(ctx context.Context, id string) error
+	// BlobIndex returns every stored blob without its content.
+	BlobIndex(ctx context.Context) ([]StoredBlob, error)
+}
+
+// StoredBlob is a blob as a BlobBackend keeps it: the Blob (Content nil in
+// BlobIndex), its size, and when it expires (zero while its task runs).
+type StoredBlob struct {
+	Blob
+	Size    int
+	Expires time.Time
 }
 
 func (c BlobConfig) withDefaults() BlobConfig {
@@ -58,6 +93,7 @@ var (
 type blobStore struct {
 	cfg BlobConfig
 	now func() time.Time
+	log *slog.Logger
 
 	mu    sync.Mutex // guards blobs, total
 	blobs map[string]*blobEntry
@@ -65,12 +101,37 @@ type blobStore struct {
 }
 
 type blobEntry struct {
-	Blob
+	Blob              // Content nil when a backend holds it
+	size    int64     // len of the content
 	expires time.Time // zero while the owning task runs
 }
 
-func newBlobStore(cfg BlobConfig) *blobStore {
-	return &blobStore{cfg: cfg.withDefaults(), now: time.Now, blobs: make(map[string]*blobEntry)}
+func newBlobStore(cfg BlobConfig, log *slog.Logger) (*blobStore, error) {
+	b := &blobStore{cfg: cfg.withDefaults(), now: time.Now, log: log, blobs: make(map[string]*blobEntry)}
+	if b.cfg.Backend == nil {
+		return b, nil
+	}
+	ctx := context.Background()
+	index, err := b.cfg.Backend.BlobIndex(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: load the stored distillates: %w", err)
+	}
+	exp := b.now().Add(b.cfg.Retention)
+	for _, sb := range index {
+		e := &blobEntry{Blob: sb.Blob, size: int64(sb.Size), expires: sb.Expires}
+		e.Content = nil
+		if e.expires.IsZero() {
+			// Its task ran in a process that is gone.
+			e.expires = exp
+			if err := b.cfg.Backend.ExpireBlobs(ctx, e.Owner, exp); err != nil {
+				return nil, fmt.Errorf("supervisor: load the stored distillates: %w", err)
+			}
+		}
+		b.blobs[e.ID] = e
+		b.total += e.size
+	}
+	b.sweepLocked(b.now())
+	return b, nil
 }
 
 // put stores content for the tree rooted at owner.
@@ -94,10 +155,18 @@ func (b *blobStore) put(owner, runID, mediaType string, content []byte) (Blob, e
 		Owner:     owner,
 		RunID:     runID,
 		Created:   now,
-	}}
+	}, size: int64(len(content))}
+	if b.cfg.Backend != nil {
+		if err := b.cfg.Backend.SaveBlob(context.Background(), StoredBlob{Blob: e.Blob, Size: len(content)}); err != nil {
+			return Blob{}, fmt.Errorf("supervisor: store the blob: %w", err)
+		}
+		e.Content = nil
+	}
 	b.blobs[e.ID] = e
-	b.total += int64(len(content))
-	return e.Blob, nil
+	b.total += e.size
+	out := e.Blob
+	out.Content = content
+	return out, nil
 }
 
 // get returns the blob with this id unless it has expired.
@@ -112,7 +181,18 @@ func (b *blobStore) get(id string) (Blob, bool) {
 		b.dropLocked(e)
 		return Blob{}, false
 	}
-	return e.Blob, true
+	out := e.Blob
+	if out.Content == nil && b.cfg.Backend != nil {
+		content, ok, err := b.cfg.Backend.LoadBlob(context.Background(), id)
+		if err != nil || !ok {
+			if err != nil {
+				b.log.Warn("stored distillate not read", "blob", id, "err", err)
+			}
+			return Blob{}, false
+		}
+		out.Content = content
+	}
+	return out, true
 }
 
 // release starts the retention window of every blob of the tree rooted at
@@ -121,9 +201,16 @@ func (b *blobStore) release(owner string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	exp := b.now().Add(b.cfg.Retention)
+	released := false
 	for _, e := range b.blobs {
 		if e.Owner == owner && e.expires.IsZero() {
 			e.expires = exp
+			released = true
+		}
+	}
+	if released && b.cfg.Backend != nil {
+		if err := b.cfg.Backend.ExpireBlobs(context.Background(), owner, exp); err != nil {
+			b.log.Warn("stored distillates' expiry not recorded: they expire with the next start's retention", "owner", owner, "err", err)
 		}
 	}
 }
@@ -159,5 +246,10 @@ func (b *blobStore) evictOldestFinishedLocked() bool {
 
 func (b *blobStore) dropLocked(e *blobEntry) {
 	delete(b.blobs, e.ID)
-	b.total -= int64(len(e.Content))
+	b.total -= e.size
+	if b.cfg.Backend != nil {
+		if err := b.cfg.Backend.DeleteBlob(context.Background(), e.ID); err != nil {
+			b.log.Warn("expired distillate not deleted from the store", "blob", e.ID, "err", err)
+		}
+	}
 }

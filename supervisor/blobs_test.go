@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,10 @@ func (c *fakeClock) advance(d time.Duration) {
 
 func newTestStore(cfg BlobConfig) (*blobStore, *fakeClock) {
 	clock := newFakeClock()
-	b := newBlobStore(cfg)
+	b, err := newBlobStore(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		panic(err)
+	}
 	b.now = clock.now
 	return b, clock
 }

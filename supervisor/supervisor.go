@@ -297,7 +297,11 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.WarmPool < 0 {
 		return nil, fmt.Errorf("supervisor: warm pool size %d is negative", cfg.WarmPool)
 	}
-	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: newBlobStore(cfg.Blobs)}
+	blobs, err := newBlobStore(cfg.Blobs, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: blobs}
 	s.selfTools = s.selfToolTable()
 	s.env = append(append(make([]string, 0, len(cfg.Env)+2), cfg.Env...),
 		api.EnvSubagent+"=1",

@@ -99,18 +99,11 @@ func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stde
 	if err := startTracing(ctx, c.Core.Tracing, log, &o.closers); err != nil {
 		return nil, err
 	}
-	var opt treeOptions
-	if opt.childStderr, err = childLogs(c.Core.AggregateLogs, stderr, &o.closers); err != nil {
-		return nil, err
-	}
-	if o.tree, err = openTree(&c.Core, log, opt); err != nil {
-		return nil, err
-	}
-	o.closers.add(o.tree.close)
 	stateDir, err := c.Store.stateDir()
 	if err != nil {
 		return nil, err
 	}
+	var opt treeOptions
 	if stateDir != "" && c.RunID != "" && c.Modes.mode() == trigger.ModeOnce {
 		s, err := openSQLite(ctx, stateDir, storeLimits{}, log)
 		if err != nil {
@@ -118,7 +111,15 @@ func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stde
 		}
 		o.closers.add(func() { s.Close() })
 		o.record = &runRecord{store: s, runID: c.RunID, policy: c.Store.policy(), instruction: c.Instruction, log: log}
+		opt.blobs = s // a stored distillate is printed again by the next run with this id
 	}
+	if opt.childStderr, err = childLogs(c.Core.AggregateLogs, stderr, &o.closers); err != nil {
+		return nil, err
+	}
+	if o.tree, err = openTree(&c.Core, log, opt); err != nil {
+		return nil, err
+	}
+	o.closers.add(o.tree.close)
 	// Every required MCP server must be up before the root starts (exit 6).
 	if err := o.tools.waitReady(ctx); err != nil {
 		return nil, err

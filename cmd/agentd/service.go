@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/server"
+	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tlsconfig"
 	"github.com/agentd/agentd/trigger"
@@ -34,13 +35,15 @@ const (
 //
 //  1. the tracer provider (flushed last);
 //  2. the identity source (Workload API or TLS files) and the bearer tokens;
-//  3. the admission control (its bounds derived from the memory limit), then
+//  3. the task store (the state directory's database, or PostgreSQL), which
+//     also keeps the stored distillates;
+//  4. the admission control (its bounds derived from the memory limit), then
 //     the supervisor and its MCP sessions, which start connecting;
-//  4. the background context of the heartbeat, the MCP watch and the peers'
+//  5. the background context of the heartbeat, the MCP watch and the peers'
 //     agent cards;
-//  5. the router (local, then one provider per --peer);
-//  6. the main listener, then the push sender and the task engine;
-//  7. the health and metrics listeners.
+//  6. the router (local, then one provider per --peer);
+//  7. the main listener, then the push sender and the task engine;
+//  8. the health and metrics listeners.
 //
 // Run serves until the first signal, an a2a.Drain or a listener's failure,
 // then shuts down in one order: the drain first (refuse new work, the kill
@@ -83,6 +86,19 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	}
 	s.closers.add(id.close)
 
+	// The task store, and in it the stored distillates, before the
+	// supervisor that keeps them.
+	if c.Store.Kind != storeMemory || c.Modes.mode() == trigger.ModeSchedule {
+		if s.stateDir, err = c.Store.stateDir(); err != nil {
+			return nil, err
+		}
+	}
+	store, err := openStore(ctx, &c.Store, storeLimits{capacity: c.TaskCapacity, retention: c.TaskRetention}, log, &s.closers)
+	if err != nil {
+		return nil, err
+	}
+	blobs, _ := store.(supervisor.BlobBackend)
+
 	router := &delegate.Router{}
 	lineages := &delegate.Lineages{}
 	// Every nested subagent is an A2A task too; the observer records them in
@@ -103,6 +119,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		blobRetention: c.TaskRetention, // a stored distillate stays readable as long as its task
 		childStderr:   childStderr,
 		budget:        s.admission.ctrl,
+		blobs:         blobs,
 	})
 	if err != nil {
 		return nil, err
@@ -126,15 +143,6 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	}
 	s.main = &endpoint{name: "serve", ln: ln}
 	s.closers.add(s.main.close)
-	if c.Store.Kind != storeMemory || c.Modes.mode() == trigger.ModeSchedule {
-		if s.stateDir, err = c.Store.stateDir(); err != nil {
-			return nil, err
-		}
-	}
-	store, err := openStore(ctx, &c.Store, storeLimits{capacity: c.TaskCapacity, retention: c.TaskRetention}, log, &s.closers)
-	if err != nil {
-		return nil, err
-	}
 	cardURL := c.PublicURL
 	if cardURL == "" {
 		scheme := "http://"

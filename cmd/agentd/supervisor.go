@@ -22,6 +22,7 @@ type treeOptions struct {
 	blobRetention time.Duration            // how long a stored distillate outlives its task; 0 is the supervisor's default
 	childStderr   *os.File                 // children's own stderr (--aggregate-logs=false); nil forwards their lines
 	budget        supervisor.ProcessBudget // the service-wide bound on live subagent processes (admission); nil for none
+	blobs         supervisor.BlobBackend   // where stored distillates are kept; nil: in memory
 }
 
 // openSupervisor builds the supervisor of c: it checks a builtin:script file,
@@ -61,7 +62,7 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		ReapGrace:  c.ReapGrace,
 		Caps:       c.Caps,
 		Observer:   opt.observer,
-		Blobs:      supervisor.BlobConfig{Retention: opt.blobRetention},
+		Blobs:      supervisor.BlobConfig{Retention: opt.blobRetention, Backend: opt.blobs},
 		Delegator:  opt.delegator,
 
 		ChildDeadline:   c.ChildDeadline,

@@ -1,0 +1,90 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/agentd/agentd/store"
+	"github.com/agentd/agentd/supervisor"
+)
+
+var _ supervisor.BlobBackend = (*Store)(nil)
+
+// SaveBlob implements supervisor.BlobBackend.
+func (s *Store) SaveBlob(ctx context.Context, b supervisor.StoredBlob) error {
+	_, err := s.w.ExecContext(ctx, `INSERT INTO blobs (id, owner, run_id, media_type, size, created_ns, expires_ns, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		b.ID, b.Owner, b.RunID, b.MediaType, len(b.Content), store.Nanos(b.Created), nullTime(b.Expires), b.Content)
+	if err != nil {
+		return store.Unavailable("store distillate", err)
+	}
+	return nil
+}
+
+// LoadBlob implements supervisor.BlobBackend.
+func (s *Store) LoadBlob(ctx context.Context, id string) ([]byte, bool, error) {
+	var content []byte
+	err := s.r.QueryRowContext(ctx, `SELECT content FROM blobs WHERE id = ?`, id).Scan(&content)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, store.Unavailable("read distillate", err)
+	}
+	if content == nil {
+		content = []byte{}
+	}
+	return content, true, nil
+}
+
+// ExpireBlobs implements supervisor.BlobBackend.
+func (s *Store) ExpireBlobs(ctx context.Context, owner string, at time.Time) error {
+	if _, err := s.w.ExecContext(ctx, `UPDATE blobs SET expires_ns = ? WHERE owner = ? AND expires_ns IS NULL`, store.Nanos(at), owner); err != nil {
+		return store.Unavailable("expire distillates", err)
+	}
+	return nil
+}
+
+// DeleteBlob implements supervisor.BlobBackend.
+func (s *Store) DeleteBlob(ctx context.Context, id string) error {
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE id = ?`, id); err != nil {
+		return store.Unavailable("delete distillate", err)
+	}
+	return nil
+}
+
+// BlobIndex implements supervisor.BlobBackend.
+func (s *Store) BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, owner, run_id, media_type, size, created_ns, expires_ns FROM blobs ORDER BY created_ns`)
+	if err != nil {
+		return nil, store.Unavailable("list distillates", err)
+	}
+	defer rows.Close()
+	var out []supervisor.StoredBlob
+	for rows.Next() {
+		var b supervisor.StoredBlob
+		var created int64
+		var expires sql.NullInt64
+		if err := rows.Scan(&b.ID, &b.Owner, &b.RunID, &b.MediaType, &b.Size, &created, &expires); err != nil {
+			return nil, store.Unavailable("list distillates", err)
+		}
+		b.Created = time.Unix(0, created)
+		if expires.Valid {
+			b.Expires = time.Unix(0, expires.Int64)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, store.Unavailable("list distillates", err)
+	}
+	return out, nil
+}
+
+// nullTime is a time as a nullable column: NULL for the zero time.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
