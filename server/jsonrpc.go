@@ -170,6 +170,9 @@ func toRPCError(err error) *RPCError {
 	if errors.Is(err, tasks.ErrStoreFull) {
 		return &RPCError{Code: CodeServerError, Message: "agentd is at its task capacity; retry later"}
 	}
+	if errors.Is(err, tasks.ErrStoreUnavailable) {
+		return &RPCError{Code: CodeServerError, Message: "agentd's task store is unavailable: nothing was stored; retry later"}
+	}
 	for _, ec := range errorCodes {
 		if errors.Is(err, ec.err) {
 			return &RPCError{Code: ec.code, Message: ec.err.Error(), Data: map[string]any{"detail": err.Error()}}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
+
+	"github.com/agentd/agentd/admit"
 )
 
 // RecoverPolicy says what Recover does with a task whose runner was lost.
@@ -44,11 +46,12 @@ const MaxAttempts = 2
 
 // Recovery is what one Recover did.
 type Recovery struct {
-	Orphans int           // unfinished tasks whose runner was gone
-	Failed  int           // ended failed
-	Rerun   int           // started again
-	Skipped int           // claimed first by another process
-	Took    time.Duration // from the start of Recover until every orphan was resolved (reruns started)
+	Orphans  int           // unfinished tasks whose runner was gone
+	Failed   int           // ended failed
+	Rerun    int           // started again
+	Requeued int           // still waiting for admission when their runner was lost: queued again
+	Skipped  int           // claimed first by another process
+	Took     time.Duration // from the start of Recover until every orphan was resolved (reruns started)
 }
 
 // Recover resolves the orphans of a Durable store (tasks whose runner is
@@ -79,6 +82,14 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 			rec.Skipped++
 			continue
 		}
+		// A task still waiting in the admission queue never ran: nothing of
+		// it was lost, and it queues again, whatever the policy.
+		if requeued, err := e.requeue(ctx, d, o.Task); err != nil {
+			return rec, err
+		} else if requeued {
+			rec.Requeued++
+			continue
+		}
 		if policy == RecoverRerun {
 			started, err := e.rerun(ctx, d, o.Task)
 			if err != nil {
@@ -102,7 +113,7 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 	rec.Took = time.Since(start)
 	if rec.Orphans > 0 {
 		e.log.Info("recovered orphaned tasks", "policy", string(policy), "orphans", rec.Orphans, "failed", rec.Failed,
-			"rerun", rec.Rerun, "skipped", rec.Skipped, "took", rec.Took.String())
+			"rerun", rec.Rerun, "requeued", rec.Requeued, "skipped", rec.Skipped, "took", rec.Took.String())
 	}
 	return rec, nil
 }
@@ -152,6 +163,52 @@ func Attempt(t *a2a.Task) int {
 	return 1
 }
 
+// requeue puts an orphan that was waiting in the admission queue (submitted,
+// with a queue position, its executor never started) back in the queue, to
+// run from its message as it would have; it reports false for any other
+// orphan.
+func (e *Engine) requeue(ctx context.Context, d Durable, t *a2a.Task) (bool, error) {
+	if _, queued := t.Metadata[MetaQueuePosition]; !queued || t.Status.State != a2a.TaskStateSubmitted || len(t.History) == 0 {
+		return false, nil
+	}
+	if p, err := d.Retained(ctx, t.ID); err != nil || p != nil {
+		return false, err
+	}
+	_, owner, err := e.store.Get(ctx, t.ID)
+	if err != nil {
+		return false, fmt.Errorf("requeue task %s: %w", t.ID, err)
+	}
+	var ticket *admit.Ticket
+	if e.admission != nil {
+		prio, _ := admit.ParsePriority(fmt.Sprint(t.Metadata[MetaPriority]))
+		if ticket, err = e.admission.Enqueue(owner, prio); err != nil {
+			e.log.Warn("queued task not queued again: no room in the admission queue", "task_id", string(t.ID), "err", err)
+			return false, nil
+		}
+	}
+	e.mu.Lock()
+	if e.draining {
+		e.mu.Unlock()
+		if ticket != nil {
+			ticket.Done()
+		}
+		return false, nil
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	next := *t
+	next.Metadata = admissionMetadata(t.Metadata, ticket)
+	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	lt := &liveTask{task: &next, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
+	e.mu.Lock()
+	e.live[t.ID] = lt
+	e.mu.Unlock()
+	reqCtx := &a2asrv.RequestContext{Message: t.History[0], TaskID: t.ID, ContextID: t.ContextID, Metadata: t.Metadata}
+	e.log.Info("queued task queued again", "task_id", string(t.ID))
+	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q) })
+	return true, nil
+}
+
 // rerun starts an orphan again from its retained payload; it reports false
 // (and changes nothing) when the task cannot be rerun.
 func (e *Engine) rerun(ctx context.Context, d Durable, t *a2a.Task) (bool, error) {
@@ -167,9 +224,25 @@ func (e *Engine) rerun(ctx context.Context, d Durable, t *a2a.Task) (bool, error
 	if payload == nil {
 		return false, nil
 	}
+	// A rerun waits for admission like a new task (at normal priority, as
+	// its creator's); one the queue has no room for fails instead.
+	var ticket *admit.Ticket
+	if e.admission != nil {
+		_, owner, err := e.store.Get(ctx, t.ID)
+		if err != nil {
+			return false, fmt.Errorf("rerun task %s: %w", t.ID, err)
+		}
+		if ticket, err = e.admission.Enqueue(owner, admit.Normal); err != nil {
+			e.log.Warn("orphaned task not rerun: no room in the admission queue", "task_id", string(t.ID), "err", err)
+			return false, nil
+		}
+	}
 	e.mu.Lock()
 	if e.draining {
 		e.mu.Unlock()
+		if ticket != nil {
+			ticket.Done()
+		}
 		return false, nil
 	}
 	e.wg.Add(1)
@@ -183,11 +256,14 @@ func (e *Engine) rerun(ctx context.Context, d Durable, t *a2a.Task) (bool, error
 	}
 	if err != nil {
 		e.wg.Done()
+		if ticket != nil {
+			ticket.Done()
+		}
 		return false, fmt.Errorf("rerun task %s: %w", t.ID, err)
 	}
 	e.notifyPush(ctx, next, ev)
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	lt := &liveTask{task: next, done: make(chan struct{}), cancelExec: cancel}
+	lt := &liveTask{task: next, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
 	e.mu.Lock()
 	e.live[t.ID] = lt
 	e.mu.Unlock()

@@ -17,7 +17,7 @@ func (s *Store) SaveBlob(ctx context.Context, b supervisor.StoredBlob) error {
 	_, err := s.w.ExecContext(ctx, `INSERT INTO blobs (id, owner, run_id, media_type, size, created_ns, expires_ns, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, b.Owner, b.RunID, b.MediaType, len(b.Content), store.Nanos(b.Created), nullTime(b.Expires), b.Content)
 	if err != nil {
-		return store.Unavailable("store distillate", err)
+		return s.unavailable("store distillate", err)
 	}
 	return nil
 }
@@ -30,7 +30,7 @@ func (s *Store) LoadBlob(ctx context.Context, id string) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, store.Unavailable("read distillate", err)
+		return nil, false, s.unavailable("read distillate", err)
 	}
 	if content == nil {
 		content = []byte{}
@@ -41,7 +41,7 @@ func (s *Store) LoadBlob(ctx context.Context, id string) ([]byte, bool, error) {
 // ExpireBlobs implements supervisor.BlobBackend.
 func (s *Store) ExpireBlobs(ctx context.Context, owner string, at time.Time) error {
 	if _, err := s.w.ExecContext(ctx, `UPDATE blobs SET expires_ns = ? WHERE owner = ? AND expires_ns IS NULL`, store.Nanos(at), owner); err != nil {
-		return store.Unavailable("expire distillates", err)
+		return s.unavailable("expire distillates", err)
 	}
 	return nil
 }
@@ -49,7 +49,7 @@ func (s *Store) ExpireBlobs(ctx context.Context, owner string, at time.Time) err
 // DeleteBlob implements supervisor.BlobBackend.
 func (s *Store) DeleteBlob(ctx context.Context, id string) error {
 	if _, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE id = ?`, id); err != nil {
-		return store.Unavailable("delete distillate", err)
+		return s.unavailable("delete distillate", err)
 	}
 	return nil
 }
@@ -58,7 +58,7 @@ func (s *Store) DeleteBlob(ctx context.Context, id string) error {
 func (s *Store) BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id, owner, run_id, media_type, size, created_ns, expires_ns FROM blobs ORDER BY created_ns`)
 	if err != nil {
-		return nil, store.Unavailable("list distillates", err)
+		return nil, s.unavailable("list distillates", err)
 	}
 	defer rows.Close()
 	var out []supervisor.StoredBlob
@@ -67,7 +67,7 @@ func (s *Store) BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error) 
 		var created int64
 		var expires sql.NullInt64
 		if err := rows.Scan(&b.ID, &b.Owner, &b.RunID, &b.MediaType, &b.Size, &created, &expires); err != nil {
-			return nil, store.Unavailable("list distillates", err)
+			return nil, s.unavailable("list distillates", err)
 		}
 		b.Created = time.Unix(0, created)
 		if expires.Valid {
@@ -76,7 +76,7 @@ func (s *Store) BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error) 
 		out = append(out, b)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, store.Unavailable("list distillates", err)
+		return nil, s.unavailable("list distillates", err)
 	}
 	return out, nil
 }

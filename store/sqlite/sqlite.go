@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -96,6 +97,19 @@ type Store struct {
 	opts     Options
 	instance string
 	lock     *os.File // flock held for the store's life: this instance lives
+	closed   atomic.Bool
+}
+
+// errClosed is the answer of a closed store.
+var errClosed = errors.New("sqlite: the store is closed")
+
+// unavailable wraps a database error with the operation: the store is
+// unavailable (tasks.ErrStoreUnavailable), unless it was closed.
+func (s *Store) unavailable(op string, err error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("%s: %w", op, errClosed)
+	}
+	return store.Unavailable(op, err)
 }
 
 var (
@@ -199,6 +213,7 @@ func (s *Store) Instance() string { return s.instance }
 // Close closes the database and ends this instance: its unfinished tasks
 // are orphans from then on.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	var errs []error
 	for _, db := range []*sql.DB{s.r, s.w} {
 		if db != nil {

@@ -43,12 +43,12 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return store.Unavailable("create task", err)
+		return s.unavailable("create task", err)
 	}
 	defer tx.Rollback()
 	if s.opts.Retention > 0 {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?`, s.cutoff()); err != nil {
-			return store.Unavailable("create task", err)
+			return s.unavailable("create task", err)
 		}
 	}
 	var one int
@@ -56,7 +56,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 	case err == nil:
 		return fmt.Errorf("sqlite: task %s already exists", t.ID)
 	case !errors.Is(err, sql.ErrNoRows):
-		return store.Unavailable("create task", err)
+		return s.unavailable("create task", err)
 	}
 	key := tasks.MessageKey(t)
 	if key != "" {
@@ -65,17 +65,17 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 		case err == nil:
 			return &tasks.DuplicateError{Existing: a2a.TaskID(existing), MessageID: key}
 		case !errors.Is(err, sql.ErrNoRows):
-			return store.Unavailable("create task", err)
+			return s.unavailable("create task", err)
 		}
 	}
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT n FROM task_count`).Scan(&n); err != nil {
-		return store.Unavailable("create task", err)
+		return s.unavailable("create task", err)
 	}
 	if n >= s.opts.Capacity {
 		res, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE rowid = (SELECT rowid FROM tasks WHERE finished_ns IS NOT NULL ORDER BY finished_ns, rowid LIMIT 1)`)
 		if err != nil {
-			return store.Unavailable("create task", err)
+			return s.unavailable("create task", err)
 		}
 		if k, _ := res.RowsAffected(); k == 0 {
 			return tasks.ErrStoreFull
@@ -89,10 +89,10 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 		if isConstraint(err) {
 			return fmt.Errorf("sqlite: task %s or its message %s already exists: %w", t.ID, key, err)
 		}
-		return store.Unavailable("create task", err)
+		return s.unavailable("create task", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return store.Unavailable("create task", err)
+		return s.unavailable("create task", err)
 	}
 	return nil
 }
@@ -108,7 +108,7 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`,
 		string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
 	if err != nil {
-		return store.Unavailable("put task", err)
+		return s.unavailable("put task", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return notFound(t.ID)
@@ -126,7 +126,7 @@ func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, string, erro
 		return nil, "", notFound(id)
 	}
 	if err != nil {
-		return nil, "", store.Unavailable("get task", err)
+		return nil, "", s.unavailable("get task", err)
 	}
 	t, err := store.DecodeTask(snap)
 	if err != nil {
@@ -164,17 +164,17 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 	}
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return tasks.ListPage{}, store.Unavailable("list tasks", err)
+		return tasks.ListPage{}, s.unavailable("list tasks", err)
 	}
 	defer tx.Rollback()
 	page := tasks.ListPage{PageSize: q.PageSize}
 	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM tasks WHERE "+cond, args...).Scan(&page.TotalSize); err != nil {
-		return tasks.ListPage{}, store.Unavailable("list tasks", err)
+		return tasks.ListPage{}, s.unavailable("list tasks", err)
 	}
 	rows, err := tx.QueryContext(ctx, "SELECT snapshot FROM tasks WHERE "+pageCond+" ORDER BY updated_ns DESC, id DESC LIMIT ?",
 		append(pageArgs, q.PageSize+1)...)
 	if err != nil {
-		return tasks.ListPage{}, store.Unavailable("list tasks", err)
+		return tasks.ListPage{}, s.unavailable("list tasks", err)
 	}
 	defer rows.Close()
 	more := false
@@ -185,7 +185,7 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 		}
 		var snap []byte
 		if err := rows.Scan(&snap); err != nil {
-			return tasks.ListPage{}, store.Unavailable("list tasks", err)
+			return tasks.ListPage{}, s.unavailable("list tasks", err)
 		}
 		t, err := store.DecodeTask(snap)
 		if err != nil {
@@ -194,7 +194,7 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 		page.Tasks = append(page.Tasks, tasks.TrimHistory(t, q.HistoryLength))
 	}
 	if err := rows.Err(); err != nil {
-		return tasks.ListPage{}, store.Unavailable("list tasks", err)
+		return tasks.ListPage{}, s.unavailable("list tasks", err)
 	}
 	if more {
 		last := page.Tasks[len(page.Tasks)-1]
@@ -207,7 +207,7 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 func (s *Store) CountByState(ctx context.Context) (map[a2a.TaskState]int, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT state, COUNT(*) FROM tasks WHERE finished_ns IS NULL OR finished_ns > ? GROUP BY state`, s.cutoff())
 	if err != nil {
-		return nil, store.Unavailable("count tasks", err)
+		return nil, s.unavailable("count tasks", err)
 	}
 	defer rows.Close()
 	out := make(map[a2a.TaskState]int)
@@ -215,12 +215,12 @@ func (s *Store) CountByState(ctx context.Context) (map[a2a.TaskState]int, error)
 		var state string
 		var n int
 		if err := rows.Scan(&state, &n); err != nil {
-			return nil, store.Unavailable("count tasks", err)
+			return nil, s.unavailable("count tasks", err)
 		}
 		out[a2a.TaskState(state)] = n
 	}
 	if err := rows.Err(); err != nil {
-		return nil, store.Unavailable("count tasks", err)
+		return nil, s.unavailable("count tasks", err)
 	}
 	return out, nil
 }
@@ -238,7 +238,7 @@ func (s *Store) exists(ctx context.Context, q queryer, id a2a.TaskID) error {
 		return notFound(id)
 	}
 	if err != nil {
-		return store.Unavailable("read task", err)
+		return s.unavailable("read task", err)
 	}
 	return nil
 }
@@ -254,7 +254,7 @@ func (s *Store) SetPush(ctx context.Context, id a2a.TaskID, target tasks.PushTar
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return tasks.PushTarget{}, store.Unavailable("set push config", err)
+		return tasks.PushTarget{}, s.unavailable("set push config", err)
 	}
 	defer tx.Rollback()
 	if err := s.exists(ctx, tx, id); err != nil {
@@ -263,23 +263,23 @@ func (s *Store) SetPush(ctx context.Context, id a2a.TaskID, target tasks.PushTar
 	res, err := tx.ExecContext(ctx, `UPDATE push_configs SET version = ?, config = ? WHERE task_id = ? AND config_id = ?`,
 		target.Version, cfg, string(id), target.Config.ID)
 	if err != nil {
-		return tasks.PushTarget{}, store.Unavailable("set push config", err)
+		return tasks.PushTarget{}, s.unavailable("set push config", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		var count, next int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), coalesce(MAX(seq), 0) + 1 FROM push_configs WHERE task_id = ?`, string(id)).Scan(&count, &next); err != nil {
-			return tasks.PushTarget{}, store.Unavailable("set push config", err)
+			return tasks.PushTarget{}, s.unavailable("set push config", err)
 		}
 		if count >= tasks.MaxPushConfigs {
 			return tasks.PushTarget{}, fmt.Errorf("task %s already has %d push notification configs: %w", id, tasks.MaxPushConfigs, a2a.ErrInvalidParams)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO push_configs (task_id, config_id, seq, version, config) VALUES (?, ?, ?, ?, ?)`,
 			string(id), target.Config.ID, next, target.Version, cfg); err != nil {
-			return tasks.PushTarget{}, store.Unavailable("set push config", err)
+			return tasks.PushTarget{}, s.unavailable("set push config", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return tasks.PushTarget{}, store.Unavailable("set push config", err)
+		return tasks.PushTarget{}, s.unavailable("set push config", err)
 	}
 	return target, nil
 }
@@ -301,7 +301,7 @@ func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (ta
 		return tasks.PushTarget{}, fmt.Errorf("%w: task %s has no push notification config %q", a2a.ErrTaskNotFound, id, configID)
 	}
 	if err != nil {
-		return tasks.PushTarget{}, store.Unavailable("get push config", err)
+		return tasks.PushTarget{}, s.unavailable("get push config", err)
 	}
 	return store.DecodePush(cfg, version)
 }
@@ -310,7 +310,7 @@ func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (ta
 func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? ORDER BY seq`, string(id))
 	if err != nil {
-		return nil, store.Unavailable("list push configs", err)
+		return nil, s.unavailable("list push configs", err)
 	}
 	defer rows.Close()
 	var out []tasks.PushTarget
@@ -318,7 +318,7 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 		var version string
 		var cfg []byte
 		if err := rows.Scan(&version, &cfg); err != nil {
-			return nil, store.Unavailable("list push configs", err)
+			return nil, s.unavailable("list push configs", err)
 		}
 		p, err := store.DecodePush(cfg, version)
 		if err != nil {
@@ -327,7 +327,7 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, store.Unavailable("list push configs", err)
+		return nil, s.unavailable("list push configs", err)
 	}
 	if len(out) == 0 {
 		// None registered, or no such task.
@@ -342,17 +342,17 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return store.Unavailable("delete push config", err)
+		return s.unavailable("delete push config", err)
 	}
 	defer tx.Rollback()
 	if err := s.exists(ctx, tx, id); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM push_configs WHERE task_id = ? AND config_id = ?`, string(id), configID); err != nil {
-		return store.Unavailable("delete push config", err)
+		return s.unavailable("delete push config", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return store.Unavailable("delete push config", err)
+		return s.unavailable("delete push config", err)
 	}
 	return nil
 }
@@ -361,7 +361,7 @@ func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) 
 func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
 	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET payload = ? WHERE id = ?`, payload, string(id))
 	if err != nil {
-		return store.Unavailable("retain payload", err)
+		return s.unavailable("retain payload", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return notFound(id)
@@ -377,7 +377,7 @@ func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 		return nil, notFound(id)
 	}
 	if err != nil {
-		return nil, store.Unavailable("read payload", err)
+		return nil, s.unavailable("read payload", err)
 	}
 	return p, nil
 }
@@ -387,7 +387,7 @@ func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT runner, snapshot FROM tasks WHERE finished_ns IS NULL AND runner != ? ORDER BY created_ns, rowid`, s.instance)
 	if err != nil {
-		return nil, store.Unavailable("list orphans", err)
+		return nil, s.unavailable("list orphans", err)
 	}
 	defer rows.Close()
 	live := map[string]bool{}
@@ -396,7 +396,7 @@ func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
 		var runner string
 		var snap []byte
 		if err := rows.Scan(&runner, &snap); err != nil {
-			return nil, store.Unavailable("list orphans", err)
+			return nil, s.unavailable("list orphans", err)
 		}
 		up, seen := live[runner]
 		if !seen {
@@ -415,7 +415,7 @@ func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
 		out = append(out, tasks.Orphan{Task: t, Runner: runner})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, store.Unavailable("list orphans", err)
+		return nil, s.unavailable("list orphans", err)
 	}
 	return out, nil
 }
@@ -424,7 +424,7 @@ func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
 func (s *Store) Claim(ctx context.Context, id a2a.TaskID, from string) (bool, error) {
 	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET runner = ? WHERE id = ? AND runner = ? AND finished_ns IS NULL`, s.instance, string(id), from)
 	if err != nil {
-		return false, store.Unavailable("claim task", err)
+		return false, s.unavailable("claim task", err)
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil
@@ -435,7 +435,7 @@ func (s *Store) AddPending(ctx context.Context, p tasks.PendingPush) (int64, err
 	res, err := s.w.ExecContext(ctx, `INSERT INTO push_pending (task_id, snapshot, event, final) VALUES (?, ?, ?, ?)`,
 		string(p.TaskID), p.Snapshot, p.Event, p.Final)
 	if err != nil {
-		return 0, store.Unavailable("journal push notification", err)
+		return 0, s.unavailable("journal push notification", err)
 	}
 	return res.LastInsertId()
 }
@@ -443,7 +443,7 @@ func (s *Store) AddPending(ctx context.Context, p tasks.PendingPush) (int64, err
 // DonePending implements tasks.PushJournal.
 func (s *Store) DonePending(ctx context.Context, seq int64) error {
 	if _, err := s.w.ExecContext(ctx, `DELETE FROM push_pending WHERE seq = ?`, seq); err != nil {
-		return store.Unavailable("clear push notification", err)
+		return s.unavailable("clear push notification", err)
 	}
 	return nil
 }
@@ -452,7 +452,7 @@ func (s *Store) DonePending(ctx context.Context, seq int64) error {
 func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT seq, task_id, snapshot, event, final FROM push_pending ORDER BY seq`)
 	if err != nil {
-		return nil, store.Unavailable("read pending push notifications", err)
+		return nil, s.unavailable("read pending push notifications", err)
 	}
 	defer rows.Close()
 	var out []tasks.PendingPush
@@ -460,13 +460,13 @@ func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
 		var p tasks.PendingPush
 		var id string
 		if err := rows.Scan(&p.Seq, &id, &p.Snapshot, &p.Event, &p.Final); err != nil {
-			return nil, store.Unavailable("read pending push notifications", err)
+			return nil, s.unavailable("read pending push notifications", err)
 		}
 		p.TaskID = a2a.TaskID(id)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, store.Unavailable("read pending push notifications", err)
+		return nil, s.unavailable("read pending push notifications", err)
 	}
 	return out, nil
 }

@@ -1,0 +1,196 @@
+package tasks_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	"github.com/agentd/agentd/admit"
+	"github.com/agentd/agentd/internal/a2atest"
+	"github.com/agentd/agentd/store/sqlite"
+	"github.com/agentd/agentd/tasks"
+)
+
+// holder is an executor that retains its payload, marks its task working and
+// holds it until released; it reruns the same way. It records its runs.
+type holder struct {
+	release chan struct{}
+	mu      sync.Mutex
+	runs    []string // "exec ID" or "rerun ID PAYLOAD"
+}
+
+func (h *holder) record(s string) {
+	h.mu.Lock()
+	h.runs = append(h.runs, s)
+	h.mu.Unlock()
+}
+
+func (h *holder) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.runs)
+}
+
+func (h *holder) hold(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
+		return err
+	}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+	ev.Final = true
+	return q.Write(context.WithoutCancel(ctx), ev)
+}
+
+func (h *holder) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	h.record("exec " + string(reqCtx.TaskID))
+	if err := q.(tasks.Retainer).Retain(ctx, []byte(`"payload of `+reqCtx.Message.ID+`"`)); err != nil {
+		return err
+	}
+	return h.hold(ctx, reqCtx, q)
+}
+
+func (h *holder) Rerun(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, payload []byte) error {
+	h.record("rerun " + string(reqCtx.TaskID) + " " + string(payload))
+	return h.hold(ctx, reqCtx, q)
+}
+
+func (h *holder) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	return nil
+}
+
+func (h *holder) LostMetadata() map[string]any {
+	return map[string]any{"test/lost": true}
+}
+
+// life is one process's engine over the state directory dir.
+type life struct {
+	store  *sqlite.Store
+	engine *tasks.Engine
+	exec   *holder
+}
+
+func start(t *testing.T, dir string, opts ...tasks.EngineOption) *life {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), dir, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &holder{release: make(chan struct{})}
+	l := &life{store: s, engine: tasks.NewEngine(s, h, nil, opts...), exec: h}
+	t.Cleanup(func() {
+		l.release()
+		l.engine.Wait(context.Background())
+		s.Close()
+	})
+	return l
+}
+
+func (l *life) release() {
+	select {
+	case <-l.exec.release:
+	default:
+		close(l.exec.release)
+	}
+}
+
+// die ends the life as a SIGKILL would for the store: its instance lock goes
+// (the engine's goroutines are left to the test's cleanup).
+func (l *life) die(t *testing.T) {
+	t.Helper()
+	if err := l.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRecoverFailRerunRequeue(t *testing.T) {
+	for _, policy := range []tasks.RecoverPolicy{tasks.RecoverFail, tasks.RecoverRerun} {
+		t.Run(string(policy), func(t *testing.T) {
+			dir := t.TempDir()
+			ctrl, err := admit.New(admit.Config{Bounds: admit.Bounds{MaxRuns: 1, MaxLive: 1, QueueCapacity: 4}, QueuePerCaller: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := start(t, dir, tasks.WithAdmission(ctrl, admit.Policy{}))
+			running := a2atest.Send(t, first.engine, a2atest.NonBlocking("one"))
+			a2atest.WaitFor(t, func() bool { return first.exec.count() == 1 })
+			queued := a2atest.Send(t, first.engine, a2atest.NonBlocking("two"))
+			if queued.Metadata[tasks.MetaQueuePosition] != 1 {
+				t.Fatalf("second task not queued: %v", queued.Metadata)
+			}
+			first.die(t)
+
+			ctrl2, err := admit.New(admit.Config{Bounds: admit.Bounds{MaxRuns: 1, MaxLive: 1, QueueCapacity: 4}, QueuePerCaller: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			second := start(t, dir, tasks.WithAdmission(ctrl2, admit.Policy{}))
+			rec, err := second.engine.Recover(context.Background(), policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Orphans != 2 || rec.Requeued != 1 {
+				t.Fatalf("recovery: %+v", rec)
+			}
+			if policy == tasks.RecoverFail {
+				got, _, _ := second.store.Get(context.Background(), running.ID)
+				if got.Status.State != a2a.TaskStateFailed || got.Metadata["test/lost"] != true || rec.Failed != 1 {
+					t.Fatalf("the running task under fail: %s %v (%+v)", got.Status.State, got.Metadata, rec)
+				}
+				// The queued task runs now, as a first execution.
+				a2atest.WaitFor(t, func() bool { return second.exec.count() == 1 })
+				if second.exec.runs[0] != "exec "+string(queued.ID) {
+					t.Fatalf("runs: %v", second.exec.runs)
+				}
+			} else {
+				if rec.Rerun != 1 {
+					t.Fatalf("recovery: %+v", rec)
+				}
+				// The rerun holds the one slot; the requeued task waits for it.
+				a2atest.WaitFor(t, func() bool { return second.exec.count() == 1 })
+				want := "rerun " + string(running.ID) + ` "payload of ` + running.History[0].ID + `"`
+				if second.exec.runs[0] != want {
+					t.Fatalf("runs = %v, want %q", second.exec.runs, want)
+				}
+				got, _, _ := second.store.Get(context.Background(), running.ID)
+				if tasks.Attempt(got) != 2 || got.Status.State != a2a.TaskStateWorking {
+					t.Fatalf("the rerun task: %s attempt %d", got.Status.State, tasks.Attempt(got))
+				}
+				q, _, _ := second.store.Get(context.Background(), queued.ID)
+				if q.Status.State != a2a.TaskStateSubmitted || fmt.Sprint(q.Metadata[tasks.MetaQueuePosition]) != "1" {
+					t.Fatalf("the requeued task: %s %v", q.Status.State, q.Metadata)
+				}
+				second.release()
+				a2atest.WaitFor(t, func() bool { return second.exec.count() == 2 })
+			}
+			second.release()
+			for _, id := range []a2a.TaskID{running.ID, queued.ID} {
+				a2atest.WaitFor(t, func() bool {
+					got, _, _ := second.store.Get(context.Background(), id)
+					return got.Status.State.Terminal()
+				})
+			}
+			// Nothing is an orphan any more.
+			if o, err := second.store.Orphans(context.Background()); err != nil || len(o) != 0 {
+				t.Fatalf("orphans after recovery: %v %v", o, err)
+			}
+		})
+	}
+}
+
+// An engine on a store that is not durable recovers nothing.
+func TestRecoverMemoryStoreNoop(t *testing.T) {
+	e := tasks.NewEngine(tasks.NewMemoryStore(10, time.Hour), &holder{release: make(chan struct{})}, nil)
+	rec, err := e.Recover(context.Background(), tasks.RecoverRerun)
+	if err != nil || rec != (tasks.Recovery{}) {
+		t.Fatalf("%+v %v", rec, err)
+	}
+}
