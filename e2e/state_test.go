@@ -75,6 +75,9 @@ func TestRestartAfterSIGKILLResolvesTasks(t *testing.T) {
 		return lineCount(s, "subagent started") >= 4
 	})
 	s.kill(t)
+	if r := inspect(t, dir); r.Orphans != 2 || r.Unfinished != 2 {
+		t.Fatalf("store inspect after SIGKILL: %+v, want 2 orphans (the root and its child)", r)
+	}
 
 	start := time.Now()
 	s2 := startService(t, args...)
@@ -101,6 +104,39 @@ func TestRestartAfterSIGKILLResolvesTasks(t *testing.T) {
 			t.Fatalf("task %s is %s after the restart", tk.ID, tk.Status.State)
 		}
 	}
+	if r := inspect(t, dir); r.Orphans != 0 || r.Unfinished != 0 || r.Tasks["completed"] != 2 || r.Tasks["failed"] != 2 {
+		t.Fatalf("store inspect after the restart: %+v", r)
+	}
+	// Prune, beside the running service: every finished task goes.
+	out, code := runCombined(t, "store", "prune", "--state-dir", dir, "--older-than", "0s")
+	if code != 0 || !strings.Contains(out, "pruned 4 finished tasks") {
+		t.Fatalf("store prune: exit %d\n%s", code, out)
+	}
+	if len(listAll(t, s2)) != 0 {
+		t.Fatal("pruned tasks still listed")
+	}
+}
+
+// storeReport is the JSON of `agentd store inspect --json`.
+type storeReport struct {
+	Tasks      map[string]int `json:"tasks"`
+	Unfinished int            `json:"unfinished"`
+	Orphans    int            `json:"orphans"`
+	Pending    int            `json:"pending_push"`
+}
+
+func inspect(t *testing.T, dir string) storeReport {
+	t.Helper()
+	cmd := exec.Command(agentdBin, "store", "inspect", "--state-dir", dir, "--json")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("store inspect: %v", err)
+	}
+	var r storeReport
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("store inspect: %v\n%s", err, out)
+	}
+	return r
 }
 
 // recoveryTook is the "took" of the service's recovery log line.

@@ -78,3 +78,31 @@ func Nanos(t time.Time) int64 {
 func Unavailable(op string, err error) error {
 	return fmt.Errorf("%s: %w: %v", op, tasks.ErrStoreUnavailable, err)
 }
+
+// Report is what `agentd store inspect` shows of a store.
+type Report struct {
+	Store      string                 `json:"store"`  // sqlite or postgres
+	Where      string                 `json:"where"`  // the database file, or the DSN without its password
+	Schema     int                    `json:"schema"` // the schema version of the database
+	Tasks      map[string]int         `json:"tasks"`  // by state
+	Unfinished int                    `json:"unfinished"`
+	Orphans    int                    `json:"orphans"`      // unfinished tasks whose runner is gone (the next start resolves them)
+	Runners    map[string]RunnerState `json:"runners"`      // the instances running unfinished tasks
+	Pending    int                    `json:"pending_push"` // push notifications not yet delivered
+	Blobs      int                    `json:"blobs"`        // stored distillates
+	BlobBytes  int64                  `json:"blob_bytes"`
+	Bytes      int64                  `json:"bytes,omitempty"` // the database's size on disk, when known
+}
+
+// RunnerState is one runner of unfinished tasks: whether it lives and how
+// many it runs.
+type RunnerState struct {
+	Alive bool `json:"alive"`
+	Tasks int  `json:"tasks"`
+}
+
+// Pruned is what `agentd store prune` removed.
+type Pruned struct {
+	Tasks int `json:"tasks"` // finished tasks (with their webhooks and pending notifications)
+	Blobs int `json:"blobs"` // expired stored distillates
+}

@@ -14,7 +14,7 @@ func TestHelpOfEveryCommand(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"agentd serve", "Exit codes:", "143"}},
+		{[]string{"--help"}, []string{"agentd serve", "agentd store", "Exit codes:", "143"}},
 		{[]string{"serve", "-h"}, []string{"Usage: agentd serve [flags]", "-listen", "AGENT_LISTEN", "-bearer-tokens-file string",
 			"-max-live-runs", "AGENT_MAX_LIVE_RUNS", "-max-live-subagents", "AGENT_MAX_LIVE_SUBAGENTS", "-queue-capacity", "-memory-limit", "-priority-caps"}},
 		{[]string{"run", "-h"}, []string{"Usage: agentd run [flags] [TEXT", "-instruction", "-mode", "AGENT_RUN_ID"}},
@@ -23,6 +23,9 @@ func TestHelpOfEveryCommand(t *testing.T) {
 		{[]string{"ctl", "a2a.CloseBreaker", "-h"}, []string{"-key"}},
 		{[]string{"ctl", "a2a.Caps", "-h"}, []string{"-max-live-runs", "-max-live-subagents", "-queue-capacity"}},
 		{[]string{"ctl", "a2a.Cancel", "-h"}, []string{"Usage: agentd ctl a2a.Cancel [flags]", "-handle", "-json", "-timeout"}},
+		{[]string{"store", "-h"}, []string{"Usage: agentd store inspect|prune", "prune"}},
+		{[]string{"store", "inspect", "-h"}, []string{"Usage: agentd store inspect [flags]", "-state-dir", "-task", "-json"}},
+		{[]string{"store", "prune", "-h"}, []string{"Usage: agentd store prune [flags]", "-older-than"}},
 		{[]string{"certs", "-h"}, []string{"Usage: agentd certs init [flags]", "-trust-domain", "-dir", "-validity", "-force"}},
 	} {
 		var out bytes.Buffer

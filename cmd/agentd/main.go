@@ -39,10 +39,11 @@ var commands = map[string]command{
 	"send":  {"send --to URL [--stream] TEXT  send a message to an A2A agent", runSend},
 	"ctl":   {"ctl METHOD --to URL [flags]    call an a2a.* operator method (a2a.Tree, a2a.Drain, ...)", runCtl},
 	"certs": {"certs init --trust-domain TD --dir DIR   mint a dev CA and SVIDs for local mTLS", runCerts},
+	"store": {"store inspect|prune [flags]    what the task store holds; delete finished tasks", runStoreCmd},
 }
 
 // commandOrder is the order of `agentd --help`.
-var commandOrder = []string{"serve", "run", "send", "ctl", "certs"}
+var commandOrder = []string{"serve", "run", "send", "ctl", "store", "certs"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
