@@ -87,6 +87,7 @@ var checks = []check{
 	{"cluster spiffe id", checkClusterSPIFFEID},
 	{"service monitor", checkServiceMonitor},
 	{"env", checkEnv},
+	{"state directory", checkStateDir},
 	{"image", checkImage},
 }
 
@@ -135,6 +136,12 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 		{"cluster spiffe id", func(s *set) { s.spiffeIDs[0].Spec.SPIFFEIDTemplate = "spiffe://{{ .TrustDomian }}/x" }},
 		{"service monitor", func(s *set) { s.monitors[0].Spec.Endpoints[0].Port = "http-metrics" }},
 		{"env", func(s *set) { setEnv(agentd(s), "AGENT_DRAIN_TIMOUT", "25s") }},
+		{"state directory", func(s *set) { setEnv(agentd(s), "AGENT_STATE_DIR", "/home/nonroot/state") }},
+		{"state directory", func(s *set) {
+			c := agentd(s)
+			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "state" })
+		}},
+		{"state directory", func(s *set) { setEnv(agentd(s), "AGENT_STORE", "postgres") }},
 		{"env", func(s *set) { setEnv(agentd(s), "AGENT_SUBAGENT", "1") }},
 		{"env", func(s *set) { setEnv(agentd(s), "AGENT_PUBLIC_URL", "https://$(LATER):8443/") }},
 		{"public url", func(s *set) { setEnv(agentd(s), "AGENT_PUBLIC_URL", "http://agentd.agentd.svc.cluster.local:8443/") }},
@@ -461,6 +468,35 @@ func checkSecurityContext(s *set) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkStateDir: the task store's state directory is a writable volume of
+// its own (the root filesystem is read-only), unless the store is PostgreSQL.
+func checkStateDir(s *set) error {
+	c, ps := agentd(s), podSpec(s)
+	if kind, _ := env(c, "AGENT_STORE"); kind == "postgres" {
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == "AGENT_STORE_DSN_FILE" || e.Name == "AGENT_STORE_DSN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+		}) {
+			return errors.New("AGENT_STORE is postgres without AGENT_STORE_DSN from a Secret or AGENT_STORE_DSN_FILE")
+		}
+		return nil
+	}
+	dir, ok := env(c, "AGENT_STATE_DIR")
+	if !ok || dir == "" {
+		return errors.New("AGENT_STATE_DIR is not set: the default per-user directory is on the read-only root")
+	}
+	m := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == dir })
+	if m < 0 {
+		return fmt.Errorf("AGENT_STATE_DIR %s is not a volume mount", dir)
+	}
+	if c.VolumeMounts[m].ReadOnly {
+		return fmt.Errorf("the state directory %s is mounted read-only", dir)
+	}
+	if !slices.ContainsFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[m].Name }) {
+		return fmt.Errorf("the state directory's volume %s is not declared", c.VolumeMounts[m].Name)
+	}
+	return nil
 }
 
 func checkSPIFFEVolume(s *set) error {
