@@ -7,7 +7,7 @@ FUZZTIME ?= 20s
 JS_DEPS  := e2e/js/node_modules/.installed
 MCP_DEPS := e2e/mcp/node_modules/.installed
 
-.PHONY: all build run test test-deps e2e-mcp-deps lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 test-spire spire
+.PHONY: all build run test test-deps pg-deps e2e-mcp-deps lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 test-spire spire
 
 all: build
 
@@ -64,8 +64,21 @@ deploy-test:
 # into e2e/js/node_modules, and the reference MCP server
 # (@modelcontextprotocol/server-everything) of e2e/mcp_test.go, into
 # e2e/mcp/node_modules.
-test-deps: $(JS_DEPS) $(MCP_DEPS)
+test-deps: $(JS_DEPS) $(MCP_DEPS) pg-deps
 e2e-mcp-deps: $(MCP_DEPS)
+
+# pg-deps: PostgreSQL's server binaries (initdb, postgres), which the tests of
+# store/postgres and the replica e2e tests start on their own (internal/pgtest:
+# a temporary cluster on a free loopback port, as the nobody user under root).
+# Debian's postgresql package is installed when initdb is neither on PATH nor
+# in /usr/lib/postgresql/*/bin (apt-get needs root).
+pg-deps:
+	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; \
+	else \
+		echo "PostgreSQL (initdb, postgres) is required by the store tests: apt-get install postgresql, as root"; exit 1; \
+	fi
 
 $(JS_DEPS): e2e/js/package.json e2e/js/package-lock.json
 	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for the e2e tests"; exit 1; }

@@ -61,3 +61,22 @@ type Rerunner interface {
 type LostMetadata interface {
 	LostMetadata() map[string]any
 }
+
+// Shared is implemented by a store that several processes serve at once
+// (PostgreSQL replicas behind one Service): any of them answers for any task.
+// A task runs in the process that accepted it; the others follow it through
+// the store (Watch) and ask that process to cancel it (RequestCancel,
+// delivered to it by Cancels).
+type Shared interface {
+	Durable
+	// Watch returns a channel that receives a value (coalesced) each time
+	// another process may have stored a new snapshot of the task, until ctx
+	// ends, when it is closed. A change made between Watch and a read of
+	// the task is not missed.
+	Watch(ctx context.Context, id a2a.TaskID) <-chan struct{}
+	// RequestCancel asks the process running the task to cancel it.
+	RequestCancel(ctx context.Context, id a2a.TaskID) error
+	// Cancels delivers the ids of the tasks other processes asked to cancel;
+	// it is closed when the store is.
+	Cancels() <-chan a2a.TaskID
+}

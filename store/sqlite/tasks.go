@@ -432,8 +432,8 @@ func (s *Store) Claim(ctx context.Context, id a2a.TaskID, from string) (bool, er
 
 // AddPending implements tasks.PushJournal.
 func (s *Store) AddPending(ctx context.Context, p tasks.PendingPush) (int64, error) {
-	res, err := s.w.ExecContext(ctx, `INSERT INTO push_pending (task_id, snapshot, event, final) VALUES (?, ?, ?, ?)`,
-		string(p.TaskID), p.Snapshot, p.Event, p.Final)
+	res, err := s.w.ExecContext(ctx, `INSERT INTO push_pending (task_id, runner, snapshot, event, final) VALUES (?, ?, ?, ?, ?)`,
+		string(p.TaskID), s.instance, p.Snapshot, p.Event, p.Final)
 	if err != nil {
 		return 0, s.unavailable("journal push notification", err)
 	}
@@ -448,14 +448,24 @@ func (s *Store) DonePending(ctx context.Context, seq int64) error {
 	return nil
 }
 
-// Pending implements tasks.PushJournal.
+// Pending implements tasks.PushJournal: the events whose deliverer is gone,
+// which this instance delivers from now on.
 func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, task_id, snapshot, event, final FROM push_pending ORDER BY seq`)
+	runners, err := s.deadRunners(ctx, `SELECT DISTINCT runner FROM push_pending WHERE runner != ?`)
+	if err != nil || len(runners) == 0 {
+		return nil, err
+	}
+	var out []tasks.PendingPush
+	for _, runner := range runners {
+		if _, err := s.w.ExecContext(ctx, `UPDATE push_pending SET runner = ? WHERE runner = ?`, s.instance, runner); err != nil {
+			return nil, s.unavailable("claim pending push notifications", err)
+		}
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, task_id, snapshot, event, final FROM push_pending WHERE runner = ? ORDER BY seq`, s.instance)
 	if err != nil {
 		return nil, s.unavailable("read pending push notifications", err)
 	}
 	defer rows.Close()
-	var out []tasks.PendingPush
 	for rows.Next() {
 		var p tasks.PendingPush
 		var id string
@@ -469,4 +479,37 @@ func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
 		return nil, s.unavailable("read pending push notifications", err)
 	}
 	return out, nil
+}
+
+// deadRunners runs query (one runner column, this instance as its argument)
+// and keeps the runners that are gone.
+func (s *Store) deadRunners(ctx context.Context, query string) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, query, s.instance)
+	if err != nil {
+		return nil, s.unavailable("list runners", err)
+	}
+	var all []string
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			rows.Close()
+			return nil, s.unavailable("list runners", err)
+		}
+		all = append(all, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.unavailable("list runners", err)
+	}
+	var dead []string
+	for _, r := range all {
+		up, err := alive(s.dir, r)
+		if err != nil {
+			return nil, err
+		}
+		if !up {
+			dead = append(dead, r)
+		}
+	}
+	return dead, nil
 }

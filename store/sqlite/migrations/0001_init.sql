@@ -37,6 +37,7 @@ CREATE TABLE push_configs (
 CREATE TABLE push_pending (
 	seq      INTEGER PRIMARY KEY AUTOINCREMENT,
 	task_id  TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+	runner   TEXT NOT NULL,           -- the instance delivering it
 	snapshot BLOB NOT NULL,
 	event    BLOB NOT NULL,
 	final    INTEGER NOT NULL

@@ -1,0 +1,219 @@
+// Package pgtest starts a real PostgreSQL server for a test: initdb into a
+// temporary directory, postgres on a free port of 127.0.0.1 with its unix
+// socket in that directory, stopped and removed when the test ends. PostgreSQL
+// refuses to run as root, so under root (CI) the server runs as the nobody
+// user, in a directory given to it. The binaries come from PATH or
+// /usr/lib/postgresql/*/bin (the Makefile's test-deps installs Debian's
+// postgresql package when they are missing).
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// nobody is the unprivileged user a root test runs the server as.
+const nobody = 65534
+
+// Server is one running PostgreSQL server. Its methods are safe for
+// concurrent use.
+type Server struct {
+	dir  string // the data directory's parent: data/, sock/, log
+	bin  string
+	port int
+
+	mu   sync.Mutex // guards cmd, done
+	cmd  *exec.Cmd
+	done chan struct{}
+	dbs  int
+}
+
+// Bin returns the folder of PostgreSQL's binaries, or an error saying how
+// to install them.
+func Bin() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		p, _ = filepath.EvalSymlinks(p)
+		return filepath.Dir(p), nil
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Strings(dirs)
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
+			return dirs[i], nil
+		}
+	}
+	return "", errors.New("pgtest: PostgreSQL is not installed (no initdb on PATH or in /usr/lib/postgresql/*/bin): run `make test-deps`, which installs Debian's postgresql package")
+}
+
+// Start initialises and starts a server for t, stopped and removed at t's
+// cleanup.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := Bin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{dir: dir, bin: bin}
+	t.Cleanup(func() {
+		s.Kill()
+		os.RemoveAll(dir)
+	})
+	for _, d := range []string{"data", "sock"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if os.Geteuid() == 0 {
+		for _, p := range []string{dir, filepath.Join(dir, "data"), filepath.Join(dir, "sock")} {
+			if err := os.Chown(p, nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	initdb := s.command(filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
+	if out, err := initdb.CombinedOutput(); err != nil {
+		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+	}
+	s.port = freePort(t)
+	s.Restart(t)
+	return s
+}
+
+// command is a PostgreSQL command, run as nobody when the test runs as root.
+func (s *Server) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = s.dir
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() == 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
+	}
+	return cmd
+}
+
+func freePort(t testing.TB) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Restart starts the server (again, after Stop or Kill) on the same data and
+// port, and waits until it accepts connections.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	if s.cmd != nil {
+		s.mu.Unlock()
+		t.Fatal("pgtest: the server is running")
+	}
+	log, err := os.OpenFile(filepath.Join(s.dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
+	if err != nil {
+		s.mu.Unlock()
+		t.Fatal(err)
+	}
+	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"),
+		"-p", strconv.Itoa(s.port), "-h", "127.0.0.1", "-k", filepath.Join(s.dir, "sock"),
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
+		log.Close()
+		t.Fatalf("pgtest: start postgres: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); log.Close(); close(done) }()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := pgx.Connect(context.Background(), s.dsn("postgres"))
+		if err == nil {
+			c.Close(context.Background())
+			return
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(filepath.Join(s.dir, "log"))
+			t.Fatalf("pgtest: postgres exited: %s", b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgtest: postgres not accepting connections within 30s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop shuts the server down (fast shutdown: connections are closed) and
+// waits for it to exit.
+func (s *Server) Stop() { s.signal(syscall.SIGINT) }
+
+// Kill ends the server at once (SIGKILL to its process group).
+func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	if sig == syscall.SIGKILL {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	} else {
+		cmd.Process.Signal(sig)
+	}
+	<-done
+	if sig == syscall.SIGKILL {
+		// A killed postmaster leaves its shared memory and pid file; the
+		// next start recovers from them.
+		os.Remove(filepath.Join(s.dir, "data", "postmaster.pid"))
+	}
+}
+
+// Port returns the server's TCP port on 127.0.0.1.
+func (s *Server) Port() int { return s.port }
+
+func (s *Server) dsn(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
+}
+
+// Database creates a new, empty database and returns its DSN.
+func (s *Server) Database(t testing.TB) string {
+	t.Helper()
+	s.mu.Lock()
+	s.dbs++
+	name := fmt.Sprintf("test_%d", s.dbs)
+	s.mu.Unlock()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, s.dsn("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	return s.dsn(name)
+}

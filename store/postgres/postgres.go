@@ -1,0 +1,421 @@
+// Package postgres is agentd's task store for several replicas on one
+// PostgreSQL database, through pgx. It implements tasks.Store,
+// tasks.Durable, tasks.PushJournal, tasks.Shared and the supervisor's
+// distillate store, and passes the conformance suite of tasks/storetest.
+//
+// Each Store is an instance (a replica) that holds a lease: a row of the
+// leases table whose heartbeat it renews every LeaseTTL/3. A task whose
+// runner's heartbeat is older than LeaseTTL is an orphan, which any replica
+// claims (one wins) and resolves by the recovery policy. Changes of tasks
+// reach the other replicas through LISTEN/NOTIFY (a trigger announces every
+// new snapshot at commit), and so do cancel requests for a task another
+// replica runs: no broker besides the database.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentd/agentd/store"
+	"github.com/agentd/agentd/tasks"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+var migrations = func() []string {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		panic(err)
+	}
+	sort.Strings(names)
+	out := make([]string, len(names))
+	for i, n := range names {
+		b, err := migrationFS.ReadFile(n)
+		if err != nil {
+			panic(err)
+		}
+		out[i] = string(b)
+	}
+	return out
+}()
+
+// SchemaVersion is the schema version this build writes and reads.
+var SchemaVersion = len(migrations)
+
+// DefaultLeaseTTL is how long a replica's lease lasts without a heartbeat.
+const DefaultLeaseTTL = 15 * time.Second
+
+// Options configure a Store. The zero value of a field is its default.
+type Options struct {
+	// Capacity and Retention bound the tasks held, as the embedded store's
+	// (default 10000; 0 keeps finished tasks until capacity evicts them).
+	Capacity  int
+	Retention time.Duration
+	// Now is the clock of retention and eviction; default time.Now. Leases
+	// use the database's clock, which every replica shares.
+	Now func() time.Time
+	// LeaseTTL is how long this replica's tasks stay its own without a
+	// heartbeat; default DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// Instance is this replica's runner id; default a new UUIDv7.
+	Instance string
+	Log      *slog.Logger
+}
+
+// Store is one replica's handle on the database. It is safe for concurrent
+// use; create it with Open and release it with Close.
+type Store struct {
+	pool     *pgxpool.Pool
+	cfg      *pgxpool.Config
+	opts     Options
+	instance string
+	where    string // the DSN without its password, for messages
+
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	closed  atomic.Bool
+	mu      sync.Mutex // guards watchers
+	watch   map[a2a.TaskID]map[chan struct{}]struct{}
+	cancels chan a2a.TaskID
+}
+
+var (
+	_ tasks.Store       = (*Store)(nil)
+	_ tasks.Durable     = (*Store)(nil)
+	_ tasks.PushJournal = (*Store)(nil)
+	_ tasks.Shared      = (*Store)(nil)
+)
+
+// ErrUnreachable wraps the error of a database that cannot be used at
+// Open: it cannot be reached, refuses the login, or cannot be written.
+var ErrUnreachable = errors.New("postgres: the database cannot be used")
+
+// Open connects to the database of dsn, migrates its schema to
+// SchemaVersion (a schema a newer agentd wrote is refused with a
+// *store.SchemaError and left as it is), takes this replica's lease and
+// starts listening for the other replicas' notifications.
+func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
+	if o.Capacity <= 0 {
+		o.Capacity = 10000
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.Instance == "" {
+		o.Instance = uuid.Must(uuid.NewV7()).String()
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the DSN does not parse: %v", ErrUnreachable, redact(err))
+	}
+	cfg.MaxConns = max(cfg.MaxConns, 16)
+	s := &Store{cfg: cfg, opts: o, instance: o.Instance, watch: map[a2a.TaskID]map[chan struct{}]struct{}{}, cancels: make(chan a2a.TaskID, 256),
+		where: fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
+	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if s.pool, err = pgxpool.NewWithConfig(openCtx, cfg); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, s.where, redact(err))
+	}
+	if err := s.pool.Ping(openCtx); err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, s.where, redact(err))
+	}
+	if err := s.migrate(openCtx); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	if _, err := s.pool.Exec(openCtx, `INSERT INTO leases (instance, heartbeat, started) VALUES ($1, now(), now())`, s.instance); err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("%w: %s: take the lease: %v", ErrUnreachable, s.where, err)
+	}
+	bg, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	ready := make(chan error, 1)
+	s.wg.Add(2)
+	go s.heartbeat(bg)
+	go s.listen(bg, ready)
+	if err := <-ready; err != nil {
+		s.Close()
+		return nil, fmt.Errorf("%w: %s: listen: %v", ErrUnreachable, s.where, err)
+	}
+	return s, nil
+}
+
+// redact drops what a connection error may quote of the DSN's password.
+func redact(err error) error {
+	var pe *pgconn.ConnectError
+	if errors.As(err, &pe) {
+		return errors.New(pe.Unwrap().Error())
+	}
+	return err
+}
+
+// migrate applies the missing migrations under an advisory lock (replicas
+// starting at once migrate one after the other).
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, s.where, err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7422016)`); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, s.where, err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS agentd_schema (version int NOT NULL)`); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, s.where, err)
+	}
+	v := 0
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM agentd_schema`).Scan(&v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, s.where, err)
+	}
+	if v > SchemaVersion {
+		return &store.SchemaError{Where: s.where, Found: v, Max: SchemaVersion}
+	}
+	for i := v; i < SchemaVersion; i++ {
+		if _, err := tx.Exec(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("postgres: migrate %s to schema version %d: %w", s.where, i+1, err)
+		}
+	}
+	if v < SchemaVersion {
+		if _, err := tx.Exec(ctx, `DELETE FROM agentd_schema; INSERT INTO agentd_schema VALUES (`+fmt.Sprint(SchemaVersion)+`)`); err != nil {
+			return fmt.Errorf("postgres: migrate %s: %w", s.where, err)
+		}
+		s.opts.Log.Info("task store schema migrated", "where", s.where, "from", v, "to", SchemaVersion)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, s.where, err)
+	}
+	return nil
+}
+
+// Where returns the database, without the DSN's password.
+func (s *Store) Where() string { return s.where }
+
+// Instance implements tasks.Durable.
+func (s *Store) Instance() string { return s.instance }
+
+// LeaseTTL returns how long this replica's lease lasts without a heartbeat.
+func (s *Store) LeaseTTL() time.Duration { return s.opts.LeaseTTL }
+
+// Close gives up the lease (this replica's unfinished tasks are orphans at
+// once), stops listening and closes the pool.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.stop != nil {
+		s.stop()
+	}
+	s.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, `DELETE FROM leases WHERE instance = $1`, s.instance)
+	s.pool.Close()
+	s.mu.Lock()
+	for _, set := range s.watch {
+		for ch := range set {
+			close(ch)
+		}
+	}
+	s.watch = map[a2a.TaskID]map[chan struct{}]struct{}{}
+	s.mu.Unlock()
+	close(s.cancels)
+	if err != nil {
+		return fmt.Errorf("postgres: give up the lease: %w", err)
+	}
+	return nil
+}
+
+// heartbeat renews the lease every LeaseTTL/3 until ctx ends.
+func (s *Store) heartbeat(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
+		_, err := s.pool.Exec(hctx, `INSERT INTO leases (instance, heartbeat, started) VALUES ($1, now(), now())
+			ON CONFLICT (instance) DO UPDATE SET heartbeat = now()`, s.instance)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.opts.Log.Warn("lease not renewed: past the lease, other replicas take this one's tasks", "instance", s.instance, "err", err)
+		}
+	}
+}
+
+// listen keeps one connection LISTENing for task changes and cancel
+// requests, reconnecting when it drops (and then waking every watcher, who
+// may have missed a change). It reports on ready once it first listens.
+func (s *Store) listen(ctx context.Context, ready chan<- error) {
+	defer s.wg.Done()
+	wait := 100 * time.Millisecond
+	first := true
+	for ctx.Err() == nil {
+		conn, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig)
+		if err == nil {
+			_, err = conn.Exec(ctx, `LISTEN agentd_task; LISTEN agentd_cancel`)
+		}
+		if err != nil {
+			if conn != nil {
+				conn.Close(context.Background())
+			}
+			if first {
+				ready <- err
+				return
+			}
+			if ctx.Err() == nil {
+				s.opts.Log.Warn("task notifications lost: reconnecting", "err", err, "retry_in", wait.String())
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 5*time.Second)
+			continue
+		}
+		if first {
+			ready <- nil
+			first = false
+		} else {
+			s.wakeAll()
+		}
+		wait = 100 * time.Millisecond
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				break
+			}
+			switch n.Channel {
+			case "agentd_task":
+				s.wake(a2a.TaskID(n.Payload))
+			case "agentd_cancel":
+				select {
+				case s.cancels <- a2a.TaskID(n.Payload):
+				case <-ctx.Done():
+				}
+			}
+		}
+		conn.Close(context.Background())
+	}
+}
+
+func (s *Store) wake(id a2a.TaskID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.watch[id] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Store) wakeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, set := range s.watch {
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// Watch implements tasks.Shared.
+func (s *Store) Watch(ctx context.Context, id a2a.TaskID) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		close(ch)
+		return ch
+	}
+	set := s.watch[id]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		s.watch[id] = set
+	}
+	set[ch] = struct{}{}
+	s.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if set, ok := s.watch[id]; ok {
+			if _, ok := set[ch]; ok {
+				delete(set, ch)
+				close(ch)
+				if len(set) == 0 {
+					delete(s.watch, id)
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// RequestCancel implements tasks.Shared.
+func (s *Store) RequestCancel(ctx context.Context, id a2a.TaskID) error {
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify('agentd_cancel', $1)`, string(id)); err != nil {
+		return s.unavailable("request cancel", err)
+	}
+	return nil
+}
+
+// Cancels implements tasks.Shared.
+func (s *Store) Cancels() <-chan a2a.TaskID { return s.cancels }
+
+// errClosed is the answer of a closed store.
+var errClosed = errors.New("postgres: the store is closed")
+
+// unavailable wraps a database error with the operation: the store is
+// unavailable (tasks.ErrStoreUnavailable), unless it was closed.
+func (s *Store) unavailable(op string, err error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("%s: %w", op, errClosed)
+	}
+	return store.Unavailable(op, err)
+}
+
+func (s *Store) now() int64 { return s.opts.Now().UnixNano() }
+
+func (s *Store) cutoff() int64 {
+	if s.opts.Retention <= 0 {
+		return -1 << 63
+	}
+	return s.now() - int64(s.opts.Retention)
+}
+
+// isUnique reports whether err is a unique-key violation.
+func isUnique(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}

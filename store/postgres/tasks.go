@@ -1,0 +1,499 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd/store"
+	"github.com/agentd/agentd/tasks"
+)
+
+func notFound(id a2a.TaskID) error { return fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, id) }
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// finishedAt is the finish time to store for a snapshot: now once terminal.
+func (s *Store) finishedAt(t *a2a.Task) *int64 {
+	if t.Status.State.Terminal() {
+		n := s.now()
+		return &n
+	}
+	return nil
+}
+
+// Create implements tasks.Store: in one transaction it refuses an existing id
+// or a duplicate message, evicts the task that finished first when the store
+// is full, and inserts the task. Two replicas that race with one message: the
+// unique key on (owner, message_id) lets one win, and the other gets the
+// winner as a duplicate.
+func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
+	snap, err := store.EncodeTask(t)
+	if err != nil {
+		return err
+	}
+	key := tasks.MessageKey(t)
+	for attempt := 0; ; attempt++ {
+		err := s.create(ctx, t, owner, key, snap)
+		if err == nil || !isUnique(err) || attempt > 0 {
+			if err != nil && isUnique(err) {
+				return fmt.Errorf("postgres: task %s or its message %s already exists: %w", t.ID, key, err)
+			}
+			return err
+		}
+		// Another replica committed the same id or message meanwhile: the
+		// second pass finds it.
+	}
+}
+
+func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap []byte) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return s.unavailable("create task", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var one int
+	switch err := tx.QueryRow(ctx, `SELECT 1 FROM tasks WHERE id = $1`, string(t.ID)).Scan(&one); {
+	case err == nil:
+		return fmt.Errorf("postgres: task %s already exists", t.ID)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return s.unavailable("create task", err)
+	}
+	if key != "" {
+		var existing string
+		switch err := tx.QueryRow(ctx, `SELECT id FROM tasks WHERE owner = $1 AND message_id = $2`, owner, key).Scan(&existing); {
+		case err == nil:
+			return &tasks.DuplicateError{Existing: a2a.TaskID(existing), MessageID: key}
+		case !errors.Is(err, pgx.ErrNoRows):
+			return s.unavailable("create task", err)
+		}
+	}
+	if s.opts.Retention > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= $1
+			ORDER BY finished_ns LIMIT 64 FOR UPDATE SKIP LOCKED)`, s.cutoff()); err != nil {
+			return s.unavailable("create task", err)
+		}
+	}
+	var n int64
+	if err := tx.QueryRow(ctx, `SELECT sum(n) FROM task_count`).Scan(&n); err != nil {
+		return s.unavailable("create task", err)
+	}
+	if n >= int64(s.opts.Capacity) {
+		tag, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id = (SELECT id FROM tasks WHERE finished_ns IS NOT NULL
+			ORDER BY finished_ns, seq LIMIT 1 FOR UPDATE SKIP LOCKED)`)
+		if err != nil {
+			return s.unavailable("create task", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return tasks.ErrStoreFull
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), s.now(), s.finishedAt(t), s.instance, snap); err != nil {
+		if isUnique(err) {
+			return err
+		}
+		return s.unavailable("create task", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		if isUnique(err) {
+			return err
+		}
+		return s.unavailable("create task", err)
+	}
+	return nil
+}
+
+// Put implements tasks.Store.
+func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
+	snap, err := store.EncodeTask(t)
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET state = $1, updated_ns = $2, context_id = $3, snapshot = $4,
+		finished_ns = CASE WHEN $5::bigint IS NULL THEN NULL ELSE coalesce(finished_ns, $5::bigint) END
+		WHERE id = $6 AND (finished_ns IS NULL OR finished_ns > $7)`,
+		string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, s.finishedAt(t), string(t.ID), s.cutoff())
+	if err != nil {
+		return s.unavailable("put task", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound(t.ID)
+	}
+	return nil
+}
+
+// Get implements tasks.Store.
+func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, string, error) {
+	var owner string
+	var snap []byte
+	err := s.pool.QueryRow(ctx, `SELECT owner, snapshot FROM tasks WHERE id = $1 AND (finished_ns IS NULL OR finished_ns > $2)`,
+		string(id), s.cutoff()).Scan(&owner, &snap)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", notFound(id)
+	}
+	if err != nil {
+		return nil, "", s.unavailable("get task", err)
+	}
+	t, err := store.DecodeTask(snap)
+	if err != nil {
+		return nil, "", err
+	}
+	return t, owner, nil
+}
+
+// List implements tasks.Store.
+func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, error) {
+	args := []any{s.cutoff()}
+	where := []string{"(finished_ns IS NULL OR finished_ns > $1)"}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if !q.AnyOwner {
+		where = append(where, "owner = "+arg(q.Owner))
+	}
+	if q.ContextID != "" {
+		where = append(where, "context_id = "+arg(q.ContextID))
+	}
+	if q.State != "" {
+		where = append(where, "state = "+arg(string(q.State)))
+	}
+	if !q.UpdatedAfter.IsZero() {
+		where = append(where, "updated_ns >= "+arg(store.Nanos(q.UpdatedAfter)))
+	}
+	cond := strings.Join(where, " AND ")
+	countArgs := append([]any(nil), args...)
+	pageCond := cond
+	if q.PageToken != "" {
+		at, id, err := tasks.ParsePageToken(q.PageToken)
+		if err != nil {
+			return tasks.ListPage{}, err
+		}
+		ns := arg(store.Nanos(at))
+		pageCond += fmt.Sprintf(" AND (updated_ns < %s OR (updated_ns = %s AND id < %s))", ns, ns, arg(string(id)))
+	}
+	limit := arg(q.PageSize + 1)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return tasks.ListPage{}, s.unavailable("list tasks", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	page := tasks.ListPage{PageSize: q.PageSize}
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM tasks WHERE "+cond, countArgs...).Scan(&page.TotalSize); err != nil {
+		return tasks.ListPage{}, s.unavailable("list tasks", err)
+	}
+	rows, err := tx.Query(ctx, "SELECT snapshot FROM tasks WHERE "+pageCond+" ORDER BY updated_ns DESC, id DESC LIMIT "+limit, args...)
+	if err != nil {
+		return tasks.ListPage{}, s.unavailable("list tasks", err)
+	}
+	defer rows.Close()
+	more := false
+	for rows.Next() {
+		if len(page.Tasks) == q.PageSize {
+			more = true
+			break
+		}
+		var snap []byte
+		if err := rows.Scan(&snap); err != nil {
+			return tasks.ListPage{}, s.unavailable("list tasks", err)
+		}
+		t, err := store.DecodeTask(snap)
+		if err != nil {
+			return tasks.ListPage{}, err
+		}
+		page.Tasks = append(page.Tasks, tasks.TrimHistory(t, q.HistoryLength))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return tasks.ListPage{}, s.unavailable("list tasks", err)
+	}
+	if more {
+		last := page.Tasks[len(page.Tasks)-1]
+		page.NextPageToken = tasks.PageToken(time.Unix(0, store.Nanos(tasks.StatusTime(last))), last.ID)
+	}
+	return page, nil
+}
+
+// CountByState implements tasks.Store.
+func (s *Store) CountByState(ctx context.Context) (map[a2a.TaskState]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT state, count(*) FROM tasks WHERE finished_ns IS NULL OR finished_ns > $1 GROUP BY state`, s.cutoff())
+	if err != nil {
+		return nil, s.unavailable("count tasks", err)
+	}
+	defer rows.Close()
+	out := make(map[a2a.TaskState]int)
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, s.unavailable("count tasks", err)
+		}
+		out[a2a.TaskState(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.unavailable("count tasks", err)
+	}
+	return out, nil
+}
+
+type queryer interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (s *Store) exists(ctx context.Context, q queryer, id a2a.TaskID) error {
+	var one int
+	err := q.QueryRow(ctx, `SELECT 1 FROM tasks WHERE id = $1 AND (finished_ns IS NULL OR finished_ns > $2)`, string(id), s.cutoff()).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return notFound(id)
+	}
+	if err != nil {
+		return s.unavailable("read task", err)
+	}
+	return nil
+}
+
+// SetPush implements tasks.Store.
+func (s *Store) SetPush(ctx context.Context, id a2a.TaskID, target tasks.PushTarget) (tasks.PushTarget, error) {
+	if target.Config.ID == "" {
+		target.Config.ID = uuid.NewString()
+	}
+	cfg, err := store.EncodePush(target.Config)
+	if err != nil {
+		return tasks.PushTarget{}, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return tasks.PushTarget{}, s.unavailable("set push config", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	// The task's row is locked: its webhooks change one registration at a
+	// time, across replicas too.
+	var one int
+	err = tx.QueryRow(ctx, `SELECT 1 FROM tasks WHERE id = $1 AND (finished_ns IS NULL OR finished_ns > $2) FOR UPDATE`, string(id), s.cutoff()).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tasks.PushTarget{}, notFound(id)
+	}
+	if err != nil {
+		return tasks.PushTarget{}, s.unavailable("set push config", err)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE push_configs SET version = $1, config = $2 WHERE task_id = $3 AND config_id = $4`,
+		target.Version, cfg, string(id), target.Config.ID)
+	if err != nil {
+		return tasks.PushTarget{}, s.unavailable("set push config", err)
+	}
+	if tag.RowsAffected() == 0 {
+		var count, next int64
+		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(max(seq), 0) + 1 FROM push_configs WHERE task_id = $1`, string(id)).Scan(&count, &next); err != nil {
+			return tasks.PushTarget{}, s.unavailable("set push config", err)
+		}
+		if count >= tasks.MaxPushConfigs {
+			return tasks.PushTarget{}, fmt.Errorf("task %s already has %d push notification configs: %w", id, tasks.MaxPushConfigs, a2a.ErrInvalidParams)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO push_configs (task_id, config_id, seq, version, config) VALUES ($1, $2, $3, $4, $5)`,
+			string(id), target.Config.ID, next, target.Version, cfg); err != nil {
+			return tasks.PushTarget{}, s.unavailable("set push config", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return tasks.PushTarget{}, s.unavailable("set push config", err)
+	}
+	return target, nil
+}
+
+// GetPush implements tasks.Store.
+func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (tasks.PushTarget, error) {
+	if err := s.exists(ctx, s.pool, id); err != nil {
+		return tasks.PushTarget{}, err
+	}
+	var version string
+	var cfg []byte
+	var err error
+	if configID == "" {
+		err = s.pool.QueryRow(ctx, `SELECT version, config FROM push_configs WHERE task_id = $1 ORDER BY seq DESC LIMIT 1`, string(id)).Scan(&version, &cfg)
+	} else {
+		err = s.pool.QueryRow(ctx, `SELECT version, config FROM push_configs WHERE task_id = $1 AND config_id = $2`, string(id), configID).Scan(&version, &cfg)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tasks.PushTarget{}, fmt.Errorf("%w: task %s has no push notification config %q", a2a.ErrTaskNotFound, id, configID)
+	}
+	if err != nil {
+		return tasks.PushTarget{}, s.unavailable("get push config", err)
+	}
+	return store.DecodePush(cfg, version)
+}
+
+// ListPush implements tasks.Store.
+func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget, error) {
+	rows, err := s.pool.Query(ctx, `SELECT version, config FROM push_configs WHERE task_id = $1 ORDER BY seq`, string(id))
+	if err != nil {
+		return nil, s.unavailable("list push configs", err)
+	}
+	defer rows.Close()
+	var out []tasks.PushTarget
+	for rows.Next() {
+		var version string
+		var cfg []byte
+		if err := rows.Scan(&version, &cfg); err != nil {
+			return nil, s.unavailable("list push configs", err)
+		}
+		p, err := store.DecodePush(cfg, version)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.unavailable("list push configs", err)
+	}
+	if len(out) == 0 {
+		if err := s.exists(ctx, s.pool, id); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DeletePush implements tasks.Store.
+func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) error {
+	if err := s.exists(ctx, s.pool, id); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2`, string(id), configID); err != nil {
+		return s.unavailable("delete push config", err)
+	}
+	return nil
+}
+
+// Retain implements tasks.Durable.
+func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET payload = $1 WHERE id = $2`, payload, string(id))
+	if err != nil {
+		return s.unavailable("retain payload", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound(id)
+	}
+	return nil
+}
+
+// Retained implements tasks.Durable.
+func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	var p []byte
+	err := s.pool.QueryRow(ctx, `SELECT payload FROM tasks WHERE id = $1`, string(id)).Scan(&p)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, s.unavailable("read payload", err)
+	}
+	return p, nil
+}
+
+// deadRunner is the SQL condition "the runner column r names no live lease".
+const deadRunner = `NOT EXISTS (SELECT 1 FROM leases l WHERE l.instance = %s AND l.heartbeat >= now() - make_interval(secs => %s))`
+
+// Orphans implements tasks.Durable: the unfinished tasks whose runner's
+// lease has expired (or is gone), oldest first.
+func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
+	rows, err := s.pool.Query(ctx, `SELECT t.runner, t.snapshot FROM tasks t WHERE t.finished_ns IS NULL AND t.runner <> $1 AND `+
+		fmt.Sprintf(deadRunner, "t.runner", "$2")+` ORDER BY t.created_ns, t.seq`, s.instance, s.opts.LeaseTTL.Seconds())
+	if err != nil {
+		return nil, s.unavailable("list orphans", err)
+	}
+	defer rows.Close()
+	var out []tasks.Orphan
+	for rows.Next() {
+		var runner string
+		var snap []byte
+		if err := rows.Scan(&runner, &snap); err != nil {
+			return nil, s.unavailable("list orphans", err)
+		}
+		t, err := store.DecodeTask(snap)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tasks.Orphan{Task: t, Runner: runner})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.unavailable("list orphans", err)
+	}
+	return out, nil
+}
+
+// Claim implements tasks.Durable.
+func (s *Store) Claim(ctx context.Context, id a2a.TaskID, from string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET runner = $1 WHERE id = $2 AND runner = $3 AND finished_ns IS NULL`, s.instance, string(id), from)
+	if err != nil {
+		return false, s.unavailable("claim task", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// AddPending implements tasks.PushJournal.
+func (s *Store) AddPending(ctx context.Context, p tasks.PendingPush) (int64, error) {
+	var seq int64
+	err := s.pool.QueryRow(ctx, `INSERT INTO push_pending (task_id, runner, snapshot, event, final) VALUES ($1, $2, $3, $4, $5) RETURNING seq`,
+		string(p.TaskID), s.instance, p.Snapshot, p.Event, p.Final).Scan(&seq)
+	if err != nil {
+		return 0, s.unavailable("journal push notification", err)
+	}
+	return seq, nil
+}
+
+// DonePending implements tasks.PushJournal.
+func (s *Store) DonePending(ctx context.Context, seq int64) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM push_pending WHERE seq = $1`, seq); err != nil {
+		return s.unavailable("clear push notification", err)
+	}
+	return nil
+}
+
+// Pending implements tasks.PushJournal: the events whose deliverer's lease
+// has expired, which this replica claims and delivers from now on.
+func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
+	rows, err := s.pool.Query(ctx, `UPDATE push_pending p SET runner = $1 WHERE p.runner <> $1 AND `+
+		fmt.Sprintf(deadRunner, "p.runner", "$2")+` RETURNING seq, task_id, snapshot, event, final`, s.instance, s.opts.LeaseTTL.Seconds())
+	if err != nil {
+		return nil, s.unavailable("claim pending push notifications", err)
+	}
+	defer rows.Close()
+	var out []tasks.PendingPush
+	for rows.Next() {
+		var p tasks.PendingPush
+		var id string
+		if err := rows.Scan(&p.Seq, &id, &p.Snapshot, &p.Event, &p.Final); err != nil {
+			return nil, s.unavailable("claim pending push notifications", err)
+		}
+		p.TaskID = a2a.TaskID(id)
+		out = append(out, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.unavailable("claim pending push notifications", err)
+	}
+	sortPending(out)
+	return out, nil
+}
+
+func sortPending(p []tasks.PendingPush) {
+	for i := 1; i < len(p); i++ {
+		for j := i; j > 0 && p[j].Seq < p[j-1].Seq; j-- {
+			p[j], p[j-1] = p[j-1], p[j]
+		}
+	}
+}
