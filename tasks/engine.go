@@ -41,6 +41,8 @@ type Engine struct {
 	exec     a2asrv.AgentExecutor
 	log      *slog.Logger
 	sendWait time.Duration // 0: a blocking send waits for the end
+	// leaveOrphan, if set, keeps Recover off the orphans it reports.
+	leaveOrphan func(*a2a.Task) bool
 	// storeRetry bounds how long an event of a running task waits for an
 	// unavailable store before the write fails.
 	storeRetry time.Duration
@@ -161,6 +163,9 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 	e := &Engine{store: store, exec: exec, log: log, live: make(map[a2a.TaskID]*liveTask), storeRetry: DefaultStoreRetry}
 	for _, o := range opts {
 		o(e)
+	}
+	if sh, ok := store.(Shared); ok {
+		go e.serveCancels(sh)
 	}
 	return e
 }
@@ -542,6 +547,9 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 		}
 		if hasMessage(t, msg.ID) {
 			return settled(t), nil // sent before: nothing changes
+		}
+		if _, remote := e.sharedFor(t); remote {
+			return nil, fmt.Errorf("task %s runs on another replica of this service, which alone takes its follow-up messages: %w", id, a2a.ErrUnsupportedOperation)
 		}
 		return nil, fmt.Errorf("task %s is %s and takes no more messages; send a new message (its referenceTaskIds may name this task): %w", id, t.Status.State, a2a.ErrUnsupportedOperation)
 	}

@@ -29,6 +29,16 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 		defer t.Stop()
 		timeout = t.C
 	}
+	if lt.settled {
+		// A duplicate of a message whose task another replica runs.
+		if sh, ok := e.sharedFor(lt.snapshot()); ok {
+			t, err := e.waitRemote(ctx, sh, lt.snapshot().ID, timeout)
+			if err != nil {
+				return nil, err
+			}
+			return trimHistory(t, hist), nil
+		}
+	}
 	select {
 	case <-lt.done:
 	case <-timeout:
@@ -66,6 +76,10 @@ func (e *Engine) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDPara
 		}
 		lt := e.getLive(params.ID)
 		if lt == nil {
+			if sh, ok := e.sharedFor(t); ok {
+				e.followRemote(ctx, sh, t.ID, yield) // another replica runs it
+				return
+			}
 			yield(t, nil)
 			return
 		}
@@ -75,6 +89,10 @@ func (e *Engine) OnResubscribeToTask(ctx context.Context, params *a2a.TaskIDPara
 
 func (e *Engine) stream(ctx context.Context, lt *liveTask, yield func(a2a.Event, error) bool) {
 	if lt.settled {
+		if sh, ok := e.sharedFor(lt.snapshot()); ok {
+			e.followRemote(ctx, sh, lt.snapshot().ID, yield)
+			return
+		}
 		yield(lt.snapshot(), nil)
 		return
 	}
@@ -133,6 +151,9 @@ func (e *Engine) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 	}
 	lt := e.getLive(params.ID)
 	if lt == nil {
+		if sh, ok := e.sharedFor(t); ok {
+			return e.cancelRemote(ctx, sh, t) // another replica runs it
+		}
 		return nil, fmt.Errorf("task %s is %s: %w", t.ID, t.Status.State, a2a.ErrTaskNotCancelable)
 	}
 	if lt.cancelExec != nil {

@@ -74,6 +74,10 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 	}
 	rec.Orphans = len(orphans)
 	for _, o := range orphans {
+		if e.leaveOrphan != nil && e.leaveOrphan(o.Task) {
+			rec.Orphans--
+			continue
+		}
 		claimed, err := d.Claim(ctx, o.Task.ID, o.Runner)
 		if err != nil {
 			return rec, fmt.Errorf("claim task %s: %w", o.Task.ID, err)
@@ -116,6 +120,13 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 			"rerun", rec.Rerun, "requeued", rec.Requeued, "skipped", rec.Skipped, "took", rec.Took.String())
 	}
 	return rec, nil
+}
+
+// WithOrphanFilter makes Recover leave alone the orphans leave reports true
+// for: tasks of the store that another program resolves itself (in agentd,
+// the records of `agentd run --run-id` sharing a state directory).
+func WithOrphanFilter(leave func(*a2a.Task) bool) EngineOption {
+	return func(e *Engine) { e.leaveOrphan = leave }
 }
 
 // LostText is the status message of a task failed because its runner was

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/google/uuid"
 
 	"github.com/agentd/agentd/a2abind"
@@ -68,6 +70,9 @@ type service struct {
 	// before this one left unfinished in the store.
 	recover  tasks.RecoverPolicy
 	stateDir string // --state-dir, made; "" with --store memory
+	// lease, for PostgreSQL replicas, is how often Run looks for the tasks
+	// of a replica whose lease expired (half the lease); 0 for none.
+	lease time.Duration
 }
 
 func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr io.Writer) (_ *service, err error) {
@@ -93,11 +98,15 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 			return nil, err
 		}
 	}
-	store, err := openStore(ctx, &c.Store, storeLimits{capacity: c.TaskCapacity, retention: c.TaskRetention}, log, &s.closers)
+	instance := uuid.Must(uuid.NewV7()).String() // on hop lists, and a PostgreSQL replica's runner id
+	store, err := openStore(ctx, &c.Store, storeLimits{capacity: c.TaskCapacity, retention: c.TaskRetention}, instance, log, &s.closers)
 	if err != nil {
 		return nil, err
 	}
 	blobs, _ := store.(supervisor.BlobBackend)
+	if l, ok := store.(interface{ LeaseTTL() time.Duration }); ok {
+		s.lease = l.LeaseTTL() / 2
+	}
 
 	router := &delegate.Router{}
 	lineages := &delegate.Lineages{}
@@ -135,7 +144,6 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	if err := c.Mesh.registerPeers(bg, router, id.src, log); err != nil {
 		return nil, err
 	}
-	instance := uuid.Must(uuid.NewV7()).String()
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
@@ -259,8 +267,32 @@ func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate
 	journal, _ := store.(tasks.PushJournal)
 	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: pushAllow}, Log: s.log, Journal: journal}, store.ListPush)
 	s.closers.add(pusher.Close)
-	return tasks.NewEngine(store, exec, s.log, tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher),
+	return tasks.NewEngine(store, exec, s.log, tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher), tasks.WithOrphanFilter(isRunRecord),
 		tasks.WithAdmission(s.admission.ctrl, s.admission.policy))
+}
+
+// takeOver resolves, every half lease until ctx ends, the tasks of the
+// replicas whose lease has expired (the first replica to claim each wins).
+func (s *service) takeOver(ctx context.Context) {
+	t := time.NewTicker(s.lease)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.engine.Recover(ctx, s.recover); err != nil && ctx.Err() == nil {
+			s.log.Warn("the tasks of expired replicas not resolved: retrying", "err", err)
+		}
+	}
+}
+
+// isRunRecord reports whether t is the record of an `agentd run --run-id`
+// in a state directory this service shares: that command resolves its own.
+func isRunRecord(t *a2a.Task) bool {
+	id, ok := strings.CutPrefix(string(t.ID), "run-")
+	return ok && t.Metadata[a2abind.MetaRunID] == id
 }
 
 // openSideListeners opens the listeners of --health-listen (probes, over
@@ -318,6 +350,9 @@ func (s *service) Run(ctx context.Context) error {
 	// had not delivered are queued.
 	if _, err := s.engine.Recover(ctx, s.recover); err != nil {
 		return fmt.Errorf("recover the task store: %w", err)
+	}
+	if s.lease > 0 {
+		go s.takeOver(s.bg)
 	}
 	failed := make(chan error, len(s.endpoints))
 	for _, e := range s.endpoints {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/store"
+	"github.com/agentd/agentd/store/postgres"
 	"github.com/agentd/agentd/store/sqlite"
 	"github.com/agentd/agentd/tasks"
 )
@@ -36,7 +37,14 @@ type storeConfig struct {
 	DSNFile  string // --store-dsn-file
 	DSN      string // AGENT_STORE_DSN
 	Recover  string // --recover: fail or rerun
+	Lease    time.Duration // --store-lease: a PostgreSQL replica's lease
 }
+
+// Bounds of --store-lease.
+const (
+	minStoreLease = 300 * time.Millisecond
+	maxStoreLease = 10 * time.Minute
+)
 
 // defaultStateDir is the per-user state directory: $XDG_STATE_HOME/agentd,
 // else ~/.local/state/agentd; "" when neither is known (then --state-dir
@@ -59,6 +67,7 @@ func addStore(f *flags, c *storeConfig, serve bool) {
 		f.stringVar(&c.Kind, "store", "AGENT_STORE", storeSQLite, "the task store: sqlite (in --state-dir; tasks survive a restart), memory (lost with the process), or postgres (several replicas on one database; the DSN from "+envStoreDSN+" or --store-dsn-file)")
 		f.stringVar(&c.StateDir, "state-dir", "AGENT_STATE_DIR", defaultStateDir(), "the state directory: the sqlite store's database ("+sqlite.FileName+") and the schedule mode's last tick (schedule.json)")
 		f.stringVar(&c.DSNFile, "store-dsn-file", "AGENT_STORE_DSN_FILE", "", "--store postgres: a file holding the PostgreSQL DSN (or set "+envStoreDSN+"; never on argv)")
+		f.durationVar(&c.Lease, "store-lease", "AGENT_STORE_LEASE", postgres.DefaultLeaseTTL, "--store postgres: a replica's lease; the tasks of a replica that has not renewed it for this long are resolved by another (--recover)")
 	} else {
 		f.stringVar(&c.StateDir, "state-dir", "AGENT_STATE_DIR", "", "a state directory: with --run-id, a run that completed is not run again (its stored result is printed, and its code is the exit code); the schedule mode keeps its last tick there (schedule.json)")
 	}
@@ -78,6 +87,9 @@ func (c *storeConfig) Validate() error {
 	}
 	if strings.ContainsAny(c.StateDir, "?#") {
 		return fmt.Errorf("--state-dir %q: the path may not hold ? or #", c.StateDir)
+	}
+	if c.Kind == storePostgres && (c.Lease < minStoreLease || c.Lease > maxStoreLease) {
+		return fmt.Errorf("--store-lease must be in [%s, %s] (got %s)", minStoreLease, maxStoreLease, c.Lease)
 	}
 	switch c.Kind {
 	case "":
@@ -137,12 +149,25 @@ type storeLimits struct {
 	retention time.Duration
 }
 
-// openStore opens the task store c names (the build's step). A store that
-// cannot be opened at start (a state directory that cannot be written, a
-// database a newer agentd wrote, a database that cannot be reached) is bad
-// config: exit 2, naming the setting.
-func openStore(ctx context.Context, c *storeConfig, lim storeLimits, log *slog.Logger, cl *closers) (tasks.Store, error) {
+// openStore opens the task store c names (the build's step); instance names
+// a PostgreSQL replica ("" for a new id). A store that cannot be opened at
+// start (a state directory that cannot be written, a database a newer agentd
+// wrote, a database that cannot be reached or written) is bad config: exit
+// 2, naming the setting.
+func openStore(ctx context.Context, c *storeConfig, lim storeLimits, instance string, log *slog.Logger, cl *closers) (tasks.Store, error) {
 	switch c.Kind {
+	case storePostgres:
+		dsn, setting, err := c.dsn()
+		if err != nil {
+			return nil, err
+		}
+		s, err := postgres.Open(ctx, dsn, postgres.Options{Capacity: lim.capacity, Retention: lim.retention, LeaseTTL: c.Lease, Instance: instance, Log: log})
+		if err != nil {
+			return nil, usageError("--store postgres (%s): %v", setting, err)
+		}
+		log.Info("task store open", "store", storePostgres, "where", s.Where(), "instance", s.Instance(), "lease", c.Lease.String())
+		cl.add(func() { s.Close() })
+		return s, nil
 	case storeMemory:
 		return tasks.NewMemoryStore(lim.capacity, lim.retention), nil
 	case storeSQLite:
@@ -157,7 +182,24 @@ func openStore(ctx context.Context, c *storeConfig, lim storeLimits, log *slog.L
 		cl.add(func() { s.Close() })
 		return s, nil
 	}
-	return nil, usageError("--store %q: not available in this build", c.Kind)
+	return nil, usageError("--store %q: want sqlite, memory or postgres", c.Kind)
+}
+
+// dsn reads the PostgreSQL DSN (the build's step) and names where it came
+// from.
+func (c *storeConfig) dsn() (dsn, setting string, err error) {
+	if c.DSN != "" {
+		return c.DSN, envStoreDSN, nil
+	}
+	b, err := os.ReadFile(c.DSNFile)
+	if err != nil {
+		return "", "", usageError("--store-dsn-file: %v", err)
+	}
+	dsn = strings.TrimSpace(string(b))
+	if dsn == "" {
+		return "", "", usageError("--store-dsn-file %s is empty", c.DSNFile)
+	}
+	return dsn, "--store-dsn-file " + c.DSNFile, nil
 }
 
 // openSQLite opens the embedded store in dir.

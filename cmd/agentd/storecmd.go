@@ -99,7 +99,7 @@ func runStoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var cl closers
 	defer cl.close()
-	s, err := openStore(ctx, &c.Store, storeLimits{}, log, &cl)
+	s, err := openStore(ctx, &c.Store, storeLimits{}, "", log, &cl)
 	if err != nil {
 		return err
 	}

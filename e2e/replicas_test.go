@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/internal/pgtest"
+)
+
+// replica starts agentd serve on the PostgreSQL database dsn (the DSN in the
+// environment, as a Secret would give it), with a short lease.
+func replica(t *testing.T, dsn string, args ...string) *service {
+	t.Helper()
+	all := append([]string{"--store", "postgres", "--store-lease", "1s", "--push-allow-net", "127.0.0.0/8"}, args...)
+	return startServiceAs(t, agentdBin, []string{"AGENT_STORE_DSN=" + dsn}, all...)
+}
+
+// Two replicas on one PostgreSQL are one service: a task sent through A is
+// read, listed, streamed, given a webhook and cancelled through B; a message
+// sent to both is one task; when A is SIGKILLed, B resolves A's running
+// task within the lease.
+func TestReplicasOnePostgres(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	script := writeScript(t, "[depth 0]\nsleep 1500ms\nanswer \"done: {objective}\"\n")
+	a := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	b := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	ca, cb := a.client(t), b.client(t)
+	ctx := context.Background()
+
+	// Sent through A; read and streamed through B until it completes.
+	res, err := ca.SendMessage(ctx, nonBlocking(textMessage("first")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	if got := getTask(t, b, id); got.Status.State.Terminal() {
+		t.Fatalf("through B at once: %s", got.Status.State)
+	}
+	var states []a2a.TaskState
+	var final *a2a.Task
+	for ev, err := range cb.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: id}) {
+		if err != nil {
+			t.Fatalf("stream through B: %v", err)
+		}
+		switch v := ev.(type) {
+		case *a2a.Task:
+			states = append(states, v.Status.State)
+		case *a2a.TaskStatusUpdateEvent:
+			states = append(states, v.Status.State)
+		}
+	}
+	final = getTask(t, b, id)
+	if len(states) < 2 || states[len(states)-1] != a2a.TaskStateCompleted || final.Status.State != a2a.TaskStateCompleted || artifactText(final) != "done: first" {
+		t.Fatalf("streamed through B: %v, then %s %q", states, final.Status.State, artifactText(final))
+	}
+	if n := len(listAll(t, b)); n != 1 {
+		t.Fatalf("ListTasks through B: %d tasks", n)
+	}
+
+	// A webhook set through B is called by A, which runs the task.
+	var mu sync.Mutex
+	var hooks []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		hooks = append(hooks, body.Status.State)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	res, err = ca.SendMessage(ctx, nonBlocking(textMessage("second")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := res.(*a2a.Task).ID
+	if _, err := cb.SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: second, Config: a2a.PushConfig{URL: hook.URL + "/hook"}}); err != nil {
+		t.Fatalf("set a push config through B: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the webhook told of the end", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(hooks) > 0 && hooks[len(hooks)-1] == "completed"
+	})
+	if cfgs, err := ca.ListTaskPushConfig(ctx, &a2a.ListTaskPushConfigParams{TaskID: second}); err != nil || len(cfgs) != 1 {
+		t.Fatalf("the push config through A: %v %v", cfgs, err)
+	}
+
+	// Cancelled through B: A stops the tree.
+	res, err = ca.SendMessage(ctx, nonBlocking(textMessage("third")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := res.(*a2a.Task).ID
+	waitFor(t, 10*time.Second, "the third task running", func() bool { return getTask(t, b, third).Status.State == a2a.TaskStateWorking })
+	cancelled, err := cb.CancelTask(ctx, &a2a.TaskIDParams{ID: third})
+	if err != nil || cancelled.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("cancel through B: %+v %v", cancelled, err)
+	}
+
+	// One message sent to both replicas is one task.
+	m1, m2 := textMessage("once"), textMessage("once")
+	m1.Message.ID, m2.Message.ID = "replicated-message", "replicated-message"
+	r1, err := ca.SendMessage(ctx, nonBlocking(m1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := cb.SendMessage(ctx, m2) // blocking: B waits for A's run
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.(*a2a.Task).ID != r2.(*a2a.Task).ID || r2.(*a2a.Task).Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("a message through both: %s and %s (%s)", r1.(*a2a.Task).ID, r2.(*a2a.Task).ID, r2.(*a2a.Task).Status.State)
+	}
+	if n := lineCount(a, "task accepted") + lineCount(b, "task accepted"); n != 4 {
+		t.Fatalf("%d runs for four messages", n)
+	}
+
+	// A dies mid-task: B resolves its task once A's lease has expired.
+	res, err = ca.SendMessage(ctx, nonBlocking(textMessage("lost")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := res.(*a2a.Task).ID
+	waitFor(t, 10*time.Second, "the lost task running", func() bool { return getTask(t, b, lost).Status.State == a2a.TaskStateWorking })
+	a.kill(t)
+	killed := time.Now()
+	var got *a2a.Task
+	waitFor(t, 10*time.Second, "B resolved A's task", func() bool {
+		got = getTask(t, b, lost)
+		return got.Status.State.Terminal()
+	})
+	took := time.Since(killed)
+	t.Logf("SIGKILL of A to its task resolved by B: %s (lease 1s, B looks every 500ms)", took)
+	if got.Status.State != a2a.TaskStateFailed || got.Metadata["agentd/cause"] != "supervisor_lost" {
+		t.Fatalf("A's task after A died: %s %v", got.Status.State, got.Metadata)
+	}
+	if took < time.Second {
+		t.Fatalf("resolved %s after the kill: before the lease expired", took)
+	}
+}
+
+// PostgreSQL lost mid-run: a new message is refused with a clear JSON-RPC
+// error (nothing stored), the running task waits, and once the database is
+// back the task completes and new messages are taken again.
+func TestPostgresLostMidRun(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	script := writeScript(t, "[depth 0]\nsleep 1s\nanswer \"survived\"\n")
+	s := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	c := s.client(t)
+	ctx := context.Background()
+	res, err := c.SendMessage(ctx, nonBlocking(textMessage("keep going")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	waitFor(t, 10*time.Second, "the task running", func() bool { return lineCount(s, "subagent started") >= 1 })
+	srv.Stop()
+	var reply struct {
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	body := `{"messageId":"during-the-outage","role":"user","parts":[{"kind":"text","text":"hello"}]}`
+	if e := rpc(t, s, "", "message/send", `{"message":`+body+`,"configuration":{"blocking":false}}`, &reply); e == nil ||
+		!strings.Contains(e.Message, "task store is unavailable") {
+		t.Fatalf("a send while the database is down: %+v", e)
+	}
+	srv.Restart(t)
+	waitFor(t, 30*time.Second, "the task completed once the database is back", func() bool {
+		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: id})
+		return err == nil && got.Status.State == a2a.TaskStateCompleted && artifactText(got) == "survived"
+	})
+	if _, err := c.SendMessage(ctx, nonBlocking(textMessage("after"))); err != nil {
+		t.Fatalf("a send after the database is back: %v", err)
+	}
+	// The message sent during the outage was not stored: sent again, it runs.
+	again := textMessage("hello")
+	again.Message.ID = "during-the-outage"
+	if _, err := c.SendMessage(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A DSN that cannot be reached at start is bad config: exit 2, naming where
+// the DSN came from; so is a missing DSN file.
+func TestPostgresBadConfig(t *testing.T) {
+	wantUsageError(t, "AGENT_STORE_DSN=postgres://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=2", "AGENT_STORE_DSN",
+		"serve", "--listen", "127.0.0.1:0", "--store", "postgres")
+	wantUsageError(t, "", "--store-dsn-file", "serve", "--listen", "127.0.0.1:0", "--store", "postgres", "--store-dsn-file", "/nonexistent/dsn")
+	wantUsageError(t, "AGENT_STORE_DSN=postgres://u@127.0.0.1:1/db", "--store-lease", "serve", "--listen", "127.0.0.1:0", "--store", "postgres", "--store-lease", "1ms")
+}

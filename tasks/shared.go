@@ -1,0 +1,161 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+)
+
+// With a Shared store (replicas on one database) a task runs in the process
+// that accepted it, and every other process answers for it through the
+// store: a stream or a blocking send follows its stored snapshots (Watch),
+// tasks/cancel asks its runner to cancel it (RequestCancel), and the engine
+// serves the cancel requests other processes send for its own tasks.
+
+// sharedFor returns the Shared store when t is run by another process: not
+// live here, not terminal.
+func (e *Engine) sharedFor(t *a2a.Task) (Shared, bool) {
+	sh, ok := e.store.(Shared)
+	if !ok || t.Status.State.Terminal() || e.getLive(t.ID) != nil {
+		return nil, false
+	}
+	return sh, true
+}
+
+// serveCancels cancels the tasks other processes ask this one to cancel,
+// until the store closes the channel.
+func (e *Engine) serveCancels(sh Shared) {
+	for id := range sh.Cancels() {
+		lt := e.getLive(id)
+		if lt == nil {
+			continue // not ours, or already ended
+		}
+		if lt.cancelExec != nil {
+			lt.cancelExec(errCancelRequested)
+			continue
+		}
+		snap := lt.snapshot()
+		reqCtx := &a2asrv.RequestContext{TaskID: snap.ID, ContextID: snap.ContextID, StoredTask: snap}
+		if err := e.exec.Cancel(context.Background(), reqCtx, queue{e: e, lt: lt}); err != nil && !errors.Is(err, errTaskFinished) {
+			e.log.Warn("cancel requested by another replica failed", "task_id", string(id), "err", err)
+		}
+	}
+}
+
+// followRemote streams a task another process runs: its snapshot, then the
+// events its stored changes amount to, until it ends or ctx does.
+func (e *Engine) followRemote(ctx context.Context, sh Shared, id a2a.TaskID, yield func(a2a.Event, error) bool) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	changed := sh.Watch(ctx, id) // before the read: no change is missed
+	cur, _, err := e.store.Get(ctx, id)
+	if err != nil {
+		yield(nil, err)
+		return
+	}
+	if !yield(cur, nil) {
+		return
+	}
+	for !cur.Status.State.Terminal() {
+		select {
+		case _, ok := <-changed:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+		next, _, err := e.store.Get(ctx, id)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for _, ev := range changes(cur, next) {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+		cur = next
+	}
+}
+
+// changes are the events that turn snapshot old into new: an artifact update
+// for each new or changed artifact, then a status update if the status
+// changed (final once terminal).
+func changes(old, new *a2a.Task) []a2a.Event {
+	var out []a2a.Event
+	for _, a := range new.Artifacts {
+		i := slices.IndexFunc(old.Artifacts, func(o *a2a.Artifact) bool { return o.ID == a.ID })
+		if i >= 0 && len(old.Artifacts[i].Parts) == len(a.Parts) {
+			continue
+		}
+		out = append(out, &a2a.TaskArtifactUpdateEvent{TaskID: new.ID, ContextID: new.ContextID, Artifact: a, LastChunk: true})
+	}
+	if old.Status.State != new.Status.State || !StatusTime(old).Equal(StatusTime(new)) {
+		ev := a2a.NewStatusUpdateEvent(new, new.Status.State, new.Status.Message)
+		ev.Status = new.Status
+		ev.Final = new.Status.State.Terminal()
+		out = append(out, ev)
+	}
+	return out
+}
+
+// waitRemote waits until a task another process runs ends, timeout fires
+// or ctx ends, and returns its snapshot then.
+func (e *Engine) waitRemote(ctx context.Context, sh Shared, id a2a.TaskID, timeout <-chan time.Time) (*a2a.Task, error) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	changed := sh.Watch(ctx, id)
+	for {
+		t, _, err := e.store.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if t.Status.State.Terminal() {
+			return t, nil
+		}
+		select {
+		case _, ok := <-changed:
+			if !ok {
+				return t, nil
+			}
+		case <-timeout:
+			return t, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// cancelRemote asks the process running a task to cancel it and waits for
+// the task to end.
+func (e *Engine) cancelRemote(ctx context.Context, sh Shared, t *a2a.Task) (*a2a.Task, error) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	changed := sh.Watch(ctx, t.ID)
+	if err := sh.RequestCancel(ctx, t.ID); err != nil {
+		return nil, fmt.Errorf("cancel task %s on its replica: %w", t.ID, err)
+	}
+	for {
+		cur, _, err := e.store.Get(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Status.State.Terminal() {
+			return cur, nil
+		}
+		select {
+		case _, ok := <-changed:
+			if !ok {
+				return nil, fmt.Errorf("task %s: the store closed: %w", t.ID, a2a.ErrInternalError)
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
