@@ -32,11 +32,11 @@ const envStoreDSN = "AGENT_STORE_DSN"
 // database and the schedule mode's last tick. The DSN of PostgreSQL comes from
 // the environment or a file, never argv.
 type storeConfig struct {
-	Kind     string // --store: memory, sqlite or postgres; "" for run (the state directory's when set)
-	StateDir string // --state-dir
-	DSNFile  string // --store-dsn-file
-	DSN      string // AGENT_STORE_DSN
-	Recover  string // --recover: fail or rerun
+	Kind     string        // --store: memory, sqlite or postgres; "" for run (the state directory's when set)
+	StateDir string        // --state-dir
+	DSNFile  string        // --store-dsn-file
+	DSN      string        // AGENT_STORE_DSN
+	Recover  string        // --recover: fail or rerun
 	Lease    time.Duration // --store-lease: a PostgreSQL replica's lease
 }
 
