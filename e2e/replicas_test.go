@@ -13,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/internal/pgtest"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // replica starts agentd serve on the PostgreSQL database dsn (the DSN in the
@@ -89,7 +90,7 @@ func TestReplicasOnePostgres(t *testing.T) {
 	if _, err := cb.SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: second, Config: a2a.PushConfig{URL: hook.URL + "/hook"}}); err != nil {
 		t.Fatalf("set a push config through B: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the webhook told of the end", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the webhook told of the end", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(hooks) > 0 && hooks[len(hooks)-1] == "completed"
@@ -104,7 +105,7 @@ func TestReplicasOnePostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	third := res.(*a2a.Task).ID
-	waitFor(t, 10*time.Second, "the third task running", func() bool { return getTask(t, b, third).Status.State == a2a.TaskStateWorking })
+	testkit.WaitFor(t, 10*time.Second, "the third task running", func() bool { return getTask(t, b, third).Status.State == a2a.TaskStateWorking })
 	cancelled, err := cb.CancelTask(ctx, &a2a.TaskIDParams{ID: third})
 	if err != nil || cancelled.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("cancel through B: %+v %v", cancelled, err)
@@ -134,11 +135,11 @@ func TestReplicasOnePostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := res.(*a2a.Task).ID
-	waitFor(t, 10*time.Second, "the lost task running", func() bool { return getTask(t, b, lost).Status.State == a2a.TaskStateWorking })
+	testkit.WaitFor(t, 10*time.Second, "the lost task running", func() bool { return getTask(t, b, lost).Status.State == a2a.TaskStateWorking })
 	a.kill(t)
 	killed := time.Now()
 	var got *a2a.Task
-	waitFor(t, 10*time.Second, "B resolved A's task", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "B resolved A's task", func() bool {
 		got = getTask(t, b, lost)
 		return got.Status.State.Terminal()
 	})
@@ -167,7 +168,7 @@ func TestPostgresLostMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := res.(*a2a.Task).ID
-	waitFor(t, 10*time.Second, "the task running", func() bool { return lineCount(s, "subagent started") >= 1 })
+	testkit.WaitFor(t, 10*time.Second, "the task running", func() bool { return lineCount(s, "subagent started") >= 1 })
 	srv.Stop()
 	var reply struct {
 		Error *struct {
@@ -181,7 +182,7 @@ func TestPostgresLostMidRun(t *testing.T) {
 		t.Fatalf("a send while the database is down: %+v", e)
 	}
 	srv.Restart(t)
-	waitFor(t, 30*time.Second, "the task completed once the database is back", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the task completed once the database is back", func() bool {
 		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: id})
 		return err == nil && got.Status.State == a2a.TaskStateCompleted && artifactText(got) == "survived"
 	})

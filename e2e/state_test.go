@@ -19,6 +19,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	_ "modernc.org/sqlite"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // getTask reads a task through the service, failing the test on an error.
@@ -71,7 +73,7 @@ func TestRestartAfterSIGKILLResolvesTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := res.(*a2a.Task).ID
-	waitFor(t, 20*time.Second, "the second task's child running", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the second task's child running", func() bool {
 		return lineCount(s, "subagent started") >= 4
 	})
 	s.kill(t)
@@ -82,7 +84,7 @@ func TestRestartAfterSIGKILLResolvesTasks(t *testing.T) {
 	start := time.Now()
 	s2 := startService(t, args...)
 	var lost *a2a.Task
-	waitFor(t, 10*time.Second, "the interrupted task resolved", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the interrupted task resolved", func() bool {
 		lost = getTask(t, s2, running)
 		return lost.Status.State.Terminal()
 	})
@@ -141,7 +143,7 @@ func inspect(t *testing.T, dir string) storeReport {
 
 // recoveryTook is the "took" of the service's recovery log line.
 func recoveryTook(t *testing.T, s *service) string {
-	for _, r := range withMsg(logLines(s.logs.String()), "recovered orphaned tasks") {
+	for _, r := range testkit.WithMsg(testkit.JSONLines(s.logs.String()), "recovered orphaned tasks") {
 		return str(r, "took")
 	}
 	return "(no orphans)"
@@ -182,7 +184,7 @@ func TestRestartRerunsUnderRecoverRerun(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := res.(*a2a.Task).ID
-	waitFor(t, 20*time.Second, "the root running", func() bool { return lineCount(s, "subagent started") >= 1 })
+	testkit.WaitFor(t, 20*time.Second, "the root running", func() bool { return lineCount(s, "subagent started") >= 1 })
 	s.kill(t)
 
 	start := time.Now()
@@ -191,7 +193,7 @@ func TestRestartRerunsUnderRecoverRerun(t *testing.T) {
 		t.Fatalf("%d reruns logged, want 1", n)
 	}
 	var got *a2a.Task
-	waitFor(t, 20*time.Second, "the rerun task completed", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the rerun task completed", func() bool {
 		got = getTask(t, s2, id)
 		return got.Status.State.Terminal()
 	})
@@ -209,10 +211,10 @@ func TestRestartRerunsUnderRecoverRerun(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := res.(*a2a.Task).ID
-	waitFor(t, 20*time.Second, "the second root running", func() bool { return lineCount(s2, "subagent started") >= 2 })
+	testkit.WaitFor(t, 20*time.Second, "the second root running", func() bool { return lineCount(s2, "subagent started") >= 2 })
 	s2.kill(t)
 	s3 := startService(t, args...)
-	waitFor(t, 20*time.Second, "the second task's rerun running", func() bool { return lineCount(s3, "subagent started") >= 1 })
+	testkit.WaitFor(t, 20*time.Second, "the second task's rerun running", func() bool { return lineCount(s3, "subagent started") >= 1 })
 	s3.kill(t)
 	s4 := startService(t, args...)
 	last := getTask(t, s4, again)
@@ -270,7 +272,7 @@ func TestSameMessageIDOneTaskOneRun(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("eight sends of one message made %d tasks", n)
 	}
-	waitFor(t, 10*time.Second, "two runs accepted", func() bool { return lineCount(s, "task accepted") >= 2 })
+	testkit.WaitFor(t, 10*time.Second, "two runs accepted", func() bool { return lineCount(s, "task accepted") >= 2 })
 	if got := lineCount(s, "task accepted"); got != 2 {
 		t.Fatalf("%d runs for two messages", got)
 	}
@@ -324,12 +326,12 @@ func TestRunIDKilledMidRun(t *testing.T) {
 		{"killed-rerun", "rerun", 0, "finally"},
 	} {
 		cmd := agentdCommand(t, "run", "--run-id", tc.id, "--state-dir", dir, "--intelligence", "builtin:script="+script, "go")
-		logs := &syncBuffer{}
+		logs := &testkit.Buffer{}
 		cmd.Stderr = logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 20*time.Second, "the run's root started", func() bool { return strings.Contains(logs.String(), `"msg":"subagent started"`) })
+		testkit.WaitFor(t, 20*time.Second, "the run's root started", func() bool { return strings.Contains(logs.String(), `"msg":"subagent started"`) })
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		// Its agentd is dead: the next run with its id resolves it.
@@ -351,12 +353,12 @@ func TestRunIDUnderWayRefused(t *testing.T) {
 	dir := t.TempDir()
 	script := writeScript(t, "[depth 0]\nsleep 1s\nanswer \"one\"\n")
 	cmd := agentdCommand(t, "run", "--run-id", "busy", "--state-dir", dir, "--intelligence", "builtin:script="+script, "go")
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the run's root started", func() bool { return strings.Contains(logs.String(), `"msg":"subagent started"`) })
+	testkit.WaitFor(t, 20*time.Second, "the run's root started", func() bool { return strings.Contains(logs.String(), `"msg":"subagent started"`) })
 	out, code := runCombined(t, "run", "--run-id", "busy", "--state-dir", dir, "go")
 	if code != 2 || !strings.Contains(out, "--run-id busy") {
 		t.Fatalf("a second run of a run under way: exit %d\n%s", code, out)
@@ -413,11 +415,11 @@ func TestPushDeliveredAcrossRestart(t *testing.T) {
 		db.QueryRow("SELECT COUNT(*) FROM push_pending").Scan(&n)
 		return n
 	}
-	waitFor(t, 10*time.Second, "the task's events journaled", func() bool { return pending() >= 2 })
+	testkit.WaitFor(t, 10*time.Second, "the task's events journaled", func() bool { return pending() >= 2 })
 	s.kill(t)
 	hold.Store(false)
 	s2 := startService(t, args...)
-	waitFor(t, 10*time.Second, "the pending notifications delivered after the restart", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the pending notifications delivered after the restart", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, f := range finals {
@@ -427,7 +429,7 @@ func TestPushDeliveredAcrossRestart(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, 10*time.Second, "the journal empty", func() bool { return pending() == 0 })
+	testkit.WaitFor(t, 10*time.Second, "the journal empty", func() bool { return pending() == 0 })
 	if n := lineCount(s2, "resumed pending push notifications"); n != 1 {
 		t.Fatalf("resume logged %d times", n)
 	}

@@ -281,7 +281,10 @@ func TestAuthAcceptsAndRecordsTheCaller(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := do(t, c.client, f.url, sendBody, c.hdr)
+			// A message of its own: a messageId the same caller sent before
+			// would return the earlier task (idempotent sends).
+			body := strings.Replace(sendBody, `"m1"`, `"m1-`+c.name+`"`, 1)
+			r, err := do(t, c.client, f.url, body, c.hdr)
 			if err != nil {
 				t.Fatal(err)
 			}

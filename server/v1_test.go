@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -115,7 +116,8 @@ func TestV1SendGetListCancel(t *testing.T) {
 	}
 
 	for i := 0; i < 2; i++ {
-		call(t, h, "1.0", a2av1.MethodSendMessage, v1Send)
+		// New messages (the same messageId again would be the first task).
+		call(t, h, "1.0", a2av1.MethodSendMessage, strings.Replace(v1Send, `"m1"`, fmt.Sprintf(`"m1-%d"`, i), 1))
 	}
 	_, r = call(t, h, "1.0", a2av1.MethodListTasks, `{"pageSize":2}`)
 	var page a2av1.ListTasksResponse

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/internal/a2atest"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/store/sqlite"
 	"github.com/agentd/agentd/tasks"
 )
@@ -121,7 +122,7 @@ func TestRecoverFailRerunRequeue(t *testing.T) {
 			}
 			first := start(t, dir, tasks.WithAdmission(ctrl, admit.Policy{}))
 			running := a2atest.Send(t, first.engine, a2atest.NonBlocking("one"))
-			a2atest.WaitFor(t, func() bool { return first.exec.count() == 1 })
+			testkit.WaitFor(t, 10*time.Second, "the condition", func() bool { return first.exec.count() == 1 })
 			queued := a2atest.Send(t, first.engine, a2atest.NonBlocking("two"))
 			if queued.Metadata[tasks.MetaQueuePosition] != 1 {
 				t.Fatalf("second task not queued: %v", queued.Metadata)
@@ -146,7 +147,7 @@ func TestRecoverFailRerunRequeue(t *testing.T) {
 					t.Fatalf("the running task under fail: %s %v (%+v)", got.Status.State, got.Metadata, rec)
 				}
 				// The queued task runs now, as a first execution.
-				a2atest.WaitFor(t, func() bool { return second.exec.count() == 1 })
+				testkit.WaitFor(t, 10*time.Second, "the condition", func() bool { return second.exec.count() == 1 })
 				if second.exec.runs[0] != "exec "+string(queued.ID) {
 					t.Fatalf("runs: %v", second.exec.runs)
 				}
@@ -155,7 +156,7 @@ func TestRecoverFailRerunRequeue(t *testing.T) {
 					t.Fatalf("recovery: %+v", rec)
 				}
 				// The rerun holds the one slot; the requeued task waits for it.
-				a2atest.WaitFor(t, func() bool { return second.exec.count() == 1 })
+				testkit.WaitFor(t, 10*time.Second, "the condition", func() bool { return second.exec.count() == 1 })
 				want := "rerun " + string(running.ID) + ` "payload of ` + running.History[0].ID + `"`
 				if second.exec.runs[0] != want {
 					t.Fatalf("runs = %v, want %q", second.exec.runs, want)
@@ -169,11 +170,11 @@ func TestRecoverFailRerunRequeue(t *testing.T) {
 					t.Fatalf("the requeued task: %s %v", q.Status.State, q.Metadata)
 				}
 				second.release()
-				a2atest.WaitFor(t, func() bool { return second.exec.count() == 2 })
+				testkit.WaitFor(t, 10*time.Second, "the condition", func() bool { return second.exec.count() == 2 })
 			}
 			second.release()
 			for _, id := range []a2a.TaskID{running.ID, queued.ID} {
-				a2atest.WaitFor(t, func() bool {
+				testkit.WaitFor(t, 10*time.Second, "the condition", func() bool {
 					got, _, _ := second.store.Get(context.Background(), id)
 					return got.Status.State.Terminal()
 				})
