@@ -714,6 +714,14 @@ func checkAffinity(s *set) error {
 	if err != nil {
 		return err
 	}
+	if kind, _ := env(agentd(s), "AGENT_STORE"); kind == "postgres" {
+		// One database behind every replica: any of them answers for any
+		// task, and affinity would only unbalance the load.
+		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+			return fmt.Errorf("Service %s keeps ClientIP affinity although the replicas share PostgreSQL", svc.Name)
+		}
+		return nil
+	}
 	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
 		return fmt.Errorf("Service %s sessionAffinity is %q, want ClientIP (tasks/get must reach the replica that owns the task)", svc.Name, svc.Spec.SessionAffinity)
 	}

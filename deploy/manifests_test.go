@@ -32,6 +32,7 @@ var kustomizations = []string{
 	"k8s/base",
 	"k8s/overlays/mesh",
 	"k8s/overlays/per-replica-url",
+	"k8s/overlays/postgres",
 }
 
 // kinds maps each kind the manifests may contain to the Go type it is

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,4 +91,43 @@ func mustEnv(t *testing.T, c *corev1.Container, name string) string {
 		t.Fatalf("%s is not set", name)
 	}
 	return v
+}
+
+// The postgres overlay: the store is PostgreSQL with its DSN from a Secret,
+// the A2A Service has no affinity, egress reaches 5432, and nothing else of
+// the Deployment differs from the base.
+func TestPostgresOverlay(t *testing.T) {
+	base, s := load(t, "k8s/base"), load(t, "k8s/overlays/postgres")
+	c := agentd(s)
+	if mustEnv(t, c, "AGENT_STORE") != "postgres" {
+		t.Fatal("AGENT_STORE is not postgres")
+	}
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "AGENT_STORE_DSN" })
+	if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.SecretKeyRef == nil ||
+		c.Env[i].ValueFrom.SecretKeyRef.Name != "agentd-store" || c.Env[i].ValueFrom.SecretKeyRef.Key != "dsn" || c.Env[i].Value != "" {
+		t.Fatalf("AGENT_STORE_DSN is not from the Secret agentd-store, key dsn: %+v", c.Env)
+	}
+	svc, err := a2aService(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityNone || svc.Spec.SessionAffinityConfig != nil {
+		t.Fatalf("Service affinity %q %+v, want none", svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig)
+	}
+	pg := false
+	for _, r := range s.netpols[0].Spec.Egress {
+		for _, p := range r.Ports {
+			pg = pg || p.Port != nil && p.Port.IntValue() == 5432
+		}
+	}
+	if !pg {
+		t.Fatal("the NetworkPolicy does not let the replicas reach PostgreSQL on 5432")
+	}
+	drop := func(e corev1.EnvVar) bool { return strings.HasPrefix(e.Name, "AGENT_STORE") }
+	c.Env = slices.DeleteFunc(c.Env, drop)
+	bc := agentd(base)
+	bc.Env = slices.DeleteFunc(bc.Env, drop)
+	if !reflect.DeepEqual(base.deployments[0], s.deployments[0]) {
+		t.Error("the postgres overlay changes more of the Deployment than the AGENT_STORE settings")
+	}
 }
