@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -25,6 +26,7 @@ type serveProc struct {
 	url     string
 	started atomic.Int64 // forwarded "subagent started" lines: children past their payload
 	logDone chan struct{}
+	state   string // the state directory of its own that stop removes, or ""
 }
 
 // tlsArgs are serve's flags for the certificates mintCerts wrote into dir.
@@ -42,16 +44,30 @@ func tlsArgs(dir string) []string {
 // go to logw.
 func startServe(ctx context.Context, agentd string, args []string, logw io.Writer) (*serveProc, error) {
 	all := append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)
+	// Each serve gets a state directory of its own unless args choose the
+	// store: the per-user default would carry tasks (and their messageIds,
+	// which make a repeated send return the old task) from one run to the next.
+	state := ""
+	if !slices.Contains(args, "--store") && !slices.Contains(args, "--state-dir") {
+		dir, err := os.MkdirTemp("", "agentd-bench-state-")
+		if err != nil {
+			return nil, err
+		}
+		state = dir
+		all = append(all, "--state-dir", dir)
+	}
 	cmd := exec.CommandContext(ctx, agentd, all...)
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
+		os.RemoveAll(state)
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
+		os.RemoveAll(state)
 		return nil, err
 	}
-	s := &serveProc{cmd: cmd, logDone: make(chan struct{})}
+	s := &serveProc{cmd: cmd, logDone: make(chan struct{}), state: state}
 	listening := make(chan string, 1)
 	go func() {
 		defer close(s.logDone)
@@ -89,10 +105,12 @@ func startServe(ctx context.Context, agentd string, args []string, logw io.Write
 		return s, nil
 	case <-s.logDone:
 		err := cmd.Wait()
+		os.RemoveAll(state)
 		return nil, fmt.Errorf("agentd serve exited before listening: %v", err)
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		_ = cmd.Wait()
+		os.RemoveAll(state)
 		return nil, fmt.Errorf("agentd serve did not listen within 30s")
 	}
 }
@@ -102,6 +120,9 @@ func (s *serveProc) pid() int { return s.cmd.Process.Pid }
 
 // stop drains the service with SIGTERM and waits for it (SIGKILL after 30s).
 func (s *serveProc) stop() error {
+	if s.state != "" {
+		defer os.RemoveAll(s.state)
+	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { <-s.logDone; done <- s.cmd.Wait() }()
