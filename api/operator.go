@@ -204,7 +204,27 @@ type TreeNode struct {
 	Deadline     time.Time `json:"deadline"`
 	Provider     string    `json:"provider"`
 	Kind         string    `json:"kind"` // "subagent" or "exec"
+	// MaxTokens is the subagent's token grant, which Usage counts against.
+	MaxTokens int64 `json:"max_tokens,omitempty"`
+	// Objective is the subagent's objective, clipped to MaxTreeObjective
+	// characters.
+	Objective   string      `json:"objective,omitempty"`
+	Disposition Disposition `json:"disposition,omitempty"` // sync, async or detach; empty for a root
+	// Health is the detectors' view of a running child process: healthy,
+	// busy_healthy (pongs but no recent events: a long call), stuck, exiting
+	// or dead; empty before its detectors start and for a node without a
+	// process of its own (a peer's delegation, a workflow root).
+	Health string `json:"health,omitempty"`
+	// LastProgress is when the child last sent a frame other than a pong
+	// (the no-progress detector's clock), and MissedPings how many pings in
+	// a row it has left unanswered (the ping detector); set with Health.
+	LastProgress *time.Time `json:"last_progress,omitempty"`
+	MissedPings  int        `json:"missed_pings,omitempty"`
 }
+
+// MaxTreeObjective is how many characters of a subagent's objective a
+// TreeNode carries.
+const MaxTreeObjective = 160
 
 // CapsParams adjusts the chokepoint caps and the service's admission bounds;
 // omitted fields keep their value and no params at all reads them. Every cap

@@ -80,8 +80,10 @@ func WithIdentity(ctx context.Context, id *Identity, h http.Header) context.Cont
 // is identified by, in order: a bearer token in the Authorization header (a
 // static token, else a JWT-SVID when JWT is set), else the SPIFFE ID of the
 // client certificate verified in the handshake, else (Open only) as an
-// anonymous peer. No usable credentials: 401. A verified identity the policy
-// does not allow: 403. Read-only after construction; safe for concurrent use.
+// anonymous peer (the local operator, see localOperator). No usable
+// credentials: 401. A verified identity the policy does not allow: 403. An
+// operator whose request carries a cross-site signal (crossSite) is served as
+// a peer. Read-only after construction; safe for concurrent use.
 // The zero value refuses every caller.
 type Auth struct {
 	// Source verifies JWT-SVIDs (its JWT bundles, and its own SPIFFE ID as the
@@ -95,7 +97,10 @@ type Auth struct {
 	// Tokens are the static bearer tokens, each with its own role.
 	Tokens *Tokens
 	// Open admits callers without credentials as anonymous peers: the loopback
-	// development mode, when neither TLS nor tokens are configured.
+	// development mode, when neither TLS nor tokens are configured. The local
+	// user, a request from a loopback peer addressed to a loopback Host with
+	// the listener's port and without a cross-site signal, is the operator
+	// (localOperator).
 	Open bool
 	Log  *slog.Logger
 }
@@ -115,6 +120,12 @@ func (a *Auth) Middleware(next http.Handler) http.Handler {
 			}
 			httpError(w, status, reason)
 			return
+		}
+		if id.Operator() && crossSite(r) {
+			// A browser may hold an operator's credentials; a page of another
+			// origin must not use them (docs/security.md).
+			id = &Identity{ID: id.ID, Auth: id.Auth, Role: tlsconfig.RolePeer}
+			log.Debug("operator role not granted to a cross-site request", "spiffe_id", id.ID, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 		}
 		log.Debug("request authenticated", "spiffe_id", id.ID, "auth", id.Auth, "role", id.Role.String())
 		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id, r.Header)))
@@ -149,7 +160,11 @@ func (a *Auth) authenticate(r *http.Request) (*Identity, int, string) {
 		return a.authorize(&Identity{ID: id.String(), Auth: AuthMTLS, Role: a.Policy.Role(id)})
 	}
 	if a.Open {
-		return &Identity{Auth: AuthNone, Role: tlsconfig.RolePeer}, 0, ""
+		role := tlsconfig.RolePeer
+		if localOperator(r) {
+			role = tlsconfig.RoleOperator
+		}
+		return &Identity{Auth: AuthNone, Role: role}, 0, ""
 	}
 	return &Identity{}, http.StatusUnauthorized, "authentication required: a client certificate (SPIFFE X.509 SVID) or a bearer token"
 }

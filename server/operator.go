@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
@@ -217,7 +218,7 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 			if provider == "" {
 				provider = "local"
 			}
-			res.Nodes = append(res.Nodes, api.TreeNode{
+			tn := api.TreeNode{
 				AgentPath:    n.AgentPath,
 				TaskID:       n.Handle,
 				ParentTaskID: n.ParentHandle,
@@ -228,12 +229,31 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 				Deadline:     n.Deadline.UTC(),
 				Provider:     provider,
 				Kind:         n.Kind,
-			})
+				MaxTokens:    n.MaxTokens,
+				Objective:    clip(n.Objective, api.MaxTreeObjective),
+				Disposition:  n.Disposition,
+				Health:       string(n.Health),
+				MissedPings:  n.MissedPings,
+			}
+			if !n.LastProgress.IsZero() {
+				at := n.LastProgress.UTC()
+				tn.LastProgress = &at
+			}
+			res.Nodes = append(res.Nodes, tn)
 			walk(n.Handle)
 		}
 	}
 	walk("")
 	return res
+}
+
+// clip returns s cut to at most n characters, an ellipsis marking the cut.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
 }
 
 func (o *Operator) caps(ctx context.Context, raw json.RawMessage) (any, error) {

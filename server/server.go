@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -46,14 +47,20 @@ type Config struct {
 	// Metrics counts A2A requests and, when set, is served at /metrics to
 	// operators only. Every JSON-RPC request gets a server span either way.
 	Metrics *telemetry.Metrics
+	// Console, if set, serves the operator console under ConsolePath (GET
+	// only), to operators only: anyone else gets 403, as for /metrics.
+	Console http.Handler
 }
+
+// ConsolePath is where the operator console is served.
+const ConsolePath = "/ui/"
 
 // Handler returns the service's HTTP handler: POST / is the JSON-RPC endpoint
 // (each request a server span, counted in Config.Metrics), GET
 // /.well-known/agent-card.json (and the older /.well-known/agent.json) the
 // card, /healthz and /readyz the probes, with Config.Blobs GET /blobs/{id}
-// the stored distillates, and with Config.Metrics GET /metrics for
-// operators. Every request with an Origin header that is not loopback is
+// the stored distillates, with Config.Metrics GET /metrics and with
+// Config.Console GET /ui/ for operators. Every request with an Origin header that is not loopback is
 // refused (403).
 func Handler(cfg Config) http.Handler {
 	if cfg.MaxBody <= 0 {
@@ -84,6 +91,12 @@ func Handler(cfg Config) http.Handler {
 	r.Get("/readyz", probe(cfg.Ready))
 	if cfg.Metrics != nil {
 		r.Method(http.MethodGet, MetricsPath, auth.Middleware(operatorHTTP(cfg.Metrics.Handler())))
+	}
+	if cfg.Console != nil {
+		r.Get(strings.TrimSuffix(ConsolePath, "/"), func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, ConsolePath, http.StatusMovedPermanently)
+		})
+		r.Method(http.MethodGet, ConsolePath+"*", auth.Middleware(operatorHTTP(cfg.Console)))
 	}
 	if cfg.Blobs != nil {
 		// The same authentication as the JSON-RPC endpoint, and the same

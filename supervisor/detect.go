@@ -155,6 +155,12 @@ func (l *liveness) thresholds() thresholds {
 	}
 }
 
+// lastProgress is the wall-clock time of the last progress frame (or of the
+// watcher's start, or of a resume).
+func (l *liveness) lastProgress() time.Time {
+	return monoBase.Add(time.Duration(l.lastFrame.Load()))
+}
+
 // health classifies the child now; empty before the watcher started.
 func (l *liveness) health() Health {
 	t := l.thresholds()

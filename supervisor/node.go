@@ -87,6 +87,7 @@ func (n *node) info() NodeInfo {
 		Depth:      n.payload.Depth,
 		Objective:  n.payload.Contract.Objective,
 		Usage:      n.usage,
+		MaxTokens:  n.payload.Limits.MaxTokens,
 		Deadline:   n.deadline,
 	}
 	in.Provider, in.Disposition = n.nest.provider, n.nest.disposition
@@ -112,7 +113,12 @@ func (n *node) info() NodeInfo {
 	if n.proc != nil {
 		in.PID = n.proc.pid
 		if in.State == StateRunning {
-			in.Health = n.proc.live.health()
+			l := &n.proc.live
+			in.Health = l.health()
+			if in.Health != "" {
+				in.LastProgress = l.lastProgress()
+				in.MissedPings = int(l.missed.Load())
+			}
 		}
 	}
 	return in

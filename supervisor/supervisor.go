@@ -194,12 +194,18 @@ type NodeInfo struct {
 	Objective    string
 	// Kind is KindSubagent, or KindExec for an exec child (a command run by
 	// the exec self-tool, with no control channel).
-	Kind     string
-	State    string // StateStarting, StateRunning or StateStopping
-	Health   Health // the detectors' classification while running; empty before
-	Provider string // "local", or the peer provider a delegation went to
-	Usage    api.Usage
-	Deadline time.Time
+	Kind   string
+	State  string // StateStarting, StateRunning or StateStopping
+	Health Health // the detectors' classification while running; empty before
+	// LastProgress is when the child last sent a frame other than a pong
+	// (Detector B's clock), and MissedPings how many pings in a row it has
+	// left unanswered (Detector C); both zero while Health is empty.
+	LastProgress time.Time
+	MissedPings  int
+	Provider     string // "local", or the peer provider a delegation went to
+	Usage        api.Usage
+	MaxTokens    int64 // the subagent's token grant (its payload's limits.max_tokens)
+	Deadline     time.Time
 	// Disposition is how the parent waits for it (sync, async, detach); empty
 	// for a root.
 	Disposition api.Disposition

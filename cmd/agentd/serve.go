@@ -26,6 +26,8 @@ type serveConfig struct {
 	TaskCapacity  int
 	TaskRetention time.Duration
 	WarmPool      int
+	// Console serves the operator console at /ui/ (to operators only).
+	Console bool
 	// Instruction and Modes are the service's standing trigger: with a
 	// mode, the service also runs its own root (each run an A2A task).
 	Instruction string
@@ -46,6 +48,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	f.stringVar(&c.PublicURL, "public-url", "AGENT_PUBLIC_URL", "", "the URL peers reach this service at, for the agent card (default derived from --listen)")
 	f.intVar(&c.TaskCapacity, "task-capacity", "AGENT_TASK_CAPACITY", 10000, "tasks the store holds; finished ones are evicted oldest first")
 	f.durationVar(&c.TaskRetention, "task-retention", "AGENT_TASK_RETENTION", time.Hour, "how long a finished task stays readable")
+	f.boolVar(&c.Console, "console", "AGENT_CONSOLE", true, "serve the operator console at /ui/ and its event stream at /ui/events (operators only)")
 	f.intVar(&c.WarmPool, "warm-pool", "AGENT_WARM_POOL", 2, "children started ahead of time, waiting for their payload (0 turns the pool off)")
 	addAdmission(f, &c.Admission)
 	addStore(f, &c.Store, true)

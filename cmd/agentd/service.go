@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentd/agentd/a2abind"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/console"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/supervisor"
@@ -121,8 +122,10 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	if err != nil {
 		return nil, err
 	}
+	// The console hears of every change of the tree, to push it at once.
+	recent := console.NewRecent(0)
 	s.tree, err = openTree(&c.Core, log, treeOptions{
-		observer:      nested,
+		observer:      observers{nested, recent},
 		delegator:     delegate.Delegator{Router: router, Lineages: lineages},
 		warmPool:      c.WarmPool,
 		blobRetention: c.TaskRetention, // a stored distillate stays readable as long as its task
@@ -170,6 +173,10 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	}
 	metrics := newMetrics(s.sup, router, s.engine, s.admission.ctrl)
 	op := &server.Operator{Sup: s.sup, InFlight: s.engine.InFlight, Drain: s.drainer, LameDuck: lameDuck, Admission: s.admission.ctrl}
+	var ui *console.Console
+	if c.Console {
+		ui = newConsole(consoleParts{sup: s.sup, engine: s.engine, lameDuck: lameDuck, recent: recent, admission: s.admission.ctrl, taskCapacity: c.TaskCapacity}, log)
+	}
 	s.main.srv = &http.Server{
 		Handler: server.Handler(server.Config{
 			Handler: s.engine,
@@ -184,12 +191,13 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 				MutualTLS:   id.src != nil,
 				Bearer:      id.auth.JWT || id.auth.Tokens.Len() > 0,
 			}),
-			Methods: op.Methods(),
+			Methods: poked(op.Methods(), recent),
 			Auth:    id.auth,
 			Healthy: s.sup.Healthy,
 			Ready:   ready,
 			Blobs:   s.sup,
 			Metrics: metrics,
+			Console: consoleHandler(ui),
 			Log:     log,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -197,6 +205,12 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	}
 	if id.src != nil {
 		s.main.srv.TLSConfig = tlsconfig.ServerConfig(id.src)
+	}
+	if ui != nil {
+		// The console's streams end when the listener shuts down (after the
+		// drain, whose progress they show), so none holds the shutdown up.
+		s.main.srv.RegisterOnShutdown(ui.Close)
+		s.closers.add(ui.Close)
 	}
 	s.endpoints = append(s.endpoints, s.main)
 	if err := s.openSideListeners(c, id, server.ProbeHandler(s.sup.Healthy, ready), metricsHandler(metrics)); err != nil {
