@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -275,12 +277,14 @@ func forwardLine(log *slog.Logger, line []byte) {
 		msg, _ := rec["msg"].(string)
 		attrs := make([]any, 0, 2*len(rec)+2)
 		attrs = append(attrs, "child", true)
-		for k, v := range rec {
+		// The child's key order is lost in a map: sorted, so the same line
+		// renders the same each time.
+		for _, k := range slices.Sorted(maps.Keys(rec)) {
 			switch k {
 			case "time", "level", "msg", "run_id", "agent_path":
 				continue
 			}
-			attrs = append(attrs, k, v)
+			attrs = append(attrs, k, rec[k])
 		}
 		log.Log(context.Background(), level, msg, attrs...)
 		return

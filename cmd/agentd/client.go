@@ -23,6 +23,7 @@ import (
 type clientConfig struct {
 	To                string // --to, the server's base URL
 	Timeout           time.Duration
+	Unbounded         bool   // no --timeout: a watch runs until interrupted
 	Cert, Key, Bundle string // --tls-cert, --tls-key, --tls-bundle
 	SPIFFESocket      string
 	TokenFile         string
@@ -72,7 +73,7 @@ func (c *clientConfig) validate() error {
 	if c.To == "" {
 		return errors.New("--to is required")
 	}
-	if c.Timeout <= 0 {
+	if c.Timeout <= 0 && !c.Unbounded {
 		return fmt.Errorf("--timeout must be a positive duration (got %s)", c.Timeout)
 	}
 	url := c.To
@@ -101,10 +102,15 @@ func (c *clientConfig) validate() error {
 	return nil
 }
 
-// dial bounds ctx by --timeout and builds the HTTP client for --to. done
+// dial bounds ctx by --timeout (unless Unbounded) and builds the HTTP client for --to. done
 // releases both; it is never nil.
 func (c *clientConfig) dial(ctx context.Context, stderr io.Writer) (_ context.Context, _ *http.Client, done func(), err error) {
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	var cancel context.CancelFunc
+	if c.Unbounded {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+	}
 	hc, closeCreds, err := c.httpClient(ctx, newClientLogger(stderr))
 	return ctx, hc, func() { closeCreds(); cancel() }, err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -66,7 +67,13 @@ type coreConfig struct {
 	// (--aggregate-logs, the default); off, children write their own lines to
 	// agentd's stderr.
 	AggregateLogs bool
-	MCP           mcpConfig
+	// LogLevelGiven: --log-level or AGENT_LOG_LEVEL was set (run logs at warn
+	// on a terminal otherwise).
+	LogLevelGiven bool
+	// LogFormat is text or json; empty picks text when the log goes to a
+	// terminal, JSON otherwise.
+	LogFormat string
+	MCP       mcpConfig
 	// Tracing is the OTEL_* environment, which configures the trace
 	// exporter.
 	Tracing []string
@@ -91,6 +98,7 @@ func addCore(f *flags, c *coreConfig) {
 	f.boolVar(&c.LogContent, "log-content", "AGENT_LOG_CONTENT", false, "let prompts, model answers and tool arguments and results into the logs (the debug lines of each model and tool call) and span attributes of every process of a tree")
 	f.boolVar(&c.AggregateLogs, "aggregate-logs", "AGENT_AGGREGATE_LOGS", true, "forward each subagent's log lines through the supervisor (marked child=true); =false: subagents write their own lines to agentd's stderr")
 	f.boolVar(&c.AllowExec, "allow-exec", "AGENT_ALLOW_EXEC", false, "turn on the exec self-tool: the root (and any child it grants subagent/exec) may run commands as supervised exec children, each with --exec-deadline; exec counts as sensitive and egress in the Rule of Two")
+	f.stringVar(&c.LogFormat, "log-format", "AGENT_LOG_FORMAT", "", "log format: text or json (default: text when stderr is a terminal, JSON otherwise; children always log JSON to the supervisor, which renders their lines in this format)")
 
 	f.durationVar(&c.ChildDeadline, "child-deadline", "AGENT_CHILD_DEADLINE", 600*time.Second, "Detector A: every child's deadline is capped at this (the root's included)")
 	f.durationVar(&c.ExecDeadline, "exec-deadline", "AGENT_EXEC_DEADLINE", 120*time.Second, "Detector A for exec children (--allow-exec): each command is killed by the ladder at this deadline, or its caller's, whichever comes first")
@@ -160,6 +168,11 @@ func (c *coreConfig) Validate() error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "", logText, logJSON:
+	default:
+		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}
 	// OTEL_* settings agentd cannot honour (the error names the variable).
 	if _, err := telemetry.ExportFromEnv(c.Tracing); err != nil {
@@ -331,12 +344,52 @@ func (c *coreConfig) level() slog.Level {
 	return lvl
 }
 
-// logger is the service's JSON logger at --log-level.
+// Log formats (--log-format).
+const (
+	logText = "text"
+	logJSON = "json"
+)
+
+// logger is the logger of serve and run on w at --log-level (checked by
+// Validate), in --log-format: given, else text when w is a terminal and JSON
+// otherwise. A child's lines reach it as JSON (children always log JSON to
+// their supervisor) and are rendered in this format.
 func (c *coreConfig) logger(w io.Writer) *slog.Logger {
 	lvl := c.level()
+	format := c.LogFormat
+	if format == "" {
+		format = logJSON
+		if isTerminal(w) {
+			format = logText
+		}
+	}
+	var h slog.Handler
+	if format == logText {
+		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: shortTime})
+	} else {
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+	}
 	// Every line with a span in its context (or from a logger tied to one)
 	// carries trace_id and span_id.
-	return slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})))
+	return slog.New(telemetry.NewLogHandler(h))
+}
+
+// shortTime writes a text line's time as the time of day, to the millisecond:
+// a person reading a terminal knows the date.
+func shortTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 && a.Value.Kind() == slog.KindTime {
+		return slog.String(slog.TimeKey, a.Value.Time().Format("15:04:05.000"))
+	}
+	return a
+}
+
+// logLevelGiven reports whether --log-level or its variable was set, once f
+// is parsed.
+func logLevelGiven(f *flags) bool {
+	given := false
+	f.Visit(func(fl *flag.Flag) { given = given || fl.Name == "log-level" })
+	_, env := os.LookupEnv("AGENT_LOG_LEVEL")
+	return given || env
 }
 
 // otelEnv is the OTEL_* part of environ.

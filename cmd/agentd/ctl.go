@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -144,6 +145,9 @@ func ctlUsage(w io.Writer) {
 type ctlConfig struct {
 	Method string
 	JSON   bool
+	// Watch (a2a.Tree only) redraws the tree from the console's stream as it
+	// changes, until interrupted.
+	Watch  bool
 	Params map[string]any // the method's params from its flags; nil for none
 	Client clientConfig
 }
@@ -168,6 +172,9 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 	f := newFlags("ctl "+method, stderr, m.summary)
 	addClientFlags(f, &c.Client, "AGENT_CTL_TO", "base URL of the agentd service", 30*time.Second)
 	f.BoolVar(&c.JSON, "json", false, "print the result as JSON")
+	if method == api.OpTree {
+		f.BoolVar(&c.Watch, "watch", false, "redraw the tree as it changes (from the stream at /ui/events) until interrupted; on a terminal the screen is cleared and redrawn, otherwise each snapshot is printed once; --timeout applies only when given")
+	}
 	params := m.flags(f)
 	if err := f.parse(args[1:]); err != nil {
 		return nil, err
@@ -178,11 +185,19 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 	set := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	c.Params = params(set)
+	if c.Watch && !set["timeout"] {
+		c.Client.Timeout, c.Client.Unbounded = 0, true
+	}
 	return c, nil
 }
 
 // Validate checks every setting and names the bad one. It reads no file.
-func (c *ctlConfig) Validate() error { return c.Client.validate() }
+func (c *ctlConfig) Validate() error {
+	if c.Watch && c.JSON {
+		return errors.New("--watch and --json: choose one (the stream at /ui/events is JSON already)")
+	}
+	return c.Client.validate()
+}
 
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := validated(parseCtl(args, stdout, stderr))
@@ -193,6 +208,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer done()
 	if err != nil {
 		return err
+	}
+	if c.Watch {
+		return watchTree(ctx, hc, c.Client.To, stdout, stderr)
 	}
 	raw, err := callOperator(ctx, hc, c.Client.To, c.Method, c.Params)
 	if err != nil {
@@ -323,8 +341,22 @@ func printTree(w io.Writer, t *api.TreeResult, now time.Time) {
 			fmt.Fprintf(w, "%s%s  %s  [%s]  pid %s  exec  deadline in %s\n", prefix, n.AgentPath, n.TaskID, n.Status, pid, left)
 			continue
 		}
-		fmt.Fprintf(w, "%s%s  %s  [%s]  pid %s  depth %d  steps %d  tokens %d  deadline in %s  via %s\n",
-			prefix, n.AgentPath, n.TaskID, n.Status, pid, n.Depth, n.Usage.Steps, n.Usage.Tokens(), left, n.Provider)
+		tokens := fmt.Sprint(n.Usage.Tokens())
+		if n.MaxTokens > 0 {
+			tokens += fmt.Sprintf(" of %d", n.MaxTokens)
+		}
+		detect := ""
+		if n.Health != "" {
+			detect = "  " + n.Health
+			if n.LastProgress != nil {
+				detect += fmt.Sprintf(" (last event %s ago)", now.Sub(*n.LastProgress).Round(time.Second))
+			}
+			if n.MissedPings > 0 {
+				detect += fmt.Sprintf(", %d pings unanswered", n.MissedPings)
+			}
+		}
+		fmt.Fprintf(w, "%s%s  %s  [%s]  pid %s  depth %d  steps %d  tokens %s  deadline in %s  via %s%s\n",
+			prefix, n.AgentPath, n.TaskID, n.Status, pid, n.Depth, n.Usage.Steps, tokens, left, n.Provider, detect)
 	}
 }
 

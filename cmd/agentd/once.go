@@ -34,6 +34,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	if err := f.parse(args); err != nil {
 		return nil, err
 	}
+	c.Core.LogLevelGiven = logLevelGiven(f)
 	if f.NArg() > 0 {
 		if c.Instruction != "" {
 			return nil, usageError("unexpected arguments %q after --instruction", f.Args())
@@ -64,6 +65,11 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	c, err := validated(parseRun(args, stderr))
 	if err != nil {
 		return err
+	}
+	if !c.Core.LogLevelGiven && isTerminal(stderr) {
+		// A person at a terminal wants the result, not the supervisor's
+		// info lines; warnings and errors still show.
+		c.Core.LogLevel = "warn"
 	}
 	log := c.Core.logger(stderr)
 	return runWithSignals(ctx, log, func(ctx context.Context) (program, error) {

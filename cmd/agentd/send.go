@@ -19,8 +19,11 @@ import (
 // sendConfig is `agentd send`.
 type sendConfig struct {
 	Stream bool
-	Text   string // the arguments, joined
-	Client clientConfig
+	// Progress shows the tree's children starting and finishing on stderr
+	// (agentd peers only).
+	Progress bool
+	Text     string // the arguments, joined
+	Client   clientConfig
 }
 
 func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
@@ -28,6 +31,7 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	f := newFlags("send", stderr, "Sends TEXT to the A2A agent at --to, then prints the task's state and its artifact text.\nExit code: 0 when the task completed, else the exit-code table's code for its status.")
 	addClientFlags(f, &c.Client, "AGENT_SEND_TO", "base URL of the agent (its card is read from /.well-known/agent-card.json)", 15*time.Minute)
 	f.BoolVar(&c.Stream, "stream", false, "stream: print status updates as they arrive")
+	f.boolVar(&c.Progress, "progress", "AGENT_SEND_PROGRESS", true, "show the tree's progress on stderr while the task runs (an agentd peer's children starting and finishing): redrawn on a terminal, a line per change otherwise")
 	f.args = "TEXT"
 	if err := f.parse(args); err != nil {
 		return nil, err
@@ -72,7 +76,26 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if c.Stream {
 		send = sendStreaming
 	}
+	endProgress := func() {}
+	if c.Progress && isAgentd(card) {
+		// The tree's tasks share the root's context: one chosen here can be
+		// listed from the start.
+		msg.Message.ContextID = a2a.NewContextID()
+		prog := &progress{hc: hc, url: to, contextID: msg.Message.ContextID, w: stderr, tty: isTerminal(stderr)}
+		pctx, stop := context.WithCancel(ctx)
+		following := make(chan struct{})
+		go func() {
+			defer close(following)
+			prog.follow(pctx)
+		}()
+		endProgress = func() {
+			stop()
+			<-following
+			prog.finish(ctx)
+		}
+	}
 	task, err := send(ctx, client, msg, stdout)
+	endProgress()
 	if err != nil || task == nil {
 		return err
 	}

@@ -59,6 +59,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	if err := f.parse(args); err != nil {
 		return nil, err
 	}
+	c.Core.LogLevelGiven = logLevelGiven(f)
 	if f.NArg() > 0 {
 		return nil, usageError("serve takes no arguments (got %q)", f.Args())
 	}
