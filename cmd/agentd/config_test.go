@@ -110,6 +110,8 @@ func TestCoreValidate(t *testing.T) {
 		{"--intelligence", func(c *coreConfig) { c.Intelligence = "builtin:script=" }},
 		{"--model", func(c *coreConfig) { c.Intelligence = "http://127.0.0.1:1/v1" }},
 		{"--log-level", func(c *coreConfig) { c.LogLevel = "loud" }},
+		{"--log-format", func(c *coreConfig) { c.LogFormat = "yaml" }},
+		{"--log-format", func(c *coreConfig) { c.LogFormat = "JSON" }},
 		{"OTEL_TRACES_EXPORTER", func(c *coreConfig) { c.Tracing = []string{"OTEL_TRACES_EXPORTER=zipkin"} }},
 		{"OTEL_EXPORTER_OTLP_PROTOCOL", func(c *coreConfig) { c.Tracing = []string{"OTEL_EXPORTER_OTLP_PROTOCOL=grpc"} }},
 		{"--mcp-connect-timeout", func(c *coreConfig) { c.MCP.ConnectTimeout = 0 }},
@@ -231,6 +233,23 @@ func TestClientValidate(t *testing.T) {
 		{"--timeout", func(c *ctlConfig) { c.Client.Timeout = 0 }},
 		{"--tls-bundle", func(c *ctlConfig) { c.Client.To = "https://127.0.0.1:1" }},
 	})
+	// --watch runs until interrupted unless --timeout is given; it prints
+	// the stream, not JSON.
+	parseWatch := func() (*ctlConfig, error) {
+		return parseCtl([]string{"tree", "--watch", "--to", "http://127.0.0.1:1"}, io.Discard, io.Discard)
+	}
+	checkValidate(t, parseWatch, (*ctlConfig).Validate, []validateCase[ctlConfig]{
+		{"--json", func(c *ctlConfig) { c.JSON = true }},
+	})
+	if c, _ := parseWatch(); !c.Client.Unbounded || c.Client.Timeout != 0 {
+		t.Errorf("--watch without --timeout: %+v", c.Client)
+	}
+	if c, err := parseCtl([]string{"tree", "--watch", "--timeout", "2s", "--to", "http://127.0.0.1:1"}, io.Discard, io.Discard); err != nil || c.Client.Unbounded || c.Client.Timeout != 2*time.Second {
+		t.Errorf("--watch --timeout 2s: %+v %v", c, err)
+	}
+	if _, err := parseCtl([]string{"caps", "--watch", "--to", "http://127.0.0.1:1"}, io.Discard, io.Discard); err == nil {
+		t.Error("--watch is for a2a.Tree only")
+	}
 }
 
 func TestCertsValidate(t *testing.T) {

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentd/agentd/a2av1"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/console"
+)
+
+// openPTY opens a pseudo-terminal pair: what is written to tty reads back
+// from pty.
+func openPTY(t *testing.T) (pty, tty *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open /dev/ptmx: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		m.Close()
+		t.Fatalf("unlock the pty: %v", err)
+	}
+	n, err := unix.IoctlGetUint32(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		m.Close()
+		t.Fatalf("pty number: %v", err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		m.Close()
+		t.Fatalf("open the tty: %v", err)
+	}
+	t.Cleanup(func() { s.Close(); m.Close() })
+	return m, s
+}
+
+func TestIsTerminal(t *testing.T) {
+	_, tty := openPTY(t)
+	if !isTerminal(tty) {
+		t.Error("a pty is not a terminal")
+	}
+	f, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isTerminal(f) || isTerminal(&bytes.Buffer{}) {
+		t.Error("a file or a buffer is a terminal")
+	}
+}
+
+// TestLogFormat: JSON when the log is not a terminal, text on one, and
+// --log-format decides over both.
+func TestLogFormat(t *testing.T) {
+	pty, tty := openPTY(t)
+	for _, c := range []struct {
+		format string
+		tty    bool
+		json   bool
+	}{
+		{"", false, true},
+		{"", true, false},
+		{logJSON, true, true},
+		{logText, false, false},
+	} {
+		core := &coreConfig{LogLevel: "info", LogFormat: c.format}
+		var line string
+		if c.tty {
+			core.logger(tty).Info("serving", "listen", "127.0.0.1:8080")
+			buf := make([]byte, 4096)
+			pty.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := pty.Read(buf)
+			if err != nil {
+				t.Fatalf("read the pty: %v", err)
+			}
+			line = string(buf[:n])
+		} else {
+			var b bytes.Buffer
+			core.logger(&b).Info("serving", "listen", "127.0.0.1:8080")
+			line = b.String()
+		}
+		var rec map[string]any
+		isJSON := json.Unmarshal([]byte(line), &rec) == nil
+		if isJSON != c.json {
+			t.Errorf("format %q on a terminal %v: %q, want JSON %v", c.format, c.tty, line, c.json)
+		}
+		if !c.json && (!strings.Contains(line, "msg=serving") || !strings.Contains(line, "listen=127.0.0.1:8080") ||
+			!strings.HasPrefix(line, "time=") || len(strings.SplitN(line, " ", 2)[0]) != len("time=15:04:05.000")) {
+			t.Errorf("text line %q", line)
+		}
+	}
+}
+
+func TestReadSSE(t *testing.T) {
+	in := ": keep-alive\n\nevent: snapshot\nid: 1\ndata: {\"a\":1}\n\nevent: other\ndata: x\ndata: y\n\n: c\ndata: z\n\n"
+	var got []string
+	err := readSSE(strings.NewReader(in), func(event, data string) error {
+		got = append(got, event+"|"+data)
+		return nil
+	})
+	if err != nil || strings.Join(got, ";") != `snapshot|{"a":1};other|x`+"\n"+`y;|z` {
+		t.Fatalf("events %q, %v", got, err)
+	}
+}
+
+// TestPrintSnapshot: the watch view shows the tree with each node's grant
+// and detectors, the ended subagents and the gauges.
+func TestPrintSnapshot(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	last := at.Add(-2 * time.Second)
+	ev := &console.Event{At: at, Snapshot: console.Snapshot{
+		TreeResult: api.TreeResult{Nodes: []api.TreeNode{
+			{AgentPath: "0", TaskID: "root", PID: 10, Status: "running", Deadline: at.Add(time.Minute), Provider: "local",
+				Usage: api.Usage{TokensIn: 40, TokensOut: 2, Steps: 1}, MaxTokens: 1000, Health: "busy_healthy", LastProgress: &last},
+			{AgentPath: "0.1", TaskID: "kid", ParentTaskID: "root", Depth: 1, Status: "held", Deadline: at.Add(time.Minute), Provider: "local"},
+		}},
+		Ended:  []console.Ended{{AgentPath: "0.2", TaskID: "gone", Status: api.StatusCancelled, Cause: "operator", EndedAt: at.Add(-3 * time.Second)}},
+		Gauges: []console.Gauge{{Name: "task store", Value: 3, Max: 10}, {Name: "tasks in flight", Value: 1}},
+	}}
+	var b bytes.Buffer
+	printSnapshot(&b, ev, "http://127.0.0.1:8080")
+	out := b.String()
+	for _, want := range []string{
+		"2 live subagents (running)",
+		"0  root  [running]  pid 10  depth 0  steps 1  tokens 42 of 1000  deadline in 1m0s  via local  busy_healthy (last event 2s ago)",
+		"└─ 0.1  kid  [held]  pid -",
+		"ended lately:\n   0.2  gone  [cancelled (operator)]  tokens 0  3s ago",
+		"task store 3/10 · tasks in flight 1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("view lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestProgressLines: off a terminal, send prints a line when a child starts
+// and one when it ends, never the root's, never twice.
+func TestProgressLines(t *testing.T) {
+	var b bytes.Buffer
+	p := &progress{w: &b}
+	task := func(id, path, state, status string, ts string) *a2av1.Task {
+		meta := map[string]any{}
+		if path != "0" {
+			meta["agentd/agent_path"], meta["agentd/parent_task"] = path, "r"
+		}
+		if status != "" {
+			meta["agentd/status"] = status
+		}
+		text := "objective of " + path
+		return &a2av1.Task{ID: id, Status: a2av1.TaskStatus{State: a2av1.TaskState(state), Timestamp: ts},
+			Metadata: meta, History: []a2av1.Message{{Parts: []a2av1.Part{{Text: &text}}}}}
+	}
+	p.saw(task("r", "0", "TASK_STATE_WORKING", "", "2026-01-01T00:00:01Z"))
+	p.saw(task("a", "0.1", "TASK_STATE_SUBMITTED", "", "2026-01-01T00:00:02Z"))
+	p.saw(task("b", "0.10", "TASK_STATE_COMPLETED", "completed", "2026-01-01T00:00:03Z"))
+	p.draw()
+	p.saw(task("a", "0.1", "TASK_STATE_WORKING", "", "2026-01-01T00:00:04Z"))
+	p.draw()
+	p.saw(task("a", "0.1", "TASK_STATE_FAILED", "stalled", "2026-01-01T00:00:05Z"))
+	p.saw(task("r", "0", "TASK_STATE_COMPLETED", "completed", "2026-01-01T00:00:06Z"))
+	p.draw()
+	p.draw()
+	want := "child 0.1 started: objective of 0.1\nchild 0.10 completed: objective of 0.10\nchild 0.1 stalled\n"
+	if b.String() != want {
+		t.Fatalf("progress lines:\n%s\nwant:\n%s", b.String(), want)
+	}
+	if p.after != "2026-01-01T00:00:06Z" {
+		t.Fatalf("the next list starts after %q", p.after)
+	}
+}
+
+func TestPathLess(t *testing.T) {
+	paths := []string{"0.10", "0.2", "0", "0.2.1", "0.1", "0.1.3"}
+	sort.Slice(paths, func(i, j int) bool { return pathLess(paths[i], paths[j]) })
+	if got := strings.Join(paths, " "); got != "0 0.1 0.1.3 0.2 0.2.1 0.10" {
+		t.Fatalf("order %s", got)
+	}
+}
