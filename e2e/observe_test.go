@@ -223,15 +223,25 @@ answer "{path}"
 		}
 	}
 	// The main listener serves /metrics to operators only: in development
-	// mode every caller is an anonymous peer.
-	resp, err := http.Get(a.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("main listener /metrics for a peer: %s, want 403", resp.Status)
+	// mode the local user is the operator (docs/security.md), and a request
+	// a page of another origin makes is an anonymous peer's.
+	for _, c := range []struct {
+		site string
+		want int
+	}{{"", http.StatusOK}, {"cross-site", http.StatusForbidden}} {
+		req, _ := http.NewRequest(http.MethodGet, a.url+"/metrics", nil)
+		if c.site != "" {
+			req.Header.Set("Sec-Fetch-Site", c.site)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("main listener /metrics (Sec-Fetch-Site %q): %s, want %d", c.site, resp.Status, c.want)
+		}
 	}
 }
 

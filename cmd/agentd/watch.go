@@ -33,7 +33,7 @@ const maxSnapshotLine = 64 << 20
 // watchTree is `agentd ctl a2a.Tree --watch`: it reads the console's
 // snapshot stream (GET /ui/events, the operator's) and draws each snapshot:
 // on a terminal it clears the screen and redraws, otherwise it prints each
-// one once, a blank line between them. It returns when the stream ends (the
+// one once, each followed by a blank line. It returns when the stream ends (the
 // service stopped: nil), or ctx does.
 func watchTree(ctx context.Context, hc *http.Client, base string, stdout, stderr io.Writer) error {
 	url := strings.TrimSuffix(base, "/") + console.EventsPath
@@ -52,7 +52,6 @@ func watchTree(ctx context.Context, hc *http.Client, base string, stdout, stderr
 		return fmt.Errorf("watch %s: HTTP %d: %s", url, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	tty := isTerminal(stdout)
-	first := true
 	err = readSSE(resp.Body, func(event, data string) error {
 		if event != console.EventName {
 			return nil
@@ -62,14 +61,13 @@ func watchTree(ctx context.Context, hc *http.Client, base string, stdout, stderr
 			return fmt.Errorf("watch: a snapshot that does not decode: %w", err)
 		}
 		var b strings.Builder
-		switch {
-		case tty:
+		if tty {
 			b.WriteString("\x1b[H\x1b[2J") // home, clear
-		case !first:
-			b.WriteString("\n")
 		}
-		first = false
 		printSnapshot(&b, &ev, base)
+		if !tty {
+			b.WriteString("\n") // a blank line ends each snapshot
+		}
 		_, err := io.WriteString(stdout, b.String())
 		return err
 	})

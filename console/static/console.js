@@ -132,7 +132,7 @@
       td.append(el("meter", { min: 0, max: grant, value: Math.min(used, grant), "aria-label": `${used} of ${grant} tokens` }), " ");
     }
     td.append(el("span", { text: grant > 0 ? `${used} / ${grant}` : String(used) }));
-    if (usage && usage.steps) td.append(el("span", { class: "sub", text: `${usage.steps} steps` }));
+    if (usage && usage.steps) td.append(el("span", { class: "sub", text: usage.steps === 1 ? "1 step" : `${usage.steps} steps` }));
   }
 
   // renderRows keeps one row per key: rows are updated in place, so a focused
@@ -176,6 +176,8 @@
     for (let i = 0; i < 10; i++) tr.append(el("td"));
     tr.cells[7].className = "num";
     tr.cells[4].className = "num";
+    tr.cells[5].className = "nowrap";
+    tr.cells[6].className = "nowrap";
     tr.cells[8].className = "id";
     const details = el("button", { type: "button", text: "Details", "data-action": "details" });
     details.addEventListener("click", () => showDetail(tr.dataset.taskId));
@@ -394,6 +396,11 @@
     }
     return [el("pre", { text: JSON.stringify(p) })];
   }
+  function usageText(u) {
+    if (!u || typeof u !== "object") return undefined;
+    const steps = u.steps === 1 ? "1 step" : `${u.steps || 0} steps`;
+    return `${(u.tokens_in || 0) + (u.tokens_out || 0)} tokens (${u.tokens_in || 0} in, ${u.tokens_out || 0} out), ${steps}`;
+  }
   function fillDetail(t) {
     const meta = t.metadata || {};
     $("detail-h").textContent = `Task ${meta["agentd/agent_path"] || ""} ${t.id}`.replace("  ", " ");
@@ -409,7 +416,7 @@
       ["Provider", meta["agentd/provider"]],
       ["Disposition", meta["agentd/disposition"]],
       ["Caller", meta["agentd/caller"]],
-      ["Usage", meta["agentd/usage"] ? JSON.stringify(meta["agentd/usage"]) : undefined],
+      ["Usage", usageText(meta["agentd/usage"])],
     ];
     if (t.status && t.status.message) fields.push(["Status message", (t.status.message.parts || []).map((p) => p.text || "").join(" ")]);
     const dl = $("detail-fields");
