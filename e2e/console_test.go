@@ -522,7 +522,9 @@ func TestLocalCtlAndWatch(t *testing.T) {
 	if err != nil || r.Error != nil {
 		t.Fatalf("message/send: %v %+v", err, r.Error)
 	}
-	snap := next("the root running", func(s string) bool { return strings.Contains(s, "1 live subagents") && strings.Contains(s, "[running]") })
+	snap := next("the root running", func(s string) bool {
+		return strings.Contains(s, "1 live subagents") && strings.Contains(s, "[running]")
+	})
 	if !strings.Contains(snap, "tokens 0 of 200000") || !strings.Contains(snap, "task store 1/10000") {
 		t.Errorf("snapshot lacks the grant or the gauges:\n%s", snap)
 	}
