@@ -7,7 +7,7 @@ FUZZTIME ?= 20s
 JS_DEPS  := e2e/js/node_modules/.installed
 MCP_DEPS := e2e/mcp/node_modules/.installed
 
-.PHONY: all build run test test-deps pg-deps e2e-mcp-deps lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 test-spire spire
+.PHONY: all build run test test-deps pg-deps e2e-mcp-deps chromium lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 test-spire spire
 
 all: build
 
@@ -47,8 +47,10 @@ staticcheck:
 	$(GO) tool staticcheck ./...
 	$(GO) tool staticcheck -tags spire ./e2e
 
+# AGENTD_REQUIRE_CHROMIUM=1: the console's browser test fails, rather than
+# skips, when chromium is missing (test-deps installs it).
 unit: test-deps
-	$(GO) test -race -count=1 -timeout 12m ./...
+	AGENTD_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 -timeout 12m ./...
 
 # deploy-test: deploy/ is a module of its own (the Kubernetes libraries stay
 # out of the main module): it renders the kustomizations, decodes every object
@@ -56,7 +58,8 @@ unit: test-deps
 deploy-test:
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
-# test-deps: the npm packages the e2e tests need, each installed with `npm ci`
+# test-deps: Debian's chromium (below), and the npm packages the e2e tests
+# need, each installed with `npm ci`
 # from its committed lock file, again only when the lock changes (the stamp
 # .installed is touched only after npm ci succeeded; npm's own
 # node_modules/.package-lock.json may be left by a failed install): the
@@ -64,7 +67,7 @@ deploy-test:
 # into e2e/js/node_modules, and the reference MCP server
 # (@modelcontextprotocol/server-everything) of e2e/mcp_test.go, into
 # e2e/mcp/node_modules.
-test-deps: $(JS_DEPS) $(MCP_DEPS) pg-deps
+test-deps: $(JS_DEPS) $(MCP_DEPS) pg-deps chromium
 e2e-mcp-deps: $(MCP_DEPS)
 
 # pg-deps: PostgreSQL's server binaries (initdb, postgres), which the tests of
@@ -79,6 +82,16 @@ pg-deps:
 	else \
 		echo "PostgreSQL (initdb, postgres) is required by the store tests: apt-get install postgresql, as root"; exit 1; \
 	fi
+
+# chromium: Debian's chromium, which e2e/console_test.go drives headless
+# (chromedp) against the console. Installed when missing, as root: apt-get
+# update (only when the package lists do not know chromium yet, so once),
+# then apt-get install -y chromium.
+chromium:
+	@command -v chromium >/dev/null || { \
+		if [ "$$(id -u)" != 0 ]; then echo "chromium is missing: as root, run apt-get update && apt-get install -y chromium"; exit 1; fi; \
+		apt-cache policy chromium 2>/dev/null | grep -q 'Candidate: [0-9]' || apt-get update; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 $(JS_DEPS): e2e/js/package.json e2e/js/package-lock.json
 	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for the e2e tests"; exit 1; }

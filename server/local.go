@@ -37,7 +37,15 @@ import (
 // (same-site is another origin on the same site, such as another port).
 // Requests without either header (every non-browser client, and a browser's
 // same-origin GET) carry none.
+//
+// One cross-site request carries no such sign: a top-level navigation to the
+// console's page (a link to it followed from another site). It reads a static
+// page that holds no data and changes nothing, the page cannot be framed, and
+// everything the page then asks for is same-origin.
 func crossSite(r *http.Request) bool {
+	if navigatesToConsole(r) {
+		return false
+	}
 	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
 		return true
 	}
@@ -45,6 +53,14 @@ func crossSite(r *http.Request) bool {
 		return true
 	}
 	return false
+}
+
+// navigatesToConsole reports whether r is a browser's top-level navigation
+// (GET or HEAD of a document, Sec-Fetch-Mode navigate) to the console's page.
+func navigatesToConsole(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == ConsolePath &&
+		r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document" &&
+		r.Header.Get("Origin") == ""
 }
 
 // ownOrigin is the origin the request was addressed to: its scheme and its

@@ -102,6 +102,20 @@ func TestLocalOperator(t *testing.T) {
 		{"a loopback Host without a port", map[string]string{"Host": "127.0.0.1"}, false, 0},
 		{"a subdomain of localhost", map[string]string{"Host": "a.localhost:" + port}, false, 0},
 	}
+	// A link to the console followed from another site opens the page (its
+	// stream is then same-origin); it opens nothing else.
+	nav := map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+	if status, _ := localCall(t, srv, http.MethodGet, "/ui/", nav); status != http.StatusOK {
+		t.Errorf("a cross-site navigation to /ui/: %d, want 200", status)
+	}
+	for _, path := range []string{"/ui/events", "/ui/console.js", "/metrics"} {
+		if status, _ := localCall(t, srv, http.MethodGet, path, nav); status != http.StatusForbidden && status != http.StatusNotFound {
+			t.Errorf("a cross-site navigation to %s: %d, want 403", path, status)
+		}
+	}
+	if status, code := localCall(t, srv, http.MethodPost, "/", nav); status != http.StatusOK || code != CodeMethodNotFound {
+		t.Errorf("a cross-site navigation posting a2a.Tree: HTTP %d code %d, want -32601", status, code)
+	}
 	for _, c := range cases {
 		status, code := localCall(t, srv, http.MethodPost, "/", c.hdr)
 		wantStatus := c.status
