@@ -20,6 +20,7 @@ type Ended struct {
 	RootTaskID   string             `json:"root_task_id"`
 	Depth        int                `json:"depth"`
 	Provider     string             `json:"provider"`
+	Kind         string             `json:"kind,omitempty"` // subagent or exec
 	Status       api.TerminalStatus `json:"status"`
 	Cause        string             `json:"cause,omitempty"`
 	Usage        api.Usage          `json:"usage"`
@@ -72,7 +73,7 @@ func (r *Recent) NodeFinished(n supervisor.NodeInfo, res api.SubagentResult) {
 	}
 	e := Ended{
 		AgentPath: n.AgentPath, TaskID: n.Handle, ParentTaskID: n.ParentHandle, RootTaskID: n.RootHandle,
-		Depth: n.Depth, Provider: provider, Status: res.Status, Cause: res.Cause, Usage: res.Usage,
+		Depth: n.Depth, Provider: provider, Kind: n.Kind, Status: res.Status, Cause: res.Cause, Usage: res.Usage,
 		MaxTokens: n.MaxTokens, Objective: clip(n.Objective, api.MaxTreeObjective), EndedAt: time.Now().UTC(),
 	}
 	r.mu.Lock()

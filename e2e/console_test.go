@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,8 +270,10 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("the slow child's pid %d as shown is not a live process", slowPID)
 	}
 	gauges := evalJS[string](t, b, `document.getElementById("gauges").innerText`)
-	for _, g := range []string{"live subagents", "subagent processes", "tasks in flight", "task store", "breakers open"} {
-		if !strings.Contains(gauges, g) {
+	// Admission's gauges against their bounds, then the service's.
+	for _, g := range []string{`live runs\n1 / \d+`, `live processes\n[1-3] / \d+`, `admission queue\n0 / \d+`,
+		`live subagents\n[1-3]\n`, `tasks in flight\n[1-3]\n`, `task store\n3 / 10000`, `breakers open\n0`} {
+		if !regexp.MustCompile(g).MatchString(gauges) {
 			t.Errorf("gauges lack %q: %q", g, gauges)
 		}
 	}
@@ -525,7 +528,7 @@ func TestLocalCtlAndWatch(t *testing.T) {
 	snap := next("the root running", func(s string) bool {
 		return strings.Contains(s, "1 live subagents") && strings.Contains(s, "[running]")
 	})
-	if !strings.Contains(snap, "tokens 0 of 200000") || !strings.Contains(snap, "task store 1/10000") {
+	if !strings.Contains(snap, "tokens 0 of 200000") || !strings.Contains(snap, "task store 1/10000") || !strings.Contains(snap, "admission: runs 1/") {
 		t.Errorf("snapshot lacks the grant or the gauges:\n%s", snap)
 	}
 	out, code = runCombined(t, "ctl", "a2a.Cancel", "--to", s.url)

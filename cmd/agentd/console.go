@@ -95,13 +95,15 @@ func serviceGauges(p consoleParts) []console.Gauge {
 	for _, n := range p.engine.TaskStates() {
 		stored += n
 	}
-	return []console.Gauge{
-		{Name: "live subagents", Value: float64(len(live)), Help: "subagents of every live tree, held spawns included"},
-		{Name: "subagent processes", Value: float64(procs), Help: "live subagents with a process of their own"},
+	g := []console.Gauge{{Name: "live subagents", Value: float64(len(live)), Help: "subagents of every live tree, held spawns included"}}
+	if p.admission == nil { // admission's gauges show the processes against their bound
+		g = append(g, console.Gauge{Name: "subagent processes", Value: float64(procs), Help: "live subagents with a process of their own"})
+	}
+	return append(g, []console.Gauge{
 		{Name: "warm pool idle", Value: float64(pool.Idle), Max: float64(pool.Size), Help: "children started ahead of time, waiting for a payload"},
 		{Name: "tasks in flight", Value: float64(p.engine.InFlight()), Help: "tasks not yet terminal"},
 		{Name: "task store", Value: float64(stored), Max: float64(p.taskCapacity), Help: "tasks held, against --task-capacity"},
-	}
+	}...)
 }
 
 // poked wraps the operator methods so that the console's streams look at the

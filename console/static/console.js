@@ -199,6 +199,7 @@
     tr.dataset.path = n.agent_path;
     const c = tr.cells;
     const path = el("span", { class: `path d${Math.min(n.depth, 8)}` }, el("span", { class: "mono", text: n.agent_path }));
+    if (n.kind === "exec") path.append(" ", badge("kind", "exec"));
     if (n.objective) path.append(el("span", { class: "objective", text: n.objective }));
     c[0].replaceChildren(path);
     c[1].replaceChildren(badge(`s-${n.status}`, n.status));
@@ -241,6 +242,7 @@
   function fillEnded(tr, e) {
     const c = tr.cells;
     const path = el("span", { class: `path d${Math.min(e.depth, 8)}` }, el("span", { class: "mono", text: e.agent_path }));
+    if (e.kind === "exec") path.append(" ", badge("kind", "exec"));
     if (e.objective) path.append(el("span", { class: "objective", text: e.objective }));
     c[0].replaceChildren(path);
     c[1].replaceChildren(badge(`s-${e.status}`, e.status), e.cause ? el("span", { class: "sub", text: e.cause }) : "");
@@ -259,12 +261,13 @@
     const out = [];
     const a = s.admission;
     if (a) {
-      out.push({ name: "runs", value: a.runs, max: a.max_runs });
-      out.push({ name: "live processes", value: a.live_processes, max: a.max_live_subagents });
-      out.push({ name: "admission queue", value: a.queued, max: a.queue_capacity });
+      out.push({ name: "live runs", value: a.runs, max: a.max_live_runs, help: "runs (live trees) holding a slot, against --max-live-runs" });
+      out.push({ name: "live processes", value: a.live_processes, max: a.max_live_subagents, help: "subagent processes alive, against --max-live-subagents" });
+      out.push({ name: "process slots", value: a.slots, max: a.max_live_subagents, help: "process slots taken (one per run, one per nested local subagent)" });
+      out.push({ name: "admission queue", value: a.queued, max: a.queue_capacity, help: "runs waiting for a slot, against --queue-capacity" });
       if (a.shed) {
         const shed = Object.values(a.shed).reduce((x, y) => x + y, 0);
-        out.push({ name: "shed (429)", value: shed });
+        out.push({ name: "shed (429)", value: shed, help: "requests turned away since start" });
       }
     }
     for (const g of s.gauges || []) out.push(g);
