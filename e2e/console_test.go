@@ -538,6 +538,35 @@ func TestLocalCtlAndWatch(t *testing.T) {
 	next("the root ended", func(s string) bool {
 		return strings.Contains(s, "0 live subagents") && strings.Contains(s, "ended lately:") && strings.Contains(s, "[cancelled")
 	})
+
+	// On a terminal the watch clears the screen and redraws.
+	pty, tty := openPTY(t)
+	onTTY := agentdCommand(t, "ctl", "tree", "--watch", "--to", s.url)
+	onTTY.Stdout, onTTY.Stderr = tty, tty
+	if err := onTTY.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { onTTY.Process.Kill(); onTTY.Wait() })
+	screen := readUntil(t, pty, "ended lately:")
+	if !strings.HasPrefix(screen, "\x1b[H\x1b[2J") || !strings.Contains(screen, "0 live subagents") {
+		t.Fatalf("the watch on a terminal drew %q", screen)
+	}
+}
+
+// readUntil reads r until what has been read contains want (within 10 s).
+func readUntil(t *testing.T, r *os.File, want string) string {
+	t.Helper()
+	r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, []byte(want)) {
+		n, err := r.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("read until %q: %v after %q", want, err, got)
+		}
+	}
+	return string(got)
 }
 
 // TestSendShowsTheTree: off a terminal, `agentd send` prints a line on
@@ -570,6 +599,39 @@ func TestSendShowsTheTree(t *testing.T) {
 	_, quiet := send("--progress=false", "first line\nsecond line")
 	if quiet != "" {
 		t.Errorf("--progress=false printed:\n%s", quiet)
+	}
+	// On a terminal it redraws one row per subagent in place, the root's too.
+	pty, tty := openPTY(t)
+	cmd := agentdCommand(t, "send", "--to", s.url, "first line\nsecond line")
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, tty
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	screen := readUntil(t, pty, "completed")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("send on a terminal: %v", err)
+	}
+	screen += readUntilQuiet(pty)
+	if !strings.Contains(screen, "\x1b[2K0 ") || !strings.Contains(screen, "\x1b[2K  0.1 ") || !strings.Contains(screen, "F\x1b[2K") {
+		t.Errorf("send on a terminal drew %q", screen)
+	}
+	if !strings.Contains(stdout.String(), `"second line" has 2 words`) {
+		t.Errorf("stdout %q", stdout.String())
+	}
+}
+
+// readUntilQuiet reads what r has left, until a read waits 200 ms.
+func readUntilQuiet(r *os.File) string {
+	var got []byte
+	buf := make([]byte, 4096)
+	for {
+		r.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		n, err := r.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			return string(got)
+		}
 	}
 }
 

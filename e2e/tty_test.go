@@ -18,10 +18,13 @@ var regexpChildText = regexp.MustCompile(`(?m)^time=\S+ level=INFO msg="subagent
 // from pty. Both are closed at cleanup.
 func openPTY(t *testing.T) (pty, tty *os.File) {
 	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	// Non-blocking, so the runtime's poller serves it and read deadlines
+	// work.
+	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatalf("open /dev/ptmx: %v", err)
 	}
+	m := os.NewFile(uintptr(fd), "/dev/ptmx")
 	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
 		m.Close()
 		t.Fatalf("unlock the pty: %v", err)
