@@ -28,6 +28,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // consoleScript is a tree that stays up long enough to be looked at: the
@@ -85,7 +86,7 @@ func browserProcesses(dir string) []int {
 			continue
 		}
 		for _, arg := range bytes.Split(cmdline, []byte{0}) {
-			if bytes.Equal(arg, want) && alive(pid) {
+			if bytes.Equal(arg, want) && testkit.Alive(pid) {
 				out = append(out, pid)
 				break
 			}
@@ -115,7 +116,7 @@ func startBrowser(t *testing.T) *browser {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out testkit.Buffer
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path),
 		chromedp.Headless,
@@ -266,7 +267,7 @@ func TestConsoleInChromium(t *testing.T) {
 	b.wait(t, "the detectors' view", `[...document.querySelectorAll("#trees tbody tr")].some(tr => /healthy|busy/.test(tr.cells[2].innerText))`)
 	slowID := evalJS[string](t, b, `document.querySelectorAll("#trees tbody tr")[2].dataset.taskId`)
 	slowPID, _ := strconv.Atoi(evalJS[string](t, b, `document.querySelectorAll("#trees tbody tr")[2].cells[7].innerText`))
-	if slowPID <= 0 || !alive(slowPID) {
+	if slowPID <= 0 || !testkit.Alive(slowPID) {
 		t.Fatalf("the slow child's pid %d as shown is not a live process", slowPID)
 	}
 	gauges := evalJS[string](t, b, `document.getElementById("gauges").innerText`)
@@ -312,7 +313,7 @@ func TestConsoleInChromium(t *testing.T) {
 	b.wait(t, "the confirmation opens", `document.getElementById("confirm").open && document.activeElement.id === "confirm-keep"`)
 	b.do(t, "press Escape", chromedp.KeyEvent(kb.Escape))
 	b.wait(t, "the confirmation closes", `!document.getElementById("confirm").open`)
-	if !alive(slowPID) {
+	if !testkit.Alive(slowPID) {
 		t.Fatal("Escape cancelled the subtree")
 	}
 	// Confirmed, it ends the subtree: the child is cancelled and its process
@@ -321,12 +322,12 @@ func TestConsoleInChromium(t *testing.T) {
 	b.wait(t, "the confirmation opens", `document.getElementById("confirm").open`)
 	b.do(t, "confirm", chromedp.Click(chromedp.ID("confirm-ok")))
 	b.wait(t, "the subtree ends", `[...document.querySelectorAll("#ended tbody tr")].some(tr => tr.dataset.taskId === "`+slowID+`" && tr.dataset.status === "cancelled")`)
-	waitFor(t, 10*time.Second, "the cancelled child's process gone", func() bool { return !alive(slowPID) })
+	testkit.WaitFor(t, 10*time.Second, "the cancelled child's process gone", func() bool { return !testkit.Alive(slowPID) })
 	b.wait(t, "the whole tree ends", `document.querySelectorAll("#trees tbody tr").length === 0 && !document.getElementById("trees-empty").hidden`)
 	if info := evalJS[string](t, b, `document.getElementById("info").innerText`); !strings.Contains(info, "Cancelled the subtree of 0.2") {
 		t.Errorf("the page told %q", info)
 	}
-	waitFor(t, 10*time.Second, "the root task completed", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the root task completed", func() bool {
 		r, err := callRPC(t, http.DefaultClient, s.url, "tasks/get", map[string]any{"id": root.ID}, nil)
 		return err == nil && r.Error == nil && strings.Contains(string(r.Result), `"state":"completed"`)
 	})
