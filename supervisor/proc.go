@@ -137,16 +137,36 @@ func startProc(spec procSpec) (*proc, error) {
 		done:   make(chan struct{}),
 	}
 	p.log.Store(spec.log)
+	logsDone := make(chan struct{})
+	if errR != nil {
+		go func() {
+			defer close(logsDone)
+			forwardLogs(errR, &p.log)
+		}()
+	} else {
+		close(logsDone)
+	}
 	go func() {
 		p.status = <-exit
+		// The child's last log lines may still be in its stderr pipe: forward
+		// them before its exit is known, so they are logged before the node
+		// ends (and before a one-shot run exits). A grandchild that holds the
+		// pipe open bounds the wait at logDrainWait.
+		t := time.NewTimer(logDrainWait)
+		select {
+		case <-logsDone:
+		case <-t.C:
+		}
+		t.Stop()
 		close(p.done)
 	}()
 	go p.readFrames(spec.maxFrame)
-	if errR != nil {
-		go forwardLogs(errR, &p.log)
-	}
 	return p, nil
 }
+
+// logDrainWait bounds how long a reaped child's exit waits for the rest of its
+// stderr to be forwarded.
+const logDrainWait = 100 * time.Millisecond
 
 // deadlineWriter bounds every write to a pipe.
 type deadlineWriter struct {
