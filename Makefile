@@ -149,6 +149,7 @@ fuzz:
 	$(GO) test ./a2av1 -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./delegate -run '^$$' -fuzz FuzzParseRule -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzParseTokens -fuzztime $(FUZZTIME)
+	$(GO) test ./server -run '^$$' -fuzz FuzzStrictJSON -fuzztime $(FUZZTIME)
 	$(GO) test ./tlsconfig -run '^$$' -fuzz FuzzParsePolicy -fuzztime $(FUZZTIME)
 	$(GO) test ./telemetry -run '^$$' -fuzz FuzzTraceparent -fuzztime $(FUZZTIME)
 	$(GO) test ./telemetry -run '^$$' -fuzz FuzzExportFromEnv -fuzztime $(FUZZTIME)
