@@ -30,6 +30,28 @@ const (
 	MetaTrace    = "traceparent"      // W3C trace context
 )
 
+// ReservedPrefix starts every metadata key agentd reserves for itself.
+const ReservedPrefix = "agentd/"
+
+// MetaPriority is the admission priority a client may ask for (low, normal,
+// high), read by the service's admission control.
+const MetaPriority = "agentd/priority"
+
+// inputMetadata are the reserved keys a caller may set on a message or a
+// send request: what ReadInbound reads (the mesh metadata of another
+// agentd's delegation, the routing hints) and the admission priority. Every
+// other agentd/ key is agentd's own output (agentd/caller, agentd/status,
+// agentd/parent_task, agentd/agent_path, ...), which the HTTP front removes
+// from a caller's input.
+var inputMetadata = map[string]bool{
+	MetaDepth: true, MetaMaxDepth: true, MetaHops: true, MetaBudget: true,
+	MetaProvider: true, MetaSkill: true, MetaPriority: true,
+}
+
+// InputMetadata reports whether key is a reserved metadata key a caller may
+// set (see ReservedPrefix).
+func InputMetadata(key string) bool { return inputMetadata[key] }
+
 // DataKeyDelegation is the key of the data part that carries the structured
 // delegation: {"agentd/delegation": Delegation}.
 const DataKeyDelegation = "agentd/delegation"

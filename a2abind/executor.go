@@ -236,7 +236,8 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		switch {
 		case ctx.Err() != nil: // tasks/cancel while the provider was starting
 			status, text = api.StatusCancelled, "cancelled before the delegation started: "+context.Cause(ctx).Error()
-		case errors.Is(err, delegate.ErrUnsupportedCapability) || errors.Is(err, ErrCycle) || errors.Is(err, ErrDepthExhausted) || errors.Is(err, delegate.ErrUnknownProvider):
+		case errors.Is(err, delegate.ErrUnsupportedCapability) || errors.Is(err, ErrCycle) || errors.Is(err, ErrDepthExhausted) || errors.Is(err, delegate.ErrUnknownProvider) ||
+			errors.Is(err, api.ErrFrameTooLarge): // a payload the control channel cannot carry
 			status, text = api.StatusRefused, "delegation refused: "+err.Error()
 		}
 		return turnOutcome{}, x.refuse(ctx, reqCtx, q, status, text)

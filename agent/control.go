@@ -36,10 +36,13 @@ type control struct {
 	hold gate // closed between ctrl/pause and ctrl/resume
 }
 
+// newControl returns the control channel over r and w, with the frame limit
+// the supervisor set in api.EnvMaxFrame (api.DefaultMaxFrame without one).
 func newControl(r io.Reader, w io.Writer, log *slog.Logger) *control {
+	max := api.MaxFrameFromEnv()
 	return &control{
-		w:       api.NewFrameWriter(w, 0),
-		r:       api.NewFrameReader(r, 0),
+		w:       api.NewFrameWriter(w, max),
+		r:       api.NewFrameReader(r, max),
 		log:     log,
 		pending: make(map[uint64]chan *api.Frame),
 	}

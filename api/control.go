@@ -31,6 +31,10 @@ const (
 	EnvSupervisorPID = "AGENT_SUPERVISOR_PID"
 	// EnvIntelligenceKey carries the model API key to a child, never argv.
 	EnvIntelligenceKey = "AGENT_INTELLIGENCE_KEY"
+	// EnvMaxFrame carries the control frame size limit (bytes) to a child,
+	// so both ends of the control channel refuse the same frames; unset
+	// means DefaultMaxFrame.
+	EnvMaxFrame = "AGENT_MAX_FRAME"
 )
 
 // Ready is the child's first upward frame.

@@ -8,12 +8,47 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 )
 
-// DefaultMaxFrame is the default size limit of one control frame's body.
-const DefaultMaxFrame = 4 << 20
+// One size limit runs from the HTTP front to the child: the front admits a
+// message (an A2A message, measured as encoding/json writes it) of at most
+// the service's message limit, and the control frame limit is that plus
+// PayloadEnvelope, so the spawn payload that carries the message (its
+// objective, its delegation's seed) always fits in the child's first frame.
+// The supervisor tells each child the frame limit in EnvMaxFrame.
+const (
+	// DefaultMaxMessage is the default message size limit: 4 MiB.
+	DefaultMaxMessage = 4 << 20
+	// PayloadEnvelope is the room a spawn payload takes beyond the message
+	// it carries: the contract's other fields, limits, scope and tool
+	// specs, telemetry, the intelligence settings. 1 MiB.
+	PayloadEnvelope = 1 << 20
+	// DefaultMaxFrame is the default size limit of one control frame's
+	// body: FrameLimit(DefaultMaxMessage), 5 MiB.
+	DefaultMaxFrame = DefaultMaxMessage + PayloadEnvelope
+)
+
+// FrameLimit returns the control frame size limit for a message size limit:
+// maxMessage plus PayloadEnvelope (DefaultMaxFrame when maxMessage <= 0).
+func FrameLimit(maxMessage int) int {
+	if maxMessage <= 0 {
+		return DefaultMaxFrame
+	}
+	return maxMessage + PayloadEnvelope
+}
+
+// MaxFrameFromEnv returns the frame limit the supervisor set in EnvMaxFrame
+// for a child, or 0 (the default) when it is unset or not a positive number.
+func MaxFrameFromEnv() int {
+	n, err := strconv.Atoi(os.Getenv(EnvMaxFrame))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
 
 // Frame is one JSON-RPC 2.0 object on the control channel: a request (Method and
 // ID), a notification (Method, no ID) or a response (ID and Result or Error).
@@ -156,6 +191,14 @@ func (fw *FrameWriter) Send(method string, id uint64, params any) error {
 	buf := frameBufs.get()
 	defer frameBufs.put(buf)
 	buf.Write(noLength[:])
+	if err := encodeSend(buf, method, id, params); err != nil {
+		return err
+	}
+	return fw.writeBuf(buf)
+}
+
+// encodeSend appends the frame Send writes for method, id and params to buf.
+func encodeSend(buf *bytes.Buffer, method string, id uint64, params any) error {
 	buf.WriteString(`{"jsonrpc":"2.0"`)
 	if id != 0 {
 		buf.WriteString(`,"id":`)
@@ -176,7 +219,19 @@ func (fw *FrameWriter) Send(method string, id uint64, params any) error {
 		}
 	}
 	buf.WriteByte('}')
-	return fw.writeBuf(buf)
+	return nil
+}
+
+// FrameSize returns the size of the body of the frame Send would write for
+// method, id and params, without writing it: a caller checks a frame
+// against a limit before committing anything to it.
+func FrameSize(method string, id uint64, params any) (int, error) {
+	buf := frameBufs.get()
+	defer frameBufs.put(buf)
+	if err := encodeSend(buf, method, id, params); err != nil {
+		return 0, err
+	}
+	return buf.Len(), nil
 }
 
 // Respond writes a response frame whose result is v, encoded like Send's

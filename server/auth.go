@@ -81,9 +81,10 @@ func WithIdentity(ctx context.Context, id *Identity, h http.Header) context.Cont
 // static token, else a JWT-SVID when JWT is set), else the SPIFFE ID of the
 // client certificate verified in the handshake, else (Open only) as an
 // anonymous peer (the local operator, see localOperator). No usable
-// credentials: 401. A verified identity the policy does not allow: 403. An
-// operator whose request carries a cross-site signal (crossSite) is served as
-// a peer. Read-only after construction; safe for concurrent use.
+// credentials: 401. A verified identity the policy does not allow: 403.
+// Either answer closes the connection (Connection: close). An operator whose
+// request carries a cross-site signal (crossSite) is served as a peer.
+// Read-only after construction; safe for concurrent use.
 // The zero value refuses every caller.
 type Auth struct {
 	// Source verifies JWT-SVIDs (its JWT bundles, and its own SPIFFE ID as the
@@ -118,6 +119,9 @@ func (a *Auth) Middleware(next http.Handler) http.Handler {
 			if status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="agentd"`)
 			}
+			// A caller that could not authenticate holds no connection
+			// open: it is closed after this answer.
+			w.Header().Set("Connection", "close")
 			httpError(w, status, reason)
 			return
 		}

@@ -58,15 +58,6 @@ const (
 	MethodExtCard     = "agent/getAuthenticatedExtendedCard"
 )
 
-// rpcRequest is a JSON-RPC request as received. ID stays raw so it is echoed
-// exactly.
-type rpcRequest struct {
-	JSONRPC string          `json:"jsonrpc"`
-	Method  json.RawMessage `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	ID      json.RawMessage `json:"id"`
-}
-
 // RPCError is a JSON-RPC error object. Data is an object with a "detail" for
 // A2A 0.3 and an array of google.rpc.ErrorInfo for A2A 1.0.
 type RPCError struct {
@@ -214,10 +205,11 @@ type Method func(ctx context.Context, params json.RawMessage) (any, error)
 
 // rpcHandler serves the JSON-RPC endpoint.
 type rpcHandler struct {
-	h         a2asrv.RequestHandler
-	methods   map[string]rpcMethod // the method table (methodTable)
-	maxBody   int64
-	keepAlive time.Duration // SSE comment interval on idle streams
+	h          a2asrv.RequestHandler
+	methods    map[string]rpcMethod // the method table (methodTable)
+	maxMessage int                  // the largest message admitted, encoded (Config.MaxMessage)
+	maxBody    int64                // BodyLimit(maxMessage)
+	keepAlive  time.Duration        // SSE comment interval on idle streams
 }
 
 // bodyBufs recycles request body and response buffers: nothing decoded from a
@@ -230,6 +222,11 @@ var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 const maxPooledBody = 64 << 10
 
 func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		w.Header().Set("Accept-Post", "application/json")
+		httpError(w, http.StatusUnsupportedMediaType, err.Error())
+		return
+	}
 	body := http.MaxBytesReader(w, r.Body, rh.maxBody)
 	buf := bodyBufs.Get().(*bytes.Buffer)
 	buf.Reset()
@@ -241,31 +238,41 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n := r.ContentLength; n > 0 && n <= rh.maxBody {
 		buf.Grow(int(n) + bytes.MinRead) // one read to EOF, no regrowth
 	}
-	if _, err := buf.ReadFrom(body); err != nil {
+	if _, err := buf.ReadFrom(body); err == nil {
+		bodyRead(w)
+	} else {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			http.Error(w, fmt.Sprintf("request body over the %d-byte limit", rh.maxBody), http.StatusRequestEntityTooLarge)
-			return
+		switch {
+		case errors.As(err, &tooBig):
+			http.Error(w, fmt.Sprintf("request body over the %d-byte limit (the message size limit, %d bytes, plus %d for the request around the message)", rh.maxBody, rh.maxMessage, BodyEnvelope), http.StatusRequestEntityTooLarge)
+		case isTimeout(err):
+			// The body did not arrive within the body deadline (a trickle):
+			// the connection goes too.
+			w.Header().Set("Connection", "close")
+			httpError(w, http.StatusRequestTimeout, "request body not received within the body deadline")
+		default:
+			writeRPC(w, nullID, nil, &RPCError{Code: CodeParseError, Message: "could not read the request body"}, toRPCError)
 		}
-		writeRPC(w, nullID, nil, &RPCError{Code: CodeParseError, Message: "could not read the request body"}, toRPCError)
-		return
+		return // a deadline that passed stays: the rest of the body is not waited for
 	}
 	raw := bytes.TrimSpace(buf.Bytes())
 	if len(raw) > 0 && raw[0] == '[' {
 		writeRPC(w, nullID, nil, &RPCError{Code: CodeInvalidRequest, Message: "batch requests are not supported"}, toRPCError)
 		return
 	}
-	var req rpcRequest
-	if err := json.Unmarshal(raw, &req); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) || len(raw) == 0 {
+	env, err := readEnvelope(raw)
+	if err != nil {
+		var se *strictError
+		if errors.As(err, &se) && se.kind == strictSyntax {
 			writeRPC(w, nullID, nil, &RPCError{Code: CodeParseError, Message: "parse error", Data: map[string]any{"detail": err.Error()}}, toRPCError)
 			return
 		}
-		writeRPC(w, nullID, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request", Data: map[string]any{"detail": err.Error()}}, toRPCError)
+		writeRPC(w, nullID, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: " + err.Error(), Data: map[string]any{"detail": err.Error()}}, toRPCError)
 		return
 	}
-	id := req.ID
+	// The spans alias the pooled body buffer; the id outlives no request,
+	// but it is tiny, so it is copied all the same.
+	id := json.RawMessage(bytes.Clone(env.id))
 	if !validID(id) {
 		writeRPC(w, nullID, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: id must be a string, a number or null"}, toRPCError)
 		return
@@ -273,13 +280,14 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(id) == 0 {
 		id = nullID
 	}
-	var method string
-	if req.JSONRPC != "2.0" || json.Unmarshal(req.Method, &method) != nil || method == "" {
+	version, okVersion := stringValue(env.jsonrpc)
+	method, okMethod := stringValue(env.method)
+	if !okVersion || version != "2.0" || !okMethod || method == "" {
 		writeRPC(w, id, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: want jsonrpc \"2.0\" and a method name"}, toRPCError)
 		return
 	}
 	telemetry.NoteRPCMethod(w, rh.metricMethod(method))
-	rh.serveMethod(w, r, id, method, req.Params)
+	rh.serveMethod(w, r, id, method, env.params)
 }
 
 // writeSSE streams events as server-sent events, each a JSON-RPC response

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"iter"
 	"net/http"
+	"reflect"
+	"strings"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -39,7 +41,9 @@ const (
 )
 
 // decodeParams decodes a method's params into v as mode says: the one decoder
-// of every method's params. A value of the wrong shape is invalid params.
+// of every method's params. A value of the wrong shape is invalid params, and
+// so is a name given twice or spelled in another case than the field it
+// would set (checkJSON).
 func decodeParams(raw json.RawMessage, v any, mode paramsMode) error {
 	raw = bytes.TrimSpace(raw)
 	switch {
@@ -52,6 +56,15 @@ func decodeParams(raw json.RawMessage, v any, mode paramsMode) error {
 	}
 	if len(raw) == 0 || raw[0] != '{' {
 		return invalidParams(errors.New("params must be an object"))
+	}
+	// Names are matched exactly and given once (strict.go), before
+	// encoding/json, which would match them ignoring case, sees them.
+	if err := checkJSON(raw, schemaOf(reflect.TypeOf(v))); err != nil {
+		var se *strictError
+		if errors.As(err, &se) && se.kind != strictSyntax {
+			se.path = strings.TrimSuffix("params."+se.path, ".")
+		}
+		return invalidParams(err)
 	}
 	if mode != paramsStrict {
 		if err := json.Unmarshal(raw, v); err != nil {
@@ -204,6 +217,9 @@ func (rh *rpcHandler) serveMethod(w http.ResponseWriter, r *http.Request, id jso
 		shape, event = toV1Error, func(ev a2a.Event) any { return a2av1.EventFrom(ev) }
 	}
 	arg, err := m.decode(params)
+	if send, ok := arg.(*a2a.MessageSendParams); ok && err == nil {
+		err = rh.admitMessage(send, params)
+	}
 	if m.events != nil {
 		// Every answer to a streaming method is a stream: an error found
 		// before any event (bad params, an unknown task) is a single error

@@ -30,6 +30,7 @@ func TestMetricsEndpointAndRequestCounts(t *testing.T) {
 
 	post := func(tok, body string) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}

@@ -137,7 +137,7 @@ func TestOperatorCapsLameDuckDrain(t *testing.T) {
 
 func newRecorderRequest(h http.Handler, body, token string) []byte {
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+	req := newPost(strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	h.ServeHTTP(rec, req)
 	return rec.Body.Bytes()

@@ -12,12 +12,10 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agentd/agentd/a2av1"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/telemetry"
 )
-
-// DefaultMaxBody is the default request body cap.
-const DefaultMaxBody = 8 << 20
 
 // Config configures the HTTP front.
 type Config struct {
@@ -28,8 +26,14 @@ type Config struct {
 	// Methods are extra JSON-RPC methods (the a2a.* operator family), served
 	// whatever the request's A2A-Version says.
 	Methods map[string]Method
-	// MaxBody caps request bodies; default DefaultMaxBody.
-	MaxBody int64
+	// MaxMessage is the message size limit: a message (message/send,
+	// message/stream, SendMessage, SendStreamingMessage), measured as
+	// encoding/json writes it, over this many bytes is refused with -32602
+	// naming the limit, and a request body over BodyLimit(MaxMessage) with
+	// HTTP 413. Default api.DefaultMaxMessage; the supervisor's frame limit
+	// is api.FrameLimit of the same value, so an admitted message always
+	// reaches its child.
+	MaxMessage int
 	// Blobs, if set, serves stored distillates at GET /blobs/{id}, each to
 	// whoever may read (Handler.OnGetTask) the task that stored it.
 	Blobs BlobSource
@@ -63,8 +67,8 @@ const ConsolePath = "/ui/"
 // Config.Console GET /ui/ for operators. Every request with an Origin header that is not loopback is
 // refused (403).
 func Handler(cfg Config) http.Handler {
-	if cfg.MaxBody <= 0 {
-		cfg.MaxBody = DefaultMaxBody
+	if cfg.MaxMessage <= 0 {
+		cfg.MaxMessage = api.DefaultMaxMessage
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -73,7 +77,7 @@ func Handler(cfg Config) http.Handler {
 	if err != nil {
 		panic("server: agent card does not encode: " + err.Error())
 	}
-	rpc := &rpcHandler{h: cfg.Handler, methods: methodTable(cfg.Methods), maxBody: cfg.MaxBody, keepAlive: cfg.SSEKeepAlive}
+	rpc := &rpcHandler{h: cfg.Handler, methods: methodTable(cfg.Methods), maxMessage: cfg.MaxMessage, maxBody: BodyLimit(cfg.MaxMessage), keepAlive: cfg.SSEKeepAlive}
 	auth := cfg.Auth
 	if auth == nil {
 		auth = &Auth{Open: true, Log: cfg.Log}

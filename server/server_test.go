@@ -35,9 +35,19 @@ func (doneExec) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eve
 	return nil
 }
 
-func testHandler(maxBody int64) http.Handler {
+// testHandler is the front over an engine whose tasks complete at once, with
+// this message size limit (0: the default).
+func testHandler(maxMessage int) http.Handler {
 	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), doneExec{}, nil)
-	return Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}), MaxBody: maxBody})
+	return Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}), MaxMessage: maxMessage})
+}
+
+// newPost is a POST of body to the JSON-RPC endpoint as clients send it,
+// with Content-Type application/json.
+func newPost(body io.Reader) *http.Request {
+	r := httptest.NewRequest("POST", "/", body)
+	r.Header.Set("Content-Type", "application/json")
+	return r
 }
 
 type rpcReply struct {
@@ -50,7 +60,7 @@ type rpcReply struct {
 func post(t *testing.T, h http.Handler, body string) (*http.Response, rpcReply) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("POST", "/", strings.NewReader(body)))
+	h.ServeHTTP(rec, newPost(strings.NewReader(body)))
 	resp := rec.Result()
 	var r rpcReply
 	if resp.StatusCode != 200 {
@@ -167,7 +177,7 @@ func TestStreamIsSSE(t *testing.T) {
 
 func TestBodyCap(t *testing.T) {
 	h := testHandler(1 << 10)
-	resp, _ := post(t, h, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"`+strings.Repeat("x", 2<<10)+`"}}`)
+	resp, _ := post(t, h, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"`+strings.Repeat("x", BodyEnvelope+2<<10)+`"}}`)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status %d, want 413", resp.StatusCode)
 	}
@@ -204,7 +214,7 @@ func FuzzJSONRPC(f *testing.F) {
 	h := testHandler(1 << 16)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("POST", "/", bytes.NewReader(body)))
+		h.ServeHTTP(rec, newPost(bytes.NewReader(body)))
 		switch ct := rec.Header().Get("Content-Type"); ct {
 		case "application/json":
 			var r rpcReply

@@ -43,7 +43,7 @@ func call(t *testing.T, h http.Handler, version, method, params string) (*http.R
 	}
 	body += "}"
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+	req := newPost(strings.NewReader(body))
 	if version != "" {
 		req.Header.Set(VersionHeader, version)
 	}
@@ -202,6 +202,7 @@ func sseEvents(t *testing.T, h http.Handler, method, params string) ([]string, s
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":"s","method":"`+method+`","params":`+params+`}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(VersionHeader, "1.0")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -280,6 +281,7 @@ func TestV1SubscribeAndCancelARunningTask(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":"s","method":"SubscribeToTask","params":{"id":"`+id+`"}}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(VersionHeader, "1.0")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

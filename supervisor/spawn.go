@@ -151,6 +151,11 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 	if err := payload.Validate(); err != nil {
 		return nil, "spawn denied: " + err.Error()
 	}
+	if !remote {
+		if err := s.fitsFrame(&payload); err != nil {
+			return nil, "spawn denied: " + err.Error()
+		}
+	}
 	child := newNode(newID(), parent, payload)
 	child.nest = nest{tree: t, disposition: args.Disposition, provider: provider, remote: remote}
 	if refusal := s.registerLocked(parent, child); refusal != "" {

@@ -54,7 +54,10 @@ type Config struct {
 	// Tests inject a fake one.
 	Clock func() time.Time
 
-	MaxFrame   int           // control frame size limit; default api.DefaultMaxFrame
+	// MaxFrame is the control frame size limit, at both ends (children are
+	// told it in api.EnvMaxFrame); default api.DefaultMaxFrame. A payload
+	// that would not fit is refused before any child is taken for it.
+	MaxFrame   int
 	SpawnReady time.Duration // a child must send ctrl/ready within this; default 2s
 	DrainGrace time.Duration // kill ladder: ctrl/cancel to SIGTERM; default 5s
 	KillGrace  time.Duration // kill ladder: SIGTERM to SIGKILL; default 2s
@@ -309,9 +312,10 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: blobs}
 	s.selfTools = s.selfToolTable()
-	s.env = append(append(make([]string, 0, len(cfg.Env)+2), cfg.Env...),
+	s.env = append(append(make([]string, 0, len(cfg.Env)+3), cfg.Env...),
 		api.EnvSubagent+"=1",
 		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
+		api.EnvMaxFrame+"="+strconv.Itoa(cfg.MaxFrame), // both ends refuse the same frames
 	)
 	s.execEnv = execEnv(cfg.Env)
 	if cfg.WarmPool > 0 {
@@ -378,6 +382,9 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
+	if err := s.fitsFrame(&p); err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
 	handle := req.Handle
 	if handle == "" {
 		handle = newID()
@@ -409,6 +416,21 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	s.stats.spawn(localProvider)
 	go s.run(n)
 	return &Run{n: n}, nil
+}
+
+// fitsFrame refuses a payload whose spawn frame would be over the frame
+// limit, with an error wrapping api.ErrFrameTooLarge, before any child is
+// taken for it: a child handed a frame it cannot read is lost, and a warm
+// child is a paid-for start.
+func (s *Supervisor) fitsFrame(p *api.SpawnPayload) error {
+	n, err := api.FrameSize(api.MethodSpawn, 0, p)
+	if err != nil {
+		return fmt.Errorf("encode the spawn payload: %w", err)
+	}
+	if n > s.cfg.MaxFrame {
+		return fmt.Errorf("%w: the spawn payload is %d bytes, limit %d", api.ErrFrameTooLarge, n, s.cfg.MaxFrame)
+	}
+	return nil
 }
 
 // Lookup returns the live subagent with this handle.
