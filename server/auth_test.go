@@ -412,3 +412,64 @@ func FuzzParseTokens(f *testing.F) {
 		}
 	})
 }
+
+// A tokens file its group or others may open is refused, naming the file and
+// its mode; 0600 (and 0400) are fine.
+func TestTokensFileMode(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o600, true}, {0o400, true}, {0o644, false}, {0o640, os.Getuid() == 0}, {0o604, false}, {0o660, false}, {0o700, true}} {
+		path := filepath.Join(dir, fmt.Sprintf("tokens-%o", tc.mode))
+		if err := os.WriteFile(path, []byte("tok-aaaaaaaaaaaaaaaa peer x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadTokens(path)
+		if tc.ok != (err == nil) {
+			t.Errorf("mode %04o: %v", tc.mode, err)
+		}
+		if err != nil && (!errors.Is(err, ErrTokensFileMode) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fmt.Sprintf("%04o", tc.mode))) {
+			t.Errorf("mode %04o: the error %q does not name the file and its mode", tc.mode, err)
+		}
+	}
+	// Through a symbolic link (a Kubernetes secret volume), the file's mode
+	// counts.
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(filepath.Join(dir, "tokens-644"), link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadTokens(link); !errors.Is(err, ErrTokensFileMode) {
+		t.Errorf("a link to a 0644 file: %v", err)
+	}
+}
+
+// Replace swaps the whole set: the old tokens stop working, the new ones
+// work, through the same *Tokens an Auth holds.
+func TestTokensReplace(t *testing.T) {
+	old, err := ParseTokens([]byte("tok-aaaaaaaaaaaaaaaa peer alice\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := ParseTokens([]byte("tok-bbbbbbbbbbbbbbbb operator bob\ntok-cccccccccccccccc peer carol\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Replace(next)
+	if _, _, ok := old.Lookup("tok-aaaaaaaaaaaaaaaa"); ok {
+		t.Error("a replaced token still works")
+	}
+	if role, name, ok := old.Lookup("tok-bbbbbbbbbbbbbbbb"); !ok || name != "bob" || role != tlsconfig.RoleOperator || old.Len() != 2 {
+		t.Errorf("the new token: %v %q %v, %d tokens", role, name, ok, old.Len())
+	}
+	var zero Tokens
+	if zero.Len() != 0 {
+		t.Error("the zero Tokens holds tokens")
+	}
+	if _, _, ok := zero.Lookup("tok-bbbbbbbbbbbbbbbb"); ok {
+		t.Error("the zero Tokens knows a token")
+	}
+}

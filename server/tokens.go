@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/agentd/agentd/tlsconfig"
 )
@@ -17,8 +20,10 @@ const MinTokenLen = 16
 
 // Tokens are static bearer tokens, each with a role and a name. They are
 // compared in constant time (over SHA-256 digests, so neither the content nor
-// the length of a token leaks through timing). Read-only after parsing; safe
-// for concurrent use. The zero value holds no tokens.
+// the length of a token leaks through timing). The set can be replaced whole
+// while in use (Replace: a reload of the tokens file); a lookup sees the old
+// set or the new one, never a mix. Safe for concurrent use. The zero value
+// holds no tokens.
 //
 // The file format, one token per line:
 //
@@ -30,7 +35,7 @@ const MinTokenLen = 16
 // (recorded as token:NAME). Blank lines and lines starting with # are ignored;
 // a repeated token or name is an error.
 type Tokens struct {
-	entries []tokenEntry
+	set atomic.Pointer[[]tokenEntry]
 }
 
 type tokenEntry struct {
@@ -41,7 +46,7 @@ type tokenEntry struct {
 
 // ParseTokens parses a tokens file's content; an error names the line.
 func ParseTokens(data []byte) (*Tokens, error) {
-	t := &Tokens{}
+	var entries []tokenEntry
 	names := map[string]bool{}
 	digests := map[[sha256.Size]byte]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -70,16 +75,47 @@ func ParseTokens(data []byte) (*Tokens, error) {
 			return nil, fmt.Errorf("line %d: name %q repeated", n, f[2])
 		}
 		digests[d], names[f[2]] = true, true
-		t.entries = append(t.entries, tokenEntry{digest: d, role: role, name: f[2]})
+		entries = append(entries, tokenEntry{digest: d, role: role, name: f[2]})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read tokens: %w", err)
 	}
+	t := &Tokens{}
+	t.set.Store(&entries)
 	return t, nil
 }
 
-// LoadTokens reads and parses a tokens file.
+// ErrTokensFileMode refuses a tokens file that its group or others may read
+// or write, as ssh refuses such a private key.
+var ErrTokensFileMode = errors.New("server: the tokens file is open to its group or others")
+
+// CheckTokensFileMode refuses (with an error wrapping ErrTokensFileMode) a
+// tokens file whose mode gives its group or others any access, with one
+// exception: a file owned by root may be readable by its group (mode 0640 or
+// 0440), which is how a Kubernetes secret volume with an fsGroup hands a
+// file to a non-root process (PostgreSQL allows its key file the same way).
+// The mode checked is the file's, through symbolic links.
+func CheckTokensFileMode(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	mode := fi.Mode().Perm()
+	if mode&0o077 == 0 {
+		return nil
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && mode&0o037 == 0 {
+		return nil // root's, read-only to its group
+	}
+	return fmt.Errorf("%w: %s has mode %04o; chmod 600 it (or make it root's and 640)", ErrTokensFileMode, path, mode)
+}
+
+// LoadTokens checks a tokens file's mode (CheckTokensFileMode), then reads
+// and parses it.
 func LoadTokens(path string) (*Tokens, error) {
+	if err := CheckTokensFileMode(path); err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -91,13 +127,25 @@ func LoadTokens(path string) (*Tokens, error) {
 	return t, nil
 }
 
-// Len returns the number of tokens.
-func (t *Tokens) Len() int {
+// entries returns the current set.
+func (t *Tokens) entries() []tokenEntry {
 	if t == nil {
-		return 0
+		return nil
 	}
-	return len(t.entries)
+	if e := t.set.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
+
+// Replace makes from's tokens the set t holds, at once for every later
+// lookup. from is not changed and may be dropped.
+func (t *Tokens) Replace(from *Tokens) { t.set.Store(ptrTo(from.entries())) }
+
+func ptrTo(e []tokenEntry) *[]tokenEntry { return &e }
+
+// Len returns the number of tokens.
+func (t *Tokens) Len() int { return len(t.entries()) }
 
 // Lookup returns the role and name of token. Every entry is compared, so the
 // time taken does not depend on which one matches.
@@ -106,7 +154,7 @@ func (t *Tokens) Lookup(token string) (role tlsconfig.Role, name string, ok bool
 		return tlsconfig.RoleNone, "", false
 	}
 	d := sha256.Sum256([]byte(token))
-	for _, e := range t.entries {
+	for _, e := range t.entries() {
 		if subtle.ConstantTimeCompare(d[:], e.digest[:]) == 1 {
 			role, name, ok = e.role, e.name, true
 		}
