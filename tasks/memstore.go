@@ -1,8 +1,8 @@
 package tasks
 
 import (
-	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,19 +11,27 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/google/uuid"
+
+	"github.com/agentd/agentd/internal/budget"
 )
 
-// MemoryStore is the Store in memory: bounded by a capacity, with finished
-// tasks kept for a retention window and evicted oldest first. It keeps the
-// snapshots it is given by pointer and hands them out without a copy. It never
-// blocks on I/O and never fails but as the Store documents. It is safe for
-// concurrent use; create it with NewMemoryStore.
+// MemoryStore is the Store in memory, bounded by count and by bytes (Size of
+// every snapshot held), in all and per caller (the task's owner). Finished
+// tasks are kept for a retention window and evicted as package budget's
+// policy says: to make room for a caller's new task, that caller's oldest
+// finished tasks go first, then the oldest finished tasks of callers over
+// their own quota; a caller within its quota never loses a task to another
+// caller's. A new task that finds no room is refused with ErrStoreFull, and
+// one whose caller's quota is full of running tasks with ErrCallerQuota. It
+// keeps the snapshots it is given by pointer and hands them out without a
+// copy. It never blocks on I/O and never fails but as the Store documents.
+// It is safe for concurrent use; create it with NewMemoryStore or
+// NewMemoryStoreLimits.
 type MemoryStore struct {
-	mu        sync.Mutex // guards tasks, finished, messages
+	mu        sync.Mutex // guards tasks, messages, led
 	tasks     map[a2a.TaskID]*storedTask
 	messages  map[messageKey]a2a.TaskID // idempotency keys of the stored tasks
-	finished  list.List                 // *storedTask, oldest finish first
-	capacity  int
+	led       *budget.Ledger[a2a.TaskID]
 	retention time.Duration
 	now       func() time.Time
 }
@@ -34,22 +42,83 @@ var _ Store = (*MemoryStore)(nil)
 type messageKey struct{ owner, id string }
 
 type storedTask struct {
-	task     *a2a.Task
-	owner    string // the authenticated caller that created it; "" for none
-	finished time.Time
-	elem     *list.Element // in MemoryStore.finished once terminal
-	push     []PushTarget  // webhooks, in registration order
+	task  *a2a.Task
+	owner string       // the authenticated caller that created it; "" for none
+	push  []PushTarget // webhooks, in registration order
+
+	// The size of a prefix of the task's history, so a snapshot that only
+	// appends to it is sized by its new messages (and its status and
+	// artifacts): histN messages, the last histLast, histBytes in all.
+	histN     int
+	histLast  *a2a.Message
+	histBytes int64
 }
 
-// NewMemoryStore returns a store holding at most capacity tasks (10000 when
-// capacity <= 0), keeping finished ones for retention (0 keeps them until
-// capacity pushes them out). A new task is refused with ErrStoreFull when the
-// store is at capacity and nothing finished can be evicted.
-func NewMemoryStore(capacity int, retention time.Duration) *MemoryStore {
-	if capacity <= 0 {
-		capacity = 10000
+// Defaults of MemoryLimits.
+const (
+	DefaultCapacity   = 10000
+	DefaultStoreBytes = 256 << 20
+)
+
+// MemoryLimits bound a MemoryStore. The zero value of a field means its
+// default.
+type MemoryLimits struct {
+	// Capacity is how many tasks the store holds; default DefaultCapacity.
+	Capacity int
+	// Bytes is how many bytes of snapshots (Size) the store holds; default
+	// DefaultStoreBytes. Running tasks that grow may take the store over it
+	// (a write is never refused); finished ones are evicted to make up.
+	Bytes int64
+	// QuotaTasks and QuotaBytes bound one caller's tasks (nested tasks count
+	// for the caller of their root); default the store's bounds, i.e. no
+	// quota of its own.
+	QuotaTasks int
+	QuotaBytes int64
+	// Retention is how long a finished task is kept; 0 keeps it until it is
+	// evicted.
+	Retention time.Duration
+}
+
+func (l MemoryLimits) withDefaults() MemoryLimits {
+	if l.Capacity <= 0 {
+		l.Capacity = DefaultCapacity
 	}
-	return &MemoryStore{tasks: make(map[a2a.TaskID]*storedTask), messages: make(map[messageKey]a2a.TaskID), capacity: capacity, retention: retention, now: time.Now}
+	if l.Bytes <= 0 {
+		l.Bytes = DefaultStoreBytes
+	}
+	if l.QuotaTasks <= 0 || l.QuotaTasks > l.Capacity {
+		l.QuotaTasks = l.Capacity
+	}
+	if l.QuotaBytes <= 0 || l.QuotaBytes > l.Bytes {
+		l.QuotaBytes = l.Bytes
+	}
+	return l
+}
+
+// Errors of Create beyond the Store's.
+var (
+	// ErrCallerQuota refuses a new task whose caller's quota holds only
+	// running tasks (or which alone is over the caller's byte quota).
+	ErrCallerQuota = errors.New("tasks: the caller's task quota is full of running tasks")
+)
+
+// NewMemoryStore returns a store holding at most capacity tasks (10000 when
+// capacity <= 0) and DefaultStoreBytes, keeping finished ones for retention
+// (0 keeps them until they are evicted), with no per-caller quota.
+func NewMemoryStore(capacity int, retention time.Duration) *MemoryStore {
+	return NewMemoryStoreLimits(MemoryLimits{Capacity: capacity, Retention: retention})
+}
+
+// NewMemoryStoreLimits returns a store within l.
+func NewMemoryStoreLimits(l MemoryLimits) *MemoryStore {
+	l = l.withDefaults()
+	return &MemoryStore{
+		tasks:     make(map[a2a.TaskID]*storedTask),
+		messages:  make(map[messageKey]a2a.TaskID),
+		led:       budget.New[a2a.TaskID](budget.Limits{MaxCount: l.Capacity, MaxBytes: l.Bytes, QuotaCount: l.QuotaTasks, QuotaBytes: l.QuotaBytes}),
+		retention: l.Retention,
+		now:       time.Now,
+	}
 }
 
 // Create implements Store.
@@ -65,10 +134,17 @@ func (s *MemoryStore) Create(_ context.Context, t *a2a.Task, owner string) error
 	if id, ok := s.messages[key]; ok && key.id != "" {
 		return &DuplicateError{Existing: id, MessageID: key.id}
 	}
-	if len(s.tasks) >= s.capacity && !s.evictOldestLocked() {
-		return ErrStoreFull
-	}
 	st := &storedTask{owner: owner}
+	evicted, err := s.led.Admit(t.ID, owner, st.measure(t))
+	switch {
+	case errors.Is(err, budget.ErrFull):
+		return fmt.Errorf("%w: %w", ErrStoreFull, err)
+	case errors.Is(err, budget.ErrQuota), errors.Is(err, budget.ErrTooLarge):
+		return fmt.Errorf("%w: %w", ErrCallerQuota, err)
+	case err != nil:
+		return err
+	}
+	s.dropLocked(evicted)
 	s.tasks[t.ID] = st
 	if key.id != "" {
 		s.messages[key] = t.ID
@@ -87,17 +163,43 @@ func (s *MemoryStore) Put(_ context.Context, t *a2a.Task) error {
 	if err != nil {
 		return err
 	}
+	s.dropLocked(s.led.Resize(t.ID, st.measure(t)))
 	s.setLocked(st, t, now)
 	return nil
 }
 
-// setLocked makes t the task's snapshot; a task that turns terminal joins the
-// eviction order.
+// measure returns t's Size, sizing only the history messages past the prefix
+// st has seen, and remembers t's history.
+func (st *storedTask) measure(t *a2a.Task) int64 {
+	h := t.History
+	if st.histN > len(h) || (st.histN > 0 && h[st.histN-1] != st.histLast) {
+		st.histN, st.histLast, st.histBytes = 0, nil, 0 // not an append: size it all
+	}
+	for _, m := range h[st.histN:] {
+		st.histBytes += MessageSize(m)
+	}
+	st.histN = len(h)
+	if st.histN > 0 {
+		st.histLast = h[st.histN-1]
+	}
+	return int64(sizeTask+len(t.ID)+len(t.ContextID)) + valueSize(t.Metadata) + st.histBytes + statusArtifactsSize(t)
+}
+
+// setLocked makes t the task's snapshot; a task that turns terminal becomes
+// evictable.
 func (s *MemoryStore) setLocked(st *storedTask, t *a2a.Task, now time.Time) {
 	st.task = t
-	if t.Status.State.Terminal() && st.elem == nil {
-		st.finished = now
-		st.elem = s.finished.PushBack(st)
+	if t.Status.State.Terminal() {
+		s.led.Finish(t.ID, now)
+	}
+}
+
+func (s *MemoryStore) dropLocked(ids []a2a.TaskID) {
+	for _, id := range ids {
+		if st, ok := s.tasks[id]; ok {
+			delete(s.messages, messageKey{st.owner, MessageKey(st.task)})
+			delete(s.tasks, id)
+		}
 	}
 }
 
@@ -119,6 +221,15 @@ func (s *MemoryStore) Len() int {
 	return len(s.tasks)
 }
 
+// Usage returns the tasks and bytes held, in all and by owner.
+func (s *MemoryStore) Usage(owner string) (tasks int, bytes int64, ownerTasks int, ownerBytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tasks, bytes = s.led.Total()
+	ownerTasks, ownerBytes = s.led.Usage(owner)
+	return tasks, bytes, ownerTasks, ownerBytes
+}
+
 // CountByState implements Store. It takes the lock once and walks every
 // task: a scrape's cost, not a request's.
 func (s *MemoryStore) CountByState(context.Context) (map[a2a.TaskState]int, error) {
@@ -131,29 +242,11 @@ func (s *MemoryStore) CountByState(context.Context) (map[a2a.TaskState]int, erro
 	return out, nil
 }
 
-func (s *MemoryStore) evictOldestLocked() bool {
-	front := s.finished.Front()
-	if front == nil {
-		return false
-	}
-	st := front.Value.(*storedTask)
-	s.finished.Remove(front)
-	delete(s.tasks, st.task.ID)
-	delete(s.messages, messageKey{st.owner, MessageKey(st.task)})
-	return true
-}
-
 func (s *MemoryStore) expireLocked(now time.Time) {
 	if s.retention <= 0 {
 		return
 	}
-	for {
-		front := s.finished.Front()
-		if front == nil || now.Sub(front.Value.(*storedTask).finished) < s.retention {
-			return
-		}
-		s.evictOldestLocked()
-	}
+	s.dropLocked(s.led.Expire(now.Add(-s.retention)))
 }
 
 // List implements Store.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,5 +199,110 @@ func BenchmarkStorePut(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		t := *tasks[i%len(tasks)]
 		s.Put(ctx, &t)
+	}
+}
+
+// One caller's new tasks evict its own oldest finished ones, never another
+// caller's finished result while that caller is within its quota (issue 15:
+// with --task-capacity 5, five new tasks of one caller evicted another's).
+func TestStoreEvictsPerCallerFirst(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStoreLimits(MemoryLimits{Capacity: 5, QuotaTasks: 3})
+	done := func(id string) *a2a.Task {
+		return &a2a.Task{ID: a2a.TaskID(id), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}
+	}
+	if err := s.Create(ctx, done("bob-result"), "bob"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := s.Create(ctx, done(fmt.Sprint("alice-", i)), "alice"); err != nil {
+			t.Fatalf("alice's task %d: %v", i, err)
+		}
+	}
+	if _, _, err := s.Get(ctx, "bob-result"); err != nil {
+		t.Fatalf("bob's result went to alice's new tasks: %v", err)
+	}
+	if _, _, err := s.Get(ctx, "alice-1"); err == nil {
+		t.Fatal("alice holds more than her quota of 3")
+	}
+	if _, _, err := s.Get(ctx, "alice-4"); err != nil {
+		t.Fatalf("alice's newest task: %v", err)
+	}
+	// A caller whose quota holds only running tasks is refused, and so is
+	// anyone when the store is full of tasks no one may evict.
+	s2 := NewMemoryStoreLimits(MemoryLimits{Capacity: 4, QuotaTasks: 2})
+	for i := range 2 {
+		s2.Create(ctx, &a2a.Task{ID: a2a.TaskID(fmt.Sprint("run-", i)), Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, "carol")
+		s2.Create(ctx, done(fmt.Sprint("dave-", i)), "dave")
+	}
+	if err := s2.Create(ctx, done("carol-3"), "carol"); !errors.Is(err, ErrCallerQuota) {
+		t.Fatalf("carol over her quota of running tasks: %v", err)
+	}
+	if err := s2.Create(ctx, done("erin-0"), "erin"); !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("a new caller with the store full of others' tasks within their quota: %v", err)
+	}
+	if n, _, _, _ := s2.Usage(""); n != 4 {
+		t.Fatalf("refusals changed the store: %d tasks", n)
+	}
+}
+
+// The store is bounded by bytes too: a task's history and artifacts count,
+// and finished tasks go to keep the total under the bound.
+func TestStoreBoundedByBytes(t *testing.T) {
+	ctx := context.Background()
+	const mib = 1 << 20
+	s := NewMemoryStoreLimits(MemoryLimits{Capacity: 1000, Bytes: 8 * mib})
+	big := func(id string, state a2a.TaskState) *a2a.Task {
+		m := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: strings.Repeat("x", 3*mib)})
+		return &a2a.Task{ID: a2a.TaskID(id), History: []*a2a.Message{m}, Status: a2a.TaskStatus{State: state}}
+	}
+	for i := range 10 {
+		if err := s.Create(ctx, big(fmt.Sprint("t", i), a2a.TaskStateCompleted), "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if _, bytes, _, _ := s.Usage(""); bytes > 8*mib {
+			t.Fatalf("after task %d the store holds %d bytes", i, bytes)
+		}
+	}
+	if s.Len() != 2 {
+		t.Fatalf("%d tasks of 3 MiB in 8 MiB", s.Len())
+	}
+	// A running task that grows past the bound pushes finished ones out.
+	run := &a2a.Task{ID: "run", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	if err := s.Create(ctx, run, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	grown := *run
+	grown.Artifacts = []*a2a.Artifact{{ID: "a", Parts: a2a.ContentParts{a2a.TextPart{Text: strings.Repeat("y", 5*mib)}}}}
+	if err := s.Put(ctx, &grown); err != nil {
+		t.Fatal(err)
+	}
+	if _, bytes, _, _ := s.Usage(""); bytes > 8*mib || s.Len() != 1 { // 3+5 MiB and the overheads are over 8 MiB
+		t.Fatalf("after the growth: %d bytes, %d tasks", bytes, s.Len())
+	}
+}
+
+// Size counts texts, data and files, and the store sizes a growing history
+// by its new messages: the sum matches Size of the whole snapshot.
+func TestStoreMeasuresIncrementally(t *testing.T) {
+	st := &storedTask{}
+	task := &a2a.Task{ID: "t", ContextID: "c"}
+	for i := range 5 {
+		next := *task
+		next.History = append(slices.Clip(task.History), a2a.NewMessage(a2a.MessageRoleUser,
+			a2a.TextPart{Text: strings.Repeat("x", 100*i)}, a2a.DataPart{Data: map[string]any{"k": []any{"v", 1.0}}}))
+		next.Status.Message = a2a.NewMessage(a2a.MessageRoleAgent, a2a.FilePart{File: a2a.FileBytes{Bytes: "aGVsbG8="}})
+		if got, want := st.measure(&next), Size(&next); got != want {
+			t.Fatalf("step %d: measured %d, Size %d", i, got, want)
+		}
+		task = &next
+	}
+	// A snapshot whose history is not an append of the last is sized whole.
+	other := &a2a.Task{ID: "t", History: task.History[:2]}
+	if got, want := st.measure(other), Size(other); got != want {
+		t.Fatalf("a shorter history: measured %d, Size %d", got, want)
+	}
+	if Size(task) < 1000 {
+		t.Fatalf("Size %d misses the texts", Size(task))
 	}
 }

@@ -1,0 +1,328 @@
+// Package budget decides what a bounded store keeps: entries counted and
+// sized, bounded in all and per owner (the caller that created them), and
+// evicted only once finished, the owner's own first. agentd's task store and
+// blob store both keep their entries under a Ledger.
+//
+// The policy, for a new entry of owner O:
+//
+//  1. O's quota: while O's entries and the new one exceed O's count or byte
+//     quota, O's oldest finished entry goes; if O has none left, the new
+//     entry is refused (ErrQuota): O's running entries fill its quota.
+//  2. The store's bounds: while all entries and the new one exceed the
+//     store's count or bytes, O's oldest finished entry goes, and once O has
+//     none, the oldest finished entry of an owner that is over its own
+//     quota; an owner within its quota loses nothing to another's entries.
+//     If nothing may go, the new entry is refused (ErrFull). With no quota
+//     (quotas equal to the store's bounds), the oldest finished entry of any
+//     owner goes, after O's own.
+//
+// A refused entry evicts nothing. A running entry that grows (Resize) may
+// push the store over its byte bound: then finished entries go as in step 2,
+// and if none may, the store stays over its bound until entries finish or
+// go; a growth is never refused.
+package budget
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits are a Ledger's bounds. Every field must be positive.
+type Limits struct {
+	MaxCount   int   // entries in all
+	MaxBytes   int64 // bytes in all
+	QuotaCount int   // entries of one owner
+	QuotaBytes int64 // bytes of one owner
+}
+
+// Validate reports a bound that is not positive, or a quota over its bound.
+func (l Limits) Validate() error {
+	switch {
+	case l.MaxCount <= 0 || l.MaxBytes <= 0 || l.QuotaCount <= 0 || l.QuotaBytes <= 0:
+		return fmt.Errorf("budget: every bound must be positive (%+v)", l)
+	case l.QuotaCount > l.MaxCount || l.QuotaBytes > l.MaxBytes:
+		return fmt.Errorf("budget: a quota is over its bound (%+v)", l)
+	}
+	return nil
+}
+
+// Errors of Admit.
+var (
+	ErrFull     = errors.New("budget: no room: the entries held are running, or belong to owners within their quota")
+	ErrQuota    = errors.New("budget: the owner's quota is full of running entries")
+	ErrTooLarge = errors.New("budget: the entry alone is over the owner's byte quota")
+)
+
+// Ledger tracks entries by key. It is not safe for concurrent use: the store
+// that owns it calls it under its own lock. Create it with New.
+type Ledger[K comparable] struct {
+	lim      Limits
+	entries  map[K]*entry[K]
+	owners   map[string]*owner[K]
+	count    int
+	bytes    int64
+	finished list.List // *entry[K], in finishing order: expiry and the over-quota walk
+}
+
+type entry[K comparable] struct {
+	key        K
+	owner      *owner[K]
+	size       int64
+	finishedAt time.Time
+	all, mine  *list.Element // in Ledger.finished and owner.finished, once finished
+}
+
+type owner[K comparable] struct {
+	name     string
+	count    int
+	bytes    int64
+	finished list.List // *entry[K], oldest first
+}
+
+// New returns an empty ledger with these limits (checked by Validate; New
+// panics on limits that do not validate: they are the caller's
+// configuration, checked before).
+func New[K comparable](l Limits) *Ledger[K] {
+	if err := l.Validate(); err != nil {
+		panic(err)
+	}
+	return &Ledger[K]{lim: l, entries: make(map[K]*entry[K]), owners: make(map[string]*owner[K])}
+}
+
+// Limits returns the ledger's bounds.
+func (l *Ledger[K]) Limits() Limits { return l.lim }
+
+// Total returns the entries and bytes held.
+func (l *Ledger[K]) Total() (count int, bytes int64) { return l.count, l.bytes }
+
+// Usage returns the entries and bytes an owner holds.
+func (l *Ledger[K]) Usage(owner string) (count int, bytes int64) {
+	if o := l.owners[owner]; o != nil {
+		return o.count, o.bytes
+	}
+	return 0, 0
+}
+
+// overQuota reports whether an owner holding count entries and bytes bytes
+// may lose finished entries to another owner's: it is over its quota, or
+// there is no quota (every owner's finished entries are fair game, oldest
+// first).
+func (l *Ledger[K]) overQuota(count int, bytes int64) bool {
+	return l.noQuota() || count > l.lim.QuotaCount || bytes > l.lim.QuotaBytes
+}
+
+// noQuota reports whether the quotas are the store's bounds: no owner has a
+// quota of its own.
+func (l *Ledger[K]) noQuota() bool {
+	return l.lim.QuotaCount == l.lim.MaxCount && l.lim.QuotaBytes == l.lim.MaxBytes
+}
+
+// Admit makes room for a new running entry of size bytes owned by owner,
+// as the package's policy says, and records it. It returns the keys evicted
+// to make room (the ledger has forgotten them; the store drops them), or an
+// error, having evicted nothing. The key must not be held already.
+func (l *Ledger[K]) Admit(key K, ownerName string, size int64) ([]K, error) {
+	if _, dup := l.entries[key]; dup {
+		return nil, fmt.Errorf("budget: %v is held already", key)
+	}
+	if size > l.lim.QuotaBytes {
+		return nil, fmt.Errorf("%w: %d bytes, quota %d", ErrTooLarge, size, l.lim.QuotaBytes)
+	}
+	o := l.owners[ownerName]
+	if o == nil {
+		o = &owner[K]{name: ownerName}
+	}
+	plan, err := l.plan(o, 1, size)
+	if err != nil {
+		if o.count == 0 {
+			delete(l.owners, ownerName)
+		}
+		return nil, err
+	}
+	keys := l.evict(plan)
+	l.owners[ownerName] = o
+	e := &entry[K]{key: key, owner: o, size: size}
+	l.entries[key] = e
+	o.count++
+	o.bytes += size
+	l.count++
+	l.bytes += size
+	return keys, nil
+}
+
+// plan chooses the finished entries that go to make room for count more
+// entries and bytes more bytes of owner o, without changing anything.
+func (l *Ledger[K]) plan(o *owner[K], count int, bytes int64) ([]*entry[K], error) {
+	var plan []*entry[K]
+	oc, ob := o.count+count, o.bytes+bytes
+	tc, tb := l.count+count, l.bytes+bytes
+	own := o.finished.Front()
+	take := func(e *entry[K]) {
+		plan = append(plan, e)
+		tc, tb = tc-1, tb-e.size
+	}
+	for (count > 0 && oc > l.lim.QuotaCount) || ob > l.lim.QuotaBytes {
+		if own == nil {
+			if l.noQuota() {
+				break // no quota of its own: the store's bounds decide
+			}
+			return nil, fmt.Errorf("%w: %d entries, %d bytes held (quota %d, %d bytes)", ErrQuota, o.count, o.bytes, l.lim.QuotaCount, l.lim.QuotaBytes)
+		}
+		e := own.Value.(*entry[K])
+		take(e)
+		oc, ob = oc-1, ob-e.size
+		own = own.Next()
+	}
+	full := func() bool { return (count > 0 && tc > l.lim.MaxCount) || tb > l.lim.MaxBytes }
+	for full() && own != nil {
+		take(own.Value.(*entry[K]))
+		own = own.Next()
+	}
+	if !full() {
+		return plan, nil
+	}
+	// Others' finished entries, oldest first, while their owner is over its
+	// quota (as it stands after what the plan already takes from it).
+	usage := map[*owner[K]][2]int64{}
+	for el := l.finished.Front(); el != nil && full(); el = el.Next() {
+		e := el.Value.(*entry[K])
+		p := e.owner
+		if p == o {
+			continue // o's own are in the plan already
+		}
+		u, ok := usage[p]
+		if !ok {
+			u = [2]int64{int64(p.count), p.bytes}
+		}
+		if !l.overQuota(int(u[0]), u[1]) {
+			continue
+		}
+		take(e)
+		usage[p] = [2]int64{u[0] - 1, u[1] - e.size}
+	}
+	if full() {
+		return nil, fmt.Errorf("%w: %d entries, %d bytes held (bounds %d, %d bytes)", ErrFull, l.count, l.bytes, l.lim.MaxCount, l.lim.MaxBytes)
+	}
+	return plan, nil
+}
+
+func (l *Ledger[K]) evict(plan []*entry[K]) []K {
+	keys := make([]K, 0, len(plan))
+	for _, e := range plan {
+		l.remove(e)
+		keys = append(keys, e.key)
+	}
+	return keys
+}
+
+// Resize records that a held entry is now size bytes. When that takes the
+// store over its byte bound, finished entries go (the entry's owner's first,
+// then those of owners over their quota) and their keys are returned; a
+// resize is never refused, so the store may stay over its bound.
+func (l *Ledger[K]) Resize(key K, size int64) []K {
+	e := l.entries[key]
+	if e == nil {
+		return nil
+	}
+	d := size - e.size
+	e.size = size
+	e.owner.bytes += d
+	l.bytes += d
+	if d <= 0 || l.bytes <= l.lim.MaxBytes {
+		return nil
+	}
+	// Make room for nothing more: only the byte bound is over.
+	o := e.owner
+	var plan []*entry[K]
+	tb := l.bytes
+	for el := o.finished.Front(); el != nil && tb > l.lim.MaxBytes; el = el.Next() {
+		f := el.Value.(*entry[K])
+		if f == e {
+			continue
+		}
+		plan = append(plan, f)
+		tb -= f.size
+	}
+	usage := map[*owner[K]]int64{}
+	for el := l.finished.Front(); el != nil && tb > l.lim.MaxBytes; el = el.Next() {
+		f := el.Value.(*entry[K])
+		p := f.owner
+		if p == o {
+			continue
+		}
+		b, ok := usage[p]
+		if !ok {
+			b = p.bytes
+		}
+		if !l.overQuota(p.count, b) {
+			continue
+		}
+		plan = append(plan, f)
+		tb -= f.size
+		usage[p] = b - f.size
+	}
+	return l.evict(plan)
+}
+
+// Finish makes a held entry evictable from at on; it is finished once.
+func (l *Ledger[K]) Finish(key K, at time.Time) {
+	e := l.entries[key]
+	if e == nil || e.all != nil {
+		return
+	}
+	e.finishedAt = at
+	e.all = l.finished.PushBack(e)
+	e.mine = e.owner.finished.PushBack(e)
+}
+
+// Finished reports whether a held entry has finished, and when.
+func (l *Ledger[K]) Finished(key K) (time.Time, bool) {
+	e := l.entries[key]
+	if e == nil || e.all == nil {
+		return time.Time{}, false
+	}
+	return e.finishedAt, true
+}
+
+// Remove forgets an entry.
+func (l *Ledger[K]) Remove(key K) {
+	if e := l.entries[key]; e != nil {
+		l.remove(e)
+	}
+}
+
+// Expire forgets the entries finished at or before cutoff and returns their
+// keys.
+func (l *Ledger[K]) Expire(cutoff time.Time) []K {
+	var keys []K
+	for {
+		el := l.finished.Front()
+		if el == nil {
+			return keys
+		}
+		e := el.Value.(*entry[K])
+		if e.finishedAt.After(cutoff) {
+			return keys
+		}
+		l.remove(e)
+		keys = append(keys, e.key)
+	}
+}
+
+func (l *Ledger[K]) remove(e *entry[K]) {
+	delete(l.entries, e.key)
+	o := e.owner
+	o.count--
+	o.bytes -= e.size
+	l.count--
+	l.bytes -= e.size
+	if e.all != nil {
+		l.finished.Remove(e.all)
+		o.finished.Remove(e.mine)
+	}
+	if o.count == 0 {
+		delete(l.owners, o.name)
+	}
+}

@@ -1,0 +1,121 @@
+package budget
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1000, 0)
+
+// ledger holds entries named OWNER-N of size 10 each, finished as listed.
+func ledger(t *testing.T, l Limits, entries ...string) *Ledger[string] {
+	t.Helper()
+	led := New[string](l)
+	for i, e := range entries {
+		owner, finished := e[:1], e[len(e)-1] == 'f'
+		if evicted, err := led.Admit(e, owner, 10); err != nil || len(evicted) > 0 {
+			t.Fatalf("setup %s: %v %v", e, evicted, err)
+		}
+		if finished {
+			led.Finish(e, t0.Add(time.Duration(i)*time.Second))
+		}
+	}
+	return led
+}
+
+func TestAdmitPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		limits  Limits
+		held    []string // OWNER + index + f if finished, in admission (and finishing) order
+		owner   string
+		evicted []string
+		err     error
+	}{
+		{"room", Limits{10, 100, 5, 50}, []string{"a1f", "b1f"}, "a", nil, nil},
+		{"own quota: own oldest finished goes", Limits{10, 100, 2, 50}, []string{"a1f", "a2f", "b1f"}, "a", []string{"a1f"}, nil},
+		{"own quota full of running entries", Limits{10, 100, 2, 50}, []string{"a1", "a2", "b1f"}, "a", nil, ErrQuota},
+		{"byte quota", Limits{10, 100, 5, 25}, []string{"a1f", "a2f"}, "a", []string{"a1f"}, nil},
+		{"store full: own first", Limits{3, 100, 2, 100}, []string{"b1f", "a1f", "b2f"}, "a", []string{"a1f"}, nil},
+		{"store full: never another's within quota", Limits{3, 100, 2, 100}, []string{"b1f", "b2f", "a1"}, "a", nil, ErrFull},
+		{"store full: a new owner refused", Limits{4, 100, 2, 100}, []string{"b1f", "b2f", "c1f", "c2f"}, "a", nil, ErrFull},
+		{"store bytes full: own first", Limits{10, 30, 10, 30}, []string{"b1f", "a1f", "b2f"}, "a", []string{"a1f"}, nil},
+		{"no quota: own first, then anyone's oldest", Limits{3, 100, 3, 100}, []string{"b1f", "b2f", "a1"}, "a", []string{"b1f"}, nil},
+		{"no quota, store full of running entries", Limits{2, 100, 2, 100}, []string{"b1", "a1"}, "a", nil, ErrFull},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			led := ledger(t, tc.limits, tc.held...)
+			beforeC, beforeB := led.Total()
+			evicted, err := led.Admit("new", tc.owner, 10)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("err %v, want %v", err, tc.err)
+			}
+			if !slices.Equal(evicted, tc.evicted) {
+				t.Fatalf("evicted %v, want %v", evicted, tc.evicted)
+			}
+			c, b := led.Total()
+			if err != nil && (c != beforeC || b != beforeB) {
+				t.Fatal("a refused admission changed the ledger")
+			}
+			if err == nil && (c != beforeC+1-len(evicted) || b != beforeB+10-10*int64(len(evicted))) {
+				t.Fatalf("total %d, %d", c, b)
+			}
+		})
+	}
+}
+
+// An owner over its quota (its running entries grew) loses its finished
+// entries to another owner's new ones, oldest first, until it is within.
+func TestOverQuotaOwnerPays(t *testing.T) {
+	led := New[string](Limits{MaxCount: 100, MaxBytes: 100, QuotaCount: 10, QuotaBytes: 40})
+	for i := range 3 {
+		led.Admit(fmt.Sprint("b", i), "b", 10)
+		led.Finish(fmt.Sprint("b", i), t0.Add(time.Duration(i)))
+	}
+	led.Admit("c0", "c", 10)
+	led.Finish("c0", t0)
+	led.Admit("a0", "a", 10)
+	led.Admit("bgrow", "b", 10)
+	// The running entry grows to 60: the store holds 110 > 100, and b's own
+	// oldest finished entry goes.
+	if ev := led.Resize("bgrow", 60); !slices.Equal(ev, []string{"b0"}) {
+		t.Fatalf("resize evicted %v", ev)
+	}
+	// b holds 20+60 = 80 > its 40: over quota. a's new entry, with the store
+	// at 100, takes b's oldest finished, not c's (within its quota).
+	ev, err := led.Admit("a1", "a", 10)
+	if err != nil || !slices.Equal(ev, []string{"b1"}) {
+		t.Fatalf("admit: %v %v", ev, err)
+	}
+}
+
+func TestExpireAndRemove(t *testing.T) {
+	led := ledger(t, Limits{10, 100, 10, 100}, "a1f", "a2f", "b1", "a3f")
+	if got := led.Expire(t0.Add(time.Second)); !slices.Equal(got, []string{"a1f", "a2f"}) {
+		t.Fatalf("expired %v", got)
+	}
+	led.Remove("b1")
+	if c, b := led.Total(); c != 1 || b != 10 {
+		t.Fatalf("total %d %d", c, b)
+	}
+	if c, _ := led.Usage("b"); c != 0 {
+		t.Fatal("b still has entries")
+	}
+	if _, ok := led.Finished("a3f"); !ok {
+		t.Fatal("a3f not finished")
+	}
+	if _, err := led.Admit("big", "a", 101); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("an entry over the quota alone: %v", err)
+	}
+}
+
+func TestLimitsValidate(t *testing.T) {
+	for _, l := range []Limits{{}, {1, 1, 2, 1}, {1, 1, 1, 2}, {-1, 1, 1, 1}} {
+		if l.Validate() == nil {
+			t.Errorf("%+v accepted", l)
+		}
+	}
+}
