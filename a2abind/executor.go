@@ -107,6 +107,7 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	if err != nil {
 		return x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
 	}
+	req.Caller = tasks.Owner(ctx) // whose quota the tree's blobs count against (kept for a rerun)
 	// With a durable store the delegation is kept with the task, so that
 	// the rerun recovery policy can start it again after a restart.
 	if r, ok := q.(tasks.Retainer); ok {

@@ -63,6 +63,10 @@ type Request struct {
 	// enforce (the depth_limit capability). Zero asks for none: the
 	// delegate's own caps apply, and a delegate outside the mesh is a leaf.
 	DepthLimit int
+	// Caller is the authenticated caller the delegation serves (the task's
+	// owner; "" when anonymous): what the tree stores counts against its
+	// quotas.
+	Caller string
 }
 
 // MeshMaxDepth is the deepest mesh depth a delegate whose root sits at depth

@@ -31,7 +31,7 @@ func (Local) InheritsParentContext() bool { return false }
 // than the mesh allows: to req.MaxDepth, counted from req.Depth, and at most
 // req.DepthLimit levels when one is asked for.
 func (l Local) Start(ctx context.Context, req Request) (Run, error) {
-	r, err := l.Sup.Start(ctx, supervisor.StartRequest{Handle: req.Handle, Payload: req.Payload, MeshDepth: req.Depth, MeshMaxDepth: MeshMaxDepth(req.Depth, req.MaxDepth, req.DepthLimit)})
+	r, err := l.Sup.Start(ctx, supervisor.StartRequest{Handle: req.Handle, Payload: req.Payload, MeshDepth: req.Depth, MeshMaxDepth: MeshMaxDepth(req.Depth, req.MaxDepth, req.DepthLimit), Caller: req.Caller})
 	if err != nil {
 		return nil, err
 	}

@@ -164,6 +164,9 @@ func toRPCError(err error) *RPCError {
 	if errors.Is(err, tasks.ErrStoreUnavailable) {
 		return &RPCError{Code: CodeServerError, Message: "agentd's task store is unavailable: nothing was stored; retry later"}
 	}
+	if errors.Is(err, tasks.ErrCallerQuota) {
+		return &RPCError{Code: CodeServerError, Message: "your task quota is full of running tasks; retry when one of them ends"}
+	}
 	for _, ec := range errorCodes {
 		if errors.Is(err, ec.err) {
 			return &RPCError{Code: ec.code, Message: ec.err.Error(), Data: map[string]any{"detail": err.Error()}}

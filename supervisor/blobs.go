@@ -5,24 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/agentd/agentd/internal/budget"
 )
 
 // BlobConfig bounds the blob store, where children keep distillates too large
-// to inline (store-and-reference). The zero value of a field means its default.
+// to inline (store-and-reference) and the task engine keeps the large parts
+// of finished tasks (StoreBlob). The zero value of a field means its default.
 type BlobConfig struct {
 	MaxBlobBytes  int           // one blob; default 4 MiB (a control frame bounds it too)
 	MaxTotalBytes int64         // all blobs held; default 256 MiB
 	MaxCount      int           // blobs held; default 1024
+	QuotaBytes    int64         // the blobs of one caller; default MaxTotalBytes (no quota)
+	QuotaCount    int           // the blobs of one caller; default MaxCount
 	Retention     time.Duration // how long a blob outlives its task; default 1h
 	// Backend, when set, keeps the blobs outside the process (agentd's
 	// durable task store): the store writes each blob there before it
 	// answers the child, holds only their index in memory, reads a blob's
 	// content from there, and at New reloads the index (the same budgets
-	// then count the blobs a previous process stored). A blob whose task
+	// then count the blobs a previous process stored, as the anonymous
+	// caller's: the backend does not keep the caller). A blob whose task
 	// was running when that process ended starts its retention window at
 	// the reload.
 	Backend BlobBackend
@@ -63,19 +70,28 @@ func (c BlobConfig) withDefaults() BlobConfig {
 	if c.MaxCount <= 0 {
 		c.MaxCount = 1024
 	}
+	if c.QuotaBytes <= 0 || c.QuotaBytes > c.MaxTotalBytes {
+		c.QuotaBytes = c.MaxTotalBytes
+	}
+	if c.QuotaCount <= 0 || c.QuotaCount > c.MaxCount {
+		c.QuotaCount = c.MaxCount
+	}
 	if c.Retention <= 0 {
 		c.Retention = time.Hour
 	}
 	return c
 }
 
-// Blob is one stored distillate. Owner is the handle (A2A task id) of the root
-// of the tree that stored it; a reader's right to it is a right to that task.
+// Blob is one stored distillate or part. Owner is the handle (A2A task id) of
+// the task it belongs to, the root of the tree that stored it: a reader's
+// right to it is a right to that task. Caller is who created that task, the
+// blob store's quota and eviction key.
 type Blob struct {
 	ID        string
 	MediaType string
 	Content   []byte
 	Owner     string
+	Caller    string
 	RunID     string
 	Created   time.Time
 }
@@ -86,28 +102,31 @@ var (
 	ErrBlobStoreFull = errors.New("supervisor: blob store full")
 )
 
-// blobStore holds blobs for their task's lifetime plus a retention window. A
-// blob of a running task is never evicted; when the store is full, blobs of
-// finished tasks go oldest first, and a put that still does not fit is
-// refused. Expired blobs are dropped lazily, on put and get.
+// blobStore holds blobs for their task's lifetime plus a retention window,
+// bounded by count and bytes, in all and per caller, as package budget's
+// policy says: a blob of a running task is never evicted; to make room for a
+// caller's blob, that caller's oldest finished blobs go first, then those of
+// callers over their quota; a put that still does not fit is refused.
+// Expired blobs are dropped lazily, on put and get.
 type blobStore struct {
 	cfg BlobConfig
 	now func() time.Time
 	log *slog.Logger
 
-	mu    sync.Mutex // guards blobs, total
+	mu    sync.Mutex // guards blobs, led
 	blobs map[string]*blobEntry
-	total int64
+	led   *budget.Ledger[string]
 }
 
 type blobEntry struct {
-	Blob              // Content nil when a backend holds it
-	size    int64     // len of the content
-	expires time.Time // zero while the owning task runs
+	Blob       // Content nil when a backend holds it
+	size int64 // len of the content
 }
 
 func newBlobStore(cfg BlobConfig, log *slog.Logger) (*blobStore, error) {
-	b := &blobStore{cfg: cfg.withDefaults(), now: time.Now, log: log, blobs: make(map[string]*blobEntry)}
+	cfg = cfg.withDefaults()
+	b := &blobStore{cfg: cfg, now: time.Now, log: log, blobs: make(map[string]*blobEntry),
+		led: budget.New[string](budget.Limits{MaxCount: cfg.MaxCount, MaxBytes: cfg.MaxTotalBytes, QuotaCount: cfg.QuotaCount, QuotaBytes: cfg.QuotaBytes})}
 	if b.cfg.Backend == nil {
 		return b, nil
 	}
@@ -116,26 +135,30 @@ func newBlobStore(cfg BlobConfig, log *slog.Logger) (*blobStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: load the stored distillates: %w", err)
 	}
-	exp := b.now().Add(b.cfg.Retention)
+	now := b.now()
+	slices.SortFunc(index, func(x, y StoredBlob) int { return x.Created.Compare(y.Created) })
 	for _, sb := range index {
-		e := &blobEntry{Blob: sb.Blob, size: int64(sb.Size), expires: sb.Expires}
+		e := &blobEntry{Blob: sb.Blob, size: int64(sb.Size)}
 		e.Content = nil
-		if e.expires.IsZero() {
+		finished := sb.Expires.Add(-b.cfg.Retention) // the ledger counts retention from the finish
+		if sb.Expires.IsZero() {
 			// Its task ran in a process that is gone.
-			e.expires = exp
-			if err := b.cfg.Backend.ExpireBlobs(ctx, e.Owner, exp); err != nil {
+			finished = now
+			if err := b.cfg.Backend.ExpireBlobs(ctx, e.Owner, now.Add(b.cfg.Retention)); err != nil {
 				return nil, fmt.Errorf("supervisor: load the stored distillates: %w", err)
 			}
 		}
 		b.blobs[e.ID] = e
-		b.total += e.size
+		b.led.Load(e.ID, e.Caller, e.size, true, finished)
 	}
-	b.sweepLocked(b.now())
+	b.sweepLocked(now)
 	return b, nil
 }
 
-// put stores content for the tree rooted at owner.
-func (b *blobStore) put(owner, runID, mediaType string, content []byte) (Blob, error) {
+// put stores content for the task owner (the root of a tree) created by
+// caller; finished makes it a blob of a task that has ended already, whose
+// retention starts now.
+func (b *blobStore) put(owner, caller, runID, mediaType string, content []byte, finished bool) (Blob, error) {
 	if len(content) > b.cfg.MaxBlobBytes {
 		return Blob{}, fmt.Errorf("%w: %d bytes, cap %d", ErrBlobTooLarge, len(content), b.cfg.MaxBlobBytes)
 	}
@@ -143,27 +166,31 @@ func (b *blobStore) put(owner, runID, mediaType string, content []byte) (Blob, e
 	defer b.mu.Unlock()
 	now := b.now()
 	b.sweepLocked(now)
-	for len(b.blobs) >= b.cfg.MaxCount || b.total+int64(len(content)) > b.cfg.MaxTotalBytes {
-		if !b.evictOldestFinishedLocked() {
-			return Blob{}, fmt.Errorf("%w: %d blobs, %d bytes held by running tasks", ErrBlobStoreFull, len(b.blobs), b.total)
-		}
+	id := uuid.NewString() // random (v4): unguessable, though reads are also tied to the owner's task
+	evicted, err := b.led.Admit(id, caller, int64(len(content)))
+	if err != nil {
+		n, bytes := b.led.Total()
+		return Blob{}, fmt.Errorf("%w: %d blobs, %d bytes held: %w", ErrBlobStoreFull, n, bytes, err)
 	}
-	e := &blobEntry{Blob: Blob{
-		ID:        uuid.NewString(), // random (v4): unguessable, though reads are also tied to the owner's task
-		MediaType: mediaType,
-		Content:   content,
-		Owner:     owner,
-		RunID:     runID,
-		Created:   now,
-	}, size: int64(len(content))}
+	for _, e := range evicted {
+		b.dropLocked(e)
+	}
+	e := &blobEntry{Blob: Blob{ID: id, MediaType: mediaType, Content: content, Owner: owner, Caller: caller, RunID: runID, Created: now}, size: int64(len(content))}
 	if b.cfg.Backend != nil {
-		if err := b.cfg.Backend.SaveBlob(context.Background(), StoredBlob{Blob: e.Blob, Size: len(content)}); err != nil {
+		sb := StoredBlob{Blob: e.Blob, Size: len(content)}
+		if finished {
+			sb.Expires = now.Add(b.cfg.Retention)
+		}
+		if err := b.cfg.Backend.SaveBlob(context.Background(), sb); err != nil {
+			b.led.Remove(id)
 			return Blob{}, fmt.Errorf("supervisor: store the blob: %w", err)
 		}
 		e.Content = nil
 	}
-	b.blobs[e.ID] = e
-	b.total += e.size
+	b.blobs[id] = e
+	if finished {
+		b.led.Finish(id, now)
+	}
 	out := e.Blob
 	out.Content = content
 	return out, nil
@@ -173,12 +200,9 @@ func (b *blobStore) put(owner, runID, mediaType string, content []byte) (Blob, e
 func (b *blobStore) get(id string) (Blob, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.sweepLocked(b.now())
 	e, ok := b.blobs[id]
 	if !ok {
-		return Blob{}, false
-	}
-	if !e.expires.IsZero() && !b.now().Before(e.expires) {
-		b.dropLocked(e)
 		return Blob{}, false
 	}
 	out := e.Blob
@@ -200,56 +224,55 @@ func (b *blobStore) get(id string) (Blob, bool) {
 func (b *blobStore) release(owner string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	exp := b.now().Add(b.cfg.Retention)
-	released := false
-	for _, e := range b.blobs {
-		if e.Owner == owner && e.expires.IsZero() {
-			e.expires = exp
-			released = true
+	var mine []*blobEntry
+	for id, e := range b.blobs {
+		if _, done := b.led.Finished(id); e.Owner == owner && !done {
+			mine = append(mine, e)
 		}
 	}
-	if released && b.cfg.Backend != nil {
-		if err := b.cfg.Backend.ExpireBlobs(context.Background(), owner, exp); err != nil {
+	if len(mine) == 0 {
+		return
+	}
+	// Finished in the order they were stored, so the oldest goes first.
+	slices.SortFunc(mine, func(x, y *blobEntry) int { return x.Created.Compare(y.Created) })
+	now := b.now()
+	for _, e := range mine {
+		b.led.Finish(e.ID, now)
+	}
+	if b.cfg.Backend != nil {
+		if err := b.cfg.Backend.ExpireBlobs(context.Background(), owner, now.Add(b.cfg.Retention)); err != nil {
 			b.log.Warn("stored distillates' expiry not recorded: they expire with the next start's retention", "owner", owner, "err", err)
 		}
 	}
 }
 
-// len returns how many blobs are held, expired ones not yet swept included.
+// len returns how many blobs are held.
 func (b *blobStore) len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.blobs)
 }
 
+// usage returns the blobs and bytes held.
+func (b *blobStore) usage() (int, int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.led.Total()
+}
+
+// sweepLocked drops the blobs past their retention window.
 func (b *blobStore) sweepLocked(now time.Time) {
-	for _, e := range b.blobs {
-		if !e.expires.IsZero() && !now.Before(e.expires) {
-			b.dropLocked(e)
-		}
+	for _, id := range b.led.Expire(now.Add(-b.cfg.Retention)) {
+		b.dropLocked(id)
 	}
 }
 
-func (b *blobStore) evictOldestFinishedLocked() bool {
-	var oldest *blobEntry
-	for _, e := range b.blobs {
-		if !e.expires.IsZero() && (oldest == nil || e.Created.Before(oldest.Created)) {
-			oldest = e
-		}
-	}
-	if oldest == nil {
-		return false
-	}
-	b.dropLocked(oldest)
-	return true
-}
-
-func (b *blobStore) dropLocked(e *blobEntry) {
-	delete(b.blobs, e.ID)
-	b.total -= e.size
+// dropLocked forgets a blob the ledger no longer holds, in the backend too.
+func (b *blobStore) dropLocked(id string) {
+	delete(b.blobs, id)
 	if b.cfg.Backend != nil {
-		if err := b.cfg.Backend.DeleteBlob(context.Background(), e.ID); err != nil {
-			b.log.Warn("expired distillate not deleted from the store", "blob", e.ID, "err", err)
+		if err := b.cfg.Backend.DeleteBlob(context.Background(), id); err != nil {
+			b.log.Warn("evicted distillate not deleted from the store", "blob", id, "err", err)
 		}
 	}
 }

@@ -44,12 +44,12 @@ func newTestStore(cfg BlobConfig) (*blobStore, *fakeClock) {
 
 func TestBlobStoreCaps(t *testing.T) {
 	b, clock := newTestStore(BlobConfig{MaxBlobBytes: 10, MaxTotalBytes: 25, MaxCount: 3, Retention: time.Minute})
-	if _, err := b.put("task", "run", "text/plain", []byte("01234567890")); !errors.Is(err, ErrBlobTooLarge) {
+	if _, err := b.put("task", "caller", "run", "text/plain", []byte("01234567890"), false); !errors.Is(err, ErrBlobTooLarge) {
 		t.Fatalf("11 bytes over a cap of 10: %v", err)
 	}
 	var ids []string
 	for i := 0; i < 3; i++ {
-		blob, err := b.put("live", "run", "text/plain", []byte("0123456"))
+		blob, err := b.put("live", "caller", "run", "text/plain", []byte("0123456"), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,12 +60,12 @@ func TestBlobStoreCaps(t *testing.T) {
 		clock.advance(time.Second)
 	}
 	// Full on count, and every blob belongs to a running task: refused.
-	if _, err := b.put("other", "run", "text/plain", []byte("x")); !errors.Is(err, ErrBlobStoreFull) {
+	if _, err := b.put("other", "caller", "run", "text/plain", []byte("x"), false); !errors.Is(err, ErrBlobStoreFull) {
 		t.Fatalf("put into a store full of live blobs: %v", err)
 	}
 	// The task ends: its blobs may now be evicted, oldest first.
 	b.release("live")
-	if _, err := b.put("other", "run", "text/plain", []byte("x")); err != nil {
+	if _, err := b.put("other", "caller", "run", "text/plain", []byte("x"), false); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := b.get(ids[0]); ok {
@@ -75,7 +75,7 @@ func TestBlobStoreCaps(t *testing.T) {
 		t.Fatalf("second blob: %+v %v", blob, ok)
 	}
 	// Over the byte total (7+7+1 held, +10 = 25 fits; +11 would not) evicts too.
-	if _, err := b.put("other", "run", "text/plain", []byte("0123456789")); err != nil {
+	if _, err := b.put("other", "caller", "run", "text/plain", []byte("0123456789"), false); err != nil {
 		t.Fatal(err)
 	}
 	if b.len() != 3 {
@@ -83,9 +83,43 @@ func TestBlobStoreCaps(t *testing.T) {
 	}
 }
 
+// A caller's blobs evict that caller's oldest finished ones first, never
+// another caller's within its quota; StoreBlob's blobs are finished at once.
+func TestBlobStorePerCaller(t *testing.T) {
+	b, clock := newTestStore(BlobConfig{MaxBlobBytes: 10, MaxTotalBytes: 40, QuotaBytes: 20, Retention: time.Hour})
+	bob, err := b.put("bob-task", "bob", "", "text/plain", []byte("0123456789"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alice []string
+	for range 4 {
+		clock.advance(time.Second)
+		blob, err := b.put("alice-task", "alice", "", "text/plain", []byte("0123456789"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alice = append(alice, blob.ID)
+	}
+	if _, ok := b.get(bob.ID); !ok {
+		t.Fatal("bob's blob went to alice's")
+	}
+	if _, ok := b.get(alice[1]); ok {
+		t.Fatal("alice holds more than her 20-byte quota")
+	}
+	if _, ok := b.get(alice[3]); !ok {
+		t.Fatal("alice's newest blob is gone")
+	}
+	// A caller whose quota holds only a running task's blobs is refused.
+	b.put("carol-task", "carol", "run", "text/plain", []byte("0123456789"), false)
+	b.put("carol-task", "carol", "run", "text/plain", []byte("0123456789"), false)
+	if _, err := b.put("carol-task", "carol", "run", "text/plain", []byte("x"), false); !errors.Is(err, ErrBlobStoreFull) {
+		t.Fatalf("carol over her quota: %v", err)
+	}
+}
+
 func TestBlobStoreRetention(t *testing.T) {
 	b, clock := newTestStore(BlobConfig{Retention: time.Minute})
-	blob, err := b.put("task", "run", "text/plain", []byte("kept"))
+	blob, err := b.put("task", "caller", "run", "text/plain", []byte("kept"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +136,8 @@ func TestBlobStoreRetention(t *testing.T) {
 	if _, ok := b.get(blob.ID); ok {
 		t.Fatal("readable after the retention window")
 	}
-	if b.len() != 0 || b.total != 0 {
-		t.Fatalf("expired blob still held: %d blobs, %d bytes", b.len(), b.total)
+	if n, bytes := b.usage(); b.len() != 0 || n != 0 || bytes != 0 {
+		t.Fatalf("expired blob still held: %d blobs, %d bytes", n, bytes)
 	}
 	if _, ok := b.get("no-such-id"); ok {
 		t.Fatal("an unknown id was found")
@@ -157,7 +191,7 @@ func unreleased(b *blobStore, owner string) []string {
 	defer b.mu.Unlock()
 	var out []string
 	for id, e := range b.blobs {
-		if e.Owner == owner && e.expires.IsZero() {
+		if _, finished := b.led.Finished(id); e.Owner == owner && !finished {
 			out = append(out, id)
 		}
 	}

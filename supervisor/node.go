@@ -538,7 +538,7 @@ func (s *Supervisor) serveBlobPut(n *node, p *proc, id uint64, put api.BlobPut, 
 }
 
 func (s *Supervisor) blobPutAnswer(n *node, id uint64, put api.BlobPut, log *slog.Logger) (*api.Frame, error) {
-	b, err := s.blobs.put(n.root().handle, n.payload.Telemetry.RunID, put.MediaType, []byte(put.Content))
+	b, err := s.blobs.put(n.root().handle, n.nest.tree.caller, n.payload.Telemetry.RunID, put.MediaType, []byte(put.Content), false)
 	if err != nil {
 		log.Warn("blob/put refused", "err", err)
 		return api.NewErrorResponse(id, api.CodeRefused, err.Error()), nil

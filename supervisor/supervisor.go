@@ -342,6 +342,9 @@ type StartRequest struct {
 	// chokepoint (workflow.go), against the payload's grant. Its steps must
 	// have been checked (package workflow).
 	Workflow []WorkflowStep
+	// Caller is who asked for the tree (the task's owner, "" when
+	// anonymous): the blobs the tree stores count against its quota.
+	Caller string
 }
 
 // Run is a handle on a started subagent. It is safe for concurrent use.
@@ -396,6 +399,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	if len(req.Workflow) > 0 {
 		n.nest.workflow, n.nest.provider = req.Workflow, WorkflowProvider
 	}
+	t.caller = req.Caller
 	if req.MeshMaxDepth > 0 {
 		t.depthCap = max(req.MeshMaxDepth-req.MeshDepth, 0)
 	}
@@ -540,6 +544,18 @@ func (s *Supervisor) KillAll() {
 	}
 	s.log.Warn("kill ladder: SIGKILL to every process group", "groups", sent, "reason", "forced")
 }
+
+// StoreBlob stores content for a task that has ended (owner is its id,
+// caller who created it), to be read at api.BlobURI of the returned id: the
+// task engine keeps the large parts of finished tasks here. The blob's
+// retention starts now; it is bounded and evicted with the rest of the blob
+// store (ErrBlobTooLarge, ErrBlobStoreFull).
+func (s *Supervisor) StoreBlob(owner, caller, mediaType string, content []byte) (Blob, error) {
+	return s.blobs.put(owner, caller, "", mediaType, content, true)
+}
+
+// BlobUsage returns the blobs and bytes the blob store holds.
+func (s *Supervisor) BlobUsage() (blobs int, bytes int64) { return s.blobs.usage() }
 
 // Blob returns a stored distillate by id, unless it is unknown or its
 // retention window has passed.

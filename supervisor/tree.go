@@ -13,7 +13,8 @@ import (
 // counters the subagent.spawn chokepoint reads and the token accounting folds
 // into. Each loop/event costs O(1) here: one add to the node, one to the tree.
 type tree struct {
-	root *node // immutable
+	root   *node  // immutable
+	caller string // immutable: who created the tree's task (StartRequest.Caller), the blob store's quota key
 
 	// mu guards every field below and the nest of every node of the tree.
 	// Lock order: tree.mu, then Supervisor.mu, then node.mu.

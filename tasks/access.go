@@ -16,6 +16,10 @@ type OperatorUser interface {
 	Operator() bool
 }
 
+// Owner returns the authenticated caller of ctx's request, or "" for none:
+// the owner of the tasks it creates, and the key of its quotas.
+func Owner(ctx context.Context) string { return callerName(ctx) }
+
 // callerName is the authenticated caller of the request, or "": the owner of
 // the tasks it creates.
 func callerName(ctx context.Context) string {

@@ -51,6 +51,9 @@ type Engine struct {
 	admission *admit.Controller // nil: every task runs at once (admission.go)
 	policy    admit.Policy
 
+	offload      Offloader // nil: finished tasks keep their parts (offload.go)
+	offloadAbove int
+
 	mu       sync.Mutex // guards live, draining
 	live     map[a2a.TaskID]*liveTask
 	draining bool
@@ -111,10 +114,11 @@ type FollowUps interface {
 
 // liveTask is a task that has not reached a terminal state.
 type liveTask struct {
-	mu   sync.Mutex // guards task, subs, followUps, closed
-	task *a2a.Task  // current snapshot, immutable
-	subs map[*subscriber]struct{}
-	done chan struct{} // closed when the task turns terminal
+	mu    sync.Mutex // guards task, subs, followUps, closed
+	task  *a2a.Task  // current snapshot, immutable
+	owner string     // who created it (for a nested task, its root's creator)
+	subs  map[*subscriber]struct{}
+	done  chan struct{} // closed when the task turns terminal
 
 	// cancelExec cancels the executor run that drives the task; nil for tasks
 	// driven from outside (nested subagents).
@@ -232,11 +236,11 @@ func (e *Engine) TaskStates() map[string]int {
 // reads it, cancels it or subscribes to it. Events for it arrive through
 // Update.
 func (e *Engine) OpenTask(ctx context.Context, t *a2a.Task, root a2a.TaskID) error {
-	lt := &liveTask{task: t, done: make(chan struct{})}
 	_, owner, err := e.store.Get(ctx, root)
 	if err != nil && !errors.Is(err, a2a.ErrTaskNotFound) {
 		return fmt.Errorf("read root task %s: %w", root, err)
 	}
+	lt := &liveTask{task: t, owner: owner, done: make(chan struct{})}
 	if err := e.store.Create(ctx, t, owner); err != nil {
 		return err
 	}
@@ -276,7 +280,13 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := e.putRetrying(ctx, next); err != nil {
+	stored := next
+	if next.Status.State.Terminal() {
+		// The final snapshot is stored without its large parts; the live
+		// one (what subscribers and a blocking send see) keeps them.
+		stored = e.compact(ctx, next, lt.owner)
+	}
+	if err := e.putRetrying(ctx, stored); err != nil {
 		return err
 	}
 	lt.task = next
@@ -462,13 +472,14 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 		Metadata:  admissionMetadata(params.Metadata, ticket),
 	}
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	lt := &liveTask{task: task, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
+	owner := callerName(ctx)
+	lt := &liveTask{task: task, owner: owner, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
 	// The task is live before it is stored: a second send of the same
 	// message that arrives once Create has returned finds it running.
 	e.mu.Lock()
 	e.live[task.ID] = lt
 	e.mu.Unlock()
-	if err := e.store.Create(ctx, task, callerName(ctx)); err != nil {
+	if err := e.store.Create(ctx, task, owner); err != nil {
 		e.forget(task.ID)
 		cancel(nil)
 		var dup *DuplicateError

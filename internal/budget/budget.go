@@ -152,6 +152,28 @@ func (l *Ledger[K]) Admit(key K, ownerName string, size int64) ([]K, error) {
 	return keys, nil
 }
 
+// Load records an entry as it is, without making room for it: an entry a
+// durable store already holds, read back at its start (the store may be over
+// its bounds until entries go). A finished entry is evictable from at on.
+func (l *Ledger[K]) Load(key K, ownerName string, size int64, finished bool, at time.Time) {
+	if _, dup := l.entries[key]; dup {
+		return
+	}
+	o := l.owners[ownerName]
+	if o == nil {
+		o = &owner[K]{name: ownerName}
+		l.owners[ownerName] = o
+	}
+	l.entries[key] = &entry[K]{key: key, owner: o, size: size}
+	o.count++
+	o.bytes += size
+	l.count++
+	l.bytes += size
+	if finished {
+		l.Finish(key, at)
+	}
+}
+
 // plan chooses the finished entries that go to make room for count more
 // entries and bytes more bytes of owner o, without changing anything.
 func (l *Ledger[K]) plan(o *owner[K], count int, bytes int64) ([]*entry[K], error) {

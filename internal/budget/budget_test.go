@@ -119,3 +119,19 @@ func TestLimitsValidate(t *testing.T) {
 		}
 	}
 }
+
+// Load takes entries as they are, over the bounds if need be; the next
+// admission makes room.
+func TestLoad(t *testing.T) {
+	led := New[string](Limits{2, 100, 2, 100})
+	led.Load("a1", "a", 10, true, t0)
+	led.Load("a2", "a", 10, true, t0.Add(time.Second))
+	led.Load("a3", "a", 10, false, time.Time{})
+	if c, b := led.Total(); c != 3 || b != 30 {
+		t.Fatalf("total %d %d", c, b)
+	}
+	ev, err := led.Admit("a4", "a", 10)
+	if err != nil || !slices.Equal(ev, []string{"a1", "a2"}) {
+		t.Fatalf("admit after an over-full load: %v %v", ev, err)
+	}
+}
