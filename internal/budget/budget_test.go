@@ -135,3 +135,22 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("admit after an over-full load: %v %v", ev, err)
 	}
 }
+
+func TestMemoryDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		limit      uint64
+		task, blob int64
+	}{
+		{1 << 30, 64 * MiB, 32 * MiB},   // a 1 GiB pod
+		{256 * MiB, 24 * MiB, 12 * MiB}, // the reserve's floor: 96 MiB
+		{64 << 30, 1024 * MiB, 512 * MiB},
+		{0, 24 * MiB, 12 * MiB},
+	} {
+		if got := TaskStoreBytes(tc.limit); got != tc.task {
+			t.Errorf("TaskStoreBytes(%d MiB) = %d MiB, want %d", tc.limit/MiB, got/MiB, tc.task/MiB)
+		}
+		if got := BlobStoreBytes(tc.limit); got != tc.blob {
+			t.Errorf("BlobStoreBytes(%d MiB) = %d MiB, want %d", tc.limit/MiB, got/MiB, tc.blob/MiB)
+		}
+	}
+}
