@@ -281,13 +281,32 @@ func TestIdentityMatrixAgainstTheBinary(t *testing.T) {
 		t.Errorf("the health listener served the A2A endpoint: %d", resp.StatusCode)
 	}
 
-	// agentd ctl and agentd send with the dev certificates.
-	out, err := agentdCommand(t, "ctl", "a2a.Caps", "--to", p.url, "--json",
-		"--tls-cert", filepath.Join(dir, "operator.pem"), "--tls-key", filepath.Join(dir, "operator-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem")).CombinedOutput()
+	// agentd ctl and agentd send with the dev certificates, the server's
+	// SPIFFE ID pinned.
+	const serverID = "spiffe://example.org/agentd"
+	opCreds := []string{"--tls-cert", filepath.Join(dir, "operator.pem"), "--tls-key", filepath.Join(dir, "operator-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem")}
+	out, err := agentdCommand(t, append([]string{"ctl", "a2a.Caps", "--to", p.url, "--json", "--server-id", serverID}, opCreds...)...).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"max_depth": 4`) {
 		t.Fatalf("ctl a2a.Caps: %v\n%s", err, out)
 	}
-	out, err = agentdCommand(t, "ctl", "tree", "--to", p.url,
+	// Without the pin, neither presents its credentials (exit 2, naming the
+	// settings); with --insecure-any-server-id, any ID of the trust domain
+	// will do.
+	for _, args := range [][]string{
+		append([]string{"ctl", "a2a.Caps", "--to", p.url}, opCreds...),
+		append([]string{"send", "--to", p.url}, append(opCreds, "hello")...),
+	} {
+		cmd := agentdCommand(t, args...)
+		out, err := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "--server-id") || !strings.Contains(string(out), "--insecure-any-server-id") {
+			t.Fatalf("%s without --server-id: %v\n%s", args[0], err, out)
+		}
+	}
+	out, err = agentdCommand(t, append([]string{"ctl", "a2a.Caps", "--to", p.url, "--json", "--insecure-any-server-id"}, opCreds...)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"max_depth": 4`) {
+		t.Fatalf("ctl --insecure-any-server-id: %v\n%s", err, out)
+	}
+	out, err = agentdCommand(t, "ctl", "tree", "--to", p.url, "--server-id", serverID,
 		"--tls-cert", filepath.Join(dir, "peer.pem"), "--tls-key", filepath.Join(dir, "peer-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "-32601") {
 		t.Fatalf("ctl as a peer: %v\n%s", err, out)
@@ -295,11 +314,11 @@ func TestIdentityMatrixAgainstTheBinary(t *testing.T) {
 	tokenFile := filepath.Join(dir, "op-token")
 	os.WriteFile(tokenFile, []byte("operator-token-0123456789\n"), 0o600)
 	out, err = agentdCommand(t, "ctl", "a2a.Tree", "--to", p.url, "--token-file", tokenFile,
-		"--tls-bundle", filepath.Join(dir, "bundle.pem"), "--server-id", "spiffe://example.org/agentd").CombinedOutput()
+		"--tls-bundle", filepath.Join(dir, "bundle.pem"), "--server-id", serverID).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "live subagents") {
 		t.Fatalf("ctl with a bearer token: %v\n%s", err, out)
 	}
-	out, err = agentdCommand(t, "send", "--to", p.url,
+	out, err = agentdCommand(t, "send", "--to", p.url, "--server-id", serverID,
 		"--tls-cert", filepath.Join(dir, "peer.pem"), "--tls-key", filepath.Join(dir, "peer-key.pem"), "--tls-bundle", filepath.Join(dir, "bundle.pem"), "three little words").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "has 3 words") {
 		t.Fatalf("send over mTLS: %v\n%s", err, out)

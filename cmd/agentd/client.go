@@ -15,6 +15,7 @@ import (
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 
 	"github.com/agentd/agentd/internal/bearer"
+	"github.com/agentd/agentd/internal/loopback"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -28,6 +29,9 @@ type clientConfig struct {
 	SPIFFESocket      string
 	TokenFile         string
 	ServerID          string
+	// AnyServerID is --insecure-any-server-id: present credentials to a
+	// server of the trust domain without pinning its SPIFFE ID.
+	AnyServerID bool
 }
 
 // addClientFlags defines --to (from toEnv), --timeout and the credentials.
@@ -39,7 +43,10 @@ func addClientFlags(f *flags, c *clientConfig, toEnv, toUsage string, timeout ti
 	f.stringVar(&c.Bundle, "tls-bundle", "AGENT_TLS_BUNDLE", "", "PEM file: the trust bundle that verifies the server")
 	f.stringVar(&c.SPIFFESocket, "spiffe-socket", "SPIFFE_ENDPOINT_SOCKET", "", "SPIFFE Workload API address: the client's SVID and the bundles")
 	f.stringVar(&c.TokenFile, "token-file", "AGENT_TOKEN_FILE", "", "file holding a bearer token (a static token or a JWT-SVID)")
-	f.stringVar(&c.ServerID, "server-id", "AGENT_SERVER_ID", "", "the SPIFFE ID the server must present (default: any ID of the client's trust domain)")
+	f.stringVar(&c.ServerID, "server-id", "AGENT_SERVER_ID", "", "the SPIFFE ID the server must present; required over https when a client certificate or --token-file is presented")
+	// No environment variable: an opt-out of a security check is given on
+	// the command line each time, not left in an environment.
+	f.BoolVar(&c.AnyServerID, "insecure-any-server-id", false, "present the credentials to any server ID of the trust domain, unpinned (a same-domain impostor gets them)")
 }
 
 // clientTLS is how a client proves itself and checks the server over https.
@@ -98,6 +105,26 @@ func (c *clientConfig) validate() error {
 		if c.ServerID == "" {
 			return errors.New("--tls-bundle without a client SVID needs --server-id (the trust domain to verify the server in)")
 		}
+	}
+	return c.checkPinned()
+}
+
+// checkPinned refuses to present a credential to a server that is not
+// pinned: over https, a client SVID (mTLS) or a bearer token goes only to
+// the server --server-id names, unless --insecure-any-server-id says any
+// server of the trust domain will do; over plain http (no server identity at
+// all), a bearer token goes only to a loopback address.
+func (c *clientConfig) checkPinned() error {
+	switch m := c.mode(c.To); {
+	case m == clientPlain:
+		if c.TokenFile != "" && !loopback.URL(c.To) {
+			return fmt.Errorf("--token-file over plain http to %s: a bearer token would cross the network in the clear; use https (with --server-id)", c.To)
+		}
+	case c.ServerID != "" || c.AnyServerID:
+	case m == clientWorkload || m == clientFiles:
+		return errors.New("--server-id is required to present a client certificate: pin the server's SPIFFE ID (spiffe://TRUST-DOMAIN/PATH), or pass --insecure-any-server-id to accept any ID of the trust domain")
+	case c.TokenFile != "":
+		return errors.New("--server-id is required to present a bearer token: pin the server's SPIFFE ID, or pass --insecure-any-server-id to accept any ID of the trust domain")
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
 )
 
@@ -164,7 +165,48 @@ func TestServeValidate(t *testing.T) {
 		{"--allow-peer", func(c *serveConfig) { c.Identity.AllowPeer = []string{"spiffe://example.org/peer"} }},
 		{"--operator", func(c *serveConfig) { withFiles(c); c.Identity.Operator = []string{"not-an-id"} }},
 		{"--allow-trust-domain", func(c *serveConfig) { withFiles(c); c.Identity.AllowTrustDomain = []string{"Bad Domain"} }},
+		{"--max-message", func(c *serveConfig) { c.Budgets.MaxMessage = "1KiB" }},
+		{"--max-message", func(c *serveConfig) { c.Budgets.MaxMessage = "1GiB" }},
+		{"--max-message", func(c *serveConfig) { c.Budgets.MaxMessage = "lots" }},
+		{"--task-store-bytes", func(c *serveConfig) { c.Budgets.TaskStoreBytes = "x" }},
+		{"--task-quota", func(c *serveConfig) { c.Budgets.TaskQuota = -1 }},
+		{"--task-quota", func(c *serveConfig) { c.Budgets.TaskQuota = c.TaskCapacity + 1 }},
+		{"--task-quota-bytes", func(c *serveConfig) { c.Budgets.TaskQuotaBytes = "1KiB" }},
+		{"--task-quota-bytes", func(c *serveConfig) { c.Budgets.TaskStoreBytes, c.Budgets.TaskQuotaBytes = "32MiB", "64MiB" }},
+		{"--blob-quota-bytes", func(c *serveConfig) { c.Budgets.BlobStoreBytes, c.Budgets.BlobQuotaBytes = "8MiB", "16MiB" }},
+		{"--max-conns", func(c *serveConfig) { c.Budgets.MaxConns = 0 }},
+		{"--max-conns-per-addr", func(c *serveConfig) { c.Budgets.MaxConnsPerAddr = 0 }},
+		{"--max-conns-per-addr", func(c *serveConfig) { c.Budgets.MaxConnsPerAddr = c.Budgets.MaxConns + 1 }},
+		{"--body-timeout", func(c *serveConfig) { c.Budgets.BodyTimeout = 0 }},
+		{"--idle-timeout", func(c *serveConfig) { c.Budgets.IdleTimeout = -time.Second }},
+		{"--header-timeout", func(c *serveConfig) { c.Budgets.HeaderTimeout = 0 }},
 	})
+}
+
+// The byte budgets' defaults for a 1 GiB pod (admission's reserve of it:
+// 256 MiB).
+func TestBudgetDefaults(t *testing.T) {
+	c, err := parseServe(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Budgets.resolve(admit.Derive(1<<30, c.WarmPool).Reserve, c.TaskCapacity, c.TaskRetention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mib = 1 << 20
+	if b.maxMessage != 4*mib || b.tasks.Bytes != 64*mib || b.tasks.QuotaTasks != 1250 || b.tasks.QuotaBytes != 9*mib ||
+		b.blobs.MaxTotalBytes != 32*mib || b.blobs.QuotaBytes != 5*mib || b.blobs.MaxBlobBytes != 5*mib {
+		t.Fatalf("budgets for 1GiB: %+v", b)
+	}
+	if b.conns.MaxConns != 1024 || b.conns.MaxConnsPerAddr != 128 || b.conns.BodyTimeout != time.Minute {
+		t.Fatalf("connection limits: %+v", b.conns)
+	}
+	// A setting that collides with a derived default is bad config.
+	c.Budgets.TaskQuotaBytes = "128MiB"
+	if _, err := c.Budgets.resolve(admit.Derive(1<<30, c.WarmPool).Reserve, c.TaskCapacity, c.TaskRetention); err == nil || !strings.Contains(err.Error(), "--task-quota-bytes") {
+		t.Fatalf("a quota over the derived store: %v", err)
+	}
 }
 
 func TestRunValidate(t *testing.T) {
@@ -224,7 +266,31 @@ func TestClientValidate(t *testing.T) {
 		{"--tls-cert", func(c *sendConfig) { c.Client.Cert = "cert.pem" }},
 		{"--tls-key", func(c *sendConfig) { c.Client.Key = "key.pem" }},
 		{"--spiffe-socket", func(c *sendConfig) { c.Client.Bundle, c.Client.SPIFFESocket = "", "http://nope" }},
+		// A credential goes only to a pinned server: a client SVID or a
+		// token over https needs --server-id (or the explicit opt-out), a
+		// token over plain http a loopback address.
+		{"--insecure-any-server-id", func(c *sendConfig) { c.Client.Cert, c.Client.Key, c.Client.ServerID = "cert.pem", "key.pem", "" }},
+		{"--insecure-any-server-id", func(c *sendConfig) {
+			c.Client.Bundle, c.Client.SPIFFESocket, c.Client.ServerID = "", "unix:///tmp/agent.sock", ""
+		}},
+		{"--token-file", func(c *sendConfig) { c.Client.To, c.Client.TokenFile = "http://agentd.example/", "token" }},
 	})
+	// The opt-out and loopback pass.
+	for _, mod := range []func(c *sendConfig){
+		func(c *sendConfig) {
+			c.Client.Cert, c.Client.Key, c.Client.ServerID, c.Client.AnyServerID = "cert.pem", "key.pem", "", true
+		},
+		func(c *sendConfig) { c.Client.To, c.Client.TokenFile = "http://127.0.0.1:8080/", "token" },
+	} {
+		c, err := parseSendArgs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod(c)
+		if err := c.Validate(); err != nil {
+			t.Errorf("refused: %v", err)
+		}
+	}
 	parseCtlArgs := func() (*ctlConfig, error) {
 		return parseCtl([]string{"caps", "--to", "http://127.0.0.1:1"}, io.Discard, io.Discard)
 	}

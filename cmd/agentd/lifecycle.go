@@ -28,20 +28,42 @@ type signalled struct{ sig os.Signal }
 
 func (s signalled) Error() string { return "signal " + s.sig.String() }
 
-// Log messages of the signal policy (the e2e tests match the second).
+// Log messages of the signal policy (the e2e tests match the second and the
+// SIGHUP ones).
 const (
 	msgDraining    = "signal: draining (a second signal forces)"
 	msgSecondForce = "second signal: SIGKILL to every process group"
 	msgNotStarted  = "signal before start: nothing to drain"
+	msgHupReload   = "SIGHUP: reloading"
+	msgHupEarly    = "SIGHUP before the service started: nothing to reload yet"
 )
 
+// hupPolicy is what SIGHUP does to a command under the signal policy. It
+// never kills agentd by its default action.
+type hupPolicy int
+
+const (
+	// hupReload (serve): the program reloads what it can (reloader) and
+	// keeps running; SIGHUP is not one of the two signals.
+	hupReload hupPolicy = iota
+	// hupDrain (run): the terminal of a one-shot run hung up; SIGHUP is a
+	// signal like SIGTERM (the first drains, the second forces).
+	hupDrain
+)
+
+// reloader is a program that reloads its files on SIGHUP (serve: the bearer
+// tokens file). Reload logs what it did; it never stops the program.
+type reloader interface {
+	Reload()
+}
+
 // runWithSignals runs the program build makes under the two-signal policy of
-// serve and run; see runUnderSignals.
-func runWithSignals(ctx context.Context, log *slog.Logger, build func(context.Context) (program, error)) error {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+// serve and run, SIGHUP handled as hup says; see runUnderSignals.
+func runWithSignals(ctx context.Context, log *slog.Logger, hup hupPolicy, build func(context.Context) (program, error)) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	return runUnderSignals(ctx, log, sigs, build)
+	return runUnderSignals(ctx, log, sigs, hup, build)
 }
 
 // runUnderSignals is the one owner of the two-signal policy. Signals are
@@ -58,7 +80,10 @@ func runWithSignals(ctx context.Context, log *slog.Logger, build func(context.Co
 //   - The second forces: Force of the program (SIGKILL to every process
 //     group), at once, or as soon as the build returns one.
 //   - Later signals are ignored.
-func runUnderSignals(ctx context.Context, log *slog.Logger, sigs <-chan os.Signal, build func(context.Context) (program, error)) error {
+//   - SIGHUP, with hupReload, is none of these: a built program that is a
+//     reloader reloads (logged), one still being built logs that there is
+//     nothing to reload yet. With hupDrain it counts as SIGTERM.
+func runUnderSignals(ctx context.Context, log *slog.Logger, sigs <-chan os.Signal, hup hupPolicy, build func(context.Context) (program, error)) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -69,12 +94,24 @@ func runUnderSignals(ctx context.Context, log *slog.Logger, sigs <-chan os.Signa
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		for n := 1; ; n++ {
+		for n := 1; ; {
 			var sig os.Signal
 			select {
 			case sig = <-sigs:
 			case <-stop:
 				return
+			}
+			if sig == syscall.SIGHUP && hup == hupReload {
+				mu.Lock()
+				p := prog
+				mu.Unlock()
+				if r, ok := p.(reloader); ok {
+					log.Info(msgHupReload, "signal", sig.String())
+					r.Reload()
+				} else {
+					log.Info(msgHupEarly, "signal", sig.String())
+				}
+				continue
 			}
 			switch n {
 			case 1:
@@ -90,6 +127,7 @@ func runUnderSignals(ctx context.Context, log *slog.Logger, sigs <-chan os.Signa
 					p.Force()
 				}
 			}
+			n++
 		}
 	}()
 	p, err := build(ctx)

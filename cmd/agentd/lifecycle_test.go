@@ -62,7 +62,7 @@ func TestFirstSignalDrainsSecondForces(t *testing.T) {
 	p := newFakeProgram(true)
 	done := make(chan error, 1)
 	go func() {
-		done <- runUnderSignals(context.Background(), discardLog(), sigs, func(context.Context) (program, error) { return p, nil })
+		done <- runUnderSignals(context.Background(), discardLog(), sigs, hupDrain, func(context.Context) (program, error) { return p, nil })
 	}()
 	sigs <- syscall.SIGTERM
 	var s signalled
@@ -93,7 +93,7 @@ func TestSignalDuringTheBuild(t *testing.T) {
 		{"bad config", usageError("--mcp-tools: x/y is not a tool its server lists"), api.ExitUsage},
 	} {
 		sigs := make(chan os.Signal, 2)
-		err := runUnderSignals(context.Background(), discardLog(), sigs, func(ctx context.Context) (program, error) {
+		err := runUnderSignals(context.Background(), discardLog(), sigs, hupDrain, func(ctx context.Context) (program, error) {
 			sigs <- syscall.SIGTERM
 			<-ctx.Done()
 			return nil, tc.err
@@ -109,7 +109,7 @@ func TestSignalDuringTheBuild(t *testing.T) {
 func TestSecondSignalBeforeTheProgramExists(t *testing.T) {
 	sigs := make(chan os.Signal, 2)
 	p := newFakeProgram(true)
-	err := runUnderSignals(context.Background(), discardLog(), sigs, func(ctx context.Context) (program, error) {
+	err := runUnderSignals(context.Background(), discardLog(), sigs, hupDrain, func(ctx context.Context) (program, error) {
 		sigs <- syscall.SIGTERM
 		<-ctx.Done()
 		sigs <- syscall.SIGTERM
@@ -128,7 +128,7 @@ func TestSecondSignalBeforeTheProgramExists(t *testing.T) {
 // Without a signal, Run's result is the command's.
 func TestNoSignal(t *testing.T) {
 	want := exitWith(api.ExitPartial)
-	err := runUnderSignals(context.Background(), discardLog(), make(chan os.Signal), func(context.Context) (program, error) {
+	err := runUnderSignals(context.Background(), discardLog(), make(chan os.Signal), hupDrain, func(context.Context) (program, error) {
 		return programFunc(func(context.Context) error { return want }), nil
 	})
 	if err != want {
@@ -154,4 +154,74 @@ func TestClosersCloseInReverse(t *testing.T) {
 	if len(got) != 3 || got[0] != 2 || got[1] != 1 || got[2] != 0 {
 		t.Fatalf("closed %v, want [2 1 0]", got)
 	}
+}
+
+// reloadingProgram is a fakeProgram that counts its reloads.
+type reloadingProgram struct {
+	*fakeProgram
+	reloads chan struct{}
+}
+
+func (p *reloadingProgram) Reload() { p.reloads <- struct{}{} }
+
+// SIGHUP under serve's policy reloads and never drains or forces: after two
+// SIGHUPs the first SIGTERM still drains and the program still runs.
+func TestHupReloads(t *testing.T) {
+	sigs := make(chan os.Signal, 4)
+	p := &reloadingProgram{fakeProgram: newFakeProgram(false), reloads: make(chan struct{}, 2)}
+	built := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- runUnderSignals(context.Background(), discardLog(), sigs, hupReload, func(context.Context) (program, error) {
+			close(built)
+			return p, nil
+		})
+	}()
+	<-built
+	// The program may not be registered yet when the first SIGHUP arrives:
+	// poll until a reload is seen.
+	deadline := time.Now().Add(5 * time.Second)
+	for reloaded := false; !reloaded; {
+		sigs <- syscall.SIGHUP
+		select {
+		case <-p.reloads:
+			reloaded = true
+		case <-time.After(20 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("SIGHUP did not reload")
+			}
+		}
+	}
+	sigs <- syscall.SIGHUP
+	within(t, p.reloads, "the second reload")
+	select {
+	case c := <-p.cause:
+		t.Fatalf("SIGHUP ended Run: %v", c)
+	default:
+	}
+	sigs <- syscall.SIGTERM
+	var s signalled
+	if cause := within(t, p.cause, "the drain"); !errors.As(cause, &s) || s.sig != syscall.SIGTERM {
+		t.Fatalf("Run's context ended by %v, want SIGTERM", cause)
+	}
+	if err := within(t, done, "the exit"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Under run's policy SIGHUP (the terminal hung up) is SIGTERM: the first
+// drains.
+func TestHupDrainsARun(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	p := newFakeProgram(false)
+	done := make(chan error, 1)
+	go func() {
+		done <- runUnderSignals(context.Background(), discardLog(), sigs, hupDrain, func(context.Context) (program, error) { return p, nil })
+	}()
+	sigs <- syscall.SIGHUP
+	var s signalled
+	if cause := within(t, p.cause, "the drain"); !errors.As(cause, &s) || s.sig != syscall.SIGHUP {
+		t.Fatalf("Run's context ended by %v, want SIGHUP", cause)
+	}
+	within(t, done, "the exit")
 }

@@ -72,7 +72,7 @@ func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		c.Core.LogLevel = "warn"
 	}
 	log := c.Core.logger(stderr)
-	return runWithSignals(ctx, log, func(ctx context.Context) (program, error) {
+	return runWithSignals(ctx, log, hupDrain, func(ctx context.Context) (program, error) {
 		return buildOnce(ctx, c, log, stdout, stderr)
 	})
 }
@@ -117,7 +117,7 @@ func buildOnce(ctx context.Context, c *runConfig, log *slog.Logger, stdout, stde
 		}
 		o.closers.add(func() { s.Close() })
 		o.record = &runRecord{store: s, runID: c.RunID, policy: c.Store.policy(), instruction: c.Instruction, log: log}
-		opt.blobs = s // a stored distillate is printed again by the next run with this id
+		opt.blobBackend = s // a stored distillate is printed again by the next run with this id
 	}
 	if opt.childStderr, err = childLogs(c.Core.AggregateLogs, stderr, &o.closers); err != nil {
 		return nil, err

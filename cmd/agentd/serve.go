@@ -37,6 +37,7 @@ type serveConfig struct {
 	Identity    identityConfig
 	Observe     observeConfig
 	Store       storeConfig
+	Budgets     budgetConfig
 }
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -56,6 +57,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	addCore(f, &c.Core)
 	addIdentity(f, &c.Identity)
 	addObserve(f, &c.Observe)
+	addBudgets(f, &c.Budgets)
 	if err := f.parse(args); err != nil {
 		return nil, err
 	}
@@ -89,6 +91,9 @@ func (c *serveConfig) Validate() error {
 	}
 	if c.TaskRetention <= 0 {
 		return fmt.Errorf("--task-retention must be a positive duration (got %s)", c.TaskRetention)
+	}
+	if err := c.Budgets.validate(c.TaskCapacity); err != nil {
+		return err
 	}
 	if c.WarmPool < 0 || c.WarmPool > maxWarmPool {
 		return fmt.Errorf("--warm-pool must be in [0, %d] (got %d)", maxWarmPool, c.WarmPool)
@@ -130,7 +135,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := c.Core.logger(stderr)
-	return runWithSignals(ctx, log, func(ctx context.Context) (program, error) {
+	return runWithSignals(ctx, log, hupReload, func(ctx context.Context) (program, error) {
 		return buildService(ctx, c, log, stderr)
 	})
 }

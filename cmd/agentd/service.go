@@ -55,6 +55,9 @@ const (
 type service struct {
 	*tree
 	log       *slog.Logger
+	budgets   budgets
+	id        *identity
+	tokens    string // --bearer-tokens-file, reloaded on SIGHUP
 	closers   closers
 	engine    *tasks.Engine
 	admission *admission
@@ -77,7 +80,7 @@ type service struct {
 }
 
 func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr io.Writer) (_ *service, err error) {
-	s := &service{log: log, heartbeat: c.Observe.Heartbeat, recover: c.Store.policy()}
+	s := &service{log: log, heartbeat: c.Observe.Heartbeat, recover: c.Store.policy(), tokens: c.Identity.TokensFile}
 	defer func() {
 		if err != nil {
 			s.closers.close()
@@ -91,6 +94,17 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		return nil, err
 	}
 	s.closers.add(id.close)
+	s.id = id
+
+	s.admission, err = openAdmission(&c.Admission, c.WarmPool, log)
+	if err != nil {
+		return nil, err
+	}
+	// The stores' byte budgets come out of the supervisor's share of the
+	// memory limit admission control reads.
+	if s.budgets, err = c.Budgets.resolve(s.admission.derived.Reserve, c.TaskCapacity, c.TaskRetention); err != nil {
+		return nil, usageError("%v (derived from the memory limit: %s)", err, s.admission.derived)
+	}
 
 	// The task store, and in it the stored distillates, before the
 	// supervisor that keeps them.
@@ -100,7 +114,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		}
 	}
 	instance := uuid.Must(uuid.NewV7()).String() // on hop lists, and a PostgreSQL replica's runner id
-	store, err := openStore(ctx, &c.Store, storeLimits{capacity: c.TaskCapacity, retention: c.TaskRetention}, instance, log, &s.closers)
+	store, err := openStore(ctx, &c.Store, storeLimits{capacity: c.TaskCapacity, retention: c.TaskRetention, memory: s.budgets.tasks}, instance, log, &s.closers)
 	if err != nil {
 		return nil, err
 	}
@@ -118,10 +132,6 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	if err != nil {
 		return nil, err
 	}
-	s.admission, err = openAdmission(&c.Admission, c.WarmPool, log)
-	if err != nil {
-		return nil, err
-	}
 	// The console hears of every change of the tree, to push it at once.
 	recent := console.NewRecent(0)
 	s.tree, err = openTree(&c.Core, log, treeOptions{
@@ -131,7 +141,9 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		blobRetention: c.TaskRetention, // a stored distillate stays readable as long as its task
 		childStderr:   childStderr,
 		budget:        s.admission.ctrl,
-		blobs:         blobs,
+		blobBackend:   blobs,
+		blobs:         s.budgets.blobs,
+		maxFrame:      api.FrameLimit(s.budgets.maxMessage), // the frame holds the largest message the front admits
 	})
 	if err != nil {
 		return nil, err
@@ -148,10 +160,11 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		return nil, err
 	}
 
-	ln, err := net.Listen("tcp", c.Listen)
+	rawLn, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
 	}
+	ln := s.budgets.conns.Listener(rawLn, log)
 	s.main = &endpoint{name: "serve", ln: ln}
 	s.closers.add(s.main.close)
 	cardURL := c.PublicURL
@@ -177,32 +190,30 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	if c.Console {
 		ui = newConsole(consoleParts{sup: s.sup, engine: s.engine, lameDuck: lameDuck, recent: recent, admission: s.admission.ctrl, taskCapacity: c.TaskCapacity}, log)
 	}
-	s.main.srv = &http.Server{
-		Handler: server.Handler(server.Config{
-			Handler: s.engine,
-			Card: a2abind.Card(a2abind.CardConfig{
-				Name:        "agentd",
-				Description: "An A2A mesh service that runs each task as a tree of supervised subagents.",
-				URL:         cardURL,
-				Version:     version,
-				Instance:    instance,
-				MaxDepth:    c.Core.Caps.MaxDepth,
-				Push:        s.engine.PushEnabled(),
-				MutualTLS:   id.src != nil,
-				Bearer:      id.auth.JWT || id.auth.Tokens.Len() > 0,
-			}),
-			Methods: poked(op.Methods(), recent),
-			Auth:    id.auth,
-			Healthy: s.sup.Healthy,
-			Ready:   ready,
-			Blobs:   s.sup,
-			Metrics: metrics,
-			Console: consoleHandler(ui),
-			Log:     log,
+	s.main.srv = s.budgets.conns.Server(server.Handler(server.Config{
+		Handler: s.engine,
+		Card: a2abind.Card(a2abind.CardConfig{
+			Name:        "agentd",
+			Description: "An A2A mesh service that runs each task as a tree of supervised subagents.",
+			URL:         cardURL,
+			Version:     version,
+			Instance:    instance,
+			MaxDepth:    c.Core.Caps.MaxDepth,
+			Push:        s.engine.PushEnabled(),
+			MutualTLS:   id.src != nil,
+			Bearer:      id.auth.JWT || id.auth.Tokens.Len() > 0,
 		}),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+		Methods:    poked(op.Methods(), recent),
+		Auth:       id.auth,
+		Healthy:    s.sup.Healthy,
+		Ready:      ready,
+		Blobs:      s.sup,
+		Metrics:    metrics,
+		Console:    consoleHandler(ui),
+		Log:        log,
+		MaxMessage: s.budgets.maxMessage,
+	}), log)
+	s.main.srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	if id.src != nil {
 		s.main.srv.TLSConfig = tlsconfig.ServerConfig(id.src)
 	}
@@ -216,6 +227,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	if err := s.openSideListeners(c, id, server.ProbeHandler(s.sup.Healthy, ready), metricsHandler(metrics)); err != nil {
 		return nil, err
 	}
+	log.Info("budgets", s.budgets.logAttrs()...)
 	s.serving = []any{"listen", ln.Addr().String(), "url", cardURL, "intelligence", c.Core.Intelligence, "identity", id.mode, "instance", instance, "peers", router.Providers()}
 	if err := s.openStanding(c, lineages, cardURL, instance); err != nil {
 		return nil, err
@@ -281,8 +293,14 @@ func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate
 	journal, _ := store.(tasks.PushJournal)
 	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: pushAllow}, Log: s.log, Journal: journal}, store.ListPush)
 	s.closers.add(pusher.Close)
+	// The large parts of a finished task go to the blob store, under the
+	// caller's blob quota.
+	offload := a2abind.BlobOffloader{PublicURL: cardURL, Store: func(owner, caller, mediaType string, content []byte) (string, error) {
+		b, err := sup.StoreBlob(owner, caller, mediaType, content)
+		return b.ID, err
+	}}
 	return tasks.NewEngine(store, exec, s.log, tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher), tasks.WithOrphanFilter(isRunRecord),
-		tasks.WithAdmission(s.admission.ctrl, s.admission.policy))
+		tasks.WithAdmission(s.admission.ctrl, s.admission.policy), tasks.WithOffload(offload, tasks.DefaultOffloadAbove))
 }
 
 // takeOver resolves, every half lease until ctx ends, the tasks of the
@@ -344,12 +362,10 @@ func (s *service) listen(name, addr string, h http.Handler, cfg *tls.Config) (*e
 	if err != nil {
 		return nil, fmt.Errorf("%s listen on %s: %w", name, addr, err)
 	}
-	e := &endpoint{name: name, ln: ln, srv: &http.Server{
-		Handler:           h,
-		TLSConfig:         cfg,
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}}
+	// The same connection budgets as the main listener: each listener has
+	// its own caps.
+	e := &endpoint{name: name, ln: s.budgets.conns.Listener(ln, s.log), srv: s.budgets.conns.Server(h, s.log)}
+	e.srv.TLSConfig = cfg
 	s.closers.add(e.close)
 	s.endpoints = append(s.endpoints, e)
 	return e, nil
@@ -439,6 +455,25 @@ func (s *service) drain() error {
 	}
 	s.log.Info(msgDrainedCleanly)
 	return nil
+}
+
+// Reload is SIGHUP: the bearer tokens file is read again (its mode checked
+// as at start) and its tokens replace the old ones at once; a file that does
+// not load leaves the old tokens in force. Nothing else is reloaded: the
+// other settings are flags and environment variables, which a running
+// process cannot be given anew. Each outcome is one log line.
+func (s *service) Reload() {
+	if s.tokens == "" || s.id == nil || s.id.auth.Tokens == nil {
+		s.log.Info("SIGHUP: nothing to reload (no --bearer-tokens-file)")
+		return
+	}
+	t, err := server.LoadTokens(s.tokens)
+	if err != nil {
+		s.log.Error("SIGHUP: the bearer tokens file did not load; the tokens in force stay", "file", s.tokens, "err", err)
+		return
+	}
+	s.id.auth.Tokens.Replace(t)
+	s.log.Info("SIGHUP: bearer tokens reloaded", "file", s.tokens, "tokens", t.Len())
 }
 
 // endpoint is an HTTP server on its open listener.

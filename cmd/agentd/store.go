@@ -143,10 +143,12 @@ func (c *storeConfig) stateDir() (string, error) {
 }
 
 // storeLimits bound the tasks a store holds (--task-capacity,
-// --task-retention).
+// --task-retention); memory, when set, is the memory store's whole budget
+// (bytes and per-caller quotas too).
 type storeLimits struct {
 	capacity  int
 	retention time.Duration
+	memory    tasks.MemoryLimits
 }
 
 // openStore opens the task store c names (the build's step); instance names
@@ -169,6 +171,9 @@ func openStore(ctx context.Context, c *storeConfig, lim storeLimits, instance st
 		cl.add(func() { s.Close() })
 		return s, nil
 	case storeMemory:
+		if lim.memory.Capacity > 0 {
+			return tasks.NewMemoryStoreLimits(lim.memory), nil
+		}
 		return tasks.NewMemoryStore(lim.capacity, lim.retention), nil
 	case storeSQLite:
 		dir, err := c.stateDir()

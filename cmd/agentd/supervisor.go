@@ -22,7 +22,9 @@ type treeOptions struct {
 	blobRetention time.Duration            // how long a stored distillate outlives its task; 0 is the supervisor's default
 	childStderr   *os.File                 // children's own stderr (--aggregate-logs=false); nil forwards their lines
 	budget        supervisor.ProcessBudget // the service-wide bound on live subagent processes (admission); nil for none
-	blobs         supervisor.BlobBackend   // where stored distillates are kept; nil: in memory
+	blobBackend   supervisor.BlobBackend   // where stored distillates are kept; nil: in memory
+	blobs         supervisor.BlobConfig    // the blob store's bounds (serve's budgets); zero fields are the defaults
+	maxFrame      int                      // the control frame limit (api.FrameLimit of serve's --max-message); 0 is the default
 }
 
 // openSupervisor builds the supervisor of c: it checks a builtin:script file,
@@ -51,6 +53,11 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		servers = tools.set.ToolServers()
 	}
 	rlimitAS, _ := c.rlimitAS() // checked by Validate
+	blobs := opt.blobs
+	if blobs.Retention == 0 {
+		blobs.Retention = opt.blobRetention
+	}
+	blobs.Backend = opt.blobBackend
 	s, err := supervisor.New(supervisor.Config{
 		Tools:      servers,
 		ToolTags:   mcfg.Tagger(),
@@ -62,7 +69,8 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		ReapGrace:  c.ReapGrace,
 		Caps:       c.Caps,
 		Observer:   opt.observer,
-		Blobs:      supervisor.BlobConfig{Retention: opt.blobRetention, Backend: opt.blobs},
+		Blobs:      blobs,
+		MaxFrame:   opt.maxFrame,
 		Delegator:  opt.delegator,
 
 		ChildDeadline:   c.ChildDeadline,

@@ -138,19 +138,19 @@ func TestLoad(t *testing.T) {
 
 func TestMemoryDefaults(t *testing.T) {
 	for _, tc := range []struct {
-		limit      uint64
+		reserve    uint64
 		task, blob int64
 	}{
-		{1 << 30, 64 * MiB, 32 * MiB},   // a 1 GiB pod
-		{256 * MiB, 24 * MiB, 12 * MiB}, // the reserve's floor: 96 MiB
-		{64 << 30, 1024 * MiB, 512 * MiB},
-		{0, 24 * MiB, 12 * MiB},
+		{256 * MiB, 64 * MiB, 32 * MiB}, // a 1 GiB pod's reserve
+		{96 * MiB, 24 * MiB, 12 * MiB},  // the reserve's floor
+		{16 << 30, 1024 * MiB, 512 * MiB},
+		{0, 16 * MiB, 8 * MiB},
 	} {
-		if got := TaskStoreBytes(tc.limit); got != tc.task {
-			t.Errorf("TaskStoreBytes(%d MiB) = %d MiB, want %d", tc.limit/MiB, got/MiB, tc.task/MiB)
+		if got := TaskStoreBytes(tc.reserve); got != tc.task {
+			t.Errorf("TaskStoreBytes(%d MiB) = %d MiB, want %d", tc.reserve/MiB, got/MiB, tc.task/MiB)
 		}
-		if got := BlobStoreBytes(tc.limit); got != tc.blob {
-			t.Errorf("BlobStoreBytes(%d MiB) = %d MiB, want %d", tc.limit/MiB, got/MiB, tc.blob/MiB)
+		if got := BlobStoreBytes(tc.reserve); got != tc.blob {
+			t.Errorf("BlobStoreBytes(%d MiB) = %d MiB, want %d", tc.reserve/MiB, got/MiB, tc.blob/MiB)
 		}
 	}
 }
