@@ -265,3 +265,27 @@ func TestPoolBreakerHalfOpensAfterCoolDown(t *testing.T) {
 	}
 	groupsGone(t, pids)
 }
+
+// A payload whose spawn frame would be over the frame limit is refused
+// before a child is taken for it (a warm child handed a frame it cannot read
+// was lost, and the task ended crashed): Start fails with
+// api.ErrFrameTooLarge, the warm child stays idle and runs the next payload;
+// children are told the limit.
+func TestPayloadOverFrameLimitKeepsWarmChild(t *testing.T) {
+	s, _ := newSupervisor(t, "complete", withPool(1), func(c *Config) { c.MaxFrame = 4096 })
+	idle := waitIdle(t, s, 1)
+	if !slices.Contains(s.env, api.EnvMaxFrame+"=4096") {
+		t.Fatalf("the children are not told the frame limit: %v", s.env)
+	}
+	_, err := s.Start(context.Background(), StartRequest{Payload: testPayload(strings.Repeat("x", 8192), time.Minute)})
+	if !errors.Is(err, api.ErrFrameTooLarge) || !strings.Contains(err.Error(), "limit 4096") {
+		t.Fatalf("an 8 KiB objective in a 4 KiB frame: %v", err)
+	}
+	if got := s.pool.idlePIDs(); !slices.Equal(got, idle) || s.Pool().Assigned != 0 {
+		t.Fatalf("the pool was touched: idle %v, was %v; %+v", got, idle, s.Pool())
+	}
+	r := start(t, s, testPayload("small", time.Minute))
+	if res := result(t, r, 10*time.Second); res.Status != api.StatusCompleted || r.Info().PID != idle[0] {
+		t.Fatalf("the next payload: %+v on pid %d, the warm child was %d", res, r.Info().PID, idle[0])
+	}
+}
