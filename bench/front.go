@@ -161,7 +161,10 @@ func serveFrontAgentd(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	return roleServe(h, src, ln, filepath.Join(cfg.ProfileDir, "front-agentd.pprof"), cfg.ProfileDir != "")
+	// As serve builds it: the connection budgets (caps, body deadline, idle
+	// timeout) on the listener and the server.
+	var limits server.ConnLimits
+	return roleServe(limits.Server(h, nil), src, limits.Listener(ln, nil), filepath.Join(cfg.ProfileDir, "front-agentd.pprof"), cfg.ProfileDir != "")
 }
 
 // stockExecutor is the stock server's trivial executor: it produces the same
@@ -201,7 +204,7 @@ func serveFrontStock(ctx context.Context, cfg Config) error {
 	}
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	h := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(stockExecutor{}))
-	return roleServe(h, src, ln, filepath.Join(cfg.ProfileDir, "front-stock.pprof"), cfg.ProfileDir != "")
+	return roleServe(&http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, src, ln, filepath.Join(cfg.ProfileDir, "front-stock.pprof"), cfg.ProfileDir != "")
 }
 
 // roleListen loads the server SVID minted in dir and listens on a loopback
@@ -220,8 +223,9 @@ func roleListen(dir string) (tlsconfig.Source, net.Listener, error) {
 	return src, ln, nil
 }
 
-// roleServe serves h until stdin closes, with a CPU profile if asked.
-func roleServe(h http.Handler, src tlsconfig.Source, ln net.Listener, profile string, profiling bool) error {
+// roleServe serves srv on ln until stdin closes, over mTLS, with a CPU
+// profile if asked.
+func roleServe(srv *http.Server, src tlsconfig.Source, ln net.Listener, profile string, profiling bool) error {
 	if profiling {
 		f, err := os.Create(profile)
 		if err != nil {
@@ -233,8 +237,8 @@ func roleServe(h http.Handler, src tlsconfig.Source, ln net.Listener, profile st
 		}
 		defer pprof.StopCPUProfile()
 	}
-	srv := &http.Server{Handler: h, TLSConfig: tlsconfig.ServerConfig(src), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(slog.DiscardHandler, slog.LevelError)}
+	srv.TLSConfig = tlsconfig.ServerConfig(src)
+	srv.ErrorLog = slog.NewLogLogger(slog.DiscardHandler, slog.LevelError)
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	fmt.Println(ln.Addr().String())
