@@ -36,7 +36,10 @@ func BodyLimit(maxMessage int) int64 { return int64(maxMessage) + BodyEnvelope }
 // preflight, just as it can text/plain or a form, and every A2A client
 // (a2a-go, the JavaScript SDK, the TCK) sends application/json.
 func checkContentType(ct string) error {
-	if ct == "" {
+	switch ct {
+	case "application/json", "application/json; charset=utf-8": // what clients send: no parse
+		return nil
+	case "":
 		return errors.New("the request has no Content-Type: send application/json")
 	}
 	mt, params, err := mime.ParseMediaType(ct)

@@ -217,3 +217,38 @@ func TestStrictPassAllocations(t *testing.T) {
 		t.Fatalf("%v allocations per request", n)
 	}
 }
+
+// BenchmarkStrictPass is the strict pass over a typical message/send: the
+// envelope, then the params against their schema.
+func BenchmarkStrictPass(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-7","role":"user","parts":[{"kind":"text","text":"hello"}]}}}`)
+	s := schemaOf(reflect.TypeFor[a2a.MessageSendParams]())
+	b.ReportAllocs()
+	for b.Loop() {
+		env, err := readEnvelope(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := checkJSON(env.params, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEnvelopeUnmarshal is what the envelope cost before the strict
+// pass: encoding/json into a struct of raw members.
+func BenchmarkEnvelopeUnmarshal(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-7","role":"user","parts":[{"kind":"text","text":"hello"}]}}}`)
+	var req struct {
+		JSONRPC string          `json:"jsonrpc"`
+		Method  json.RawMessage `json:"method"`
+		Params  json.RawMessage `json:"params"`
+		ID      json.RawMessage `json:"id"`
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := json.Unmarshal(body, &req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
