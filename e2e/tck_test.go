@@ -101,6 +101,7 @@ func stream(t *testing.T, s *service, method, params string, max int) (*http.Res
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/", strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, params)))
+	req.Header.Set("Content-Type", "application/json") // as every A2A client sends it (a body without one is 415)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
