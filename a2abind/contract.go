@@ -10,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/tasks"
 )
 
 // ContractExtensionURI names the agentd contract extension. A peer whose agent
@@ -33,10 +34,6 @@ const (
 // ReservedPrefix starts every metadata key agentd reserves for itself.
 const ReservedPrefix = "agentd/"
 
-// MetaPriority is the admission priority a client may ask for (low, normal,
-// high), read by the service's admission control.
-const MetaPriority = "agentd/priority"
-
 // inputMetadata are the reserved keys a caller may set on a message or a
 // send request: what ReadInbound reads (the mesh metadata of another
 // agentd's delegation, the routing hints) and the admission priority. Every
@@ -45,7 +42,7 @@ const MetaPriority = "agentd/priority"
 // from a caller's input.
 var inputMetadata = map[string]bool{
 	MetaDepth: true, MetaMaxDepth: true, MetaHops: true, MetaBudget: true,
-	MetaProvider: true, MetaSkill: true, MetaPriority: true,
+	MetaProvider: true, MetaSkill: true, tasks.MetaPriority: true,
 }
 
 // InputMetadata reports whether key is a reserved metadata key a caller may

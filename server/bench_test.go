@@ -52,7 +52,7 @@ func BenchmarkMessageSendAdmission(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-%d","role":"user","parts":[{"kind":"text","text":"hello"}]}}}`, i, i)
 				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, httptest.NewRequest("POST", "/", bytes.NewReader(body)))
+				h.ServeHTTP(rec, newPost(bytes.NewReader(body)))
 				if rec.Code != 200 || !bytes.Contains(rec.Body.Bytes(), []byte(`"state":"completed"`)) {
 					b.Fatalf("HTTP %d: %s", rec.Code, rec.Body.Bytes())
 				}
