@@ -128,7 +128,11 @@ func (s *admService) tree() api.TreeResult {
 // accepted task ends terminal when cancelled, the queued ones without ever
 // running.
 func TestAdmissionBurstStaysInsideTheBounds(t *testing.T) {
-	s := startAdmService(t, "--intelligence", "builtin:wait", "--max-live-runs", "8", "--max-live-subagents", "8", "--queue-capacity", "32")
+	// The burst opens 256 connections from one address, over the default
+	// per-address connection cap (128): raised here, so every send reaches
+	// admission, which is what this test measures.
+	s := startAdmService(t, "--intelligence", "builtin:wait", "--max-live-runs", "8", "--max-live-subagents", "8", "--queue-capacity", "32",
+		"--max-conns-per-addr", "1024")
 	pid := s.cmd.Process.Pid
 	var peak atomic.Int64
 	stopSampling := make(chan struct{})
