@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // procStatus reads a field of /proc/PID/status in kB (VmRSS, VmHWM).
@@ -69,7 +71,9 @@ func TestMemoryHoard(t *testing.T) {
 	)
 	// builtin:demo answers with the message quoted: 3 MB in, 3 MB out, which
 	// it counts as 1.5M tokens; the payload write gets the default 2s.
-	s := startService(t, "--task-store-bytes", "16MiB", "--task-quota-bytes", "16MiB", "--blob-store-bytes", "16MiB",
+	// The memory store: the one that keeps finished tasks in the
+	// supervisor's heap (SQLite and PostgreSQL keep them on disk).
+	s := startService(t, "--store", "memory", "--task-store-bytes", "16MiB", "--task-quota-bytes", "16MiB", "--blob-store-bytes", "16MiB",
 		"--max-tokens", "100000000", "--tree-token-ceiling", "100000000", "--kill-grace", "2s")
 	pid := s.cmd.Process.Pid
 	before := procStatus(t, pid, "VmRSS")
@@ -148,7 +152,7 @@ func TestOneSizeLimit(t *testing.T) {
 	s := startService(t, "--warm-pool", "1", "--max-tokens", "100000000", "--tree-token-ceiling", "100000000", "--kill-grace", "2s")
 	pid := s.cmd.Process.Pid
 	var warm []int
-	waitFor(t, 10*time.Second, "the warm child", func() bool { warm = children(pid); return len(warm) == 1 })
+	testkit.WaitFor(t, 10*time.Second, "the warm child", func() bool { warm = testkit.Children(pid); return len(warm) == 1 })
 	post := func(n int) (int, []byte) {
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": sendParams(strings.Repeat("w", n), true)})
 		return postJSON(t, s.url+"/", b)
@@ -170,7 +174,7 @@ func TestOneSizeLimit(t *testing.T) {
 	if code, body := post(5 << 20); code != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "4194304 bytes") {
 		t.Fatalf("a 5 MiB message: HTTP %d %.200s", code, body)
 	}
-	if !alive(warm[0]) {
+	if !testkit.Alive(warm[0]) {
 		t.Fatal("the warm child went with the refused messages")
 	}
 	r = send(4<<20 - 4096)
@@ -328,7 +332,7 @@ func TestSIGHUP(t *testing.T) {
 		if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "the log line "+want, func() bool { return strings.Count(s.logs.String(), want) > n })
+		testkit.WaitFor(t, 10*time.Second, "the log line "+want, func() bool { return strings.Count(s.logs.String(), want) > n })
 	}
 	if err := os.WriteFile(path, []byte("new-token-0123456789 operator admin\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -337,7 +341,7 @@ func TestSIGHUP(t *testing.T) {
 	if code, _ := as("old-token-0123456789", "tasks/get", map[string]any{"id": task.ID}); code != http.StatusUnauthorized {
 		t.Fatalf("the replaced token: HTTP %d", code)
 	}
-	waitFor(t, 30*time.Second, "the task to complete", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the task to complete", func() bool {
 		code, r := as("new-token-0123456789", "tasks/get", map[string]any{"id": task.ID})
 		return code == 200 && r.Error == nil && json.Unmarshal(r.Result, &task) == nil && task.Status.State == "completed"
 	})
@@ -358,12 +362,12 @@ func TestSIGHUP(t *testing.T) {
 
 	// run: SIGHUP (the terminal hung up) drains like SIGTERM.
 	cmd := agentdCommand(t, append([]string{"run", "--instruction", "wait", "--intelligence", "builtin:wait"}, fastFlags[:4]...)...)
-	var out syncBuffer
+	var out testkit.Buffer
 	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the run's root", func() bool { return strings.Contains(out.String(), "subagent started") })
+	testkit.WaitFor(t, 20*time.Second, "the run's root", func() bool { return strings.Contains(out.String(), "subagent started") })
 	cmd.Process.Signal(syscall.SIGHUP)
 	err := cmd.Wait()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

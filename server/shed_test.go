@@ -48,7 +48,7 @@ func TestShedAnswers429WithRetryAfter(t *testing.T) {
 
 	send := func(method, version, params string) (*httptest.ResponseRecorder, rpcReply) {
 		t.Helper()
-		req := newPost(strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"`+method+`","params":`+params+`}`))
+		req := newPost(strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":` + params + `}`))
 		if version != "" {
 			req.Header.Set(VersionHeader, version)
 		}
