@@ -143,8 +143,8 @@ func (c *storeConfig) stateDir() (string, error) {
 }
 
 // storeLimits bound the tasks a store holds (--task-capacity,
-// --task-retention); memory, when set, is the memory store's whole budget
-// (bytes and per-caller quotas too).
+// --task-retention); memory, when set, is serve's whole budget (the bytes and
+// the per-caller quotas too), which the memory and SQLite stores keep.
 type storeLimits struct {
 	capacity  int
 	retention time.Duration
@@ -209,7 +209,8 @@ func (c *storeConfig) dsn() (dsn, setting string, err error) {
 
 // openSQLite opens the embedded store in dir.
 func openSQLite(ctx context.Context, dir string, lim storeLimits, log *slog.Logger) (*sqlite.Store, error) {
-	s, err := sqlite.Open(ctx, dir, sqlite.Options{Capacity: lim.capacity, Retention: lim.retention, Log: log})
+	m := lim.memory // the budgets: bytes and per-caller quotas (zero: none)
+	s, err := sqlite.Open(ctx, dir, sqlite.Options{Capacity: lim.capacity, Retention: lim.retention, Bytes: m.Bytes, QuotaTasks: m.QuotaTasks, QuotaBytes: m.QuotaBytes, Log: log})
 	var se *store.SchemaError
 	switch {
 	case errors.As(err, &se):

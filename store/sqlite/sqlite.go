@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -73,10 +74,20 @@ var SchemaVersion = len(migrations)
 
 // Options configure a Store. The zero value of a field is its default.
 type Options struct {
-	// Capacity bounds the tasks held; when it is reached the task that
-	// finished first is evicted for a new one, and a new task is refused
-	// with tasks.ErrStoreFull when every task held runs. Default 10000.
-	Capacity int
+	// Capacity bounds the tasks held, and Bytes the bytes of their
+	// snapshots and retained payloads (0: no byte bound); QuotaTasks and
+	// QuotaBytes bound one caller's (0: the store's bounds, no quota of its
+	// own). Finished tasks make room as the memory store's policy says
+	// (package internal/budget): a caller's new task evicts that caller's
+	// own oldest finished tasks first, then the oldest finished tasks of
+	// callers over their quota (anyone's without a quota); a new task is
+	// refused with tasks.ErrCallerQuota when its caller's quota holds only
+	// running tasks, and with tasks.ErrStoreFull when nothing may go. A
+	// task that grows is never refused. Default Capacity 10000.
+	Capacity   int
+	Bytes      int64
+	QuotaTasks int
+	QuotaBytes int64
 	// Retention is how long a finished task stays; 0 keeps it until
 	// Capacity pushes it out.
 	Retention time.Duration
@@ -130,6 +141,15 @@ var ErrStateDir = errors.New("sqlite: the state directory cannot be used")
 func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if o.Capacity <= 0 {
 		o.Capacity = 10000
+	}
+	if o.Bytes <= 0 {
+		o.Bytes = math.MaxInt64
+	}
+	if o.QuotaTasks <= 0 || o.QuotaTasks > o.Capacity {
+		o.QuotaTasks = o.Capacity
+	}
+	if o.QuotaBytes <= 0 || o.QuotaBytes > o.Bytes {
+		o.QuotaBytes = o.Bytes
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -3,9 +3,13 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/store"
 	"github.com/agentd/agentd/tasks"
@@ -65,5 +69,92 @@ func TestReadOnlyDir(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), dir, Options{}); !errors.Is(err, ErrStateDir) {
 		t.Fatalf("open: %v", err)
+	}
+}
+
+// The store's budgets (issue 15): a caller's new tasks evict its own oldest
+// finished ones, never another caller's within its quota; a caller whose
+// quota holds only running tasks is refused; the byte bound counts the
+// snapshots, and a task that grows pushes finished ones out, never itself.
+func TestBudgets(t *testing.T) {
+	ctx := context.Background()
+	done := func(id string) *a2a.Task {
+		return &a2a.Task{ID: a2a.TaskID(id), ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}
+	}
+	running := func(id string) *a2a.Task {
+		return &a2a.Task{ID: a2a.TaskID(id), ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	}
+	has := func(s *Store, id string) bool {
+		_, _, err := s.Get(ctx, a2a.TaskID(id))
+		return err == nil
+	}
+	s, err := Open(ctx, t.TempDir(), Options{Capacity: 4, QuotaTasks: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Create(ctx, done("bob-result"), "bob"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := s.Create(ctx, done(fmt.Sprint("alice-", i)), "alice"); err != nil {
+			t.Fatalf("alice's task %d: %v", i, err)
+		}
+	}
+	if !has(s, "bob-result") || has(s, "alice-1") || !has(s, "alice-4") {
+		t.Fatal("alice's new tasks evicted bob's result, or she holds more than her quota")
+	}
+	// The store is full (bob's one and alice's three, all within their
+	// quota): a new caller is refused, evicting nobody.
+	if err := s.Create(ctx, running("carol-0"), "carol"); !errors.Is(err, tasks.ErrStoreFull) || !has(s, "bob-result") {
+		t.Fatalf("carol with the store full of others' tasks within their quota: %v", err)
+	}
+	q, err := Open(ctx, t.TempDir(), Options{Capacity: 10, QuotaTasks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for i := range 2 {
+		if err := q.Create(ctx, running(fmt.Sprint("carol-", i)), "carol"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Create(ctx, running("carol-2"), "carol"); !errors.Is(err, tasks.ErrCallerQuota) {
+		t.Fatalf("carol over her quota of running tasks: %v", err)
+	}
+
+	// Bytes: 3 finished tasks of about 3 KiB in an 8 KiB store.
+	b, err := Open(ctx, t.TempDir(), Options{Capacity: 100, Bytes: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	big := func(id string, state a2a.TaskState, n int) *a2a.Task {
+		m := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: strings.Repeat("x", n)})
+		return &a2a.Task{ID: a2a.TaskID(id), ContextID: "c", History: []*a2a.Message{m}, Status: a2a.TaskStatus{State: state}}
+	}
+	for i := range 4 {
+		if err := b.Create(ctx, big(fmt.Sprint("t", i), a2a.TaskStateCompleted, 3<<10), "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if has(b, "t0") || has(b, "t1") || !has(b, "t3") {
+		t.Fatal("the byte bound did not evict the oldest")
+	}
+	if err := b.Create(ctx, big("run", a2a.TaskStateWorking, 10), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, big("run", a2a.TaskStateWorking, 7<<10)); err != nil {
+		t.Fatalf("a growth refused: %v", err)
+	}
+	if !has(b, "run") || has(b, "t2") || has(b, "t3") {
+		t.Fatal("a growth did not push the finished tasks out, or pushed itself")
+	}
+	var bytes int64
+	b.r.QueryRow(`SELECT bytes FROM task_count`).Scan(&bytes)
+	var sum int64
+	b.r.QueryRow(`SELECT coalesce(sum(size), 0) FROM tasks`).Scan(&sum)
+	if bytes != sum || bytes == 0 {
+		t.Fatalf("the triggers count %d bytes, the tasks hold %d", bytes, sum)
 	}
 }

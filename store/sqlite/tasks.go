@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -68,23 +69,13 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 			return s.unavailable("create task", err)
 		}
 	}
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT n FROM task_count`).Scan(&n); err != nil {
-		return s.unavailable("create task", err)
-	}
-	if n >= s.opts.Capacity {
-		res, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE rowid = (SELECT rowid FROM tasks WHERE finished_ns IS NOT NULL ORDER BY finished_ns, rowid LIMIT 1)`)
-		if err != nil {
-			return s.unavailable("create task", err)
-		}
-		if k, _ := res.RowsAffected(); k == 0 {
-			return tasks.ErrStoreFull
-		}
+	if err := s.makeRoom(ctx, tx, owner, string(t.ID), int64(len(snap))); err != nil {
+		return err
 	}
 	now := s.now()
-	_, err = tx.ExecContext(ctx, `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap)
+	_, err = tx.ExecContext(ctx, `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap, len(snap))
 	if err != nil {
 		if isConstraint(err) {
 			return fmt.Errorf("sqlite: task %s or its message %s already exists: %w", t.ID, key, err)
@@ -97,23 +88,126 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 	return nil
 }
 
-// Put implements tasks.Store.
+// Put implements tasks.Store. A snapshot that takes the store over its byte
+// bound makes finished tasks go (makeRoom); it is never refused for it.
 func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return err
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.unavailable("put task", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
+		size = length(?) + coalesce(length(payload), 0),
 		finished_ns = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
 		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`,
-		string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
+		string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, snap, s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
 	if err != nil {
 		return s.unavailable("put task", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return notFound(t.ID)
 	}
+	if s.opts.Bytes < math.MaxInt64 {
+		if err := s.makeRoom(ctx, tx, "", string(t.ID), -1); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.unavailable("put task", err)
+	}
 	return nil
+}
+
+// makeRoom evicts finished tasks in tx as the store's policy says (Options):
+// for a new task id of owner taking size bytes, first within owner's quota
+// (its own oldest finished tasks), then within the store's bounds (its own,
+// then the oldest finished tasks of callers over their quota, or anyone's
+// when there is no quota); it fails with tasks.ErrCallerQuota or
+// tasks.ErrStoreFull and evicts nothing that the rollback does not restore.
+// With size < 0 it is the growth of the stored task id: only the byte bound
+// is made good, as far as finished tasks allow, and it never fails but on
+// the database.
+func (s *Store) makeRoom(ctx context.Context, tx *sql.Tx, owner, id string, size int64) error {
+	o := s.opts
+	noQuota := o.QuotaTasks == o.Capacity && o.QuotaBytes == o.Bytes
+	growth := size < 0
+	if growth {
+		if err := tx.QueryRowContext(ctx, `SELECT owner FROM tasks WHERE id = ?`, id).Scan(&owner); err != nil {
+			return s.unavailable("make room", err)
+		}
+		size = 0
+	}
+	evict := func(query string, args ...any) (bool, error) {
+		res, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE rowid = (`+query+`)`, args...)
+		if err != nil {
+			return false, s.unavailable("make room", err)
+		}
+		k, _ := res.RowsAffected()
+		return k > 0, nil
+	}
+	own := func() (bool, error) {
+		return evict(`SELECT rowid FROM tasks WHERE owner = ? AND id != ? AND finished_ns IS NOT NULL ORDER BY finished_ns, rowid LIMIT 1`, owner, id)
+	}
+	others := func() (bool, error) {
+		if noQuota {
+			return evict(`SELECT rowid FROM tasks WHERE owner != ? AND finished_ns IS NOT NULL ORDER BY finished_ns, rowid LIMIT 1`, owner)
+		}
+		return evict(`SELECT rowid FROM tasks WHERE owner != ? AND finished_ns IS NOT NULL AND owner IN
+			(SELECT owner FROM tasks GROUP BY owner HAVING count(*) > ? OR sum(size) > ?) ORDER BY finished_ns, rowid LIMIT 1`, owner, o.QuotaTasks, o.QuotaBytes)
+	}
+	if !growth {
+		if size > o.QuotaBytes {
+			return fmt.Errorf("%w: the task alone is %d bytes, the quota %d", tasks.ErrCallerQuota, size, o.QuotaBytes)
+		}
+		for !noQuota {
+			var n int
+			var b int64
+			if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(size), 0) FROM tasks WHERE owner = ?`, owner).Scan(&n, &b); err != nil {
+				return s.unavailable("make room", err)
+			}
+			if n+1 <= o.QuotaTasks && b+size <= o.QuotaBytes {
+				break
+			}
+			ok, err := own()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: %d tasks, %d bytes held (quota %d, %d bytes)", tasks.ErrCallerQuota, n, b, o.QuotaTasks, o.QuotaBytes)
+			}
+		}
+	}
+	add := 1
+	if growth {
+		add = 0
+	}
+	for {
+		var n int
+		var b int64
+		if err := tx.QueryRowContext(ctx, `SELECT n, bytes FROM task_count`).Scan(&n, &b); err != nil {
+			return s.unavailable("make room", err)
+		}
+		if n+add <= o.Capacity && b+size <= o.Bytes {
+			return nil
+		}
+		ok, err := own()
+		if err == nil && !ok {
+			ok, err = others()
+		}
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if growth {
+				return nil // over the bound until tasks finish or go
+			}
+			return tasks.ErrStoreFull
+		}
+	}
 }
 
 // Get implements tasks.Store.
@@ -359,7 +453,7 @@ func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) 
 
 // Retain implements tasks.Durable.
 func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
-	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET payload = ? WHERE id = ?`, payload, string(id))
+	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET payload = ?, size = length(snapshot) + coalesce(length(?), 0) WHERE id = ?`, payload, payload, string(id))
 	if err != nil {
 		return s.unavailable("retain payload", err)
 	}
