@@ -160,11 +160,24 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	fu, _ := q.(tasks.FollowUps)
 	baseSeed := req.Payload.Seed.Slices
 	var turns []api.SeedSlice
+	// A turn's result may be final before its process is reaped: the task's
+	// events are written then, and the executor returns (which gives back
+	// the task's admission slots) only once the process is gone.
+	var reaped <-chan struct{}
+	defer func() {
+		if reaped != nil {
+			<-reaped
+		}
+	}()
 	for turn := 1; ; turn++ {
+		if reaped != nil {
+			<-reaped // one process of the task's at a time
+		}
 		t, err := x.runTurn(ctx, reqCtx, q, req, turn == 1, rerun)
 		if t.tree != nil {
 			trees = append(trees, t.tree)
 		}
+		reaped = t.reaped
 		if err != nil {
 			return err
 		}
@@ -226,6 +239,10 @@ type turnOutcome struct {
 	res  api.SubagentResult // the delegation's result, when it ran
 	ran  bool               // false: it never ran, and the task has been ended
 	tree <-chan struct{}    // closed once the turn's whole tree has ended (delegate.TreeRun); nil if not known
+	// reaped is closed once the turn's delegation has ended (its Done: the
+	// root's process reaped), which may come after its result; nil if the
+	// turn never ran.
+	reaped <-chan struct{}
 }
 
 // runTurn starts one turn and waits for its result. A turn that cannot start
@@ -265,13 +282,20 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 			return t, err
 		}
 	}
+	// The result is taken as soon as it is final (delegate.SettledRun), not
+	// when the process is reaped: the caller waits for t.reaped itself.
+	settled, result := run.Done(), run.Result
+	if sr, ok := run.(delegate.SettledRun); ok {
+		settled, result = sr.Settled(), sr.SettledResult
+	}
+	t.reaped = run.Done()
 	select {
-	case <-run.Done():
+	case <-settled:
 	case <-ctx.Done():
 		run.Cancel(context.Cause(ctx).Error())
-		<-run.Done()
+		<-settled
 	}
-	t.res, t.ran = run.Result(), true
+	t.res, t.ran = result(), true
 	spanTurn(ctx, req.Provider, t.res)
 	return t, nil
 }

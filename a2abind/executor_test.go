@@ -341,3 +341,57 @@ func TestLineageOutlivesTheTaskWhileItsTreeRuns(t *testing.T) {
 	close(p.tree)
 	testkit.WaitFor(t, a2atest.Wait, "the lineage forgotten", func() bool { return lin.Get(runID).Hops == nil })
 }
+
+// settledRun is a run whose result is final (Settled) before it is Done:
+// a local subagent whose process is still exiting; reaped closes Done.
+type settledRun struct {
+	delegate.Run
+	reaped chan struct{}
+}
+
+func (r settledRun) Done() <-chan struct{}             { return r.reaped }
+func (r settledRun) Settled() <-chan struct{}          { return r.Run.Done() }
+func (r settledRun) SettledResult() api.SubagentResult { return r.Run.Result() }
+func (r settledRun) Result() api.SubagentResult        { <-r.reaped; return r.Run.Result() }
+
+type settledProvider struct {
+	*a2atest.Provider
+	reaped chan struct{}
+}
+
+func (p settledProvider) Start(ctx context.Context, req delegate.Request) (delegate.Run, error) {
+	r, err := p.Provider.Start(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return settledRun{Run: r, reaped: p.reaped}, nil
+}
+
+// A result that is final before its process is reaped (delegate.SettledRun)
+// ends the task at once: the blocking send is answered with the completed
+// task while the process is still exiting. The executor returns (giving back
+// the task's admission slots) only once the process is reaped.
+func TestExecutorAnswersAtTheSettledResult(t *testing.T) {
+	fp := &a2atest.Provider{Caps: a2atest.FullCaps, Result: a2atest.Echo}
+	p := settledProvider{Provider: fp, reaped: make(chan struct{})}
+	router := &delegate.Router{}
+	if err := router.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	e := tasks.NewEngine(tasks.NewMemoryStore(10, time.Hour), NewExecutor(ExecutorConfig{Router: router, Limits: testGrant}), nil)
+	task := a2atest.Send(t, e, a2atest.Msg("count words"))
+	if task.Status.State != a2a.TaskStateCompleted || a2atest.ArtifactText(task) != "answer: count words" {
+		t.Fatalf("task: %s %q", task.Status.State, a2atest.ArtifactText(task))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := e.Wait(ctx); err == nil {
+		t.Fatal("the executor returned before the process was reaped")
+	}
+	close(p.reaped)
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Wait(ctx); err != nil {
+		t.Fatalf("the executor did not return after the reap: %v", err)
+	}
+}

@@ -107,6 +107,16 @@ type TreeRun interface {
 	TreeDone() <-chan struct{}
 }
 
+// SettledRun is implemented by a Run whose result can be final before Done:
+// a local subagent's result is final once its result frame is read, while
+// its process is still exiting. Settled is closed then (at Done at the
+// latest), and SettledResult returns the result, blocking until Settled.
+// Done still says when the delegation has ended (its process reaped).
+type SettledRun interface {
+	Settled() <-chan struct{}
+	SettledResult() api.SubagentResult
+}
+
 // Errors of the router.
 var (
 	ErrUnknownProvider = errors.New("delegate: unknown provider")

@@ -38,7 +38,10 @@ func (l Local) Start(ctx context.Context, req Request) (Run, error) {
 	return localRun{r: r, sup: l.Sup}, nil
 }
 
-var _ TreeRun = localRun{}
+var (
+	_ TreeRun    = localRun{}
+	_ SettledRun = localRun{}
+)
 
 type localRun struct {
 	r   *supervisor.Run
@@ -53,3 +56,10 @@ func (l localRun) Cancel(reason string)       { l.sup.Cancel(l.r.Handle(), reaso
 // TreeDone is closed when every subagent of the run's tree has ended,
 // detached ones included (TreeRun).
 func (l localRun) TreeDone() <-chan struct{} { return l.r.TreeDone() }
+
+// Settled is closed once the run's result is final, before its process is
+// reaped (SettledRun).
+func (l localRun) Settled() <-chan struct{} { return l.r.Settled() }
+
+// SettledResult returns the final result once Settled (SettledRun).
+func (l localRun) SettledResult() api.SubagentResult { return l.r.SettledResult() }

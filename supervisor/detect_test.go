@@ -302,6 +302,46 @@ func TestNoExitAfterResult(t *testing.T) {
 	wantVerdicts(t, s, map[string]int64{})
 }
 
+// The result settles at its frame, before the process is reaped: Settled
+// closes and SettledResult is the child's while the process still lives and
+// the node is still in the tree; a cancel after it runs the ladder to reap
+// the process but changes the result no more, and Result at Done is the same.
+func TestResultSettlesBeforeTheReap(t *testing.T) {
+	s, _ := newSupervisor(t, "result-then-hang", func(c *Config) {
+		c.DrainGrace = time.Second // the child's result to the ladder that reaps it (SIGTERM ends it)
+		c.KillGrace = 10 * time.Second
+	})
+	r := start(t, s, testPayload("x", time.Minute))
+	select {
+	case <-r.Settled():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the result did not settle")
+	}
+	if isDone(r) {
+		t.Fatal("Done before the child was reaped")
+	}
+	res := r.SettledResult()
+	if res.Status != api.StatusCompleted || res.Distillate.Text() != "done" {
+		t.Fatalf("settled result = %+v", res)
+	}
+	pid := r.Info().PID
+	if pid <= 0 || unix.Kill(pid, 0) != nil {
+		t.Fatalf("the child (pid %d) should still be alive once its result settled", pid)
+	}
+	if _, ok := s.Lookup(r.Handle()); !ok {
+		t.Fatal("the node left the tree before its reap")
+	}
+	if !s.Cancel(r.Handle(), "after the result") {
+		t.Fatal("cancel found no node")
+	}
+	if got := result(t, r, 20*time.Second); got.Status != api.StatusCompleted || got.Distillate.Text() != "done" {
+		t.Fatalf("result at Done = %+v, want the settled one", got)
+	}
+	if _, ok := s.Lookup(r.Handle()); ok {
+		t.Fatal("the node is still in the tree after its reap")
+	}
+}
+
 // The second signal: KillAll sends SIGKILL to every group at once, cutting a
 // drain that would otherwise wait out its long graces.
 func TestKillAllCutsTheDrain(t *testing.T) {

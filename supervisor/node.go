@@ -32,8 +32,14 @@ type node struct {
 	parent   *node
 	payload  api.SpawnPayload
 	deadline time.Time
-	done     chan struct{} // closed after final is set
-	final    api.SubagentResult
+	done     chan struct{} // closed once the node has ended: its process reaped (or abandoned)
+	// settled is closed once final is set, which is at the latest when done
+	// closes and, for a child whose result frame arrived, as soon as that
+	// frame is read (settle): the result is final from then on, while the
+	// process may still be exiting. final never changes once settled closes.
+	settled    chan struct{}
+	settleOnce sync.Once
+	final      api.SubagentResult
 
 	mu        sync.Mutex // guards proc, verdict, result, usage, children, killing
 	proc      *proc
@@ -63,6 +69,7 @@ func newNode(handle string, parent *node, p api.SpawnPayload) *node {
 		payload:   p,
 		deadline:  time.Now().Add(p.Limits.Deadline.D()),
 		done:      make(chan struct{}),
+		settled:   make(chan struct{}),
 		abandoned: make(chan struct{}),
 		killed:    make(chan struct{}),
 	}
@@ -185,7 +192,7 @@ func (s *Supervisor) run(n *node) {
 	}
 	s.forgetPause(n)
 	s.releaseSlot(n) // reaped (or abandoned): the service-wide slot is free again
-	n.final = res
+	res = s.settle(n, res) // the result settled at its frame, if it did, stands
 	if n.parent == nil {
 		// The task has ended: its blobs now live out their retention window.
 		s.blobs.release(n.handle)
@@ -350,6 +357,10 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 				log.Error("protocol violation: killing child", "err", err)
 				s.violation(n, err.Error())
 				frames = nil
+			} else if f.Method == api.MethodResult {
+				// The child's last word: its outcome is final now, before
+				// its exit and reap (which still end the node).
+				s.settle(n, s.finish(n, p, verdict{}))
 			}
 		case <-p.done:
 			s.drainFrames(n, p, frames, log)
@@ -409,6 +420,21 @@ func (s *Supervisor) drainFrames(n *node, p *proc, frames <-chan *api.Frame, log
 			return
 		}
 	}
+}
+
+// settle makes res n's final result unless n has settled already, and
+// returns the final result. A node settles once: at its result frame (the
+// child's last word, read and validated), or at its end. What comes after
+// the settling (a verdict, a frame that breaks the protocol, the exit
+// status) still drives the kill ladder and the reap, and is logged and
+// counted, but no longer changes the result: whoever was given it (a task
+// that completed, a parent) keeps what it was given.
+func (s *Supervisor) settle(n *node, res api.SubagentResult) api.SubagentResult {
+	n.settleOnce.Do(func() {
+		n.final = res
+		close(n.settled)
+	})
+	return n.final
 }
 
 // finish combines the verdict, the child's result and the supervisor's own

@@ -362,6 +362,18 @@ func (r *Run) Result() api.SubagentResult {
 	return r.n.final
 }
 
+// Settled is closed once the run's result is final: when the root's result
+// frame has been read, while its process may still be exiting, or at Done,
+// whichever comes first. The result never changes after it; Done still
+// says when the process is reaped.
+func (r *Run) Settled() <-chan struct{} { return r.n.settled }
+
+// SettledResult returns the final result; it blocks until Settled.
+func (r *Run) SettledResult() api.SubagentResult {
+	<-r.n.settled
+	return r.n.final
+}
+
 // Info returns a snapshot of the subagent.
 func (r *Run) Info() NodeInfo { return r.n.info() }
 
