@@ -58,6 +58,11 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 		log.Error("send ctrl/ready", "err", err)
 		return 1
 	}
+	// The tracer provider depends on the environment only: it is built
+	// before the payload comes, off the path of a child waiting in the warm
+	// pool. The supervisor validated the OTEL_* environment it passed on; a
+	// failure here costs the traces, not the run.
+	tp, tpErr := telemetry.Setup(ctx, telemetry.Options{Log: log, Attributes: []attribute.KeyValue{attribute.String("agentd.role", "subagent")}})
 	// While the payload is on its way (or while the child waits in the warm
 	// pool), build the caches and page in the code it will need.
 	go rehearse()
@@ -70,11 +75,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 		level.Set(l)
 	}
 	log = log.With("run_id", p.Telemetry.RunID, "agent_path", p.AgentPath)
-	// The supervisor validated the OTEL_* environment it passed on; a failure
-	// here costs the traces, not the run.
-	tp, err := telemetry.Setup(ctx, telemetry.Options{Log: log, Attributes: []attribute.KeyValue{attribute.String("agentd.role", "subagent")}})
-	if err != nil {
-		log.Warn("tracing off", "err", err)
+	if tpErr != nil {
+		log.Warn("tracing off", "err", tpErr)
 	}
 	ctx, span := startRunSpan(ctx, p)
 	log = telemetry.WithSpan(log, span.SpanContext())

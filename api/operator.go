@@ -93,6 +93,19 @@ type TreeResult struct {
 	// trigger's ("trigger:loop", "trigger:schedule",
 	// "trigger:reactive:SERVER=URI"). a2a.CloseBreaker closes one.
 	Breakers []Breaker `json:"breakers"`
+	// WarmPool is the warm pool's state; absent when there is none.
+	WarmPool *WarmPool `json:"warm_pool,omitempty"`
+}
+
+// WarmPool is the state of the supervisor's warm pool: its size, the
+// children ready and waiting for a payload, those still starting, and how
+// many spawns it served and how many found it empty.
+type WarmPool struct {
+	Size     int   `json:"size"`
+	Idle     int   `json:"idle"`
+	Starting int   `json:"starting"`
+	Assigned int64 `json:"assigned"`
+	Cold     int64 `json:"cold"`
 }
 
 // Admission is the service's admission control: its bounds, their hard

@@ -204,6 +204,9 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 		})
 	}
 	res := api.TreeResult{Paused: paused, Draining: sup.Draining(), Nodes: []api.TreeNode{}, Breakers: Breakers(sup)}
+	if pool := sup.Pool(); pool.Size > 0 {
+		res.WarmPool = &api.WarmPool{Size: pool.Size, Idle: pool.Idle, Starting: pool.Starting, Assigned: pool.Assigned, Cold: pool.Cold}
+	}
 	var walk func(parent string)
 	walk = func(parent string) {
 		for _, n := range byParent[parent] {

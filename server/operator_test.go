@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -125,7 +126,7 @@ func TestOperatorCapsLameDuckDrain(t *testing.T) {
 
 	var tr api.TreeResult
 	r = call(api.OpTree, "")
-	if r.Error != nil || json.Unmarshal(r.Result, &tr) != nil || tr.Nodes == nil || len(tr.Nodes) != 0 {
+	if r.Error != nil || json.Unmarshal(r.Result, &tr) != nil || tr.Nodes == nil || len(tr.Nodes) != 0 || tr.WarmPool != nil {
 		t.Fatalf("empty tree: %+v %s", r.Error, r.Result)
 	}
 	var c api.CancelResult
@@ -141,4 +142,38 @@ func newRecorderRequest(h http.Handler, body, token string) []byte {
 	req.Header.Set("Authorization", "Bearer "+token)
 	h.ServeHTTP(rec, req)
 	return rec.Body.Bytes()
+}
+
+// a2a.Tree reports the warm pool: its size and how many children are ready,
+// starting, assigned, or were missed. This pool's binary does not exist, so
+// no child ever gets ready and no spawn is served.
+func TestOperatorTreeWarmPool(t *testing.T) {
+	sup, err := supervisor.New(supervisor.Config{Executable: "/nonexistent", WarmPool: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := sup.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	tokens, err := ParseTokens([]byte(operatorToken + " operator admin\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &Operator{Sup: sup, InFlight: func() int { return 0 }, Drain: NewDrainer(time.Second, func() {}), LameDuck: NewLameDuck()}
+	h := Handler(Config{Methods: op.Methods(), Auth: &Auth{Tokens: tokens}})
+	var r rpcReply
+	if err := json.Unmarshal(newRecorderRequest(h, `{"jsonrpc":"2.0","id":1,"method":"a2a.Tree"}`, operatorToken), &r); err != nil {
+		t.Fatal(err)
+	}
+	var tr api.TreeResult
+	if r.Error != nil || json.Unmarshal(r.Result, &tr) != nil {
+		t.Fatalf("a2a.Tree: %+v %s", r.Error, r.Result)
+	}
+	if tr.WarmPool == nil || tr.WarmPool.Size != 2 || tr.WarmPool.Idle != 0 || tr.WarmPool.Assigned != 0 {
+		t.Fatalf("warm pool = %+v, want size 2 and nothing idle or assigned", tr.WarmPool)
+	}
 }
