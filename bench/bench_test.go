@@ -59,6 +59,7 @@ func TestHarnessSmoke(t *testing.T) {
 		Rounds: 1, SpawnSamples: 2, FrontDuration: 100 * time.Millisecond, E2ESamples: 2,
 		TreeSize: 4, DrainGrace: 50 * time.Millisecond, KillGrace: 50 * time.Millisecond,
 		LiveChildren: 2, Tasks: 300, TaskCapacity: 100,
+		ThroughputConc: 4, ThroughputDuration: 300 * time.Millisecond,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -78,7 +79,7 @@ func TestHarnessSmoke(t *testing.T) {
 	}
 	table := out.String()
 	t.Logf("table:\n%s", table)
-	want := map[string]int{"| 1 |": 4, "| 2 |": 4, "| 3 |": 2, "| 4 |": 2, "| 5 |": 4}
+	want := map[string]int{"| 1 |": 4, "| 2 |": 4, "| 3 |": 2, "| 4 |": 2, "| 5 |": 4, "| 6 |": 2}
 	for prefix, n := range want {
 		if got := strings.Count(table, "\n"+prefix); got != n {
 			t.Errorf("%d rows of figure %s, want %d", got, prefix, n)
@@ -89,7 +90,7 @@ func TestHarnessSmoke(t *testing.T) {
 			t.Errorf("table has %s:\n%s", bad, table)
 		}
 	}
-	for _, s := range []string{"100 tasks held", "drain grace 50ms + kill grace 50ms", "CPUs ("} {
+	for _, s := range []string{"100 tasks held", "drain grace 50ms + kill grace 50ms", "CPUs (", "; 0 errors; CPU per task"} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q", s)
 		}

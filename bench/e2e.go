@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"os"
 	"time"
-
-	"github.com/agentd/agentd/internal/testkit"
 )
 
 var e2eFigure = figure{name: "e2e", run: runE2E, rows: e2eRows}
@@ -33,10 +31,11 @@ func runE2E(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 		srv  *serveProc
 		pool int
 		c    *http.Client
+		op   *http.Client
 	}
 	var vs []*variant
 	for _, pool := range []int{benchPool, 0} {
-		args := append(tlsArgs(dir), "--warm-pool", fmt.Sprint(pool), "--intelligence", "builtin:demo")
+		args := append(append(tlsArgs(dir), operatorArgs()...), "--warm-pool", fmt.Sprint(pool), "--intelligence", "builtin:demo")
 		srv, err := startServe(ctx, cfg.Agentd, args, logw)
 		if err != nil {
 			return nil, err
@@ -46,14 +45,31 @@ func runE2E(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		vs = append(vs, &variant{srv: srv, pool: pool, c: c})
+		op, err := operatorClient(dir)
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, &variant{srv: srv, pool: pool, c: c, op: op})
 	}
 	var seq int64
-	// once sends one message after the service has settled: a full pool, or no
-	// child left from the previous message.
+	// once sends one message after the service has settled: no child left
+	// from the previous message, and a full pool (every child ready for its
+	// payload, as a2a.Tree says: a child that is still starting is no
+	// warm child).
 	once := func(v *variant) (time.Duration, error) {
-		if err := poll(ctx, 20*time.Second, 200*time.Microsecond, "service settled", func() bool { return len(testkit.Children(v.srv.pid())) == v.pool }); err != nil {
+		var perr error
+		if err := poll(ctx, 20*time.Second, time.Millisecond, "service settled", func() bool {
+			if v.srv.children() != v.pool {
+				return false
+			}
+			ok, err := poolReady(ctx, v.op, v.srv.url, v.pool)
+			perr = err
+			return ok || err != nil
+		}); err != nil {
 			return 0, err
+		}
+		if perr != nil {
+			return 0, perr
 		}
 		seq++
 		t0 := time.Now()

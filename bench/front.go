@@ -297,8 +297,18 @@ func mintCerts(dir string) error {
 // benchClient returns a keep-alive HTTP/1.1 client presenting the peer SVID
 // of dir, with room for conns connections.
 func benchClient(dir string, conns int) (*http.Client, error) {
+	return svidClient(dir, tlsconfig.DevPeerCert, tlsconfig.DevPeerKey, conns)
+}
+
+// operatorClient is benchClient presenting the operator SVID of dir (serve
+// allows it with --operator, operatorArgs), for the a2a.* methods.
+func operatorClient(dir string) (*http.Client, error) {
+	return svidClient(dir, tlsconfig.DevOperatorCert, tlsconfig.DevOperatorKey, 1)
+}
+
+func svidClient(dir, cert, key string, conns int) (*http.Client, error) {
 	src, err := tlsconfig.NewFileSource(tlsconfig.Files{
-		Cert: filepath.Join(dir, tlsconfig.DevPeerCert), Key: filepath.Join(dir, tlsconfig.DevPeerKey), Bundle: filepath.Join(dir, tlsconfig.DevBundle),
+		Cert: filepath.Join(dir, cert), Key: filepath.Join(dir, key), Bundle: filepath.Join(dir, tlsconfig.DevBundle),
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err

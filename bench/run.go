@@ -29,6 +29,11 @@
 //  5. memory: `agentd serve` RSS idle and with LiveChildren children running
 //     builtin:wait, RSS and PSS per child, and the heap of the task store after
 //     Tasks completed tasks (bounded by TaskCapacity).
+//  6. throughput: ThroughputConc workers sending blocking one-step tasks to
+//     `agentd serve` (warm pool of 2, admission sized not to shed) back to
+//     back for ThroughputDuration: tasks/s, p50 and p99, errors, and the CPU
+//     per task of the service and of its children; the default store
+//     (SQLite) and --store memory, interleaved.
 package bench
 
 import (
@@ -70,7 +75,11 @@ type Config struct {
 	Tasks         int           `json:"tasks"`          // memory: completed tasks put through the store; default 100000
 	TaskCapacity  int           `json:"task_capacity"`  // memory: the store's capacity; default 10000 (serve's default)
 
-	// Figures selects figures by name (spawn, front, e2e, teardown, memory);
+	ThroughputConc     int           `json:"throughput_conc"`     // throughput: workers sending at once; default 32
+	ThroughputDuration time.Duration `json:"throughput_duration"` // throughput: the load window per service and round; default 10s
+
+	// Figures selects figures by name (spawn, front, e2e, teardown, memory,
+	// throughput);
 	// empty runs them all.
 	Figures []string `json:"figures"`
 	// ProfileDir, if set, receives a CPU profile of each front server
@@ -99,6 +108,8 @@ func (c *Config) setDefaults() {
 	def(&c.LiveChildren, 64)
 	def(&c.Tasks, 100000)
 	def(&c.TaskCapacity, 10000)
+	def(&c.ThroughputConc, 32)
+	defD(&c.ThroughputDuration, 10*time.Second)
 }
 
 // figure is one section of the table.
@@ -111,7 +122,7 @@ type figure struct {
 }
 
 // figures in table order.
-var figures = []figure{spawnFigure, frontFigure, e2eFigure, teardownFigure, memoryFigure}
+var figures = []figure{spawnFigure, frontFigure, e2eFigure, teardownFigure, memoryFigure, throughputFigure}
 
 // roles are helper processes a figure starts (the front's servers).
 var roles = map[string]func(ctx context.Context, cfg Config) error{

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -37,6 +42,36 @@ func tlsArgs(dir string) []string {
 		"--tls-bundle", filepath.Join(dir, tlsconfig.DevBundle),
 		"--allow-trust-domain", benchTD.String(),
 	}
+}
+
+// operatorArgs lets the operator SVID mintCerts writes call the a2a.*
+// methods (poolReady reads a2a.Tree).
+func operatorArgs() []string {
+	return []string{"--operator", spiffeid.RequireFromPath(benchTD, "/operator").String()}
+}
+
+// poolReady reports whether the service's warm pool holds size children
+// ready for a payload (a2a.Tree over op, the operator's client), and no
+// child is starting.
+func poolReady(ctx context.Context, op *http.Client, url string, size int) (bool, error) {
+	b, status, err := post(ctx, op, url, []byte(`{"jsonrpc":"2.0","id":1,"method":"a2a.Tree"}`))
+	if err != nil {
+		return false, err
+	}
+	var r struct {
+		Result api.TreeResult `json:"result"`
+		Error  *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.Error != nil || status != http.StatusOK {
+		return false, fmt.Errorf("a2a.Tree: HTTP %d: %.200s", status, b)
+	}
+	wp := r.Result.WarmPool
+	if size == 0 {
+		return wp == nil, nil
+	}
+	return wp != nil && wp.Idle == size && wp.Starting == 0, nil
 }
 
 // startServe runs `agentd serve` on a loopback port with args and waits until
@@ -117,6 +152,9 @@ func startServe(ctx context.Context, agentd string, args []string, logw io.Write
 
 // pid is the service's process id.
 func (s *serveProc) pid() int { return s.cmd.Process.Pid }
+
+// children counts the service's child processes (alive or not yet reaped).
+func (s *serveProc) children() int { return len(testkit.Children(s.pid())) }
 
 // stop drains the service with SIGTERM and waits for it (SIGKILL after 30s).
 func (s *serveProc) stop() error {
