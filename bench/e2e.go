@@ -14,8 +14,9 @@ var e2eFigure = figure{name: "e2e", run: runE2E, rows: e2eRows}
 
 // e2eRound is one round of figure 3.
 type e2eRound struct {
-	Warm Summary `json:"warm"` // agentd serve --warm-pool 2
-	Cold Summary `json:"cold"` // agentd serve --warm-pool 0
+	Warm    Summary `json:"warm"`     // agentd serve --warm-pool 2 (the default store, SQLite)
+	WarmMem Summary `json:"warm_mem"` // agentd serve --warm-pool 2 --store memory
+	Cold    Summary `json:"cold"`     // agentd serve --warm-pool 0
 }
 
 func runE2E(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
@@ -34,8 +35,12 @@ func runE2E(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 		op   *http.Client
 	}
 	var vs []*variant
-	for _, pool := range []int{benchPool, 0} {
-		args := append(append(tlsArgs(dir), operatorArgs()...), "--warm-pool", fmt.Sprint(pool), "--intelligence", "builtin:demo")
+	for _, v := range []struct {
+		pool  int
+		extra []string
+	}{{benchPool, nil}, {benchPool, []string{"--store", "memory"}}, {0, nil}} {
+		pool := v.pool
+		args := append(append(append(tlsArgs(dir), operatorArgs()...), "--warm-pool", fmt.Sprint(pool), "--intelligence", "builtin:demo"), v.extra...)
 		srv, err := startServe(ctx, cfg.Agentd, args, logw)
 		if err != nil {
 			return nil, err
@@ -96,7 +101,7 @@ func runE2E(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 				samples[j] = append(samples[j], d)
 			}
 		}
-		rounds = append(rounds, e2eRound{Warm: summarize(samples[0]), Cold: summarize(samples[1])})
+		rounds = append(rounds, e2eRound{Warm: summarize(samples[0]), WarmMem: summarize(samples[1]), Cold: summarize(samples[2])})
 		fmt.Fprintf(logw, "bench: e2e round %d: %+v\n", r+1, rounds[r])
 	}
 	return rounds, nil
@@ -116,6 +121,9 @@ func e2eRows(raw json.RawMessage, cfg Config) ([]row, error) {
 			p50: fmtMS(medianOf(rounds, func(r e2eRound) float64 { return r.Warm.P50 })), p99: fmtMS(medianOf(rounds, func(r e2eRound) float64 { return r.Warm.P99 })),
 			other: fmt.Sprintf("%d messages a round, each to a full pool", n),
 			ratio: fmtX(medianOf(rounds, func(r e2eRound) float64 { return ratio(r.Warm.P50, r.Cold.P50) })) + " without the pool (p50)"},
+		{fig: 3, what: "end to end: the same with --store memory",
+			p50: fmtMS(medianOf(rounds, func(r e2eRound) float64 { return r.WarmMem.P50 })), p99: fmtMS(medianOf(rounds, func(r e2eRound) float64 { return r.WarmMem.P99 })),
+			ratio: fmtX(medianOf(rounds, func(r e2eRound) float64 { return ratio(r.Warm.P50, r.WarmMem.P50) })) + ": the default store's p50 over this"},
 		{fig: 3, what: "end to end: the same without the pool (--warm-pool 0)",
 			p50: fmtMS(medianOf(rounds, func(r e2eRound) float64 { return r.Cold.P50 })), p99: fmtMS(medianOf(rounds, func(r e2eRound) float64 { return r.Cold.P99 }))},
 	}, nil

@@ -22,7 +22,8 @@
 //     NewJSONRPCHandler) whose trivial executor produces the same task. Each
 //     server runs in its own process; the load generator in a third.
 //  3. e2e: message/send to `agentd serve` running builtin:demo (one step) until
-//     completed, with --warm-pool 2 and with --warm-pool 0, over mTLS.
+//     completed, with --warm-pool 2 (the default store, then --store memory)
+//     and with --warm-pool 0, over mTLS.
 //  4. teardown: Supervisor.Cancel of a tree of TreeSize processes until every
 //     one is reaped: agentd children (cooperative), and bench/treechild
 //     children that ignore ctrl/cancel and SIGTERM.
