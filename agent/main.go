@@ -63,10 +63,23 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	// pool. The supervisor validated the OTEL_* environment it passed on; a
 	// failure here costs the traces, not the run.
 	tp, tpErr := telemetry.Setup(ctx, telemetry.Options{Log: log, Attributes: []attribute.KeyValue{attribute.String("agentd.role", "subagent")}})
-	// While the payload is on its way (or while the child waits in the warm
-	// pool), build the caches and page in the code it will need.
-	go rehearse()
+	// While the child waits in the warm pool, build the caches and page in
+	// the code its payload will need. A child whose payload comes within
+	// rehearseAfter of its ctrl/ready (one spawned cold) skips it: its
+	// payload's own run builds what it needs, and a rehearsal beside it
+	// would only spend the CPU twice.
+	spawned := make(chan struct{})
+	go func() {
+		t := time.NewTimer(rehearseAfter)
+		defer t.Stop()
+		select {
+		case <-spawned:
+		case <-t.C:
+			rehearse()
+		}
+	}()
 	p, err := c.readSpawn()
+	close(spawned)
 	if err != nil {
 		log.Error("no spawn payload", "err", err)
 		return 1
@@ -108,6 +121,11 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
 	return finish(res)
 }
+
+// rehearseAfter is how long a child waits for its payload before it
+// rehearses: a cold spawn's payload follows its ctrl/ready within a
+// fraction of a millisecond on an idle machine, a warm child's after a take.
+const rehearseAfter = 5 * time.Millisecond
 
 // finish writes the result frame; it is the child's last word.
 func (c *control) finish(res api.SubagentResult) int {

@@ -328,8 +328,15 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	if max <= 0 {
 		max = DefaultMaxFrame
 	}
-	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &FrameReader{r: bufio.NewReaderSize(r, frameReadBuf), max: max}
 }
+
+// frameReadBuf is a FrameReader's buffer: room for a length prefix and the
+// small frames that make most of the traffic, read several at a time. A
+// body larger than the buffer is read straight into its own slice, so a
+// bigger buffer would only cost its allocation (and, in a child, the pages
+// it touches) for every control channel.
+const frameReadBuf = 4 << 10
 
 // Read returns the next frame. At a clean end of stream between frames it
 // returns io.EOF; a stream that ends inside a frame gives io.ErrUnexpectedEOF. A

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -290,7 +291,11 @@ func (s *Supervisor) stuck(n *node, cause, detail string, log *slog.Logger) {
 func (s *Supervisor) controlClosed(p *proc, log *slog.Logger) Health {
 	p.live.eof.Store(true)
 	h, _ := classify(p.live.observe(), p.live.thresholds())
-	log.Info("control-out closed: waiting for the reap", "health", h)
+	level := slog.LevelInfo
+	if h == Exiting && p.live.resulted.Load() {
+		level = slog.LevelDebug // the child's result came first: the ordinary end, not news
+	}
+	log.Log(context.Background(), level, "control-out closed: waiting for the reap", "health", h)
 	return h
 }
 

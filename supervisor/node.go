@@ -191,7 +191,7 @@ func (s *Supervisor) run(n *node) {
 		res = heldResult(n)
 	}
 	s.forgetPause(n)
-	s.releaseSlot(n) // reaped (or abandoned): the service-wide slot is free again
+	s.releaseSlot(n)       // reaped (or abandoned): the service-wide slot is free again
 	res = s.settle(n, res) // the result settled at its frame, if it did, stands
 	if n.parent == nil {
 		// The task has ended: its blobs now live out their retention window.

@@ -83,40 +83,47 @@ func (s *Supervisor) procSpec(log *slog.Logger) procSpec {
 // startProc re-execs the binary in subagent mode in its own process group, with
 // stdin/stdout as the control channel and stderr as its log stream.
 func startProc(spec procSpec) (*proc, error) {
-	inR, inW, err := os.Pipe()
+	inW, inR, err := childPipe(false, "control-in")
 	if err != nil {
 		return nil, fmt.Errorf("control-in pipe: %w", err)
 	}
-	outR, outW, err := os.Pipe()
+	outR, outW, err := childPipe(true, "control-out")
 	if err != nil {
-		inR.Close()
 		inW.Close()
+		unix.Close(inR)
 		return nil, fmt.Errorf("control-out pipe: %w", err)
 	}
 	// The child's stderr: a pipe the supervisor forwards, or (not
 	// aggregated) the file the child writes its lines to itself.
-	var errR, errW *os.File
-	if spec.stderr != nil {
-		errW = spec.stderr
-	} else if errR, errW, err = os.Pipe(); err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, fmt.Errorf("stderr pipe: %w", err)
+	var errR *os.File
+	errW := -1
+	if spec.stderr == nil {
+		if errR, errW, err = childPipe(true, "stderr"); err != nil {
+			inW.Close()
+			unix.Close(inR)
+			outR.Close()
+			unix.Close(outW)
+			return nil, fmt.Errorf("stderr pipe: %w", err)
+		}
+	}
+	files := []uintptr{uintptr(inR), uintptr(outW), 0}
+	if errR != nil {
+		files[2] = uintptr(errW)
+	} else {
+		files[2] = spec.stderr.Fd()
 	}
 	attr := &syscall.ProcAttr{
 		Env:   spec.env,
-		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
+		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
 	exit := make(chan ExitStatus, 1)
 	pid, err := theReaper.fork(spec.exe, []string{spec.exe, "subagent"}, attr, exit)
 	// The child holds its own copies now; ours must go so EOF can be seen.
-	inR.Close()
-	outW.Close()
+	unix.Close(inR)
+	unix.Close(outW)
 	if errR != nil {
-		errW.Close()
+		unix.Close(errW)
 	}
 	if err != nil {
 		inW.Close()
@@ -162,6 +169,29 @@ func startProc(spec procSpec) (*proc, error) {
 	}()
 	go p.readFrames(spec.maxFrame)
 	return p, nil
+}
+
+// childPipe returns a pipe between the supervisor and a child: the
+// supervisor's end (the read end when oursReads) as a non-blocking file in
+// the runtime's poller, so its reads and writes honour deadlines and Close;
+// the child's end as a plain blocking descriptor that never enters the
+// poller, for the fork to hand over and the caller to close right after it.
+// Both are close-on-exec.
+func childPipe(oursReads bool, name string) (ours *os.File, theirs int, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, -1, err
+	}
+	o, t := p[1], p[0]
+	if oursReads {
+		o, t = p[0], p[1]
+	}
+	if err := unix.SetNonblock(o, true); err != nil {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return nil, -1, err
+	}
+	return os.NewFile(uintptr(o), name), t, nil
 }
 
 // logDrainWait bounds how long a reaped child's exit waits for the rest of its
@@ -257,7 +287,7 @@ func (p *proc) exited() bool {
 // pooled child) already carries run_id and agent_path.
 func forwardLogs(r io.ReadCloser, log *atomic.Pointer[slog.Logger]) {
 	defer r.Close()
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, 4<<10) // a longer line is read in pieces (readLine)
 	for {
 		line, err := readLine(br, 1<<20)
 		if len(line) > 0 {
