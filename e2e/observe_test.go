@@ -191,7 +191,14 @@ answer "{path}"
 	if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "0.1\n0.2" {
 		t.Fatalf("task %s %q", task.Status.State, artifactText(task))
 	}
-	m := scrape(t, url)
+	// The task completes at its root's result; the root's node ends at its
+	// reap, which follows.
+	var m map[string]float64
+	testkit.WaitFor(t, 10*time.Second, "the root reaped", func() bool {
+		m = scrape(t, url)
+		v, ok := m[`agent_subagents_live{state="running"}`]
+		return ok && v == 0
+	})
 	want := map[string]float64{
 		`agent_spawns_total{provider="local"}`:                            3, // the root and two children
 		`agent_spawn_refusals_total{reason="missing_objective"}`:          1,
