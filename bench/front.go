@@ -94,6 +94,11 @@ func (instantRun) Cancel(string)              {}
 // store, with instantProvider as the local provider, behind adm (nil: no
 // admission control).
 func newInstantEngine(capacity int, url string, adm *admit.Controller) *tasks.Engine {
+	return newInstantEngineOn(tasks.NewMemoryStore(capacity, time.Hour), url, adm)
+}
+
+// newInstantEngineOn is newInstantEngine over store (figure 6).
+func newInstantEngineOn(store tasks.Store, url string, adm *admit.Controller) *tasks.Engine {
 	log := slog.New(slog.DiscardHandler)
 	router := &delegate.Router{}
 	_ = router.Register(instantProvider{})
@@ -108,8 +113,8 @@ func newInstantEngine(capacity int, url string, adm *admit.Controller) *tasks.En
 		Lineages:     &delegate.Lineages{},
 		Log:          log,
 	})
-	store := tasks.NewMemoryStore(capacity, time.Hour)
-	pusher := tasks.NewPusher(tasks.PushSettings{Log: log}, store.ListPush)
+	journal, _ := store.(tasks.PushJournal)
+	pusher := tasks.NewPusher(tasks.PushSettings{Log: log, Journal: journal}, store.ListPush)
 	opts := []tasks.EngineOption{tasks.WithPusher(pusher)}
 	if adm != nil {
 		opts = append(opts, tasks.WithAdmission(adm, admit.Policy{}))
@@ -257,11 +262,16 @@ type roleProc struct {
 }
 
 func startRole(ctx context.Context, role string, cfg Config, certDir string, logw io.Writer) (*roleProc, error) {
+	return startRoleEnv(ctx, role, cfg, certDir, nil, logw)
+}
+
+// startRoleEnv is startRole with env added to the role's environment.
+func startRoleEnv(ctx context.Context, role string, cfg Config, certDir string, env []string, logw io.Writer) (*roleProc, error) {
 	cmd, err := figureCmd(ctx, role, cfg)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Env = append(cmd.Env, envCertDir+"="+certDir)
+	cmd.Env = append(append(cmd.Env, envCertDir+"="+certDir), env...)
 	cmd.Stderr = logw
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -69,6 +69,7 @@ type Config struct {
 	LiveChildren  int           `json:"live_children"`  // memory: children alive for the RSS figure; default 64
 	Tasks         int           `json:"tasks"`          // memory: completed tasks put through the store; default 100000
 	TaskCapacity  int           `json:"task_capacity"`  // memory: the store's capacity; default 10000 (serve's default)
+	StoreTasks    int           `json:"store_tasks"`    // store: completed tasks the durable stores hold before figure 6 measures (memory holds Tasks); default 10000
 
 	// Figures selects figures by name (spawn, front, e2e, teardown, memory);
 	// empty runs them all.
@@ -99,6 +100,7 @@ func (c *Config) setDefaults() {
 	def(&c.LiveChildren, 64)
 	def(&c.Tasks, 100000)
 	def(&c.TaskCapacity, 10000)
+	def(&c.StoreTasks, 10000)
 }
 
 // figure is one section of the table.
@@ -111,12 +113,13 @@ type figure struct {
 }
 
 // figures in table order.
-var figures = []figure{spawnFigure, frontFigure, e2eFigure, teardownFigure, memoryFigure}
+var figures = []figure{spawnFigure, frontFigure, e2eFigure, teardownFigure, memoryFigure, storeFigure}
 
 // roles are helper processes a figure starts (the front's servers).
 var roles = map[string]func(ctx context.Context, cfg Config) error{
 	roleFrontAgentd: serveFrontAgentd,
 	roleFrontStock:  serveFrontStock,
+	roleStoreAgentd: serveStoreAgentd,
 }
 
 // MaybeFigure runs the figure or role named in EnvFigure and exits, when this

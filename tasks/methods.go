@@ -21,7 +21,11 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 	}
 	hist := historyLength(params)
 	if params.Config != nil && params.Config.Blocking != nil && !*params.Config.Blocking {
-		return trimHistory(lt.snapshot(), hist), nil
+		t, err := e.seen(ctx, lt)
+		if err != nil {
+			return nil, err
+		}
+		return trimHistory(t, hist), nil
 	}
 	var timeout <-chan time.Time
 	if e.sendWait > 0 {
@@ -45,7 +49,11 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return trimHistory(lt.snapshot(), hist), nil
+	t, err := e.seen(ctx, lt)
+	if err != nil {
+		return nil, err
+	}
+	return trimHistory(t, hist), nil
 }
 
 // OnSendMessageStream handles message/stream: the task first, then every event
@@ -96,7 +104,11 @@ func (e *Engine) stream(ctx context.Context, lt *liveTask, yield func(a2a.Event,
 		yield(lt.snapshot(), nil)
 		return
 	}
-	sub, first := lt.subscribe()
+	sub, first, err := e.subscribe(ctx, lt)
+	if err != nil {
+		yield(nil, err)
+		return
+	}
 	defer lt.unsubscribe(sub)
 	if !yield(first, nil) {
 		return
@@ -237,6 +249,11 @@ func (e *Engine) OnSetTaskPushConfig(ctx context.Context, params *a2a.TaskPushCo
 	stored, err := e.store.SetPush(ctx, params.TaskID, t)
 	if err != nil {
 		return nil, err
+	}
+	if lt := e.getLive(params.TaskID); lt != nil {
+		lt.mu.Lock()
+		lt.push = true
+		lt.mu.Unlock()
 	}
 	return &a2a.TaskPushConfig{TaskID: params.TaskID, Config: stored.Config}, nil
 }

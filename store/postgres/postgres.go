@@ -89,7 +89,8 @@ type Store struct {
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 	closed  atomic.Bool
-	mu      sync.Mutex // guards watchers
+	expired atomic.Int64 // the store's clock at the last deletion of expired tasks
+	mu      sync.Mutex   // guards watchers
 	watch   map[a2a.TaskID]map[chan struct{}]struct{}
 	cancels chan a2a.TaskID
 }

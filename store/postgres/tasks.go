@@ -33,28 +33,34 @@ func (s *Store) finishedAt(t *a2a.Task) *int64 {
 	return nil
 }
 
-// Create implements tasks.Store: in one transaction it refuses an existing id
-// or a duplicate message, evicts the task that finished first when the store
-// is full, and inserts the task. Two replicas that race with one message: the
-// unique key on (owner, message_id) lets one win, and the other gets the
-// winner as a duplicate.
+// Create implements tasks.Store. The insert goes first, in one round trip
+// with the capacity check (a pgx batch in one transaction); an existing id
+// or a duplicate message makes the unique keys refuse it, and only then is
+// the cause looked up. Two replicas that race with one message: one insert
+// wins, and the other finds the winner as a duplicate. At capacity, the task
+// that finished first is evicted, or the transaction is rolled back with
+// tasks.ErrStoreFull. Tasks past their retention are deleted at most once a
+// second (reads never see them).
 func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return err
 	}
 	key := tasks.MessageKey(t)
-	for attempt := 0; ; attempt++ {
-		err := s.create(ctx, t, owner, key, snap)
-		if err == nil || !isUnique(err) || attempt > 0 {
-			if err != nil && isUnique(err) {
-				return fmt.Errorf("postgres: task %s or its message %s already exists: %w", t.ID, key, err)
-			}
-			return err
-		}
-		// Another replica committed the same id or message meanwhile: the
-		// second pass finds it.
+	err = s.create(ctx, t, owner, key, snap)
+	if !isUnique(err) {
+		return err
 	}
+	if key != "" {
+		var existing string
+		switch err := s.pool.QueryRow(ctx, `SELECT id FROM tasks WHERE owner = $1 AND message_id = $2`, owner, key).Scan(&existing); {
+		case err == nil:
+			return &tasks.DuplicateError{Existing: a2a.TaskID(existing), MessageID: key}
+		case !errors.Is(err, pgx.ErrNoRows):
+			return s.unavailable("create task", err)
+		}
+	}
+	return fmt.Errorf("postgres: task %s already exists", t.ID)
 }
 
 func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap []byte) error {
@@ -63,33 +69,28 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 		return s.unavailable("create task", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var one int
-	switch err := tx.QueryRow(ctx, `SELECT 1 FROM tasks WHERE id = $1`, string(t.ID)).Scan(&one); {
-	case err == nil:
-		return fmt.Errorf("postgres: task %s already exists", t.ID)
-	case !errors.Is(err, pgx.ErrNoRows):
-		return s.unavailable("create task", err)
+	b := &pgx.Batch{}
+	now := s.now()
+	expire := s.opts.Retention > 0 && now-s.expired.Load() >= int64(time.Second)
+	if expire {
+		b.Queue(`DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= $1
+			ORDER BY finished_ns LIMIT 256 FOR UPDATE SKIP LOCKED)`, s.cutoff())
 	}
-	if key != "" {
-		var existing string
-		switch err := tx.QueryRow(ctx, `SELECT id FROM tasks WHERE owner = $1 AND message_id = $2`, owner, key).Scan(&existing); {
-		case err == nil:
-			return &tasks.DuplicateError{Existing: a2a.TaskID(existing), MessageID: key}
-		case !errors.Is(err, pgx.ErrNoRows):
-			return s.unavailable("create task", err)
-		}
-	}
-	if s.opts.Retention > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= $1
-			ORDER BY finished_ns LIMIT 64 FOR UPDATE SKIP LOCKED)`, s.cutoff()); err != nil {
-			return s.unavailable("create task", err)
-		}
-	}
+	b.Queue(`INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap)
 	var n int64
-	if err := tx.QueryRow(ctx, `SELECT sum(n) FROM task_count`).Scan(&n); err != nil {
+	b.Queue(`SELECT sum(n) FROM task_count`).QueryRow(func(r pgx.Row) error { return r.Scan(&n) })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if isUnique(err) {
+			return err
+		}
 		return s.unavailable("create task", err)
 	}
-	if n >= int64(s.opts.Capacity) {
+	if expire {
+		s.expired.Store(now)
+	}
+	if n > int64(s.opts.Capacity) {
 		tag, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id = (SELECT id FROM tasks WHERE finished_ns IS NOT NULL
 			ORDER BY finished_ns, seq LIMIT 1 FOR UPDATE SKIP LOCKED)`)
 		if err != nil {
@@ -98,14 +99,6 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 		if tag.RowsAffected() == 0 {
 			return tasks.ErrStoreFull
 		}
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), s.now(), s.finishedAt(t), s.instance, snap); err != nil {
-		if isUnique(err) {
-			return err
-		}
-		return s.unavailable("create task", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		if isUnique(err) {

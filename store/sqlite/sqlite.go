@@ -109,7 +109,21 @@ type Store struct {
 	instance string
 	lock     *os.File // flock held for the store's life: this instance lives
 	closed   atomic.Bool
+	expired  atomic.Int64 // the store's clock at the last deletion of expired tasks
+
+	insert, put, get *sql.Stmt // the statements of every task
 }
+
+// Statements prepared at Open.
+const (
+	insertSQL = `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	putSQL = `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
+		size = length(?) + coalesce(length(payload), 0),
+		finished = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
+		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
+	getSQL = `SELECT owner, snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
+)
 
 // errClosed is the answer of a closed store.
 var errClosed = errors.New("sqlite: the store is closed")
@@ -172,7 +186,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	pragmas := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)"
+	pragmas := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=cache_size(-16384)"
 	if s.w, err = sql.Open("sqlite", s.path+pragmas+"&_txlock=immediate"); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
 	}
@@ -188,6 +202,15 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	s.r.SetMaxIdleConns(4)
 	if err := s.r.PingContext(ctx); err != nil {
 		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
+	}
+	for _, st := range []struct {
+		db  *sql.DB
+		sql string
+		to  **sql.Stmt
+	}{{s.w, insertSQL, &s.insert}, {s.w, putSQL, &s.put}, {s.r, getSQL, &s.get}} {
+		if *st.to, err = st.db.PrepareContext(ctx, st.sql); err != nil {
+			return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
+		}
 	}
 	return s, nil
 }
@@ -235,6 +258,11 @@ func (s *Store) Instance() string { return s.instance }
 func (s *Store) Close() error {
 	s.closed.Store(true)
 	var errs []error
+	for _, st := range []*sql.Stmt{s.insert, s.put, s.get} {
+		if st != nil {
+			st.Close()
+		}
+	}
 	for _, db := range []*sql.DB{s.r, s.w} {
 		if db != nil {
 			errs = append(errs, db.Close())

@@ -34,9 +34,11 @@ func (s *Store) finishedAt(t *a2a.Task) any {
 	return nil
 }
 
-// Create implements tasks.Store. In one transaction it drops the tasks past
-// their retention, refuses an existing id or a duplicate message, evicts the
-// task that finished first when the store is full, and inserts the task.
+// Create implements tasks.Store. In one transaction it makes room for the
+// task (makeRoom: ErrStoreFull, ErrCallerQuota) and inserts it; an existing
+// id or a duplicate message makes the unique keys refuse the insert, and only
+// then is the cause looked up. Tasks past their retention are deleted at most
+// once a second (reads never see them anyway).
 func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
@@ -47,44 +49,50 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 		return s.unavailable("create task", err)
 	}
 	defer tx.Rollback()
-	if s.opts.Retention > 0 {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?`, s.cutoff()); err != nil {
-			return s.unavailable("create task", err)
-		}
-	}
-	var one int
-	switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, string(t.ID)).Scan(&one); {
-	case err == nil:
-		return fmt.Errorf("sqlite: task %s already exists", t.ID)
-	case !errors.Is(err, sql.ErrNoRows):
-		return s.unavailable("create task", err)
-	}
-	key := tasks.MessageKey(t)
-	if key != "" {
-		var existing string
-		switch err := tx.QueryRowContext(ctx, `SELECT id FROM tasks WHERE owner = ? AND message_id = ?`, owner, key).Scan(&existing); {
-		case err == nil:
-			return &tasks.DuplicateError{Existing: a2a.TaskID(existing), MessageID: key}
-		case !errors.Is(err, sql.ErrNoRows):
-			return s.unavailable("create task", err)
-		}
+	if err := s.expire(ctx, tx); err != nil {
+		return err
 	}
 	if err := s.makeRoom(ctx, tx, owner, string(t.ID), int64(len(snap))); err != nil {
 		return err
 	}
-	now := s.now()
-	_, err = tx.ExecContext(ctx, `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap, len(snap))
-	if err != nil {
-		if isConstraint(err) {
-			return fmt.Errorf("sqlite: task %s or its message %s already exists: %w", t.ID, key, err)
+	key := tasks.MessageKey(t)
+	_, err = tx.StmtContext(ctx, s.insert).ExecContext(ctx,
+		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), s.now(), s.finishedAt(t), s.instance, snap, len(snap))
+	if isConstraint(err) {
+		if key != "" {
+			var existing string
+			switch err := tx.QueryRowContext(ctx, `SELECT id FROM tasks WHERE owner = ? AND message_id = ?`, owner, key).Scan(&existing); {
+			case err == nil:
+				return &tasks.DuplicateError{Existing: a2a.TaskID(existing), MessageID: key}
+			case !errors.Is(err, sql.ErrNoRows):
+				return s.unavailable("create task", err)
+			}
 		}
+		return fmt.Errorf("sqlite: task %s already exists", t.ID)
+	}
+	if err != nil {
 		return s.unavailable("create task", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return s.unavailable("create task", err)
 	}
+	return nil
+}
+
+// expire deletes the tasks past their retention, at most once a second of
+// the store's clock.
+func (s *Store) expire(ctx context.Context, tx *sql.Tx) error {
+	if s.opts.Retention <= 0 {
+		return nil
+	}
+	now := s.now()
+	if last := s.expired.Load(); now-last < int64(time.Second) && now >= last {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?`, s.cutoff()); err != nil {
+		return s.unavailable("expire tasks", err)
+	}
+	s.expired.Store(now)
 	return nil
 }
 
@@ -100,11 +108,7 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 		return s.unavailable("put task", err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
-		size = length(?) + coalesce(length(payload), 0),
-		finished_ns = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
-		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`,
-		string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, snap, s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
+	res, err := tx.StmtContext(ctx, s.put).ExecContext(ctx, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, snap, s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
 	if err != nil {
 		return s.unavailable("put task", err)
 	}
@@ -214,8 +218,7 @@ func (s *Store) makeRoom(ctx context.Context, tx *sql.Tx, owner, id string, size
 func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, string, error) {
 	var owner string
 	var snap []byte
-	err := s.r.QueryRowContext(ctx, `SELECT owner, snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`,
-		string(id), s.cutoff()).Scan(&owner, &snap)
+	err := s.get.QueryRowContext(ctx, string(id), s.cutoff()).Scan(&owner, &snap)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, "", notFound(id)
 	}
