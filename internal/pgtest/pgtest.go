@@ -121,9 +121,11 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Close kills the server and removes its directory.
+// Close stops the server (a fast shutdown, in which the postmaster reaps its
+// backends, so none is left to whoever reaps orphans) and removes its
+// directory.
 func (s *Server) Close() {
-	s.Kill()
+	s.Stop()
 	os.RemoveAll(s.dir)
 }
 
@@ -223,6 +225,11 @@ func (s *Server) signal(sig syscall.Signal) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	} else {
 		cmd.Process.Signal(sig)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 	}
 	<-done
 	if sig == syscall.SIGKILL {
