@@ -112,7 +112,8 @@ tck: build
 	$(TCK_CONFIG) $(TCK_SCRIPT) --agentd $(CURDIR)/$(BIN)
 
 # TCK_CONFIG is the agentd config both TCKs run against (docs/conformance.md).
-TCK_CONFIG := AGENT_INTELLIGENCE=builtin:demo=2s AGENT_SEND_WAIT=500ms AGENT_PUSH_ALLOW_NET=127.0.0.0/8,::1/128
+# Each run on a state directory of its own (the default store is sqlite).
+TCK_CONFIG := AGENT_STATE_DIR=$$(mktemp -d) AGENT_INTELLIGENCE=builtin:demo=2s AGENT_SEND_WAIT=500ms AGENT_PUSH_ALLOW_NET=127.0.0.0/8,::1/128
 
 # tck-1.0: the public A2A TCK at its 1.0 release candidate (a2aproject/a2a-tck
 # at 410ba92, JSON-RPC transport), categories mandatory and capabilities, in
