@@ -321,6 +321,10 @@ func (e *Engine) ListTasks(ctx context.Context, q ListQuery) (ListPage, error) {
 	// An operator, who may read every task, lists every task: the service's
 	// own (a standing trigger's runs, created by no caller) among them.
 	q.Owner, q.AnyOwner = callerName(ctx), isOperator(ctx)
+	// What is listed is stored first (lazy.go).
+	if err := e.flushLive(ctx); err != nil {
+		return ListPage{}, err
+	}
 	page, err := e.store.List(ctx, q)
 	if err != nil || e.admission == nil {
 		return page, err
