@@ -120,7 +120,7 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	putSQL = `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
 		size = length(?) + coalesce(length(payload), 0),
-		finished = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
+		finished_ns = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
 		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
 	getSQL = `SELECT owner, snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
 )
