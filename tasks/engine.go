@@ -374,6 +374,9 @@ func (e *Engine) subscribe(ctx context.Context, lt *liveTask) (*subscriber, *a2a
 			return nil, nil, err
 		}
 	}
+	if err := e.sync(ctx); err != nil {
+		return nil, nil, err
+	}
 	s, t := lt.subscribeLocked()
 	return s, t, nil
 }

@@ -106,8 +106,8 @@ func (e *Engine) flush(lt *liveTask) {
 	}
 }
 
-// seen returns the task's snapshot once it is stored: what a reader may be
-// shown.
+// seen returns the task's snapshot once it is stored and durable: what a
+// reader may be shown.
 func (e *Engine) seen(ctx context.Context, lt *liveTask) (*a2a.Task, error) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
@@ -116,7 +116,18 @@ func (e *Engine) seen(ctx context.Context, lt *liveTask) (*a2a.Task, error) {
 			return nil, err
 		}
 	}
+	if err := e.sync(ctx); err != nil {
+		return nil, err
+	}
 	return lt.task, nil
+}
+
+// sync makes every write that returned durable (Syncer).
+func (e *Engine) sync(ctx context.Context) error {
+	if s, ok := e.store.(Syncer); ok {
+		return s.Sync(context.WithoutCancel(ctx))
+	}
+	return nil
 }
 
 // flushLive writes every live task's unwritten change (before a read of the

@@ -90,9 +90,12 @@ type Store struct {
 	wg      sync.WaitGroup
 	closed  atomic.Bool
 	expired atomic.Int64 // the store's clock at the last deletion of expired tasks
-	mu      sync.Mutex   // guards watchers
-	watch   map[a2a.TaskID]map[chan struct{}]struct{}
-	cancels chan a2a.TaskID
+	// unflushed counts the creates committed without waiting for the WAL
+	// flush, flushed how many of them are known flushed (Sync).
+	unflushed, flushed atomic.Int64
+	mu                 sync.Mutex // guards watchers
+	watch              map[a2a.TaskID]map[chan struct{}]struct{}
+	cancels            chan a2a.TaskID
 }
 
 var (

@@ -63,13 +63,33 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 	return fmt.Errorf("postgres: task %s already exists", t.ID)
 }
 
+// create inserts the task in two round trips: the transaction's start, its
+// synchronous_commit off (below), the expiry, the insert and the count in
+// one batch, then the commit (after an eviction at capacity).
+//
+// The commit does not wait for the WAL flush: the task is visible to every
+// replica at once, and its unique keys hold, so that no other replica runs
+// the same message, but a database crash in the next moments may lose it,
+// as a crash of this process would, before anyone is told of it: the engine
+// syncs (Sync) before it tells anyone, and the task's next write that is
+// waited for (its end) is a synchronous commit, which flushes the WAL up to
+// it, this insert with it.
 func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap []byte) error {
-	tx, err := s.pool.Begin(ctx)
+	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return s.unavailable("create task", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer c.Release()
+	bg := context.WithoutCancel(ctx)
+	done := false
+	defer func() {
+		if !done {
+			c.Exec(bg, `ROLLBACK`)
+		}
+	}()
 	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SET LOCAL synchronous_commit = off`)
 	now := s.now()
 	expire := s.opts.Retention > 0 && now-s.expired.Load() >= int64(time.Second)
 	if expire {
@@ -81,7 +101,7 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap)
 	var n int64
 	b.Queue(`SELECT sum(n) FROM task_count`).QueryRow(func(r pgx.Row) error { return r.Scan(&n) })
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := c.SendBatch(bg, b).Close(); err != nil {
 		if isUnique(err) {
 			return err
 		}
@@ -91,7 +111,7 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 		s.expired.Store(now)
 	}
 	if n > int64(s.opts.Capacity) {
-		tag, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id = (SELECT id FROM tasks WHERE finished_ns IS NOT NULL
+		tag, err := c.Exec(bg, `DELETE FROM tasks WHERE id = (SELECT id FROM tasks WHERE finished_ns IS NOT NULL
 			ORDER BY finished_ns, seq LIMIT 1 FOR UPDATE SKIP LOCKED)`)
 		if err != nil {
 			return s.unavailable("create task", err)
@@ -100,13 +120,40 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 			return tasks.ErrStoreFull
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	done = true
+	if _, err := c.Exec(bg, `COMMIT`); err != nil {
 		if isUnique(err) {
 			return err
 		}
 		return s.unavailable("create task", err)
 	}
+	s.unflushed.Add(1)
 	return nil
+}
+
+// Sync implements tasks.Syncer: once it returns, every task Create stored
+// before it is flushed to the WAL. A synchronous commit of a write (the
+// lease's heartbeat, unchanged) flushes the WAL up to it.
+func (s *Store) Sync(ctx context.Context) error {
+	target := s.unflushed.Load()
+	if s.flushed.Load() >= target {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE leases SET heartbeat = heartbeat WHERE instance = $1`, s.instance); err != nil {
+		return s.unavailable("sync", err)
+	}
+	s.markFlushed(target)
+	return nil
+}
+
+// markFlushed records that every create counted up to target is flushed.
+func (s *Store) markFlushed(target int64) {
+	for {
+		cur := s.flushed.Load()
+		if cur >= target || s.flushed.CompareAndSwap(cur, target) {
+			return
+		}
+	}
 }
 
 // Put implements tasks.Store.
@@ -115,6 +162,7 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return err
 	}
+	target := s.unflushed.Load() // a synchronous commit flushes these
 	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET state = $1, updated_ns = $2, context_id = $3, snapshot = $4,
 		finished_ns = CASE WHEN $5::bigint IS NULL THEN NULL ELSE coalesce(finished_ns, $5::bigint) END
 		WHERE id = $6 AND (finished_ns IS NULL OR finished_ns > $7)`,
@@ -125,6 +173,7 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	if tag.RowsAffected() == 0 {
 		return notFound(t.ID)
 	}
+	s.markFlushed(target)
 	return nil
 }
 

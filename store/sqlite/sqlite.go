@@ -103,27 +103,26 @@ type Options struct {
 type Store struct {
 	dir      string
 	path     string
-	w        *sql.DB // one connection: the writer
-	r        *sql.DB // readers (WAL: they never wait for the writer)
+	w        *sql.DB   // one connection: the writer's
+	wc       *sql.Conn // that connection, the writer goroutine's (writer.go)
+	r        *sql.DB   // readers (WAL: they never wait for the writer)
 	opts     Options
 	instance string
 	lock     *os.File // flock held for the store's life: this instance lives
 	closed   atomic.Bool
 	expired  atomic.Int64 // the store's clock at the last deletion of expired tasks
 
-	insert, put, get *sql.Stmt // the statements of every task
+	get *sql.Stmt // the reader's statement of every task
+
+	stmts      stmts         // the writer's prepared statements
+	staged     atomic.Bool   // the writer's open transaction holds staged writes
+	ops        chan *writeOp // the writes queued for the writer (writer.go)
+	quit       chan struct{} // closed by Close
+	writerDone chan struct{} // closed when the writer has returned
 }
 
-// Statements prepared at Open.
-const (
-	insertSQL = `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	putSQL = `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
-		size = length(?) + coalesce(length(payload), 0),
-		finished_ns = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
-		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
-	getSQL = `SELECT owner, snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
-)
+// getSQL is the reader's statement prepared at Open.
+const getSQL = `SELECT owner, snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
 
 // errClosed is the answer of a closed store.
 var errClosed = errors.New("sqlite: the store is closed")
@@ -177,7 +176,8 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(dir, instancesDir), 0o700); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStateDir, err)
 	}
-	s := &Store{dir: dir, path: filepath.Join(dir, FileName), opts: o, instance: uuid.Must(uuid.NewV7()).String()}
+	s := &Store{dir: dir, path: filepath.Join(dir, FileName), opts: o, instance: uuid.Must(uuid.NewV7()).String(),
+		ops: make(chan *writeOp, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{})}
 	var err error
 	if s.lock, err = lockInstance(dir, s.instance); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStateDir, err)
@@ -203,15 +203,13 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err := s.r.PingContext(ctx); err != nil {
 		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
 	}
-	for _, st := range []struct {
-		db  *sql.DB
-		sql string
-		to  **sql.Stmt
-	}{{s.w, insertSQL, &s.insert}, {s.w, putSQL, &s.put}, {s.r, getSQL, &s.get}} {
-		if *st.to, err = st.db.PrepareContext(ctx, st.sql); err != nil {
-			return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
-		}
+	if s.get, err = s.r.PrepareContext(ctx, getSQL); err != nil {
+		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
 	}
+	if s.wc, err = s.w.Conn(ctx); err != nil {
+		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
+	}
+	go s.writer()
 	return s, nil
 }
 
@@ -256,13 +254,24 @@ func (s *Store) Instance() string { return s.instance }
 // Close closes the database and ends this instance: its unfinished tasks
 // are orphans from then on.
 func (s *Store) Close() error {
-	s.closed.Store(true)
-	var errs []error
-	for _, st := range []*sql.Stmt{s.insert, s.put, s.get} {
-		if st != nil {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.quit)
+	if s.wc != nil { // the writer started
+		<-s.writerDone
+		s.stmts.mu.Lock()
+		for _, st := range s.stmts.m {
 			st.Close()
 		}
+		s.stmts.m = nil
+		s.stmts.mu.Unlock()
+		s.wc.Close()
 	}
+	if s.get != nil {
+		s.get.Close()
+	}
+	var errs []error
 	for _, db := range []*sql.DB{s.r, s.w} {
 		if db != nil {
 			errs = append(errs, db.Close())

@@ -47,7 +47,10 @@ func TestConformance(t *testing.T) {
 func TestSchemaNewer(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, storetest.Config{})
-	if _, err := s.w.Exec("PRAGMA user_version = 99"); err != nil {
+	if err := s.writeAlone(context.Background(), "test", func(w *wtx) error {
+		_, err := w.ExecContext(context.Background(), "PRAGMA user_version = 99")
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
