@@ -180,6 +180,9 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 	}
 	if _, durable := store.(Durable); durable && !e.writeDelaySet {
 		e.writeDelay = DefaultWriteDelay
+		if _, shared := store.(Shared); shared {
+			e.writeDelay = DefaultSharedWriteDelay
+		}
 	}
 	if _, durable := store.(Durable); !durable {
 		e.writeDelay = 0

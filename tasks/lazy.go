@@ -24,6 +24,12 @@ import (
 // default with a durable store, before it is written anyway.
 const DefaultWriteDelay = 50 * time.Millisecond
 
+// DefaultSharedWriteDelay is DefaultWriteDelay for a Shared store, which
+// other replicas read at any time without this engine knowing: their reads
+// lag a change by at most this much more than a write's own time, and a task
+// that ends within it (an instant agent's) still costs two writes.
+const DefaultSharedWriteDelay = time.Millisecond
+
 // WithWriteDelay sets the write delay of unseen changes (see DefaultWriteDelay;
 // 0 writes every change at once). It applies to durable stores only: a
 // memory store's writes cost nothing.
@@ -39,6 +45,12 @@ func WithEagerRetain() EngineOption {
 	return func(e *Engine) { e.eagerRetain = true }
 }
 
+// pushChecker is implemented by a Shared store that tells in one read
+// whether a task has webhooks (ListPush of none checks the task exists).
+type pushChecker interface {
+	HasPush(ctx context.Context, id a2a.TaskID) (bool, error)
+}
+
 // pushed reports whether an event of lt goes to webhooks: a push config was
 // registered through this engine, or, with a Shared store, through any.
 func (e *Engine) pushed(ctx context.Context, lt *liveTask, id a2a.TaskID) bool {
@@ -49,6 +61,11 @@ func (e *Engine) pushed(ctx context.Context, lt *liveTask, id a2a.TaskID) bool {
 		return true
 	}
 	if _, ok := e.store.(Shared); ok {
+		// Another replica may have registered one.
+		if h, ok := e.store.(pushChecker); ok {
+			has, _ := h.HasPush(ctx, id)
+			return has
+		}
 		targets, _ := e.store.ListPush(ctx, id)
 		return len(targets) > 0
 	}

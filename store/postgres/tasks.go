@@ -409,6 +409,17 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 	return out, nil
 }
 
+// HasPush reports in one read whether a task has webhooks (the engine asks
+// for every event of a task it runs: another replica may have registered
+// one).
+func (s *Store) HasPush(ctx context.Context, id a2a.TaskID) (bool, error) {
+	var has bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = $1)`, string(id)).Scan(&has); err != nil {
+		return false, s.unavailable("list push configs", err)
+	}
+	return has, nil
+}
+
 // DeletePush implements tasks.Store.
 func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) error {
 	if err := s.exists(ctx, s.pool, id); err != nil {
