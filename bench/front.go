@@ -17,6 +17,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -359,9 +360,15 @@ func sendOnce(ctx context.Context, c *http.Client, url string, body []byte) erro
 	return nil
 }
 
+// loads numbers the load calls: each sends messages of its own, so that no
+// send repeats a messageId an earlier call sent (a duplicate returns the
+// task it made and starts nothing: the store's cheapest path, not a send).
+var loads atomic.Int64
+
 // load runs conc workers, each sending message/send back to back on its own
 // keep-alive connection, for d.
 func load(ctx context.Context, c *http.Client, url string, conc int, d time.Duration) (loadResult, error) {
+	run := int(loads.Add(1)) << 16
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -376,7 +383,7 @@ func load(ctx context.Context, c *http.Client, url string, conc int, d time.Dura
 			defer wg.Done()
 			var mine []time.Duration
 			for i := int64(1); time.Now().Before(end); i++ {
-				body := sendBody(i, w, "hello")
+				body := sendBody(i, run|w, "hello")
 				t0 := time.Now()
 				if err := sendOnce(ctx, c, url, body); err != nil {
 					mu.Lock()

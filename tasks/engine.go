@@ -119,7 +119,7 @@ type FollowUps interface {
 
 // liveTask is a task that has not reached a terminal state.
 type liveTask struct {
-	mu    sync.Mutex // guards task, subs, followUps, closed, push, dirty, payload, flushing
+	mu    sync.Mutex // guards task, subs, followUps, closed, push, dirty, payload, flushing, pushChecked
 	task  *a2a.Task  // current snapshot, immutable
 	owner string     // who created it (for a nested task, its root's creator)
 	subs  map[*subscriber]struct{}
@@ -140,6 +140,8 @@ type liveTask struct {
 	dirty    bool   // task is newer than the stored snapshot: no one has seen it
 	payload  []byte // a retained payload not stored yet
 	flushing bool   // a write of the unwritten change is scheduled
+
+	pushChecked time.Time // when a Shared store last said it has no webhook (pushed)
 
 	// settled marks a snapshot this engine does not drive (a finished task,
 	// or one another process runs): done is closed, and a stream of it is
@@ -305,7 +307,7 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 	if err != nil {
 		return err
 	}
-	push := e.pushed(ctx, lt, next.ID)
+	push := e.pushed(ctx, lt, next.ID, next.Status.State.Terminal())
 	if next.Status.State.Terminal() || push || len(lt.subs) > 0 || e.writeDelay <= 0 {
 		stored := next
 		if next.Status.State.Terminal() {

@@ -52,24 +52,34 @@ type pushChecker interface {
 }
 
 // pushed reports whether an event of lt goes to webhooks: a push config was
-// registered through this engine, or, with a Shared store, through any.
-func (e *Engine) pushed(ctx context.Context, lt *liveTask, id a2a.TaskID) bool {
+// registered through this engine, or, with a Shared store, through any;
+// lt.mu is held.
+func (e *Engine) pushed(ctx context.Context, lt *liveTask, id a2a.TaskID, final bool) bool {
 	if e.pusher == nil {
 		return false
 	}
 	if lt.push {
 		return true
 	}
-	if _, ok := e.store.(Shared); ok {
-		// Another replica may have registered one.
-		if h, ok := e.store.(pushChecker); ok {
-			has, _ := h.HasPush(ctx, id)
-			return has
-		}
-		targets, _ := e.store.ListPush(ctx, id)
-		return len(targets) > 0
+	if _, ok := e.store.(Shared); !ok {
+		return false
 	}
-	return false
+	// Another replica may have registered one: looked up at most once per
+	// write delay (a registration there takes effect here within it, as an
+	// unseen change there is read within it), and at the task's end.
+	if !final && time.Since(lt.pushChecked) < e.writeDelay {
+		return false
+	}
+	var has bool
+	if h, ok := e.store.(pushChecker); ok {
+		has, _ = h.HasPush(ctx, id)
+	} else {
+		targets, _ := e.store.ListPush(ctx, id)
+		has = len(targets) > 0
+	}
+	lt.pushChecked = time.Now()
+	lt.push = has
+	return has
 }
 
 // persistLocked stores next (with a payload still waiting to be retained,

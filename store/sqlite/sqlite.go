@@ -105,6 +105,8 @@ type Store struct {
 	path     string
 	w        *sql.DB   // one connection: the writer's
 	wc       *sql.Conn // that connection, the writer goroutine's (writer.go)
+	ck       *sql.DB   // the checkpointer's connection
+	started  bool      // the writer and the checkpointer run (set by Open)
 	r        *sql.DB   // readers (WAL: they never wait for the writer)
 	opts     Options
 	instance string
@@ -119,6 +121,8 @@ type Store struct {
 	ops        chan *writeOp // the writes queued for the writer (writer.go)
 	quit       chan struct{} // closed by Close
 	writerDone chan struct{} // closed when the writer has returned
+
+	checkpointerDone chan struct{} // closed when the checkpointer has returned
 }
 
 // getSQL is the reader's statement prepared at Open.
@@ -177,7 +181,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: %v", ErrStateDir, err)
 	}
 	s := &Store{dir: dir, path: filepath.Join(dir, FileName), opts: o, instance: uuid.Must(uuid.NewV7()).String(),
-		ops: make(chan *writeOp, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{})}
+		ops: make(chan *writeOp, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{}), checkpointerDone: make(chan struct{})}
 	var err error
 	if s.lock, err = lockInstance(dir, s.instance); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStateDir, err)
@@ -187,7 +191,9 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		return nil, err
 	}
 	pragmas := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=cache_size(-16384)"
-	if s.w, err = sql.Open("sqlite", s.path+pragmas+"&_txlock=immediate"); err != nil {
+	// The writer never checkpoints (a checkpoint's fsyncs would hold up the
+	// writes queued behind it): the checkpointer does, beside it.
+	if s.w, err = sql.Open("sqlite", s.path+pragmas+"&_pragma=wal_autocheckpoint(0)&_txlock=immediate"); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
 	}
 	s.w.SetMaxOpenConns(1)
@@ -209,7 +215,13 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if s.wc, err = s.w.Conn(ctx); err != nil {
 		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
 	}
+	if s.ck, err = sql.Open("sqlite", s.path+pragmas); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
+	}
+	s.ck.SetMaxOpenConns(1)
+	s.started = true
 	go s.writer()
+	go s.checkpointer()
 	return s, nil
 }
 
@@ -258,8 +270,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	close(s.quit)
-	if s.wc != nil { // the writer started
+	if s.started {
 		<-s.writerDone
+		<-s.checkpointerDone
+	}
+	if s.wc != nil {
 		s.stmts.mu.Lock()
 		for _, st := range s.stmts.m {
 			st.Close()
@@ -272,7 +287,7 @@ func (s *Store) Close() error {
 		s.get.Close()
 	}
 	var errs []error
-	for _, db := range []*sql.DB{s.r, s.w} {
+	for _, db := range []*sql.DB{s.ck, s.r, s.w} {
 		if db != nil {
 			errs = append(errs, db.Close())
 		}

@@ -288,3 +288,26 @@ func (s *Store) drainClosed() {
 		}
 	}
 }
+
+// checkpointInterval is how often the checkpointer copies the WAL's
+// committed pages into the database.
+const checkpointInterval = 250 * time.Millisecond
+
+// checkpointer runs a passive checkpoint (it never waits for the writer or
+// the readers) every checkpointInterval until the store closes; the writer's
+// next transaction after a complete one starts the WAL over.
+func (s *Store) checkpointer() {
+	defer close(s.checkpointerDone)
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if _, err := s.ck.ExecContext(ctxBG, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+				s.opts.Log.Warn("task store: checkpoint failed", "err", err)
+			}
+		case <-s.quit:
+			return
+		}
+	}
+}
