@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -102,21 +101,11 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	ctx, stop := context.WithDeadline(ctx, deadline)
 	defer stop()
 	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
-	// A child still running after releaseAfter waits on its model, a tool or
-	// a subagent: it gives what its start allocated and no longer uses back
-	// to the OS once (the runtime keeps a heap under its 4 MB minimum goal
-	// resident otherwise). A child that ends sooner never pays the collection.
-	release := time.AfterFunc(releaseAfter, debug.FreeOSMemory)
-	defer release.Stop()
 	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait}
 	res := loop.Run(ctx)
 	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
 	return finish(res)
 }
-
-// releaseAfter is how long a child runs before it returns its start-up's
-// garbage to the OS.
-const releaseAfter = 50 * time.Millisecond
 
 // finish writes the result frame; it is the child's last word.
 func (c *control) finish(res api.SubagentResult) int {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -399,11 +398,6 @@ func (s *service) Run(ctx context.Context) error {
 	// tools listed when it starts.
 	go s.tools.watch(s.bg, s.log)
 	s.log.Info(msgServing, s.serving...)
-	// What building the service allocated and no longer holds (flag parsing,
-	// certificates, the store's open and recovery, the routes) goes back to
-	// the OS once: the runtime keeps a heap under its 4 MB minimum goal
-	// resident otherwise. The listeners serve meanwhile.
-	debug.FreeOSMemory()
 	standingCtx, stopStanding := context.WithCancel(s.bg)
 	defer stopStanding()
 	standingDone := make(chan struct{})
