@@ -189,6 +189,9 @@ func (e *Engine) requeue(ctx context.Context, d Durable, t *a2a.Task) (bool, err
 	if err != nil {
 		return false, fmt.Errorf("requeue task %s: %w", t.ID, err)
 	}
+	if sq, ok := e.sharedQueue(); ok {
+		return true, e.requeueShared(ctx, sq, t, owner)
+	}
 	var ticket *admit.Ticket
 	if e.admission != nil {
 		prio, _ := admit.ParsePriority(fmt.Sprint(t.Metadata[MetaPriority]))
