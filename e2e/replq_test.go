@@ -219,6 +219,10 @@ func TestReplicaFencedAfterTakeover(t *testing.T) {
 	})
 	testkit.WaitFor(t, 10*time.Second, "A's tree stopped", func() bool { return len(testkit.Children(a.cmd.Process.Pid)) == 0 })
 	t.Logf("SIGCONT of A to its tree stopped: %s", time.Since(resumed))
+	// What A's run wrote as its tree stopped was refused by the database.
+	testkit.WaitFor(t, 10*time.Second, "A's write refused", func() bool {
+		return strings.Contains(a.logs.String(), "is run by replica "+instanceOf(t, b)+" since it was taken over")
+	})
 	// A's tree is gone, so nothing of its run can come later: the task is
 	// as B left it.
 	if after := getTask(t, a, task.ID); after.Status.State != a2a.TaskStateFailed || artifactText(after) != "" {

@@ -78,6 +78,12 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 			rec.Orphans--
 			continue
 		}
+		if lt := e.getLive(o.Task.ID); lt != nil {
+			// Still live here although another runner had it: this process
+			// was taken over (its lease lapsed) and is about to take the task
+			// back. The stale run stops first.
+			e.fence(lt, ErrFenced)
+		}
 		claimed, err := d.Claim(ctx, o.Task.ID, o.Runner)
 		if err != nil {
 			return rec, fmt.Errorf("claim task %s: %w", o.Task.ID, err)
