@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentd/agentd/internal/pgtest"
 	"github.com/agentd/agentd/internal/testkit"
@@ -117,7 +118,10 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "B claimed A's queued task", func() bool {
 		return strings.Contains(b.logs.String(), `"msg":"task claimed from the shared admission queue","task_id":"`+string(q1.ID)+`"`)
 	})
-	t.Logf("B's slot freed to B claiming A's queued task: %s (polled)", time.Since(freed))
+	claim := regexp.MustCompile(`"time":"([^"]+)","level":"INFO","msg":"task claimed from the shared admission queue","task_id":"` + string(q1.ID)).FindStringSubmatch(b.logs.String())
+	if at, err := time.Parse(time.RFC3339Nano, claim[1]); err == nil {
+		t.Logf("B's slot freed (its cancel answered) to B claiming A's queued task: %s", at.Sub(freed))
+	}
 	var done *a2a.Task
 	testkit.WaitFor(t, 15*time.Second, "the claimed task completed", func() bool {
 		done = getTask(t, a, q1.ID)
@@ -208,6 +212,19 @@ func TestReplicaFencedAfterTakeover(t *testing.T) {
 		return got.Status.State.Terminal()
 	})
 	t.Logf("SIGSTOP of A to its task taken over by B: %s (lease 1s)", time.Since(stopped))
+	// Lease expiry (A's last heartbeat + 1s, A being stopped) to takeover
+	// (the failed status B wrote).
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var beat time.Time
+	err = conn.QueryRow(context.Background(), `SELECT heartbeat FROM leases WHERE instance = $1`, instanceOf(t, a)).Scan(&beat)
+	conn.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("A's lease expiry to B's takeover: %s", got.Status.Timestamp.Sub(beat.Add(time.Second)))
 	if got.Status.State != a2a.TaskStateFailed || got.Metadata["agentd/cause"] != "supervisor_lost" {
 		t.Fatalf("A's task taken over: %s %v", got.Status.State, got.Metadata)
 	}
