@@ -65,6 +65,7 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	})
 	q1 := sendTo(t, a, "queued one")
 	q2 := sendTo(t, a, "queued two")
+	q3 := sendTo(t, a, "queued three")
 	if q1.Status.State != a2a.TaskStateSubmitted || q1.Metadata["agentd/queue_position"] != float64(1) || q2.Metadata["agentd/queue_position"] != float64(2) {
 		t.Fatalf("queued through A: %s %v, %v", q1.Status.State, q1.Metadata, q2.Metadata)
 	}
@@ -100,6 +101,9 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	}
 	if got := getTask(t, b, q1.ID); got.Status.State != a2a.TaskStateSubmitted || got.Metadata["agentd/queue_position"] != float64(1) {
 		t.Fatalf("the first queued task after the cancel: %s %v", got.Status.State, got.Metadata)
+	}
+	if got := getTask(t, b, q3.ID); got.Metadata["agentd/queue_position"] != float64(2) {
+		t.Fatalf("the third queued task after the cancel: %v", got.Metadata)
 	}
 	if e := followUpTo(t, b, q1.ID, "to-the-queued"); e == nil || e.Code != -32004 || !strings.Contains(string(e.Data), "admission queue") {
 		t.Fatalf("a follow-up for a queued task: %+v", e)
@@ -141,8 +145,27 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream through A did not end")
 	}
-	// Runs: A ran its own, B its own and A's queued one; the cancelled one none.
-	if na, nb := lineCount(a, "task accepted"), lineCount(b, "task accepted"); na != 1 || nb != 2 {
+	// The third, claimed by whichever replica freed next, cancelled through
+	// the other: the cancel reaches its runner, which stops it.
+	var runner, other *service
+	testkit.WaitFor(t, 15*time.Second, "the third queued task claimed", func() bool {
+		for _, s := range []*service{a, b} {
+			if strings.Contains(s.logs.String(), `"msg":"task claimed from the shared admission queue","task_id":"`+string(q3.ID)+`"`) {
+				runner = s
+			}
+		}
+		return runner != nil && getTask(t, a, q3.ID).Status.State == a2a.TaskStateWorking
+	})
+	other = a
+	if runner == a {
+		other = b
+	}
+	if c, err := other.client(t).CancelTask(ctx, &a2a.TaskIDParams{ID: q3.ID}); err != nil || c.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("cancel of a claimed task through the other replica: %+v %v", c, err)
+	}
+	// Runs: A its own, B its own, A's first queued one (B) and the third
+	// (either); the cancelled queued one none.
+	if na, nb := lineCount(a, "task accepted"), lineCount(b, "task accepted"); na+nb != 4 || nb < 2 {
 		t.Fatalf("runs: %d on A, %d on B", na, nb)
 	}
 	// A follow-up for a finished task through B: the answer A gives.
