@@ -12,7 +12,8 @@ import (
 // tree and forgets the task: its new runner resolves it.
 var ErrFenced = errors.New("tasks: the task was taken over by another replica")
 
-// Fencing is implemented by a Shared store that tells a process which of its
+// Fencing is implemented by a Shared store (safe for concurrent use) that
+// tells a process which of its
 // tasks another process took over while its lease had lapsed, so that their
 // trees stop before their next write is refused.
 type Fencing interface {

@@ -13,7 +13,8 @@ import (
 	"github.com/agentd/agentd/admit"
 )
 
-// SharedQueue is implemented by a Shared store that holds the admission
+// SharedQueue is implemented by a Shared store (safe for concurrent use, as
+// every Store) that holds the admission
 // queue for every process serving it (replicas on one PostgreSQL): a task
 // that finds no free slot in the process that accepted it waits in the
 // store, and any process with a free slot claims it and runs it, same task
@@ -52,7 +53,7 @@ type SharedQueue interface {
 
 // QueuedRun is a run waiting in a SharedQueue: its task (stored, submitted)
 // and what its executor needs besides the task's first message, which is in
-// the task's history.
+// the task's history. It is a plain value; the zero value names no task.
 type QueuedRun struct {
 	TaskID   a2a.TaskID
 	Owner    string // the caller that created the task ("" anonymous)
