@@ -43,6 +43,10 @@ type SharedQueue interface {
 	// QueuePosition returns a queued run's position, or 0 when it is not
 	// queued.
 	QueuePosition(ctx context.Context, id a2a.TaskID) (int, error)
+	// SetRunSlots publishes this process's run slots (its bound on runs
+	// at once): the fair shares of the queue's order divide the sum over
+	// the live processes.
+	SetRunSlots(ctx context.Context, n int) error
 	// QueueChanged receives a value (coalesced) when runs may have been
 	// queued by any process; it is closed when the store is.
 	QueueChanged() <-chan struct{}
@@ -151,7 +155,13 @@ func (e *Engine) enqueueShared(ctx context.Context, lt *liveTask, p *pendingRun)
 func (e *Engine) serveQueue(sq SharedQueue) {
 	tick := time.NewTicker(queueRecheck)
 	defer tick.Stop()
+	published := 0
 	for {
+		if b, _ := e.admission.Bounds(); b.MaxRuns != published {
+			if err := sq.SetRunSlots(context.Background(), b.MaxRuns); err == nil {
+				published = b.MaxRuns
+			}
+		}
 		for e.claimQueued(sq) {
 		}
 		select {

@@ -154,6 +154,14 @@ func (s *Store) QueuePosition(ctx context.Context, id a2a.TaskID) (int, error) {
 	return pos, nil
 }
 
+// SetRunSlots implements tasks.SharedQueue.
+func (s *Store) SetRunSlots(ctx context.Context, n int) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE leases SET max_runs = $1 WHERE instance = $2`, n, s.instance); err != nil {
+		return s.unavailable("publish the run slots", err)
+	}
+	return nil
+}
+
 // QueueChanged implements tasks.SharedQueue.
 func (s *Store) QueueChanged() <-chan struct{} { return s.queueWake }
 

@@ -124,3 +124,53 @@ func TestSharedQueue(t *testing.T) {
 }
 
 func now() *time.Time { t := time.Now(); return &t }
+
+// Fair shares come before priority, as admit/ orders its queue: with two
+// run slots in the service and two callers active, a caller who already
+// has one run going waits, even at high priority, behind another caller
+// below its share; once both are at their share, priority decides.
+func TestSharedQueueFairShare(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	a := open(t, dsn, storetest.Config{})
+	ctx := context.Background()
+	if err := a.SetRunSlots(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	// alice has a run going (a root task, its payload retained).
+	running := queuedTask("running")
+	running.Status.State, running.Metadata = a2a.TaskStateWorking, nil
+	if err := a.Create(ctx, running, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Retain(ctx, "running", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct {
+		id, owner string
+		prio      admit.Priority
+	}{{"alice-high", "alice", admit.High}, {"bob-normal", "bob", admit.Normal}, {"bob-low", "bob", admit.Low}} {
+		if err := a.Create(ctx, queuedTask(q.id), q.owner); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Enqueue(ctx, tasks.QueuedRun{TaskID: a2a.TaskID(q.id), Owner: q.owner, Priority: q.prio, Request: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// share = ceil(2 slots / 2 callers) = 1: alice (1 going) is at it, bob
+	// (none) below: bob's runs first, by priority, then alice's.
+	for i, id := range []string{"bob-normal", "bob-low", "alice-high"} {
+		if pos, err := a.QueuePosition(ctx, a2a.TaskID(id)); err != nil || pos != i+1 {
+			t.Fatalf("position of %s: %d %v, want %d", id, pos, err, i+1)
+		}
+	}
+	// With more slots (share 2), alice is below her share too: priority.
+	if err := a.SetRunSlots(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"alice-high", "bob-normal", "bob-low"} {
+		if pos, err := a.QueuePosition(ctx, a2a.TaskID(id)); err != nil || pos != i+1 {
+			t.Fatalf("with 4 slots, position of %s: %d %v, want %d", id, pos, err, i+1)
+		}
+	}
+}

@@ -19,22 +19,39 @@ CREATE TABLE run_queue (
 );
 CREATE INDEX run_queue_owner ON run_queue (owner);
 
--- The order the queue is served in: priority first (high, normal, low);
--- then fairness across callers, as a virtual position: the runs a caller
--- has going across the service (its unfinished root tasks, which hold a
--- retained payload, outside the queue) plus its rank among its own queued
--- runs; then arrival. pos 1 is next.
+-- Each replica's run slots (its max_live_runs), published by the replica:
+-- their sum over the live replicas is the service's, which fair shares
+-- divide.
+ALTER TABLE leases ADD COLUMN max_runs int NOT NULL DEFAULT 0;
+
+-- The order the queue is served in, admit/'s three steps as SQL:
+--  1. fair shares: with A callers active (a run going or queued), a
+--     caller's share is ceil(slots / A), slots the live replicas' run slots;
+--     the runs of callers below their share come first;
+--  2. priority (high, normal, low);
+--  3. round-robin, as a virtual position: the runs a caller has going
+--     (its unfinished root tasks, which hold a retained payload, outside
+--     the queue) plus its rank among its own queued runs; then arrival.
+-- A live replica is one whose heartbeat is within the lease of the
+-- reading connection (agentd.lease_seconds). pos 1 is next.
 CREATE VIEW run_queue_order AS
 WITH running AS (
 	SELECT owner, count(*) AS n FROM tasks
 	WHERE finished_ns IS NULL AND payload IS NOT NULL AND runner <> 'agentd:queue'
 	GROUP BY owner
+), active AS (
+	SELECT count(*) AS n FROM (SELECT owner FROM running UNION SELECT owner FROM run_queue) o
+), slots AS (
+	SELECT greatest(coalesce(sum(max_runs), 0), 1) AS n FROM leases
+	WHERE instance <> 'agentd:queue'
+	AND heartbeat >= now() - make_interval(secs => coalesce(nullif(current_setting('agentd.lease_seconds', true), ''), '15')::float8)
 ), ranked AS (
 	SELECT q.task_id, q.priority, q.seq,
+		coalesce(r.n, 0) < ceil((SELECT n FROM slots)::numeric / greatest((SELECT n FROM active), 1)) AS below_share,
 		coalesce(r.n, 0) + row_number() OVER (PARTITION BY q.owner ORDER BY q.priority DESC, q.seq) AS vpos
 	FROM run_queue q LEFT JOIN running r ON r.owner = q.owner
 )
-SELECT task_id, row_number() OVER (ORDER BY priority DESC, vpos, seq) AS pos FROM ranked;
+SELECT task_id, row_number() OVER (ORDER BY below_share DESC, priority DESC, vpos, seq) AS pos FROM ranked;
 
 -- Every change of the queue wakes the replicas (they claim when they have
 -- room).
