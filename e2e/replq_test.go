@@ -54,8 +54,10 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
 	script := writeScript(t, "[depth 0]\nsleep 2500ms\nanswer \"done: {objective}\"\n")
-	a := replica(t, dsn, "--intelligence", "builtin:script="+script, "--max-live-runs", "1")
-	b := replica(t, dsn, "--intelligence", "builtin:script="+script, "--max-live-runs", "1")
+	// A queue of 6 across the service, 3 of them per caller (every caller
+	// here is the same anonymous one).
+	a := replica(t, dsn, "--intelligence", "builtin:script="+script, "--max-live-runs", "1", "--queue-capacity", "6")
+	b := replica(t, dsn, "--intelligence", "builtin:script="+script, "--max-live-runs", "1", "--queue-capacity", "6")
 	ctx := context.Background()
 
 	onA := sendTo(t, a, "on A")
@@ -66,6 +68,15 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	q1 := sendTo(t, a, "queued one")
 	q2 := sendTo(t, a, "queued two")
 	q3 := sendTo(t, a, "queued three")
+	// The caller holds its 3 of the shared queue: a fourth through B is
+	// shed, and leaves no task.
+	resp, body := post(t, b, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"messageId":"fourth","role":"user","parts":[{"kind":"text","text":"fourth"}]},"configuration":{"blocking":false}}}`)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "caller_queue_full") {
+		t.Fatalf("a fourth queued run through B: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if n := len(listAll(t, b)); n != 5 {
+		t.Fatalf("%d tasks after the shed one", n)
+	}
 	if q1.Status.State != a2a.TaskStateSubmitted || q1.Metadata["agentd/queue_position"] != float64(1) || q2.Metadata["agentd/queue_position"] != float64(2) {
 		t.Fatalf("queued through A: %s %v, %v", q1.Status.State, q1.Metadata, q2.Metadata)
 	}

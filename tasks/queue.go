@@ -29,8 +29,11 @@ type SharedQueue interface {
 	QueueLength(ctx context.Context, owner string) (all, owners int, err error)
 	// Enqueue puts a stored task this process runs into the queue: from
 	// then on no process runs it (it is never an orphan) until one claims
-	// it. It returns the run's position (1 is next).
-	Enqueue(ctx context.Context, run QueuedRun) (int, error)
+	// it. It returns the run's position (1 is next). With capacity > 0,
+	// a queue that holds capacity runs, or perCaller of the run's owner,
+	// takes no more: the task is deleted (it never ran, and nobody was
+	// told of it) and the answer is a *QueueFullError.
+	Enqueue(ctx context.Context, run QueuedRun, capacity, perCaller int) (int, error)
 	// ClaimQueued takes the next run of the queue's order that admit
 	// accepts (admit takes this process's slot for it, and is asked about
 	// the next run only); this process becomes the task's runner. It
@@ -68,6 +71,18 @@ type QueuedRun struct {
 	Request []byte
 }
 
+// QueueFullError is SharedQueue.Enqueue's refusal of a run the queue has no
+// room for: Reason is admit.ReasonQueueFull or admit.ReasonCallerQueueFull,
+// Queued the runs the queue held.
+type QueueFullError struct {
+	Reason string
+	Queued int
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("tasks: the shared admission queue has no room (%s, %d queued)", e.Reason, e.Queued)
+}
+
 // queueRecheck is how often an idle process looks at the shared queue
 // without being woken (a lost notification costs at most this).
 const queueRecheck = time.Second
@@ -85,9 +100,10 @@ func (e *Engine) sharedQueue() (SharedQueue, bool) {
 // pendingRun is a new task that found no free slot here and goes to the
 // shared queue once it is stored.
 type pendingRun struct {
-	sq  SharedQueue
-	run QueuedRun
-	pos int // its position estimate when it was stored
+	sq                  SharedQueue
+	run                 QueuedRun
+	pos                 int // its position estimate when it was stored
+	capacity, perCaller int // the queue's bounds
 }
 
 // admitShared is admission through a shared queue: a running ticket when
@@ -119,7 +135,7 @@ func (e *Engine) admitShared(ctx context.Context, sq SharedQueue, params *a2a.Me
 		return nil, nil, fmt.Errorf("encode the request's metadata: %w", err)
 	}
 	auth, _ := callerAuth(ctx)
-	return nil, &pendingRun{sq: sq, pos: all + 1, run: QueuedRun{Owner: name, Auth: auth, Operator: isOperator(ctx), Priority: prio, Request: req}}, nil
+	return nil, &pendingRun{sq: sq, pos: all + 1, capacity: capacity, perCaller: perCaller, run: QueuedRun{Owner: name, Auth: auth, Operator: isOperator(ctx), Priority: prio, Request: req}}, nil
 }
 
 // queuedMetadata is the metadata of a task that waits in the shared queue.
@@ -139,7 +155,14 @@ func queuedMetadata(md map[string]any, p *pendingRun) map[string]any {
 func (e *Engine) enqueueShared(ctx context.Context, lt *liveTask, p *pendingRun) (*liveTask, error) {
 	t := lt.snapshot()
 	p.run.TaskID = t.ID
-	if _, err := p.sq.Enqueue(ctx, p.run); err != nil {
+	if _, err := p.sq.Enqueue(ctx, p.run, p.capacity, p.perCaller); err != nil {
+		var full *QueueFullError
+		if errors.As(err, &full) {
+			// Other replicas filled the queue meanwhile: shed, and the
+			// store deleted the task.
+			e.forget(t.ID)
+			return nil, e.admission.Shed(full.Reason, full.Queued)
+		}
 		e.abandon(ctx, lt, "the task was not queued for admission: "+err.Error())
 		return nil, err
 	}
@@ -287,7 +310,7 @@ func (e *Engine) sharedPosition(ctx context.Context, t *a2a.Task) *a2a.Task {
 func (e *Engine) requeueShared(ctx context.Context, sq SharedQueue, t *a2a.Task, owner string) error {
 	prio, _ := admit.ParsePriority(fmt.Sprint(t.Metadata[MetaPriority]))
 	req, _ := json.Marshal(t.Metadata)
-	_, err := sq.Enqueue(ctx, QueuedRun{TaskID: t.ID, Owner: owner, Auth: "recovered", Priority: prio, Request: req})
+	_, err := sq.Enqueue(ctx, QueuedRun{TaskID: t.ID, Owner: owner, Auth: "recovered", Priority: prio, Request: req}, 0, 0)
 	if err != nil {
 		return fmt.Errorf("queue task %s again: %w", t.ID, err)
 	}

@@ -38,14 +38,44 @@ func (s *Store) QueueLength(ctx context.Context, owner string) (int, int, error)
 	return all, owners, nil
 }
 
+// queueLock is the advisory lock that makes a bounded Enqueue's count and
+// insert one step across replicas (only runs that find no slot take it).
+const queueLock = 7422017
+
 // Enqueue implements tasks.SharedQueue: the task, which this replica runs,
 // is handed to the queue in one transaction.
-func (s *Store) Enqueue(ctx context.Context, run tasks.QueuedRun) (int, error) {
+func (s *Store) Enqueue(ctx context.Context, run tasks.QueuedRun, capacity, perCaller int) (int, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, s.unavailable("queue task", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	if capacity > 0 {
+		var all, owners int
+		_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, queueLock)
+		if err == nil {
+			err = tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE owner = $1) FROM run_queue`, run.Owner).Scan(&all, &owners)
+		}
+		if err != nil {
+			return 0, s.unavailable("queue task", err)
+		}
+		reason := ""
+		switch {
+		case all >= capacity:
+			reason = admit.ReasonQueueFull
+		case perCaller > 0 && owners >= perCaller:
+			reason = admit.ReasonCallerQueueFull
+		}
+		if reason != "" {
+			if _, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id = $1 AND runner = $2 AND state = 'submitted'`, string(run.TaskID), s.instance); err != nil {
+				return 0, s.unavailable("queue task", err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				return 0, s.unavailable("queue task", err)
+			}
+			return 0, &tasks.QueueFullError{Reason: reason, Queued: all}
+		}
+	}
 	tag, err := tx.Exec(ctx, `UPDATE tasks SET runner = $1 WHERE id = $2 AND runner = $3 AND finished_ns IS NULL`, queueRunner, string(run.TaskID), s.instance)
 	if err != nil {
 		return 0, s.unavailable("queue task", err)

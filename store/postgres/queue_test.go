@@ -35,7 +35,7 @@ func TestSharedQueue(t *testing.T) {
 		if err := a.Create(ctx, queuedTask(id), owner); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Enqueue(ctx, tasks.QueuedRun{TaskID: a2a.TaskID(id), Owner: owner, Auth: "token", Priority: prio, Request: []byte(`{"k":"v"}`)}); err != nil {
+		if _, err := a.Enqueue(ctx, tasks.QueuedRun{TaskID: a2a.TaskID(id), Owner: owner, Auth: "token", Priority: prio, Request: []byte(`{"k":"v"}`)}, 8, 4); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,6 +55,23 @@ func TestSharedQueue(t *testing.T) {
 	enqueue("h1", "alice", admit.High)
 	if all, own, err := b.QueueLength(ctx, "alice"); err != nil || all != 5 || own != 4 {
 		t.Fatalf("queue length: %d, alice's %d, %v", all, own, err)
+	}
+	// Past the bounds (alice holds her 4), the run is refused and its task
+	// deleted; a bound of 5 in all refuses bob's too.
+	for _, c := range []struct {
+		id, owner, reason string
+		capacity          int
+	}{{"a5", "alice", admit.ReasonCallerQueueFull, 8}, {"b2", "bob", admit.ReasonQueueFull, 5}} {
+		if err := a.Create(ctx, queuedTask(c.id), c.owner); err != nil {
+			t.Fatal(err)
+		}
+		var full *tasks.QueueFullError
+		if _, err := a.Enqueue(ctx, tasks.QueuedRun{TaskID: a2a.TaskID(c.id), Owner: c.owner, Request: []byte(`{}`)}, c.capacity, 4); !errors.As(err, &full) || full.Reason != c.reason || full.Queued != 5 {
+			t.Fatalf("a run past the bounds: %v", err)
+		}
+		if _, _, err := a.Get(ctx, a2a.TaskID(c.id)); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Fatalf("the refused run's task: %v", err)
+		}
 	}
 	// Order: alice's high first; then by each caller's virtual position:
 	// bob's first (1) before alice's a1 (2, after her high one), then a2, a3.
@@ -153,7 +170,7 @@ func TestSharedQueueFairShare(t *testing.T) {
 		if err := a.Create(ctx, queuedTask(q.id), q.owner); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Enqueue(ctx, tasks.QueuedRun{TaskID: a2a.TaskID(q.id), Owner: q.owner, Priority: q.prio, Request: []byte(`{}`)}); err != nil {
+		if _, err := a.Enqueue(ctx, tasks.QueuedRun{TaskID: a2a.TaskID(q.id), Owner: q.owner, Priority: q.prio, Request: []byte(`{}`)}, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
