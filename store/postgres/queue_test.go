@@ -191,3 +191,35 @@ func TestSharedQueueFairShare(t *testing.T) {
 		}
 	}
 }
+
+// A task taken from A stays fenced off from A even once the replica that
+// took it is gone (an orphan anyone else may resolve), until A claims it
+// back.
+func TestFencedAfterTheTakerDies(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	a, b := open(t, dsn, storetest.Config{}), open(t, dsn, storetest.Config{})
+	ctx := context.Background()
+	task := queuedTask("t")
+	task.Status.State, task.Metadata = a2a.TaskStateWorking, nil
+	if err := a.Create(ctx, task, ""); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.Claim(ctx, "t", a.Instance()); err != nil || !ok {
+		t.Fatalf("takeover: %v %v", ok, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	next := *task
+	next.Status = a2a.TaskStatus{State: a2a.TaskStateCompleted, Timestamp: now()}
+	if err := a.Put(ctx, &next); !errors.Is(err, tasks.ErrFenced) {
+		t.Fatalf("A's write after its taker died: %v", err)
+	}
+	if ok, err := a.Claim(ctx, "t", b.Instance()); err != nil || !ok {
+		t.Fatalf("A claims it back: %v %v", ok, err)
+	}
+	if err := a.Put(ctx, &next); err != nil {
+		t.Fatalf("A's write once it runs the task again: %v", err)
+	}
+}

@@ -87,8 +87,9 @@ BEGIN
 		RETURN NEW;
 	END IF;
 	-- An unfinished orphan (its runner's lease expired) is anyone's to
-	-- resolve; the engine claims it first, as recovery does.
-	IF OLD.finished_ns IS NULL AND OLD.runner <> 'agentd:queue' AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.instance = OLD.runner
+	-- resolve (the engine claims it first, as recovery does), but for the
+	-- replica it was taken from.
+	IF OLD.finished_ns IS NULL AND OLD.runner <> 'agentd:queue' AND OLD.taken_from IS DISTINCT FROM w AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.instance = OLD.runner
 			AND l.heartbeat >= now() - make_interval(secs => coalesce(nullif(current_setting('agentd.lease_seconds', true), ''), '1e9')::float8)) THEN
 		RETURN NEW;
 	END IF;
