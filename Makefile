@@ -7,12 +7,19 @@ FUZZTIME ?= 20s
 JS_DEPS  := e2e/js/node_modules/.installed
 MCP_DEPS := e2e/mcp/node_modules/.installed
 
+# GO_TAGS are the build tags of every agentd binary the Makefile, the image
+# (deploy/Dockerfile) and the e2e tests build: grpcnotrace leaves grpc's
+# golang.org/x/net/trace (and html/template) out, which agentd never uses
+# (grpc only carries the SPIFFE Workload API and a2a-go's client): 3.9 MB of
+# the stripped binary (docs/dependencies.md).
+GO_TAGS  := grpcnotrace
+
 .PHONY: all build run test test-deps pg-deps e2e-mcp-deps chromium lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 test-spire spire
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/agentd
+	$(GO) build -tags $(GO_TAGS) -o $(BIN) ./cmd/agentd
 
 run: build
 	./$(BIN) serve --listen $(LISTEN)
@@ -176,7 +183,7 @@ BENCH_DIR   := bin/bench
 BENCH_FLAGS ?=
 bench:
 	@mkdir -p $(BENCH_DIR)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/agentd ./cmd/agentd
+	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/agentd ./cmd/agentd
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/floor ./bench/floor
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/treechild ./bench/treechild
 	$(GO) build -o $(BENCH_DIR)/agentd-bench ./bench/cmd/agentd-bench

@@ -192,6 +192,12 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 	if sh, ok := store.(Shared); ok {
 		go e.serveCancels(sh)
 	}
+	if f, ok := store.(Fencing); ok {
+		go e.serveFencing(f)
+	}
+	if sq, ok := e.sharedQueue(); ok {
+		go e.serveQueue(sq)
+	}
 	return e
 }
 
@@ -505,7 +511,14 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 	}()
 	// Admission before the task exists: a request the service sheds leaves
 	// nothing behind.
-	ticket, err := e.admit(ctx, params)
+	var ticket *admit.Ticket
+	var pending *pendingRun // to the queue replicas share (queue.go)
+	var err error
+	if sq, ok := e.sharedQueue(); ok {
+		ticket, pending, err = e.admitShared(ctx, sq, params)
+	} else {
+		ticket, err = e.admit(ctx, params)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -525,6 +538,9 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: now()},
 		History:   []*a2a.Message{&m},
 		Metadata:  admissionMetadata(params.Metadata, ticket),
+	}
+	if pending != nil {
+		task.Metadata = queuedMetadata(params.Metadata, pending)
 	}
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	owner := callerName(ctx)
@@ -551,6 +567,10 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 			cancel(nil)
 			return nil, err
 		}
+	}
+	if pending != nil {
+		defer cancel(nil)
+		return e.enqueueShared(ctx, lt, pending)
 	}
 	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
 	started = true
@@ -615,7 +635,7 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 			return settled(t), nil // sent before: nothing changes
 		}
 		if _, remote := e.sharedFor(t); remote {
-			return nil, fmt.Errorf("task %s runs on another replica of this service, which alone takes its follow-up messages: %w", id, a2a.ErrUnsupportedOperation)
+			return nil, e.elsewhere(ctx, t)
 		}
 		return nil, fmt.Errorf("task %s is %s and takes no more messages; send a new message (its referenceTaskIds may name this task): %w", id, t.Status.State, a2a.ErrUnsupportedOperation)
 	}

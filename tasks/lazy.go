@@ -93,6 +93,9 @@ func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task
 		}
 	}
 	if err := e.putRetrying(ctx, next); err != nil {
+		if errors.Is(err, ErrFenced) {
+			go e.fence(lt, err) // another replica runs it now (fence.go)
+		}
 		return err
 	}
 	lt.payload, lt.dirty = nil, false

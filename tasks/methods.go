@@ -148,7 +148,7 @@ func (e *Engine) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Ta
 	if err != nil {
 		return nil, err
 	}
-	return trimHistory(e.withPosition(t), q.HistoryLength), nil
+	return trimHistory(e.sharedPosition(ctx, e.withPosition(t)), q.HistoryLength), nil
 }
 
 // OnCancelTask handles tasks/cancel: it stops the task's subtree (the kill

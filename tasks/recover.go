@@ -78,6 +78,12 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 			rec.Orphans--
 			continue
 		}
+		if lt := e.getLive(o.Task.ID); lt != nil {
+			// Still live here although another runner had it: this process
+			// was taken over (its lease lapsed) and is about to take the task
+			// back. The stale run stops first.
+			e.fence(lt, ErrFenced)
+		}
 		claimed, err := d.Claim(ctx, o.Task.ID, o.Runner)
 		if err != nil {
 			return rec, fmt.Errorf("claim task %s: %w", o.Task.ID, err)
@@ -188,6 +194,9 @@ func (e *Engine) requeue(ctx context.Context, d Durable, t *a2a.Task) (bool, err
 	_, owner, err := e.store.Get(ctx, t.ID)
 	if err != nil {
 		return false, fmt.Errorf("requeue task %s: %w", t.ID, err)
+	}
+	if sq, ok := e.sharedQueue(); ok {
+		return true, e.requeueShared(ctx, sq, t, owner)
 	}
 	var ticket *admit.Ticket
 	if e.admission != nil {
