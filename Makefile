@@ -7,12 +7,19 @@ FUZZTIME ?= 20s
 JS_DEPS  := e2e/js/node_modules/.installed
 MCP_DEPS := e2e/mcp/node_modules/.installed
 
+# GO_TAGS are the build tags of every agentd binary the Makefile, the image
+# (deploy/Dockerfile) and the e2e tests build: grpcnotrace leaves grpc's
+# golang.org/x/net/trace (and html/template) out, which agentd never uses
+# (grpc only carries the SPIFFE Workload API and a2a-go's client): 3.9 MB of
+# the stripped binary (docs/dependencies.md).
+GO_TAGS  := grpcnotrace
+
 .PHONY: all build run test test-deps pg-deps e2e-mcp-deps chromium lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 test-spire spire
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/agentd
+	$(GO) build -tags $(GO_TAGS) -o $(BIN) ./cmd/agentd
 
 run: build
 	./$(BIN) serve --listen $(LISTEN)
@@ -112,7 +119,8 @@ tck: build
 	$(TCK_CONFIG) $(TCK_SCRIPT) --agentd $(CURDIR)/$(BIN)
 
 # TCK_CONFIG is the agentd config both TCKs run against (docs/conformance.md).
-TCK_CONFIG := AGENT_INTELLIGENCE=builtin:demo=2s AGENT_SEND_WAIT=500ms AGENT_PUSH_ALLOW_NET=127.0.0.0/8,::1/128
+# Each run on a state directory of its own (the default store is sqlite).
+TCK_CONFIG := AGENT_STATE_DIR=$$(mktemp -d) AGENT_INTELLIGENCE=builtin:demo=2s AGENT_SEND_WAIT=500ms AGENT_PUSH_ALLOW_NET=127.0.0.0/8,::1/128
 
 # tck-1.0: the public A2A TCK at its 1.0 release candidate (a2aproject/a2a-tck
 # at 410ba92, JSON-RPC transport), categories mandatory and capabilities, in
@@ -175,7 +183,7 @@ BENCH_DIR   := bin/bench
 BENCH_FLAGS ?=
 bench:
 	@mkdir -p $(BENCH_DIR)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/agentd ./cmd/agentd
+	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/agentd ./cmd/agentd
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/floor ./bench/floor
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/treechild ./bench/treechild
 	$(GO) build -o $(BENCH_DIR)/agentd-bench ./bench/cmd/agentd-bench

@@ -157,6 +157,7 @@ type Controller struct {
 	rings    [High + 1][]*caller
 	closed   bool
 	closedCh chan struct{}
+	freed    chan struct{} // Freed (shared.go)
 
 	pos       map[*Ticket]int // queued runs' positions; nil when it must be computed again (positionsLocked)
 	runEst    time.Duration   // moving average of run lengths
@@ -214,6 +215,7 @@ func New(cfg Config) (*Controller, error) {
 		ceiling:  c,
 		callers:  map[string]*caller{},
 		closedCh: make(chan struct{}),
+		freed:    make(chan struct{}, 1),
 		shed:     map[string]int64{ReasonQueueFull: 0, ReasonCallerQueueFull: 0, ReasonClosed: 0},
 	}, nil
 }
@@ -308,18 +310,27 @@ func (c *Controller) shedLocked(reason string) *ShedError {
 // retryAfterLocked estimates when a run sent now could start: the queue
 // ahead of it (and itself) run MaxRuns at a time, each as long as the
 // average run, in whole seconds within [RetryMin, RetryMax].
-func (c *Controller) retryAfterLocked() time.Duration {
+func (c *Controller) retryAfterLocked() time.Duration { return c.retryAfterForLocked(c.queued) }
+
+// retryAfterForLocked is retryAfterLocked for a queue of queued runs.
+func (c *Controller) retryAfterForLocked(queued int) time.Duration {
 	est := c.cfg.RunEstimate
 	if c.ended > 0 {
 		est = c.runEst
 	}
-	d := time.Duration(float64(est) * float64(c.queued+1) / float64(max(c.b.MaxRuns, 1)))
+	d := time.Duration(float64(est) * float64(queued+1) / float64(max(c.b.MaxRuns, 1)))
 	d = min(max(d, c.cfg.RetryMin), c.cfg.RetryMax)
 	return time.Duration(math.Ceil(d.Seconds())) * time.Second
 }
 
-// dispatchLocked starts queued runs while slots are free.
+// dispatchLocked starts queued runs while slots are free, and wakes a
+// shared queue's owner (Freed) when one is left.
 func (c *Controller) dispatchLocked() {
+	defer func() {
+		if c.freeLocked() {
+			c.signalFreedLocked()
+		}
+	}()
 	for c.queued > 0 && c.freeLocked() {
 		t := c.pickLocked()
 		c.unqueueLocked(t, true)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,10 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/shared"
-
 	"github.com/agentd/agentd/api"
 )
 
@@ -25,21 +22,24 @@ import (
 // API with tool calling: OpenAI itself, vLLM, Ollama, llama.cpp's server, or a
 // gateway such as LiteLLM. It is used by one loop at a time.
 //
-// It speaks through the official SDK (github.com/openai/openai-go): the SDK
-// builds the request, sends it with the key, times each attempt out
-// (option.WithRequestTimeout) and decodes the completion and the API's errors
-// (*openai.Error). The SDK's own retries are off (option.WithMaxRetries(0)):
-// its loop does not retry an attempt that timed out, its backoff is fixed at
-// half a second (agentd's is --intelligence-backoff), and it would sleep up to
-// the subagent's deadline for a Retry-After that cannot be honoured. So this
-// client retries 408, 409, 429 and 5xx answers, attempts that time out, and
-// connection errors itself, honouring Retry-After against the subagent's
-// deadline, and tells an unreachable endpoint (ErrUnreachable, exit 4) from
-// other failures. What other servers send that the SDK does not read (an
-// error body that is not OpenAI's shape, content as an array of parts) is
-// handled in compat.go.
+// It speaks the one call it makes directly, with net/http and encoding/json
+// (the wire types are chatwire.go's), rather than through the openai-go SDK,
+// whose root package (the only one with Chat Completions) links the whole API:
+// 18 MB of the binary and about 2 ms of package init in every process, every
+// subagent included (docs/dependencies.md has the figures).
+//
+// Each attempt is bounded by the request timeout, the answer's body included.
+// It retries 408, 409, 429 and 5xx answers, attempts that time out, and
+// connection errors, honouring Retry-After against the subagent's deadline,
+// and tells an unreachable endpoint (ErrUnreachable, exit 4) from other
+// failures. What other servers send besides OpenAI's shapes (an error body in
+// another shape, content as an array of parts, a JSON answer under another
+// media type) is read as well (compat.go, chatwire.go). The OPENAI_*
+// environment variables are not read.
 type openAIModel struct {
-	chat    openai.ChatCompletionService
+	client  *http.Client
+	url     string // {base}/chat/completions
+	key     string
 	model   string
 	timeout time.Duration // one attempt
 	retries int
@@ -65,20 +65,10 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	opts := []option.RequestOption{
-		option.WithHTTPClient(&http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}),
-		option.WithBaseURL(strings.TrimSuffix(spec.Endpoint, "/") + "/"),
-		option.WithMaxRetries(0),
-		option.WithRequestTimeout(spec.Timeout()),
-		option.WithMiddleware(compatMiddleware),
-	}
-	if key != "" {
-		opts = append(opts, option.WithAPIKey(key))
-	}
 	return &openAIModel{
-		// The chat service alone, not openai.NewClient: that one reads
-		// OPENAI_* variables from the environment and builds every service.
-		chat:    openai.NewChatCompletionService(opts...),
+		client:  &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		url:     strings.TrimSuffix(spec.Endpoint, "/") + "/chat/completions",
+		key:     key,
 		model:   spec.Model,
 		timeout: spec.Timeout(),
 		retries: spec.RetryCount(),
@@ -89,17 +79,23 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 // Complete sends one Chat Completions request, retrying as the type comment
 // says. An error after ctx ended is ctx's cause.
 func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, error) {
-	params := m.params(req)
+	body, err := json.Marshal(m.chatRequest(req))
+	if err != nil {
+		return nil, fmt.Errorf("encode chat request: %w", err)
+	}
 	for attempt := 0; ; attempt++ {
-		cc, err := m.chat.New(ctx, params)
+		actx, cancel := context.WithTimeout(ctx, m.timeout)
+		cr, err := m.post(actx, body)
+		timedOut := actx.Err() != nil
+		cancel()
 		if err == nil {
-			return convertCompletion(cc, req)
+			return convertCompletion(cr, req)
 		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			// ctx is live, so the SDK's per-attempt timeout ended it.
+		if timedOut {
+			// ctx is live, so the attempt's own timeout ended it.
 			err = fmt.Errorf("no answer within the request timeout of %s: %w", m.timeout, err)
 		}
 		wait, retryable := m.retryWait(err, attempt)
@@ -119,6 +115,60 @@ func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, er
 	}
 }
 
+// post makes one attempt under ctx, which bounds the whole exchange, the
+// answer's body included. A non-2xx answer is an *httpStatusError carrying
+// the provider's message, whatever the error body's shape; a 2xx answer is
+// decoded as JSON whatever its Content-Type says, and one over
+// maxResponseBytes is an error.
+func (m *openAIModel) post(ctx context.Context, body []byte) (*chatResponse, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json")
+	hr.Header.Set("User-Agent", "agentd")
+	if m.key != "" {
+		hr.Header.Set("Authorization", "Bearer "+m.key)
+	}
+	resp, err := m.client.Do(hr)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+		if err != nil {
+			return nil, fmt.Errorf("read error answer %d: %w", resp.StatusCode, err)
+		}
+		return nil, &httpStatusError{status: resp.StatusCode, header: resp.Header, message: errorMessage(b)}
+	}
+	b, err := io.ReadAll(&limitedBody{rc: resp.Body, left: maxResponseBytes})
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	var cr chatResponse
+	if err := json.Unmarshal(b, &cr); err != nil {
+		return nil, fmt.Errorf("decode answer: %w", err)
+	}
+	return &cr, nil
+}
+
+// httpStatusError is a non-2xx answer from the endpoint.
+type httpStatusError struct {
+	status  int
+	header  http.Header
+	message string // the provider's error message, if it sent one
+}
+
+func (e *httpStatusError) Error() string {
+	s := fmt.Sprintf("intelligence answered %d %s", e.status, http.StatusText(e.status))
+	if e.message != "" {
+		s += ": " + e.message
+	}
+	return s
+}
+
 // retryWait says whether err is worth another attempt and how long to wait:
 // the server's Retry-After (or Retry-After-Ms) when it names one, else an
 // exponential backoff from m.backoff, capped at api.MaxRetryBackoff.
@@ -127,17 +177,15 @@ func (m *openAIModel) retryWait(err error, attempt int) (time.Duration, bool) {
 	if backoff <= 0 || backoff > api.MaxRetryBackoff {
 		backoff = api.MaxRetryBackoff
 	}
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		switch s := apiErr.StatusCode; {
+	var se *httpStatusError
+	if errors.As(err, &se) {
+		switch s := se.status; {
 		case s == http.StatusRequestTimeout, s == http.StatusConflict, s == http.StatusTooManyRequests, s >= 500:
 		default:
 			return 0, false
 		}
-		if apiErr.Response != nil {
-			if d, ok := parseRetryAfter(apiErr.Response.Header, time.Now()); ok {
-				return d, true
-			}
+		if d, ok := parseRetryAfter(se.header, time.Now()); ok {
+			return d, true
 		}
 		return backoff, true
 	}
@@ -160,11 +208,11 @@ func finalError(err error, attempt int) error {
 	if isUnreachable(err) {
 		return fmt.Errorf("%w%s: %v", ErrUnreachable, tries, err)
 	}
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		s := fmt.Sprintf("intelligence answered %d %s%s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode), tries)
-		if msg := clip(apiErr.Message); msg != "" {
-			s += ": " + msg
+	var se *httpStatusError
+	if errors.As(err, &se) {
+		s := fmt.Sprintf("intelligence answered %d %s%s", se.status, http.StatusText(se.status), tries)
+		if se.message != "" {
+			s += ": " + se.message
 		}
 		return errors.New(s)
 	}
@@ -185,8 +233,7 @@ func isUnreachable(err error) bool {
 // parseRetryAfter reads how long the server asks a client to wait:
 // Retry-After-Ms (milliseconds, OpenAI's extension), else Retry-After as
 // delta-seconds or an HTTP date. A negative, unparsable or absurd (over a day)
-// value is ignored. (The SDK parses these headers only inside its own retry
-// loop, which is off, and gives up on a wait over two minutes.)
+// value is ignored.
 func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	const maxWait = 24 * time.Hour
 	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
@@ -216,74 +263,62 @@ func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// params turns a Request into the Chat Completions request body.
-func (m *openAIModel) params(req *Request) openai.ChatCompletionNewParams {
-	msgs := make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1)
+// chatRequest turns a Request into the Chat Completions request body.
+func (m *openAIModel) chatRequest(req *Request) chatRequest {
+	cr := chatRequest{Model: m.model, Messages: make([]chatMessage, 0, len(req.Messages)+1)}
 	if req.System != "" {
-		msgs = append(msgs, openai.SystemMessage(req.System))
+		cr.Messages = append(cr.Messages, chatMessage{Role: "system", Content: &req.System})
 	}
 	for _, msg := range req.Messages {
+		cm := chatMessage{Role: string(msg.Role)}
 		switch msg.Role {
 		case RoleUser:
-			msgs = append(msgs, openai.UserMessage(msg.Content))
 		case RoleTool:
-			msgs = append(msgs, openai.ToolMessage(msg.Content, msg.ToolCallID))
+			cm.ToolCallID = msg.ToolCallID
 		case RoleAssistant:
-			var a openai.ChatCompletionAssistantMessageParam
-			// An assistant turn that only calls tools has no content; every
-			// other turn has one, empty or not.
-			if msg.Content != "" || len(msg.ToolCalls) == 0 {
-				a.Content.OfString = openai.String(msg.Content)
-			}
 			for _, tc := range msg.ToolCalls {
-				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-						ID:       tc.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: string(tc.Args)},
-					},
-				})
+				cm.ToolCalls = append(cm.ToolCalls, chatToolCall{ID: tc.ID, Type: "function",
+					Function: chatFunctionCall{Name: tc.Name, Arguments: string(tc.Args)}})
 			}
-			msgs = append(msgs, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		default:
+			continue
 		}
+		// An assistant turn that only calls tools has no content; every other
+		// turn has one, empty or not.
+		if msg.Content != "" || len(cm.ToolCalls) == 0 {
+			content := msg.Content
+			cm.Content = &content
+		}
+		cr.Messages = append(cr.Messages, cm)
 	}
-	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(m.model), Messages: msgs}
 	for _, t := range req.Tools {
-		fd := shared.FunctionDefinitionParam{Name: t.Name, Parameters: toolParameters(t.Parameters)}
-		if t.Description != "" {
-			fd.Description = openai.String(t.Description)
-		}
-		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fd))
+		cr.Tools = append(cr.Tools, chatTool{Type: "function",
+			Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: toolParameters(t.Parameters)}})
 	}
-	return p
+	return cr
 }
 
 // toolParameters is a tool's argument schema as the API wants it: a JSON
-// object; a missing or non-object schema becomes the empty object schema.
-// Each member's value is passed as written (json.RawMessage): the SDK's encoder
-// would turn a json.Number into a string and a float64 would round large
-// integers.
-func toolParameters(schema json.RawMessage) shared.FunctionParameters {
+// object, passed as written (a float64 would round large integers); a missing
+// or non-object schema becomes the empty object schema.
+func toolParameters(schema json.RawMessage) json.RawMessage {
 	var m map[string]json.RawMessage
 	if len(schema) == 0 || json.Unmarshal(schema, &m) != nil || m == nil {
-		return shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
+		return json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	p := make(shared.FunctionParameters, len(m))
-	for k, v := range m {
-		p[k] = v
-	}
-	return p
+	return schema
 }
 
 // convertCompletion turns the first choice of a completion into a Response.
-func convertCompletion(cc *openai.ChatCompletion, req *Request) (*Response, error) {
-	if len(cc.Choices) == 0 {
+func convertCompletion(cr *chatResponse, req *Request) (*Response, error) {
+	if len(cr.Choices) == 0 {
 		return nil, errors.New("intelligence answered with no choices")
 	}
-	ch := cc.Choices[0]
-	out := &Response{Content: messageText(ch.Message), Refusal: ch.Message.Refusal}
+	ch := cr.Choices[0]
+	out := &Response{Content: ch.Message.Content.text(), Refusal: ch.Message.Refusal}
 	for i, tc := range ch.Message.ToolCalls {
 		call := ToolCall{ID: tc.ID, Name: tc.Function.Name, Args: json.RawMessage(tc.Function.Arguments)}
-		if tc.Type == "custom" {
+		if tc.Type == "custom" && tc.Custom != nil {
 			input, _ := json.Marshal(map[string]string{"input": tc.Custom.Input})
 			call.Name, call.Args = tc.Custom.Name, input
 		}
@@ -311,7 +346,7 @@ func convertCompletion(cc *openai.ChatCompletion, req *Request) (*Response, erro
 	if out.Refusal != "" {
 		out.Finish = FinishRefusal
 	}
-	if u := cc.Usage; u.PromptTokens >= 0 && u.CompletionTokens >= 0 && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
+	if u := cr.Usage; u != nil && u.PromptTokens >= 0 && u.CompletionTokens >= 0 && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
 		out.Usage = api.Usage{TokensIn: u.PromptTokens, TokensOut: u.CompletionTokens}
 	} else {
 		// A server that reports no usage (or nonsense) is still held to the

@@ -10,8 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/openai/openai-go/v3"
-
 	"github.com/agentd/agentd/api"
 )
 
@@ -495,19 +493,11 @@ func FuzzChatResponse(f *testing.F) {
 		if msg := errorMessage(b); len(msg) > 303 {
 			t.Fatalf("error message of %d bytes", len(msg))
 		}
-		// The SDK decodes the "error" of an error body into *openai.Error; a
-		// reshaped body must always decode, or the status would be lost.
-		var shaped struct{ Error json.RawMessage }
-		eb := openAIErrorBody(b)
-		var apiErr openai.Error
-		if json.Unmarshal(eb, &shaped) != nil || apiErr.UnmarshalJSON(shaped.Error) != nil {
-			t.Fatalf("error body %q reshaped to %q, which the SDK cannot decode", b, eb)
-		}
-		var cc openai.ChatCompletion
-		if json.Unmarshal(b, &cc) != nil {
+		var cr chatResponse
+		if json.Unmarshal(b, &cr) != nil {
 			return
 		}
-		r, err := convertCompletion(&cc, &Request{System: "s"})
+		r, err := convertCompletion(&cr, &Request{System: "s"})
 		if err != nil {
 			return
 		}
@@ -614,3 +604,30 @@ func TestLimitedBody(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestConvertCustomToolCall: a call to one of OpenAI's custom tools (free-form
+// input) becomes a tool call whose arguments are {"input": ...}; a call
+// without an id gets one.
+func TestConvertCustomToolCall(t *testing.T) {
+	var cr chatResponse
+	body := `{"choices":[{"finish_reason":"tool_calls","message":{"content":null,"tool_calls":[` +
+		`{"id":"c1","type":"custom","custom":{"name":"grep","input":"a \"b\""}},` +
+		`{"type":"function","function":{"name":"files__read","arguments":"{\"path\":\"/x\"}"}}]}}],` +
+		`"usage":{"prompt_tokens":4,"completion_tokens":2}}`
+	if err := json.Unmarshal([]byte(body), &cr); err != nil {
+		t.Fatal(err)
+	}
+	r, err := convertCompletion(&cr, &Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Finish != FinishToolCalls || len(r.ToolCalls) != 2 || r.Usage.TokensIn != 4 || r.Usage.TokensOut != 2 {
+		t.Fatalf("response %+v", r)
+	}
+	if c := r.ToolCalls[0]; c.ID != "c1" || c.Name != "grep" || string(c.Args) != `{"input":"a \"b\""}` {
+		t.Errorf("custom call %+v (args %s)", c, c.Args)
+	}
+	if c := r.ToolCalls[1]; c.ID != "call_1" || c.Name != "files__read" || string(c.Args) != `{"path":"/x"}` {
+		t.Errorf("function call %+v (args %s)", c, c.Args)
+	}
+}

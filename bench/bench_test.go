@@ -58,7 +58,7 @@ func TestHarnessSmoke(t *testing.T) {
 		Agentd: agentd, Floor: floor, TreeChild: treechild,
 		Rounds: 1, SpawnSamples: 2, FrontDuration: 100 * time.Millisecond, E2ESamples: 2,
 		TreeSize: 4, DrainGrace: 50 * time.Millisecond, KillGrace: 50 * time.Millisecond,
-		LiveChildren: 2, Tasks: 300, TaskCapacity: 100,
+		LiveChildren: 2, Tasks: 300, TaskCapacity: 100, StoreTasks: 50,
 		ThroughputConc: 4, ThroughputDuration: 300 * time.Millisecond,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -79,7 +79,7 @@ func TestHarnessSmoke(t *testing.T) {
 	}
 	table := out.String()
 	t.Logf("table:\n%s", table)
-	want := map[string]int{"| 1 |": 4, "| 2 |": 4, "| 3 |": 3, "| 4 |": 2, "| 5 |": 4, "| 6 |": 2}
+	want := map[string]int{"| 1 |": 4, "| 2 |": 4, "| 3 |": 3, "| 4 |": 2, "| 5 |": 4, "| 6 |": 6, "| 7 |": 2}
 	for prefix, n := range want {
 		if got := strings.Count(table, "\n"+prefix); got != n {
 			t.Errorf("%d rows of figure %s, want %d", got, prefix, n)

@@ -17,6 +17,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -94,6 +95,11 @@ func (instantRun) Cancel(string)              {}
 // store, with instantProvider as the local provider, behind adm (nil: no
 // admission control).
 func newInstantEngine(capacity int, url string, adm *admit.Controller) *tasks.Engine {
+	return newInstantEngineOn(tasks.NewMemoryStore(capacity, time.Hour), url, adm)
+}
+
+// newInstantEngineOn is newInstantEngine over store (figure 6).
+func newInstantEngineOn(store tasks.Store, url string, adm *admit.Controller) *tasks.Engine {
 	log := slog.New(slog.DiscardHandler)
 	router := &delegate.Router{}
 	_ = router.Register(instantProvider{})
@@ -108,8 +114,8 @@ func newInstantEngine(capacity int, url string, adm *admit.Controller) *tasks.En
 		Lineages:     &delegate.Lineages{},
 		Log:          log,
 	})
-	store := tasks.NewMemoryStore(capacity, time.Hour)
-	pusher := tasks.NewPusher(tasks.PushSettings{Log: log}, store.ListPush)
+	journal, _ := store.(tasks.PushJournal)
+	pusher := tasks.NewPusher(tasks.PushSettings{Log: log, Journal: journal}, store.ListPush)
 	opts := []tasks.EngineOption{tasks.WithPusher(pusher)}
 	if adm != nil {
 		opts = append(opts, tasks.WithAdmission(adm, admit.Policy{}))
@@ -257,11 +263,16 @@ type roleProc struct {
 }
 
 func startRole(ctx context.Context, role string, cfg Config, certDir string, logw io.Writer) (*roleProc, error) {
+	return startRoleEnv(ctx, role, cfg, certDir, nil, logw)
+}
+
+// startRoleEnv is startRole with env added to the role's environment.
+func startRoleEnv(ctx context.Context, role string, cfg Config, certDir string, env []string, logw io.Writer) (*roleProc, error) {
 	cmd, err := figureCmd(ctx, role, cfg)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Env = append(cmd.Env, envCertDir+"="+certDir)
+	cmd.Env = append(append(cmd.Env, envCertDir+"="+certDir), env...)
 	cmd.Stderr = logw
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -359,9 +370,15 @@ func sendOnce(ctx context.Context, c *http.Client, url string, body []byte) erro
 	return nil
 }
 
+// loads numbers the load calls: each sends messages of its own, so that no
+// send repeats a messageId an earlier call sent (a duplicate returns the
+// task it made and starts nothing: the store's cheapest path, not a send).
+var loads atomic.Int64
+
 // load runs conc workers, each sending message/send back to back on its own
 // keep-alive connection, for d.
 func load(ctx context.Context, c *http.Client, url string, conc int, d time.Duration) (loadResult, error) {
+	run := int(loads.Add(1)) << 16
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -376,7 +393,7 @@ func load(ctx context.Context, c *http.Client, url string, conc int, d time.Dura
 			defer wg.Done()
 			var mine []time.Duration
 			for i := int64(1); time.Now().Before(end); i++ {
-				body := sendBody(i, w, "hello")
+				body := sendBody(i, run|w, "hello")
 				t0 := time.Now()
 				if err := sendOnce(ctx, c, url, body); err != nil {
 					mu.Lock()

@@ -30,7 +30,10 @@
 //  5. memory: `agentd serve` RSS idle and with LiveChildren children running
 //     builtin:wait, RSS and PSS per child, and the heap of the task store after
 //     Tasks completed tasks (bounded by TaskCapacity).
-//  6. throughput: ThroughputConc workers sending blocking one-step tasks to
+//  6. store: message/send through agentd's front on the memory store
+//     (holding Tasks), SQLite and PostgreSQL (each holding StoreTasks), side
+//     by side.
+//  7. throughput: ThroughputConc workers sending blocking one-step tasks to
 //     `agentd serve` (warm pool of 2, admission sized not to shed) back to
 //     back for ThroughputDuration: tasks/s, p50 and p99, errors, and the CPU
 //     per task of the service and of its children; the default store
@@ -75,13 +78,13 @@ type Config struct {
 	LiveChildren  int           `json:"live_children"`  // memory: children alive for the RSS figure; default 64
 	Tasks         int           `json:"tasks"`          // memory: completed tasks put through the store; default 100000
 	TaskCapacity  int           `json:"task_capacity"`  // memory: the store's capacity; default 10000 (serve's default)
+	StoreTasks    int           `json:"store_tasks"`    // store: completed tasks the durable stores hold before figure 6 measures (memory holds Tasks); default 10000
 
 	ThroughputConc     int           `json:"throughput_conc"`     // throughput: workers sending at once; default 32
 	ThroughputDuration time.Duration `json:"throughput_duration"` // throughput: the load window per service and round; default 10s
 
 	// Figures selects figures by name (spawn, front, e2e, teardown, memory,
-	// throughput);
-	// empty runs them all.
+	// store, throughput); empty runs them all.
 	Figures []string `json:"figures"`
 	// ProfileDir, if set, receives a CPU profile of each front server
 	// (front-agentd.pprof, front-stock.pprof).
@@ -111,6 +114,7 @@ func (c *Config) setDefaults() {
 	def(&c.TaskCapacity, 10000)
 	def(&c.ThroughputConc, 32)
 	defD(&c.ThroughputDuration, 10*time.Second)
+	def(&c.StoreTasks, 10000)
 }
 
 // figure is one section of the table.
@@ -123,12 +127,13 @@ type figure struct {
 }
 
 // figures in table order.
-var figures = []figure{spawnFigure, frontFigure, e2eFigure, teardownFigure, memoryFigure, throughputFigure}
+var figures = []figure{spawnFigure, frontFigure, e2eFigure, teardownFigure, memoryFigure, storeFigure, throughputFigure}
 
 // roles are helper processes a figure starts (the front's servers).
 var roles = map[string]func(ctx context.Context, cfg Config) error{
 	roleFrontAgentd: serveFrontAgentd,
 	roleFrontStock:  serveFrontStock,
+	roleStoreAgentd: serveStoreAgentd,
 }
 
 // MaybeFigure runs the figure or role named in EnvFigure and exits, when this

@@ -16,7 +16,7 @@ import (
 
 var throughputFigure = figure{name: "throughput", run: runThroughput, rows: throughputRows}
 
-// The sustained load of figure 6: ThroughputConc workers, each sending
+// The sustained load of figure 7: ThroughputConc workers, each sending
 // blocking message/send of a one-step task back to back for
 // ThroughputDuration. Admission is sized so that it never sheds nor queues
 // at this concurrency (a run slot for every worker, room for every root
@@ -46,7 +46,7 @@ type throughputResult struct {
 	FirstErr string  `json:"first_err,omitempty"`
 }
 
-// throughputRound is one round of figure 6: the default store (SQLite) and
+// throughputRound is one round of figure 7: the default store (SQLite) and
 // the memory store, interleaved.
 type throughputRound struct {
 	SQLite throughputResult `json:"sqlite"`
@@ -247,7 +247,7 @@ func throughputRows(raw json.RawMessage, cfg Config) ([]row, error) {
 		if first != "" {
 			other += fmt.Sprintf(" (first: %.120s)", first)
 		}
-		rows = append(rows, row{fig: 6, what: v.what,
+		rows = append(rows, row{fig: 7, what: v.what,
 			p50:   fmtMS(medianOf(rounds, func(r throughputRound) float64 { return v.get(r).Lat.P50 })),
 			p99:   fmtMS(medianOf(rounds, func(r throughputRound) float64 { return v.get(r).Lat.P99 })),
 			other: other})

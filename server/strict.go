@@ -126,21 +126,26 @@ func structSchema(fields map[string]*schema) *schema {
 	return s
 }
 
-// The a2a-go types that decode themselves, read as their decoders read them:
-// a part is an object with a kind (ContentParts picks the part type by it),
-// a file part's file is one object holding the fields of both file kinds.
-var (
-	fileSchema = structSchema(map[string]*schema{"mimeType": anySchema, "name": anySchema, "bytes": anySchema, "uri": anySchema})
-	partSchema = structSchema(map[string]*schema{
+// knownSchemas are the a2a-go types that decode themselves, read as their
+// decoders read them: a part is an object with a kind (ContentParts picks the
+// part type by it), a file part's file is one object holding the fields of
+// both file kinds. They are built on first use, not in package init (every
+// process, each subagent included, runs the init of every package).
+var knownSchemas = sync.OnceValue(func() map[reflect.Type]*schema {
+	fileSchema := structSchema(map[string]*schema{"mimeType": anySchema, "name": anySchema, "bytes": anySchema, "uri": anySchema})
+	partSchema := structSchema(map[string]*schema{
 		"kind": anySchema, "text": anySchema, "data": {kind: mapValue, elem: anySchema},
 		"file": fileSchema, "metadata": {kind: mapValue, elem: anySchema},
 	})
-	knownSchemas = map[reflect.Type]*schema{
+	return map[reflect.Type]*schema{
 		reflect.TypeFor[a2a.ContentParts]():    {kind: listValue, elem: partSchema},
 		reflect.TypeFor[a2a.Part]():            partSchema,
 		reflect.TypeFor[a2a.FilePart]():        partSchema,
 		reflect.TypeFor[a2a.FilePartContent](): fileSchema,
 	}
+})
+
+var (
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	schemas         sync.Map // reflect.Type -> *schema
 )
@@ -158,12 +163,13 @@ func schemaOf(t reflect.Type) *schema {
 // buildSchema builds t's schema; building holds the struct schemas under
 // construction, so a recursive type refers to itself.
 func buildSchema(t reflect.Type, building map[reflect.Type]*schema) *schema {
-	if s, ok := knownSchemas[t]; ok {
+	known := knownSchemas()
+	if s, ok := known[t]; ok {
 		return s
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
-		if s, ok := knownSchemas[t]; ok {
+		if s, ok := known[t]; ok {
 			return s
 		}
 	}

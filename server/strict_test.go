@@ -123,7 +123,7 @@ func TestStrictNames(t *testing.T) {
 func TestSchemaOfA2ATypes(t *testing.T) {
 	s := schemaOf(reflect.TypeFor[a2a.MessageSendParams]())
 	msg := s.fields["message"]
-	if msg == nil || msg.kind != structValue || msg.fields["messageId"] == nil || msg.fields["parts"] != knownSchemas[reflect.TypeFor[a2a.ContentParts]()] {
+	if msg == nil || msg.kind != structValue || msg.fields["messageId"] == nil || msg.fields["parts"] != knownSchemas()[reflect.TypeFor[a2a.ContentParts]()] {
 		t.Fatalf("message schema: %+v", msg)
 	}
 	if cfg := s.fields["configuration"]; cfg == nil || cfg.fields["historyLength"] == nil || cfg.fields["pushNotificationConfig"] == nil {

@@ -54,6 +54,13 @@ func errNotFound(id a2a.TaskID) error { return fmt.Errorf("%w: %s", a2a.ErrTaskN
 
 // visible returns the task with this id if the caller of ctx may see it.
 func (e *Engine) visible(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	if lt := e.getLive(id); lt != nil {
+		// A task this engine runs: its latest snapshot, stored first.
+		if !mayAccess(ctx, lt.owner) {
+			return nil, errNotFound(id)
+		}
+		return e.seen(ctx, lt)
+	}
 	t, owner, err := e.store.Get(ctx, id)
 	switch {
 	case errors.Is(err, a2a.ErrTaskNotFound):

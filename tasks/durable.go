@@ -80,3 +80,14 @@ type Shared interface {
 	// it is closed when the store is.
 	Cancels() <-chan a2a.TaskID
 }
+
+// Syncer is implemented by a store whose writes may return before they are
+// durable: the embedded store stages a new task in its open transaction
+// (group commit), PostgreSQL commits it without waiting for the WAL flush.
+// Sync returns once every write that returned before it is durable. The
+// engine syncs before anyone is told of a task (a send's answer, a read, a
+// stream's first snapshot); every other write it waits for is durable when
+// it returns.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}

@@ -41,6 +41,11 @@ type Engine struct {
 	exec     a2asrv.AgentExecutor
 	log      *slog.Logger
 	sendWait time.Duration // 0: a blocking send waits for the end
+	// writeDelay bounds how long a change no one can see waits before it
+	// is written (lazy.go); 0 writes every change at once.
+	writeDelay    time.Duration
+	writeDelaySet bool
+	eagerRetain   bool // retained payloads are written at once (the rerun policy needs them)
 	// leaveOrphan, if set, keeps Recover off the orphans it reports.
 	leaveOrphan func(*a2a.Task) bool
 	// storeRetry bounds how long an event of a running task waits for an
@@ -114,7 +119,7 @@ type FollowUps interface {
 
 // liveTask is a task that has not reached a terminal state.
 type liveTask struct {
-	mu    sync.Mutex // guards task, subs, followUps, closed
+	mu    sync.Mutex // guards task, subs, followUps, closed, push, dirty, payload, flushing, pushChecked
 	task  *a2a.Task  // current snapshot, immutable
 	owner string     // who created it (for a nested task, its root's creator)
 	subs  map[*subscriber]struct{}
@@ -130,6 +135,13 @@ type liveTask struct {
 	// ticket is the task's admission (nil without admission control, and for
 	// nested tasks); set at creation, never changed.
 	ticket *admit.Ticket
+
+	push     bool   // a webhook was registered for it through this engine
+	dirty    bool   // task is newer than the stored snapshot: no one has seen it
+	payload  []byte // a retained payload not stored yet
+	flushing bool   // a write of the unwritten change is scheduled
+
+	pushChecked time.Time // when a Shared store last said it has no webhook (pushed)
 
 	// settled marks a snapshot this engine does not drive (a finished task,
 	// or one another process runs): done is closed, and a stream of it is
@@ -168,8 +180,23 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 	for _, o := range opts {
 		o(e)
 	}
+	if _, durable := store.(Durable); durable && !e.writeDelaySet {
+		e.writeDelay = DefaultWriteDelay
+		if _, shared := store.(Shared); shared {
+			e.writeDelay = DefaultSharedWriteDelay
+		}
+	}
+	if _, durable := store.(Durable); !durable {
+		e.writeDelay = 0
+	}
 	if sh, ok := store.(Shared); ok {
 		go e.serveCancels(sh)
+	}
+	if f, ok := store.(Fencing); ok {
+		go e.serveFencing(f)
+	}
+	if sq, ok := e.sharedQueue(); ok {
+		go e.serveQueue(sq)
 	}
 	return e
 }
@@ -236,9 +263,15 @@ func (e *Engine) TaskStates() map[string]int {
 // reads it, cancels it or subscribes to it. Events for it arrive through
 // Update.
 func (e *Engine) OpenTask(ctx context.Context, t *a2a.Task, root a2a.TaskID) error {
-	_, owner, err := e.store.Get(ctx, root)
-	if err != nil && !errors.Is(err, a2a.ErrTaskNotFound) {
-		return fmt.Errorf("read root task %s: %w", root, err)
+	var owner string
+	if r := e.getLive(root); r != nil {
+		owner = r.owner
+	} else {
+		_, o, err := e.store.Get(ctx, root)
+		if err != nil && !errors.Is(err, a2a.ErrTaskNotFound) {
+			return fmt.Errorf("read root task %s: %w", root, err)
+		}
+		owner = o
 	}
 	lt := &liveTask{task: t, owner: owner, done: make(chan struct{})}
 	if err := e.store.Create(ctx, t, owner); err != nil {
@@ -280,20 +313,24 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 	if err != nil {
 		return err
 	}
-	stored := next
-	if next.Status.State.Terminal() {
-		// The final snapshot is stored without its large parts; the live
-		// one (what subscribers and a blocking send see) keeps them.
-		stored = e.compact(ctx, next, lt.owner)
-	}
-	if err := e.putRetrying(ctx, stored); err != nil {
-		return err
+	push := e.pushed(ctx, lt, next.ID, next.Status.State.Terminal())
+	if next.Status.State.Terminal() || push || len(lt.subs) > 0 || e.writeDelay <= 0 {
+		stored := next
+		if next.Status.State.Terminal() {
+			// The final snapshot is stored without its large parts; the
+			// live one (what subscribers and a blocking send see) keeps
+			// them.
+			stored = e.compact(ctx, next, lt.owner)
+		}
+		if err := e.persistLocked(ctx, lt, stored); err != nil {
+			return err
+		}
+	} else {
+		e.deferLocked(lt) // no one sees this change yet
 	}
 	lt.task = next
-	if e.pusher != nil {
-		if targets, _ := e.store.ListPush(ctx, next.ID); len(targets) > 0 {
-			e.pusher.Enqueue(next.ID, ev, next)
-		}
+	if push {
+		e.pusher.Enqueue(next.ID, ev, next)
 	}
 	for s := range lt.subs {
 		select {
@@ -337,11 +374,25 @@ func (e *Engine) putRetrying(ctx context.Context, t *a2a.Task) error {
 }
 
 // subscribe returns a channel of the task's events from now on, and the
-// snapshot at the moment of subscription. The channel closes when the task
-// ends (or the subscriber falls too far behind).
-func (lt *liveTask) subscribe() (*subscriber, *a2a.Task) {
+// snapshot at the moment of subscription (stored first, if it was not). The
+// channel closes when the task ends (or the subscriber falls too far
+// behind).
+func (e *Engine) subscribe(ctx context.Context, lt *liveTask) (*subscriber, *a2a.Task, error) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
+	if lt.dirty && !lt.task.Status.State.Terminal() {
+		if err := e.persistLocked(context.WithoutCancel(ctx), lt, lt.task); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := e.sync(ctx); err != nil {
+		return nil, nil, err
+	}
+	s, t := lt.subscribeLocked()
+	return s, t, nil
+}
+
+func (lt *liveTask) subscribeLocked() (*subscriber, *a2a.Task) {
 	s := &subscriber{ch: make(chan a2a.Event, subscriberBuffer)}
 	if lt.task.Status.State.Terminal() {
 		close(s.ch)
@@ -390,7 +441,17 @@ func (q queue) Retain(ctx context.Context, payload []byte) error {
 	if !ok {
 		return nil
 	}
-	return d.Retain(context.WithoutCancel(ctx), q.lt.snapshot().ID, payload)
+	lt := q.lt
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if q.e.writeDelay > 0 && !q.e.eagerRetain {
+		// Written with the task's next write: a task that ends first never
+		// needs it.
+		lt.payload = payload
+		q.e.scheduleLocked(lt)
+		return nil
+	}
+	return d.Retain(context.WithoutCancel(ctx), lt.task.ID, payload)
 }
 
 // TakeFollowUp implements FollowUps.
@@ -450,7 +511,14 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 	}()
 	// Admission before the task exists: a request the service sheds leaves
 	// nothing behind.
-	ticket, err := e.admit(ctx, params)
+	var ticket *admit.Ticket
+	var pending *pendingRun // to the queue replicas share (queue.go)
+	var err error
+	if sq, ok := e.sharedQueue(); ok {
+		ticket, pending, err = e.admitShared(ctx, sq, params)
+	} else {
+		ticket, err = e.admit(ctx, params)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -471,9 +539,12 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 		History:   []*a2a.Message{&m},
 		Metadata:  admissionMetadata(params.Metadata, ticket),
 	}
+	if pending != nil {
+		task.Metadata = queuedMetadata(params.Metadata, pending)
+	}
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	owner := callerName(ctx)
-	lt := &liveTask{task: task, owner: owner, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
+	lt := &liveTask{task: task, owner: owner, done: make(chan struct{}), cancelExec: cancel, ticket: ticket, push: push != nil}
 	// The task is live before it is stored: a second send of the same
 	// message that arrives once Create has returned finds it running.
 	e.mu.Lock()
@@ -496,6 +567,10 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 			cancel(nil)
 			return nil, err
 		}
+	}
+	if pending != nil {
+		defer cancel(nil)
+		return e.enqueueShared(ctx, lt, pending)
 	}
 	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
 	started = true
@@ -560,7 +635,7 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 			return settled(t), nil // sent before: nothing changes
 		}
 		if _, remote := e.sharedFor(t); remote {
-			return nil, fmt.Errorf("task %s runs on another replica of this service, which alone takes its follow-up messages: %w", id, a2a.ErrUnsupportedOperation)
+			return nil, e.elsewhere(ctx, t)
 		}
 		return nil, fmt.Errorf("task %s is %s and takes no more messages; send a new message (its referenceTaskIds may name this task): %w", id, t.Status.State, a2a.ErrUnsupportedOperation)
 	}
@@ -586,13 +661,14 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 	m.ContextID = cur.ContextID
 	next := *cur
 	next.History = append(slices.Clip(cur.History), &m)
-	if err := e.store.Put(ctx, &next); err != nil {
+	if err := e.persistLocked(ctx, lt, &next); err != nil {
 		return nil, err
 	}
 	if push != nil {
 		if _, err := e.store.SetPush(ctx, id, *push); err != nil {
 			return nil, err
 		}
+		lt.push = true
 	}
 	lt.task = &next
 	lt.followUps = append(lt.followUps, &m)

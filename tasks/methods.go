@@ -21,7 +21,11 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 	}
 	hist := historyLength(params)
 	if params.Config != nil && params.Config.Blocking != nil && !*params.Config.Blocking {
-		return trimHistory(lt.snapshot(), hist), nil
+		t, err := e.seen(ctx, lt)
+		if err != nil {
+			return nil, err
+		}
+		return trimHistory(t, hist), nil
 	}
 	var timeout <-chan time.Time
 	if e.sendWait > 0 {
@@ -45,7 +49,11 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return trimHistory(lt.snapshot(), hist), nil
+	t, err := e.seen(ctx, lt)
+	if err != nil {
+		return nil, err
+	}
+	return trimHistory(t, hist), nil
 }
 
 // OnSendMessageStream handles message/stream: the task first, then every event
@@ -96,7 +104,11 @@ func (e *Engine) stream(ctx context.Context, lt *liveTask, yield func(a2a.Event,
 		yield(lt.snapshot(), nil)
 		return
 	}
-	sub, first := lt.subscribe()
+	sub, first, err := e.subscribe(ctx, lt)
+	if err != nil {
+		yield(nil, err)
+		return
+	}
 	defer lt.unsubscribe(sub)
 	if !yield(first, nil) {
 		return
@@ -136,7 +148,7 @@ func (e *Engine) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Ta
 	if err != nil {
 		return nil, err
 	}
-	return trimHistory(e.withPosition(t), q.HistoryLength), nil
+	return trimHistory(e.sharedPosition(ctx, e.withPosition(t)), q.HistoryLength), nil
 }
 
 // OnCancelTask handles tasks/cancel: it stops the task's subtree (the kill
@@ -238,6 +250,11 @@ func (e *Engine) OnSetTaskPushConfig(ctx context.Context, params *a2a.TaskPushCo
 	if err != nil {
 		return nil, err
 	}
+	if lt := e.getLive(params.TaskID); lt != nil {
+		lt.mu.Lock()
+		lt.push = true
+		lt.mu.Unlock()
+	}
 	return &a2a.TaskPushConfig{TaskID: params.TaskID, Config: stored.Config}, nil
 }
 
@@ -304,6 +321,10 @@ func (e *Engine) ListTasks(ctx context.Context, q ListQuery) (ListPage, error) {
 	// An operator, who may read every task, lists every task: the service's
 	// own (a standing trigger's runs, created by no caller) among them.
 	q.Owner, q.AnyOwner = callerName(ctx), isOperator(ctx)
+	// What is listed is stored first (lazy.go).
+	if err := e.flushLive(ctx); err != nil {
+		return ListPage{}, err
+	}
 	page, err := e.store.List(ctx, q)
 	if err != nil || e.admission == nil {
 		return page, err

@@ -78,6 +78,12 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 			rec.Orphans--
 			continue
 		}
+		if lt := e.getLive(o.Task.ID); lt != nil {
+			// Still live here although another runner had it: this process
+			// was taken over (its lease lapsed) and is about to take the task
+			// back. The stale run stops first.
+			e.fence(lt, ErrFenced)
+		}
 		claimed, err := d.Claim(ctx, o.Task.ID, o.Runner)
 		if err != nil {
 			return rec, fmt.Errorf("claim task %s: %w", o.Task.ID, err)
@@ -189,6 +195,9 @@ func (e *Engine) requeue(ctx context.Context, d Durable, t *a2a.Task) (bool, err
 	if err != nil {
 		return false, fmt.Errorf("requeue task %s: %w", t.ID, err)
 	}
+	if sq, ok := e.sharedQueue(); ok {
+		return true, e.requeueShared(ctx, sq, t, owner)
+	}
 	var ticket *admit.Ticket
 	if e.admission != nil {
 		prio, _ := admit.ParsePriority(fmt.Sprint(t.Metadata[MetaPriority]))
@@ -210,7 +219,8 @@ func (e *Engine) requeue(ctx context.Context, d Durable, t *a2a.Task) (bool, err
 	next := *t
 	next.Metadata = admissionMetadata(t.Metadata, ticket)
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	lt := &liveTask{task: &next, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
+	targets, _ := e.store.ListPush(ctx, t.ID)
+	lt := &liveTask{task: &next, done: make(chan struct{}), cancelExec: cancel, ticket: ticket, owner: owner, push: len(targets) > 0}
 	e.mu.Lock()
 	e.live[t.ID] = lt
 	e.mu.Unlock()
@@ -237,12 +247,12 @@ func (e *Engine) rerun(ctx context.Context, d Durable, t *a2a.Task) (bool, error
 	}
 	// A rerun waits for admission like a new task (at normal priority, as
 	// its creator's); one the queue has no room for fails instead.
+	_, owner, err := e.store.Get(ctx, t.ID)
+	if err != nil {
+		return false, fmt.Errorf("rerun task %s: %w", t.ID, err)
+	}
 	var ticket *admit.Ticket
 	if e.admission != nil {
-		_, owner, err := e.store.Get(ctx, t.ID)
-		if err != nil {
-			return false, fmt.Errorf("rerun task %s: %w", t.ID, err)
-		}
 		if ticket, err = e.admission.Enqueue(owner, admit.Normal); err != nil {
 			e.log.Warn("orphaned task not rerun: no room in the admission queue", "task_id", string(t.ID), "err", err)
 			return false, nil
@@ -274,7 +284,8 @@ func (e *Engine) rerun(ctx context.Context, d Durable, t *a2a.Task) (bool, error
 	}
 	e.notifyPush(ctx, next, ev)
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	lt := &liveTask{task: next, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
+	targets, _ := e.store.ListPush(ctx, t.ID)
+	lt := &liveTask{task: next, done: make(chan struct{}), cancelExec: cancel, ticket: ticket, owner: owner, push: len(targets) > 0}
 	e.mu.Lock()
 	e.live[t.ID] = lt
 	e.mu.Unlock()

@@ -120,7 +120,11 @@ func TestRecoverFailRerunRequeue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			first := start(t, dir, tasks.WithAdmission(ctrl, admit.Policy{}))
+			opts := []tasks.EngineOption{tasks.WithAdmission(ctrl, admit.Policy{})}
+			if policy == tasks.RecoverRerun {
+				opts = append(opts, tasks.WithEagerRetain())
+			}
+			first := start(t, dir, opts...)
 			running := a2atest.Send(t, first.engine, a2atest.NonBlocking("one"))
 			testkit.WaitFor(t, 10*time.Second, "the condition", func() bool { return first.exec.count() == 1 })
 			queued := a2atest.Send(t, first.engine, a2atest.NonBlocking("two"))

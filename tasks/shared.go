@@ -135,6 +135,12 @@ func (e *Engine) waitRemote(ctx context.Context, sh Shared, id a2a.TaskID, timeo
 // cancelRemote asks the process running a task to cancel it and waits for
 // the task to end.
 func (e *Engine) cancelRemote(ctx context.Context, sh Shared, t *a2a.Task) (*a2a.Task, error) {
+	if sq, ok := e.sharedQueue(); ok {
+		// Waiting in the shared queue, it is run by no one: cancelled here.
+		if done, removed, err := e.cancelQueued(ctx, sq, t); removed || err != nil {
+			return done, err
+		}
+	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	changed := sh.Watch(ctx, t.ID)
@@ -158,4 +164,23 @@ func (e *Engine) cancelRemote(ctx context.Context, sh Shared, t *a2a.Task) (*a2a
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// elsewhere is the answer to a follow-up message for a task another process
+// runs (or a task waiting in the shared queue): only its runner takes
+// follow-ups (it holds the executor that takes them as the next turn), so
+// the error names it; the client sends the message to that replica, or
+// waits for the task to end and sends a new message.
+func (e *Engine) elsewhere(ctx context.Context, t *a2a.Task) error {
+	runner := ""
+	if sq, ok := e.store.(SharedQueue); ok {
+		runner, _ = sq.Runner(ctx, t.ID)
+	}
+	if runner == "" && t.Status.State == a2a.TaskStateSubmitted {
+		return fmt.Errorf("task %s waits in the admission queue shared by this service's replicas and takes follow-up messages once a replica runs it: %w", t.ID, a2a.ErrUnsupportedOperation)
+	}
+	if runner == "" {
+		return fmt.Errorf("task %s runs on another replica of this service, which alone takes its follow-up messages: %w", t.ID, a2a.ErrUnsupportedOperation)
+	}
+	return fmt.Errorf("task %s runs on replica %s of this service, which alone takes its follow-up messages (send it there, or a new message once the task ends): %w", t.ID, runner, a2a.ErrUnsupportedOperation)
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,57 +144,95 @@ func (m *Metrics) Observe(src Sources) {
 	m.reg.MustRegister(&sourceCollector{src: src})
 }
 
-var (
-	descLive      = prometheus.NewDesc(MetricSubagentsLive, "Subagents alive now, by state (starting, running, stopping).", []string{"state"}, nil)
-	descSpawns    = prometheus.NewDesc(MetricSpawns, "Subagents started, by provider (local, or peer:NAME for a delegation to a remote peer).", []string{"provider"}, nil)
-	descRefusals  = prometheus.NewDesc(MetricSpawnRefusals, "subagent.spawn requests refused at the chokepoint, by reason.", []string{"reason"}, nil)
-	descVerdicts  = prometheus.NewDesc(MetricVerdicts, "The supervisor's verdicts on a subagent it stopped, by cause (deadline, no_progress, pong_timeout, protocol_violation, spawn_timeout, exited_without_result, cancelled, ...).", []string{"cause"}, nil)
-	descRungs     = prometheus.NewDesc(MetricLadderRungs, "Kill-ladder rungs taken: ctrl/cancel frames, SIGTERMs and SIGKILLs sent to a subagent's process group.", []string{"rung"}, nil)
-	descUnreaped  = prometheus.NewDesc(MetricUnreaped, "Processes that did not reap within their kill budget.", nil, nil)
-	descOrphans   = prometheus.NewDesc(MetricOrphans, "Reparented (orphaned) processes this supervisor reaped.", nil, nil)
-	descPings     = prometheus.NewDesc(MetricPings, "ctrl/ping frames sent to subagents.", nil, nil)
-	descPongs     = prometheus.NewDesc(MetricPongs, "ctrl/pong frames received in answer.", nil, nil)
-	descBreakers  = prometheus.NewDesc(MetricBreakersOpen, "Restart-governor circuit breakers open now.", nil, nil)
-	descTokens    = prometheus.NewDesc(MetricTokens, "Tokens used by subagents, by direction (in, out).", []string{"direction"}, nil)
-	descTasks     = prometheus.NewDesc(MetricTasks, "A2A tasks held by the task store, by state.", []string{"state"}, nil)
-	descInFlight  = prometheus.NewDesc(MetricTasksInFlight, "A2A tasks whose executor is running.", nil, nil)
-	descHeartbeat = prometheus.NewDesc(MetricHeartbeatAge, "Seconds since the supervisor's last heartbeat (/healthz fails when it is too old).", nil, nil)
+// metricDescs are the descriptions of the metrics sourceCollector reads.
+type metricDescs struct {
+	descLive          *prometheus.Desc
+	descSpawns        *prometheus.Desc
+	descRefusals      *prometheus.Desc
+	descVerdicts      *prometheus.Desc
+	descRungs         *prometheus.Desc
+	descUnreaped      *prometheus.Desc
+	descOrphans       *prometheus.Desc
+	descPings         *prometheus.Desc
+	descPongs         *prometheus.Desc
+	descBreakers      *prometheus.Desc
+	descTokens        *prometheus.Desc
+	descTasks         *prometheus.Desc
+	descInFlight      *prometheus.Desc
+	descHeartbeat     *prometheus.Desc
+	descAdmRuns       *prometheus.Desc
+	descAdmMaxRuns    *prometheus.Desc
+	descAdmSlots      *prometheus.Desc
+	descAdmMaxSlots   *prometheus.Desc
+	descProcesses     *prometheus.Desc
+	descAdmQueued     *prometheus.Desc
+	descAdmQueueCap   *prometheus.Desc
+	descAdmCallers    *prometheus.Desc
+	descAdmShed       *prometheus.Desc
+	descAdmAdmitted   *prometheus.Desc
+	descAdmCancelled  *prometheus.Desc
+	descAdmRefused    *prometheus.Desc
+	descAdmRetryAfter *prometheus.Desc
+}
 
-	descAdmRuns       = prometheus.NewDesc(MetricAdmissionRuns, "Runs (live subagent trees) holding an admission slot.", nil, nil)
-	descAdmMaxRuns    = prometheus.NewDesc(MetricAdmissionMaxRuns, "The bound on runs at once (--max-live-runs).", nil, nil)
-	descAdmSlots      = prometheus.NewDesc(MetricAdmissionSlots, "Process slots in use across the service: one per run's root, one per nested local subagent.", nil, nil)
-	descAdmMaxSlots   = prometheus.NewDesc(MetricAdmissionMaxSlots, "The bound on live subagent processes across the service (--max-live-subagents).", nil, nil)
-	descProcesses     = prometheus.NewDesc(MetricSubagentProcesses, "Subagent processes alive now (never more than the process slots in use).", nil, nil)
-	descAdmQueued     = prometheus.NewDesc(MetricAdmissionQueued, "Runs waiting in the admission queue, by priority.", []string{"priority"}, nil)
-	descAdmQueueCap   = prometheus.NewDesc(MetricAdmissionQueueCap, "The admission queue's bound (--queue-capacity).", nil, nil)
-	descAdmCallers    = prometheus.NewDesc(MetricAdmissionCallers, "Callers with a run running or queued.", nil, nil)
-	descAdmShed       = prometheus.NewDesc(MetricAdmissionShed, "Requests shed past the admission queue (HTTP 429 with Retry-After), by reason (queue_full, caller_queue_full, closed).", []string{"reason"}, nil)
-	descAdmAdmitted   = prometheus.NewDesc(MetricAdmissionAdmitted, "Runs admission dispatched.", nil, nil)
-	descAdmCancelled  = prometheus.NewDesc(MetricAdmissionCancelled, "Runs that left the admission queue without running (cancelled, or drained).", nil, nil)
-	descAdmRefused    = prometheus.NewDesc(MetricAdmissionRefused, "Nested spawns refused because the service's process bound was reached.", nil, nil)
-	descAdmRetryAfter = prometheus.NewDesc(MetricAdmissionRetryAfter, "The retry-after hint a request shed now would get.", nil, nil)
-)
+// descs builds the descriptions on first use rather than in package init:
+// every process runs the init of every package it links, each subagent
+// included, and a subagent never serves metrics.
+var descs = sync.OnceValue(func() *metricDescs {
+	return &metricDescs{
+		descLive:          prometheus.NewDesc(MetricSubagentsLive, "Subagents alive now, by state (starting, running, stopping).", []string{"state"}, nil),
+		descSpawns:        prometheus.NewDesc(MetricSpawns, "Subagents started, by provider (local, or peer:NAME for a delegation to a remote peer).", []string{"provider"}, nil),
+		descRefusals:      prometheus.NewDesc(MetricSpawnRefusals, "subagent.spawn requests refused at the chokepoint, by reason.", []string{"reason"}, nil),
+		descVerdicts:      prometheus.NewDesc(MetricVerdicts, "The supervisor's verdicts on a subagent it stopped, by cause (deadline, no_progress, pong_timeout, protocol_violation, spawn_timeout, exited_without_result, cancelled, ...).", []string{"cause"}, nil),
+		descRungs:         prometheus.NewDesc(MetricLadderRungs, "Kill-ladder rungs taken: ctrl/cancel frames, SIGTERMs and SIGKILLs sent to a subagent's process group.", []string{"rung"}, nil),
+		descUnreaped:      prometheus.NewDesc(MetricUnreaped, "Processes that did not reap within their kill budget.", nil, nil),
+		descOrphans:       prometheus.NewDesc(MetricOrphans, "Reparented (orphaned) processes this supervisor reaped.", nil, nil),
+		descPings:         prometheus.NewDesc(MetricPings, "ctrl/ping frames sent to subagents.", nil, nil),
+		descPongs:         prometheus.NewDesc(MetricPongs, "ctrl/pong frames received in answer.", nil, nil),
+		descBreakers:      prometheus.NewDesc(MetricBreakersOpen, "Restart-governor circuit breakers open now.", nil, nil),
+		descTokens:        prometheus.NewDesc(MetricTokens, "Tokens used by subagents, by direction (in, out).", []string{"direction"}, nil),
+		descTasks:         prometheus.NewDesc(MetricTasks, "A2A tasks held by the task store, by state.", []string{"state"}, nil),
+		descInFlight:      prometheus.NewDesc(MetricTasksInFlight, "A2A tasks whose executor is running.", nil, nil),
+		descHeartbeat:     prometheus.NewDesc(MetricHeartbeatAge, "Seconds since the supervisor's last heartbeat (/healthz fails when it is too old).", nil, nil),
+		descAdmRuns:       prometheus.NewDesc(MetricAdmissionRuns, "Runs (live subagent trees) holding an admission slot.", nil, nil),
+		descAdmMaxRuns:    prometheus.NewDesc(MetricAdmissionMaxRuns, "The bound on runs at once (--max-live-runs).", nil, nil),
+		descAdmSlots:      prometheus.NewDesc(MetricAdmissionSlots, "Process slots in use across the service: one per run's root, one per nested local subagent.", nil, nil),
+		descAdmMaxSlots:   prometheus.NewDesc(MetricAdmissionMaxSlots, "The bound on live subagent processes across the service (--max-live-subagents).", nil, nil),
+		descProcesses:     prometheus.NewDesc(MetricSubagentProcesses, "Subagent processes alive now (never more than the process slots in use).", nil, nil),
+		descAdmQueued:     prometheus.NewDesc(MetricAdmissionQueued, "Runs waiting in the admission queue, by priority.", []string{"priority"}, nil),
+		descAdmQueueCap:   prometheus.NewDesc(MetricAdmissionQueueCap, "The admission queue's bound (--queue-capacity).", nil, nil),
+		descAdmCallers:    prometheus.NewDesc(MetricAdmissionCallers, "Callers with a run running or queued.", nil, nil),
+		descAdmShed:       prometheus.NewDesc(MetricAdmissionShed, "Requests shed past the admission queue (HTTP 429 with Retry-After), by reason (queue_full, caller_queue_full, closed).", []string{"reason"}, nil),
+		descAdmAdmitted:   prometheus.NewDesc(MetricAdmissionAdmitted, "Runs admission dispatched.", nil, nil),
+		descAdmCancelled:  prometheus.NewDesc(MetricAdmissionCancelled, "Runs that left the admission queue without running (cancelled, or drained).", nil, nil),
+		descAdmRefused:    prometheus.NewDesc(MetricAdmissionRefused, "Nested spawns refused because the service's process bound was reached.", nil, nil),
+		descAdmRetryAfter: prometheus.NewDesc(MetricAdmissionRetryAfter, "The retry-after hint a request shed now would get.", nil, nil),
+	}
+})
 
-// admissionDescs are the admission metrics' descriptions, for Describe.
-var admissionDescs = []*prometheus.Desc{descAdmRuns, descAdmMaxRuns, descAdmSlots, descAdmMaxSlots, descProcesses, descAdmQueued,
-	descAdmQueueCap, descAdmCallers, descAdmShed, descAdmAdmitted, descAdmCancelled, descAdmRefused, descAdmRetryAfter}
+// admission is the admission metrics' descriptions, for Describe.
+func (d *metricDescs) admission() []*prometheus.Desc {
+	return []*prometheus.Desc{d.descAdmRuns, d.descAdmMaxRuns, d.descAdmSlots, d.descAdmMaxSlots, d.descProcesses, d.descAdmQueued, d.descAdmQueueCap, d.descAdmCallers, d.descAdmShed, d.descAdmAdmitted, d.descAdmCancelled, d.descAdmRefused, d.descAdmRetryAfter}
+}
 
 // sourceCollector turns Sources into metrics at scrape time.
 type sourceCollector struct{ src Sources }
 
 func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLive, descSpawns, descRefusals, descVerdicts, descRungs, descUnreaped,
-		descOrphans, descPings, descPongs, descBreakers, descTokens, descTasks, descInFlight, descHeartbeat} {
+	ds := descs()
+	for _, d := range []*prometheus.Desc{ds.descLive, ds.descSpawns, ds.descRefusals, ds.descVerdicts, ds.descRungs, ds.descUnreaped,
+		ds.descOrphans, ds.descPings, ds.descPongs, ds.descBreakers, ds.descTokens, ds.descTasks, ds.descInFlight, ds.descHeartbeat} {
 		ch <- d
 	}
 	if c.src.Admission != nil {
-		for _, d := range admissionDescs {
+		for _, d := range ds.admission() {
 			ch <- d
 		}
 	}
 }
 
 func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
+	ds := descs()
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
@@ -203,64 +242,64 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	if f := c.src.Supervisor; f != nil {
 		s := f()
 		for _, k := range sortedKeys(s.Spawns) {
-			counter(descSpawns, s.Spawns[k], k)
+			counter(ds.descSpawns, s.Spawns[k], k)
 		}
 		for _, k := range sortedKeys(s.Refusals) {
-			counter(descRefusals, s.Refusals[k], k)
+			counter(ds.descRefusals, s.Refusals[k], k)
 		}
 		for _, k := range sortedKeys(s.Verdicts) {
-			counter(descVerdicts, s.Verdicts[k], k)
+			counter(ds.descVerdicts, s.Verdicts[k], k)
 		}
-		counter(descRungs, s.Cancels, "cancel")
-		counter(descRungs, s.Terms, "sigterm")
-		counter(descRungs, s.Kills, "sigkill")
-		counter(descUnreaped, s.Unreaped)
-		counter(descOrphans, s.Orphans)
-		counter(descPings, s.Pings)
-		counter(descPongs, s.Pongs)
-		counter(descTokens, s.TokensIn, "in")
-		counter(descTokens, s.TokensOut, "out")
+		counter(ds.descRungs, s.Cancels, "cancel")
+		counter(ds.descRungs, s.Terms, "sigterm")
+		counter(ds.descRungs, s.Kills, "sigkill")
+		counter(ds.descUnreaped, s.Unreaped)
+		counter(ds.descOrphans, s.Orphans)
+		counter(ds.descPings, s.Pings)
+		counter(ds.descPongs, s.Pongs)
+		counter(ds.descTokens, s.TokensIn, "in")
+		counter(ds.descTokens, s.TokensOut, "out")
 	}
 	if f := c.src.Live; f != nil {
 		live := f()
 		for _, k := range sortedKeys(live) {
-			gauge(descLive, float64(live[k]), k)
+			gauge(ds.descLive, float64(live[k]), k)
 		}
 	}
 	if f := c.src.BreakersOpen; f != nil {
-		gauge(descBreakers, float64(f()))
+		gauge(ds.descBreakers, float64(f()))
 	}
 	if f := c.src.Tasks; f != nil {
 		tasks := f()
 		for _, k := range sortedKeys(tasks) {
-			gauge(descTasks, float64(tasks[k]), k)
+			gauge(ds.descTasks, float64(tasks[k]), k)
 		}
 	}
 	if f := c.src.InFlight; f != nil {
-		gauge(descInFlight, float64(f()))
+		gauge(ds.descInFlight, float64(f()))
 	}
 	if f := c.src.HeartbeatAge; f != nil {
-		gauge(descHeartbeat, f().Seconds())
+		gauge(ds.descHeartbeat, f().Seconds())
 	}
 	if f := c.src.Admission; f != nil {
 		a := f()
-		gauge(descAdmRuns, float64(a.Runs))
-		gauge(descAdmMaxRuns, float64(a.MaxRuns))
-		gauge(descAdmSlots, float64(a.Slots))
-		gauge(descAdmMaxSlots, float64(a.MaxSlots))
-		gauge(descProcesses, float64(a.Processes))
+		gauge(ds.descAdmRuns, float64(a.Runs))
+		gauge(ds.descAdmMaxRuns, float64(a.MaxRuns))
+		gauge(ds.descAdmSlots, float64(a.Slots))
+		gauge(ds.descAdmMaxSlots, float64(a.MaxSlots))
+		gauge(ds.descProcesses, float64(a.Processes))
 		for _, k := range sortedKeys(a.Queued) {
-			gauge(descAdmQueued, float64(a.Queued[k]), k)
+			gauge(ds.descAdmQueued, float64(a.Queued[k]), k)
 		}
-		gauge(descAdmQueueCap, float64(a.QueueCapacity))
-		gauge(descAdmCallers, float64(a.Callers))
+		gauge(ds.descAdmQueueCap, float64(a.QueueCapacity))
+		gauge(ds.descAdmCallers, float64(a.Callers))
 		for _, k := range sortedKeys(a.Shed) {
-			counter(descAdmShed, a.Shed[k], k)
+			counter(ds.descAdmShed, a.Shed[k], k)
 		}
-		counter(descAdmAdmitted, a.Admitted)
-		counter(descAdmCancelled, a.Cancelled)
-		counter(descAdmRefused, a.Refused)
-		gauge(descAdmRetryAfter, a.RetryAfter.Seconds())
+		counter(ds.descAdmAdmitted, a.Admitted)
+		counter(ds.descAdmCancelled, a.Cancelled)
+		counter(ds.descAdmRefused, a.Refused)
+		gauge(ds.descAdmRetryAfter, a.RetryAfter.Seconds())
 	}
 }
 

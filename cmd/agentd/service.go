@@ -299,8 +299,12 @@ func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate
 		b, err := sup.StoreBlob(owner, caller, mediaType, content)
 		return b.ID, err
 	}}
-	return tasks.NewEngine(store, exec, s.log, tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher), tasks.WithOrphanFilter(isRunRecord),
-		tasks.WithAdmission(s.admission.ctrl, s.admission.policy), tasks.WithOffload(offload, tasks.DefaultOffloadAbove))
+	opts := []tasks.EngineOption{tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher), tasks.WithOrphanFilter(isRunRecord),
+		tasks.WithAdmission(s.admission.ctrl, s.admission.policy), tasks.WithOffload(offload, tasks.DefaultOffloadAbove)}
+	if s.recover == tasks.RecoverRerun {
+		opts = append(opts, tasks.WithEagerRetain()) // a task lost right after its start runs again
+	}
+	return tasks.NewEngine(store, exec, s.log, opts...)
 }
 
 // takeOver resolves, every half lease until ctx ends, the tasks of the

@@ -35,10 +35,20 @@ type Server struct {
 	bin  string
 	port int
 
+	durable bool // fsync and synchronous commits on (a benchmark's server)
+
 	mu   sync.Mutex // guards cmd, done
 	cmd  *exec.Cmd
 	done chan struct{}
 	dbs  int
+}
+
+// Options configure a server started by New.
+type Options struct {
+	// Durable keeps PostgreSQL's defaults, fsync and synchronous commits
+	// on, as a production server runs; without it (the tests' server)
+	// they are off.
+	Durable bool
 }
 
 // Bin returns the folder of PostgreSQL's binaries, or an error saying how
@@ -62,38 +72,61 @@ func Bin() (string, error) {
 // cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, err := Bin()
+	s, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// New initialises and starts a server outside a test (a benchmark); Close
+// stops and removes it.
+func New(o Options) (*Server, error) {
+	bin, err := Bin()
+	if err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s := &Server{dir: dir, bin: bin}
-	t.Cleanup(func() {
-		s.Kill()
-		os.RemoveAll(dir)
-	})
+	s := &Server{dir: dir, bin: bin, durable: o.Durable}
+	fail := func(err error) (*Server, error) {
+		s.Close()
+		return nil, err
+	}
 	for _, d := range []string{"data", "sock"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 	}
 	if os.Geteuid() == 0 {
 		for _, p := range []string{dir, filepath.Join(dir, "data"), filepath.Join(dir, "sock")} {
 			if err := os.Chown(p, nobody, nobody); err != nil {
-				t.Fatal(err)
+				return fail(err)
 			}
 		}
 	}
 	initdb := s.command(filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
 	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		return fail(fmt.Errorf("pgtest: initdb: %v\n%s", err, out))
 	}
-	s.port = freePort(t)
-	s.Restart(t)
-	return s
+	if s.port, err = freePort(); err != nil {
+		return fail(err)
+	}
+	if err := s.start(); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// Close stops the server (a fast shutdown, in which the postmaster reaps its
+// backends, so none is left to whoever reaps orphans) and removes its
+// directory.
+func (s *Server) Close() {
+	s.Stop()
+	os.RemoveAll(s.dir)
 }
 
 // command is a PostgreSQL command, run as nobody when the test runs as root.
@@ -108,37 +141,46 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func freePort(t testing.TB) int {
+func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Restart starts the server (again, after Stop or Kill) on the same data and
+// Restart starts the server again, after Stop or Kill, on the same data and
 // port, and waits until it accepts connections.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start starts postgres and waits until it accepts connections.
+func (s *Server) start() error {
 	s.mu.Lock()
 	if s.cmd != nil {
 		s.mu.Unlock()
-		t.Fatal("pgtest: the server is running")
+		return errors.New("pgtest: the server is running")
 	}
 	log, err := os.OpenFile(filepath.Join(s.dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
 	if err != nil {
 		s.mu.Unlock()
-		t.Fatal(err)
+		return err
 	}
-	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"),
-		"-p", strconv.Itoa(s.port), "-h", "127.0.0.1", "-k", filepath.Join(s.dir, "sock"),
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200")
+	args := []string{"-D", filepath.Join(s.dir, "data"), "-p", strconv.Itoa(s.port), "-h", "127.0.0.1", "-k", filepath.Join(s.dir, "sock"), "-c", "max_connections=200"}
+	if !s.durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	cmd := s.command(filepath.Join(s.bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()
 		log.Close()
-		t.Fatalf("pgtest: start postgres: %v", err)
+		return fmt.Errorf("pgtest: start postgres: %w", err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); log.Close(); close(done) }()
@@ -149,16 +191,16 @@ func (s *Server) Restart(t testing.TB) {
 		c, err := pgx.Connect(context.Background(), s.dsn("postgres"))
 		if err == nil {
 			c.Close(context.Background())
-			return
+			return nil
 		}
 		select {
 		case <-done:
 			b, _ := os.ReadFile(filepath.Join(s.dir, "log"))
-			t.Fatalf("pgtest: postgres exited: %s", b)
+			return fmt.Errorf("pgtest: postgres exited: %s", b)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pgtest: postgres not accepting connections within 30s: %v", err)
+			return fmt.Errorf("pgtest: postgres not accepting connections within 30s: %w", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -183,6 +225,11 @@ func (s *Server) signal(sig syscall.Signal) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	} else {
 		cmd.Process.Signal(sig)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 	}
 	<-done
 	if sig == syscall.SIGKILL {
@@ -202,6 +249,15 @@ func (s *Server) dsn(db string) string {
 // Database creates a new, empty database and returns its DSN.
 func (s *Server) Database(t testing.TB) string {
 	t.Helper()
+	dsn, err := s.NewDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+// NewDatabase creates a new, empty database and returns its DSN.
+func (s *Server) NewDatabase() (string, error) {
 	s.mu.Lock()
 	s.dbs++
 	name := fmt.Sprintf("test_%d", s.dbs)
@@ -209,11 +265,11 @@ func (s *Server) Database(t testing.TB) string {
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, s.dsn("postgres"))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer c.Close(ctx)
 	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return s.dsn(name)
+	return s.dsn(name), nil
 }

@@ -89,9 +89,17 @@ type Store struct {
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 	closed  atomic.Bool
-	mu      sync.Mutex // guards watchers
-	watch   map[a2a.TaskID]map[chan struct{}]struct{}
-	cancels chan a2a.TaskID
+	expired atomic.Int64 // the store's clock at the last deletion of expired tasks
+	// unflushed counts the creates committed without waiting for the WAL
+	// flush, flushed how many of them are known flushed (Sync).
+	unflushed, flushed atomic.Int64
+	mu                 sync.Mutex // guards watchers
+	watch              map[a2a.TaskID]map[chan struct{}]struct{}
+	cancels            chan a2a.TaskID
+
+	queueWake chan struct{}   // the shared queue changed (queue.go)
+	takenOver chan a2a.TaskID // this replica's tasks another took over (fence.go)
+	fence     fenceState      // guarded by the heartbeat goroutine alone
 }
 
 var (
@@ -130,7 +138,15 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: the DSN does not parse: %v", ErrUnreachable, redact(err))
 	}
 	cfg.MaxConns = max(cfg.MaxConns, 16)
+	// Every connection names this replica: the database fences its writes
+	// to tasks another replica took over (fence.go).
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams[instanceParam] = o.Instance
+	cfg.ConnConfig.RuntimeParams[leaseParam] = fmt.Sprint(o.LeaseTTL.Seconds())
 	s := &Store{cfg: cfg, opts: o, instance: o.Instance, watch: map[a2a.TaskID]map[chan struct{}]struct{}{}, cancels: make(chan a2a.TaskID, 256),
+		queueWake: make(chan struct{}, 1), takenOver: make(chan a2a.TaskID, 256),
 		where: fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -241,6 +257,8 @@ func (s *Store) Close() error {
 	s.watch = map[a2a.TaskID]map[chan struct{}]struct{}{}
 	s.mu.Unlock()
 	close(s.cancels)
+	close(s.queueWake)
+	close(s.takenOver)
 	if err != nil {
 		return fmt.Errorf("postgres: give up the lease: %w", err)
 	}
@@ -259,8 +277,7 @@ func (s *Store) heartbeat(ctx context.Context) {
 		case <-t.C:
 		}
 		hctx, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
-		_, err := s.pool.Exec(hctx, `INSERT INTO leases (instance, heartbeat, started) VALUES ($1, now(), now())
-			ON CONFLICT (instance) DO UPDATE SET heartbeat = now()`, s.instance)
+		err := s.renew(hctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			s.opts.Log.Warn("lease not renewed: past the lease, other replicas take this one's tasks", "instance", s.instance, "err", err)
@@ -278,7 +295,7 @@ func (s *Store) listen(ctx context.Context, ready chan<- error) {
 	for ctx.Err() == nil {
 		conn, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig)
 		if err == nil {
-			_, err = conn.Exec(ctx, `LISTEN agentd_task; LISTEN agentd_cancel`)
+			_, err = conn.Exec(ctx, `LISTEN agentd_task; LISTEN agentd_cancel; LISTEN agentd_queue`)
 		}
 		if err != nil {
 			if conn != nil {
@@ -304,6 +321,7 @@ func (s *Store) listen(ctx context.Context, ready chan<- error) {
 			first = false
 		} else {
 			s.wakeAll()
+			s.wakeQueue()
 		}
 		wait = 100 * time.Millisecond
 		for {
@@ -314,6 +332,8 @@ func (s *Store) listen(ctx context.Context, ready chan<- error) {
 			switch n.Channel {
 			case "agentd_task":
 				s.wake(a2a.TaskID(n.Payload))
+			case "agentd_queue":
+				s.wakeQueue()
 			case "agentd_cancel":
 				select {
 				case s.cancels <- a2a.TaskID(n.Payload):
@@ -401,6 +421,9 @@ var errClosed = errors.New("postgres: the store is closed")
 func (s *Store) unavailable(op string, err error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("%s: %w", op, errClosed)
+	}
+	if f := fenced(err); f != nil {
+		return fmt.Errorf("%s: %w", op, f)
 	}
 	return store.Unavailable(op, err)
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -78,5 +79,30 @@ func TestOpenRefusals(t *testing.T) {
 	srv.Stop()
 	if _, err := Open(ctx, dsn, Options{}); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("stopped server: %v", err)
+	}
+}
+
+// BenchmarkSend is a send's writes (Create, then the completed Put) on a
+// durable server (fsync and synchronous commits on) holding 10000 finished
+// tasks, one sender and 16 at once.
+func BenchmarkSend(b *testing.B) {
+	srv, err := pgtest.New(pgtest.Options{Durable: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	for _, conc := range []int{1, 16} {
+		b.Run(fmt.Sprint("conc", conc), func(b *testing.B) {
+			dsn, err := srv.NewDatabase()
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := Open(context.Background(), dsn, Options{Capacity: 400000, Retention: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchSend(b, s, 2000, conc)
+		})
 	}
 }

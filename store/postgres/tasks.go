@@ -33,64 +33,85 @@ func (s *Store) finishedAt(t *a2a.Task) *int64 {
 	return nil
 }
 
-// Create implements tasks.Store: in one transaction it refuses an existing id
-// or a duplicate message, evicts the task that finished first when the store
-// is full, and inserts the task. Two replicas that race with one message: the
-// unique key on (owner, message_id) lets one win, and the other gets the
-// winner as a duplicate.
+// Create implements tasks.Store. The insert goes first, in one round trip
+// with the capacity check (a pgx batch in one transaction); an existing id
+// or a duplicate message makes the unique keys refuse it, and only then is
+// the cause looked up. Two replicas that race with one message: one insert
+// wins, and the other finds the winner as a duplicate. At capacity, the task
+// that finished first is evicted, or the transaction is rolled back with
+// tasks.ErrStoreFull. Tasks past their retention are deleted at most once a
+// second (reads never see them).
 func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return err
 	}
 	key := tasks.MessageKey(t)
-	for attempt := 0; ; attempt++ {
-		err := s.create(ctx, t, owner, key, snap)
-		if err == nil || !isUnique(err) || attempt > 0 {
-			if err != nil && isUnique(err) {
-				return fmt.Errorf("postgres: task %s or its message %s already exists: %w", t.ID, key, err)
-			}
-			return err
-		}
-		// Another replica committed the same id or message meanwhile: the
-		// second pass finds it.
-	}
-}
-
-func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap []byte) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return s.unavailable("create task", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	var one int
-	switch err := tx.QueryRow(ctx, `SELECT 1 FROM tasks WHERE id = $1`, string(t.ID)).Scan(&one); {
-	case err == nil:
-		return fmt.Errorf("postgres: task %s already exists", t.ID)
-	case !errors.Is(err, pgx.ErrNoRows):
-		return s.unavailable("create task", err)
+	err = s.create(ctx, t, owner, key, snap)
+	if !isUnique(err) {
+		return err
 	}
 	if key != "" {
 		var existing string
-		switch err := tx.QueryRow(ctx, `SELECT id FROM tasks WHERE owner = $1 AND message_id = $2`, owner, key).Scan(&existing); {
+		switch err := s.pool.QueryRow(ctx, `SELECT id FROM tasks WHERE owner = $1 AND message_id = $2`, owner, key).Scan(&existing); {
 		case err == nil:
 			return &tasks.DuplicateError{Existing: a2a.TaskID(existing), MessageID: key}
 		case !errors.Is(err, pgx.ErrNoRows):
 			return s.unavailable("create task", err)
 		}
 	}
-	if s.opts.Retention > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= $1
-			ORDER BY finished_ns LIMIT 64 FOR UPDATE SKIP LOCKED)`, s.cutoff()); err != nil {
-			return s.unavailable("create task", err)
-		}
-	}
-	var n int64
-	if err := tx.QueryRow(ctx, `SELECT sum(n) FROM task_count`).Scan(&n); err != nil {
+	return fmt.Errorf("postgres: task %s already exists", t.ID)
+}
+
+// create inserts the task in two round trips: the transaction's start, its
+// synchronous_commit off (below), the expiry, the insert and the count in
+// one batch, then the commit (after an eviction at capacity).
+//
+// The commit does not wait for the WAL flush: the task is visible to every
+// replica at once, and its unique keys hold, so that no other replica runs
+// the same message, but a database crash in the next moments may lose it,
+// as a crash of this process would, before anyone is told of it: the engine
+// syncs (Sync) before it tells anyone, and the task's next write that is
+// waited for (its end) is a synchronous commit, which flushes the WAL up to
+// it, this insert with it.
+func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap []byte) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
 		return s.unavailable("create task", err)
 	}
-	if n >= int64(s.opts.Capacity) {
-		tag, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id = (SELECT id FROM tasks WHERE finished_ns IS NOT NULL
+	defer c.Release()
+	bg := context.WithoutCancel(ctx)
+	done := false
+	defer func() {
+		if !done {
+			c.Exec(bg, `ROLLBACK`)
+		}
+	}()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	now := s.now()
+	expire := s.opts.Retention > 0 && now-s.expired.Load() >= int64(time.Second)
+	if expire {
+		b.Queue(`DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= $1
+			ORDER BY finished_ns LIMIT 256 FOR UPDATE SKIP LOCKED)`, s.cutoff())
+	}
+	b.Queue(`INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap)
+	var n int64
+	b.Queue(`SELECT sum(n) FROM task_count`).QueryRow(func(r pgx.Row) error { return r.Scan(&n) })
+	if err := c.SendBatch(bg, b).Close(); err != nil {
+		if isUnique(err) {
+			return err
+		}
+		return s.unavailable("create task", err)
+	}
+	if expire {
+		s.expired.Store(now)
+	}
+	if n > int64(s.opts.Capacity) {
+		tag, err := c.Exec(bg, `DELETE FROM tasks WHERE id = (SELECT id FROM tasks WHERE finished_ns IS NOT NULL
 			ORDER BY finished_ns, seq LIMIT 1 FOR UPDATE SKIP LOCKED)`)
 		if err != nil {
 			return s.unavailable("create task", err)
@@ -99,21 +120,40 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 			return tasks.ErrStoreFull
 		}
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), s.now(), s.finishedAt(t), s.instance, snap); err != nil {
+	done = true
+	if _, err := c.Exec(bg, `COMMIT`); err != nil {
 		if isUnique(err) {
 			return err
 		}
 		return s.unavailable("create task", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		if isUnique(err) {
-			return err
-		}
-		return s.unavailable("create task", err)
-	}
+	s.unflushed.Add(1)
 	return nil
+}
+
+// Sync implements tasks.Syncer: once it returns, every task Create stored
+// before it is flushed to the WAL. A synchronous commit of a write (the
+// lease's heartbeat, unchanged) flushes the WAL up to it.
+func (s *Store) Sync(ctx context.Context) error {
+	target := s.unflushed.Load()
+	if s.flushed.Load() >= target {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE leases SET heartbeat = heartbeat WHERE instance = $1`, s.instance); err != nil {
+		return s.unavailable("sync", err)
+	}
+	s.markFlushed(target)
+	return nil
+}
+
+// markFlushed records that every create counted up to target is flushed.
+func (s *Store) markFlushed(target int64) {
+	for {
+		cur := s.flushed.Load()
+		if cur >= target || s.flushed.CompareAndSwap(cur, target) {
+			return
+		}
+	}
 }
 
 // Put implements tasks.Store.
@@ -122,6 +162,7 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return err
 	}
+	target := s.unflushed.Load() // a synchronous commit flushes these
 	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET state = $1, updated_ns = $2, context_id = $3, snapshot = $4,
 		finished_ns = CASE WHEN $5::bigint IS NULL THEN NULL ELSE coalesce(finished_ns, $5::bigint) END
 		WHERE id = $6 AND (finished_ns IS NULL OR finished_ns > $7)`,
@@ -132,6 +173,7 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	if tag.RowsAffected() == 0 {
 		return notFound(t.ID)
 	}
+	s.markFlushed(target)
 	return nil
 }
 
@@ -365,6 +407,17 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 		}
 	}
 	return out, nil
+}
+
+// HasPush reports in one read whether a task has webhooks (the engine asks
+// for every event of a task it runs: another replica may have registered
+// one).
+func (s *Store) HasPush(ctx context.Context, id a2a.TaskID) (bool, error) {
+	var has bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = $1)`, string(id)).Scan(&has); err != nil {
+		return false, s.unavailable("list push configs", err)
+	}
+	return has, nil
 }
 
 // DeletePush implements tasks.Store.

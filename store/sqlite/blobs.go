@@ -14,12 +14,14 @@ var _ supervisor.BlobBackend = (*Store)(nil)
 
 // SaveBlob implements supervisor.BlobBackend.
 func (s *Store) SaveBlob(ctx context.Context, b supervisor.StoredBlob) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO blobs (id, owner, run_id, media_type, size, created_ns, expires_ns, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		b.ID, b.Owner, b.RunID, b.MediaType, len(b.Content), store.Nanos(b.Created), nullTime(b.Expires), b.Content)
-	if err != nil {
-		return s.unavailable("store distillate", err)
-	}
-	return nil
+	return s.write(ctx, "store distillate", func(tx *wtx) error {
+		_, err := tx.ExecContext(ctxBG, `INSERT INTO blobs (id, owner, run_id, media_type, size, created_ns, expires_ns, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			b.ID, b.Owner, b.RunID, b.MediaType, len(b.Content), store.Nanos(b.Created), nullTime(b.Expires), b.Content)
+		if err != nil {
+			return s.unavailable("store distillate", err)
+		}
+		return nil
+	})
 }
 
 // LoadBlob implements supervisor.BlobBackend.
@@ -40,18 +42,22 @@ func (s *Store) LoadBlob(ctx context.Context, id string) ([]byte, bool, error) {
 
 // ExpireBlobs implements supervisor.BlobBackend.
 func (s *Store) ExpireBlobs(ctx context.Context, owner string, at time.Time) error {
-	if _, err := s.w.ExecContext(ctx, `UPDATE blobs SET expires_ns = ? WHERE owner = ? AND expires_ns IS NULL`, store.Nanos(at), owner); err != nil {
-		return s.unavailable("expire distillates", err)
-	}
-	return nil
+	return s.write(ctx, "expire distillates", func(tx *wtx) error {
+		if _, err := tx.ExecContext(ctxBG, `UPDATE blobs SET expires_ns = ? WHERE owner = ? AND expires_ns IS NULL`, store.Nanos(at), owner); err != nil {
+			return s.unavailable("expire distillates", err)
+		}
+		return nil
+	})
 }
 
 // DeleteBlob implements supervisor.BlobBackend.
 func (s *Store) DeleteBlob(ctx context.Context, id string) error {
-	if _, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE id = ?`, id); err != nil {
-		return s.unavailable("delete distillate", err)
-	}
-	return nil
+	return s.write(ctx, "delete distillate", func(tx *wtx) error {
+		if _, err := tx.ExecContext(ctxBG, `DELETE FROM blobs WHERE id = ?`, id); err != nil {
+			return s.unavailable("delete distillate", err)
+		}
+		return nil
+	})
 }
 
 // BlobIndex implements supervisor.BlobBackend.

@@ -10,6 +10,9 @@ import (
 
 // Inspect reports on the store: what `agentd store inspect` prints.
 func (s *Store) Inspect(ctx context.Context) (store.Report, error) {
+	if err := s.Sync(ctx); err != nil {
+		return store.Report{}, err
+	}
 	r := store.Report{Store: "sqlite", Where: s.path, Schema: SchemaVersion, Tasks: map[string]int{}, Runners: map[string]store.RunnerState{}}
 	counts, err := s.CountByState(ctx)
 	if err != nil {
@@ -63,30 +66,34 @@ func (s *Store) Inspect(ctx context.Context) (store.Report, error) {
 // distillate. Unfinished tasks are never touched.
 func (s *Store) Prune(ctx context.Context, before time.Time) (store.Pruned, error) {
 	var p store.Pruned
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return p, s.unavailable("prune", err)
-	}
-	defer tx.Rollback()
 	cut := before.UnixNano()
-	res, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE (expires_ns IS NOT NULL AND expires_ns <= ?)
-		OR owner IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?)`, s.now(), cut)
+	err := s.write(ctx, "prune", func(tx *wtx) error {
+		res, err := tx.ExecContext(ctxBG, `DELETE FROM blobs WHERE (expires_ns IS NOT NULL AND expires_ns <= ?)
+			OR owner IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?)`, s.now(), cut)
+		if err != nil {
+			return s.unavailable("prune", err)
+		}
+		n, _ := res.RowsAffected()
+		p.Blobs = int(n)
+		res, err = tx.ExecContext(ctxBG, `DELETE FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?`, cut)
+		if err != nil {
+			return s.unavailable("prune", err)
+		}
+		n, _ = res.RowsAffected()
+		p.Tasks = int(n)
+		return nil
+	})
 	if err != nil {
-		return p, s.unavailable("prune", err)
+		return store.Pruned{}, err
 	}
-	n, _ := res.RowsAffected()
-	p.Blobs = int(n)
-	res, err = tx.ExecContext(ctx, `DELETE FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?`, cut)
+	err = s.writeAlone(ctx, "prune", func(w *wtx) error {
+		if _, err := w.ExecContext(ctxBG, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			return s.unavailable("prune", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return p, s.unavailable("prune", err)
-	}
-	n, _ = res.RowsAffected()
-	p.Tasks = int(n)
-	if err := tx.Commit(); err != nil {
-		return p, s.unavailable("prune", err)
-	}
-	if _, err := s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		return p, s.unavailable("prune", err)
+		return p, err
 	}
 	return p, nil
 }

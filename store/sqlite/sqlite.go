@@ -103,13 +103,30 @@ type Options struct {
 type Store struct {
 	dir      string
 	path     string
-	w        *sql.DB // one connection: the writer
-	r        *sql.DB // readers (WAL: they never wait for the writer)
+	w        *sql.DB   // one connection: the writer's
+	wc       *sql.Conn // that connection, the writer goroutine's (writer.go)
+	ck       *sql.DB   // the checkpointer's connection
+	started  bool      // the writer and the checkpointer run (set by Open)
+	r        *sql.DB   // readers (WAL: they never wait for the writer)
 	opts     Options
 	instance string
 	lock     *os.File // flock held for the store's life: this instance lives
 	closed   atomic.Bool
+	expired  atomic.Int64 // the store's clock at the last deletion of expired tasks
+
+	get *sql.Stmt // the reader's statement of every task
+
+	stmts      stmts         // the writer's prepared statements
+	staged     atomic.Bool   // the writer's open transaction holds staged writes
+	ops        chan *writeOp // the writes queued for the writer (writer.go)
+	quit       chan struct{} // closed by Close
+	writerDone chan struct{} // closed when the writer has returned
+
+	checkpointerDone chan struct{} // closed when the checkpointer has returned
 }
+
+// getSQL is the reader's statement prepared at Open.
+const getSQL = `SELECT owner, snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
 
 // errClosed is the answer of a closed store.
 var errClosed = errors.New("sqlite: the store is closed")
@@ -163,7 +180,8 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(dir, instancesDir), 0o700); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStateDir, err)
 	}
-	s := &Store{dir: dir, path: filepath.Join(dir, FileName), opts: o, instance: uuid.Must(uuid.NewV7()).String()}
+	s := &Store{dir: dir, path: filepath.Join(dir, FileName), opts: o, instance: uuid.Must(uuid.NewV7()).String(),
+		ops: make(chan *writeOp, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{}), checkpointerDone: make(chan struct{})}
 	var err error
 	if s.lock, err = lockInstance(dir, s.instance); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStateDir, err)
@@ -172,8 +190,10 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	pragmas := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)"
-	if s.w, err = sql.Open("sqlite", s.path+pragmas+"&_txlock=immediate"); err != nil {
+	pragmas := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=cache_size(-16384)"
+	// The writer never checkpoints (a checkpoint's fsyncs would hold up the
+	// writes queued behind it): the checkpointer does, beside it.
+	if s.w, err = sql.Open("sqlite", s.path+pragmas+"&_pragma=wal_autocheckpoint(0)&_txlock=immediate"); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
 	}
 	s.w.SetMaxOpenConns(1)
@@ -189,6 +209,19 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err := s.r.PingContext(ctx); err != nil {
 		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
 	}
+	if s.get, err = s.r.PrepareContext(ctx, getSQL); err != nil {
+		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
+	}
+	if s.wc, err = s.w.Conn(ctx); err != nil {
+		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
+	}
+	if s.ck, err = sql.Open("sqlite", s.path+pragmas); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
+	}
+	s.ck.SetMaxOpenConns(1)
+	s.started = true
+	go s.writer()
+	go s.checkpointer()
 	return s, nil
 }
 
@@ -233,9 +266,28 @@ func (s *Store) Instance() string { return s.instance }
 // Close closes the database and ends this instance: its unfinished tasks
 // are orphans from then on.
 func (s *Store) Close() error {
-	s.closed.Store(true)
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.quit)
+	if s.started {
+		<-s.writerDone
+		<-s.checkpointerDone
+	}
+	if s.wc != nil {
+		s.stmts.mu.Lock()
+		for _, st := range s.stmts.m {
+			st.Close()
+		}
+		s.stmts.m = nil
+		s.stmts.mu.Unlock()
+		s.wc.Close()
+	}
+	if s.get != nil {
+		s.get.Close()
+	}
 	var errs []error
-	for _, db := range []*sql.DB{s.r, s.w} {
+	for _, db := range []*sql.DB{s.ck, s.r, s.w} {
 		if db != nil {
 			errs = append(errs, db.Close())
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
@@ -46,7 +47,10 @@ func TestConformance(t *testing.T) {
 func TestSchemaNewer(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, storetest.Config{})
-	if _, err := s.w.Exec("PRAGMA user_version = 99"); err != nil {
+	if err := s.writeAlone(context.Background(), "test", func(w *wtx) error {
+		_, err := w.ExecContext(context.Background(), "PRAGMA user_version = 99")
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -156,5 +160,20 @@ func TestBudgets(t *testing.T) {
 	b.r.QueryRow(`SELECT coalesce(sum(size), 0) FROM tasks`).Scan(&sum)
 	if bytes != sum || bytes == 0 {
 		t.Fatalf("the triggers count %d bytes, the tasks hold %d", bytes, sum)
+	}
+}
+
+// BenchmarkSend is a send's writes (Create, then the completed Put) on a
+// store holding 10000 finished tasks, one sender and 16 at once.
+func BenchmarkSend(b *testing.B) {
+	for _, conc := range []int{1, 16} {
+		b.Run(fmt.Sprint("conc", conc), func(b *testing.B) {
+			s, err := Open(context.Background(), b.TempDir(), Options{Capacity: 400000, Retention: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchSend(b, s, 10000, conc)
+		})
 	}
 }

@@ -34,57 +34,63 @@ func (s *Store) finishedAt(t *a2a.Task) any {
 	return nil
 }
 
-// Create implements tasks.Store. In one transaction it drops the tasks past
-// their retention, refuses an existing id or a duplicate message, evicts the
-// task that finished first when the store is full, and inserts the task.
+// Create implements tasks.Store. In one transaction it makes room for the
+// task (makeRoom: ErrStoreFull, ErrCallerQuota) and inserts it; an existing
+// id or a duplicate message makes the unique keys refuse the insert, and only
+// then is the cause looked up. Tasks past their retention are deleted at most
+// once a second (reads never see them anyway).
 func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return s.unavailable("create task", err)
-	}
-	defer tx.Rollback()
-	if s.opts.Retention > 0 {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?`, s.cutoff()); err != nil {
-			return s.unavailable("create task", err)
-		}
-	}
-	var one int
-	switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, string(t.ID)).Scan(&one); {
-	case err == nil:
-		return fmt.Errorf("sqlite: task %s already exists", t.ID)
-	case !errors.Is(err, sql.ErrNoRows):
-		return s.unavailable("create task", err)
-	}
 	key := tasks.MessageKey(t)
-	if key != "" {
-		var existing string
-		switch err := tx.QueryRowContext(ctx, `SELECT id FROM tasks WHERE owner = ? AND message_id = ?`, owner, key).Scan(&existing); {
-		case err == nil:
-			return &tasks.DuplicateError{Existing: a2a.TaskID(existing), MessageID: key}
-		case !errors.Is(err, sql.ErrNoRows):
-			return s.unavailable("create task", err)
-		}
+	return s.stageWrite(ctx, "create task", func(tx *wtx) error { return s.create(tx, t, owner, key, snap) })
+}
+
+// create is Create's write.
+func (s *Store) create(tx *wtx, t *a2a.Task, owner, key string, snap []byte) error {
+	ctx := ctxBG
+	if err := s.expire(ctx, tx); err != nil {
+		return err
 	}
 	if err := s.makeRoom(ctx, tx, owner, string(t.ID), int64(len(snap))); err != nil {
 		return err
 	}
-	now := s.now()
-	_, err = tx.ExecContext(ctx, `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap, len(snap))
-	if err != nil {
-		if isConstraint(err) {
-			return fmt.Errorf("sqlite: task %s or its message %s already exists: %w", t.ID, key, err)
+	_, err := tx.ExecContext(ctx, insertSQL,
+		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), s.now(), s.finishedAt(t), s.instance, snap, len(snap))
+	if isConstraint(err) {
+		if key != "" {
+			var existing string
+			switch err := tx.QueryRowContext(ctx, `SELECT id FROM tasks WHERE owner = ? AND message_id = ?`, owner, key).Scan(&existing); {
+			case err == nil:
+				return &tasks.DuplicateError{Existing: a2a.TaskID(existing), MessageID: key}
+			case !errors.Is(err, sql.ErrNoRows):
+				return s.unavailable("create task", err)
+			}
 		}
+		return fmt.Errorf("sqlite: task %s already exists", t.ID)
+	}
+	if err != nil {
 		return s.unavailable("create task", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return s.unavailable("create task", err)
+	return nil
+}
+
+// expire deletes the tasks past their retention, at most once a second of
+// the store's clock.
+func (s *Store) expire(ctx context.Context, tx execer) error {
+	if s.opts.Retention <= 0 {
+		return nil
 	}
+	now := s.now()
+	if last := s.expired.Load(); now-last < int64(time.Second) && now >= last {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?`, s.cutoff()); err != nil {
+		return s.unavailable("expire tasks", err)
+	}
+	s.expired.Store(now)
 	return nil
 }
 
@@ -95,31 +101,35 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return s.unavailable("put task", err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
+	return s.write(ctx, "put task", func(tx *wtx) error {
+		res, err := tx.ExecContext(ctxBG, putSQL, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, snap, s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
+		if err != nil {
+			return s.unavailable("put task", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return notFound(t.ID)
+		}
+		if s.opts.Bytes < math.MaxInt64 {
+			return s.makeRoom(ctxBG, tx, "", string(t.ID), -1)
+		}
+		return nil
+	})
+}
+
+// The statements of every task's writes.
+const (
+	insertSQL = `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	putSQL = `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
 		size = length(?) + coalesce(length(payload), 0),
 		finished_ns = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
-		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`,
-		string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, snap, s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
-	if err != nil {
-		return s.unavailable("put task", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return notFound(t.ID)
-	}
-	if s.opts.Bytes < math.MaxInt64 {
-		if err := s.makeRoom(ctx, tx, "", string(t.ID), -1); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return s.unavailable("put task", err)
-	}
-	return nil
+		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
+)
+
+// execer is a transaction: the writer's (wtx), or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // makeRoom evicts finished tasks in tx as the store's policy says (Options):
@@ -131,7 +141,7 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 // With size < 0 it is the growth of the stored task id: only the byte bound
 // is made good, as far as finished tasks allow, and it never fails but on
 // the database.
-func (s *Store) makeRoom(ctx context.Context, tx *sql.Tx, owner, id string, size int64) error {
+func (s *Store) makeRoom(ctx context.Context, tx execer, owner, id string, size int64) error {
 	o := s.opts
 	noQuota := o.QuotaTasks == o.Capacity && o.QuotaBytes == o.Bytes
 	growth := size < 0
@@ -212,10 +222,12 @@ func (s *Store) makeRoom(ctx context.Context, tx *sql.Tx, owner, id string, size
 
 // Get implements tasks.Store.
 func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, string, error) {
+	if err := s.Sync(ctx); err != nil {
+		return nil, "", err
+	}
 	var owner string
 	var snap []byte
-	err := s.r.QueryRowContext(ctx, `SELECT owner, snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`,
-		string(id), s.cutoff()).Scan(&owner, &snap)
+	err := s.get.QueryRowContext(ctx, string(id), s.cutoff()).Scan(&owner, &snap)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, "", notFound(id)
 	}
@@ -231,6 +243,9 @@ func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, string, erro
 
 // List implements tasks.Store.
 func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, error) {
+	if err := s.Sync(ctx); err != nil {
+		return tasks.ListPage{}, err
+	}
 	where := []string{"(finished_ns IS NULL OR finished_ns > ?)"}
 	args := []any{s.cutoff()}
 	if !q.AnyOwner {
@@ -299,6 +314,9 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 
 // CountByState implements tasks.Store.
 func (s *Store) CountByState(ctx context.Context) (map[a2a.TaskState]int, error) {
+	if err := s.Sync(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := s.r.QueryContext(ctx, `SELECT state, COUNT(*) FROM tasks WHERE finished_ns IS NULL OR finished_ns > ? GROUP BY state`, s.cutoff())
 	if err != nil {
 		return nil, s.unavailable("count tasks", err)
@@ -346,40 +364,42 @@ func (s *Store) SetPush(ctx context.Context, id a2a.TaskID, target tasks.PushTar
 	if err != nil {
 		return tasks.PushTarget{}, err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	err = s.write(ctx, "set push config", func(tx *wtx) error {
+		ctx := ctxBG
+		if err := s.exists(ctx, tx, id); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE push_configs SET version = ?, config = ? WHERE task_id = ? AND config_id = ?`,
+			target.Version, cfg, string(id), target.Config.ID)
+		if err != nil {
+			return s.unavailable("set push config", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			var count, next int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), coalesce(MAX(seq), 0) + 1 FROM push_configs WHERE task_id = ?`, string(id)).Scan(&count, &next); err != nil {
+				return s.unavailable("set push config", err)
+			}
+			if count >= tasks.MaxPushConfigs {
+				return fmt.Errorf("task %s already has %d push notification configs: %w", id, tasks.MaxPushConfigs, a2a.ErrInvalidParams)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO push_configs (task_id, config_id, seq, version, config) VALUES (?, ?, ?, ?, ?)`,
+				string(id), target.Config.ID, next, target.Version, cfg); err != nil {
+				return s.unavailable("set push config", err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return tasks.PushTarget{}, s.unavailable("set push config", err)
-	}
-	defer tx.Rollback()
-	if err := s.exists(ctx, tx, id); err != nil {
 		return tasks.PushTarget{}, err
-	}
-	res, err := tx.ExecContext(ctx, `UPDATE push_configs SET version = ?, config = ? WHERE task_id = ? AND config_id = ?`,
-		target.Version, cfg, string(id), target.Config.ID)
-	if err != nil {
-		return tasks.PushTarget{}, s.unavailable("set push config", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		var count, next int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), coalesce(MAX(seq), 0) + 1 FROM push_configs WHERE task_id = ?`, string(id)).Scan(&count, &next); err != nil {
-			return tasks.PushTarget{}, s.unavailable("set push config", err)
-		}
-		if count >= tasks.MaxPushConfigs {
-			return tasks.PushTarget{}, fmt.Errorf("task %s already has %d push notification configs: %w", id, tasks.MaxPushConfigs, a2a.ErrInvalidParams)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO push_configs (task_id, config_id, seq, version, config) VALUES (?, ?, ?, ?, ?)`,
-			string(id), target.Config.ID, next, target.Version, cfg); err != nil {
-			return tasks.PushTarget{}, s.unavailable("set push config", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return tasks.PushTarget{}, s.unavailable("set push config", err)
 	}
 	return target, nil
 }
 
 // GetPush implements tasks.Store.
 func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (tasks.PushTarget, error) {
+	if err := s.Sync(ctx); err != nil {
+		return tasks.PushTarget{}, err
+	}
 	if err := s.exists(ctx, s.r, id); err != nil {
 		return tasks.PushTarget{}, err
 	}
@@ -402,6 +422,9 @@ func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (ta
 
 // ListPush implements tasks.Store.
 func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget, error) {
+	if err := s.Sync(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := s.r.QueryContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? ORDER BY seq`, string(id))
 	if err != nil {
 		return nil, s.unavailable("list push configs", err)
@@ -434,37 +457,36 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 
 // DeletePush implements tasks.Store.
 func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return s.unavailable("delete push config", err)
-	}
-	defer tx.Rollback()
-	if err := s.exists(ctx, tx, id); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM push_configs WHERE task_id = ? AND config_id = ?`, string(id), configID); err != nil {
-		return s.unavailable("delete push config", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return s.unavailable("delete push config", err)
-	}
-	return nil
+	return s.write(ctx, "delete push config", func(tx *wtx) error {
+		if err := s.exists(ctxBG, tx, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctxBG, `DELETE FROM push_configs WHERE task_id = ? AND config_id = ?`, string(id), configID); err != nil {
+			return s.unavailable("delete push config", err)
+		}
+		return nil
+	})
 }
 
 // Retain implements tasks.Durable.
 func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
-	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET payload = ?, size = length(snapshot) + coalesce(length(?), 0) WHERE id = ?`, payload, payload, string(id))
-	if err != nil {
-		return s.unavailable("retain payload", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return notFound(id)
-	}
-	return nil
+	return s.write(ctx, "retain payload", func(tx *wtx) error {
+		res, err := tx.ExecContext(ctxBG, `UPDATE tasks SET payload = ?, size = length(snapshot) + coalesce(length(?), 0) WHERE id = ?`, payload, payload, string(id))
+		if err != nil {
+			return s.unavailable("retain payload", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return notFound(id)
+		}
+		return nil
+	})
 }
 
 // Retained implements tasks.Durable.
 func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	if err := s.Sync(ctx); err != nil {
+		return nil, err
+	}
 	var p []byte
 	err := s.r.QueryRowContext(ctx, `SELECT payload FROM tasks WHERE id = ?`, string(id)).Scan(&p)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -479,6 +501,9 @@ func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 // Orphans implements tasks.Durable: the unfinished tasks whose runner no
 // longer holds its instance lock, oldest first.
 func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
+	if err := s.Sync(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := s.r.QueryContext(ctx, `SELECT runner, snapshot FROM tasks WHERE finished_ns IS NULL AND runner != ? ORDER BY created_ns, rowid`, s.instance)
 	if err != nil {
 		return nil, s.unavailable("list orphans", err)
@@ -516,30 +541,41 @@ func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
 
 // Claim implements tasks.Durable.
 func (s *Store) Claim(ctx context.Context, id a2a.TaskID, from string) (bool, error) {
-	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET runner = ? WHERE id = ? AND runner = ? AND finished_ns IS NULL`, s.instance, string(id), from)
-	if err != nil {
-		return false, s.unavailable("claim task", err)
-	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
+	var n int64
+	err := s.write(ctx, "claim task", func(tx *wtx) error {
+		res, err := tx.ExecContext(ctxBG, `UPDATE tasks SET runner = ? WHERE id = ? AND runner = ? AND finished_ns IS NULL`, s.instance, string(id), from)
+		if err != nil {
+			return s.unavailable("claim task", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return n == 1, err
 }
 
 // AddPending implements tasks.PushJournal.
 func (s *Store) AddPending(ctx context.Context, p tasks.PendingPush) (int64, error) {
-	res, err := s.w.ExecContext(ctx, `INSERT INTO push_pending (task_id, runner, snapshot, event, final) VALUES (?, ?, ?, ?, ?)`,
-		string(p.TaskID), s.instance, p.Snapshot, p.Event, p.Final)
-	if err != nil {
-		return 0, s.unavailable("journal push notification", err)
-	}
-	return res.LastInsertId()
+	var seq int64
+	err := s.write(ctx, "journal push notification", func(tx *wtx) error {
+		res, err := tx.ExecContext(ctxBG, `INSERT INTO push_pending (task_id, runner, snapshot, event, final) VALUES (?, ?, ?, ?, ?)`,
+			string(p.TaskID), s.instance, p.Snapshot, p.Event, p.Final)
+		if err != nil {
+			return s.unavailable("journal push notification", err)
+		}
+		seq, err = res.LastInsertId()
+		return err
+	})
+	return seq, err
 }
 
 // DonePending implements tasks.PushJournal.
 func (s *Store) DonePending(ctx context.Context, seq int64) error {
-	if _, err := s.w.ExecContext(ctx, `DELETE FROM push_pending WHERE seq = ?`, seq); err != nil {
-		return s.unavailable("clear push notification", err)
-	}
-	return nil
+	return s.write(ctx, "clear push notification", func(tx *wtx) error {
+		if _, err := tx.ExecContext(ctxBG, `DELETE FROM push_pending WHERE seq = ?`, seq); err != nil {
+			return s.unavailable("clear push notification", err)
+		}
+		return nil
+	})
 }
 
 // Pending implements tasks.PushJournal: the events whose deliverer is gone,
@@ -551,8 +587,14 @@ func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
 	}
 	var out []tasks.PendingPush
 	for _, runner := range runners {
-		if _, err := s.w.ExecContext(ctx, `UPDATE push_pending SET runner = ? WHERE runner = ?`, s.instance, runner); err != nil {
-			return nil, s.unavailable("claim pending push notifications", err)
+		err := s.write(ctx, "claim pending push notifications", func(tx *wtx) error {
+			if _, err := tx.ExecContext(ctxBG, `UPDATE push_pending SET runner = ? WHERE runner = ?`, s.instance, runner); err != nil {
+				return s.unavailable("claim pending push notifications", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT seq, task_id, snapshot, event, final FROM push_pending WHERE runner = ? ORDER BY seq`, s.instance)

@@ -1,0 +1,106 @@
+package agent
+
+import "encoding/json"
+
+// The Chat Completions wire types: the part of OpenAI's API agentd sends and
+// reads, which vLLM, Ollama, llama.cpp's server and the common gateways also
+// speak. Fields of an answer that agentd does not use are not decoded.
+
+// chatRequest is the body of POST {base}/chat/completions.
+type chatRequest struct {
+	Model    string        `json:"model"`
+	Messages []chatMessage `json:"messages"`
+	Tools    []chatTool    `json:"tools,omitempty"`
+}
+
+// chatMessage is one turn of the conversation sent. Content is omitted (not
+// null) for an assistant turn that only calls tools.
+type chatMessage struct {
+	Role       string         `json:"role"`
+	Content    *string        `json:"content,omitempty"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+// chatToolCall is a tool call, in an assistant turn sent back and in an
+// answer. An answer's call is a function call ("function") or, from
+// OpenAI's custom tools, a call with free-form input ("custom").
+type chatToolCall struct {
+	ID       string           `json:"id"`
+	Type     string           `json:"type"`
+	Function chatFunctionCall `json:"function"`
+	Custom   *chatCustomCall  `json:"custom,omitempty"`
+}
+
+type chatFunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type chatCustomCall struct {
+	Name  string `json:"name"`
+	Input string `json:"input"`
+}
+
+// chatTool offers one function to the model.
+type chatTool struct {
+	Type     string       `json:"type"`
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"` // sent as written: its numbers are not rounded
+}
+
+// chatResponse is what agentd reads of a completion.
+type chatResponse struct {
+	Choices []chatChoice `json:"choices"`
+	Usage   *chatUsage   `json:"usage"`
+}
+
+type chatChoice struct {
+	FinishReason string `json:"finish_reason"`
+	Message      struct {
+		Content   chatContent    `json:"content"`
+		Refusal   string         `json:"refusal"`
+		ToolCalls []chatToolCall `json:"tool_calls"`
+	} `json:"message"`
+}
+
+type chatUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+}
+
+// chatContent is a message's content: a string, null, or (from some servers)
+// an array of parts, whose text parts are joined.
+type chatContent struct{ s string }
+
+func (c chatContent) text() string { return c.s }
+
+// UnmarshalJSON accepts a string, null, or an array of {type, text} parts
+// (parts of other types, such as images, are skipped).
+func (c *chatContent) UnmarshalJSON(b []byte) error {
+	c.s = ""
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &c.s)
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if p.Type == "text" || p.Type == "output_text" {
+			c.s += p.Text
+		}
+	}
+	return nil
+}

@@ -1,0 +1,313 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Group commit. The writes go through one goroutine, the writer, which owns
+// the writer connection: it takes every write queued while it was busy, runs
+// each in a savepoint of one transaction (a write that fails undoes only
+// itself), commits once, and only then answers them. Nothing is answered
+// before its commit, but for one kind of write: a new task (Create) is
+// staged. Its insert runs in the open transaction at once, so whatever
+// refuses it (an existing id, a duplicate message, no room) is known and
+// answered, and the transaction stays open for the writes that follow, at
+// most stageLinger: the next write that must be stored, a read (Sync), the
+// linger's end or Close commits it. A task whose first and last snapshots
+// both fall within that time (an instant agent's send) costs one
+// transaction, not two. The engine calls Sync before anyone is told of a task
+// (tasks.Syncer), and every read of this store syncs first, so that no one
+// sees less than what a write that returned did; a process killed meanwhile
+// loses only tasks no one was told of, whose executors die with it.
+
+// stageLinger is how long a staged write waits for the writes that follow
+// before it is committed anyway.
+const stageLinger = 2 * time.Millisecond
+
+// maxBatch bounds the writes of one transaction.
+const maxBatch = 256
+
+// writeOp is one queued write.
+type writeOp struct {
+	op    string // the operation, for errors
+	alone bool   // run outside any transaction (a checkpoint)
+	stage bool   // answered once run, committed later (Create)
+	fn    func(*wtx) error
+	done  chan error
+}
+
+// wtx is a write's view of the writer's transaction on the writer's
+// connection: its statements are prepared once per store.
+type wtx struct {
+	s *Store
+}
+
+var ctxBG = context.Background()
+
+// ExecContext runs a statement of the transaction (ctx is the writer's).
+func (w *wtx) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := w.s.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctxBG, args...)
+}
+
+// QueryRowContext runs a query of the transaction (ctx is the writer's).
+func (w *wtx) QueryRowContext(_ context.Context, query string, args ...any) *sql.Row {
+	st, err := w.s.stmt(query)
+	if err != nil {
+		// A query that does not prepare fails the same way on its row.
+		return w.s.wc.QueryRowContext(ctxBG, query, args...)
+	}
+	return st.QueryRowContext(ctxBG, args...)
+}
+
+// stmts caches the writer's prepared statements by their SQL.
+type stmts struct {
+	mu sync.Mutex // guards m
+	m  map[string]*sql.Stmt
+}
+
+// stmt returns the prepared statement of query on the writer's connection.
+func (s *Store) stmt(query string) (*sql.Stmt, error) {
+	s.stmts.mu.Lock()
+	defer s.stmts.mu.Unlock()
+	if st, ok := s.stmts.m[query]; ok {
+		return st, nil
+	}
+	st, err := s.wc.PrepareContext(ctxBG, query)
+	if err != nil {
+		return nil, err
+	}
+	if s.stmts.m == nil {
+		s.stmts.m = map[string]*sql.Stmt{}
+	}
+	s.stmts.m[query] = st
+	return st, nil
+}
+
+// write runs fn in the writer's next transaction and returns once that has
+// committed (or failed). fn's error undoes what fn did, and is write's.
+func (s *Store) write(ctx context.Context, op string, fn func(*wtx) error) error {
+	return s.enqueue(ctx, &writeOp{op: op, fn: fn, done: make(chan error, 1)})
+}
+
+// stageWrite runs fn in the writer's open transaction and returns once it
+// ran, before the transaction commits (see stageLinger).
+func (s *Store) stageWrite(ctx context.Context, op string, fn func(*wtx) error) error {
+	return s.enqueue(ctx, &writeOp{op: op, stage: true, fn: fn, done: make(chan error, 1)})
+}
+
+// Sync implements tasks.Syncer: it returns once every write that returned
+// before it is committed.
+func (s *Store) Sync(ctx context.Context) error {
+	if !s.staged.Load() {
+		return nil
+	}
+	return s.write(ctx, "sync", func(*wtx) error { return nil })
+}
+
+// writeAlone runs fn on the writer's connection outside any transaction,
+// between two of them.
+func (s *Store) writeAlone(ctx context.Context, op string, fn func(*wtx) error) error {
+	return s.enqueue(ctx, &writeOp{op: op, alone: true, fn: fn, done: make(chan error, 1)})
+}
+
+func (s *Store) enqueue(ctx context.Context, o *writeOp) error {
+	op := o.op
+	select {
+	case s.ops <- o:
+	case <-s.quit:
+		return fmt.Errorf("%s: %w", op, errClosed)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued, the write is waited for: it may commit whatever ctx
+	// does, and its caller is told so.
+	select {
+	case err := <-o.done:
+		return err
+	case <-s.writerDone:
+		select {
+		case err := <-o.done:
+			return err
+		default:
+			return fmt.Errorf("%s: %w", op, errClosed)
+		}
+	}
+}
+
+// writer runs the queued writes until the store closes.
+func (s *Store) writer() {
+	defer close(s.writerDone)
+	batch := make([]*writeOp, 0, maxBatch)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	open := false // a transaction with staged writes is open
+	for {
+		select {
+		case o := <-s.ops:
+			batch = append(batch[:0], o)
+		case <-linger.C:
+			s.end(open)
+			open = false
+			continue
+		case <-s.quit:
+			s.end(open)
+			s.drainClosed()
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case o := <-s.ops:
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		for len(batch) > 0 {
+			if batch[0].alone {
+				s.end(open)
+				open = false
+				batch[0].done <- batch[0].fn(&wtx{s: s})
+				batch = batch[1:]
+				continue
+			}
+			n := 1
+			for n < len(batch) && !batch[n].alone {
+				n++
+			}
+			was := open
+			open = s.run(batch[:n], open)
+			if open && !was {
+				linger.Reset(stageLinger)
+			}
+			batch = batch[n:]
+		}
+	}
+}
+
+// run runs writes in the open transaction (begun if open is false), answers
+// the staged ones, and commits unless all were staged; it reports whether a
+// transaction stays open.
+func (s *Store) run(batch []*writeOp, open bool) bool {
+	w := &wtx{s: s}
+	if !open {
+		if _, err := w.ExecContext(ctxBG, `BEGIN IMMEDIATE`); err != nil {
+			for _, o := range batch {
+				o.done <- s.unavailable(o.op, err)
+			}
+			return false
+		}
+	}
+	errs := make([]error, len(batch))
+	var waiting []*writeOp // the writes answered at the commit
+	var werrs []error
+	for i, o := range batch {
+		if _, err := w.ExecContext(ctxBG, `SAVEPOINT w`); err != nil {
+			s.abort(batch[i:], waiting, err)
+			return false
+		}
+		if errs[i] = o.fn(w); errs[i] != nil {
+			if _, err := w.ExecContext(ctxBG, `ROLLBACK TO w`); err != nil {
+				s.abort(batch[i:], waiting, err)
+				return false
+			}
+		}
+		if _, err := w.ExecContext(ctxBG, `RELEASE w`); err != nil {
+			s.abort(batch[i:], waiting, err)
+			return false
+		}
+		if !o.stage {
+			waiting, werrs = append(waiting, o), append(werrs, errs[i])
+			continue
+		}
+		if errs[i] == nil {
+			// Before the answer: a read that follows it syncs.
+			s.staged.Store(true)
+		}
+		o.done <- errs[i]
+	}
+	if len(waiting) == 0 {
+		return true
+	}
+	err := s.end(true)
+	for i, o := range waiting {
+		if err != nil {
+			o.done <- s.unavailable(o.op, err)
+			continue
+		}
+		o.done <- werrs[i]
+	}
+	return false
+}
+
+// abort rolls the open transaction back after a failure of the database:
+// every write not yet answered fails.
+func (s *Store) abort(rest, waiting []*writeOp, err error) {
+	(&wtx{s: s}).ExecContext(ctxBG, `ROLLBACK`)
+	if s.staged.Swap(false) {
+		s.opts.Log.Error("task store: staged writes lost", "err", err)
+	}
+	for _, o := range append(waiting, rest...) {
+		o.done <- s.unavailable(o.op, err)
+	}
+}
+
+// end commits the open transaction, if there is one; a commit that fails
+// rolls it back (the staged writes are lost, and the tasks' next writes
+// fail).
+func (s *Store) end(open bool) error {
+	if !open {
+		return nil
+	}
+	w := &wtx{s: s}
+	_, err := w.ExecContext(ctxBG, `COMMIT`)
+	if err != nil {
+		w.ExecContext(ctxBG, `ROLLBACK`)
+		s.opts.Log.Error("task store: commit failed", "err", err)
+	}
+	s.staged.Store(false)
+	return err
+}
+
+// drainClosed answers the writes still queued when the store closes.
+func (s *Store) drainClosed() {
+	for {
+		select {
+		case o := <-s.ops:
+			o.done <- fmt.Errorf("%s: %w", o.op, errClosed)
+		default:
+			return
+		}
+	}
+}
+
+// checkpointInterval is how often the checkpointer copies the WAL's
+// committed pages into the database.
+const checkpointInterval = 250 * time.Millisecond
+
+// checkpointer runs a passive checkpoint (it never waits for the writer or
+// the readers) every checkpointInterval until the store closes; the writer's
+// next transaction after a complete one starts the WAL over.
+func (s *Store) checkpointer() {
+	defer close(s.checkpointerDone)
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if _, err := s.ck.ExecContext(ctxBG, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+				s.opts.Log.Warn("task store: checkpoint failed", "err", err)
+			}
+		case <-s.quit:
+			return
+		}
+	}
+}

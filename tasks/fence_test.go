@@ -1,0 +1,76 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	"github.com/agentd/agentd/internal/testkit"
+)
+
+// fencedStore refuses every write once fenced is set, as a store whose task
+// another process took over.
+type fencedStore struct {
+	*MemoryStore
+	fenced atomic.Bool
+}
+
+func (s *fencedStore) Put(ctx context.Context, t *a2a.Task) error {
+	if s.fenced.Load() {
+		return fmt.Errorf("put task: %w: refused", ErrFenced)
+	}
+	return s.MemoryStore.Put(ctx, t)
+}
+
+// A write the store refuses as fenced stops the task's run (its executor's
+// context is cancelled with ErrFenced) and the task is no longer live here;
+// what the store holds is not overwritten.
+func TestFencedWriteStopsTheRun(t *testing.T) {
+	st := &fencedStore{MemoryStore: NewMemoryStore(10, time.Hour)}
+	write := make(chan struct{})
+	cause := make(chan error, 1)
+	e := NewEngine(st, fakeExec{func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
+			return err
+		}
+		<-write
+		q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)) // refused
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	}}, nil)
+	ctx := context.Background()
+	res, err := e.OnSendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "x"}), Config: &a2a.MessageSendConfig{Blocking: new(bool)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	testkit.WaitFor(t, 5*time.Second, "the task working", func() bool {
+		got, _, _ := st.Get(ctx, id)
+		return got.Status.State == a2a.TaskStateWorking
+	})
+	st.fenced.Store(true)
+	close(write)
+	select {
+	case c := <-cause:
+		if !errors.Is(c, ErrFenced) {
+			t.Fatalf("the run stopped with %v", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the run was not stopped")
+	}
+	testkit.WaitFor(t, 5*time.Second, "the task no longer live", func() bool { return e.InFlight() == 0 })
+	if got, _, _ := st.Get(ctx, id); got.Status.State != a2a.TaskStateWorking {
+		t.Fatalf("the stored task: %s", got.Status.State)
+	}
+	if err := e.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

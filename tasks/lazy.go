@@ -1,0 +1,178 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+)
+
+// Writes of a durable store. Every state change that anyone can see is
+// stored before they see it: the first snapshot (a send is answered with
+// it), the terminal one, every event a subscriber or a webhook receives, and
+// any snapshot a read returns (tasks/get, a stream's first snapshot, a send's
+// answer, ListTasks). A change no one can see yet (a running task's working
+// status and artifacts, while nobody watches it) is written within the
+// engine's write delay, or as soon as someone looks, whichever comes first,
+// and a later change that is written supersedes it: a task that ends within
+// the delay costs two writes (its creation and its end) instead of one per
+// event. A process that dies meanwhile loses nothing anyone was told: the
+// task is an orphan either way, resolved by Recover.
+
+// DefaultWriteDelay is how long an unseen change of a running task waits, by
+// default with a durable store, before it is written anyway.
+const DefaultWriteDelay = 50 * time.Millisecond
+
+// DefaultSharedWriteDelay is DefaultWriteDelay for a Shared store, which
+// other replicas read at any time without this engine knowing: their reads
+// lag a change by at most this much more than a write's own time, and a task
+// that ends within it (an instant agent's) still costs two writes.
+const DefaultSharedWriteDelay = time.Millisecond
+
+// WithWriteDelay sets the write delay of unseen changes (see DefaultWriteDelay;
+// 0 writes every change at once). It applies to durable stores only: a
+// memory store's writes cost nothing.
+func WithWriteDelay(d time.Duration) EngineOption {
+	return func(e *Engine) { e.writeDelay, e.writeDelaySet = d, true }
+}
+
+// WithEagerRetain writes each retained payload at once instead of with the
+// task's next write: what the rerun recovery policy needs, so that a task
+// lost right after its start can run again. Without it a task lost within
+// the write delay of its start has no payload yet, and fails.
+func WithEagerRetain() EngineOption {
+	return func(e *Engine) { e.eagerRetain = true }
+}
+
+// pushChecker is implemented by a Shared store that tells in one read
+// whether a task has webhooks (ListPush of none checks the task exists).
+type pushChecker interface {
+	HasPush(ctx context.Context, id a2a.TaskID) (bool, error)
+}
+
+// pushed reports whether an event of lt goes to webhooks: a push config was
+// registered through this engine, or, with a Shared store, through any;
+// lt.mu is held.
+func (e *Engine) pushed(ctx context.Context, lt *liveTask, id a2a.TaskID, final bool) bool {
+	if e.pusher == nil {
+		return false
+	}
+	if lt.push {
+		return true
+	}
+	if _, ok := e.store.(Shared); !ok {
+		return false
+	}
+	// Another replica may have registered one: looked up at most once per
+	// write delay (a registration there takes effect here within it, as an
+	// unseen change there is read within it), and at the task's end.
+	if !final && time.Since(lt.pushChecked) < e.writeDelay {
+		return false
+	}
+	var has bool
+	if h, ok := e.store.(pushChecker); ok {
+		has, _ = h.HasPush(ctx, id)
+	} else {
+		targets, _ := e.store.ListPush(ctx, id)
+		has = len(targets) > 0
+	}
+	lt.pushChecked = time.Now()
+	lt.push = has
+	return has
+}
+
+// persistLocked stores next (with a payload still waiting to be retained,
+// unless the task has ended); lt.mu is held.
+func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task) error {
+	if lt.payload != nil && !next.Status.State.Terminal() {
+		if d, ok := e.store.(Durable); ok {
+			if err := d.Retain(ctx, next.ID, lt.payload); err != nil {
+				return err
+			}
+		}
+	}
+	if err := e.putRetrying(ctx, next); err != nil {
+		if errors.Is(err, ErrFenced) {
+			go e.fence(lt, err) // another replica runs it now (fence.go)
+		}
+		return err
+	}
+	lt.payload, lt.dirty = nil, false
+	return nil
+}
+
+// deferLocked leaves next unwritten for now and schedules its write; lt.mu is
+// held.
+func (e *Engine) deferLocked(lt *liveTask) {
+	lt.dirty = true
+	e.scheduleLocked(lt)
+}
+
+// scheduleLocked schedules the write of lt's unwritten change (or payload)
+// within the write delay; lt.mu is held.
+func (e *Engine) scheduleLocked(lt *liveTask) {
+	if lt.flushing {
+		return
+	}
+	lt.flushing = true
+	time.AfterFunc(e.writeDelay, func() { e.flush(lt) })
+}
+
+// flush writes a task's unwritten change, if it still has one.
+func (e *Engine) flush(lt *liveTask) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	lt.flushing = false
+	if (!lt.dirty && lt.payload == nil) || lt.task.Status.State.Terminal() {
+		return
+	}
+	if err := e.persistLocked(context.Background(), lt, lt.task); err != nil {
+		e.log.Warn("running task not written: retrying", "task_id", string(lt.task.ID), "err", err)
+		if errors.Is(err, ErrStoreUnavailable) {
+			lt.flushing = true
+			time.AfterFunc(time.Second, func() { e.flush(lt) })
+		}
+	}
+}
+
+// seen returns the task's snapshot once it is stored and durable: what a
+// reader may be shown.
+func (e *Engine) seen(ctx context.Context, lt *liveTask) (*a2a.Task, error) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if lt.dirty && !lt.task.Status.State.Terminal() {
+		if err := e.persistLocked(context.WithoutCancel(ctx), lt, lt.task); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.sync(ctx); err != nil {
+		return nil, err
+	}
+	return lt.task, nil
+}
+
+// sync makes every write that returned durable (Syncer).
+func (e *Engine) sync(ctx context.Context) error {
+	if s, ok := e.store.(Syncer); ok {
+		return s.Sync(context.WithoutCancel(ctx))
+	}
+	return nil
+}
+
+// flushLive writes every live task's unwritten change (before a read of the
+// store itself: ListTasks).
+func (e *Engine) flushLive(ctx context.Context) error {
+	e.mu.Lock()
+	live := make([]*liveTask, 0, len(e.live))
+	for _, lt := range e.live {
+		live = append(live, lt)
+	}
+	e.mu.Unlock()
+	for _, lt := range live {
+		if _, err := e.seen(ctx, lt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
