@@ -144,7 +144,7 @@ func (c *storeConfig) stateDir() (string, error) {
 
 // storeLimits bound the tasks a store holds (--task-capacity,
 // --task-retention); memory, when set, is serve's whole budget (the bytes and
-// the per-caller quotas too), which the memory and SQLite stores keep.
+// the per-caller quotas too), which every store keeps.
 type storeLimits struct {
 	capacity  int
 	retention time.Duration
@@ -163,7 +163,9 @@ func openStore(ctx context.Context, c *storeConfig, lim storeLimits, instance st
 		if err != nil {
 			return nil, err
 		}
-		s, err := postgres.Open(ctx, dsn, postgres.Options{Capacity: lim.capacity, Retention: lim.retention, LeaseTTL: c.Lease, Instance: instance, Log: log})
+		m := lim.memory // the budgets: bytes and per-caller quotas (zero: none)
+		s, err := postgres.Open(ctx, dsn, postgres.Options{Capacity: lim.capacity, Retention: lim.retention, Bytes: m.Bytes, QuotaTasks: m.QuotaTasks, QuotaBytes: m.QuotaBytes,
+			LeaseTTL: c.Lease, Instance: instance, Log: log})
 		if err != nil {
 			return nil, usageError("--store postgres (%s): %v", setting, err)
 		}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,22 @@ type Options struct {
 	// (default 10000; 0 keeps finished tasks until capacity evicts them).
 	Capacity  int
 	Retention time.Duration
+	// Bytes bounds the bytes of the tasks' snapshots and retained payloads
+	// (0: no byte bound); QuotaTasks and QuotaBytes bound one caller's (0:
+	// the store's bounds, no quota of its own). Finished tasks make room as
+	// the memory and embedded stores' policy says, in the creating
+	// transaction (agentd_make_room, migration 4): a caller's new task
+	// evicts that caller's own oldest finished tasks first, then the oldest
+	// finished tasks of callers over their quota (anyone's without a
+	// quota); a new task is refused with tasks.ErrCallerQuota when its
+	// caller's quota holds only running tasks, and with tasks.ErrStoreFull
+	// when nothing may go. A task that grows is never refused. A caller's
+	// creates, from every replica, are serialized by an advisory lock, so
+	// its quota holds exactly; the store's bounds may be passed by the
+	// creates in flight at once.
+	Bytes      int64
+	QuotaTasks int
+	QuotaBytes int64
 	// Now is the clock of retention and eviction; default time.Now. Leases
 	// use the database's clock, which every replica shares.
 	Now func() time.Time
@@ -120,6 +137,15 @@ var ErrUnreachable = errors.New("postgres: the database cannot be used")
 func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if o.Capacity <= 0 {
 		o.Capacity = 10000
+	}
+	if o.Bytes <= 0 {
+		o.Bytes = math.MaxInt64
+	}
+	if o.QuotaTasks <= 0 || o.QuotaTasks > o.Capacity {
+		o.QuotaTasks = o.Capacity
+	}
+	if o.QuotaBytes <= 0 || o.QuotaBytes > o.Bytes {
+		o.QuotaBytes = o.Bytes
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentd/agentd/internal/pgtest"
@@ -104,5 +107,133 @@ func BenchmarkSend(b *testing.B) {
 			defer s.Close()
 			storetest.BenchSend(b, s, 2000, conc)
 		})
+	}
+}
+
+// The store's budgets (issue 15), as the embedded store keeps them: with
+// capacity 5, one caller's five new tasks evict its own oldest finished
+// ones, never another caller's result within its quota; the store full of
+// tasks within their callers' quotas refuses a new caller; a caller whose
+// quota holds only running tasks is refused; the byte bound counts the
+// snapshots, and a task that grows pushes finished ones out, never itself.
+func TestBudgets(t *testing.T) {
+	srv := pgtest.Start(t)
+	ctx := context.Background()
+	done := func(id string) *a2a.Task {
+		return &a2a.Task{ID: a2a.TaskID(id), ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}
+	}
+	running := func(id string) *a2a.Task {
+		return &a2a.Task{ID: a2a.TaskID(id), ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	}
+	has := func(s *Store, id string) bool {
+		_, _, err := s.Get(ctx, a2a.TaskID(id))
+		return err == nil
+	}
+	openOn := func(dsn string, o Options) *Store {
+		o.LeaseTTL = 3 * time.Second
+		s, err := Open(ctx, dsn, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	openWith := func(o Options) *Store { return openOn(srv.Database(t), o) }
+	s := openWith(Options{Capacity: 5, QuotaTasks: 4})
+	if err := s.Create(ctx, done("bob-result"), "bob"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := s.Create(ctx, done(fmt.Sprint("alice-", i)), "alice"); err != nil {
+			t.Fatalf("alice's task %d: %v", i, err)
+		}
+	}
+	if !has(s, "bob-result") || has(s, "alice-0") || !has(s, "alice-1") || !has(s, "alice-4") {
+		t.Fatal("alice's new tasks evicted bob's result, or she holds more than her quota")
+	}
+	// The store is full (bob's one and alice's four, all within their
+	// quota): a new caller is refused, evicting nobody.
+	if err := s.Create(ctx, running("carol-0"), "carol"); !errors.Is(err, tasks.ErrStoreFull) || !has(s, "bob-result") || !has(s, "alice-1") {
+		t.Fatalf("carol with the store full of others' tasks within their quota: %v", err)
+	}
+	// Two replicas of one database: alice's creates from both at once keep
+	// her quota (her creates take one lock), and bob's result stays.
+	dsn := srv.Database(t)
+	replicas := []*Store{openOn(dsn, Options{Capacity: 5, QuotaTasks: 4}), openOn(dsn, Options{Capacity: 5, QuotaTasks: 4})}
+	if err := replicas[0].Create(ctx, done("bob-result"), "bob"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*8*4)
+	for r, rs := range replicas {
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 8 {
+					if err := rs.Create(ctx, done(fmt.Sprintf("alice-%d-%d-%d", r, w, i)), "alice"); err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("alice's concurrent creates: %v", err)
+	}
+	var alice int
+	if err := replicas[1].pool.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE owner = 'alice'`).Scan(&alice); err != nil {
+		t.Fatal(err)
+	}
+	if alice != 4 || !has(replicas[1], "bob-result") {
+		t.Fatalf("after alice's concurrent creates from two replicas: she holds %d tasks (quota 4), bob's result kept: %v", alice, has(replicas[1], "bob-result"))
+	}
+	q := openWith(Options{Capacity: 10, QuotaTasks: 2})
+	for i := range 2 {
+		if err := q.Create(ctx, running(fmt.Sprint("carol-", i)), "carol"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Create(ctx, running("carol-2"), "carol"); !errors.Is(err, tasks.ErrCallerQuota) {
+		t.Fatalf("carol over her quota of running tasks: %v", err)
+	}
+	if err := q.Create(ctx, running("dave-0"), "dave"); err != nil {
+		t.Fatalf("dave, within his quota, after carol was refused: %v", err)
+	}
+
+	// Bytes: 3 finished tasks of about 3 KiB in an 8 KiB store.
+	b := openWith(Options{Capacity: 100, Bytes: 8 << 10})
+	big := func(id string, state a2a.TaskState, n int) *a2a.Task {
+		m := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: strings.Repeat("x", n)})
+		return &a2a.Task{ID: a2a.TaskID(id), ContextID: "c", History: []*a2a.Message{m}, Status: a2a.TaskStatus{State: state}}
+	}
+	for i := range 4 {
+		if err := b.Create(ctx, big(fmt.Sprint("t", i), a2a.TaskStateCompleted, 3<<10), "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if has(b, "t0") || has(b, "t1") || !has(b, "t3") {
+		t.Fatal("the byte bound did not evict the oldest")
+	}
+	if err := b.Create(ctx, big("run", a2a.TaskStateWorking, 10), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, big("run", a2a.TaskStateWorking, 7<<10)); err != nil {
+		t.Fatalf("a growth refused: %v", err)
+	}
+	if !has(b, "run") || has(b, "t2") || has(b, "t3") {
+		t.Fatal("a growth did not push the finished tasks out, or pushed itself")
+	}
+	if err := b.Retain(ctx, "run", make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	var bytes, sum int64
+	if err := b.pool.QueryRow(ctx, `SELECT (SELECT sum(bytes) FROM task_count), (SELECT coalesce(sum(size), 0) FROM tasks)`).Scan(&bytes, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if bytes != sum || bytes < 8<<10 {
+		t.Fatalf("the trigger counts %d bytes, the tasks hold %d", bytes, sum)
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentd/agentd/store"
 	"github.com/agentd/agentd/tasks"
@@ -33,14 +35,15 @@ func (s *Store) finishedAt(t *a2a.Task) *int64 {
 	return nil
 }
 
-// Create implements tasks.Store. The insert goes first, in one round trip
-// with the capacity check (a pgx batch in one transaction); an existing id
-// or a duplicate message makes the unique keys refuse it, and only then is
-// the cause looked up. Two replicas that race with one message: one insert
-// wins, and the other finds the winner as a duplicate. At capacity, the task
-// that finished first is evicted, or the transaction is rolled back with
-// tasks.ErrStoreFull. Tasks past their retention are deleted at most once a
-// second (reads never see them).
+// Create implements tasks.Store. Room is made and the task inserted in one
+// round trip with the transaction's start (a pgx batch); an existing id or
+// a duplicate message makes the unique keys refuse the insert, and only then
+// is the cause looked up. Two replicas that race with one message: one
+// insert wins, and the other finds the winner as a duplicate (and its
+// evictions are rolled back). Room is made by the store's policy (Options,
+// makeRoomSQL): tasks.ErrCallerQuota or tasks.ErrStoreFull when it cannot
+// be. Tasks past their retention are deleted at most once a second (reads
+// never see them).
 func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
@@ -63,9 +66,42 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 	return fmt.Errorf("postgres: task %s already exists", t.ID)
 }
 
+// makeRoomSQL evicts finished tasks for a task (id, owner, size; a size < 0
+// is the growth of a stored task) within the store's bounds and the
+// caller's quota (migration 0004_budgets.sql).
+const makeRoomSQL = `SELECT agentd_make_room($1, $2, $3, $4, $5, $6, $7)`
+
+// The SQLSTATEs agentd_make_room raises.
+const (
+	quotaCode = "AG002" // the caller's quota holds only running tasks
+	fullCode  = "AG003" // the store is full
+)
+
+// roomError maps what agentd_make_room raised to the tasks package's
+// errors; nil for any other error.
+func roomError(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return nil
+	}
+	switch pe.Code {
+	case quotaCode:
+		return fmt.Errorf("%w: %s", tasks.ErrCallerQuota, pe.Message)
+	case fullCode:
+		return tasks.ErrStoreFull
+	}
+	return nil
+}
+
+// makeRoomArgs are makeRoomSQL's arguments.
+func (s *Store) makeRoomArgs(owner, id string, size int64) []any {
+	o := s.opts
+	return []any{owner, id, size, int64(o.Capacity), o.Bytes, int64(o.QuotaTasks), o.QuotaBytes}
+}
+
 // create inserts the task in two round trips: the transaction's start, its
-// synchronous_commit off (below), the expiry, the insert and the count in
-// one batch, then the commit (after an eviction at capacity).
+// synchronous_commit off (below), the expiry, the eviction (makeRoomSQL)
+// and the insert in one batch, then the commit.
 //
 // The commit does not wait for the WAL flush: the task is visible to every
 // replica at once, and its unique keys hold, so that no other replica runs
@@ -96,29 +132,21 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 		b.Queue(`DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= $1
 			ORDER BY finished_ns LIMIT 256 FOR UPDATE SKIP LOCKED)`, s.cutoff())
 	}
-	b.Queue(`INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap)
-	var n int64
-	b.Queue(`SELECT sum(n) FROM task_count`).QueryRow(func(r pgx.Row) error { return r.Scan(&n) })
+	b.Queue(makeRoomSQL, s.makeRoomArgs(owner, string(t.ID), int64(len(snap)))...)
+	b.Queue(`INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap, len(snap))
 	if err := c.SendBatch(bg, b).Close(); err != nil {
 		if isUnique(err) {
 			return err
+		}
+		if r := roomError(err); r != nil {
+			return r
 		}
 		return s.unavailable("create task", err)
 	}
 	if expire {
 		s.expired.Store(now)
-	}
-	if n > int64(s.opts.Capacity) {
-		tag, err := c.Exec(bg, `DELETE FROM tasks WHERE id = (SELECT id FROM tasks WHERE finished_ns IS NOT NULL
-			ORDER BY finished_ns, seq LIMIT 1 FOR UPDATE SKIP LOCKED)`)
-		if err != nil {
-			return s.unavailable("create task", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return tasks.ErrStoreFull
-		}
 	}
 	done = true
 	if _, err := c.Exec(bg, `COMMIT`); err != nil {
@@ -156,21 +184,32 @@ func (s *Store) markFlushed(target int64) {
 	}
 }
 
-// Put implements tasks.Store.
+// Put implements tasks.Store. A snapshot that takes the store over its byte
+// bound makes finished tasks go (makeRoomSQL, in the update's transaction);
+// it is never refused for it.
 func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return err
 	}
 	target := s.unflushed.Load() // a synchronous commit flushes these
-	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET state = $1, updated_ns = $2, context_id = $3, snapshot = $4,
+	b := &pgx.Batch{}
+	var n int64
+	b.Queue(`UPDATE tasks SET state = $1, updated_ns = $2, context_id = $3, snapshot = $4,
+		size = octet_length($4::bytea) + coalesce(octet_length(payload), 0),
 		finished_ns = CASE WHEN $5::bigint IS NULL THEN NULL ELSE coalesce(finished_ns, $5::bigint) END
 		WHERE id = $6 AND (finished_ns IS NULL OR finished_ns > $7)`,
-		string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, s.finishedAt(t), string(t.ID), s.cutoff())
-	if err != nil {
+		string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, s.finishedAt(t), string(t.ID), s.cutoff()).
+		Exec(func(ct pgconn.CommandTag) error { n = ct.RowsAffected(); return nil })
+	if s.opts.Bytes < math.MaxInt64 {
+		// One batch is one implicit transaction: the eviction commits
+		// with the update, or neither does.
+		b.Queue(makeRoomSQL, s.makeRoomArgs("", string(t.ID), -1)...)
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return s.unavailable("put task", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return notFound(t.ID)
 	}
 	s.markFlushed(target)
@@ -433,7 +472,7 @@ func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) 
 
 // Retain implements tasks.Durable.
 func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET payload = $1 WHERE id = $2`, payload, string(id))
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET payload = $1, size = octet_length(snapshot) + coalesce(octet_length($1::bytea), 0) WHERE id = $2`, payload, string(id))
 	if err != nil {
 		return s.unavailable("retain payload", err)
 	}
