@@ -86,21 +86,38 @@ func TestOpenRefusals(t *testing.T) {
 }
 
 // BenchmarkSend is a send's writes (Create, then the completed Put) on a
-// durable server (fsync and synchronous commits on) holding 10000 finished
-// tasks, one sender and 16 at once.
+// durable server (fsync and synchronous commits on) holding 2000 finished
+// tasks, one sender and 16 at once; "budgets" with serve's budgets of a
+// 1 GiB pod (10000 tasks, 64 MiB, a caller's quota 1250 tasks and 9 MiB),
+// where the sender's every create finds its quota full and evicts its own
+// oldest.
 func BenchmarkSend(b *testing.B) {
 	srv, err := pgtest.New(pgtest.Options{Durable: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	for _, conc := range []int{1, 16} {
-		b.Run(fmt.Sprint("conc", conc), func(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		o    Options
+	}{
+		{"conc1", Options{Capacity: 400000}},
+		{"conc16", Options{Capacity: 400000}},
+		{"budgets/conc1", Options{Capacity: 10000, Bytes: 64 << 20, QuotaTasks: 1250, QuotaBytes: 9 << 20}},
+		{"budgets/conc16", Options{Capacity: 10000, Bytes: 64 << 20, QuotaTasks: 1250, QuotaBytes: 9 << 20}},
+	} {
+		conc := 1
+		if strings.HasSuffix(c.name, "16") {
+			conc = 16
+		}
+		b.Run(c.name, func(b *testing.B) {
 			dsn, err := srv.NewDatabase()
 			if err != nil {
 				b.Fatal(err)
 			}
-			s, err := Open(context.Background(), dsn, Options{Capacity: 400000, Retention: time.Hour})
+			o := c.o
+			o.Retention = time.Hour
+			s, err := Open(context.Background(), dsn, o)
 			if err != nil {
 				b.Fatal(err)
 			}
