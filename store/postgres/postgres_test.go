@@ -254,3 +254,39 @@ func TestBudgets(t *testing.T) {
 		t.Fatalf("the trigger counts %d bytes, the tasks hold %d", bytes, sum)
 	}
 }
+
+// A database of schema version 3 with tasks in it is migrated to version 4
+// with every task's size and the count's bytes filled in.
+func TestMigrateBudgets(t *testing.T) {
+	srv := pgtest.Start(t)
+	ctx := context.Background()
+	dsn := srv.Database(t)
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for _, m := range migrations[:3] {
+		if _, err := c.Exec(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Exec(ctx, `CREATE TABLE agentd_schema (version int NOT NULL); INSERT INTO agentd_schema VALUES (3)`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := c.Exec(ctx, `INSERT INTO tasks (id, owner, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, payload)
+			VALUES ($1, 'alice', 'c', 'completed', 1, 1, 1, 'old', $2, $3)`, fmt.Sprint("t", i), make([]byte, 100+i), make([]byte, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open(t, dsn, storetest.Config{})
+	var bytes, sum, bad int64
+	if err := s.pool.QueryRow(ctx, `SELECT (SELECT sum(bytes) FROM task_count), (SELECT sum(size) FROM tasks),
+		(SELECT count(*) FROM tasks WHERE size <> octet_length(snapshot) + octet_length(payload))`).Scan(&bytes, &sum, &bad); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(20*100 + 2*190); bytes != want || sum != want || bad != 0 {
+		t.Fatalf("after the migration the count holds %d bytes, the tasks %d (%d sized wrong), want %d", bytes, sum, bad, want)
+	}
+}

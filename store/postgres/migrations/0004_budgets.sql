@@ -3,7 +3,11 @@
 
 -- The bytes each task takes (its snapshot and retained payload), summed
 -- beside the count in task_count's shards by the count trigger.
+-- The migrating replica sizes every task, which the fence (schema 2) would
+-- refuse for the tasks of other replicas: the fence is off for this
+-- transaction (the setting is back at its end).
 ALTER TABLE tasks ADD COLUMN size bigint NOT NULL DEFAULT 0;
+SELECT set_config('agentd.instance', '', true);
 UPDATE tasks SET size = octet_length(snapshot) + coalesce(octet_length(payload), 0);
 ALTER TABLE task_count ADD COLUMN bytes bigint NOT NULL DEFAULT 0;
 UPDATE task_count c SET bytes = coalesce((SELECT sum(t.size) FROM tasks t WHERE hashtext(t.id) & 15 = c.shard), 0);
