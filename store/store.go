@@ -36,7 +36,10 @@ func (e *SchemaError) Unwrap() error { return ErrSchemaNewer }
 
 // EncodeTask is a snapshot as a database holds it (its A2A JSON).
 func EncodeTask(t *a2a.Task) ([]byte, error) {
-	b, err := json.Marshal(t)
+	// The task's own encoder, called directly: json.Marshal would only
+	// compact and re-escape what json.Marshal wrote inside it, a second pass
+	// over every byte of every snapshot. The bytes are the same.
+	b, err := t.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("store: encode task %s: %w", t.ID, err)
 	}

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -154,12 +155,12 @@ func TestBudgets(t *testing.T) {
 	if !has(b, "run") || has(b, "t2") || has(b, "t3") {
 		t.Fatal("a growth did not push the finished tasks out, or pushed itself")
 	}
-	var bytes int64
-	b.r.QueryRow(`SELECT bytes FROM task_count`).Scan(&bytes)
-	var sum int64
-	b.r.QueryRow(`SELECT coalesce(sum(size), 0) FROM tasks`).Scan(&sum)
-	if bytes != sum || bytes == 0 {
-		t.Fatalf("the triggers count %d bytes, the tasks hold %d", bytes, sum)
+	var n, bytes int64
+	b.r.QueryRow(`SELECT n, bytes FROM callers WHERE owner = 'alice'`).Scan(&n, &bytes)
+	var count, sum int64
+	b.r.QueryRow(`SELECT count(*), coalesce(sum(size), 0) FROM tasks WHERE owner = 'alice'`).Scan(&count, &sum)
+	if bytes != sum || bytes == 0 || n != count {
+		t.Fatalf("the triggers count %d tasks, %d bytes; the tasks are %d, %d bytes", n, bytes, count, sum)
 	}
 }
 
@@ -175,5 +176,50 @@ func BenchmarkSend(b *testing.B) {
 			defer s.Close()
 			storetest.BenchSend(b, s, 10000, conc)
 		})
+	}
+}
+
+// A database of schema version 3 migrates to the callers' totals with the
+// tasks it holds counted, and its quotas hold from the first create.
+func TestMigrateCallers(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range migrations[:3] {
+		if _, err := db.Exec(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, owner := range []string{"alice", "alice", "bob"} {
+		if _, err := db.Exec(`INSERT INTO tasks (id, owner, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
+			VALUES (?, ?, 'c', 'completed', ?, ?, ?, 'gone', ?, ?)`, fmt.Sprint("old", i), owner, i, i, i, `{"id":"x"}`, 10+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 3`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(ctx, dir, Options{Capacity: 10, QuotaTasks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var n, bytes int64
+	if err := s.r.QueryRow(`SELECT n, bytes FROM callers WHERE owner = 'alice'`).Scan(&n, &bytes); err != nil || n != 2 || bytes != 21 {
+		t.Fatalf("alice: %d tasks, %d bytes (%v); want 2, 21", n, bytes, err)
+	}
+	// alice is at her quota: her new task evicts her oldest finished one.
+	if err := s.Create(ctx, &a2a.Task{ID: "new", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, "old0"); err == nil {
+		t.Fatal("alice's oldest task survived her quota")
+	}
+	if _, _, err := s.Get(ctx, "old2"); err != nil {
+		t.Fatalf("bob's task: %v", err)
 	}
 }

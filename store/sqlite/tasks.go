@@ -167,7 +167,7 @@ func (s *Store) makeRoom(ctx context.Context, tx execer, owner, id string, size 
 			return evict(`SELECT rowid FROM tasks WHERE owner != ? AND finished_ns IS NOT NULL ORDER BY finished_ns, rowid LIMIT 1`, owner)
 		}
 		return evict(`SELECT rowid FROM tasks WHERE owner != ? AND finished_ns IS NOT NULL AND owner IN
-			(SELECT owner FROM tasks GROUP BY owner HAVING count(*) > ? OR sum(size) > ?) ORDER BY finished_ns, rowid LIMIT 1`, owner, o.QuotaTasks, o.QuotaBytes)
+			(SELECT owner FROM callers WHERE n > ? OR bytes > ?) ORDER BY finished_ns, rowid LIMIT 1`, owner, o.QuotaTasks, o.QuotaBytes)
 	}
 	if !growth {
 		if size > o.QuotaBytes {
@@ -176,7 +176,7 @@ func (s *Store) makeRoom(ctx context.Context, tx execer, owner, id string, size 
 		for !noQuota {
 			var n int
 			var b int64
-			if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(size), 0) FROM tasks WHERE owner = ?`, owner).Scan(&n, &b); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(n), 0), coalesce(sum(bytes), 0) FROM callers WHERE owner = ?`, owner).Scan(&n, &b); err != nil {
 				return s.unavailable("make room", err)
 			}
 			if n+1 <= o.QuotaTasks && b+size <= o.QuotaBytes {
@@ -198,7 +198,7 @@ func (s *Store) makeRoom(ctx context.Context, tx execer, owner, id string, size 
 	for {
 		var n int
 		var b int64
-		if err := tx.QueryRowContext(ctx, `SELECT n, bytes FROM task_count`).Scan(&n, &b); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(n), 0), coalesce(sum(bytes), 0) FROM callers`).Scan(&n, &b); err != nil {
 			return s.unavailable("make room", err)
 		}
 		if n+add <= o.Capacity && b+size <= o.Bytes {

@@ -209,20 +209,46 @@ func (s *Store) run(batch []*writeOp, open bool) bool {
 	errs := make([]error, len(batch))
 	var waiting []*writeOp // the writes answered at the commit
 	var werrs []error
+	// fresh: the transaction holds no write yet, so the next write needs no
+	// savepoint: one that fails rolls the whole transaction back, and a new
+	// one begins for the writes after it.
+	fresh := !open
 	for i, o := range batch {
-		if _, err := w.ExecContext(ctxBG, `SAVEPOINT w`); err != nil {
-			s.abort(batch[i:], waiting, err)
-			return false
-		}
-		if errs[i] = o.fn(w); errs[i] != nil {
-			if _, err := w.ExecContext(ctxBG, `ROLLBACK TO w`); err != nil {
+		if fresh {
+			fresh = false
+			if errs[i] = o.fn(w); errs[i] != nil {
+				if _, err := w.ExecContext(ctxBG, `ROLLBACK`); err != nil {
+					s.abort(batch[i:], waiting, err)
+					return false
+				}
+				o.done <- errs[i]
+				if i+1 == len(batch) {
+					return false
+				}
+				if _, err := w.ExecContext(ctxBG, `BEGIN IMMEDIATE`); err != nil {
+					for _, o := range batch[i+1:] {
+						o.done <- s.unavailable(o.op, err)
+					}
+					return false
+				}
+				fresh = true
+				continue
+			}
+		} else {
+			if _, err := w.ExecContext(ctxBG, `SAVEPOINT w`); err != nil {
 				s.abort(batch[i:], waiting, err)
 				return false
 			}
-		}
-		if _, err := w.ExecContext(ctxBG, `RELEASE w`); err != nil {
-			s.abort(batch[i:], waiting, err)
-			return false
+			if errs[i] = o.fn(w); errs[i] != nil {
+				if _, err := w.ExecContext(ctxBG, `ROLLBACK TO w`); err != nil {
+					s.abort(batch[i:], waiting, err)
+					return false
+				}
+			}
+			if _, err := w.ExecContext(ctxBG, `RELEASE w`); err != nil {
+				s.abort(batch[i:], waiting, err)
+				return false
+			}
 		}
 		if !o.stage {
 			waiting, werrs = append(waiting, o), append(werrs, errs[i])
