@@ -27,7 +27,7 @@ func (s *Store) SaveBlob(ctx context.Context, b supervisor.StoredBlob) error {
 // LoadBlob implements supervisor.BlobBackend.
 func (s *Store) LoadBlob(ctx context.Context, id string) ([]byte, bool, error) {
 	var content []byte
-	err := s.r.QueryRowContext(ctx, `SELECT content FROM blobs WHERE id = ?`, id).Scan(&content)
+	err := s.rs.QueryRowContext(ctx, `SELECT content FROM blobs WHERE id = ?`, id).Scan(&content)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -62,7 +62,7 @@ func (s *Store) DeleteBlob(ctx context.Context, id string) error {
 
 // BlobIndex implements supervisor.BlobBackend.
 func (s *Store) BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, owner, run_id, media_type, size, created_ns, expires_ns FROM blobs ORDER BY created_ns`)
+	rows, err := s.rs.QueryContext(ctx, `SELECT id, owner, run_id, media_type, size, created_ns, expires_ns FROM blobs ORDER BY created_ns`)
 	if err != nil {
 		return nil, s.unavailable("list distillates", err)
 	}

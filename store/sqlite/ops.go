@@ -21,7 +21,7 @@ func (s *Store) Inspect(ctx context.Context) (store.Report, error) {
 	for st, n := range counts {
 		r.Tasks[string(st)] = n
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT runner, COUNT(*) FROM tasks WHERE finished_ns IS NULL GROUP BY runner`)
+	rows, err := s.rs.QueryContext(ctx, `SELECT runner, COUNT(*) FROM tasks WHERE finished_ns IS NULL GROUP BY runner`)
 	if err != nil {
 		return r, s.unavailable("inspect", err)
 	}
@@ -47,10 +47,10 @@ func (s *Store) Inspect(ctx context.Context) (store.Report, error) {
 	if err := rows.Err(); err != nil {
 		return r, s.unavailable("inspect", err)
 	}
-	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM push_pending`).Scan(&r.Pending); err != nil {
+	if err := s.rs.QueryRowContext(ctx, `SELECT COUNT(*) FROM push_pending`).Scan(&r.Pending); err != nil {
 		return r, s.unavailable("inspect", err)
 	}
-	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*), coalesce(SUM(size), 0) FROM blobs`).Scan(&r.Blobs, &r.BlobBytes); err != nil {
+	if err := s.rs.QueryRowContext(ctx, `SELECT COUNT(*), coalesce(SUM(size), 0) FROM blobs`).Scan(&r.Blobs, &r.BlobBytes); err != nil {
 		return r, s.unavailable("inspect", err)
 	}
 	for _, suffix := range []string{"", "-wal"} {

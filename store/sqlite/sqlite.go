@@ -115,6 +115,7 @@ type Store struct {
 	expired  atomic.Int64 // the store's clock at the last deletion of expired tasks
 
 	get *sql.Stmt // the reader's statement of every task
+	rs  readStmts // the readers' other statements
 
 	stmts      stmts         // the writer's prepared statements
 	staged     atomic.Bool   // the writer's open transaction holds staged writes
@@ -204,6 +205,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if s.r, err = sql.Open("sqlite", s.path+pragmas+"&_pragma=query_only(1)"); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
 	}
+	s.rs.db = s.r
 	s.r.SetMaxOpenConns(4)
 	s.r.SetMaxIdleConns(4)
 	if err := s.r.PingContext(ctx); err != nil {
@@ -286,6 +288,7 @@ func (s *Store) Close() error {
 	if s.get != nil {
 		s.get.Close()
 	}
+	s.rs.close()
 	var errs []error
 	for _, db := range []*sql.DB{s.ck, s.r, s.w} {
 		if db != nil {

@@ -271,17 +271,26 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 		pageCond += " AND (updated_ns < ? OR (updated_ns = ? AND id < ?))"
 		pageArgs = append(append([]any(nil), args...), ns, ns, string(id))
 	}
+	// The statements are prepared before the transaction holds a reader
+	// connection (preparing waits for one).
+	count, err := s.rs.stmt(ctx, "SELECT COUNT(*) FROM tasks WHERE "+cond)
+	if err != nil {
+		return tasks.ListPage{}, s.unavailable("list tasks", err)
+	}
+	list, err := s.rs.stmt(ctx, "SELECT snapshot FROM tasks WHERE "+pageCond+" ORDER BY updated_ns DESC, id DESC LIMIT ?")
+	if err != nil {
+		return tasks.ListPage{}, s.unavailable("list tasks", err)
+	}
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return tasks.ListPage{}, s.unavailable("list tasks", err)
 	}
 	defer tx.Rollback()
 	page := tasks.ListPage{PageSize: q.PageSize}
-	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM tasks WHERE "+cond, args...).Scan(&page.TotalSize); err != nil {
+	if err := tx.StmtContext(ctx, count).QueryRowContext(ctx, args...).Scan(&page.TotalSize); err != nil {
 		return tasks.ListPage{}, s.unavailable("list tasks", err)
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT snapshot FROM tasks WHERE "+pageCond+" ORDER BY updated_ns DESC, id DESC LIMIT ?",
-		append(pageArgs, q.PageSize+1)...)
+	rows, err := tx.StmtContext(ctx, list).QueryContext(ctx, append(pageArgs, q.PageSize+1)...)
 	if err != nil {
 		return tasks.ListPage{}, s.unavailable("list tasks", err)
 	}
@@ -317,7 +326,7 @@ func (s *Store) CountByState(ctx context.Context) (map[a2a.TaskState]int, error)
 	if err := s.Sync(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT state, COUNT(*) FROM tasks WHERE finished_ns IS NULL OR finished_ns > ? GROUP BY state`, s.cutoff())
+	rows, err := s.rs.QueryContext(ctx, `SELECT state, COUNT(*) FROM tasks WHERE finished_ns IS NULL OR finished_ns > ? GROUP BY state`, s.cutoff())
 	if err != nil {
 		return nil, s.unavailable("count tasks", err)
 	}
@@ -400,16 +409,16 @@ func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (ta
 	if err := s.Sync(ctx); err != nil {
 		return tasks.PushTarget{}, err
 	}
-	if err := s.exists(ctx, s.r, id); err != nil {
+	if err := s.exists(ctx, &s.rs, id); err != nil {
 		return tasks.PushTarget{}, err
 	}
 	var version string
 	var cfg []byte
 	var err error
 	if configID == "" {
-		err = s.r.QueryRowContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? ORDER BY seq DESC LIMIT 1`, string(id)).Scan(&version, &cfg)
+		err = s.rs.QueryRowContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? ORDER BY seq DESC LIMIT 1`, string(id)).Scan(&version, &cfg)
 	} else {
-		err = s.r.QueryRowContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? AND config_id = ?`, string(id), configID).Scan(&version, &cfg)
+		err = s.rs.QueryRowContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? AND config_id = ?`, string(id), configID).Scan(&version, &cfg)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return tasks.PushTarget{}, fmt.Errorf("%w: task %s has no push notification config %q", a2a.ErrTaskNotFound, id, configID)
@@ -425,7 +434,7 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 	if err := s.Sync(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? ORDER BY seq`, string(id))
+	rows, err := s.rs.QueryContext(ctx, `SELECT version, config FROM push_configs WHERE task_id = ? ORDER BY seq`, string(id))
 	if err != nil {
 		return nil, s.unavailable("list push configs", err)
 	}
@@ -448,7 +457,7 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 	}
 	if len(out) == 0 {
 		// None registered, or no such task.
-		if err := s.exists(ctx, s.r, id); err != nil {
+		if err := s.exists(ctx, &s.rs, id); err != nil {
 			return nil, err
 		}
 	}
@@ -488,7 +497,7 @@ func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 		return nil, err
 	}
 	var p []byte
-	err := s.r.QueryRowContext(ctx, `SELECT payload FROM tasks WHERE id = ?`, string(id)).Scan(&p)
+	err := s.rs.QueryRowContext(ctx, `SELECT payload FROM tasks WHERE id = ?`, string(id)).Scan(&p)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound(id)
 	}
@@ -504,7 +513,7 @@ func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
 	if err := s.Sync(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT runner, snapshot FROM tasks WHERE finished_ns IS NULL AND runner != ? ORDER BY created_ns, rowid`, s.instance)
+	rows, err := s.rs.QueryContext(ctx, `SELECT runner, snapshot FROM tasks WHERE finished_ns IS NULL AND runner != ? ORDER BY created_ns, rowid`, s.instance)
 	if err != nil {
 		return nil, s.unavailable("list orphans", err)
 	}
@@ -597,7 +606,7 @@ func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
 			return nil, err
 		}
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, task_id, snapshot, event, final FROM push_pending WHERE runner = ? ORDER BY seq`, s.instance)
+	rows, err := s.rs.QueryContext(ctx, `SELECT seq, task_id, snapshot, event, final FROM push_pending WHERE runner = ? ORDER BY seq`, s.instance)
 	if err != nil {
 		return nil, s.unavailable("read pending push notifications", err)
 	}
@@ -620,7 +629,7 @@ func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
 // deadRunners runs query (one runner column, this instance as its argument)
 // and keeps the runners that are gone.
 func (s *Store) deadRunners(ctx context.Context, query string) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, query, s.instance)
+	rows, err := s.rs.QueryContext(ctx, query, s.instance)
 	if err != nil {
 		return nil, s.unavailable("list runners", err)
 	}

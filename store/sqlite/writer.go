@@ -337,3 +337,69 @@ func (s *Store) checkpointer() {
 		}
 	}
 }
+
+// readStmts are the readers' queries, each prepared once on the reader pool
+// (database/sql prepares it on each reader connection the first time it runs
+// there and keeps it), by their SQL. It is safe for concurrent use; the zero
+// value prepares on db once db is set.
+type readStmts struct {
+	db *sql.DB
+	mu sync.Mutex // guards m
+	m  map[string]*sql.Stmt
+}
+
+// stmt returns the prepared statement of query.
+// It never holds the lock while it prepares (that waits for a reader
+// connection, which one holding the lock could need).
+func (r *readStmts) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	r.mu.Lock()
+	st, ok := r.m[query]
+	r.mu.Unlock()
+	if ok {
+		return st, nil
+	}
+	st, err := r.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if had, ok := r.m[query]; ok {
+		st.Close()
+		return had, nil
+	}
+	if r.m == nil {
+		r.m = map[string]*sql.Stmt{}
+	}
+	r.m[query] = st
+	return st, nil
+}
+
+// QueryRowContext runs a one-row query on a reader connection.
+func (r *readStmts) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := r.stmt(ctx, query)
+	if err != nil {
+		// A query that does not prepare fails the same way on its row.
+		return r.db.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// QueryContext runs a query on a reader connection.
+func (r *readStmts) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := r.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// close closes the prepared statements.
+func (r *readStmts) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, st := range r.m {
+		st.Close()
+	}
+	r.m = nil
+}
