@@ -20,14 +20,11 @@ type e2eRound struct {
 }
 
 func runE2E(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
-	dir, err := os.MkdirTemp("", "agentd-bench-certs-")
+	dir, err := certsDir()
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := mintCerts(dir); err != nil {
-		return nil, err
-	}
 	type variant struct {
 		srv  *serveProc
 		pool int
@@ -108,12 +105,9 @@ func runE2E(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 }
 
 func e2eRows(raw json.RawMessage, cfg Config) ([]row, error) {
-	rounds, err := decode[[]e2eRound](raw)
+	rounds, err := decodeRounds[e2eRound](raw)
 	if err != nil {
 		return nil, err
-	}
-	if len(rounds) == 0 {
-		return nil, errNoRounds
 	}
 	n := rounds[0].Warm.N
 	return []row{

@@ -417,14 +417,11 @@ func load(ctx context.Context, c *http.Client, url string, conc int, d time.Dura
 }
 
 func runFront(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
-	dir, err := os.MkdirTemp("", "agentd-bench-certs-")
+	dir, err := certsDir()
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := mintCerts(dir); err != nil {
-		return nil, err
-	}
 	agentd, err := startRole(ctx, roleFrontAgentd, cfg, dir, logw)
 	if err != nil {
 		return nil, err
@@ -482,12 +479,9 @@ func runFront(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 }
 
 func frontRows(raw json.RawMessage, cfg Config) ([]row, error) {
-	rounds, err := decode[[]frontRound](raw)
+	rounds, err := decodeRounds[frontRound](raw)
 	if err != nil {
 		return nil, err
-	}
-	if len(rounds) == 0 {
-		return nil, errNoRounds
 	}
 	var rows []row
 	for _, c := range []struct {

@@ -143,12 +143,9 @@ func liveHeap() float64 {
 }
 
 func memoryRows(raw json.RawMessage, cfg Config) ([]row, error) {
-	rounds, err := decode[[]memoryRound](raw)
+	rounds, err := decodeRounds[memoryRound](raw)
 	if err != nil {
 		return nil, err
-	}
-	if len(rounds) == 0 {
-		return nil, errNoRounds
 	}
 	med := func(f func(memoryRound) float64) float64 { return medianOf(rounds, f) }
 	idle, loaded := med(func(r memoryRound) float64 { return r.Idle }), med(func(r memoryRound) float64 { return r.Loaded })

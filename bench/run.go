@@ -343,6 +343,30 @@ func decode[T any](raw json.RawMessage) (T, error) {
 	return v, nil
 }
 
+// decodeRounds unmarshals a figure's rounds; a figure that produced none is
+// an error (errNoRounds).
+func decodeRounds[T any](raw json.RawMessage) ([]T, error) {
+	rounds, err := decode[[]T](raw)
+	if err == nil && len(rounds) == 0 {
+		err = errNoRounds
+	}
+	return rounds, err
+}
+
+// certsDir makes a temporary directory and mints the bench's certificates
+// into it (mintCerts); the caller removes it.
+func certsDir() (string, error) {
+	dir, err := os.MkdirTemp("", "agentd-bench-certs-")
+	if err != nil {
+		return "", err
+	}
+	if err := mintCerts(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
 // errNoRounds reports a figure that produced nothing.
 var errNoRounds = errors.New("bench: the figure produced no rounds")
 

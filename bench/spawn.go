@@ -192,12 +192,9 @@ func runSpawn(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 }
 
 func spawnRows(raw json.RawMessage, cfg Config) ([]row, error) {
-	rounds, err := decode[[]spawnRound](raw)
+	rounds, err := decodeRounds[spawnRound](raw)
 	if err != nil {
 		return nil, err
-	}
-	if len(rounds) == 0 {
-		return nil, errNoRounds
 	}
 	med := func(f func(spawnRound) float64) float64 { return medianOf(rounds, f) }
 	warm50 := med(func(r spawnRound) float64 { return r.Warm.P50 })

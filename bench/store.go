@@ -189,12 +189,9 @@ func runStore(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 var storeGoal = map[string]float64{"sqlite": 1.5, "postgres": 3}
 
 func storeRows(raw json.RawMessage, cfg Config) ([]row, error) {
-	rounds, err := decode[[]storeRound](raw)
+	rounds, err := decodeRounds[storeRound](raw)
 	if err != nil {
 		return nil, err
-	}
-	if len(rounds) == 0 {
-		return nil, errNoRounds
 	}
 	var rows []row
 	for _, conc := range []int{1, 16} {

@@ -172,12 +172,9 @@ func runTeardown(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 }
 
 func teardownRows(raw json.RawMessage, cfg Config) ([]row, error) {
-	rounds, err := decode[[]teardownRound](raw)
+	rounds, err := decodeRounds[teardownRound](raw)
 	if err != nil {
 		return nil, err
-	}
-	if len(rounds) == 0 {
-		return nil, errNoRounds
 	}
 	graces := ms(cfg.DrainGrace + cfg.KillGrace)
 	stubborn := medianOf(rounds, func(r teardownRound) float64 { return r.IgnoreTerm })

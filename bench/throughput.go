@@ -54,14 +54,11 @@ type throughputRound struct {
 }
 
 func runThroughput(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
-	dir, err := os.MkdirTemp("", "agentd-bench-certs-")
+	dir, err := certsDir()
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := mintCerts(dir); err != nil {
-		return nil, err
-	}
 	type variant struct {
 		srv *serveProc
 		c   *http.Client
@@ -216,12 +213,9 @@ func cpuTimes(pid int) (cpu, error) {
 const clockTicks = 100
 
 func throughputRows(raw json.RawMessage, cfg Config) ([]row, error) {
-	rounds, err := decode[[]throughputRound](raw)
+	rounds, err := decodeRounds[throughputRound](raw)
 	if err != nil {
 		return nil, err
-	}
-	if len(rounds) == 0 {
-		return nil, errNoRounds
 	}
 	var rows []row
 	for _, v := range []struct {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // serveLimited serves h within l on a loopback listener and returns its
@@ -93,13 +95,7 @@ func TestPerAddressCap(t *testing.T) {
 				roundTrip(t, c, bufio.NewReader(c)) // still served
 			}
 			held[0].Close()
-			deadline := time.Now().Add(5 * time.Second)
-			for ll.Open() != 2 {
-				if time.Now().After(deadline) {
-					t.Fatal("the closed connection's slot was not given back")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			testkit.WaitFor(t, 5*time.Second, "the closed connection's slot given back", func() bool { return ll.Open() == 2 })
 			again := dial(t, addr)
 			roundTrip(t, again, bufio.NewReader(again))
 		})

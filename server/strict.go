@@ -614,21 +614,29 @@ func (s *scanner) object(sch *schema, depth int) error {
 		if err := s.value(child, depth); err != nil {
 			return within(err, string(key))
 		}
-		s.space()
-		if s.i >= len(s.data) {
-			return syntaxErr(s.i, "unterminated object")
-		}
-		switch s.data[s.i] {
-		case '}':
-			s.i++
-			return nil
-		case ',':
-			s.i++
-			s.space()
-		default:
-			return syntaxErr(s.i, "want , or } after an object member")
+		if done, err := s.after('}', "object", "an object member"); done || err != nil {
+			return err
 		}
 	}
+}
+
+// after reads what follows a member or an element: the closing byte ends
+// the container (done), a comma another member or element follows.
+func (s *scanner) after(closing byte, container, what string) (done bool, err error) {
+	s.space()
+	if s.i >= len(s.data) {
+		return false, syntaxErr(s.i, "unterminated %s", container)
+	}
+	switch s.data[s.i] {
+	case closing:
+		s.i++
+		return true, nil
+	case ',':
+		s.i++
+		s.space()
+		return false, nil
+	}
+	return false, syntaxErr(s.i, "want , or %c after %s", closing, what)
 }
 
 func (s *scanner) array(sch *schema, depth int) error {
@@ -649,19 +657,8 @@ func (s *scanner) array(sch *schema, depth int) error {
 		if err := s.value(elem, depth); err != nil {
 			return within(err, "["+strconv.Itoa(n)+"]")
 		}
-		s.space()
-		if s.i >= len(s.data) {
-			return syntaxErr(s.i, "unterminated array")
-		}
-		switch s.data[s.i] {
-		case ']':
-			s.i++
-			return nil
-		case ',':
-			s.i++
-			s.space()
-		default:
-			return syntaxErr(s.i, "want , or ] after an array element")
+		if done, err := s.after(']', "array", "an array element"); done || err != nil {
+			return err
 		}
 	}
 }
