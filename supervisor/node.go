@@ -252,6 +252,7 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 		log = log.With("pid", p.pid, "warm", true)
 		log.Debug("spawn served by the warm pool")
 		defer p.release()
+		defer s.pool.taken() // reaped: refill now if the delay has not yet
 		n.setProc(p)
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.NodeStarted(n.info())

@@ -37,10 +37,14 @@ import (
 // PoolKey is the restart governor's key for the warm pool's refills.
 const PoolKey = "warm-pool"
 
-// refillDelay is how long the refill after a take waits: a start is a fork,
-// an exec and several milliseconds of runtime and package init on one core,
-// which would otherwise compete with the child just given its payload (on a
-// small machine it doubled the time to that child's first step).
+// refillDelay is how long the refill after a take waits at most: a start is a
+// fork, an exec and several milliseconds of runtime and package init on one
+// core, which would otherwise compete with the child just given its payload
+// (on a small machine it doubled the time to that child's first step). The
+// refill starts earlier when the taken child is reaped first (pool.taken): a
+// short run (one model step) has answered by then, so its refill follows its
+// response instead of landing on the next request, and the pool is short of
+// a child for less time than the delay.
 const refillDelay = 10 * time.Millisecond
 
 // PoolStats describes the warm pool, for operators, metrics and tests.
@@ -70,6 +74,7 @@ type pool struct {
 	closed  bool
 
 	kick   chan struct{} // wakes the refill loop; capacity 1
+	delay  time.Duration // refillDelay; tests shorten or lengthen it before any take
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the refill loop and the idle watchers
@@ -91,6 +96,7 @@ func newPool(s *Supervisor, size int) *pool {
 		log:     s.log.With("warm_pool", true),
 		members: make(map[*proc]*poolEntry),
 		kick:    make(chan struct{}, 1),
+		delay:   refillDelay,
 		ctx:     ctx,
 		cancel:  cancel,
 	}
@@ -111,7 +117,9 @@ func (pl *pool) wake() {
 }
 
 // take hands out a ready child, or nil when the pool is empty (or off). The
-// caller owns the child from then on: it is a node's process like any other.
+// caller owns the child from then on: it is a node's process like any other,
+// and calls taken once it has been reaped. The refill of its place starts
+// then, or after the pool's delay if that comes first.
 func (pl *pool) take() *proc {
 	if pl == nil {
 		return nil
@@ -128,13 +136,17 @@ func (pl *pool) take() *proc {
 		close(e.claimed)
 		pl.mu.Unlock()
 		pl.assigned.Add(1)
-		time.AfterFunc(refillDelay, pl.wake)
+		time.AfterFunc(pl.delay, pl.wake)
 		return e.p
 	}
 	pl.mu.Unlock()
 	pl.cold.Add(1)
 	return nil
 }
+
+// taken tells the pool that a child take handed out has been reaped (or
+// abandoned): its place is refilled now if the delay has not done it yet.
+func (pl *pool) taken() { pl.wake() }
 
 // need reports whether the pool holds fewer children than its size.
 func (pl *pool) need() bool {

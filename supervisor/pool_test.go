@@ -95,6 +95,58 @@ func TestPoolAssignsWarmChild(t *testing.T) {
 	groupsGone(t, append(before, after...))
 }
 
+// A short run's place in the pool is refilled at its child's reap, not
+// after the refill delay (an hour here): its refill follows its answer
+// instead of landing on the next request.
+func TestPoolRefillsAtTheTakenChildsReap(t *testing.T) {
+	s, _ := newSupervisor(t, "complete", withPool(2))
+	s.pool.delay = time.Hour
+	before := waitIdle(t, s, 2)
+	r := start(t, s, testPayload("say hi", time.Minute))
+	if res := result(t, r, 10*time.Second); res.Status != api.StatusCompleted {
+		t.Fatalf("result = %+v", res)
+	}
+	var after []int
+	testkit.WaitFor(t, 10*time.Second, "the pool refilled after the reap", func() bool {
+		after = s.pool.idlePIDs()
+		return len(after) == 2 && !slices.Contains(after, r.Info().PID)
+	})
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	groupsGone(t, append(before, after...))
+}
+
+// A long run does not keep its place empty: the pool refills after the
+// delay while the taken child still works.
+func TestPoolRefillsAfterTheDelayWhileTheChildWorks(t *testing.T) {
+	s, _ := newSupervisor(t, "busy", withPool(1), withEnv(envBusy+"=1m"))
+	s.pool.delay = time.Millisecond
+	before := waitIdle(t, s, 1)
+	r := start(t, s, testPayload("work", time.Minute))
+	running := waitPID(t, r)
+	var after []int
+	testkit.WaitFor(t, 10*time.Second, "the pool refilled while the run works", func() bool {
+		after = s.pool.idlePIDs()
+		return len(after) == 1 && after[0] != running
+	})
+	if isDone(r) {
+		t.Fatal("the run ended before the check")
+	}
+	s.Cancel(r.Handle(), "test over")
+	if res := result(t, r, 10*time.Second); res.Status != api.StatusCancelled {
+		t.Fatalf("result = %+v", res)
+	}
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	groupsGone(t, append(append(before, after...), running))
+}
+
 // A drain kills idle children at once and waits for their reap: it returns
 // clean, takes no kill-ladder rung, and leaves no process behind.
 func TestPoolDrainedOnShutdown(t *testing.T) {
