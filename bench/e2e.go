@@ -54,19 +54,34 @@ func runE2E(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 		vs = append(vs, &variant{srv: srv, pool: pool, c: c, op: op})
 	}
 	var seq int64
-	// once sends one message after the service has settled: no child left
-	// from the previous message, and a full pool (every child ready for its
-	// payload, as a2a.Tree says: a child that is still starting is no
-	// warm child).
+	// settled reports whether v's service is at rest: no child left from its
+	// previous message, and a full pool (every child ready for its payload,
+	// as a2a.Tree says: a child that is still starting is no warm child).
+	settled := func(v *variant) (bool, error) {
+		if v.srv.children() != v.pool {
+			return false, nil
+		}
+		return poolReady(ctx, v.op, v.srv.url, v.pool)
+	}
+	// once sends one message to v once every service of the figure is at
+	// rest: the variants are measured interleaved, and one's refill (a cold
+	// start, several milliseconds of CPU) or exiting child would otherwise
+	// land on the next variant's message, which is the harness measuring
+	// itself, not the service.
 	once := func(v *variant) (time.Duration, error) {
 		var perr error
-		if err := poll(ctx, 20*time.Second, time.Millisecond, "service settled", func() bool {
-			if v.srv.children() != v.pool {
-				return false
+		if err := poll(ctx, 20*time.Second, time.Millisecond, "services settled", func() bool {
+			for _, w := range vs {
+				ok, err := settled(w)
+				if err != nil {
+					perr = err
+					return true
+				}
+				if !ok {
+					return false
+				}
 			}
-			ok, err := poolReady(ctx, v.op, v.srv.url, v.pool)
-			perr = err
-			return ok || err != nil
+			return true
 		}); err != nil {
 			return 0, err
 		}
