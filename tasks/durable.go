@@ -42,8 +42,9 @@ type Orphan struct {
 }
 
 // Retainer is implemented by the event queue the Engine hands an executor
-// when its store is Durable: Retain keeps the payload the executor would run
-// the task from again (a Rerunner reads it back).
+// when its store is Durable, and only then: Retain keeps the payload the
+// executor would run the task from again (a Rerunner reads it back). Over
+// another store there is nothing to encode a payload for.
 type Retainer interface {
 	Retain(ctx context.Context, payload []byte) error
 }

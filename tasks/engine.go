@@ -433,14 +433,24 @@ func (q queue) Read(ctx context.Context) (a2a.Event, error) {
 }
 func (q queue) Close() error { return nil }
 
-// Retain implements Retainer: with a Durable store, the payload is kept with
-// the task for the rerun recovery policy; otherwise nothing outlives the
-// process and it is dropped.
-func (q queue) Retain(ctx context.Context, payload []byte) error {
-	d, ok := q.e.store.(Durable)
-	if !ok {
-		return nil
+// retainingQueue is the queue of a task whose store is Durable: only it
+// implements Retainer, so an executor over a store that keeps nothing past
+// the process does not encode a payload to have it dropped.
+type retainingQueue struct{ queue }
+
+// events is the queue handed to the executor: a retainingQueue when the
+// store is Durable.
+func (q queue) events() eventqueue.Queue {
+	if _, ok := q.e.store.(Durable); ok {
+		return retainingQueue{q}
 	}
+	return q
+}
+
+// Retain implements Retainer: the payload is kept with the task for the
+// rerun recovery policy.
+func (q retainingQueue) Retain(ctx context.Context, payload []byte) error {
+	d := q.e.store.(Durable)
 	lt := q.lt
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
@@ -470,7 +480,11 @@ func (q queue) TakeFollowUp(last bool) []*a2a.Message {
 	return nil
 }
 
-var _ eventqueue.Queue = queue{}
+var (
+	_ eventqueue.Queue = queue{}
+	_ Retainer         = retainingQueue{}
+	_ FollowUps        = retainingQueue{}
+)
 
 // start creates a task for a new message and runs the executor on it in the
 // background, or hands a follow-up message to the task it names. The caller
@@ -574,7 +588,7 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 	}
 	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
 	started = true
-	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q) })
+	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
 	return lt, nil
 }
 

@@ -226,7 +226,7 @@ func (e *Engine) requeue(ctx context.Context, d Durable, t *a2a.Task) (bool, err
 	e.mu.Unlock()
 	reqCtx := &a2asrv.RequestContext{Message: t.History[0], TaskID: t.ID, ContextID: t.ContextID, Metadata: t.Metadata}
 	e.log.Info("queued task queued again", "task_id", string(t.ID))
-	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q) })
+	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
 	return true, nil
 }
 
@@ -291,6 +291,6 @@ func (e *Engine) rerun(ctx context.Context, d Durable, t *a2a.Task) (bool, error
 	e.mu.Unlock()
 	reqCtx := &a2asrv.RequestContext{Message: t.History[0], TaskID: t.ID, ContextID: t.ContextID, StoredTask: next, Metadata: t.Metadata}
 	e.log.Info("rerunning task", "task_id", string(t.ID), "attempt", attempt)
-	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return rr.Rerun(ctx, reqCtx, q, payload) })
+	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return rr.Rerun(ctx, reqCtx, q.events(), payload) })
 	return true, nil
 }

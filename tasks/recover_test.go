@@ -199,3 +199,54 @@ func TestRecoverMemoryStoreNoop(t *testing.T) {
 		t.Fatalf("%+v %v", rec, err)
 	}
 }
+
+// retainProbe records whether the queue it is handed offers Retain (and
+// still FollowUps), then completes the task.
+type retainProbe struct{ retains, followUps chan bool }
+
+func (p *retainProbe) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	_, r := q.(tasks.Retainer)
+	_, f := q.(tasks.FollowUps)
+	p.retains <- r
+	p.followUps <- f
+	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+func (p *retainProbe) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	return nil
+}
+
+// Only a Durable store's queue offers Retain: over the memory store an
+// executor has no payload to encode for a rerun that cannot happen.
+func TestRetainerOnlyWithDurableStore(t *testing.T) {
+	durable, err := sqlite.Open(context.Background(), t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { durable.Close() })
+	for _, c := range []struct {
+		name  string
+		store tasks.Store
+		want  bool
+	}{{"memory", tasks.NewMemoryStore(10, time.Hour), false}, {"sqlite", durable, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &retainProbe{retains: make(chan bool, 1), followUps: make(chan bool, 1)}
+			e := tasks.NewEngine(c.store, p, nil)
+			task := a2atest.Send(t, e, a2atest.Msg("probe"))
+			if task.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("task = %+v", task.Status)
+			}
+			if got := <-p.retains; got != c.want {
+				t.Fatalf("the queue offers Retain: %v, want %v", got, c.want)
+			}
+			if !<-p.followUps {
+				t.Fatal("the queue lost FollowUps")
+			}
+			if err := e.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
