@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +27,9 @@ type Config struct {
 	// Executable is the binary re-exec'd for each child; default os.Executable().
 	Executable string
 	// Env is the environment children start with (the supervisor adds the
-	// subagent marker and its own pid). Secrets for the child go here, never argv.
+	// subagent marker and its own pid, and GOMAXPROCS=1 unless Env sets
+	// GOMAXPROCS: see ChildGOMAXPROCS). Secrets for the child go here, never
+	// argv.
 	Env []string
 	// Logger receives the supervisor's log and the forwarded child logs.
 	Logger *slog.Logger
@@ -312,17 +315,28 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: blobs}
 	s.selfTools = s.selfToolTable()
-	s.env = append(append(make([]string, 0, len(cfg.Env)+3), cfg.Env...),
+	s.env = append(append(make([]string, 0, len(cfg.Env)+4), cfg.Env...),
 		api.EnvSubagent+"=1",
 		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
 		api.EnvMaxFrame+"="+strconv.Itoa(cfg.MaxFrame), // both ends refuse the same frames
 	)
+	if !slices.ContainsFunc(cfg.Env, func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }) {
+		s.env = append(s.env, "GOMAXPROCS="+ChildGOMAXPROCS)
+	}
 	s.execEnv = execEnv(cfg.Env)
 	if cfg.WarmPool > 0 {
 		s.pool = newPool(s, cfg.WarmPool)
 	}
 	return s, nil
 }
+
+// ChildGOMAXPROCS is the GOMAXPROCS of an agentd child whose Config.Env does
+// not set one. A subagent is one loop that waits on its model, its tools and
+// its pipes: one P is all it uses, and a second one only costs its start-up
+// (threads started, their stacks faulted in, the runtime reading the cgroup's
+// CPU limit): about 7% of a cold child's CPU on 2 cores (docs/performance.md).
+// Exec children (api.ExecArgs) are not agentd and keep Env as it is.
+const ChildGOMAXPROCS = "1"
 
 // StartRequest asks for a new tree: a root subagent with this payload. The
 // supervisor mints the identity fields (agent_id, agent_path, depth) and the

@@ -38,12 +38,8 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-var migrations = func() []string {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		panic(err)
-	}
-	sort.Strings(names)
+var migrations = sync.OnceValue(func() []string {
+	names := migrationNames()
 	out := make([]string, len(names))
 	for i, n := range names {
 		b, err := migrationFS.ReadFile(n)
@@ -53,10 +49,23 @@ var migrations = func() []string {
 		out[i] = string(b)
 	}
 	return out
-}()
+})
+
+// migrationNames are the embedded migrations' paths, in order. Only their
+// names are read at package init (for SchemaVersion): the files themselves
+// are read by the first migrate, so a process that opens no store (a
+// subagent, a client command) does not copy them.
+func migrationNames() []string {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		panic(err)
+	}
+	sort.Strings(names)
+	return names
+}
 
 // SchemaVersion is the schema version this build writes and reads.
-var SchemaVersion = len(migrations)
+var SchemaVersion = len(migrationNames())
 
 // DefaultLeaseTTL is how long a replica's lease lasts without a heartbeat.
 const DefaultLeaseTTL = 15 * time.Second
@@ -235,7 +244,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return &store.SchemaError{Where: s.where, Found: v, Max: SchemaVersion}
 	}
 	for i := v; i < SchemaVersion; i++ {
-		if _, err := tx.Exec(ctx, migrations[i]); err != nil {
+		if _, err := tx.Exec(ctx, migrations()[i]); err != nil {
 			return fmt.Errorf("postgres: migrate %s to schema version %d: %w", s.where, i+1, err)
 		}
 	}

@@ -266,7 +266,7 @@ func TestMigrateBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	for _, m := range migrations[:3] {
+	for _, m := range migrations()[:3] {
 		if _, err := c.Exec(ctx, m); err != nil {
 			t.Fatal(err)
 		}

@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,12 +53,8 @@ var migrationFS embed.FS
 
 // migrations are the schema's versions in order: the database's
 // user_version is how many have been applied.
-var migrations = func() []string {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		panic(err)
-	}
-	sort.Strings(names)
+var migrations = sync.OnceValue(func() []string {
+	names := migrationNames()
 	out := make([]string, len(names))
 	for i, n := range names {
 		b, err := migrationFS.ReadFile(n)
@@ -67,10 +64,23 @@ var migrations = func() []string {
 		out[i] = string(b)
 	}
 	return out
-}()
+})
+
+// migrationNames are the embedded migrations' paths, in order. Only their
+// names are read at package init (for SchemaVersion): the files themselves
+// are read by the first migrate, so a process that opens no store (a
+// subagent, a client command) does not copy them.
+func migrationNames() []string {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		panic(err)
+	}
+	sort.Strings(names)
+	return names
+}
 
 // SchemaVersion is the schema version this build writes and reads.
-var SchemaVersion = len(migrations)
+var SchemaVersion = len(migrationNames())
 
 // Options configure a Store. The zero value of a field is its default.
 type Options struct {
@@ -243,7 +253,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return &store.SchemaError{Where: s.path, Found: v, Max: SchemaVersion}
 	}
 	for i := v; i < SchemaVersion; i++ {
-		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+		if _, err := tx.ExecContext(ctx, migrations()[i]); err != nil {
 			return fmt.Errorf("sqlite: migrate %s to schema version %d: %w", s.path, i+1, err)
 		}
 	}

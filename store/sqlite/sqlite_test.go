@@ -188,7 +188,7 @@ func TestMigrateCallers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range migrations[:3] {
+	for _, m := range migrations()[:3] {
 		if _, err := db.Exec(m); err != nil {
 			t.Fatal(err)
 		}
