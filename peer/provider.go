@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
 	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/a2acall"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
 )
@@ -27,7 +27,7 @@ const Prefix = "peer:"
 const cardTTL = 5 * time.Minute
 
 // Provider is the delegation provider for one remote A2A peer, over
-// a2aclient and one shared keep-alive http.Client. Its capabilities come from
+// a2acall and one shared keep-alive http.Client. Its capabilities come from
 // the peer's agent card: all of them when the card declares the agentd
 // contract extension, none otherwise. It is safe for concurrent use; create
 // it with New.
@@ -39,7 +39,7 @@ type Provider struct {
 	mu       sync.Mutex // guards card, read, client, instance
 	card     *a2a.AgentCard
 	read     time.Time
-	client   *a2aclient.Client
+	client   *a2acall.Client
 	instance string // the peer's agentd instance id, from its card
 
 	started atomic.Int64 // delegations started, for the spawn metric
@@ -114,15 +114,9 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the agent card of %s: %w", p.cfg.URL, err)
 	}
-	client, err := a2aclient.NewFromEndpoints(ctx,
-		[]a2a.AgentInterface{{Transport: a2a.TransportProtocolJSONRPC, URL: p.endpoint(card)}},
-		a2aclient.WithJSONRPCTransport(p.hc),
-		a2aclient.WithConfig(a2aclient.Config{Polling: true}),
-		a2aclient.WithInterceptors(traceInterceptor{}),
-	)
-	if err != nil {
-		return fmt.Errorf("a2a client for %s: %w", p.cfg.URL, err)
-	}
+	// message/send answers at once (not blocking): the run follows the
+	// task by stream or by tasks/get.
+	client := a2acall.New(p.endpoint(card), p.hc, a2acall.Options{NonBlocking: true, Header: traceHeader})
 	inst := ""
 	for _, e := range card.Capabilities.Extensions {
 		if e.URI == a2abind.ContractExtensionURI {
@@ -147,7 +141,7 @@ func (p *Provider) endpoint(card *a2a.AgentCard) string {
 	return p.cfg.URL
 }
 
-func (p *Provider) state() (*a2aclient.Client, *a2a.AgentCard, string) {
+func (p *Provider) state() (*a2acall.Client, *a2a.AgentCard, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.client, p.card, p.instance

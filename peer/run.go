@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/a2acall"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/tasks"
 )
@@ -28,7 +28,7 @@ func (c runCancelled) Error() string { return "cancelled: " + c.reason }
 type remoteRun struct {
 	span     trace.Span // the delegation's client span; ends with the run
 	p        *Provider
-	client   *a2aclient.Client
+	client   *a2acall.Client
 	handle   string
 	agentd   bool
 	stream   bool

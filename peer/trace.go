@@ -2,9 +2,9 @@ package peer
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -42,17 +42,10 @@ func endPeerSpan(span trace.Span, remote a2a.TaskID, res api.SubagentResult) {
 	span.End()
 }
 
-// traceInterceptor puts the traceparent of the call's context into the
-// call's metadata, which the JSON-RPC transport sends as HTTP headers: the
-// peer's server span becomes a child of this side's span.
-type traceInterceptor struct {
-	a2aclient.PassthroughInterceptor
-}
-
-// Before adds the traceparent header.
-func (traceInterceptor) Before(ctx context.Context, req *a2aclient.Request) (context.Context, error) {
+// traceHeader puts the traceparent of the call's context into the request's
+// headers: the peer's server span becomes a child of this side's span.
+func traceHeader(ctx context.Context, h http.Header) {
 	if tp := telemetry.Traceparent(ctx); tp != "" {
-		req.Meta[telemetry.TraceparentKey] = []string{tp}
+		h.Set(telemetry.TraceparentKey, tp)
 	}
-	return ctx, nil
 }

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
 	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/a2acall"
 	"github.com/agentd/agentd/api"
 )
 
@@ -66,11 +66,11 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("read the agent card of %s: %w", to, err)
 	}
-	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc))
+	endpoint, err := a2acall.Endpoint(card)
 	if err != nil {
 		return fmt.Errorf("a2a client for %s: %w", to, err)
 	}
-	defer client.Destroy()
+	client := a2acall.New(endpoint, hc, a2acall.Options{})
 	msg := &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: c.Text})}
 	send := sendBlocking
 	if c.Stream {
@@ -108,7 +108,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // sendStreaming sends msg with message/stream, printing each event, and
 // returns the task as it ended.
-func sendStreaming(ctx context.Context, client *a2aclient.Client, msg *a2a.MessageSendParams, stdout io.Writer) (*a2a.Task, error) {
+func sendStreaming(ctx context.Context, client *a2acall.Client, msg *a2a.MessageSendParams, stdout io.Writer) (*a2a.Task, error) {
 	var task *a2a.Task
 	for ev, err := range client.SendStreamingMessage(ctx, msg) {
 		if err != nil {
@@ -139,7 +139,7 @@ func sendStreaming(ctx context.Context, client *a2aclient.Client, msg *a2a.Messa
 
 // sendBlocking sends msg with message/send and returns the task once it
 // ended; a reply that is a message is printed, and there is no task.
-func sendBlocking(ctx context.Context, client *a2aclient.Client, msg *a2a.MessageSendParams, stdout io.Writer) (*a2a.Task, error) {
+func sendBlocking(ctx context.Context, client *a2acall.Client, msg *a2a.MessageSendParams, stdout io.Writer) (*a2a.Task, error) {
 	res, err := client.SendMessage(ctx, msg)
 	if err != nil {
 		return nil, fmt.Errorf("message/send: %w", err)
