@@ -343,17 +343,18 @@ func TestPayloadOverFrameLimitKeepsWarmChild(t *testing.T) {
 	}
 }
 
-// An agentd child runs with GOMAXPROCS=1 unless the supervisor's Env sets
-// GOMAXPROCS, which then passes on unchanged: read from the environment of
-// the real (warm) child processes.
+// An agentd child starts with GOMAXPROCS=1 and the marker that tells it to
+// return to the default after its init, unless the supervisor's Env sets
+// GOMAXPROCS, which then passes on unchanged and without the marker: read
+// from the environment of the real (warm) child processes.
 func TestChildGOMAXPROCS(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  []string
-		want string
+		want []string
 	}{
-		{"default", nil, "GOMAXPROCS=" + ChildGOMAXPROCS},
-		{"set by the operator", []string{"GOMAXPROCS=3"}, "GOMAXPROCS=3"},
+		{"default", nil, []string{"GOMAXPROCS=" + ChildGOMAXPROCS, api.EnvStartProcs + "=1"}},
+		{"set by the operator", []string{"GOMAXPROCS=3"}, []string{"GOMAXPROCS=3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newSupervisor(t, "complete", withPool(1), withEnv(tc.env...))
@@ -364,11 +365,11 @@ func TestChildGOMAXPROCS(t *testing.T) {
 			}
 			var got []string
 			for _, kv := range strings.Split(string(raw), "\x00") {
-				if strings.HasPrefix(kv, "GOMAXPROCS=") {
+				if strings.HasPrefix(kv, "GOMAXPROCS=") || strings.HasPrefix(kv, api.EnvStartProcs+"=") {
 					got = append(got, kv)
 				}
 			}
-			if !slices.Equal(got, []string{tc.want}) {
+			if !slices.Equal(got, tc.want) {
 				t.Fatalf("the child's GOMAXPROCS: %q, want %q", got, tc.want)
 			}
 			ctx, cancel := contextWithTimeout(10 * time.Second)

@@ -27,9 +27,9 @@ type Config struct {
 	// Executable is the binary re-exec'd for each child; default os.Executable().
 	Executable string
 	// Env is the environment children start with (the supervisor adds the
-	// subagent marker and its own pid, and GOMAXPROCS=1 unless Env sets
-	// GOMAXPROCS: see ChildGOMAXPROCS). Secrets for the child go here, never
-	// argv.
+	// subagent marker and its own pid, and a start-up GOMAXPROCS unless Env
+	// sets GOMAXPROCS: see ChildGOMAXPROCS). Secrets for the child go here,
+	// never argv.
 	Env []string
 	// Logger receives the supervisor's log and the forwarded child logs.
 	Logger *slog.Logger
@@ -321,7 +321,7 @@ func New(cfg Config) (*Supervisor, error) {
 		api.EnvMaxFrame+"="+strconv.Itoa(cfg.MaxFrame), // both ends refuse the same frames
 	)
 	if !slices.ContainsFunc(cfg.Env, func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }) {
-		s.env = append(s.env, "GOMAXPROCS="+ChildGOMAXPROCS)
+		s.env = append(s.env, "GOMAXPROCS="+ChildGOMAXPROCS, api.EnvStartProcs+"=1")
 	}
 	s.execEnv = execEnv(cfg.Env)
 	if cfg.WarmPool > 0 {
@@ -330,12 +330,14 @@ func New(cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
-// ChildGOMAXPROCS is the GOMAXPROCS of an agentd child whose Config.Env does
-// not set one. A subagent is one loop that waits on its model, its tools and
-// its pipes: one P is all it uses, and a second one only costs its start-up
-// (threads started, their stacks faulted in, the runtime reading the cgroup's
-// CPU limit): about 7% of a cold child's CPU on 2 cores (docs/performance.md).
-// Exec children (api.ExecArgs) are not agentd and keep Env as it is.
+// ChildGOMAXPROCS is the GOMAXPROCS an agentd child whose Config.Env sets
+// none starts with, told by api.EnvStartProcs to return to the runtime's
+// default once its package init is done: the runtime's start and the init
+// run on one P (the further Ps only cost threads started and their stacks
+// faulted in, about 4% of a cold child's CPU on 2 cores), and the run has
+// every P (a child decoding and encoding megabytes of JSON needs them:
+// docs/performance.md). Exec children (api.ExecArgs) are not agentd and keep
+// Env as it is.
 const ChildGOMAXPROCS = "1"
 
 // StartRequest asks for a new tree: a root subagent with this payload. The
