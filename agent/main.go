@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -26,8 +25,7 @@ const ExitParentMismatch = 137
 // Main runs subagent mode and returns the process exit code. cmd/agentd calls it
 // first thing when AGENT_SUBAGENT is set. It arms PR_SET_PDEATHSIG(SIGKILL),
 // checks that its parent is still the supervisor named in AGENT_SUPERVISOR_PID,
-// returns to the default GOMAXPROCS if the supervisor started it on one P
-// (restoreProcs), announces ctrl/ready, reads the spawn frame, runs the loop, writes the result
+// announces ctrl/ready, reads the spawn frame, runs the loop, writes the result
 // frame and returns 0. The payload never travels on argv.
 func Main() int {
 	// PDEATHSIG is cleared across execve, so the child arms it itself; then it
@@ -39,17 +37,7 @@ func Main() int {
 	if want, err := strconv.Atoi(os.Getenv(api.EnvSupervisorPID)); err != nil || unix.Getppid() != want {
 		return ExitParentMismatch
 	}
-	restoreProcs()
 	return Serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, os.Getenv(api.EnvIntelligenceKey))
-}
-
-// restoreProcs returns to the runtime's default GOMAXPROCS when the
-// supervisor set GOMAXPROCS=1 for the start-up only (api.EnvStartProcs); a
-// GOMAXPROCS the operator set stays.
-func restoreProcs() {
-	if os.Getenv(api.EnvStartProcs) != "" {
-		runtime.SetDefaultGOMAXPROCS()
-	}
 }
 
 // Serve runs one subagent over the given control pipes: ctrl/ready, the spawn

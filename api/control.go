@@ -35,11 +35,6 @@ const (
 	// so both ends of the control channel refuse the same frames; unset
 	// means DefaultMaxFrame.
 	EnvMaxFrame = "AGENT_MAX_FRAME"
-	// EnvStartProcs is set (to "1") by the supervisor when it gave the child
-	// GOMAXPROCS=1 for its start-up only, the environment setting none: the
-	// child returns to the runtime's default GOMAXPROCS once its package init
-	// is done (agent.Main).
-	EnvStartProcs = "AGENT_START_GOMAXPROCS"
 )
 
 // Ready is the child's first upward frame.

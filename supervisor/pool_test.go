@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -340,44 +339,5 @@ func TestPayloadOverFrameLimitKeepsWarmChild(t *testing.T) {
 	r := start(t, s, testPayload("small", time.Minute))
 	if res := result(t, r, 10*time.Second); res.Status != api.StatusCompleted || r.Info().PID != idle[0] {
 		t.Fatalf("the next payload: %+v on pid %d, the warm child was %d", res, r.Info().PID, idle[0])
-	}
-}
-
-// An agentd child starts with GOMAXPROCS=1 and the marker that tells it to
-// return to the default after its init, unless the supervisor's Env sets
-// GOMAXPROCS, which then passes on unchanged and without the marker: read
-// from the environment of the real (warm) child processes.
-func TestChildGOMAXPROCS(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  []string
-		want []string
-	}{
-		{"default", nil, []string{"GOMAXPROCS=" + ChildGOMAXPROCS, api.EnvStartProcs + "=1"}},
-		{"set by the operator", []string{"GOMAXPROCS=3"}, []string{"GOMAXPROCS=3"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, _ := newSupervisor(t, "complete", withPool(1), withEnv(tc.env...))
-			idle := waitIdle(t, s, 1)
-			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", idle[0]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, kv := range strings.Split(string(raw), "\x00") {
-				if strings.HasPrefix(kv, "GOMAXPROCS=") || strings.HasPrefix(kv, api.EnvStartProcs+"=") {
-					got = append(got, kv)
-				}
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("the child's GOMAXPROCS: %q, want %q", got, tc.want)
-			}
-			ctx, cancel := contextWithTimeout(10 * time.Second)
-			defer cancel()
-			if err := s.Shutdown(ctx); err != nil {
-				t.Fatal(err)
-			}
-			groupsGone(t, idle)
-		})
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,9 +26,7 @@ type Config struct {
 	// Executable is the binary re-exec'd for each child; default os.Executable().
 	Executable string
 	// Env is the environment children start with (the supervisor adds the
-	// subagent marker and its own pid, and a start-up GOMAXPROCS unless Env
-	// sets GOMAXPROCS: see ChildGOMAXPROCS). Secrets for the child go here,
-	// never argv.
+	// subagent marker and its own pid). Secrets for the child go here, never argv.
 	Env []string
 	// Logger receives the supervisor's log and the forwarded child logs.
 	Logger *slog.Logger
@@ -315,30 +312,17 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: blobs}
 	s.selfTools = s.selfToolTable()
-	s.env = append(append(make([]string, 0, len(cfg.Env)+4), cfg.Env...),
+	s.env = append(append(make([]string, 0, len(cfg.Env)+3), cfg.Env...),
 		api.EnvSubagent+"=1",
 		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
 		api.EnvMaxFrame+"="+strconv.Itoa(cfg.MaxFrame), // both ends refuse the same frames
 	)
-	if !slices.ContainsFunc(cfg.Env, func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }) {
-		s.env = append(s.env, "GOMAXPROCS="+ChildGOMAXPROCS, api.EnvStartProcs+"=1")
-	}
 	s.execEnv = execEnv(cfg.Env)
 	if cfg.WarmPool > 0 {
 		s.pool = newPool(s, cfg.WarmPool)
 	}
 	return s, nil
 }
-
-// ChildGOMAXPROCS is the GOMAXPROCS an agentd child whose Config.Env sets
-// none starts with, told by api.EnvStartProcs to return to the runtime's
-// default once its package init is done: the runtime's start and the init
-// run on one P (the further Ps only cost threads started and their stacks
-// faulted in, about 4% of a cold child's CPU on 2 cores), and the run has
-// every P (a child decoding and encoding megabytes of JSON needs them:
-// docs/performance.md). Exec children (api.ExecArgs) are not agentd and keep
-// Env as it is.
-const ChildGOMAXPROCS = "1"
 
 // StartRequest asks for a new tree: a root subagent with this payload. The
 // supervisor mints the identity fields (agent_id, agent_path, depth) and the
