@@ -77,9 +77,6 @@ func New(url string, hc *http.Client, opts Options) *Client {
 	return &Client{url: url, hc: hc, opts: opts}
 }
 
-// URL returns the endpoint the client calls.
-func (c *Client) URL() string { return c.url }
-
 // Error is a JSON-RPC error the agent answered. It wraps a2a-go's sentinel
 // error for the code (a2a.ErrTaskNotFound for -32001, ...), so errors.Is
 // works on it; an unknown code wraps none.
