@@ -45,7 +45,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 		return err
 	}
 	key := tasks.MessageKey(t)
-	return s.stageWrite(ctx, "create task", func(tx *wtx) error { return s.create(tx, t, owner, key, snap) })
+	return s.stageWrite(ctx, "create task", string(t.ID), func(tx *wtx) error { return s.create(tx, t, owner, key, snap) })
 }
 
 // create is Create's write.
@@ -54,11 +54,31 @@ func (s *Store) create(tx *wtx, t *a2a.Task, owner, key string, snap []byte) err
 	if err := s.expire(ctx, tx); err != nil {
 		return err
 	}
-	if err := s.makeRoom(ctx, tx, owner, string(t.ID), int64(len(snap))); err != nil {
-		return err
+	size := int64(len(snap))
+	if size > s.opts.QuotaBytes {
+		return fmt.Errorf("%w: the task alone is %d bytes, the quota %d", tasks.ErrCallerQuota, size, s.opts.QuotaBytes)
 	}
-	_, err := tx.ExecContext(ctx, insertSQL,
-		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), s.now(), s.finishedAt(t), s.instance, snap, len(snap))
+	args := []any{string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), s.now(), s.finishedAt(t), s.instance, snap, len(snap)}
+	// The common case, room without evicting, in one statement: the insert
+	// takes place only if the totals (and the caller's, under a quota)
+	// leave room for it. Otherwise makeRoom evicts and the plain insert
+	// follows.
+	o := s.opts
+	var res sql.Result
+	var err error
+	if o.QuotaTasks == o.Capacity && o.QuotaBytes == o.Bytes {
+		res, err = tx.ExecContext(ctx, insertRoomSQL, append(args, o.Capacity, o.Bytes-size)...)
+	} else {
+		res, err = tx.ExecContext(ctx, insertQuotaSQL, append(args, o.Capacity, o.Bytes-size, o.QuotaTasks, o.QuotaBytes-size, owner)...)
+	}
+	if err == nil {
+		if n, _ := res.RowsAffected(); n == 0 {
+			if err := s.makeRoom(ctx, tx, owner, string(t.ID), size); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, insertSQL, args...)
+		}
+	}
 	if isConstraint(err) {
 		if key != "" {
 			var existing string
@@ -101,7 +121,7 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return err
 	}
-	return s.write(ctx, "put task", func(tx *wtx) error {
+	return s.holdWrite(ctx, "put task", string(t.ID), t.Status.State.Terminal(), func(tx *wtx) error {
 		res, err := tx.ExecContext(ctxBG, putSQL, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, snap, s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
 		if err != nil {
 			return s.unavailable("put task", err)
@@ -116,10 +136,21 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	})
 }
 
-// The statements of every task's writes.
+// The statements of every task's writes. insertRoomSQL inserts only if the
+// store's totals leave room for one task more (its two last arguments: the
+// capacity, the byte bound less the task's size); insertQuotaSQL only if
+// the caller's totals also do (then the task quota, the byte quota less the
+// size, the owner).
 const (
 	insertSQL = `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertRoomSQL = `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE (SELECT coalesce(sum(n), 0) < ? AND coalesce(sum(bytes), 0) <= ? FROM callers)`
+	insertQuotaSQL = `INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE (SELECT coalesce(sum(n), 0) < ? AND coalesce(sum(bytes), 0) <= ? FROM callers)
+		AND (SELECT coalesce(sum(n), 0) < ? AND coalesce(sum(bytes), 0) <= ? FROM callers WHERE owner = ?)`
 	putSQL = `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
 		size = length(?) + coalesce(length(payload), 0),
 		finished_ns = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
