@@ -106,12 +106,6 @@ type Options struct {
 	Now func() time.Time
 	// Log receives the store's own log; nil discards it.
 	Log *slog.Logger
-
-	// stageLinger and commitDelay are the writer's (writer.go), tests'
-	// own; default the constants. onHold, when set, is called each time the
-	// writer holds a commit for the commit delay.
-	stageLinger, commitDelay time.Duration
-	onHold                   func()
 }
 
 // Store is the embedded store of one state directory. It is safe for
@@ -135,7 +129,6 @@ type Store struct {
 
 	stmts      stmts         // the writer's prepared statements
 	staged     atomic.Bool   // the writer's open transaction holds staged writes
-	commits    atomic.Int64  // the writer's transactions committed
 	ops        chan *writeOp // the writes queued for the writer (writer.go)
 	quit       chan struct{} // closed by Close
 	writerDone chan struct{} // closed when the writer has returned
@@ -191,12 +184,6 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
-	}
-	if o.stageLinger <= 0 {
-		o.stageLinger = stageLinger
-	}
-	if o.commitDelay <= 0 {
-		o.commitDelay = commitDelay
 	}
 	if strings.ContainsAny(dir, "?#") {
 		return nil, fmt.Errorf("%w: %s: the path may not hold ? or #", ErrStateDir, dir)

@@ -45,7 +45,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 		return err
 	}
 	key := tasks.MessageKey(t)
-	return s.stageWrite(ctx, "create task", string(t.ID), func(tx *wtx) error { return s.create(tx, t, owner, key, snap) })
+	return s.stageWrite(ctx, "create task", func(tx *wtx) error { return s.create(tx, t, owner, key, snap) })
 }
 
 // create is Create's write.
@@ -121,8 +121,8 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return err
 	}
-	return s.holdWrite(ctx, "put task", string(t.ID), t.Status.State.Terminal(), func(tx *wtx) error {
-		res, err := tx.ExecContext(ctxBG, putSQL, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, snap, s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
+	return s.write(ctx, "put task", func(tx *wtx) error {
+		res, err := tx.ExecContext(ctxBG, putSQL, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, len(snap), s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
 		if err != nil {
 			return s.unavailable("put task", err)
 		}
@@ -152,7 +152,7 @@ const (
 		WHERE (SELECT coalesce(sum(n), 0) < ? AND coalesce(sum(bytes), 0) <= ? FROM callers)
 		AND (SELECT coalesce(sum(n), 0) < ? AND coalesce(sum(bytes), 0) <= ? FROM callers WHERE owner = ?)`
 	putSQL = `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
-		size = length(?) + coalesce(length(payload), 0),
+		size = ? + coalesce(length(payload), 0),
 		finished_ns = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
 		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
 )

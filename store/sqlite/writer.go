@@ -23,12 +23,6 @@ import (
 // (tasks.Syncer), and every read of this store syncs first, so that no one
 // sees less than what a write that returned did; a process killed meanwhile
 // loses only tasks no one was told of, whose executors die with it.
-//
-// Under load the transaction also waits a little for the tasks staged in
-// it: a task's snapshot (Put) may wait up to commitDelay for the terminal
-// snapshots of the other tasks staged in the same transaction, so that one
-// commit stores several sends, not one each. It still answers nothing before
-// the commit; a sync or any other write commits at once.
 
 // stageLinger is how long a staged write waits for the writes that follow
 // before it is committed anyway.
@@ -42,9 +36,6 @@ type writeOp struct {
 	op    string // the operation, for errors
 	alone bool   // run outside any transaction (a checkpoint)
 	stage bool   // answered once run, committed later (Create)
-	task  string // the task a staged write creates or a held write stores
-	ends  bool   // a held write that stores its task's terminal snapshot
-	hold  bool   // its commit may wait for the staged tasks' ends (commitDelay)
 	fn    func(*wtx) error
 	done  chan error
 }
@@ -106,18 +97,10 @@ func (s *Store) write(ctx context.Context, op string, fn func(*wtx) error) error
 	return s.enqueue(ctx, &writeOp{op: op, fn: fn, done: make(chan error, 1)})
 }
 
-// stageWrite runs fn, the creation of task, in the writer's open transaction
-// and returns once it ran, before the transaction commits (see
-// stageLinger).
-func (s *Store) stageWrite(ctx context.Context, op, task string, fn func(*wtx) error) error {
-	return s.enqueue(ctx, &writeOp{op: op, stage: true, task: task, fn: fn, done: make(chan error, 1)})
-}
-
-// holdWrite is write for a snapshot of task (terminal: ends), whose commit
-// may wait commitDelay for the ends of the other tasks staged in the
-// transaction.
-func (s *Store) holdWrite(ctx context.Context, op, task string, ends bool, fn func(*wtx) error) error {
-	return s.enqueue(ctx, &writeOp{op: op, hold: true, task: task, ends: ends, fn: fn, done: make(chan error, 1)})
+// stageWrite runs fn in the writer's open transaction and returns once it
+// ran, before the transaction commits (see stageLinger).
+func (s *Store) stageWrite(ctx context.Context, op string, fn func(*wtx) error) error {
+	return s.enqueue(ctx, &writeOp{op: op, stage: true, fn: fn, done: make(chan error, 1)})
 }
 
 // Sync implements tasks.Syncer: it returns once every write that returned
@@ -159,51 +142,23 @@ func (s *Store) enqueue(ctx context.Context, o *writeOp) error {
 	}
 }
 
-// commitDelay bounds how long a held write (a task's snapshot) waits for
-// its commit while the transaction holds staged tasks that have not ended
-// yet: under load their ends follow within it, and one commit stores them
-// all instead of one commit each. A write that is not held (a sync, whatever
-// a reader waits for) commits the transaction at once, and so do the ends
-// of every staged task.
-const commitDelay = time.Millisecond
-
-// txState is the writer's open transaction.
-type txState struct {
-	open     bool                // a transaction is open
-	waiting  []*writeOp          // the writes answered at its commit
-	werrs    []error             // their own errors
-	urgent   bool                // a waiting write is not held
-	since    time.Time           // when the first of them ran
-	unended  map[string]struct{} // the tasks staged in it that have not ended
-	delay    *time.Timer         // the commit delay of its held writes
-	delaySet bool                // delay runs
-}
-
 // writer runs the queued writes until the store closes.
 func (s *Store) writer() {
 	defer close(s.writerDone)
 	batch := make([]*writeOp, 0, maxBatch)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
-	st := &txState{unended: map[string]struct{}{}, delay: time.NewTimer(time.Hour)}
-	st.delay.Stop()
+	open := false // a transaction with staged writes is open
 	for {
-		var delayed <-chan time.Time
-		if st.delaySet {
-			delayed = st.delay.C
-		}
 		select {
 		case o := <-s.ops:
 			batch = append(batch[:0], o)
 		case <-linger.C:
-			s.commit(st)
-			continue
-		case <-delayed:
-			st.delaySet = false
-			s.commit(st)
+			s.end(open)
+			open = false
 			continue
 		case <-s.quit:
-			s.commit(st)
+			s.end(open)
 			s.drainClosed()
 			return
 		}
@@ -218,7 +173,8 @@ func (s *Store) writer() {
 		}
 		for len(batch) > 0 {
 			if batch[0].alone {
-				s.commit(st)
+				s.end(open)
+				open = false
 				batch[0].done <- batch[0].fn(&wtx{s: s})
 				batch = batch[1:]
 				continue
@@ -227,139 +183,115 @@ func (s *Store) writer() {
 			for n < len(batch) && !batch[n].alone {
 				n++
 			}
-			was := st.open
-			s.run(batch[:n], st)
-			if st.open && !was {
-				linger.Reset(s.opts.stageLinger)
+			was := open
+			open = s.run(batch[:n], open)
+			if open && !was {
+				linger.Reset(stageLinger)
 			}
 			batch = batch[n:]
-		}
-		if len(st.waiting) == 0 {
-			continue
-		}
-		if left := s.opts.commitDelay - time.Since(st.since); st.urgent || len(st.unended) == 0 || len(st.waiting) >= maxBatch || left <= 0 {
-			s.commit(st)
-		} else if !st.delaySet {
-			st.delay.Reset(left)
-			st.delaySet = true
-			if s.opts.onHold != nil {
-				s.opts.onHold()
-			}
 		}
 	}
 }
 
-// run runs writes in the open transaction (begun if there is none) and
-// answers the staged ones; the others wait for the commit (st.waiting).
-func (s *Store) run(batch []*writeOp, st *txState) {
+// run runs writes in the open transaction (begun if open is false), answers
+// the staged ones, and commits unless all were staged; it reports whether a
+// transaction stays open.
+func (s *Store) run(batch []*writeOp, open bool) bool {
 	w := &wtx{s: s}
-	// fresh: the transaction holds no write yet, so the next write needs no
-	// savepoint: one that fails rolls the whole transaction back, and a new
-	// one begins for the writes after it.
-	fresh := !st.open
-	if !st.open {
+	if !open {
 		if _, err := w.ExecContext(ctxBG, `BEGIN IMMEDIATE`); err != nil {
 			for _, o := range batch {
 				o.done <- s.unavailable(o.op, err)
 			}
-			return
+			return false
 		}
-		st.open = true
 	}
+	errs := make([]error, len(batch))
+	var waiting []*writeOp // the writes answered at the commit
+	var werrs []error
+	// fresh: the transaction holds no write yet, so the next write needs no
+	// savepoint: one that fails rolls the whole transaction back, and a new
+	// one begins for the writes after it.
+	fresh := !open
 	for i, o := range batch {
-		var err error
 		if fresh {
 			fresh = false
-			if err = o.fn(w); err != nil {
-				if _, rerr := w.ExecContext(ctxBG, `ROLLBACK`); rerr != nil {
-					s.abort(st, batch[i:], rerr)
-					return
+			if errs[i] = o.fn(w); errs[i] != nil {
+				if _, err := w.ExecContext(ctxBG, `ROLLBACK`); err != nil {
+					s.abort(batch[i:], waiting, err)
+					return false
 				}
-				st.open = false
-				o.done <- err
+				o.done <- errs[i]
 				if i+1 == len(batch) {
-					return
+					return false
 				}
 				if _, err := w.ExecContext(ctxBG, `BEGIN IMMEDIATE`); err != nil {
 					for _, o := range batch[i+1:] {
 						o.done <- s.unavailable(o.op, err)
 					}
-					return
+					return false
 				}
-				st.open = true
 				fresh = true
 				continue
 			}
 		} else {
-			if _, rerr := w.ExecContext(ctxBG, `SAVEPOINT w`); rerr != nil {
-				s.abort(st, batch[i:], rerr)
-				return
+			if _, err := w.ExecContext(ctxBG, `SAVEPOINT w`); err != nil {
+				s.abort(batch[i:], waiting, err)
+				return false
 			}
-			if err = o.fn(w); err != nil {
-				if _, rerr := w.ExecContext(ctxBG, `ROLLBACK TO w`); rerr != nil {
-					s.abort(st, batch[i:], rerr)
-					return
+			if errs[i] = o.fn(w); errs[i] != nil {
+				if _, err := w.ExecContext(ctxBG, `ROLLBACK TO w`); err != nil {
+					s.abort(batch[i:], waiting, err)
+					return false
 				}
 			}
-			if _, rerr := w.ExecContext(ctxBG, `RELEASE w`); rerr != nil {
-				s.abort(st, batch[i:], rerr)
-				return
-			}
-		}
-		if err == nil && o.task != "" {
-			if o.stage {
-				st.unended[o.task] = struct{}{}
-			} else if o.ends {
-				delete(st.unended, o.task)
+			if _, err := w.ExecContext(ctxBG, `RELEASE w`); err != nil {
+				s.abort(batch[i:], waiting, err)
+				return false
 			}
 		}
 		if !o.stage {
-			if len(st.waiting) == 0 {
-				st.since = time.Now()
-			}
-			st.waiting, st.werrs = append(st.waiting, o), append(st.werrs, err)
-			st.urgent = st.urgent || !o.hold
+			waiting, werrs = append(waiting, o), append(werrs, errs[i])
 			continue
 		}
-		if err == nil {
+		if errs[i] == nil {
 			// Before the answer: a read that follows it syncs.
 			s.staged.Store(true)
 		}
-		o.done <- err
+		o.done <- errs[i]
 	}
+	if len(waiting) == 0 {
+		return true
+	}
+	err := s.end(true)
+	for i, o := range waiting {
+		if err != nil {
+			o.done <- s.unavailable(o.op, err)
+			continue
+		}
+		o.done <- werrs[i]
+	}
+	return false
 }
 
 // abort rolls the open transaction back after a failure of the database:
 // every write not yet answered fails.
-func (s *Store) abort(st *txState, rest []*writeOp, err error) {
+func (s *Store) abort(rest, waiting []*writeOp, err error) {
 	(&wtx{s: s}).ExecContext(ctxBG, `ROLLBACK`)
 	if s.staged.Swap(false) {
 		s.opts.Log.Error("task store: staged writes lost", "err", err)
 	}
-	for _, o := range append(st.waiting, rest...) {
+	for _, o := range append(waiting, rest...) {
 		o.done <- s.unavailable(o.op, err)
 	}
-	s.reset(st)
 }
 
-// reset forgets the transaction that ended.
-func (s *Store) reset(st *txState) {
-	st.open, st.urgent = false, false
-	if st.delaySet {
-		st.delay.Stop()
-		st.delaySet = false
-	}
-	clear(st.waiting)
-	st.waiting, st.werrs = st.waiting[:0], st.werrs[:0]
-	clear(st.unended)
-}
-
-// commit commits the open transaction, if there is one, and answers the
-// writes that waited for it; a commit that fails rolls it back (the staged
-// writes are lost, and the tasks' next writes fail).
-func (s *Store) commit(st *txState) {
-	if !st.open {
-		return
+// end commits the open transaction, if there is one; a commit that fails
+// rolls it back (the staged writes are lost, and the tasks' next writes
+// fail).
+func (s *Store) end(open bool) error {
+	if !open {
+		return nil
 	}
 	w := &wtx{s: s}
 	_, err := w.ExecContext(ctxBG, `COMMIT`)
@@ -368,15 +300,7 @@ func (s *Store) commit(st *txState) {
 		s.opts.Log.Error("task store: commit failed", "err", err)
 	}
 	s.staged.Store(false)
-	s.commits.Add(1)
-	for i, o := range st.waiting {
-		if err != nil {
-			o.done <- s.unavailable(o.op, err)
-			continue
-		}
-		o.done <- st.werrs[i]
-	}
-	s.reset(st)
+	return err
 }
 
 // drainClosed answers the writes still queued when the store closes.
