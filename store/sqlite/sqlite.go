@@ -127,6 +127,13 @@ type Store struct {
 	get *sql.Stmt // the reader's statement of every task
 	rs  readStmts // the readers' other statements
 
+	// wmu is held by whoever runs writes on the writer's connection: the
+	// writer, or a caller running its own write (writer.go).
+	wmu     sync.Mutex
+	open    bool        // a transaction with staged writes is open; wmu guards it
+	wclosed bool        // the writer has ended; wmu guards it
+	linger  *time.Timer // commits the staged writes (stageLinger)
+
 	stmts      stmts         // the writer's prepared statements
 	staged     atomic.Bool   // the writer's open transaction holds staged writes
 	ops        chan *writeOp // the writes queued for the writer (writer.go)
@@ -231,6 +238,8 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
 	}
 	s.ck.SetMaxOpenConns(1)
+	s.linger = time.NewTimer(time.Hour)
+	s.linger.Stop()
 	s.started = true
 	go s.writer()
 	go s.checkpointer()
