@@ -69,13 +69,13 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.Pruned, erro
 	cut := before.UnixNano()
 	err := s.write(ctx, "prune", func(tx *wtx) error {
 		res, err := tx.ExecContext(ctxBG, `DELETE FROM blobs WHERE (expires_ns IS NOT NULL AND expires_ns <= ?)
-			OR owner IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?)`, s.now(), cut)
+			OR owner IN (SELECT id FROM tasks WHERE rowid IN (`+finishedByCutSQL+`))`, s.now(), cut)
 		if err != nil {
 			return s.unavailable("prune", err)
 		}
 		n, _ := res.RowsAffected()
 		p.Blobs = int(n)
-		res, err = tx.ExecContext(ctxBG, `DELETE FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?`, cut)
+		res, err = tx.ExecContext(ctxBG, `DELETE FROM tasks WHERE rowid IN (`+finishedByCutSQL+`)`, cut)
 		if err != nil {
 			return s.unavailable("prune", err)
 		}

@@ -107,7 +107,7 @@ func (s *Store) expire(ctx context.Context, tx execer) error {
 	if last := s.expired.Load(); now-last < int64(time.Second) && now >= last {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= ?`, s.cutoff()); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE rowid IN (`+finishedByCutSQL+`)`, s.cutoff()); err != nil {
 		return s.unavailable("expire tasks", err)
 	}
 	s.expired.Store(now)
@@ -157,6 +157,19 @@ const (
 		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
 )
 
+// The finished tasks are found per caller (schema 5: the one index of
+// finished tasks is tasks_owner_finished): finishedByCutSQL selects the
+// rowids of the tasks finished at or before its argument; oldestOthersSQL
+// the rowid of the oldest finished task of each caller but its argument,
+// for an ORDER BY t.finished_ns, t.rowid to follow.
+const (
+	finishedByCutSQL = `SELECT t.rowid FROM callers c CROSS JOIN tasks t
+		WHERE t.owner = c.owner AND t.finished_ns IS NOT NULL AND t.finished_ns <= ?`
+	oldestOthersSQL = `SELECT t.rowid FROM callers c CROSS JOIN tasks t
+		WHERE c.owner != ? AND t.rowid = (SELECT rowid FROM tasks
+			WHERE owner = c.owner AND finished_ns IS NOT NULL ORDER BY finished_ns, rowid LIMIT 1)`
+)
+
 // execer is a transaction: the writer's (wtx), or a *sql.Tx.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
@@ -193,12 +206,13 @@ func (s *Store) makeRoom(ctx context.Context, tx execer, owner, id string, size 
 	own := func() (bool, error) {
 		return evict(`SELECT rowid FROM tasks WHERE owner = ? AND id != ? AND finished_ns IS NOT NULL ORDER BY finished_ns, rowid LIMIT 1`, owner, id)
 	}
+	// The oldest finished task of the other callers (over their quota): the
+	// first of each caller's, the oldest of those.
 	others := func() (bool, error) {
 		if noQuota {
-			return evict(`SELECT rowid FROM tasks WHERE owner != ? AND finished_ns IS NOT NULL ORDER BY finished_ns, rowid LIMIT 1`, owner)
+			return evict(oldestOthersSQL+` ORDER BY t.finished_ns, t.rowid LIMIT 1`, owner)
 		}
-		return evict(`SELECT rowid FROM tasks WHERE owner != ? AND finished_ns IS NOT NULL AND owner IN
-			(SELECT owner FROM callers WHERE n > ? OR bytes > ?) ORDER BY finished_ns, rowid LIMIT 1`, owner, o.QuotaTasks, o.QuotaBytes)
+		return evict(oldestOthersSQL+` AND (c.n > ? OR c.bytes > ?) ORDER BY t.finished_ns, t.rowid LIMIT 1`, owner, o.QuotaTasks, o.QuotaBytes)
 	}
 	if !growth {
 		if size > o.QuotaBytes {
