@@ -130,9 +130,10 @@ type Store struct {
 	// wmu is held by whoever runs writes on the writer's connection: the
 	// writer, or a caller running its own write (writer.go).
 	wmu     sync.Mutex
-	open    bool        // a transaction with staged writes is open; wmu guards it
-	wclosed bool        // the writer has ended; wmu guards it
-	linger  *time.Timer // commits the staged writes (stageLinger)
+	open    bool         // a transaction with staged writes is open; wmu guards it
+	wclosed bool         // the writer has ended; wmu guards it
+	pending atomic.Int64 // the writes queued for the writer or in its hands
+	linger  *time.Timer  // commits the staged writes (stageLinger)
 
 	stmts      stmts         // the writer's prepared statements
 	staged     atomic.Bool   // the writer's open transaction holds staged writes

@@ -122,11 +122,13 @@ func (s *Store) writeAlone(ctx context.Context, op string, fn func(*wtx) error) 
 
 func (s *Store) enqueue(ctx context.Context, o *writeOp) error {
 	op := o.op
-	// Nothing queued and the writer idle: the write runs here, on the
-	// caller's goroutine, as the writer would run it (two goroutine
-	// switches fewer for a lone write).
-	if len(s.ops) == 0 && s.wmu.TryLock() {
-		if !s.wclosed && len(s.ops) == 0 {
+	// Nothing queued or in the writer's hands, and the connection free: the
+	// write runs here, on the caller's goroutine, as the writer would run it
+	// (two goroutine switches fewer for a lone write). Once anything is
+	// queued, every write queues behind it: none overtakes the writer's
+	// batch, which stays one transaction.
+	if s.pending.Load() == 0 && s.wmu.TryLock() {
+		if !s.wclosed && s.pending.Load() == 0 {
 			if err := ctx.Err(); err != nil {
 				s.wmu.Unlock()
 				return err
@@ -137,11 +139,14 @@ func (s *Store) enqueue(ctx context.Context, o *writeOp) error {
 		}
 		s.wmu.Unlock()
 	}
+	s.pending.Add(1)
 	select {
 	case s.ops <- o:
 	case <-s.quit:
+		s.pending.Add(-1)
 		return fmt.Errorf("%s: %w", op, errClosed)
 	case <-ctx.Done():
+		s.pending.Add(-1)
 		return ctx.Err()
 	}
 	// Once queued, the write is waited for: it may commit whatever ctx
@@ -194,6 +199,7 @@ func (s *Store) writer() {
 		s.wmu.Lock()
 		s.runBatch(batch)
 		s.wmu.Unlock()
+		s.pending.Add(-int64(len(batch)))
 	}
 }
 
