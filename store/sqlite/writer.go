@@ -9,9 +9,10 @@ import (
 )
 
 // Group commit. The writes go through one goroutine, the writer, which owns
-// the writer connection (a write that finds the writer idle and nothing
-// queued runs on its caller's goroutine instead, holding the connection as
-// the writer would): it takes every write queued while it was busy, runs
+// the writer connection (a staged write, below, that finds the writer idle
+// and nothing queued runs on its caller's goroutine instead, holding the
+// connection as the writer would): it takes every write queued while it was
+// busy, runs
 // each in a savepoint of one transaction (a write that fails undoes only
 // itself), commits once, and only then answers them. Nothing is answered
 // before its commit, but for one kind of write: a new task (Create) is
@@ -122,12 +123,14 @@ func (s *Store) writeAlone(ctx context.Context, op string, fn func(*wtx) error) 
 
 func (s *Store) enqueue(ctx context.Context, o *writeOp) error {
 	op := o.op
-	// Nothing queued or in the writer's hands, and the connection free: the
-	// write runs here, on the caller's goroutine, as the writer would run it
-	// (two goroutine switches fewer for a lone write). Once anything is
-	// queued, every write queues behind it: none overtakes the writer's
-	// batch, which stays one transaction.
-	if s.pending.Load() == 0 && s.wmu.TryLock() {
+	// A staged write (a new task), nothing queued or in the writer's hands,
+	// and the connection free: it runs here, on the caller's goroutine, as
+	// the writer would run it (two goroutine switches fewer). Only a staged
+	// one, which commits nothing: the writes that commit go to the writer,
+	// whose batches group the commits (a commit of its own for each write
+	// run here halved them under load). Once anything is queued, every write
+	// queues behind it: none overtakes the writer's batch.
+	if o.stage && s.pending.Load() == 0 && s.wmu.TryLock() {
 		if !s.wclosed && s.pending.Load() == 0 {
 			if err := ctx.Err(); err != nil {
 				s.wmu.Unlock()
