@@ -61,7 +61,7 @@ func TestMigrateFinished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range migrations[:4] {
+	for _, m := range migrations()[:4] {
 		if _, err := db.Exec(m); err != nil {
 			t.Fatal(err)
 		}
