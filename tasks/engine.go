@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -119,7 +120,7 @@ type FollowUps interface {
 
 // liveTask is a task that has not reached a terminal state.
 type liveTask struct {
-	mu    sync.Mutex // guards task, subs, followUps, closed, push, dirty, payload, flushing, pushChecked
+	mu    sync.Mutex // guards task, subs, followUps, closed, push, pushKnown, dirty, durable, payload, flushing, pushChecked
 	task  *a2a.Task  // current snapshot, immutable
 	owner string     // who created it (for a nested task, its root's creator)
 	subs  map[*subscriber]struct{}
@@ -142,6 +143,16 @@ type liveTask struct {
 	flushing bool   // a write of the unwritten change is scheduled
 
 	pushChecked time.Time // when a Shared store last said it has no webhook (pushed)
+	// pushKnown: with a PushWatcher store, push is up to date without a
+	// read (the task was created here, or read since), as long as no
+	// announcement is lost (pushStale). announced: another process
+	// registered a webhook for it (servePushes).
+	pushKnown            bool
+	announced, pushStale atomic.Bool
+	// durable: a write of the task that the engine waited for has
+	// returned, which made the task's creation durable too (Syncer): what
+	// is shown of it needs no Sync.
+	durable bool
 
 	// settled marks a snapshot this engine does not drive (a finished task,
 	// or one another process runs): done is closed, and a stream of it is
@@ -191,6 +202,9 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 	}
 	if sh, ok := store.(Shared); ok {
 		go e.serveCancels(sh)
+	}
+	if pw, ok := store.(PushWatcher); ok {
+		go e.servePushes(pw)
 	}
 	if f, ok := store.(Fencing); ok {
 		go e.serveFencing(f)
@@ -273,7 +287,9 @@ func (e *Engine) OpenTask(ctx context.Context, t *a2a.Task, root a2a.TaskID) err
 		}
 		owner = o
 	}
-	lt := &liveTask{task: t, owner: owner, done: make(chan struct{})}
+	// Created here: a webhook registered for it elsewhere is announced
+	// (PushWatcher).
+	lt := &liveTask{task: t, owner: owner, done: make(chan struct{}), pushKnown: true}
 	if err := e.store.Create(ctx, t, owner); err != nil {
 		return err
 	}
@@ -313,7 +329,7 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 	if err != nil {
 		return err
 	}
-	push := e.pushed(ctx, lt, next.ID, next.Status.State.Terminal())
+	push, ask := e.pushed(ctx, lt, next.ID, next.Status.State.Terminal())
 	if next.Status.State.Terminal() || push || len(lt.subs) > 0 || e.writeDelay <= 0 {
 		stored := next
 		if next.Status.State.Terminal() {
@@ -322,7 +338,12 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 			// them.
 			stored = e.compact(ctx, next, lt.owner)
 		}
-		if err := e.persistLocked(ctx, lt, stored); err != nil {
+		if ask {
+			// The write tells whether the task has webhooks (PushWatcher).
+			if push, err = e.persistFinalLocked(ctx, lt, stored, e.store.(PushWatcher)); err != nil {
+				return err
+			}
+		} else if err := e.persistLocked(ctx, lt, stored); err != nil {
 			return err
 		}
 	} else {
@@ -359,11 +380,11 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 // putRetrying stores a snapshot of a running task, retrying for up to
 // storeRetry while the store is unavailable (a database restarting): the
 // event waits, and no one sees it before it is stored.
-func (e *Engine) putRetrying(ctx context.Context, t *a2a.Task) error {
+func (e *Engine) putRetrying(ctx context.Context, t *a2a.Task, put func(context.Context, *a2a.Task) error) error {
 	wait := 50 * time.Millisecond
 	deadline := time.Now().Add(e.storeRetry)
 	for {
-		err := e.store.Put(ctx, t)
+		err := put(ctx, t)
 		if err == nil || !errors.Is(err, ErrStoreUnavailable) || time.Now().Add(wait).After(deadline) {
 			return err
 		}
@@ -385,8 +406,10 @@ func (e *Engine) subscribe(ctx context.Context, lt *liveTask) (*subscriber, *a2a
 			return nil, nil, err
 		}
 	}
-	if err := e.sync(ctx); err != nil {
-		return nil, nil, err
+	if !lt.durable {
+		if err := e.sync(ctx); err != nil {
+			return nil, nil, err
+		}
 	}
 	s, t := lt.subscribeLocked()
 	return s, t, nil
@@ -558,7 +581,7 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 	}
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	owner := callerName(ctx)
-	lt := &liveTask{task: task, owner: owner, done: make(chan struct{}), cancelExec: cancel, ticket: ticket, push: push != nil}
+	lt := &liveTask{task: task, owner: owner, done: make(chan struct{}), cancelExec: cancel, ticket: ticket, push: push != nil, pushKnown: true}
 	// The task is live before it is stored: a second send of the same
 	// message that arrives once Create has returned finds it running.
 	e.mu.Lock()

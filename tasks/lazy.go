@@ -51,35 +51,98 @@ type pushChecker interface {
 	HasPush(ctx context.Context, id a2a.TaskID) (bool, error)
 }
 
-// pushed reports whether an event of lt goes to webhooks: a push config was
-// registered through this engine, or, with a Shared store, through any;
-// lt.mu is held.
-func (e *Engine) pushed(ctx context.Context, lt *liveTask, id a2a.TaskID, final bool) bool {
-	if e.pusher == nil {
-		return false
+// PushWatcher is implemented by a Shared store that tells the process
+// running a task of the webhooks any process registers for it, and whose
+// write of a task's terminal snapshot says whether the task has webhooks:
+// the engine then reads nothing, event by event, to learn of webhooks
+// registered through other processes. Implementations are safe for
+// concurrent use.
+type PushWatcher interface {
+	Shared
+	// PushRegistered delivers the id of each task that a webhook was
+	// registered for, through any process, once the registration has
+	// committed. An empty id says some may have been missed (a lost
+	// connection): every task's webhooks are to be read again. It is closed
+	// when the store is.
+	PushRegistered() <-chan a2a.TaskID
+	// PutFinal is Put of a task's terminal snapshot that also reports
+	// whether the task has webhooks, read in the write's transaction after
+	// the snapshot is written: a registration that committed before the
+	// write is seen, and one that had not finds the task ended.
+	PutFinal(ctx context.Context, t *a2a.Task) (hasPush bool, err error)
+}
+
+// servePushes marks the live tasks that got a webhook through another
+// process, until the store closes the channel. It never waits for a task's
+// lock: a task's lock may be held for a write.
+func (e *Engine) servePushes(pw PushWatcher) {
+	for id := range pw.PushRegistered() {
+		if id != "" {
+			if lt := e.getLive(id); lt != nil {
+				lt.announced.Store(true)
+			}
+			continue
+		}
+		e.mu.Lock()
+		for _, lt := range e.live {
+			lt.pushStale.Store(true)
+		}
+		e.mu.Unlock()
 	}
-	if lt.push {
-		return true
+}
+
+// pushed reports whether an event of lt goes to webhooks: a push config was
+// registered through this engine, or, with a Shared store, through any.
+// With a PushWatcher store, ask reports instead that the terminal write is
+// to tell (PutFinal); lt.mu is held.
+func (e *Engine) pushed(ctx context.Context, lt *liveTask, id a2a.TaskID, final bool) (push, ask bool) {
+	if e.pusher == nil {
+		return false, false
+	}
+	if lt.push || lt.announced.Load() {
+		lt.push = true
+		return true, false
 	}
 	if _, ok := e.store.(Shared); !ok {
-		return false
+		return false, false
+	}
+	if _, ok := e.store.(PushWatcher); ok {
+		// Another process's registration is announced (servePushes); the
+		// store is read only for a task this engine did not create (its
+		// webhooks may predate its coming here) and after a lost
+		// announcement.
+		if final {
+			return false, true
+		}
+		if lt.pushKnown && !lt.pushStale.Swap(false) {
+			return false, false
+		}
+		has, err := e.hasPush(ctx, id)
+		if err == nil {
+			lt.pushKnown = true
+		}
+		lt.push = has
+		return has, false
 	}
 	// Another replica may have registered one: looked up at most once per
 	// write delay (a registration there takes effect here within it, as an
 	// unseen change there is read within it), and at the task's end.
 	if !final && time.Since(lt.pushChecked) < e.writeDelay {
-		return false
+		return false, false
 	}
-	var has bool
-	if h, ok := e.store.(pushChecker); ok {
-		has, _ = h.HasPush(ctx, id)
-	} else {
-		targets, _ := e.store.ListPush(ctx, id)
-		has = len(targets) > 0
-	}
+	has, _ := e.hasPush(ctx, id)
 	lt.pushChecked = time.Now()
 	lt.push = has
-	return has
+	return has, false
+}
+
+// hasPush reads whether a task has webhooks.
+func (e *Engine) hasPush(ctx context.Context, id a2a.TaskID) (bool, error) {
+	if h, ok := e.store.(pushChecker); ok {
+		return h.HasPush(ctx, id)
+	}
+	targets, err := e.store.ListPush(ctx, id)
+	return len(targets) > 0, err
 }
 
 // persistLocked stores next (with a payload still waiting to be retained,
@@ -92,13 +155,32 @@ func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task
 			}
 		}
 	}
-	if err := e.putRetrying(ctx, next); err != nil {
+	return e.persisted(lt, e.putRetrying(ctx, next, e.store.Put))
+}
+
+// persistFinalLocked stores a terminal snapshot through a PushWatcher
+// store, and reports whether the task has webhooks; lt.mu is held.
+func (e *Engine) persistFinalLocked(ctx context.Context, lt *liveTask, next *a2a.Task, pw PushWatcher) (bool, error) {
+	var has bool
+	err := e.putRetrying(ctx, next, func(ctx context.Context, t *a2a.Task) error {
+		var err error
+		has, err = pw.PutFinal(ctx, t)
+		return err
+	})
+	return has, e.persisted(lt, err)
+}
+
+// persisted records the outcome of a write of lt's snapshot; lt.mu is held.
+func (e *Engine) persisted(lt *liveTask, err error) error {
+	if err != nil {
 		if errors.Is(err, ErrFenced) {
 			go e.fence(lt, err) // another replica runs it now (fence.go)
 		}
 		return err
 	}
-	lt.payload, lt.dirty = nil, false
+	// A write the engine waited for is durable, and so is what the store
+	// wrote of the task before it (Syncer).
+	lt.payload, lt.dirty, lt.durable = nil, false, true
 	return nil
 }
 
@@ -146,8 +228,10 @@ func (e *Engine) seen(ctx context.Context, lt *liveTask) (*a2a.Task, error) {
 			return nil, err
 		}
 	}
-	if err := e.sync(ctx); err != nil {
-		return nil, err
+	if !lt.durable {
+		if err := e.sync(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return lt.task, nil
 }

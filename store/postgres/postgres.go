@@ -101,6 +101,10 @@ type Options struct {
 	// Instance is this replica's runner id; default a new UUIDv7.
 	Instance string
 	Log      *slog.Logger
+
+	// tracer, when set, sees every statement of the store's connections
+	// (the tests count round trips with it).
+	tracer pgx.QueryTracer
 }
 
 // Store is one replica's handle on the database. It is safe for concurrent
@@ -123,7 +127,12 @@ type Store struct {
 	watch              map[a2a.TaskID]map[chan struct{}]struct{}
 	cancels            chan a2a.TaskID
 
+	pushes    chan a2a.TaskID // tasks that got a webhook (PushRegistered)
+	pushLost  atomic.Bool     // an announcement was dropped: "" is owed on pushes
 	queueWake chan struct{}   // the shared queue changed (queue.go)
+	// queueGen counts the queue's announcements; ClaimQueued found the
+	// queue empty at announcement emptyGen, at emptyAt (unix ns) (queue.go).
+	queueGen, emptyGen, emptyAt atomic.Int64
 	takenOver chan a2a.TaskID // this replica's tasks another took over (fence.go)
 	fence     fenceState      // guarded by the heartbeat goroutine alone
 }
@@ -133,6 +142,7 @@ var (
 	_ tasks.Durable     = (*Store)(nil)
 	_ tasks.PushJournal = (*Store)(nil)
 	_ tasks.Shared      = (*Store)(nil)
+	_ tasks.PushWatcher = (*Store)(nil)
 )
 
 // ErrUnreachable wraps the error of a database that cannot be used at
@@ -180,8 +190,11 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	}
 	cfg.ConnConfig.RuntimeParams[instanceParam] = o.Instance
 	cfg.ConnConfig.RuntimeParams[leaseParam] = fmt.Sprint(o.LeaseTTL.Seconds())
+	if o.tracer != nil {
+		cfg.ConnConfig.Tracer = o.tracer
+	}
 	s := &Store{cfg: cfg, opts: o, instance: o.Instance, watch: map[a2a.TaskID]map[chan struct{}]struct{}{}, cancels: make(chan a2a.TaskID, 256),
-		queueWake: make(chan struct{}, 1), takenOver: make(chan a2a.TaskID, 256),
+		queueWake: make(chan struct{}, 1), takenOver: make(chan a2a.TaskID, 256), pushes: make(chan a2a.TaskID, 256),
 		where: fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -294,6 +307,7 @@ func (s *Store) Close() error {
 	close(s.cancels)
 	close(s.queueWake)
 	close(s.takenOver)
+	close(s.pushes)
 	if err != nil {
 		return fmt.Errorf("postgres: give up the lease: %w", err)
 	}
@@ -330,7 +344,7 @@ func (s *Store) listen(ctx context.Context, ready chan<- error) {
 	for ctx.Err() == nil {
 		conn, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig)
 		if err == nil {
-			_, err = conn.Exec(ctx, `LISTEN agentd_task; LISTEN agentd_cancel; LISTEN agentd_queue`)
+			_, err = conn.Exec(ctx, `LISTEN agentd_task; LISTEN agentd_cancel; LISTEN agentd_queue; LISTEN agentd_push`)
 		}
 		if err != nil {
 			if conn != nil {
@@ -357,6 +371,8 @@ func (s *Store) listen(ctx context.Context, ready chan<- error) {
 		} else {
 			s.wakeAll()
 			s.wakeQueue()
+			s.pushLost.Store(true) // announcements may have been missed
+			s.announcePush("")
 		}
 		wait = 100 * time.Millisecond
 		for {
@@ -369,6 +385,8 @@ func (s *Store) listen(ctx context.Context, ready chan<- error) {
 				s.wake(a2a.TaskID(n.Payload))
 			case "agentd_queue":
 				s.wakeQueue()
+			case "agentd_push":
+				s.announcePush(a2a.TaskID(n.Payload))
 			case "agentd_cancel":
 				select {
 				case s.cancels <- a2a.TaskID(n.Payload):
@@ -435,6 +453,32 @@ func (s *Store) Watch(ctx context.Context, id a2a.TaskID) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// PushRegistered implements tasks.PushWatcher.
+func (s *Store) PushRegistered() <-chan a2a.TaskID { return s.pushes }
+
+// announcePush delivers a task's new webhook on pushes (id "": some may
+// have been missed). The listener never waits for a reader: an
+// announcement that finds the channel full is dropped, and an empty id is
+// owed, delivered before the next one.
+func (s *Store) announcePush(id a2a.TaskID) {
+	if s.pushLost.Load() {
+		select {
+		case s.pushes <- "":
+			s.pushLost.Store(false)
+		default:
+			return
+		}
+		if id == "" {
+			return
+		}
+	}
+	select {
+	case s.pushes <- id:
+	default:
+		s.pushLost.Store(true)
+	}
 }
 
 // RequestCancel implements tasks.Shared.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/jackc/pgx/v5"
@@ -26,6 +27,10 @@ import (
 const queueRunner = "agentd:queue"
 
 var errNoRows = pgx.ErrNoRows
+
+// queueTrust is how long ClaimQueued trusts an empty queue it read while no
+// run is announced.
+const queueTrust = time.Second
 
 var _ tasks.SharedQueue = (*Store)(nil)
 
@@ -101,8 +106,25 @@ func (s *Store) Enqueue(ctx context.Context, run tasks.QueuedRun, capacity, perC
 // queue's order, skipping those another replica is claiming; the first one
 // admit accepts is this replica's, and one admit refuses ends the attempt
 // (the next runs would find no slot either).
+//
+// The engine asks each time one of its runs ends: a queue found empty is
+// not read again until a run is announced (agentd_queue), or queueTrust
+// later (a lost announcement costs at most that).
 func (s *Store) ClaimQueued(ctx context.Context, admit func(tasks.QueuedRun) bool) (tasks.QueuedRun, bool, error) {
 	var run tasks.QueuedRun
+	gen := s.queueGen.Load()
+	if s.emptyGen.Load() == gen && time.Now().UnixNano()-s.emptyAt.Load() < int64(queueTrust) {
+		return run, false, nil
+	}
+	var any bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM run_queue)`).Scan(&any); err != nil {
+		return run, false, s.unavailable("claim a queued task", err)
+	}
+	if !any {
+		s.emptyAt.Store(time.Now().UnixNano())
+		s.emptyGen.Store(gen)
+		return run, false, nil
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return run, false, s.unavailable("claim a queued task", err)
@@ -196,6 +218,7 @@ func (s *Store) SetRunSlots(ctx context.Context, n int) error {
 func (s *Store) QueueChanged() <-chan struct{} { return s.queueWake }
 
 func (s *Store) wakeQueue() {
+	s.queueGen.Add(1)
 	select {
 	case s.queueWake <- struct{}{}:
 	default:

@@ -99,33 +99,23 @@ func (s *Store) makeRoomArgs(owner, id string, size int64) []any {
 	return []any{owner, id, size, int64(o.Capacity), o.Bytes, int64(o.QuotaTasks), o.QuotaBytes}
 }
 
-// create inserts the task in two round trips: the transaction's start, its
-// synchronous_commit off (below), the expiry, the eviction (makeRoomSQL)
-// and the insert in one batch, then the commit.
+// create inserts the task in one round trip: the expiry, the eviction
+// (makeRoomSQL) and the insert in one batch, which is one implicit
+// transaction, committed without waiting for the WAL flush (the
+// synchronous_commit setting local to it, below). A statement that fails
+// (a unique key, no room) rolls the whole batch back.
 //
 // The commit does not wait for the WAL flush: the task is visible to every
 // replica at once, and its unique keys hold, so that no other replica runs
 // the same message, but a database crash in the next moments may lose it,
 // as a crash of this process would, before anyone is told of it: the engine
-// syncs (Sync) before it tells anyone, and the task's next write that is
-// waited for (its end) is a synchronous commit, which flushes the WAL up to
-// it, this insert with it.
+// syncs (Sync) before it tells anyone, unless a later write of the task was
+// waited for (a Put is a synchronous commit, which flushes the WAL up to
+// it, this insert with it).
 func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap []byte) error {
-	c, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return s.unavailable("create task", err)
-	}
-	defer c.Release()
 	bg := context.WithoutCancel(ctx)
-	done := false
-	defer func() {
-		if !done {
-			c.Exec(bg, `ROLLBACK`)
-		}
-	}()
 	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
-	b.Queue(`SET LOCAL synchronous_commit = off`)
+	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
 	now := s.now()
 	expire := s.opts.Retention > 0 && now-s.expired.Load() >= int64(time.Second)
 	if expire {
@@ -136,7 +126,7 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 	b.Queue(`INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap, len(snap))
-	if err := c.SendBatch(bg, b).Close(); err != nil {
+	if err := s.pool.SendBatch(bg, b).Close(); err != nil {
 		if isUnique(err) {
 			return err
 		}
@@ -147,13 +137,6 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 	}
 	if expire {
 		s.expired.Store(now)
-	}
-	done = true
-	if _, err := c.Exec(bg, `COMMIT`); err != nil {
-		if isUnique(err) {
-			return err
-		}
-		return s.unavailable("create task", err)
 	}
 	s.unflushed.Add(1)
 	return nil
@@ -186,11 +169,23 @@ func (s *Store) markFlushed(target int64) {
 
 // Put implements tasks.Store. A snapshot that takes the store over its byte
 // bound makes finished tasks go (makeRoomSQL, in the update's transaction);
-// it is never refused for it.
+// it is never refused for it. It is one round trip, a synchronous commit.
 func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
+	_, err := s.put(ctx, t, false)
+	return err
+}
+
+// PutFinal implements tasks.PushWatcher: Put, and in the same round trip
+// and transaction, after the update (which holds the task's row until the
+// commit, as a registration does: SetPush), whether the task has webhooks.
+func (s *Store) PutFinal(ctx context.Context, t *a2a.Task) (bool, error) {
+	return s.put(ctx, t, true)
+}
+
+func (s *Store) put(ctx context.Context, t *a2a.Task, report bool) (bool, error) {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
-		return err
+		return false, err
 	}
 	target := s.unflushed.Load() // a synchronous commit flushes these
 	b := &pgx.Batch{}
@@ -206,14 +201,21 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 		// with the update, or neither does.
 		b.Queue(makeRoomSQL, s.makeRoomArgs("", string(t.ID), -1)...)
 	}
+	var has bool
+	if report {
+		// A statement of its own: it reads what committed once the
+		// update had the row (read committed).
+		b.Queue(`SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = $1)`, string(t.ID)).
+			QueryRow(func(r pgx.Row) error { return r.Scan(&has) })
+	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return s.unavailable("put task", err)
+		return false, s.unavailable("put task", err)
 	}
 	if n == 0 {
-		return notFound(t.ID)
+		return false, notFound(t.ID)
 	}
 	s.markFlushed(target)
-	return nil
+	return has, nil
 }
 
 // Get implements tasks.Store.
