@@ -133,8 +133,8 @@ type Store struct {
 	// queueGen counts the queue's announcements; ClaimQueued found the
 	// queue empty at announcement emptyGen, at emptyAt (unix ns) (queue.go).
 	queueGen, emptyGen, emptyAt atomic.Int64
-	takenOver chan a2a.TaskID // this replica's tasks another took over (fence.go)
-	fence     fenceState      // guarded by the heartbeat goroutine alone
+	takenOver                   chan a2a.TaskID // this replica's tasks another took over (fence.go)
+	fence                       fenceState      // guarded by the heartbeat goroutine alone
 }
 
 var (
