@@ -20,6 +20,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,13 @@ func migrationNames() []string {
 
 // SchemaVersion is the schema version this build writes and reads.
 var SchemaVersion = len(migrationNames())
+
+// countShardParam is the run-time parameter naming the shard of task_count
+// a connection counts its changes in, one of countShards.
+const (
+	countShardParam = "agentd.count_shard"
+	countShards     = 64
+)
 
 // DefaultLeaseTTL is how long a replica's lease lasts without a heartbeat.
 const DefaultLeaseTTL = 15 * time.Second
@@ -129,6 +137,7 @@ type Store struct {
 
 	pushes    chan a2a.TaskID // tasks that got a webhook (PushRegistered)
 	pushLost  atomic.Bool     // an announcement was dropped: "" is owed on pushes
+	wq        writeQueue      // the writes of the writers (writer.go)
 	queueWake chan struct{}   // the shared queue changed (queue.go)
 	// queueGen counts the queue's announcements; ClaimQueued found the
 	// queue empty at announcement emptyGen, at emptyAt (unix ns) (queue.go).
@@ -193,8 +202,16 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if o.tracer != nil {
 		cfg.ConnConfig.Tracer = o.tracer
 	}
+	// Each connection counts tasks in a shard of its own (migration 5):
+	// from a random one on, so that replicas rarely share one.
+	shard := rand.Int64N(countShards)
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.RuntimeParams[countShardParam] = fmt.Sprint(atomic.AddInt64(&shard, 1) % countShards)
+		return nil
+	}
 	s := &Store{cfg: cfg, opts: o, instance: o.Instance, watch: map[a2a.TaskID]map[chan struct{}]struct{}{}, cancels: make(chan a2a.TaskID, 256),
 		queueWake: make(chan struct{}, 1), takenOver: make(chan a2a.TaskID, 256), pushes: make(chan a2a.TaskID, 256),
+		wq:    writeQueue{wake: make(chan struct{}, 1)},
 		where: fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -216,9 +233,12 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	ready := make(chan error, 1)
-	s.wg.Add(2)
+	s.wg.Add(2 + writers)
 	go s.heartbeat(bg)
 	go s.listen(bg, ready)
+	for range writers {
+		go s.writer(bg)
+	}
 	if err := <-ready; err != nil {
 		s.Close()
 		return nil, fmt.Errorf("%w: %s: listen: %v", ErrUnreachable, s.where, err)

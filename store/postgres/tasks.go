@@ -99,61 +99,63 @@ func (s *Store) makeRoomArgs(owner, id string, size int64) []any {
 	return []any{owner, id, size, int64(o.Capacity), o.Bytes, int64(o.QuotaTasks), o.QuotaBytes}
 }
 
-// create inserts the task in one round trip: the expiry, the eviction
-// (makeRoomSQL) and the insert in one batch, which is one implicit
-// transaction, committed without waiting for the WAL flush (the
-// synchronous_commit setting local to it, below). A statement that fails
-// (a unique key, no room) rolls the whole batch back.
+// create inserts the task through the writer (writer.go): the eviction
+// (makeRoomSQL) and the insert, in a batch that is one implicit
+// transaction, with the expiry of old tasks once a second, and with the
+// other writes queued meanwhile. A batch of creates alone commits without
+// waiting for the WAL flush (synchronous_commit off, local to it).
 //
-// The commit does not wait for the WAL flush: the task is visible to every
+// Such a commit does not wait for the flush: the task is visible to every
 // replica at once, and its unique keys hold, so that no other replica runs
 // the same message, but a database crash in the next moments may lose it,
 // as a crash of this process would, before anyone is told of it: the engine
 // syncs (Sync) before it tells anyone, unless a later write of the task was
-// waited for (a Put is a synchronous commit, which flushes the WAL up to
-// it, this insert with it).
+// waited for (a Put's commit is flushed, and the WAL with it up to there,
+// this insert with it).
 func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap []byte) error {
-	bg := context.WithoutCancel(ctx)
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
 	now := s.now()
-	expire := s.opts.Retention > 0 && now-s.expired.Load() >= int64(time.Second)
-	if expire {
-		b.Queue(`DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= $1
-			ORDER BY finished_ns LIMIT 256 FOR UPDATE SKIP LOCKED)`, s.cutoff())
-	}
-	b.Queue(makeRoomSQL, s.makeRoomArgs(owner, string(t.ID), int64(len(snap)))...)
-	b.Queue(`INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap, len(snap))
-	if err := s.pool.SendBatch(bg, b).Close(); err != nil {
-		if isUnique(err) {
+	err := s.write(&writeOp{create: true, owner: owner,
+		queue: func(b *pgx.Batch) {
+			b.Queue(makeRoomSQL, s.makeRoomArgs(owner, string(t.ID), int64(len(snap)))...)
+			b.Queue(`INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+				string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap, len(snap))
+		},
+		read: func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			_, err := br.Exec()
 			return err
-		}
-		if r := roomError(err); r != nil {
-			return r
-		}
-		return s.unavailable("create task", err)
+		}})
+	switch {
+	case err == nil, isUnique(err):
+		return err
+	case roomError(err) != nil:
+		return roomError(err)
 	}
-	if expire {
-		s.expired.Store(now)
-	}
-	s.unflushed.Add(1)
-	return nil
+	return s.unavailable("create task", err)
 }
 
 // Sync implements tasks.Syncer: once it returns, every task Create stored
-// before it is flushed to the WAL. A synchronous commit of a write (the
-// lease's heartbeat, unchanged) flushes the WAL up to it.
+// before it is flushed to the WAL. A flushed commit of a write (the lease's
+// heartbeat, unchanged), in the writer's next batch, flushes the WAL up to
+// it.
 func (s *Store) Sync(ctx context.Context) error {
-	target := s.unflushed.Load()
-	if s.flushed.Load() >= target {
+	if s.flushed.Load() >= s.unflushed.Load() {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, `UPDATE leases SET heartbeat = heartbeat WHERE instance = $1`, s.instance); err != nil {
+	err := s.write(&writeOp{sync: true,
+		queue: func(b *pgx.Batch) {
+			b.Queue(`UPDATE leases SET heartbeat = heartbeat WHERE instance = $1`, s.instance)
+		},
+		read: func(br pgx.BatchResults) error {
+			_, err := br.Exec()
+			return err
+		}})
+	if err != nil {
 		return s.unavailable("sync", err)
 	}
-	s.markFlushed(target)
 	return nil
 }
 
@@ -187,34 +189,48 @@ func (s *Store) put(ctx context.Context, t *a2a.Task, report bool) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	target := s.unflushed.Load() // a synchronous commit flushes these
-	b := &pgx.Batch{}
 	var n int64
-	b.Queue(`UPDATE tasks SET state = $1, updated_ns = $2, context_id = $3, snapshot = $4,
-		size = octet_length($4::bytea) + coalesce(octet_length(payload), 0),
-		finished_ns = CASE WHEN $5::bigint IS NULL THEN NULL ELSE coalesce(finished_ns, $5::bigint) END
-		WHERE id = $6 AND (finished_ns IS NULL OR finished_ns > $7)`,
-		string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, s.finishedAt(t), string(t.ID), s.cutoff()).
-		Exec(func(ct pgconn.CommandTag) error { n = ct.RowsAffected(); return nil })
-	if s.opts.Bytes < math.MaxInt64 {
-		// One batch is one implicit transaction: the eviction commits
-		// with the update, or neither does.
-		b.Queue(makeRoomSQL, s.makeRoomArgs("", string(t.ID), -1)...)
-	}
 	var has bool
-	if report {
-		// A statement of its own: it reads what committed once the
-		// update had the row (read committed).
-		b.Queue(`SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = $1)`, string(t.ID)).
-			QueryRow(func(r pgx.Row) error { return r.Scan(&has) })
-	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	err = s.write(&writeOp{sync: true,
+		queue: func(b *pgx.Batch) {
+			b.Queue(`UPDATE tasks SET state = $1, updated_ns = $2, context_id = $3, snapshot = $4,
+				size = octet_length($4::bytea) + coalesce(octet_length(payload), 0),
+				finished_ns = CASE WHEN $5::bigint IS NULL THEN NULL ELSE coalesce(finished_ns, $5::bigint) END
+				WHERE id = $6 AND (finished_ns IS NULL OR finished_ns > $7)`,
+				string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, s.finishedAt(t), string(t.ID), s.cutoff())
+			if s.opts.Bytes < math.MaxInt64 {
+				// In the update's transaction: the eviction commits with
+				// it, or neither does.
+				b.Queue(makeRoomSQL, s.makeRoomArgs("", string(t.ID), -1)...)
+			}
+			if report {
+				// A statement of its own: it reads what committed once
+				// the update had the row (read committed).
+				b.Queue(`SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = $1)`, string(t.ID))
+			}
+		},
+		read: func(br pgx.BatchResults) error {
+			ct, err := br.Exec()
+			if err != nil {
+				return err
+			}
+			n = ct.RowsAffected()
+			if s.opts.Bytes < math.MaxInt64 {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+			if report {
+				return br.QueryRow().Scan(&has)
+			}
+			return nil
+		}})
+	if err != nil {
 		return false, s.unavailable("put task", err)
 	}
 	if n == 0 {
 		return false, notFound(t.ID)
 	}
-	s.markFlushed(target)
 	return has, nil
 }
 

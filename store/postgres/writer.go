@@ -1,0 +1,252 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Group commit. The writes of a send (Create, Put, PutFinal) and Sync go
+// through the store's writers: goroutines that each take every write queued
+// while they were busy (up to maxBatch) and run them as one pgx batch,
+// which is one implicit transaction: one round trip and one commit (one WAL
+// flush) for them all, where each alone would cost its own. A write is
+// answered only once its batch has committed; a batch of creates alone
+// commits without waiting for the WAL flush (create's comment), any other
+// waits for it, and then its creates are durable when answered.
+//
+// A statement that fails rolls its whole batch back. When the failure is
+// the write's own (a unique key, a fenced task, a quota, no room: an error
+// of the database naming its statement), that write is answered with it
+// and the others run again as a batch without it; any other error of the
+// database (a deadlock between two replicas' batches, a serialization
+// failure) runs each write of the batch alone, each answered with its own
+// outcome; a lost connection answers every write with it. So a write's
+// outcome is what it would have been alone.
+//
+// Two writers run at once, each on a connection of the pool: while one
+// waits for its commit's flush, the other sends the next batch. Their
+// transactions never wait for each other's on the task counts: each
+// connection of a replica counts in a shard of its own (migration 0005).
+
+// maxBatch bounds the writes of one batch.
+const maxBatch = 64
+
+// writers is how many batches of one replica may be in flight at once.
+const writers = 2
+
+// writeOp is one queued write.
+type writeOp struct {
+	sync   bool // its commit must be flushed (a Put, Sync)
+	create bool // a new task (counted as unflushed when its batch is not flushed)
+	// owner orders the creates of a batch (the quotas' advisory locks are
+	// taken in one order by every batch: no deadlock between batches).
+	owner string
+	// queue queues the write's statements; read reads their results in
+	// order and returns the first statement's error.
+	queue func(b *pgx.Batch)
+	read  func(br pgx.BatchResults) error
+	err   error
+	done  chan struct{}
+}
+
+// writeQueue holds the writes not yet taken by a writer.
+type writeQueue struct {
+	mu     sync.Mutex // guards ops, closed
+	ops    []*writeOp
+	closed bool
+	wake   chan struct{} // a write was queued (capacity 1)
+}
+
+// write queues o and returns its outcome once its batch has run. A write
+// once queued is always run and answered (or failed, if the store closes
+// first).
+func (s *Store) write(o *writeOp) error {
+	o.done = make(chan struct{})
+	q := &s.wq
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return errClosed
+	}
+	q.ops = append(q.ops, o)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	<-o.done
+	return o.err
+}
+
+// take returns up to maxBatch queued writes, waking another writer when
+// more are left.
+func (q *writeQueue) take() []*writeOp {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := min(len(q.ops), maxBatch)
+	batch := slices.Clone(q.ops[:n])
+	q.ops = slices.Delete(q.ops, 0, n)
+	if len(q.ops) > 0 {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
+	return batch
+}
+
+// close fails the writes still queued, and every write queued from now on.
+func (q *writeQueue) close() {
+	q.mu.Lock()
+	ops := q.ops
+	q.ops, q.closed = nil, true
+	q.mu.Unlock()
+	for _, o := range ops {
+		o.err = errClosed
+		close(o.done)
+	}
+}
+
+// writer runs batches of queued writes until ctx ends.
+func (s *Store) writer(ctx context.Context) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.wq.wake:
+		case <-ctx.Done():
+			s.wq.close()
+			return
+		}
+		for {
+			batch := s.wq.take()
+			if len(batch) == 0 {
+				break
+			}
+			s.runBatch(batch)
+		}
+	}
+}
+
+// runBatch runs writes as one batch and answers each; see the top of the
+// file for what a failure does.
+func (s *Store) runBatch(batch []*writeOp) {
+	answer := func(o *writeOp, err error) {
+		o.err = err
+		close(o.done)
+	}
+	// The creates in one order: by caller.
+	slices.SortStableFunc(batch, func(a, b *writeOp) int {
+		switch {
+		case a.create && b.create:
+			return strings.Compare(a.owner, b.owner)
+		case a.create:
+			return -1
+		case b.create:
+			return 1
+		}
+		return 0
+	})
+	for len(batch) > 0 {
+		failed, err := s.tryBatch(batch)
+		var pe *pgconn.PgError
+		switch {
+		case err == nil:
+			for _, o := range batch {
+				answer(o, nil)
+			}
+			return
+		case len(batch) == 1:
+			answer(batch[0], err)
+			return
+		case failed >= 0 && errors.As(err, &pe) && !batchError(pe):
+			answer(batch[failed], err)
+			batch = slices.Delete(batch, failed, failed+1)
+		case errors.As(err, &pe):
+			for _, o := range batch {
+				s.runBatch([]*writeOp{o})
+			}
+			return
+		default: // the connection, the pool: every write's
+			for _, o := range batch {
+				answer(o, err)
+			}
+			return
+		}
+	}
+}
+
+// batchError reports whether a database error is the batch's rather than
+// one statement's: a deadlock or a serialization failure (another
+// transaction's locks), or the transaction's end.
+func batchError(pe *pgconn.PgError) bool {
+	switch pe.Code {
+	case "40P01", "40001", "25P02":
+		return true
+	}
+	return false
+}
+
+// tryBatch runs the writes as one batch: nil, or the error and the index of
+// the write whose statement failed (-1: none of them).
+func (s *Store) tryBatch(batch []*writeOp) (int, error) {
+	b := &pgx.Batch{}
+	sync, creates := false, 0
+	for _, o := range batch {
+		sync = sync || o.sync
+		if o.create {
+			creates++
+		}
+	}
+	if !sync {
+		b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+	}
+	now := s.now()
+	expire := creates > 0 && s.opts.Retention > 0 && now-s.expired.Load() >= int64(time.Second)
+	if expire {
+		b.Queue(`DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= $1
+			ORDER BY finished_ns LIMIT 256 FOR UPDATE SKIP LOCKED)`, s.cutoff())
+	}
+	for _, o := range batch {
+		o.queue(b)
+	}
+	target := s.unflushed.Load() // a flushed commit flushes these
+	br := s.pool.SendBatch(context.Background(), b)
+	var err error
+	if !sync {
+		_, err = br.Exec()
+	}
+	if err == nil && expire {
+		_, err = br.Exec()
+	}
+	failed := -1
+	if err == nil {
+		for i, o := range batch {
+			if err = o.read(br); err != nil {
+				failed = i
+				break
+			}
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err, failed = cerr, -1
+	}
+	if err != nil {
+		return failed, err
+	}
+	if expire {
+		s.expired.Store(now)
+	}
+	if sync {
+		s.markFlushed(target)
+	} else {
+		s.unflushed.Add(int64(creates))
+	}
+	return -1, nil
+}
