@@ -113,8 +113,13 @@ func (s *Store) makeRoomArgs(owner, id string, size int64) []any {
 // waited for (a Put's commit is flushed, and the WAL with it up to there,
 // this insert with it).
 func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap []byte) error {
+	return s.createResult(s.write(s.createOp(t, owner, key, snap)))
+}
+
+// createOp is the write of a new task.
+func (s *Store) createOp(t *a2a.Task, owner, key string, snap []byte) *writeOp {
 	now := s.now()
-	err := s.write(&writeOp{create: true, owner: owner,
+	return &writeOp{create: true, owner: owner,
 		queue: func(b *pgx.Batch) {
 			b.Queue(makeRoomSQL, s.makeRoomArgs(owner, string(t.ID), int64(len(snap)))...)
 			b.Queue(`INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
@@ -127,7 +132,12 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 			}
 			_, err := br.Exec()
 			return err
-		}})
+		}}
+}
+
+// createResult maps a create's error: a unique key's violation as it is
+// (Create looks up its cause), no room as the tasks package's errors.
+func (s *Store) createResult(err error) error {
 	switch {
 	case err == nil, isUnique(err):
 		return err
@@ -189,9 +199,16 @@ func (s *Store) put(ctx context.Context, t *a2a.Task, report bool) (bool, error)
 	if err != nil {
 		return false, err
 	}
+	op, res := s.putOp(t, snap, report)
+	return res(s.write(op))
+}
+
+// putOp is the write of a stored task's snapshot; res maps its outcome to
+// Put's (and PutFinal's report).
+func (s *Store) putOp(t *a2a.Task, snap []byte, report bool) (op *writeOp, res func(error) (bool, error)) {
 	var n int64
 	var has bool
-	err = s.write(&writeOp{sync: true,
+	op = &writeOp{sync: true,
 		queue: func(b *pgx.Batch) {
 			b.Queue(`UPDATE tasks SET state = $1, updated_ns = $2, context_id = $3, snapshot = $4,
 				size = octet_length($4::bytea) + coalesce(octet_length(payload), 0),
@@ -224,14 +241,16 @@ func (s *Store) put(ctx context.Context, t *a2a.Task, report bool) (bool, error)
 				return br.QueryRow().Scan(&has)
 			}
 			return nil
-		}})
-	if err != nil {
-		return false, s.unavailable("put task", err)
+		}}
+	return op, func(err error) (bool, error) {
+		if err != nil {
+			return false, s.unavailable("put task", err)
+		}
+		if n == 0 {
+			return false, notFound(t.ID)
+		}
+		return has, nil
 	}
-	if n == 0 {
-		return false, notFound(t.ID)
-	}
-	return has, nil
 }
 
 // Get implements tasks.Store.
