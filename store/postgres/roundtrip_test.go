@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,10 +61,6 @@ func words(sql string) string {
 
 type batchKey struct{}
 
-type startKey struct{}
-
-// took sums the time of each kind of round trip.
-var took sync.Map
 
 func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	if ctx.Value(batchKey{}) == nil {
@@ -80,15 +75,10 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 		w = append(w, words(q.SQL))
 	}
 	r.count("batch["+strings.Join(w, "; ")+"]", len(w))
-	ctx = context.WithValue(ctx, startKey{}, [2]any{time.Now(), w[0]})
 	return context.WithValue(ctx, batchKey{}, true)
 }
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
-	v := ctx.Value(startKey{}).([2]any)
-	d, _ := took.LoadOrStore(v[1], new(atomic.Int64))
-	d.(*atomic.Int64).Add(int64(time.Since(v[0].(time.Time))))
-}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // instantExec emits what agentd's executor emits for an instant provider's
 // send: the payload retained, working, the distillate artifact, completed.
@@ -146,13 +136,10 @@ func send(ctx context.Context, e *tasks.Engine, id string) error {
 }
 
 // The round trips of one message/send of an instant agent through the
-// engine, one sender at a time (the breakdown is logged).
+// engine, one sender at a time: two (the create's batch, the final Put's
+// batch, which reports the task's webhooks); the breakdown is logged.
 func TestRoundTripsPerSend(t *testing.T) {
-	srv, err := pgtest.New(pgtest.Options{Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := pgtest.Start(t)
 	ctx := context.Background()
 	rt := &roundTrips{}
 	s, err := Open(ctx, srv.Database(t), Options{Capacity: 1000, Retention: time.Hour, LeaseTTL: time.Minute, tracer: rt})
@@ -168,22 +155,21 @@ func TestRoundTripsPerSend(t *testing.T) {
 	}
 	const sends = 100
 	rt.start()
-	began := time.Now()
 	for i := range sends {
 		if err := send(ctx, e, fmt.Sprint("send-", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%v per send", time.Since(began)/sends)
 	n, stmts, what := rt.stop()
-	took.Range(func(k, v any) bool {
-		t.Logf("%s: %v", k, time.Duration(v.(*atomic.Int64).Load())/(sends+20))
-		return true
-	})
 	var lines []string
 	for w, c := range what {
 		lines = append(lines, fmt.Sprintf("%6.2f  %s", float64(c)/sends, w))
 	}
 	sort.Strings(lines)
 	t.Logf("%.2f round trips, %.2f statements per send:\n%s", float64(n)/sends, float64(stmts)/sends, strings.Join(lines, "\n"))
+	// Besides a send's own, the replica's background reads (the shared
+	// queue's check, once a second) may fall within the window.
+	if per := float64(n) / sends; per > 2.1 {
+		t.Errorf("%.2f round trips per send, want 2", per)
+	}
 }
