@@ -61,7 +61,6 @@ func words(sql string) string {
 
 type batchKey struct{}
 
-
 func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	if ctx.Value(batchKey{}) == nil {
 		r.count(words(d.SQL), 1)
@@ -78,7 +77,7 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 	return context.WithValue(ctx, batchKey{}, true)
 }
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // instantExec emits what agentd's executor emits for an instant provider's
 // send: the payload retained, working, the distillate artifact, completed.
