@@ -87,8 +87,9 @@ type Shared interface {
 // (group commit), PostgreSQL commits it without waiting for the WAL flush.
 // Sync returns once every write that returned before it is durable. The
 // engine syncs before anyone is told of a task (a send's answer, a read, a
-// stream's first snapshot); every other write it waits for is durable when
-// it returns.
+// stream's first snapshot), unless a later write of that task returned:
+// every other write it waits for is durable when it returns, and so is what
+// the store wrote of the task before it (its creation).
 type Syncer interface {
 	Sync(ctx context.Context) error
 }

@@ -486,8 +486,8 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 }
 
 // HasPush reports in one read whether a task has webhooks (the engine asks
-// for every event of a task it runs: another replica may have registered
-// one).
+// for a task it runs but did not create, and after announcements were lost:
+// PushRegistered).
 func (s *Store) HasPush(ctx context.Context, id a2a.TaskID) (bool, error) {
 	var has bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = $1)`, string(id)).Scan(&has); err != nil {
