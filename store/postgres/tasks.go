@@ -113,7 +113,9 @@ func (s *Store) makeRoomArgs(owner, id string, size int64) []any {
 // waited for (a Put's commit is flushed, and the WAL with it up to there,
 // this insert with it).
 func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap []byte) error {
-	return s.createResult(s.write(s.createOp(t, owner, key, snap)))
+	// Not cut short by ctx: a create that commits is answered (Create
+	// resolves a duplicate from it).
+	return s.createResult(s.write(context.WithoutCancel(ctx), s.createOp(t, owner, key, snap)))
 }
 
 // createOp is the write of a new task.
@@ -155,7 +157,7 @@ func (s *Store) Sync(ctx context.Context) error {
 	if s.flushed.Load() >= s.unflushed.Load() {
 		return nil
 	}
-	err := s.write(&writeOp{sync: true,
+	err := s.write(ctx, &writeOp{sync: true,
 		queue: func(b *pgx.Batch) {
 			b.Queue(`UPDATE leases SET heartbeat = heartbeat WHERE instance = $1`, s.instance)
 		},
@@ -200,7 +202,7 @@ func (s *Store) put(ctx context.Context, t *a2a.Task, report bool) (bool, error)
 		return false, err
 	}
 	op, res := s.putOp(t, snap, report)
-	return res(s.write(op))
+	return res(s.write(ctx, op))
 }
 
 // putOp is the write of a stored task's snapshot; res maps its outcome to

@@ -64,10 +64,11 @@ type writeQueue struct {
 	wake   chan struct{} // a write was queued (capacity 1)
 }
 
-// write queues o and returns its outcome once its batch has run. A write
-// once queued is always run and answered (or failed, if the store closes
-// first).
-func (s *Store) write(o *writeOp) error {
+// write queues o and returns its outcome once its batch has run, or ctx's
+// error if ctx ends first (the write may commit all the same, as a
+// statement cancelled in flight may). A write once queued is always run
+// and answered (or failed, if the store closes first).
+func (s *Store) write(ctx context.Context, o *writeOp) error {
 	o.done = make(chan struct{})
 	q := &s.wq
 	q.mu.Lock()
@@ -81,8 +82,12 @@ func (s *Store) write(o *writeOp) error {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	<-o.done
-	return o.err
+	select {
+	case <-o.done:
+		return o.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // take returns up to maxBatch queued writes, waking another writer when
