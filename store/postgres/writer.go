@@ -22,13 +22,14 @@ import (
 // waits for it, and then its creates are durable when answered.
 //
 // A statement that fails rolls its whole batch back. When the failure is
-// the write's own (a unique key, a fenced task, a quota, no room: an error
-// of the database naming its statement), that write is answered with it
-// and the others run again as a batch without it; any other error of the
-// database (a deadlock between two replicas' batches, a serialization
-// failure) runs each write of the batch alone, each answered with its own
-// outcome; a lost connection answers every write with it. So a write's
-// outcome is what it would have been alone.
+// one write's statement's (a unique key, a fenced task, a quota, no room),
+// the others run again as a batch without it, and once they are done it
+// runs alone (its failure may have been caused by a member that then
+// committed, or did not) and is answered with that outcome; any other error
+// of the database (a deadlock between two replicas' batches, a
+// serialization failure) runs each write of the batch alone; a lost
+// connection answers every write with it. So a write's outcome is what it
+// would have been alone, after the writes that committed with its batch.
 //
 // Two writers run at once, each on a connection of the pool: while one
 // waits for its commit's flush, the other sends the next batch. Their
@@ -158,6 +159,16 @@ func (s *Store) runBatch(batch []*writeOp) {
 		}
 		return 0
 	})
+	// A write whose statement failed runs again alone once the others
+	// have committed: its failure may have been another member's doing
+	// (the same message twice in one batch, a quota that member filled),
+	// and alone it meets only what committed.
+	var again []*writeOp
+	defer func() {
+		for _, o := range again {
+			s.runBatch([]*writeOp{o})
+		}
+	}()
 	for len(batch) > 0 {
 		failed, err := s.tryBatch(batch)
 		var pe *pgconn.PgError
@@ -171,7 +182,7 @@ func (s *Store) runBatch(batch []*writeOp) {
 			answer(batch[0], err)
 			return
 		case failed >= 0 && errors.As(err, &pe) && !batchError(pe):
-			answer(batch[failed], err)
+			again = append(again, batch[failed])
 			batch = slices.Delete(batch, failed, failed+1)
 		case errors.As(err, &pe):
 			for _, o := range batch {
