@@ -233,10 +233,10 @@ func TestOperatorPauseHoldsSpawnsResumeReleases(t *testing.T) {
 		}
 		return tr.Paused && held == 2
 	})
+	// A held node is in the tree before the executor's working status is
+	// written: the status follows.
 	for _, id := range ids {
-		if st := s.state(id); st != "working" {
-			t.Fatalf("held task is %s", st)
-		}
+		testkit.WaitFor(t, 10*time.Second, "held task "+id+" working", func() bool { return s.state(id) == "working" })
 	}
 	if got := len(testkit.Children(s.cmd.Process.Pid)); got != 0 {
 		t.Fatalf("%d children forked while paused", got)

@@ -85,9 +85,13 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	}
 
 	// A stream of the first through A, from the queue to its end.
+	// The stream's first event (the queued snapshot) arrives before B's slot
+	// frees below, so that the claim cannot overtake the subscription.
 	streamed := make(chan []a2a.TaskState, 1)
+	subscribed := make(chan struct{})
 	go func() {
 		var states []a2a.TaskState
+		defer func() { streamed <- states }()
 		for ev, err := range a.client(t).ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: q1.ID}) {
 			if err != nil {
 				break
@@ -98,9 +102,18 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 			case *a2a.TaskStatusUpdateEvent:
 				states = append(states, v.Status.State)
 			}
+			if len(states) == 1 {
+				close(subscribed)
+			}
 		}
-		streamed <- states
 	}()
+	select {
+	case <-subscribed:
+	case states := <-streamed:
+		t.Fatalf("the stream through A ended before its first event: %v", states)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream through A gave no first event")
+	}
 
 	// The second, queued by A, cancelled through B: out of the queue, never run.
 	cancelled, err := b.client(t).CancelTask(ctx, &a2a.TaskIDParams{ID: q2.ID})
