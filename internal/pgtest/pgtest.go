@@ -8,6 +8,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -236,6 +238,46 @@ func (s *Server) signal(sig syscall.Signal) {
 		// A killed postmaster leaves its shared memory and pid file; the
 		// next start recovers from them.
 		os.Remove(filepath.Join(s.dir, "data", "postmaster.pid"))
+	}
+}
+
+// Freeze stops every process of the server (SIGSTOP to its process group):
+// its connections stay open and nothing answers, as across a partition.
+// Thaw undoes it.
+func (s *Server) Freeze() { s.groupSignal(syscall.SIGSTOP) }
+
+// Thaw resumes a server Freeze stopped (SIGCONT to its process group).
+func (s *Server) Thaw() { s.groupSignal(syscall.SIGCONT) }
+
+// groupSignal signals the postmaster and each of its children: a backend
+// calls setsid, so the postmaster's process group does not hold them.
+func (s *Server) groupSignal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	pm := s.cmd.Process.Pid
+	syscall.Kill(pm, sig)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so from its end.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pm) {
+			syscall.Kill(pid, sig)
+		}
 	}
 }
 

@@ -28,8 +28,10 @@ import (
 // committed, or did not) and is answered with that outcome; any other error
 // of the database (a deadlock between two replicas' batches, a
 // serialization failure) runs each write of the batch alone; a lost
-// connection answers every write with it. So a write's outcome is what it
-// would have been alone, after the writes that committed with its batch.
+// connection answers every write with it, and so does a batch not done
+// within the lease (LeaseTTL): a database that hangs fails the writes, it
+// does not hold them. So a write's outcome is what it would have been
+// alone, after the writes that committed with its batch.
 //
 // Two writers run at once, each on a connection of the pool: while one
 // waits for its commit's flush, the other sends the next batch. Their
@@ -233,7 +235,12 @@ func (s *Store) tryBatch(batch []*writeOp) (int, error) {
 		o.queue(b)
 	}
 	target := s.unflushed.Load() // a flushed commit flushes these
-	br := s.pool.SendBatch(context.Background(), b)
+	// A database that stops answering (a partition, a stopped server) fails
+	// the batch after a lease: by then other replicas may have taken this
+	// one's tasks over, and the writes queued behind it are not held longer.
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.LeaseTTL)
+	defer cancel()
+	br := s.pool.SendBatch(ctx, b)
 	var err error
 	if !sync {
 		_, err = br.Exec()

@@ -256,3 +256,40 @@ func TestPushRegisteredElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A database that stops answering with its connections open (every process
+// of the server stopped, as across a partition) fails a write after the
+// lease instead of holding it and the writes queued behind it; once the
+// server answers again the store writes as before, and closes.
+func TestWriteFailsWhenTheDatabaseHangs(t *testing.T) {
+	srv := pgtest.Start(t)
+	ctx := context.Background()
+	s, err := Open(ctx, srv.Database(t), Options{Capacity: 1000, LeaseTTL: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Create(ctx, task("hang", a2a.TaskStateWorking), "o"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze()
+	t.Cleanup(srv.Thaw) // before the server's own cleanup stops it
+	done := make(chan error, 1)
+	go func() { done <- s.Put(ctx, task("hang", a2a.TaskStateCompleted)) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, tasks.ErrStoreUnavailable) {
+			t.Fatalf("a write to a hung database: %v, want ErrStoreUnavailable", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("a write to a hung database was still waiting after a minute")
+	}
+	srv.Thaw()
+	testkit.WaitFor(t, 30*time.Second, "a write once the database answers", func() bool {
+		return s.Put(ctx, task("hang", a2a.TaskStateCompleted)) == nil
+	})
+	got, _, err := s.Get(ctx, "hang")
+	if err != nil || got.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("after the thaw: %+v %v", got, err)
+	}
+}
