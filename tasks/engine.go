@@ -38,6 +38,10 @@ const MaxFollowUps = 16
 // panics, or returns without a final event. It is safe for concurrent use;
 // create it with NewEngine.
 type Engine struct {
+	// startedHook, when set (tests only), runs right after a new task's
+	// executor is started.
+	startedHook func(*liveTask)
+
 	store    Store
 	exec     a2asrv.AgentExecutor
 	log      *slog.Logger
@@ -513,6 +517,20 @@ var (
 // background, or hands a follow-up message to the task it names. The caller
 // may subscribe before the executor starts.
 func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liveTask, error) {
+	return e.startWatched(ctx, params, nil)
+}
+
+// earlySub is a stream's subscription to a new task, taken before its
+// executor starts, so that an executor that ends at once cannot end the
+// task before the stream has seen its events.
+type earlySub struct {
+	sub   *subscriber
+	first *a2a.Task
+}
+
+// startWatched is start; with early non-nil, a new task that runs here is
+// subscribed to (into early) before its executor starts.
+func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams, early *earlySub) (*liveTask, error) {
 	if err := validateSendParams(params); err != nil {
 		return nil, err
 	}
@@ -610,8 +628,16 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 		return e.enqueueShared(ctx, lt, pending)
 	}
 	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
+	if early != nil {
+		lt.mu.Lock()
+		early.sub, early.first = lt.subscribeLocked()
+		lt.mu.Unlock()
+	}
 	started = true
 	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
+	if e.startedHook != nil {
+		e.startedHook(lt)
+	}
 	return lt, nil
 }
 

@@ -60,12 +60,23 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 // until the terminal one.
 func (e *Engine) OnSendMessageStream(ctx context.Context, params *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		lt, err := e.start(ctx, params)
+		var early earlySub
+		lt, err := e.startWatched(ctx, params, &early)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		e.stream(ctx, lt, yield)
+		if early.sub == nil { // a follow-up, a duplicate, a queued task
+			e.stream(ctx, lt, yield)
+			return
+		}
+		// What is shown is stored and durable first (subscribe's Sync).
+		if err := e.sync(ctx); err != nil {
+			lt.unsubscribe(early.sub)
+			yield(nil, err)
+			return
+		}
+		e.streamFrom(ctx, lt, early.sub, early.first, yield)
 	}
 }
 
@@ -109,6 +120,11 @@ func (e *Engine) stream(ctx context.Context, lt *liveTask, yield func(a2a.Event,
 		yield(nil, err)
 		return
 	}
+	e.streamFrom(ctx, lt, sub, first, yield)
+}
+
+// streamFrom yields first, then sub's events until the task ends.
+func (e *Engine) streamFrom(ctx context.Context, lt *liveTask, sub *subscriber, first *a2a.Task, yield func(a2a.Event, error) bool) {
 	defer lt.unsubscribe(sub)
 	if !yield(first, nil) {
 		return
