@@ -8,7 +8,6 @@
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,13 +17,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // nobody is the unprivileged user a root test runs the server as.
@@ -259,25 +259,8 @@ func (s *Server) groupSignal(sig syscall.Signal) {
 	}
 	pm := s.cmd.Process.Pid
 	syscall.Kill(pm, sig)
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so from its end.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pm) {
-			syscall.Kill(pid, sig)
-		}
+	for _, pid := range testkit.Children(pm) {
+		syscall.Kill(pid, sig)
 	}
 }
 
