@@ -7,9 +7,10 @@
 // leases table whose heartbeat it renews every LeaseTTL/3. A task whose
 // runner's heartbeat is older than LeaseTTL is an orphan, which any replica
 // claims (one wins) and resolves by the recovery policy. Changes of tasks
-// reach the other replicas through LISTEN/NOTIFY (a trigger announces every
-// new snapshot at commit), and so do cancel requests for a task another
-// replica runs: no broker besides the database.
+// reach the other replicas that watch them through LISTEN/NOTIFY (a trigger
+// announces, at commit, every new snapshot of a task some replica watches:
+// Watch), and so do cancel requests for a task another replica runs: no
+// broker besides the database.
 package postgres
 
 import (
@@ -314,7 +315,7 @@ func (s *Store) Close() error {
 	s.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := s.pool.Exec(ctx, `DELETE FROM leases WHERE instance = $1`, s.instance)
+	_, err := s.pool.Exec(ctx, `WITH w AS (DELETE FROM task_watchers WHERE instance = $1) DELETE FROM leases WHERE instance = $1`, s.instance)
 	s.pool.Close()
 	s.mu.Lock()
 	for _, set := range s.watch {
@@ -347,10 +348,15 @@ func (s *Store) heartbeat(ctx context.Context) {
 		}
 		hctx, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
 		err := s.renew(hctx)
-		cancel()
 		if err != nil && ctx.Err() == nil {
 			s.opts.Log.Warn("lease not renewed: past the lease, other replicas take this one's tasks", "instance", s.instance, "err", err)
 		}
+		if err == nil {
+			if err := s.sweepWatchers(hctx); err != nil && ctx.Err() == nil {
+				s.opts.Log.Warn("dead replicas' task watches not deleted", "err", err)
+			}
+		}
+		cancel()
 	}
 }
 
@@ -442,7 +448,15 @@ func (s *Store) wakeAll() {
 	}
 }
 
-// Watch implements tasks.Shared.
+// Watch implements tasks.Shared. The watch is registered in the database
+// (a row of task_watchers, migration 0006) before Watch returns, so that the
+// task's writes announce themselves (they announce nothing to no one
+// otherwise): the row commits in a transaction that locks the task's row
+// (FOR SHARE), so that a write that held the row before has committed once
+// Watch returns (a read after it sees the write), and one that takes the row
+// after sees the watcher and announces itself. A watch that cannot be
+// registered (the database is unreachable) wakes its reader every
+// watchPoll instead. The row is deleted when ctx ends.
 func (s *Store) Watch(ctx context.Context, id a2a.TaskID) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
@@ -458,10 +472,30 @@ func (s *Store) Watch(ctx context.Context, id a2a.TaskID) <-chan struct{} {
 	}
 	set[ch] = struct{}{}
 	s.mu.Unlock()
+	wid := uuid.NewString()
+	registered := s.registerWatch(ctx, wid, id)
+	if registered != nil && ctx.Err() == nil {
+		s.opts.Log.Warn("task watch not registered: polling", "task_id", string(id), "err", registered, "every", watchPoll.String())
+	}
 	go func() {
+		if registered != nil {
+			t := time.NewTicker(watchPoll)
+			defer t.Stop()
+		poll:
+			for {
+				select {
+				case <-ctx.Done():
+					break poll
+				case <-t.C:
+					select {
+					case ch <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
 		<-ctx.Done()
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		if set, ok := s.watch[id]; ok {
 			if _, ok := set[ch]; ok {
 				delete(set, ch)
@@ -471,8 +505,36 @@ func (s *Store) Watch(ctx context.Context, id a2a.TaskID) <-chan struct{} {
 				}
 			}
 		}
+		s.mu.Unlock()
+		if registered == nil && !s.closed.Load() {
+			dctx, cancel := context.WithTimeout(context.Background(), s.opts.LeaseTTL/3)
+			defer cancel()
+			if _, err := s.pool.Exec(dctx, `DELETE FROM task_watchers WHERE id = $1`, wid); err != nil && !s.closed.Load() {
+				s.opts.Log.Warn("task watch not deregistered: the task's writes announce themselves until the row goes", "task_id", string(id), "err", err)
+			}
+		}
 	}()
 	return ch
+}
+
+// watchPoll is how often a watch that could not be registered wakes its
+// reader.
+const watchPoll = 100 * time.Millisecond
+
+// registerWatch commits watch wid of task id (Watch's comment), with the
+// task's row locked in the same transaction.
+func (s *Store) registerWatch(ctx context.Context, wid string, id a2a.TaskID) error {
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO task_watchers (id, task_id, instance) VALUES ($1, $2, $3)`, wid, string(id), s.instance)
+	b.Queue(`SELECT 1 FROM tasks WHERE id = $1 FOR SHARE`, string(id))
+	return s.pool.SendBatch(ctx, b).Close()
+}
+
+// sweepWatchers deletes the watches of replicas whose lease expired.
+func (s *Store) sweepWatchers(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM task_watchers w WHERE w.instance <> $1 AND `+fmt.Sprintf(deadRunner, "w.instance", "$2"),
+		s.instance, s.opts.LeaseTTL.Seconds())
+	return err
 }
 
 // PushRegistered implements tasks.PushWatcher.
