@@ -100,7 +100,8 @@ func (s *Store) makeRoomArgs(owner, id string, size int64) []any {
 }
 
 // create inserts the task through the writer (writer.go): the eviction
-// (makeRoomSQL) and the insert, in a batch that is one implicit
+// (makeRoomNSQL, once for the creates of one caller in the batch) and the
+// insert, in a batch that is one implicit
 // transaction, with the expiry of old tasks once a second, and with the
 // other writes queued meanwhile. A batch of creates alone commits without
 // waiting for the WAL flush (synchronous_commit off, local to it).
@@ -121,20 +122,34 @@ func (s *Store) create(ctx context.Context, t *a2a.Task, owner, key string, snap
 // createOp is the write of a new task.
 func (s *Store) createOp(t *a2a.Task, owner, key string, snap []byte) *writeOp {
 	now := s.now()
-	return &writeOp{create: true, owner: owner,
+	return &writeOp{create: true, owner: owner, id: string(t.ID), size: int64(len(snap)),
 		queue: func(b *pgx.Batch) {
-			b.Queue(makeRoomSQL, s.makeRoomArgs(owner, string(t.ID), int64(len(snap)))...)
 			b.Queue(`INSERT INTO tasks (id, owner, message_id, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 				string(t.ID), owner, nullable(key), t.ContextID, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), now, s.finishedAt(t), s.instance, snap, len(snap))
 		},
 		read: func(br pgx.BatchResults) error {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
 			_, err := br.Exec()
 			return err
 		}}
+}
+
+// makeRoomNSQL makes room for a caller's creates of one batch at once
+// (migration 0006_watchers.sql): owner, their ids, their bytes, how many,
+// then the bounds as makeRoomSQL's.
+const makeRoomNSQL = `SELECT agentd_make_room_n($1, $2, $3, $4, $5, $6, $7, $8)`
+
+// queueMakeRoom queues the room made for creates, a run of one caller's in
+// a batch.
+func (s *Store) queueMakeRoom(b *pgx.Batch, creates []*writeOp) {
+	ids := make([]string, len(creates))
+	var size int64
+	for i, o := range creates {
+		ids[i] = o.id
+		size += o.size
+	}
+	o := s.opts
+	b.Queue(makeRoomNSQL, creates[0].owner, ids, size, int64(len(creates)), int64(o.Capacity), o.Bytes, int64(o.QuotaTasks), o.QuotaBytes)
 }
 
 // createResult maps a create's error: a unique key's violation as it is

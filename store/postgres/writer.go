@@ -49,8 +49,12 @@ type writeOp struct {
 	sync   bool // its commit must be flushed (a Put, Sync)
 	create bool // a new task (counted as unflushed when its batch is not flushed)
 	// owner orders the creates of a batch (the quotas' advisory locks are
-	// taken in one order by every batch: no deadlock between batches).
+	// taken in one order by every batch: no deadlock between batches); room
+	// is made once for a caller's creates in a batch (queueMakeRoom), for
+	// their ids and sizes.
 	owner string
+	id    string
+	size  int64
 	// queue queues the write's statements; read reads their results in
 	// order and returns the first statement's error.
 	queue func(b *pgx.Batch)
@@ -61,16 +65,22 @@ type writeOp struct {
 
 // writeQueue holds the writes not yet taken by a writer.
 type writeQueue struct {
-	mu     sync.Mutex // guards ops, closed
+	mu     sync.Mutex // guards ops, closed, busy
 	ops    []*writeOp
 	closed bool
-	wake   chan struct{} // a write was queued (capacity 1)
+	busy   int           // batches in flight (at most writers), a writer's or a caller's
+	wake   chan struct{} // a write was queued, or a batch ended with writes queued (capacity 1)
 }
 
 // write queues o and returns its outcome once its batch has run, or ctx's
 // error if ctx ends first (the write may commit all the same, as a
 // statement cancelled in flight may). A write once queued is always run
 // and answered (or failed, if the store closes first).
+//
+// A write that finds nothing queued and a batch's room free, and that
+// cannot be cut short (ctx has no Done: the engine's writes, a create), runs
+// as a batch of its own on its caller's goroutine: what a writer would do
+// with it, without the two goroutine switches (to the writer and back).
 func (s *Store) write(ctx context.Context, o *writeOp) error {
 	o.done = make(chan struct{})
 	q := &s.wq
@@ -78,6 +88,13 @@ func (s *Store) write(ctx context.Context, o *writeOp) error {
 	if q.closed {
 		q.mu.Unlock()
 		return errClosed
+	}
+	if ctx.Done() == nil && len(q.ops) == 0 && q.busy < writers {
+		q.busy++
+		q.mu.Unlock()
+		s.runBatch([]*writeOp{o})
+		q.finish()
+		return o.err
 	}
 	q.ops = append(q.ops, o)
 	q.mu.Unlock()
@@ -94,10 +111,15 @@ func (s *Store) write(ctx context.Context, o *writeOp) error {
 }
 
 // take returns up to maxBatch queued writes, waking another writer when
-// more are left.
+// more are left; none while writers batches are in flight. A writer that
+// takes some calls finish once they are answered.
 func (q *writeQueue) take() []*writeOp {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.busy >= writers || len(q.ops) == 0 {
+		return nil
+	}
+	q.busy++
 	n := min(len(q.ops), maxBatch)
 	batch := slices.Clone(q.ops[:n])
 	q.ops = slices.Delete(q.ops, 0, n)
@@ -108,6 +130,20 @@ func (q *writeQueue) take() []*writeOp {
 		}
 	}
 	return batch
+}
+
+// finish records the end of a batch, waking a writer for the writes queued
+// meanwhile.
+func (q *writeQueue) finish() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.busy--
+	if len(q.ops) > 0 {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // close fails the writes still queued, and every write queued from now on.
@@ -138,6 +174,7 @@ func (s *Store) writer(ctx context.Context) {
 				break
 			}
 			s.runBatch(batch)
+			s.wq.finish()
 		}
 	}
 }
@@ -231,7 +268,10 @@ func (s *Store) tryBatch(batch []*writeOp) (int, error) {
 		b.Queue(`DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE finished_ns IS NOT NULL AND finished_ns <= $1
 			ORDER BY finished_ns LIMIT 256 FOR UPDATE SKIP LOCKED)`, s.cutoff())
 	}
-	for _, o := range batch {
+	for i, o := range batch {
+		if j := runEnd(batch, i); j > i {
+			s.queueMakeRoom(b, batch[i:j])
+		}
 		o.queue(b)
 	}
 	target := s.unflushed.Load() // a flushed commit flushes these
@@ -251,6 +291,14 @@ func (s *Store) tryBatch(batch []*writeOp) (int, error) {
 	failed := -1
 	if err == nil {
 		for i, o := range batch {
+			if runEnd(batch, i) > i {
+				// The room made for the run of creates this one begins: a
+				// refusal is its first create's (runBatch runs it alone).
+				if _, err = br.Exec(); err != nil {
+					failed = i
+					break
+				}
+			}
 			if err = o.read(br); err != nil {
 				failed = i
 				break
@@ -272,4 +320,19 @@ func (s *Store) tryBatch(batch []*writeOp) (int, error) {
 		s.unflushed.Add(int64(creates))
 	}
 	return -1, nil
+}
+
+// runEnd returns the end of the run of one caller's creates that begins at
+// batch[i] (creates are sorted first, by caller), or i when batch[i] begins
+// none.
+func runEnd(batch []*writeOp, i int) int {
+	o := batch[i]
+	if !o.create || (i > 0 && batch[i-1].create && batch[i-1].owner == o.owner) {
+		return i
+	}
+	j := i + 1
+	for j < len(batch) && batch[j].create && batch[j].owner == o.owner {
+		j++
+	}
+	return j
 }

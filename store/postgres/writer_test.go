@@ -293,3 +293,56 @@ func TestWriteFailsWhenTheDatabaseHangs(t *testing.T) {
 		t.Fatalf("after the thaw: %+v %v", got, err)
 	}
 }
+
+// One caller's creates sent at once (made room for together when they share
+// a batch) are each answered as alone: with a quota of 5 tasks and 5
+// finished ones held, 8 creates evict the 5 and 5 of them are stored, the
+// other 3 refused for the quota; the counts hold.
+func TestCallerCreatesTogether(t *testing.T) {
+	srv := pgtest.Start(t)
+	ctx := context.Background()
+	s, err := Open(ctx, srv.Database(t), Options{Capacity: 1000, QuotaTasks: 5, LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 5 {
+		nt := task(fmt.Sprint("old-", i), a2a.TaskStateSubmitted)
+		if err := s.Create(ctx, nt, "q"); err != nil {
+			t.Fatal(err)
+		}
+		done := *nt
+		done.Status.State = a2a.TaskStateCompleted
+		if err := s.Put(ctx, &done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Create(ctx, task(fmt.Sprint("new-", i), a2a.TaskStateSubmitted), "q")
+		}()
+	}
+	wg.Wait()
+	stored, refused := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			stored++
+		case errors.Is(err, tasks.ErrCallerQuota):
+			refused++
+		default:
+			t.Errorf("create: %v", err)
+		}
+	}
+	if stored != 5 || refused != 3 {
+		t.Errorf("%d stored, %d refused for the quota; want 5 and 3", stored, refused)
+	}
+	var n, held, old int64
+	if err := s.pool.QueryRow(ctx, `SELECT (SELECT sum(n) FROM task_count), (SELECT count(*) FROM tasks), (SELECT count(*) FROM tasks WHERE id LIKE 'old-%')`).Scan(&n, &held, &old); err != nil || n != held || held != 5 || old != 0 {
+		t.Errorf("counted %d tasks, %d stored, %d of the finished ones left (%v); want 5, 5, 0", n, held, old, err)
+	}
+}
