@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 )
@@ -84,5 +86,58 @@ func TestWritersAndClose(t *testing.T) {
 		if want == a2a.TaskStateCompleted && got.Status.State != want {
 			t.Fatalf("task %s is %s; its completion was acknowledged", id, got.Status.State)
 		}
+	}
+}
+
+// Under a steady load, with the writer never idle long enough for a
+// passive checkpoint to copy the whole WAL, the WAL still starts over: its
+// file stays a fraction of what the sends wrote (before, it held every
+// frame of every commit until the load paused).
+func TestWALRestartsUnderLoad(t *testing.T) {
+	interval, frames := checkpointInterval, restartFrames
+	checkpointInterval, restartFrames = 5*time.Millisecond, 64
+	defer func() { checkpointInterval, restartFrames = interval, frames }()
+	ctx := context.Background()
+	s, err := Open(ctx, t.TempDir(), Options{Capacity: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const senders, each = 4, 500
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := a2a.TaskID(fmt.Sprintf("t%d-%d", g, i))
+				task := &a2a.Task{ID: id, ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}
+				if err := s.Create(ctx, task, "alice"); err != nil {
+					t.Error(err)
+					return
+				}
+				done := *task
+				done.Status = a2a.TaskStatus{State: a2a.TaskStateCompleted}
+				if err := s.Put(ctx, &done); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// What the sends wrote: at least a frame (a page and its header) a
+	// send, which the WAL would hold had it never started over.
+	var pageSize int64
+	if err := s.r.QueryRow(`PRAGMA page_size`).Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	written := int64(senders*each) * (pageSize + 24)
+	fi, err := os.Stat(s.path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > written/4 {
+		t.Fatalf("the WAL is %d bytes after sends that wrote at least %d: it never started over", fi.Size(), written)
 	}
 }
