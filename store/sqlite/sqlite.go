@@ -133,6 +133,7 @@ type Store struct {
 	open    bool         // a transaction with staged writes is open; wmu guards it
 	wclosed bool         // the writer has ended; wmu guards it
 	pending atomic.Int64 // the writes queued for the writer or in its hands
+	solo    atomic.Bool  // the writes come one at a time: a committing one may run on its caller's goroutine (writer.go)
 	linger  *time.Timer  // commits the staged writes (stageLinger)
 
 	stmts      stmts         // the writer's prepared statements

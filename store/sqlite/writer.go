@@ -11,9 +11,9 @@ import (
 // Group commit. The writes go through one goroutine, the writer, which owns
 // the writer connection (a staged write, below, that finds the writer idle
 // and nothing queued runs on its caller's goroutine instead, holding the
-// connection as the writer would): it takes every write queued while it was
-// busy, runs
-// each in a savepoint of one transaction (a write that fails undoes only
+// connection as the writer would, and so does a write that commits while
+// the writes come one at a time: see enqueue): it takes every write queued
+// while it was busy, runs each in a savepoint of one transaction (a write that fails undoes only
 // itself), commits once, and only then answers them. Nothing is answered
 // before its commit, but for one kind of write: a new task (Create) is
 // staged. Its insert runs in the open transaction at once, so whatever
@@ -130,13 +130,22 @@ func (s *Store) enqueue(ctx context.Context, o *writeOp) error {
 	// whose batches group the commits (a commit of its own for each write
 	// run here halved them under load). Once anything is queued, every write
 	// queues behind it: none overtakes the writer's batch.
-	if o.stage && s.pending.Load() == 0 && s.wmu.TryLock() {
+	//
+	// A write that commits runs here too while the writes come one at a
+	// time (solo): at concurrency 1 the writer's hand-offs, there and back,
+	// were a large share of a send's CPU. As soon as a write is queued
+	// while one commits here, the writes go to the writer again, until it
+	// runs a batch of one with nothing queued behind it.
+	if (o.stage || (s.solo.Load() && !o.alone)) && s.pending.Load() == 0 && s.wmu.TryLock() {
 		if !s.wclosed && s.pending.Load() == 0 {
 			if err := ctx.Err(); err != nil {
 				s.wmu.Unlock()
 				return err
 			}
 			s.runBatch([]*writeOp{o})
+			if !o.stage && s.pending.Load() > 0 {
+				s.solo.Store(false)
+			}
 			s.wmu.Unlock()
 			return <-o.done
 		}
@@ -202,7 +211,8 @@ func (s *Store) writer() {
 		s.wmu.Lock()
 		s.runBatch(batch)
 		s.wmu.Unlock()
-		s.pending.Add(-int64(len(batch)))
+		left := s.pending.Add(-int64(len(batch)))
+		s.solo.Store(len(batch) == 1 && left == 0)
 	}
 }
 
@@ -386,10 +396,12 @@ func (s *Store) checkpointer() {
 // checkpoint copies, so that never happens: the WAL grew by every commit
 // (400 MB after 13,000 sends), each of its writes extending the file. So,
 // first a passive checkpoint beside the writer, which copies nearly all;
-// then, if the WAL holds restartFrames or more, a second one while the
-// writer's connection is held between two transactions (s.wmu; a staged
-// transaction is committed first, as its linger would), which copies only
-// what was committed during the first: the writer waits that long, and its
+// then, if the WAL holds restartFrames or more, another beside the writer,
+// which copies what was committed during the first (a shorter while), and
+// a last one while the writer's connection is held between two
+// transactions (s.wmu; a staged transaction is committed first, as its
+// linger would), which copies only what was committed during the second:
+// the writer waits that long (mostly the checkpoint's two fsyncs), and its
 // next transaction restarts the WAL.
 func (s *Store) checkpoint() error {
 	var busy, frames, copied int
@@ -398,6 +410,9 @@ func (s *Store) checkpoint() error {
 	}
 	if frames < restartFrames {
 		return nil
+	}
+	if err := s.ck.QueryRowContext(ctxBG, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied); err != nil {
+		return err
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
