@@ -153,6 +153,13 @@ func TestTCK10ListTasksOrder(t *testing.T) {
 	s := startService(t, "--intelligence", "builtin:wait")
 	ctx := fmt.Sprintf("order-test-%d", time.Now().UnixNano())
 	older := sendV1(t, s, "First task", ctx)
+	// The send answers with the submitted task and its run starts after: the
+	// newer task is sent once the older one works, or its working status
+	// could be the older of the two.
+	testkit.WaitFor(t, 10*time.Second, "the first task working", func() bool {
+		p := listV1(t, s, `{"contextId":"`+ctx+`","status":"TASK_STATE_WORKING"}`)
+		return len(p.Tasks) == 1
+	})
 	newer := sendV1(t, s, "Second task", ctx)
 	testkit.WaitFor(t, 10*time.Second, "both tasks working", func() bool {
 		p := listV1(t, s, `{"contextId":"`+ctx+`","status":"TASK_STATE_WORKING"}`)
