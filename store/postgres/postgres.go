@@ -18,11 +18,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,34 +38,15 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-var migrations = sync.OnceValue(func() []string {
-	names := migrationNames()
-	out := make([]string, len(names))
-	for i, n := range names {
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			panic(err)
-		}
-		out[i] = string(b)
-	}
-	return out
-})
+// schema is the embedded migrations: the database's schema version is how
+// many of them have been applied.
+var schema = store.EmbeddedSchema(migrationFS)
 
-// migrationNames are the embedded migrations' paths, in order. Only their
-// names are read at package init (for SchemaVersion): the files themselves
-// are read by the first migrate, so a process that opens no store (a
-// subagent, a client command) does not copy them.
-func migrationNames() []string {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		panic(err)
-	}
-	sort.Strings(names)
-	return names
-}
+// migrations are the schema's versions in order, read on first use.
+var migrations = schema.Texts
 
 // SchemaVersion is the schema version this build writes and reads.
-var SchemaVersion = len(migrationNames())
+var SchemaVersion = schema.Version
 
 // countShardParam is the run-time parameter naming the shard of task_count
 // a connection counts its changes in, one of countShards.

@@ -258,22 +258,8 @@ func TestBudgets(t *testing.T) {
 // A database of schema version 3 with tasks in it is migrated to version 4
 // with every task's size and the count's bytes filled in.
 func TestMigrateBudgets(t *testing.T) {
-	srv := pgtest.Start(t)
 	ctx := context.Background()
-	dsn := srv.Database(t)
-	c, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	for _, m := range migrations()[:3] {
-		if _, err := c.Exec(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := c.Exec(ctx, `CREATE TABLE agentd_schema (version int NOT NULL); INSERT INTO agentd_schema VALUES (3)`); err != nil {
-		t.Fatal(err)
-	}
+	dsn, c := databaseAt(t, 3)
 	for i := range 20 {
 		if _, err := c.Exec(ctx, `INSERT INTO tasks (id, owner, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, payload)
 			VALUES ($1, 'alice', 'c', 'completed', 1, 1, 1, 'old', $2, $3)`, fmt.Sprint("t", i), make([]byte, 100+i), make([]byte, i)); err != nil {
@@ -289,4 +275,27 @@ func TestMigrateBudgets(t *testing.T) {
 	if want := int64(20*100 + 2*190); bytes != want || sum != want || bad != 0 {
 		t.Fatalf("after the migration the count holds %d bytes, the tasks %d (%d sized wrong), want %d", bytes, sum, bad, want)
 	}
+}
+
+// databaseAt is a fresh database of its own PostgreSQL at schema version n
+// (its first n migrations applied and the version recorded), and a
+// connection to it, closed at the test's end.
+func databaseAt(t *testing.T, n int) (dsn string, c *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	dsn = pgtest.Start(t).Database(t)
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(ctx) })
+	for _, m := range migrations()[:n] {
+		if _, err := c.Exec(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Exec(ctx, fmt.Sprintf(`CREATE TABLE agentd_schema (version int NOT NULL); INSERT INTO agentd_schema VALUES (%d)`, n)); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, c
 }

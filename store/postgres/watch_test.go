@@ -142,21 +142,9 @@ func TestWatchWaitsForAWriteInFlight(t *testing.T) {
 // of a takeover as before, the runner's own write passes, and the task's
 // writes announce themselves only while it is watched.
 func TestMigrateWatchers(t *testing.T) {
-	srv := pgtest.Start(t)
 	ctx := context.Background()
-	dsn := srv.Database(t)
-	c, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	for _, m := range migrations()[:5] {
-		if _, err := c.Exec(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := c.Exec(ctx, `CREATE TABLE agentd_schema (version int NOT NULL); INSERT INTO agentd_schema VALUES (5);
-		INSERT INTO leases (instance, heartbeat, started) VALUES ('old', 'infinity', now());
+	dsn, c := databaseAt(t, 5)
+	if _, err := c.Exec(ctx, `INSERT INTO leases (instance, heartbeat, started) VALUES ('old', 'infinity', now());
 		INSERT INTO tasks (id, owner, context_id, state, updated_ns, created_ns, runner, snapshot)
 			VALUES ('t', 'alice', 'c', 'working', 1, 1, 'old', '\x00')`); err != nil {
 		t.Fatal(err)

@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -56,16 +54,7 @@ func TestFinishedPlans(t *testing.T) {
 // has none of its own), whoever holds it.
 func TestMigrateFinished(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range migrations()[:4] {
-		if _, err := db.Exec(m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, db := databaseAt(t, 4)
 	base := time.Now().Add(-time.Hour).UnixNano()
 	// finished at base+i seconds: bob's old1 is the oldest, then alice's.
 	for _, r := range []struct {
@@ -77,9 +66,6 @@ func TestMigrateFinished(t *testing.T) {
 			VALUES (?, ?, 'c', 'completed', ?, ?, ?, 'gone', ?, 10)`, r.id, r.owner, at, at, at, fmt.Sprintf(`{"id":%q,"contextId":"c","status":{"state":"completed"}}`, r.id)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if _, err := db.Exec(`PRAGMA user_version = 4`); err != nil {
-		t.Fatal(err)
 	}
 	db.Close()
 	s, err := Open(ctx, dir, Options{Capacity: 5})

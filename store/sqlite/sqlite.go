@@ -23,12 +23,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,36 +49,15 @@ const instancesDir = "instances"
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migrations are the schema's versions in order: the database's
-// user_version is how many have been applied.
-var migrations = sync.OnceValue(func() []string {
-	names := migrationNames()
-	out := make([]string, len(names))
-	for i, n := range names {
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			panic(err)
-		}
-		out[i] = string(b)
-	}
-	return out
-})
+// schema is the embedded migrations: the database's schema version is how
+// many of them have been applied.
+var schema = store.EmbeddedSchema(migrationFS)
 
-// migrationNames are the embedded migrations' paths, in order. Only their
-// names are read at package init (for SchemaVersion): the files themselves
-// are read by the first migrate, so a process that opens no store (a
-// subagent, a client command) does not copy them.
-func migrationNames() []string {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		panic(err)
-	}
-	sort.Strings(names)
-	return names
-}
+// migrations are the schema's versions in order, read on first use.
+var migrations = schema.Texts
 
 // SchemaVersion is the schema version this build writes and reads.
-var SchemaVersion = len(migrationNames())
+var SchemaVersion = schema.Version
 
 // Options configure a Store. The zero value of a field is its default.
 type Options struct {

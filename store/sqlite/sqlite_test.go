@@ -183,24 +183,12 @@ func BenchmarkSend(b *testing.B) {
 // tasks it holds counted, and its quotas hold from the first create.
 func TestMigrateCallers(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range migrations()[:3] {
-		if _, err := db.Exec(m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, db := databaseAt(t, 3)
 	for i, owner := range []string{"alice", "alice", "bob"} {
 		if _, err := db.Exec(`INSERT INTO tasks (id, owner, context_id, state, updated_ns, created_ns, finished_ns, runner, snapshot, size)
 			VALUES (?, ?, 'c', 'completed', ?, ?, ?, 'gone', ?, ?)`, fmt.Sprint("old", i), owner, i, i, i, `{"id":"x"}`, 10+i); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if _, err := db.Exec(`PRAGMA user_version = 3`); err != nil {
-		t.Fatal(err)
 	}
 	db.Close()
 	s, err := Open(ctx, dir, Options{Capacity: 10, QuotaTasks: 2})
@@ -222,4 +210,25 @@ func TestMigrateCallers(t *testing.T) {
 	if _, _, err := s.Get(ctx, "old2"); err != nil {
 		t.Fatalf("bob's task: %v", err)
 	}
+}
+
+// databaseAt is a state directory of its own whose database is at schema
+// version n (its first n migrations applied and the version recorded), and
+// the database open: the caller closes it before opening the store.
+func databaseAt(t *testing.T, n int) (dir string, db *sql.DB) {
+	t.Helper()
+	dir = t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range migrations()[:n] {
+		if _, err := db.Exec(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, n)); err != nil {
+		t.Fatal(err)
+	}
+	return dir, db
 }
