@@ -92,7 +92,10 @@
       };
       ok.onclick = () => done(true);
       keep.onclick = () => done(false);
-      dlg.onclose = () => done(false); // Escape
+      // Escape. A dialog's close event comes a task after its close: one
+      // still on its way from the confirmation before finds this one open,
+      // and is not this one's.
+      dlg.onclose = () => { if (!dlg.open) done(false); };
       dlg.showModal();
       keep.focus();
     });
