@@ -86,8 +86,9 @@ type Config struct {
 	// Figures selects figures by name (spawn, front, e2e, teardown, memory,
 	// store, throughput); empty runs them all.
 	Figures []string `json:"figures"`
-	// ProfileDir, if set, receives a CPU profile of each front server
-	// (front-agentd.pprof, front-stock.pprof).
+	// ProfileDir, if set, receives a CPU profile of each server of
+	// figures 2 and 6 (front-agentd.pprof, front-stock.pprof,
+	// store-KIND.pprof); Run creates it.
 	ProfileDir string `json:"profile_dir"`
 }
 
@@ -202,6 +203,11 @@ func Run(ctx context.Context, cfg Config, out, logw io.Writer) error {
 		}
 		if _, err := os.Stat(p.path); err != nil {
 			return fmt.Errorf("bench: %s binary: %w", p.name, err)
+		}
+	}
+	if cfg.ProfileDir != "" {
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return fmt.Errorf("bench: -profile-dir: %w", err)
 		}
 	}
 	want := map[string]bool{}

@@ -34,7 +34,7 @@ func main() {
 	fs.IntVar(&cfg.StoreTasks, "store-tasks", 10000, "store: completed tasks the sqlite and postgres stores hold before figure 6 measures (the memory store holds -tasks)")
 	fs.IntVar(&cfg.ThroughputConc, "throughput-conc", 32, "throughput: workers sending at once")
 	fs.DurationVar(&cfg.ThroughputDuration, "throughput-duration", 0, "throughput: load window per service and round (default 10s)")
-	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "front: write each server's CPU profile here")
+	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "front, store: write each server's CPU profile here (created)")
 	figures := fs.String("figures", "", "comma-separated figures to run (spawn, front, e2e, teardown, memory, store, throughput); default all")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
