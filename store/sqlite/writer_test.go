@@ -127,7 +127,11 @@ func TestWALRestartsUnderLoad(t *testing.T) {
 	}
 	wg.Wait()
 	// What the sends wrote: at least a frame (a page and its header) a
-	// send, which the WAL would hold had it never started over.
+	// send, the least the WAL would hold had it never started over (it holds
+	// about eight a send then). How far below that it stays depends on how
+	// soon the checkpoints run, which a loaded machine delays (4.75 MB of
+	// 8.2 seen under a parallel make test): only a WAL as long as every send
+	// together proves it never started over.
 	var pageSize int64
 	if err := s.r.QueryRow(`PRAGMA page_size`).Scan(&pageSize); err != nil {
 		t.Fatal(err)
@@ -137,7 +141,7 @@ func TestWALRestartsUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi.Size() > written/2 {
+	if fi.Size() >= written {
 		t.Fatalf("the WAL is %d bytes after sends that wrote at least %d: it never started over", fi.Size(), written)
 	}
 }
