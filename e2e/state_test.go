@@ -73,8 +73,11 @@ func TestRestartAfterSIGKILLResolvesTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := res.(*a2a.Task).ID
-	testkit.WaitFor(t, 20*time.Second, "the second task's child running", func() bool {
-		return lineCount(s, "subagent started") >= 4
+	// Killed once the child runs and its task is stored: a task no one was
+	// told of is written within the engine's write delay (50 ms), and a child
+	// from the warm pool starts well within it.
+	testkit.WaitFor(t, 20*time.Second, "the second task's child running, its task stored", func() bool {
+		return lineCount(s, "subagent started") >= 4 && inspect(t, dir).Unfinished == 2
 	})
 	s.kill(t)
 	if r := inspect(t, dir); r.Orphans != 2 || r.Unfinished != 2 {
