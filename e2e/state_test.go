@@ -535,3 +535,42 @@ func TestStoredDistillateSurvivesRestart(t *testing.T) {
 		t.Fatalf("a run's stored distillate printed again: exit %d, %d\n%s", code, code2, out2)
 	}
 }
+
+// A state directory that fills up: a blocking send whose task could not be
+// stored is answered with the store's unavailability (-32000, nothing was
+// stored), not as a task that does not exist; once there is room again,
+// sends are taken.
+func TestStateDirFull(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("no small file system to fill here (mount tmpfs: %v)", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	s := startService(t, "--state-dir", dir, "--intelligence", "builtin:demo")
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := filler.Write(chunk); err != nil {
+			break
+		}
+	}
+	filler.Close()
+	big := strings.Repeat("word ", 25000) // 125 KB: more than the WAL holds already
+	body := `{"messageId":"on-a-full-disk","role":"user","parts":[{"kind":"text","text":"` + big + `"}]}`
+	e := rpc(t, s, "", "message/send", `{"message":`+body+`,"configuration":{"blocking":true}}`, nil)
+	if e == nil || e.Code != -32000 || !strings.Contains(e.Message, "task store is unavailable") {
+		t.Fatalf("a blocking send on a full state directory: %+v", e)
+	}
+	os.Remove(filepath.Join(dir, "filler"))
+	var task struct {
+		Status struct {
+			State string `json:"state"`
+		} `json:"status"`
+	}
+	if e := rpc(t, s, "", "message/send", `{"message":`+body+`,"configuration":{"blocking":true}}`, &task); e != nil || task.Status.State != "completed" {
+		t.Fatalf("the same send with room again: %+v %+v", e, task)
+	}
+}

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -151,7 +152,7 @@ func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task
 	if lt.payload != nil && !next.Status.State.Terminal() {
 		if d, ok := e.store.(Durable); ok {
 			if err := d.Retain(ctx, next.ID, lt.payload); err != nil {
-				return err
+				return e.persisted(lt, err)
 			}
 		}
 	}
@@ -175,6 +176,13 @@ func (e *Engine) persisted(lt *liveTask, err error) error {
 	if err != nil {
 		if errors.Is(err, ErrFenced) {
 			go e.fence(lt, err) // another replica runs it now (fence.go)
+		}
+		if errors.Is(err, a2a.ErrTaskNotFound) {
+			// A task this engine drives that its store does not hold: the
+			// store lost its creation (SQLite's staged create whose commit
+			// failed, a full disk). Nothing of it is stored, which is not
+			// the caller's "no such task".
+			err = fmt.Errorf("%w: the task's creation was lost: %v", ErrStoreUnavailable, err)
 		}
 		return err
 	}
