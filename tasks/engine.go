@@ -776,12 +776,45 @@ func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *li
 			ev.Metadata = fm.FailureMetadata()
 		}
 		if err := e.apply(ctx, lt, ev); err != nil && !errors.Is(err, errTaskFinished) {
-			// The store is gone: the task is no longer run here, and the
-			// next start of a process on this store resolves it.
-			e.log.Error("task left unfinished in the store", "task_id", reqCtx.TaskID, "err", err)
+			// The store is gone: the task is no longer run here. Its end is
+			// stored once the store is back (endLater); if this process
+			// goes first, the next start on this store resolves it.
 			lt.end()
 			e.forget(reqCtx.TaskID)
+			next, aerr := Apply(lt.snapshot(), ev)
+			if aerr != nil || !errors.Is(err, ErrStoreUnavailable) {
+				e.log.Error("task left unfinished in the store", "task_id", reqCtx.TaskID, "err", err)
+				return
+			}
+			e.log.Error("task's end not stored: storing it once the store is back", "task_id", reqCtx.TaskID, "err", err)
+			go e.endLater(context.WithoutCancel(ctx), next, ev, lt.owner)
 		}
 	}()
 	err = execute(ctx, queue{e: e, lt: lt})
+}
+
+// endLater stores the end of a task that the store was unavailable for
+// longer than storeRetry, once the store is back: the task's process lives
+// on, so no recovery would resolve it (its lease is renewed, its flock held)
+// and it stayed working. It stops at another answer than the store's
+// unavailability: another replica took the task over (ErrFenced), the store
+// lost it or was closed. The task's webhooks are told of the end (ev) once
+// it is stored.
+func (e *Engine) endLater(ctx context.Context, t *a2a.Task, ev a2a.Event, owner string) {
+	t = e.compact(ctx, t, owner)
+	wait := time.Second
+	for {
+		time.Sleep(wait)
+		err := e.store.Put(ctx, t)
+		if err == nil {
+			e.log.Info("task's end stored: the store is back", "task_id", string(t.ID))
+			e.notifyPush(ctx, t, ev)
+			return
+		}
+		if !errors.Is(err, ErrStoreUnavailable) {
+			e.log.Error("task left unfinished in the store", "task_id", string(t.ID), "err", err)
+			return
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }

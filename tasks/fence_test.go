@@ -74,3 +74,58 @@ func TestFencedWriteStopsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// downStore is unavailable for every write while down is set, as a
+// database that stopped answering.
+type downStore struct {
+	*MemoryStore
+	down atomic.Bool
+}
+
+func (s *downStore) Put(ctx context.Context, t *a2a.Task) error {
+	if s.down.Load() {
+		return fmt.Errorf("put task: %w: connection refused", ErrStoreUnavailable)
+	}
+	return s.MemoryStore.Put(ctx, t)
+}
+
+// A store unavailable for longer than a running task's events wait for it:
+// the task fails, and that end is stored once the store is back (its
+// process lives on, so no recovery resolves it: it stayed working).
+func TestEndStoredOnceTheStoreIsBack(t *testing.T) {
+	st := &downStore{MemoryStore: NewMemoryStore(10, time.Hour)}
+	finish := make(chan struct{})
+	e := NewEngine(st, fakeExec{func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
+			return err
+		}
+		<-finish
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+		ev.Final = true
+		return q.Write(ctx, ev) // refused: the store is down
+	}}, nil, WithStoreRetry(50*time.Millisecond))
+	ctx := context.Background()
+	res, err := e.OnSendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "x"}), Config: &a2a.MessageSendConfig{Blocking: new(bool)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	testkit.WaitFor(t, 5*time.Second, "the task working", func() bool {
+		got, _, _ := st.Get(ctx, id)
+		return got.Status.State == a2a.TaskStateWorking
+	})
+	st.down.Store(true)
+	close(finish)
+	testkit.WaitFor(t, 5*time.Second, "the task no longer live", func() bool { return e.InFlight() == 0 })
+	st.down.Store(false)
+	testkit.WaitFor(t, 10*time.Second, "the task's end stored", func() bool {
+		got, _, _ := st.Get(ctx, id)
+		return got.Status.State == a2a.TaskStateFailed
+	})
+	if got, _, _ := st.Get(ctx, id); got.Metadata["test/forced"] != "crashed" {
+		t.Fatalf("the stored end: %v", got.Metadata)
+	}
+	if err := e.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
