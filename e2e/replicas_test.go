@@ -208,3 +208,33 @@ func TestPostgresBadConfig(t *testing.T) {
 	wantUsageError(t, "", "--store-dsn-file", "serve", "--listen", "127.0.0.1:0", "--store", "postgres", "--store-dsn-file", "/nonexistent/dsn")
 	wantUsageError(t, "AGENT_STORE_DSN=postgres://u@127.0.0.1:1/db", "--store-lease", "serve", "--listen", "127.0.0.1:0", "--store", "postgres", "--store-lease", "1ms")
 }
+
+// Under --recover rerun, a task cancelled through replica B just after its
+// runner A was SIGKILLed is not run to its end by the replica that takes it
+// over: the cancel holds.
+func TestReplicasCancelWhileRunnerLost(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	script := writeScript(t, "[depth 0]\nsleep 3s\nanswer \"ran to its end\"\n")
+	a := replica(t, dsn, "--intelligence", "builtin:script="+script, "--recover", "rerun")
+	b := replica(t, dsn, "--intelligence", "builtin:script="+script, "--recover", "rerun")
+	ca, cb := a.client(t), b.client(t)
+	ctx := context.Background()
+	res, err := ca.SendMessage(ctx, nonBlocking(textMessage("long")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	testkit.WaitFor(t, 10*time.Second, "the task running on A", func() bool { return getTask(t, b, id).Status.State == a2a.TaskStateWorking })
+	a.kill(t)
+	got, err := cb.CancelTask(ctx, &a2a.TaskIDParams{ID: id})
+	if err != nil {
+		t.Fatalf("cancel through B: %v", err)
+	}
+	if got.Status.State == a2a.TaskStateCompleted {
+		t.Fatalf("cancelled through B while A was lost: the task ran to its end (%s)", artifactText(got))
+	}
+	if final := getTask(t, b, id); final.Status.State != a2a.TaskStateCanceled || lineCount(b, "rerunning task") != 1 {
+		t.Fatalf("the task after its cancel: %s (rerun by B %d times)", final.Status.State, lineCount(b, "rerunning task"))
+	}
+}

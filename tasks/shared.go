@@ -147,6 +147,12 @@ func (e *Engine) cancelRemote(ctx context.Context, sh Shared, t *a2a.Task) (*a2a
 	if err := sh.RequestCancel(ctx, t.ID); err != nil {
 		return nil, fmt.Errorf("cancel task %s on its replica: %w", t.ID, err)
 	}
+	// A runner lost before it took the request never ends the task, and the
+	// replica that takes it over (--recover rerun runs it again) was not
+	// asked: the request is made again every cancelAgain until the task
+	// ends.
+	again := time.NewTicker(cancelAgain)
+	defer again.Stop()
 	for {
 		cur, _, err := e.store.Get(ctx, t.ID)
 		if err != nil {
@@ -160,11 +166,19 @@ func (e *Engine) cancelRemote(ctx context.Context, sh Shared, t *a2a.Task) (*a2a
 			if !ok {
 				return nil, fmt.Errorf("task %s: the store closed: %w", t.ID, a2a.ErrInternalError)
 			}
+		case <-again.C:
+			if err := sh.RequestCancel(ctx, t.ID); err != nil {
+				return nil, fmt.Errorf("cancel task %s on its replica: %w", t.ID, err)
+			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
 }
+
+// cancelAgain is how often a cancel through another replica is asked again
+// while the task runs on.
+const cancelAgain = time.Second
 
 // elsewhere is the answer to a follow-up message for a task another process
 // runs (or a task waiting in the shared queue): only its runner takes
