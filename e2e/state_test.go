@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -572,5 +573,62 @@ func TestStateDirFull(t *testing.T) {
 	}
 	if e := rpc(t, s, "", "message/send", `{"message":`+body+`,"configuration":{"blocking":true}}`, &task); e != nil || task.Status.State != "completed" {
 		t.Fatalf("the same send with room again: %+v %+v", e, task)
+	}
+}
+
+// A task's webhook, whose deliveries were pending when agentd was killed
+// mid-task, is told of the task's events in order after the restart: the
+// pending ones first, the recovery's failed status last.
+func TestPushInOrderAcrossRestart(t *testing.T) {
+	var hold atomic.Bool
+	hold.Store(true)
+	var mu sync.Mutex
+	var states []string
+	release := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		if hold.Load() {
+			<-release // the delivery hangs until the sender is gone
+			return
+		}
+		mu.Lock()
+		states = append(states, body.Status.State)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	defer close(release)
+	dir := t.TempDir()
+	script := writeScript(t, "[depth 0]\nsleep 10s\nanswer \"never\"\n")
+	args := []string{"--state-dir", dir, "--intelligence", "builtin:script=" + script, "--push-allow-net", "127.0.0.0/8"}
+	s := startService(t, args...)
+	msg := nonBlocking(textMessage("notify me"))
+	msg.Config.PushConfig = &a2a.PushConfig{URL: hook.URL + "/hook"}
+	if _, err := s.client(t).SendMessage(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "agentd.db")+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	pending := func() int {
+		var n int
+		db.QueryRow("SELECT COUNT(*) FROM push_pending").Scan(&n)
+		return n
+	}
+	testkit.WaitFor(t, 10*time.Second, "the task's events journaled", func() bool { return pending() >= 1 })
+	s.kill(t)
+	hold.Store(false)
+	startService(t, args...)
+	testkit.WaitFor(t, 10*time.Second, "the pending notifications delivered", func() bool { return pending() == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(states) < 2 || slices.Index(states, "failed") != len(states)-1 {
+		t.Fatalf("the webhook was told %v: want the pending events, then failed", states)
 	}
 }

@@ -56,8 +56,8 @@ type Recovery struct {
 
 // Recover resolves the orphans of a Durable store (tasks whose runner is
 // gone: the process before this one on the same state, or a replica whose
-// lease expired) by policy, then hands the push notifications still pending
-// in the store to the pusher. No orphan is left working: each is claimed by
+// lease expired) by policy, after it has handed the push notifications still
+// pending in the store to the pusher. No orphan is left working: each is claimed by
 // this engine, then failed or started again. With a store that is not
 // Durable it does nothing. It is safe to call again (another replica's lease
 // may expire later).
@@ -73,6 +73,16 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 		return rec, fmt.Errorf("list orphaned tasks: %w", err)
 	}
 	rec.Orphans = len(orphans)
+	// The notifications the orphans' runners had not delivered are queued
+	// first (after the orphans are listed: their runners' are among them),
+	// so that a webhook is told of a task's events in order, the end its
+	// recovery gives it last (it was told that end first, then the events
+	// before it).
+	if e.pusher != nil {
+		if err := e.pusher.Resume(ctx); err != nil {
+			return rec, err
+		}
+	}
 	for _, o := range orphans {
 		if e.leaveOrphan != nil && e.leaveOrphan(o.Task) {
 			rec.Orphans--
@@ -114,11 +124,6 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 			return rec, err
 		}
 		rec.Failed++
-	}
-	if e.pusher != nil {
-		if err := e.pusher.Resume(ctx); err != nil {
-			return rec, err
-		}
 	}
 	rec.Took = time.Since(start)
 	if rec.Orphans > 0 {
