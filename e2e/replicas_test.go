@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentd/agentd/internal/pgtest"
 	"github.com/agentd/agentd/internal/testkit"
@@ -236,5 +237,42 @@ func TestReplicasCancelWhileRunnerLost(t *testing.T) {
 	}
 	if final := getTask(t, b, id); final.Status.State != a2a.TaskStateCanceled || lineCount(b, "rerunning task") != 1 {
 		t.Fatalf("the task after its cancel: %s (rerun by B %d times)", final.Status.State, lineCount(b, "rerunning task"))
+	}
+}
+
+// PostgreSQL restarted while replica B streams a task replica A runs: the
+// stream goes on and ends with the task's end.
+func TestReplicaStreamAcrossDatabaseRestart(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	script := writeScript(t, "[depth 0]\nsleep 3s\nanswer \"done: {objective}\"\n")
+	a := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	b := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	id := sendV1(t, a, "through a restart", "")
+	testkit.WaitFor(t, 10*time.Second, "the task running", func() bool { return lineCount(a, "subagent started") >= 1 })
+	events := make(chan []rpcReply, 1)
+	go func() {
+		_, ev := stream(t, b, "SubscribeToTask", `{"id":"`+id+`"}`, 100)
+		events <- ev
+	}()
+	testkit.WaitFor(t, 10*time.Second, "B watching", func() bool {
+		var n int
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			return false
+		}
+		defer c.Close(context.Background())
+		c.QueryRow(context.Background(), "SELECT count(*) FROM task_watchers").Scan(&n)
+		return n > 0
+	})
+	srv.Stop()
+	srv.Restart(t)
+	select {
+	case ev := <-events:
+		if len(ev) == 0 || !strings.Contains(string(ev[len(ev)-1].Result), "TASK_STATE_COMPLETED") {
+			t.Fatalf("the stream through B: %d events, the last %s %+v", len(ev), ev[len(ev)-1].Result, ev[len(ev)-1].Error)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream through B did not end within 30s")
 	}
 }

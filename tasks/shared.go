@@ -70,7 +70,7 @@ func (e *Engine) followRemote(ctx context.Context, sh Shared, id a2a.TaskID, yie
 		case <-ctx.Done():
 			return
 		}
-		next, _, err := e.store.Get(ctx, id)
+		next, err := e.getRetrying(ctx, id)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -81,6 +81,26 @@ func (e *Engine) followRemote(ctx context.Context, sh Shared, id a2a.TaskID, yie
 			}
 		}
 		cur = next
+	}
+}
+
+// getRetrying reads a task another process runs, retrying for up to
+// storeRetry while the store is unavailable (a database restarting), as
+// putRetrying writes: a follower rides out what the runner does.
+func (e *Engine) getRetrying(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	wait := 50 * time.Millisecond
+	deadline := time.Now().Add(e.storeRetry)
+	for {
+		t, _, err := e.store.Get(ctx, id)
+		if err == nil || !errors.Is(err, ErrStoreUnavailable) || time.Now().Add(wait).After(deadline) {
+			return t, err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 
@@ -112,7 +132,7 @@ func (e *Engine) waitRemote(ctx context.Context, sh Shared, id a2a.TaskID, timeo
 	defer stop()
 	changed := sh.Watch(ctx, id)
 	for {
-		t, _, err := e.store.Get(ctx, id)
+		t, err := e.getRetrying(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -154,7 +174,7 @@ func (e *Engine) cancelRemote(ctx context.Context, sh Shared, t *a2a.Task) (*a2a
 	again := time.NewTicker(cancelAgain)
 	defer again.Stop()
 	for {
-		cur, _, err := e.store.Get(ctx, t.ID)
+		cur, err := e.getRetrying(ctx, t.ID)
 		if err != nil {
 			return nil, err
 		}
