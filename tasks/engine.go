@@ -124,7 +124,7 @@ type FollowUps interface {
 
 // liveTask is a task that has not reached a terminal state.
 type liveTask struct {
-	mu    sync.Mutex // guards task, subs, followUps, closed, push, pushKnown, dirty, durable, payload, flushing, pushChecked
+	mu    sync.Mutex // guards task, subs, followUps, closed, push, pushKnown, dirty, durable, payload, flushing, pushChecked, lost
 	task  *a2a.Task  // current snapshot, immutable
 	owner string     // who created it (for a nested task, its root's creator)
 	subs  map[*subscriber]struct{}
@@ -157,6 +157,10 @@ type liveTask struct {
 	// returned, which made the task's creation durable too (Syncer): what
 	// is shown of it needs no Sync.
 	durable bool
+	// lost: the store does not hold the task (its creation was lost, an
+	// SQLite commit that failed): what a reader is told instead of a
+	// snapshot no one may see.
+	lost error
 
 	// settled marks a snapshot this engine does not drive (a finished task,
 	// or one another process runs): done is closed, and a stream of it is
@@ -781,8 +785,11 @@ func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *li
 			// goes first, the next start on this store resolves it.
 			lt.end()
 			e.forget(reqCtx.TaskID)
+			lt.mu.Lock()
+			lost := lt.lost != nil // nothing of it is stored: nothing to end
+			lt.mu.Unlock()
 			next, aerr := Apply(lt.snapshot(), ev)
-			if aerr != nil || !errors.Is(err, ErrStoreUnavailable) {
+			if aerr != nil || lost || !errors.Is(err, ErrStoreUnavailable) {
 				e.log.Error("task left unfinished in the store", "task_id", reqCtx.TaskID, "err", err)
 				return
 			}

@@ -129,3 +129,34 @@ func TestEndStoredOnceTheStoreIsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// lostStore forgets every task it creates, as SQLite's staged creation whose
+// commit failed (a full disk): the task's writes find no such task.
+type lostStore struct{ *MemoryStore }
+
+func (s lostStore) Put(ctx context.Context, t *a2a.Task) error {
+	return fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, t.ID)
+}
+
+func (s lostStore) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
+	return fmt.Errorf("%w: %s", a2a.ErrTaskNotFound, id)
+}
+
+// A blocking send whose task the store lost is answered with the store's
+// unavailability (nothing was stored), not "task not found" for the task it
+// had just created.
+func TestLostCreationIsUnavailability(t *testing.T) {
+	e := NewEngine(lostStore{NewMemoryStore(10, time.Hour)}, fakeExec{func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+		ev.Final = true
+		return q.Write(ctx, ev)
+	}}, nil)
+	ctx := context.Background()
+	_, err := e.OnSendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "x"})})
+	if !errors.Is(err, ErrStoreUnavailable) || errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("a blocking send whose task the store lost: %v", err)
+	}
+	if err := e.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -183,6 +183,7 @@ func (e *Engine) persisted(lt *liveTask, err error) error {
 			// failed, a full disk). Nothing of it is stored, which is not
 			// the caller's "no such task".
 			err = fmt.Errorf("%w: the task's creation was lost: %v", ErrStoreUnavailable, err)
+			lt.lost = err
 		}
 		return err
 	}
@@ -231,6 +232,9 @@ func (e *Engine) flush(lt *liveTask) {
 func (e *Engine) seen(ctx context.Context, lt *liveTask) (*a2a.Task, error) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
+	if lt.lost != nil {
+		return nil, lt.lost // no snapshot of it is stored
+	}
 	if lt.dirty && !lt.task.Status.State.Terminal() {
 		if err := e.persistLocked(context.WithoutCancel(ctx), lt, lt.task); err != nil {
 			return nil, err
