@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,5 +276,70 @@ func TestReplicaStreamAcrossDatabaseRestart(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the stream through B did not end within 30s")
+	}
+}
+
+// Replica A is SIGKILLed while its delivery to a task's webhook hangs: B,
+// which resolves the task, tells the webhook A's pending events first and
+// the task's failed end last.
+func TestReplicasPushInOrderOnTakeover(t *testing.T) {
+	var hold atomic.Bool
+	hold.Store(true)
+	var mu sync.Mutex
+	var states []string
+	release := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		if hold.Load() {
+			<-release // the delivery hangs until A is gone
+			return
+		}
+		mu.Lock()
+		states = append(states, body.Status.State)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	defer close(release)
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	script := writeScript(t, "[depth 0]\nsleep 10s\nanswer \"never\"\n")
+	a := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	b := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	msg := nonBlocking(textMessage("notify me"))
+	msg.Config.PushConfig = &a2a.PushConfig{URL: hook.URL + "/hook"}
+	res, err := a.client(t).SendMessage(context.Background(), msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	c, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	pending := func() int {
+		var n int
+		c.QueryRow(context.Background(), "SELECT count(*) FROM push_pending").Scan(&n)
+		return n
+	}
+	testkit.WaitFor(t, 10*time.Second, "the task's events journaled", func() bool { return pending() >= 1 })
+	a.kill(t)
+	hold.Store(false)
+	testkit.WaitFor(t, 10*time.Second, "B resolved A's task", func() bool { return getTask(t, b, id).Status.State.Terminal() })
+	testkit.WaitFor(t, 10*time.Second, "the webhook told of the end", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(states, "failed")
+	})
+	testkit.WaitFor(t, 10*time.Second, "the pending notifications delivered", func() bool { return pending() == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(states) < 2 || slices.Index(states, "failed") != len(states)-1 {
+		t.Fatalf("the webhook was told %v: want A's pending events, then failed", states)
 	}
 }

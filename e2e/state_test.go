@@ -625,6 +625,11 @@ func TestPushInOrderAcrossRestart(t *testing.T) {
 	s.kill(t)
 	hold.Store(false)
 	startService(t, args...)
+	testkit.WaitFor(t, 10*time.Second, "the webhook told of the end", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(states, "failed")
+	})
 	testkit.WaitFor(t, 10*time.Second, "the pending notifications delivered", func() bool { return pending() == 0 })
 	mu.Lock()
 	defer mu.Unlock()
