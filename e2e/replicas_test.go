@@ -343,3 +343,52 @@ func TestReplicasPushInOrderOnTakeover(t *testing.T) {
 		t.Fatalf("the webhook was told %v: want A's pending events, then failed", states)
 	}
 }
+
+// PostgreSQL restarted while a blocking send through replica B waits for the
+// run of the same message on replica A: the send is answered with the task's
+// end.
+func TestReplicaDuplicateSendAcrossDatabaseRestart(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	script := writeScript(t, "[depth 0]\nsleep 3s\nanswer \"done\"\n")
+	a := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	b := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	m := textMessage("once")
+	m.Message.ID = "sent-through-a-restart"
+	if _, err := a.client(t).SendMessage(context.Background(), nonBlocking(m)); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the task running", func() bool { return lineCount(a, "subagent started") >= 1 })
+	type answer struct {
+		res a2a.SendMessageResult
+		err error
+	}
+	answered := make(chan answer, 1)
+	cb := b.client(t)
+	go func() {
+		again := textMessage("once")
+		again.Message.ID = "sent-through-a-restart"
+		res, err := cb.SendMessage(context.Background(), again) // blocking: B waits for A's run
+		answered <- answer{res, err}
+	}()
+	c, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "B watching", func() bool {
+		var n int
+		c.QueryRow(context.Background(), "SELECT count(*) FROM task_watchers").Scan(&n)
+		return n > 0
+	})
+	c.Close(context.Background())
+	srv.Stop()
+	srv.Restart(t)
+	select {
+	case a := <-answered:
+		if a.err != nil || a.res.(*a2a.Task).Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("the blocking send through B: %v %v", a.res, a.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the blocking send through B not answered within 30s")
+	}
+}
