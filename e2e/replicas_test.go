@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,28 +281,7 @@ func TestReplicaStreamAcrossDatabaseRestart(t *testing.T) {
 // which resolves the task, tells the webhook A's pending events first and
 // the task's failed end last.
 func TestReplicasPushInOrderOnTakeover(t *testing.T) {
-	var hold atomic.Bool
-	hold.Store(true)
-	var mu sync.Mutex
-	var states []string
-	release := make(chan struct{})
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Status struct {
-				State string `json:"state"`
-			} `json:"status"`
-		}
-		json.NewDecoder(r.Body).Decode(&body)
-		if hold.Load() {
-			<-release // the delivery hangs until A is gone
-			return
-		}
-		mu.Lock()
-		states = append(states, body.Status.State)
-		mu.Unlock()
-	}))
-	defer hook.Close()
-	defer close(release)
+	hook := newHeldHook(t)
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
 	script := writeScript(t, "[depth 0]\nsleep 10s\nanswer \"never\"\n")
@@ -329,19 +306,11 @@ func TestReplicasPushInOrderOnTakeover(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, "the task's events journaled", func() bool { return pending() >= 1 })
 	a.kill(t)
-	hold.Store(false)
+	hook.release()
 	testkit.WaitFor(t, 10*time.Second, "B resolved A's task", func() bool { return getTask(t, b, id).Status.State.Terminal() })
-	testkit.WaitFor(t, 10*time.Second, "the webhook told of the end", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Contains(states, "failed")
-	})
+	testkit.WaitFor(t, 10*time.Second, "the webhook told of the end", func() bool { return hook.toldOf("", "failed") })
 	testkit.WaitFor(t, 10*time.Second, "the pending notifications delivered", func() bool { return pending() == 0 })
-	mu.Lock()
-	defer mu.Unlock()
-	if len(states) < 2 || slices.Index(states, "failed") != len(states)-1 {
-		t.Fatalf("the webhook was told %v: want A's pending events, then failed", states)
-	}
+	hook.wantFailedLast(t, "A's pending events")
 }
 
 // PostgreSQL restarted while a blocking send through replica B waits for the

@@ -6,14 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -375,29 +372,7 @@ func TestRunIDUnderWayRefused(t *testing.T) {
 // A push notification that was being delivered when agentd was killed is
 // delivered after the restart (at least once).
 func TestPushDeliveredAcrossRestart(t *testing.T) {
-	var hold atomic.Bool
-	hold.Store(true)
-	var mu sync.Mutex
-	var finals []string
-	release := make(chan struct{})
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			ID     string `json:"id"`
-			Status struct {
-				State string `json:"state"`
-			} `json:"status"`
-		}
-		json.NewDecoder(r.Body).Decode(&body)
-		if hold.Load() {
-			<-release // the delivery hangs until the sender is gone
-			return
-		}
-		mu.Lock()
-		finals = append(finals, body.ID+" "+body.Status.State)
-		mu.Unlock()
-	}))
-	defer hook.Close()
-	defer close(release)
+	hook := newHeldHook(t)
 	dir := t.TempDir()
 	args := []string{"--state-dir", dir, "--intelligence", "builtin:demo", "--push-allow-net", "127.0.0.0/8"}
 	s := startService(t, args...)
@@ -421,17 +396,10 @@ func TestPushDeliveredAcrossRestart(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, "the task's events journaled", func() bool { return pending() >= 2 })
 	s.kill(t)
-	hold.Store(false)
+	hook.release()
 	s2 := startService(t, args...)
 	testkit.WaitFor(t, 10*time.Second, "the pending notifications delivered after the restart", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, f := range finals {
-			if f == string(id)+" completed" {
-				return true
-			}
-		}
-		return false
+		return hook.toldOf(string(id), "completed")
 	})
 	testkit.WaitFor(t, 10*time.Second, "the journal empty", func() bool { return pending() == 0 })
 	if n := lineCount(s2, "resumed pending push notifications"); n != 1 {
@@ -580,28 +548,7 @@ func TestStateDirFull(t *testing.T) {
 // mid-task, is told of the task's events in order after the restart: the
 // pending ones first, the recovery's failed status last.
 func TestPushInOrderAcrossRestart(t *testing.T) {
-	var hold atomic.Bool
-	hold.Store(true)
-	var mu sync.Mutex
-	var states []string
-	release := make(chan struct{})
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Status struct {
-				State string `json:"state"`
-			} `json:"status"`
-		}
-		json.NewDecoder(r.Body).Decode(&body)
-		if hold.Load() {
-			<-release // the delivery hangs until the sender is gone
-			return
-		}
-		mu.Lock()
-		states = append(states, body.Status.State)
-		mu.Unlock()
-	}))
-	defer hook.Close()
-	defer close(release)
+	hook := newHeldHook(t)
 	dir := t.TempDir()
 	script := writeScript(t, "[depth 0]\nsleep 10s\nanswer \"never\"\n")
 	args := []string{"--state-dir", dir, "--intelligence", "builtin:script=" + script, "--push-allow-net", "127.0.0.0/8"}
@@ -623,17 +570,9 @@ func TestPushInOrderAcrossRestart(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, "the task's events journaled", func() bool { return pending() >= 1 })
 	s.kill(t)
-	hold.Store(false)
+	hook.release()
 	startService(t, args...)
-	testkit.WaitFor(t, 10*time.Second, "the webhook told of the end", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Contains(states, "failed")
-	})
+	testkit.WaitFor(t, 10*time.Second, "the webhook told of the end", func() bool { return hook.toldOf("", "failed") })
 	testkit.WaitFor(t, 10*time.Second, "the pending notifications delivered", func() bool { return pending() == 0 })
-	mu.Lock()
-	defer mu.Unlock()
-	if len(states) < 2 || slices.Index(states, "failed") != len(states)-1 {
-		t.Fatalf("the webhook was told %v: want the pending events, then failed", states)
-	}
+	hook.wantFailedLast(t, "the pending events")
 }
