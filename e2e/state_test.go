@@ -384,16 +384,7 @@ func TestPushDeliveredAcrossRestart(t *testing.T) {
 	}
 	id := res.(*a2a.Task).ID
 	// The first delivery hangs; the rest queue behind it (in order per task).
-	db, err := sql.Open("sqlite", filepath.Join(dir, "agentd.db")+"?_pragma=query_only(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	pending := func() int {
-		var n int
-		db.QueryRow("SELECT COUNT(*) FROM push_pending").Scan(&n)
-		return n
-	}
+	pending := pendingPushes(t, dir)
 	testkit.WaitFor(t, 10*time.Second, "the task's events journaled", func() bool { return pending() >= 2 })
 	s.kill(t)
 	hook.release()
@@ -404,6 +395,22 @@ func TestPushDeliveredAcrossRestart(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "the journal empty", func() bool { return pending() == 0 })
 	if n := lineCount(s2, "resumed pending push notifications"); n != 1 {
 		t.Fatalf("resume logged %d times", n)
+	}
+}
+
+// pendingPushes counts the push notifications journaled in the state
+// directory's store, read from outside the service.
+func pendingPushes(t *testing.T, dir string) func() int {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "agentd.db")+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return func() int {
+		var n int
+		db.QueryRow("SELECT COUNT(*) FROM push_pending").Scan(&n)
+		return n
 	}
 }
 
@@ -558,16 +565,7 @@ func TestPushInOrderAcrossRestart(t *testing.T) {
 	if _, err := s.client(t).SendMessage(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", filepath.Join(dir, "agentd.db")+"?_pragma=query_only(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	pending := func() int {
-		var n int
-		db.QueryRow("SELECT COUNT(*) FROM push_pending").Scan(&n)
-		return n
-	}
+	pending := pendingPushes(t, dir)
 	testkit.WaitFor(t, 10*time.Second, "the task's events journaled", func() bool { return pending() >= 1 })
 	s.kill(t)
 	hook.release()

@@ -15,16 +15,18 @@ import (
 	"github.com/agentd/agentd/internal/testkit"
 )
 
-// fencedStore refuses every write once fenced is set, as a store whose task
-// another process took over.
-type fencedStore struct {
+// refusingStore refuses every write with err while on is set: ErrFenced as
+// a store whose task another process took over, ErrStoreUnavailable as a
+// database that stopped answering.
+type refusingStore struct {
 	*MemoryStore
-	fenced atomic.Bool
+	err error
+	on  atomic.Bool
 }
 
-func (s *fencedStore) Put(ctx context.Context, t *a2a.Task) error {
-	if s.fenced.Load() {
-		return fmt.Errorf("put task: %w: refused", ErrFenced)
+func (s *refusingStore) Put(ctx context.Context, t *a2a.Task) error {
+	if s.on.Load() {
+		return fmt.Errorf("put task: %w", s.err)
 	}
 	return s.MemoryStore.Put(ctx, t)
 }
@@ -33,7 +35,7 @@ func (s *fencedStore) Put(ctx context.Context, t *a2a.Task) error {
 // context is cancelled with ErrFenced) and the task is no longer live here;
 // what the store holds is not overwritten.
 func TestFencedWriteStopsTheRun(t *testing.T) {
-	st := &fencedStore{MemoryStore: NewMemoryStore(10, time.Hour)}
+	st := &refusingStore{MemoryStore: NewMemoryStore(10, time.Hour), err: ErrFenced}
 	write := make(chan struct{})
 	cause := make(chan error, 1)
 	e := NewEngine(st, fakeExec{func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
@@ -56,7 +58,7 @@ func TestFencedWriteStopsTheRun(t *testing.T) {
 		got, _, _ := st.Get(ctx, id)
 		return got.Status.State == a2a.TaskStateWorking
 	})
-	st.fenced.Store(true)
+	st.on.Store(true)
 	close(write)
 	select {
 	case c := <-cause:
@@ -75,25 +77,11 @@ func TestFencedWriteStopsTheRun(t *testing.T) {
 	}
 }
 
-// downStore is unavailable for every write while down is set, as a
-// database that stopped answering.
-type downStore struct {
-	*MemoryStore
-	down atomic.Bool
-}
-
-func (s *downStore) Put(ctx context.Context, t *a2a.Task) error {
-	if s.down.Load() {
-		return fmt.Errorf("put task: %w: connection refused", ErrStoreUnavailable)
-	}
-	return s.MemoryStore.Put(ctx, t)
-}
-
 // A store unavailable for longer than a running task's events wait for it:
 // the task fails, and that end is stored once the store is back (its
 // process lives on, so no recovery resolves it: it stayed working).
 func TestEndStoredOnceTheStoreIsBack(t *testing.T) {
-	st := &downStore{MemoryStore: NewMemoryStore(10, time.Hour)}
+	st := &refusingStore{MemoryStore: NewMemoryStore(10, time.Hour), err: ErrStoreUnavailable}
 	finish := make(chan struct{})
 	e := NewEngine(st, fakeExec{func(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
 		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
@@ -114,10 +102,10 @@ func TestEndStoredOnceTheStoreIsBack(t *testing.T) {
 		got, _, _ := st.Get(ctx, id)
 		return got.Status.State == a2a.TaskStateWorking
 	})
-	st.down.Store(true)
+	st.on.Store(true)
 	close(finish)
 	testkit.WaitFor(t, 5*time.Second, "the task no longer live", func() bool { return e.InFlight() == 0 })
-	st.down.Store(false)
+	st.on.Store(false)
 	testkit.WaitFor(t, 10*time.Second, "the task's end stored", func() bool {
 		got, _, _ := st.Get(ctx, id)
 		return got.Status.State == a2a.TaskStateFailed
