@@ -57,6 +57,9 @@ type Engine struct {
 	// unavailable store before the write fails.
 	storeRetry time.Duration
 	pusher     *Pusher // nil: push notifications are not offered
+	// ends, when set, journals each end's notification in the terminal
+	// write's transaction (the store, when it is the pusher's journal).
+	ends EndJournal
 
 	admission *admit.Controller // nil: every task runs at once (admission.go)
 	policy    admit.Policy
@@ -211,6 +214,9 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 	if sh, ok := store.(Shared); ok {
 		go e.serveCancels(sh)
 	}
+	if ej, ok := store.(EndJournal); ok && e.pusher != nil && e.pusher.journaled(ej) {
+		e.ends = ej
+	}
 	if pw, ok := store.(PushWatcher); ok {
 		go e.servePushes(pw)
 	}
@@ -338,6 +344,7 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 		return err
 	}
 	push, ask := e.pushed(ctx, lt, next.ID, next.Status.State.Terminal())
+	var seq int64 // the end's notification, journaled by its write
 	if next.Status.State.Terminal() || push || len(lt.subs) > 0 || e.writeDelay <= 0 {
 		stored := next
 		if next.Status.State.Terminal() {
@@ -346,11 +353,13 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 			// them.
 			stored = e.compact(ctx, next, lt.owner)
 		}
-		if ask {
-			// The write tells whether the task has webhooks (PushWatcher).
-			if push, err = e.persistFinalLocked(ctx, lt, stored, e.store.(PushWatcher)); err != nil {
+		if next.Status.State.Terminal() && (push || ask) && e.ends != nil {
+			// The write journals the end's notification, if the task has
+			// webhooks when it commits (EndJournal).
+			if seq, err = e.persistEndLocked(ctx, lt, stored); err != nil {
 				return err
 			}
+			push = seq > 0
 		} else if err := e.persistLocked(ctx, lt, stored); err != nil {
 			return err
 		}
@@ -358,7 +367,10 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 		e.deferLocked(lt) // no one sees this change yet
 	}
 	lt.task = next
-	if push {
+	switch {
+	case seq > 0:
+		e.pusher.EnqueueJournaled(next.ID, ev, next, seq)
+	case push:
 		e.pusher.Enqueue(next.ID, ev, next)
 	}
 	for s := range lt.subs {
@@ -812,10 +824,9 @@ func (e *Engine) endLater(ctx context.Context, t *a2a.Task, ev a2a.Event, owner 
 	wait := time.Second
 	for {
 		time.Sleep(wait)
-		err := e.store.Put(ctx, t)
+		err := e.putEnd(ctx, t, ev)
 		if err == nil {
 			e.log.Info("task's end stored: the store is back", "task_id", string(t.ID))
-			e.notifyPush(ctx, t, ev)
 			return
 		}
 		if !errors.Is(err, ErrStoreUnavailable) {

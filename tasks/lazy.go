@@ -53,11 +53,13 @@ type pushChecker interface {
 }
 
 // PushWatcher is implemented by a Shared store that tells the process
-// running a task of the webhooks any process registers for it, and whose
-// write of a task's terminal snapshot says whether the task has webhooks:
-// the engine then reads nothing, event by event, to learn of webhooks
-// registered through other processes. Implementations are safe for
-// concurrent use.
+// running a task of the webhooks any process registers for it: the engine
+// then reads nothing, event by event, to learn of webhooks registered
+// through other processes. With an EndJournal store the task's terminal
+// write finds out whether it has webhooks (PutEnd reads them in its
+// transaction, after the snapshot is written: a registration that committed
+// before the write is seen, and one that had not finds the task ended).
+// Implementations are safe for concurrent use.
 type PushWatcher interface {
 	Shared
 	// PushRegistered delivers the id of each task that a webhook was
@@ -66,11 +68,6 @@ type PushWatcher interface {
 	// connection): every task's webhooks are to be read again. It is closed
 	// when the store is.
 	PushRegistered() <-chan a2a.TaskID
-	// PutFinal is Put of a task's terminal snapshot that also reports
-	// whether the task has webhooks, read in the write's transaction after
-	// the snapshot is written: a registration that committed before the
-	// write is seen, and one that had not finds the task ended.
-	PutFinal(ctx context.Context, t *a2a.Task) (hasPush bool, err error)
 }
 
 // servePushes marks the live tasks that got a webhook through another
@@ -94,8 +91,8 @@ func (e *Engine) servePushes(pw PushWatcher) {
 
 // pushed reports whether an event of lt goes to webhooks: a push config was
 // registered through this engine, or, with a Shared store, through any.
-// With a PushWatcher store, ask reports instead that the terminal write is
-// to tell (PutFinal); lt.mu is held.
+// With a PushWatcher store whose ends are journaled (EndJournal), ask
+// reports instead that the terminal write is to tell (PutEnd); lt.mu is held.
 func (e *Engine) pushed(ctx context.Context, lt *liveTask, id a2a.TaskID, final bool) (push, ask bool) {
 	if e.pusher == nil {
 		return false, false
@@ -113,7 +110,11 @@ func (e *Engine) pushed(ctx context.Context, lt *liveTask, id a2a.TaskID, final 
 		// webhooks may predate its coming here) and after a lost
 		// announcement.
 		if final {
-			return false, true
+			if e.ends != nil {
+				return false, true
+			}
+			has, _ := e.hasPush(ctx, id)
+			return has, false
 		}
 		if lt.pushKnown && !lt.pushStale.Swap(false) {
 			return false, false
@@ -159,16 +160,17 @@ func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task
 	return e.persisted(lt, e.putRetrying(ctx, next, e.store.Put))
 }
 
-// persistFinalLocked stores a terminal snapshot through a PushWatcher
-// store, and reports whether the task has webhooks; lt.mu is held.
-func (e *Engine) persistFinalLocked(ctx context.Context, lt *liveTask, next *a2a.Task, pw PushWatcher) (bool, error) {
-	var has bool
+// persistEndLocked stores a terminal snapshot with its notification
+// journaled (EndJournal), and returns the journal's entry, 0 when the task
+// has no webhooks; lt.mu is held.
+func (e *Engine) persistEndLocked(ctx context.Context, lt *liveTask, next *a2a.Task) (int64, error) {
+	var seq int64
 	err := e.putRetrying(ctx, next, func(ctx context.Context, t *a2a.Task) error {
 		var err error
-		has, err = pw.PutFinal(ctx, t)
+		seq, err = e.ends.PutEnd(ctx, t)
 		return err
 	})
-	return has, e.persisted(lt, err)
+	return seq, e.persisted(lt, err)
 }
 
 // persisted records the outcome of a write of lt's snapshot; lt.mu is held.

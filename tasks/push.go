@@ -191,6 +191,20 @@ type PushJournal interface {
 	Pending(ctx context.Context) ([]PendingPush, error)
 }
 
+// EndJournal is implemented by a PushJournal store that journals a task's
+// end in the transaction of its terminal write. Journaled after the write, the
+// end's notification (the one a webhook waits for) would be lost to a process
+// killed between the two: the task is ended, so no recovery looks at it again.
+type EndJournal interface {
+	PushJournal
+	// PutEnd is Put of a task's terminal snapshot that also records, in the
+	// same transaction and only if the task has webhooks when it commits, the
+	// end's notification: a PendingPush whose Snapshot is the stored snapshot
+	// and whose Event is empty (Resume builds it from the snapshot). It
+	// returns the entry's sequence number, 0 when the task has no webhooks.
+	PutEnd(ctx context.Context, t *a2a.Task) (seq int64, err error)
+}
+
 // PendingPush is one event waiting for delivery to a task's webhooks, with the
 // payload of each protocol version: Snapshot (the task after the event) for
 // 0.3 registrations, Event (the event as a StreamResponse) for 1.0 ones.
@@ -298,6 +312,44 @@ func (p *Pusher) Enqueue(id a2a.TaskID, ev a2a.Event, snap *a2a.Task) {
 	p.enqueue(item)
 }
 
+// EnqueueJournaled is Enqueue of a task's end that its terminal write has
+// journaled already (EndJournal.PutEnd returned seq).
+func (p *Pusher) EnqueueJournaled(id a2a.TaskID, ev a2a.Event, snap *a2a.Task, seq int64) {
+	item := pushItem{PendingPush: PendingPush{Seq: seq, TaskID: id, Final: snap.Status.State.Terminal()}, journaled: true}
+	var err error
+	if item.Snapshot, err = json.Marshal(snap); err == nil {
+		item.Event, err = json.Marshal(a2av1.EventFrom(ev))
+	}
+	if err != nil {
+		p.cfg.Log.Error("push payload does not encode", "task_id", id, "err", err)
+		p.forget(item)
+		return
+	}
+	p.enqueue(item)
+}
+
+// journaled reports whether p's journal is j: a pusher delivers, and clears,
+// the ends j's PutEnd journals.
+func (p *Pusher) journaled(j EndJournal) bool {
+	return p.cfg.Journal != nil && p.cfg.Journal == PushJournal(j)
+}
+
+// endEvent fills the event payload of an end journaled by PutEnd from its
+// snapshot: the task's final status, as the status update that ended it.
+func endEvent(pp *PendingPush) error {
+	var t a2a.Task
+	if err := json.Unmarshal(pp.Snapshot, &t); err != nil {
+		return fmt.Errorf("decode the journaled snapshot: %w", err)
+	}
+	ev := &a2a.TaskStatusUpdateEvent{TaskID: t.ID, ContextID: t.ContextID, Status: t.Status, Final: true}
+	b, err := json.Marshal(a2av1.EventFrom(ev))
+	if err != nil {
+		return err
+	}
+	pp.Event = b
+	return nil
+}
+
 // Resume queues the events the journal still holds: those a previous
 // process did not deliver. Call it once, at start.
 func (p *Pusher) Resume(ctx context.Context) error {
@@ -309,7 +361,15 @@ func (p *Pusher) Resume(ctx context.Context) error {
 		return fmt.Errorf("read pending push notifications: %w", err)
 	}
 	for _, pp := range pending {
-		p.enqueue(pushItem{PendingPush: pp, journaled: true})
+		item := pushItem{PendingPush: pp, journaled: true}
+		if len(pp.Event) == 0 {
+			if err := endEvent(&item.PendingPush); err != nil {
+				p.cfg.Log.Error("journaled push notification dropped", "task_id", pp.TaskID, "err", err)
+				p.forget(item)
+				continue
+			}
+		}
+		p.enqueue(item)
 	}
 	if len(pending) > 0 {
 		p.cfg.Log.Info("resumed pending push notifications", "pending", len(pending))

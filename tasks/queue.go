@@ -275,10 +275,9 @@ func (e *Engine) cancelQueued(ctx context.Context, sq SharedQueue, t *a2a.Task) 
 	if err != nil {
 		return nil, true, err
 	}
-	if err := e.store.Put(ctx, next); err != nil {
+	if err := e.putEnd(ctx, next, ev); err != nil {
 		return nil, true, fmt.Errorf("cancel queued task %s: %w", t.ID, err)
 	}
-	e.notifyPush(ctx, next, ev)
 	return next, true, nil
 }
 

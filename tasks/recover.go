@@ -155,10 +155,28 @@ func (e *Engine) failLost(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return err
 	}
-	if err := e.store.Put(ctx, next); err != nil {
+	if err := e.putEnd(ctx, next, ev); err != nil {
 		return fmt.Errorf("fail orphaned task %s: %w", t.ID, err)
 	}
-	e.notifyPush(ctx, next, ev)
+	return nil
+}
+
+// putEnd stores the terminal snapshot of a task this engine does not drive
+// (an orphan's, a queued task's) and queues its end (ev) for the task's
+// webhooks: journaled in the write's transaction where the store can
+// (EndJournal).
+func (e *Engine) putEnd(ctx context.Context, t *a2a.Task, ev a2a.Event) error {
+	if e.ends != nil {
+		seq, err := e.ends.PutEnd(ctx, t)
+		if err == nil && seq > 0 {
+			e.pusher.EnqueueJournaled(t.ID, ev, t, seq)
+		}
+		return err
+	}
+	if err := e.store.Put(ctx, t); err != nil {
+		return err
+	}
+	e.notifyPush(ctx, t, ev)
 	return nil
 }
 

@@ -2,7 +2,12 @@ package tasks_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -248,5 +253,108 @@ func TestRetainerOnlyWithDurableStore(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// endOnlyJournal is the embedded store of a process that dies the moment a
+// task's terminal write has committed: a notification journaled after that
+// write (AddPending of an end) never is.
+type endOnlyJournal struct{ *sqlite.Store }
+
+func (j endOnlyJournal) AddPending(ctx context.Context, p tasks.PendingPush) (int64, error) {
+	if p.Final {
+		return 0, errors.New("the process died after the task's terminal write")
+	}
+	return j.Store.AddPending(ctx, p)
+}
+
+// A webhook hears a task's end although the process that wrote the end died
+// before delivering it and before anything after the write ran: the end's
+// notification is journaled in the write's transaction (tasks.EndJournal),
+// and the next process delivers it.
+func TestEndNotifiedAfterDeathAtTheEnd(t *testing.T) {
+	var mu sync.Mutex
+	var got []string // the states the webhook was told of, in order
+	answer := make(chan struct{})
+	inFlight := make(chan struct{}, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var snap a2a.Task
+		if err := json.NewDecoder(r.Body).Decode(&snap); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case <-answer: // the second process: delivered
+		default: // the first: held until it dies
+			inFlight <- struct{}{}
+			select {
+			case <-answer:
+			case <-r.Context().Done():
+				return
+			}
+			http.Error(w, "too late", http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		got = append(got, string(snap.Status.State))
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	policy := tasks.PushPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+
+	dir := t.TempDir()
+	s1, err := sqlite.Open(context.Background(), dir, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j1 := endOnlyJournal{s1}
+	p1 := tasks.NewPusher(tasks.PushSettings{Policy: policy, Journal: j1, Attempts: 1}, j1.ListPush)
+	h1 := &holder{release: make(chan struct{})}
+	e1 := tasks.NewEngine(j1, h1, nil, tasks.WithPusher(p1))
+	task := a2atest.Send(t, e1, a2atest.NonBlocking("one"))
+	if _, err := e1.OnSetTaskPushConfig(context.Background(), &a2a.TaskPushConfig{TaskID: task.ID, Config: a2a.PushConfig{URL: hook.URL + "/hook"}}); err != nil {
+		t.Fatal(err)
+	}
+	close(h1.release)
+	select {
+	case <-inFlight: // the end is being delivered: the process dies now
+	case <-time.After(10 * time.Second):
+		t.Fatal("the end was never delivered to the first process's webhook")
+	}
+	p1.Close()
+	if err := e1.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(answer)
+
+	s2, err := sqlite.Open(context.Background(), dir, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	p2 := tasks.NewPusher(tasks.PushSettings{Policy: policy, Journal: s2}, s2.ListPush)
+	defer p2.Close()
+	e2 := tasks.NewEngine(s2, &holder{release: make(chan struct{})}, nil, tasks.WithPusher(p2))
+	if _, err := e2.Recover(context.Background(), tasks.RecoverFail); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the end delivered by the next process", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) > 0
+	})
+	if err := p2.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != string(a2a.TaskStateCompleted) {
+		t.Fatalf("the webhook was told %v, want [completed]", got)
+	}
+	if r, err := s2.Inspect(context.Background()); err != nil || r.Pending != 0 {
+		t.Fatalf("pending notifications left: %+v %v", r, err)
 	}
 }

@@ -204,29 +204,42 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 	return err
 }
 
-// PutFinal implements tasks.PushWatcher: Put, and in the same round trip
-// and transaction, after the update (which holds the task's row until the
-// commit, as a registration does: SetPush), whether the task has webhooks.
-func (s *Store) PutFinal(ctx context.Context, t *a2a.Task) (bool, error) {
+// PutEnd implements tasks.EndJournal: Put, and in the same round trip and
+// transaction, after the update (which holds the task's row until the
+// commit, as a registration does: SetPush), the journal's entry for the
+// end's notification if the task has webhooks then (endPendingSQL).
+func (s *Store) PutEnd(ctx context.Context, t *a2a.Task) (int64, error) {
 	return s.put(ctx, t, true)
 }
 
-func (s *Store) put(ctx context.Context, t *a2a.Task, report bool) (bool, error) {
+// endPendingSQL journals a task's end, the snapshot just written, if the
+// task has webhooks; an empty event is built from the snapshot by the
+// pusher (tasks.EndJournal). A statement of its own: it reads what
+// committed once the update had the row (read committed). It returns the
+// entry's seq, 0 for none.
+const endPendingSQL = `WITH e AS (
+		INSERT INTO push_pending (task_id, runner, snapshot, event, final)
+		SELECT t.id, $2, t.snapshot, ''::bytea, true FROM tasks t
+		WHERE t.id = $1 AND (t.finished_ns IS NULL OR t.finished_ns > $3) AND EXISTS (SELECT 1 FROM push_configs p WHERE p.task_id = t.id)
+		RETURNING seq)
+	SELECT coalesce((SELECT seq FROM e), 0)`
+
+func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	op, res := s.putOp(t, snap, report)
+	op, res := s.putOp(t, snap, end)
 	return res(s.write(ctx, op))
 }
 
 // putOp is the write of a stored task's snapshot; res maps its outcome to
-// Put's (and PutFinal's report).
-func (s *Store) putOp(t *a2a.Task, snap []byte, report bool) (op *writeOp, res func(error) (bool, error)) {
-	var n int64
-	var has bool
+// Put's (and PutEnd's entry).
+func (s *Store) putOp(t *a2a.Task, snap []byte, end bool) (op *writeOp, res func(error) (int64, error)) {
+	var n, seq int64
 	op = &writeOp{sync: true,
 		queue: func(b *pgx.Batch) {
+			n, seq = 0, 0
 			b.Queue(`UPDATE tasks SET state = $1, updated_ns = $2, context_id = $3, snapshot = $4,
 				size = octet_length($4::bytea) + coalesce(octet_length(payload), 0),
 				finished_ns = CASE WHEN $5::bigint IS NULL THEN NULL ELSE coalesce(finished_ns, $5::bigint) END
@@ -237,10 +250,8 @@ func (s *Store) putOp(t *a2a.Task, snap []byte, report bool) (op *writeOp, res f
 				// it, or neither does.
 				b.Queue(makeRoomSQL, s.makeRoomArgs("", string(t.ID), -1)...)
 			}
-			if report {
-				// A statement of its own: it reads what committed once
-				// the update had the row (read committed).
-				b.Queue(`SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = $1)`, string(t.ID))
+			if end {
+				b.Queue(endPendingSQL, string(t.ID), s.instance, s.cutoff())
 			}
 		},
 		read: func(br pgx.BatchResults) error {
@@ -254,19 +265,19 @@ func (s *Store) putOp(t *a2a.Task, snap []byte, report bool) (op *writeOp, res f
 					return err
 				}
 			}
-			if report {
-				return br.QueryRow().Scan(&has)
+			if end {
+				return br.QueryRow().Scan(&seq)
 			}
 			return nil
 		}}
-	return op, func(err error) (bool, error) {
+	return op, func(err error) (int64, error) {
 		if err != nil {
-			return false, s.unavailable("put task", err)
+			return 0, s.unavailable("put task", err)
 		}
 		if n == 0 {
-			return false, notFound(t.ID)
+			return 0, notFound(t.ID)
 		}
-		return has, nil
+		return seq, nil
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Group commit. The writes of a send (Create, Put, PutFinal) and Sync go
+// Group commit. The writes of a send (Create, Put, PutEnd) and Sync go
 // through the store's writers: goroutines that each take every write queued
 // while they were busy (up to maxBatch) and run them as one pgx batch,
 // which is one implicit transaction: one round trip and one commit (one WAL

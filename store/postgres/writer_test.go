@@ -58,7 +58,7 @@ func TestBatchMemberFails(t *testing.T) {
 	}
 
 	var batch []*writeOp
-	var results []func(error) (bool, error)
+	var results []func(error) (int64, error)
 	for _, id := range []string{"a", "b", "c"} {
 		done := task(id, a2a.TaskStateCompleted)
 		snap, err := store.EncodeTask(done)

@@ -117,11 +117,32 @@ func (s *Store) expire(ctx context.Context, tx execer) error {
 // Put implements tasks.Store. A snapshot that takes the store over its byte
 // bound makes finished tasks go (makeRoom); it is never refused for it.
 func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
+	_, err := s.put(ctx, t, false)
+	return err
+}
+
+// PutEnd implements tasks.EndJournal: Put of a terminal snapshot and, in
+// its transaction, the journal's entry for the end's notification when the
+// task has webhooks (endPendingSQL).
+func (s *Store) PutEnd(ctx context.Context, t *a2a.Task) (int64, error) {
+	return s.put(ctx, t, true)
+}
+
+// endPendingSQL journals a task's end, the snapshot just written, if the
+// task has webhooks and is not expired (its arguments: the runner, the id, the expiry's cutoff); an empty event is
+// built from the snapshot by the pusher (tasks.EndJournal).
+const endPendingSQL = `INSERT INTO push_pending (task_id, runner, snapshot, event, final)
+	SELECT id, ?, snapshot, x'', 1 FROM tasks t
+	WHERE t.id = ? AND (t.finished_ns IS NULL OR t.finished_ns > ?) AND EXISTS (SELECT 1 FROM push_configs p WHERE p.task_id = t.id)`
+
+func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return s.write(ctx, "put task", func(tx *wtx) error {
+	var seq int64
+	err = s.write(ctx, "put task", func(tx *wtx) error {
+		seq = 0
 		res, err := tx.ExecContext(ctxBG, putSQL, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, len(snap), s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
 		if err != nil {
 			return s.unavailable("put task", err)
@@ -130,10 +151,24 @@ func (s *Store) Put(ctx context.Context, t *a2a.Task) error {
 			return notFound(t.ID)
 		}
 		if s.opts.Bytes < math.MaxInt64 {
-			return s.makeRoom(ctxBG, tx, "", string(t.ID), -1)
+			if err := s.makeRoom(ctxBG, tx, "", string(t.ID), -1); err != nil {
+				return err
+			}
+		}
+		if end {
+			res, err := tx.ExecContext(ctxBG, endPendingSQL, s.instance, string(t.ID), s.cutoff())
+			if err != nil {
+				return s.unavailable("journal push notification", err)
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				if seq, err = res.LastInsertId(); err != nil {
+					return s.unavailable("journal push notification", err)
+				}
+			}
 		}
 		return nil
 	})
+	return seq, err
 }
 
 // The statements of every task's writes. insertRoomSQL inserts only if the

@@ -62,6 +62,7 @@ func Run(t *testing.T, b Backend) {
 		{"Concurrent", testConcurrent},
 		{"Durable", testDurable},
 		{"PushJournal", testJournal},
+		{"EndJournal", testEndJournal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
@@ -686,5 +687,59 @@ func testJournal(t *testing.T, b Backend) {
 	if len(pending) != 2 || pending[0].Seq != seqs[1] || string(pending[0].Snapshot) != `{"n":1}` || string(pending[0].Event) != `{"e":1}` ||
 		pending[0].TaskID != "t1" || pending[0].Final || !pending[1].Final {
 		t.Fatalf("pending = %+v", pending)
+	}
+}
+
+// testEndJournal: a terminal write through PutEnd journals the end of a task
+// with webhooks in its own transaction (after the events journaled before
+// it), and nothing for a task without; the entry outlives the store's
+// process.
+func testEndJournal(t *testing.T, b Backend) {
+	c := newClock()
+	s := b.Open(t, Config{Clock: c.now})
+	j, ok := s.(tasks.EndJournal)
+	if !ok {
+		t.Skip("no end journal")
+	}
+	for _, id := range []a2a.TaskID{"hooked", "bare"} {
+		must(t, s.Create(ctx, task(string(id), a2a.TaskStateWorking, "c", c.now()), ""))
+	}
+	if _, err := s.SetPush(ctx, "hooked", tasks.PushTarget{Config: a2a.PushConfig{URL: "https://a.test/hook"}}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := j.AddPending(ctx, tasks.PendingPush{TaskID: "hooked", Snapshot: []byte(`{"n":1}`), Event: []byte(`{"e":1}`)})
+	must(t, err)
+	c.add(time.Second)
+	done := rich("hooked", c.now())
+	seq, err := j.PutEnd(ctx, done)
+	must(t, err)
+	if seq <= before {
+		t.Fatalf("the end's entry is %d, after %d", seq, before)
+	}
+	if seq, err := j.PutEnd(ctx, task("bare", a2a.TaskStateFailed, "c", c.now())); err != nil || seq != 0 {
+		t.Fatalf("PutEnd of a task without webhooks = %d, %v; want 0, nil", seq, err)
+	}
+	if _, err := j.PutEnd(ctx, task("nope", a2a.TaskStateFailed, "c", c.now())); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("PutEnd of an unknown task: %v", err)
+	}
+	if got, _, err := s.Get(ctx, "hooked"); err != nil || got.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("after PutEnd: %v, %v", got, err)
+	}
+	if b.Reopen != nil {
+		s = b.Reopen(t, s, Config{Clock: c.now})
+		j = s.(tasks.EndJournal)
+	}
+	pending, err := j.Pending(ctx)
+	must(t, err)
+	if len(pending) != 2 || pending[0].Seq != before || pending[1].Seq != seq {
+		t.Fatalf("pending = %+v, want entries %d and %d", pending, before, seq)
+	}
+	end := pending[1]
+	if end.TaskID != "hooked" || !end.Final || len(end.Event) != 0 {
+		t.Fatalf("the end's entry = %+v", end)
+	}
+	var snap a2a.Task
+	if err := json.Unmarshal(end.Snapshot, &snap); err != nil || snap.ID != "hooked" || snap.Status.State != a2a.TaskStateCompleted || len(snap.Artifacts) != 1 {
+		t.Fatalf("the end's snapshot %s: %v", end.Snapshot, err)
 	}
 }
