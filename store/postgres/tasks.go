@@ -165,13 +165,41 @@ func (s *Store) createResult(err error) error {
 }
 
 // Sync implements tasks.Syncer: once it returns, every task Create stored
-// before it is flushed to the WAL. A flushed commit of a write (the lease's
-// heartbeat, unchanged), in the writer's next batch, flushes the WAL up to
-// it.
+// before it is flushed to the WAL.
 func (s *Store) Sync(ctx context.Context) error {
 	if s.flushed.Load() >= s.unflushed.Load() {
 		return nil
 	}
+	return s.flushWAL(ctx)
+}
+
+// unflushedSQL is true while the WAL holds a commit not yet flushed: a
+// statement's snapshot sees only commits whose record precedes the insert
+// position it reads after, and the flush position is read before it.
+//
+// A creation commits without waiting for the flush (create) and is visible
+// at once to every replica; its own replica syncs before it tells anyone of
+// the task, but another replica that reads it (a duplicate send answered
+// with it, ListTasks, a stream) would show a task that a crash of
+// PostgreSQL could still lose. Such a read flushes first (flushWAL): only a
+// read of a running task of another replica's, while the WAL has unflushed
+// commits.
+const unflushedSQL = `pg_current_wal_flush_lsn() < pg_current_wal_insert_lsn()`
+
+// running reports whether any of ts has not ended.
+func running(ts []*a2a.Task) bool {
+	for _, t := range ts {
+		if !t.Status.State.Terminal() {
+			return true
+		}
+	}
+	return false
+}
+
+// flushWAL returns once everything committed before it is flushed: a
+// synchronous commit of a write (the lease's heartbeat, unchanged), in the
+// writer's next batch, flushes the WAL up to it.
+func (s *Store) flushWAL(ctx context.Context) error {
 	err := s.write(ctx, &writeOp{sync: true,
 		queue: func(b *pgx.Batch) {
 			b.Queue(`UPDATE leases SET heartbeat = heartbeat WHERE instance = $1`, s.instance)
@@ -285,13 +313,20 @@ func (s *Store) putOp(t *a2a.Task, snap []byte, end bool) (op *writeOp, res func
 func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, string, error) {
 	var owner string
 	var snap []byte
-	err := s.pool.QueryRow(ctx, `SELECT owner, snapshot FROM tasks WHERE id = $1 AND (finished_ns IS NULL OR finished_ns > $2)`,
-		string(id), s.cutoff()).Scan(&owner, &snap)
+	var unflushed bool
+	err := s.pool.QueryRow(ctx, `SELECT owner, snapshot, finished_ns IS NULL AND runner <> $3 AND `+unflushedSQL+`
+		FROM tasks WHERE id = $1 AND (finished_ns IS NULL OR finished_ns > $2)`,
+		string(id), s.cutoff(), s.instance).Scan(&owner, &snap, &unflushed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, "", notFound(id)
 	}
 	if err != nil {
 		return nil, "", s.unavailable("get task", err)
+	}
+	if unflushed {
+		if err := s.flushWAL(ctx); err != nil {
+			return nil, "", err
+		}
 	}
 	t, err := store.DecodeTask(snap)
 	if err != nil {
@@ -365,6 +400,17 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return tasks.ListPage{}, s.unavailable("list tasks", err)
+	}
+	if running(page.Tasks) {
+		var unflushed bool
+		if err := tx.QueryRow(ctx, "SELECT "+unflushedSQL).Scan(&unflushed); err != nil {
+			return tasks.ListPage{}, s.unavailable("list tasks", err)
+		}
+		if unflushed {
+			if err := s.flushWAL(ctx); err != nil {
+				return tasks.ListPage{}, err
+			}
+		}
 	}
 	if more {
 		last := page.Tasks[len(page.Tasks)-1]

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agentd/agentd/internal/pgtest"
 	"github.com/agentd/agentd/internal/testkit"
+	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tasks/storetest"
 )
 
@@ -196,5 +198,80 @@ func TestMigrateWatchers(t *testing.T) {
 	n, err := c.WaitForNotification(nctx)
 	if err != nil || n.Payload != "t" {
 		t.Fatalf("notification %v, %v: want the watched task's (and none for the unwatched writes before)", n, err)
+	}
+}
+
+// A replica that reads another's running task, committed without waiting
+// for the WAL flush (a creation), flushes the WAL before it returns it: what
+// it shows (a duplicate send's answer, ListTasks, a stream) survives a crash
+// of PostgreSQL. The WAL writer is slowed (10 s) so that a creation stays
+// unflushed for the test's moment, on a server with synchronous commits on
+// (the tests' others have them off).
+func TestOthersCreationFlushedBeforeRead(t *testing.T) {
+	srv, err := pgtest.New(pgtest.Options{Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	dsn := srv.Database(t)
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `ALTER SYSTEM SET wal_writer_delay = '10s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
+		t.Fatal(err)
+	}
+	a, b := open(t, dsn, storetest.Config{Capacity: 1000}), open(t, dsn, storetest.Config{Capacity: 1000})
+	// created writes a task through a and returns the WAL's insert position
+	// after it, once that position is seen unflushed (a heartbeat, a
+	// synchronous commit, may flush it first: then another task).
+	created := func(prefix string) (a2a.TaskID, string) {
+		t.Helper()
+		for i := range 20 {
+			id := a2a.TaskID(fmt.Sprintf("%s-%d", prefix, i))
+			if err := a.Create(ctx, watchTask(string(id), a2a.TaskStateSubmitted), "o"); err != nil {
+				t.Fatal(err)
+			}
+			var lsn string
+			var unflushed bool
+			if err := c.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn() < pg_current_wal_insert_lsn()`).Scan(&lsn, &unflushed); err != nil {
+				t.Fatal(err)
+			}
+			if unflushed {
+				return id, lsn
+			}
+		}
+		t.Fatal("every creation was flushed at once: the WAL writer's delay did not hold")
+		return "", ""
+	}
+	flushedTo := func(lsn string) bool {
+		t.Helper()
+		var ok bool
+		if err := c.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, lsn).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	id, lsn := created("get")
+	got, _, err := b.Get(ctx, id)
+	if err != nil || got.ID != id {
+		t.Fatalf("get through b: %v, %v", got, err)
+	}
+	if !flushedTo(lsn) {
+		t.Fatal("b returned a's unflushed creation without flushing the WAL")
+	}
+	id, lsn = created("list")
+	page, err := b.List(ctx, tasks.ListQuery{Owner: "o", PageSize: 100})
+	if err != nil || len(page.Tasks) == 0 || page.Tasks[0].ID != id {
+		t.Fatalf("list through b: %+v, %v", page, err)
+	}
+	if !flushedTo(lsn) {
+		t.Fatal("b listed a's unflushed creation without flushing the WAL")
 	}
 }
