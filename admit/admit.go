@@ -158,6 +158,9 @@ type Controller struct {
 	closed   bool
 	closedCh chan struct{}
 	freed    chan struct{} // Freed (shared.go)
+	// sharedQueued, when set, counts the runs waiting in a queue shared
+	// with other processes (SetSharedQueue, shared.go).
+	sharedQueued func() (map[Priority]int, error)
 
 	pos       map[*Ticket]int // queued runs' positions; nil when it must be computed again (positionsLocked)
 	runEst    time.Duration   // moving average of run lengths
@@ -607,6 +610,22 @@ type Stats struct {
 
 // Stats returns a snapshot.
 func (c *Controller) Stats() Stats {
+	st, shared := c.statsOwn()
+	if shared != nil {
+		// Read outside the lock: a shared queue is a database's.
+		if by, err := shared(); err == nil {
+			for p, n := range by {
+				st.Queued += n
+				st.QueuedBy[p.String()] += n
+			}
+		}
+	}
+	return st
+}
+
+// statsOwn is Stats of this controller alone, and the shared queue's count
+// to add, if any.
+func (c *Controller) statsOwn() (Stats, func() (map[Priority]int, error)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := Stats{
@@ -625,5 +644,5 @@ func (c *Controller) Stats() Stats {
 	for k, v := range c.shed {
 		st.Shed[k] = v
 	}
-	return st
+	return st, c.sharedQueued
 }

@@ -61,3 +61,14 @@ func (c *Controller) Shed(reason string, queued int) *ShedError {
 	c.shed[reason]++
 	return &ShedError{Reason: reason, RetryAfter: c.retryAfterForLocked(queued), Queued: queued}
 }
+
+// SetSharedQueue makes Stats count, beside this controller's own queue, the
+// runs waiting in the queue shared with other processes, by priority, as
+// queued reads them at each call (a read that fails adds nothing): the
+// gauges of a replica then show the service's queue, where its own holds
+// only the runs it cannot share.
+func (c *Controller) SetSharedQueue(queued func() (map[Priority]int, error)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sharedQueued = queued
+}

@@ -60,3 +60,28 @@ func TestTryStartFreedShed(t *testing.T) {
 		t.Fatal("TryStart once closed")
 	}
 }
+
+// With a shared queue, Stats counts its runs beside the controller's own,
+// read at each call; a read that fails adds nothing.
+func TestStatsCountTheSharedQueue(t *testing.T) {
+	c := newController(t, Config{Bounds: Bounds{MaxRuns: 1, MaxLive: 2, QueueCapacity: 4}})
+	run := c.TryStart("alice", Normal)
+	if run == nil {
+		t.Fatal("TryStart with a free slot")
+	}
+	defer run.Done()
+	if _, err := c.Enqueue("bob", Low); err != nil { // the controller's own queue
+		t.Fatal(err)
+	}
+	shared := map[Priority]int{Normal: 2, High: 1}
+	var fail error
+	c.SetSharedQueue(func() (map[Priority]int, error) { return shared, fail })
+	st := c.Stats()
+	if st.Queued != 4 || st.QueuedBy["low"] != 1 || st.QueuedBy["normal"] != 2 || st.QueuedBy["high"] != 1 {
+		t.Fatalf("stats with a shared queue: queued %d %v", st.Queued, st.QueuedBy)
+	}
+	fail = errors.New("database unavailable")
+	if st := c.Stats(); st.Queued != 1 || st.QueuedBy["normal"] != 0 {
+		t.Fatalf("stats when the shared queue cannot be read: queued %d %v", st.Queued, st.QueuedBy)
+	}
+}

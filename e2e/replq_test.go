@@ -11,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/pgtest"
 	"github.com/agentd/agentd/internal/testkit"
 )
@@ -57,7 +58,7 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	// A queue of 6 across the service, 3 of them per caller (every caller
 	// here is the same anonymous one).
 	a := replica(t, dsn, "--intelligence", "builtin:script="+script, "--max-live-runs", "1", "--queue-capacity", "6")
-	b := replica(t, dsn, "--intelligence", "builtin:script="+script, "--max-live-runs", "1", "--queue-capacity", "6")
+	b := replica(t, dsn, "--intelligence", "builtin:script="+script, "--max-live-runs", "1", "--queue-capacity", "6", "--metrics-addr", "127.0.0.1:0")
 	ctx := context.Background()
 
 	onA := sendTo(t, a, "on A")
@@ -76,6 +77,19 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	}
 	if n := len(listAll(t, b)); n != 5 {
 		t.Fatalf("%d tasks after the shed one", n)
+	}
+	// Each replica's gauges show the service's queue (A queued them all).
+	for name, s := range map[string]*service{"A": a, "B": b} {
+		var tr api.TreeResult
+		if e := rpc(t, s, "", api.OpTree, "{}", &tr); e != nil || tr.Admission == nil {
+			t.Fatalf("a2a.tree through %s: %+v %+v", name, e, tr)
+		}
+		if got := tr.Admission; got.Queued != 3 || got.QueuedByPriority["normal"] != 3 {
+			t.Fatalf("the admission queue as %s shows it: %d %v, want 3 normal", name, got.Queued, got.QueuedByPriority)
+		}
+	}
+	if m := scrape(t, b.metricsURL(t)); m[`agent_admission_queued{priority="normal"}`] != 3 {
+		t.Fatalf("B's agent_admission_queued: %v", m[`agent_admission_queued{priority="normal"}`])
 	}
 	if q1.Status.State != a2a.TaskStateSubmitted || q1.Metadata["agentd/queue_position"] != float64(1) || q2.Metadata["agentd/queue_position"] != float64(2) {
 		t.Fatalf("queued through A: %s %v, %v", q1.Status.State, q1.Metadata, q2.Metadata)

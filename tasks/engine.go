@@ -224,6 +224,11 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 		go e.serveFencing(f)
 	}
 	if sq, ok := e.sharedQueue(); ok {
+		e.admission.SetSharedQueue(func() (map[admit.Priority]int, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			return sq.QueuedByPriority(ctx)
+		})
 		go e.serveQueue(sq)
 	}
 	return e

@@ -43,6 +43,8 @@ type SharedQueue interface {
 	// it, and makes this process its runner; false when it was not queued
 	// (claimed meanwhile, or never queued).
 	RemoveQueued(ctx context.Context, id a2a.TaskID) (bool, error)
+	// QueuedByPriority counts the runs waiting in the queue by priority.
+	QueuedByPriority(ctx context.Context) (map[admit.Priority]int, error)
 	// QueuePosition returns a queued run's position, or 0 when it is not
 	// queued.
 	QueuePosition(ctx context.Context, id a2a.TaskID) (int, error)

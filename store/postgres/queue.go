@@ -168,6 +168,27 @@ func admitPriority(p int) admit.Priority {
 	return admit.Priority(p)
 }
 
+// QueuedByPriority implements tasks.SharedQueue.
+func (s *Store) QueuedByPriority(ctx context.Context) (map[admit.Priority]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT priority, count(*) FROM run_queue GROUP BY priority`)
+	if err != nil {
+		return nil, s.unavailable("read the admission queue", err)
+	}
+	defer rows.Close()
+	out := map[admit.Priority]int{}
+	for rows.Next() {
+		var p, n int
+		if err := rows.Scan(&p, &n); err != nil {
+			return nil, s.unavailable("read the admission queue", err)
+		}
+		out[admitPriority(p)] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.unavailable("read the admission queue", err)
+	}
+	return out, nil
+}
+
 // RemoveQueued implements tasks.SharedQueue. A replica claiming the run at
 // the same moment holds its row: the delete waits for that claim and then
 // finds nothing (the task is the claimer's to cancel).

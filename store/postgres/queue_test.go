@@ -56,6 +56,9 @@ func TestSharedQueue(t *testing.T) {
 	if all, own, err := b.QueueLength(ctx, "alice"); err != nil || all != 5 || own != 4 {
 		t.Fatalf("queue length: %d, alice's %d, %v", all, own, err)
 	}
+	if by, err := b.QueuedByPriority(ctx); err != nil || len(by) != 2 || by[admit.Normal] != 4 || by[admit.High] != 1 {
+		t.Fatalf("queued by priority: %v, %v", by, err)
+	}
 	// Past the bounds (alice holds her 4), the run is refused and its task
 	// deleted; a bound of 5 in all refuses bob's too.
 	for _, c := range []struct {
