@@ -321,8 +321,9 @@ func (p *Pusher) EnqueueJournaled(id a2a.TaskID, ev a2a.Event, snap *a2a.Task, s
 		item.Event, err = json.Marshal(a2av1.EventFrom(ev))
 	}
 	if err != nil {
-		p.cfg.Log.Error("push payload does not encode", "task_id", id, "err", err)
-		p.forget(item)
+		// Left in the journal: the next process builds it from the stored
+		// snapshot (Resume).
+		p.cfg.Log.Error("push payload does not encode: delivered after a restart", "task_id", id, "err", err)
 		return
 	}
 	p.enqueue(item)
