@@ -55,9 +55,12 @@ func (s *Store) DeleteBlob(ctx context.Context, id string) error {
 	return nil
 }
 
-// BlobIndex implements supervisor.BlobBackend.
+// BlobIndex implements supervisor.BlobBackend. A blob's caller, whose quota
+// it counts against, is the creator of its root task (the tasks table's owner;
+// the anonymous caller once the task is gone).
 func (s *Store) BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, owner, run_id, media_type, size, created_ns, expires_ns FROM blobs ORDER BY created_ns`)
+	rows, err := s.pool.Query(ctx, `SELECT b.id, b.owner, coalesce(t.owner, ''), b.run_id, b.media_type, b.size, b.created_ns, b.expires_ns
+		FROM blobs b LEFT JOIN tasks t ON t.id = b.owner ORDER BY b.created_ns`)
 	if err != nil {
 		return nil, s.unavailable("list distillates", err)
 	}
@@ -67,7 +70,7 @@ func (s *Store) BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error) 
 		var b supervisor.StoredBlob
 		var created int64
 		var expires *int64
-		if err := rows.Scan(&b.ID, &b.Owner, &b.RunID, &b.MediaType, &b.Size, &created, &expires); err != nil {
+		if err := rows.Scan(&b.ID, &b.Owner, &b.Caller, &b.RunID, &b.MediaType, &b.Size, &created, &expires); err != nil {
 			return nil, s.unavailable("list distillates", err)
 		}
 		b.Created = time.Unix(0, created)
