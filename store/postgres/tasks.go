@@ -244,13 +244,13 @@ func (s *Store) PutEnd(ctx context.Context, t *a2a.Task) (int64, error) {
 // task has webhooks; an empty event is built from the snapshot by the
 // pusher (tasks.EndJournal). A statement of its own: it reads what
 // committed once the update had the row (read committed). It returns the
-// entry's seq, 0 for none.
-const endPendingSQL = `WITH e AS (
-		INSERT INTO push_pending (task_id, runner, snapshot, event, final)
-		SELECT t.id, $2, t.snapshot, ''::bytea, true FROM tasks t
-		WHERE t.id = $1 AND (t.finished_ns IS NULL OR t.finished_ns > $3) AND EXISTS (SELECT 1 FROM push_configs p WHERE p.task_id = t.id)
-		RETURNING seq)
-	SELECT coalesce((SELECT seq FROM e), 0)`
+// entry's seq, no row for none (a CTE that always returned one cost
+// PostgreSQL 5 to 20 µs more a write than the SELECT EXISTS of before; this
+// 0 to 5).
+const endPendingSQL = `INSERT INTO push_pending (task_id, runner, snapshot, event, final)
+	SELECT t.id, $2, t.snapshot, ''::bytea, true FROM tasks t
+	WHERE t.id = $1 AND (t.finished_ns IS NULL OR t.finished_ns > $3) AND EXISTS (SELECT 1 FROM push_configs p WHERE p.task_id = t.id)
+	RETURNING seq`
 
 func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
 	snap, err := store.EncodeTask(t)
@@ -294,7 +294,18 @@ func (s *Store) putOp(t *a2a.Task, snap []byte, end bool) (op *writeOp, res func
 				}
 			}
 			if end {
-				return br.QueryRow().Scan(&seq)
+				rows, err := br.Query()
+				if err != nil {
+					return err
+				}
+				for rows.Next() {
+					if err := rows.Scan(&seq); err != nil {
+						rows.Close()
+						return err
+					}
+				}
+				rows.Close()
+				return rows.Err()
 			}
 			return nil
 		}}
