@@ -348,6 +348,98 @@ func TestRunIDKilledMidRun(t *testing.T) {
 	}
 }
 
+// A run drained by SIGTERM or SIGINT mid-way did not end: its record is
+// stored back submitted and marked interrupted, and the next run with its
+// id (a Job's pod re-created after a node drain) runs it again from its
+// payload, whatever --recover says, and does not count it as an attempt;
+// once that run has ended, its result is printed and nothing runs.
+func TestRunIDInterruptedBySignalRunsAgain(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, "[depth 0]\nsleep 2s\nanswer \"finally\"\n")
+	for _, tc := range []struct {
+		id  string
+		sig syscall.Signal
+	}{
+		{"drained-term", syscall.SIGTERM},
+		{"drained-int", syscall.SIGINT},
+	} {
+		args := []string{"run", "--run-id", tc.id, "--state-dir", dir, "--recover", "fail", "--intelligence", "builtin:script=" + script, "go"}
+		cmd := agentdCommand(t, args...)
+		logs := &testkit.Buffer{}
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		record := runRecordOf(t, dir, tc.id)
+		testkit.WaitFor(t, 20*time.Second, "the run's record working", func() bool {
+			state, _ := record()
+			return state == "working"
+		})
+		cmd.Process.Signal(tc.sig)
+		// The interrupted agentd exits as a drained run does: 0.
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%s: the drained run: %v\n%s", tc.id, err, logs.String())
+		}
+		state, task := record()
+		if state != "submitted" || task.Metadata["agentd/interrupted"] != true || len(task.Artifacts) != 0 ||
+			task.Status.Message == nil || !strings.Contains(messageText(task.Status.Message), "interrupted by SIG") {
+			t.Fatalf("%s: the record after %v: %s %+v\n%s", tc.id, tc.sig, state, task, logs.String())
+		}
+		// Its re-trigger, same args: the root runs again, under --recover fail.
+		out, code := runCombined(t, args...)
+		if code != 0 || !strings.Contains(out, "finally") || !strings.Contains(out, `"msg":"subagent started"`) ||
+			!strings.Contains(out, "interrupted by a signal before it ended: running it again") || strings.Contains(out, "run ended before") {
+			t.Fatalf("%s: the run after %v: exit %d\n%s", tc.id, tc.sig, code, out)
+		}
+		state, task = record()
+		if state != "completed" || task.Metadata["agentd/interrupted"] != false || task.Metadata["agentd/interruptions"] != float64(1) ||
+			task.Metadata["agentd/attempt"] != nil || artifactText(task) != "finally" {
+			t.Fatalf("%s: the record after the rerun: %s %+v", tc.id, state, task.Metadata)
+		}
+		// And it has ended: a third time prints its result and runs nothing.
+		out, code = runCombined(t, args...)
+		if code != 0 || !strings.Contains(out, "finally") || strings.Contains(out, `"msg":"subagent started"`) || !strings.Contains(out, "run ended before") {
+			t.Fatalf("%s a third time: exit %d\n%s", tc.id, code, out)
+		}
+	}
+}
+
+// messageText is the text of a message's text parts.
+func messageText(m *a2a.Message) string {
+	var out []string
+	for _, p := range m.Parts {
+		if tp, ok := p.(a2a.TextPart); ok {
+			out = append(out, tp.Text)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// runRecordOf reads the record of `agentd run --run-id id` from the state
+// directory's store, from outside agentd: its state and its snapshot ("" and
+// nil before it exists).
+func runRecordOf(t *testing.T, dir, id string) func() (string, *a2a.Task) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "agentd.db")+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return func() (string, *a2a.Task) {
+		var state string
+		var snapshot []byte
+		if err := db.QueryRow("SELECT state, snapshot FROM tasks WHERE id = ?", "run-"+id).Scan(&state, &snapshot); err != nil {
+			return "", nil
+		}
+		var task a2a.Task
+		if err := json.Unmarshal(snapshot, &task); err != nil {
+			t.Errorf("the record of %s: %v", id, err)
+			return "", nil
+		}
+		return state, &task
+	}
+}
+
 // A run id whose run is under way in another agentd is refused (exit 2,
 // naming --run-id), and the running one is not disturbed.
 func TestRunIDUnderWayRefused(t *testing.T) {

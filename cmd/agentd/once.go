@@ -265,13 +265,27 @@ func (o *oneShot) Run(ctx context.Context) error {
 		// The root has ended, and so has every subagent of its tree: children
 		// it left running were stopped, detached ones ran to their end.
 	case <-ctx.Done():
+		// A root that had ended on its own by the signal has its result
+		// recorded; one the drain ended was interrupted (record.drained).
+		ended := false
+		select {
+		case <-run.TreeDone():
+			ended = true
+		default:
+		}
 		err := o.drain()
 		select {
 		case <-run.TreeDone():
-			if o.record != nil {
+			switch {
+			case o.record == nil:
+			case ended:
 				o.record.finish(ctx, run.Result())
+			default:
+				o.record.drained(ctx, run.Result())
 			}
 		default:
+			// A tree the drain did not end (unclean, exit 143) leaves the
+			// record working: the next run resolves it by --recover.
 		}
 		return err
 	}

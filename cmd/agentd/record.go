@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -28,7 +30,10 @@ import (
 //   - unfinished, its agentd alive: refused (exit 2), the run is under way;
 //   - unfinished, its agentd gone (killed mid-run): resolved by --recover,
 //     fail (crashed, cause supervisor_lost, exit 1) or rerun (the root runs
-//     again once from the retained payload, agentd/attempt 2).
+//     again once from the retained payload, agentd/attempt 2);
+//   - unfinished, interrupted (its agentd drained it on a signal, then
+//     exited: MetaInterrupted): the root runs again from the retained
+//     payload, whatever --recover says.
 type runRecord struct {
 	store       *sqlite.Store
 	runID       string
@@ -37,6 +42,16 @@ type runRecord struct {
 	log         *slog.Logger
 	task        *a2a.Task // the record's current snapshot
 }
+
+// Metadata of a record whose run was interrupted by a signal to its agentd.
+const (
+	// MetaInterrupted is true on a record stored back submitted because the
+	// first SIGTERM or SIGINT drained its run before the root ended, false
+	// once the next run with its id has taken it up again.
+	MetaInterrupted = "agentd/interrupted"
+	// MetaInterruptions counts the reruns of a record after an interruption.
+	MetaInterruptions = "agentd/interruptions"
+)
 
 // RecordID is the task id of the run with this run id in a state directory.
 func RecordID(runID string) a2a.TaskID { return a2a.TaskID("run-" + runID) }
@@ -77,6 +92,28 @@ func (r *runRecord) begin(ctx context.Context, req supervisor.StartRequest) (_ s
 		return req, api.SubagentResult{}, false, busy
 	}
 	r.task = t
+	if t.Metadata[MetaInterrupted] == true {
+		// The process was stopped, the work did not end: the run runs again,
+		// whatever --recover says (that policy is for a lost agentd, whose
+		// tree may have done anything before it died). An interruption is
+		// not a crash: it leaves agentd/attempt as it was and does not count
+		// against tasks.MaxAttempts (a run interrupted by every drain of its
+		// node still runs on its re-trigger; only signals from outside
+		// interrupt it, no crash loop can). MetaInterruptions counts them.
+		payload, err := r.store.Retained(ctx, id)
+		if err != nil {
+			return req, api.SubagentResult{}, false, err
+		}
+		if err := json.Unmarshal(payload, &req.Payload); err == nil && len(payload) > 0 {
+			n := metaInt(t.Metadata[MetaInterruptions]) + 1
+			r.log.Info("the run was interrupted by a signal before it ended: running it again", "run_id", r.runID, "attempt", tasks.Attempt(t), "interruptions", n)
+			ev := a2a.NewStatusUpdateEvent(t, a2a.TaskStateSubmitted, a2a.NewMessageForTask(a2a.MessageRoleAgent, t,
+				a2a.TextPart{Text: fmt.Sprintf("the run was interrupted by a signal before it ended: running it again (interruption %d)", n)}))
+			ev.Metadata = map[string]any{MetaInterrupted: false, MetaInterruptions: n}
+			return req, api.SubagentResult{}, false, r.apply(ctx, ev)
+		}
+		// Without its payload it cannot run again: --recover resolves it.
+	}
 	attempt := tasks.Attempt(t) + 1
 	if r.policy == tasks.RecoverRerun && attempt <= tasks.MaxAttempts {
 		payload, err := r.store.Retained(ctx, id)
@@ -146,6 +183,56 @@ func (r *runRecord) finish(ctx context.Context, res api.SubagentResult) {
 	if err != nil {
 		r.log.Warn("run result not recorded: the next run with this id resolves it by --recover", "run_id", r.runID, "err", err)
 	}
+}
+
+// drained records the end of a run drained on the first signal (sig, the
+// cause of the run's context) while its root ran. A root that completed
+// during the drain has its result recorded; any other end is the drain's
+// doing (cancelled, or killed by the kill ladder or a second signal), not
+// the run's: the record is stored back submitted, MetaInterrupted, with
+// its attempt as it was and without the drained result, for the next run
+// with its id to run it again. Without a signal (ctx cancelled otherwise)
+// the result is recorded as it is.
+func (r *runRecord) drained(ctx context.Context, res api.SubagentResult) {
+	var sig signalled
+	if res.Status == api.StatusCompleted || !errors.As(context.Cause(ctx), &sig) {
+		r.finish(ctx, res)
+		return
+	}
+	ev := a2a.NewStatusUpdateEvent(r.task, a2a.TaskStateSubmitted, a2a.NewMessageForTask(a2a.MessageRoleAgent, r.task,
+		a2a.TextPart{Text: fmt.Sprintf("the run was interrupted by %s before it ended (drained %s): the next agentd run with this run id runs it again", signalName(sig.sig), res.Status)}))
+	ev.Metadata = map[string]any{MetaInterrupted: true}
+	if err := r.apply(ctx, ev); err != nil {
+		r.log.Warn("run interruption not recorded: the next run with this id resolves it by --recover", "run_id", r.runID, "err", err)
+		return
+	}
+	r.log.Info("the run was interrupted by a signal: recorded for the next run with this id to run it again", "run_id", r.runID, "signal", signalName(sig.sig))
+}
+
+// signalName is SIGTERM, SIGINT or SIGHUP, else the signal's description.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return sig.String()
+}
+
+// metaInt reads a number of task metadata (an int, or a float64 from JSON).
+func metaInt(v any) int {
+	switch v := v.(type) {
+	case int:
+		return v
+	case int64:
+		return int(v)
+	case float64:
+		return int(v)
+	}
+	return 0
 }
 
 func nowUTC() *time.Time {
