@@ -292,11 +292,7 @@ func (p *Pusher) Policy() PushPolicy { return p.cfg.Policy }
 // task's webhooks. It never blocks on the network; with a journal, it records
 // the event first.
 func (p *Pusher) Enqueue(id a2a.TaskID, ev a2a.Event, snap *a2a.Task) {
-	item := pushItem{PendingPush: PendingPush{TaskID: id, Final: snap.Status.State.Terminal()}}
-	var err error
-	if item.Snapshot, err = json.Marshal(snap); err == nil {
-		item.Event, err = json.Marshal(a2av1.EventFrom(ev))
-	}
+	item, err := newPushItem(id, ev, snap)
 	if err != nil {
 		p.cfg.Log.Error("push payload does not encode", "task_id", id, "err", err)
 		return
@@ -315,11 +311,8 @@ func (p *Pusher) Enqueue(id a2a.TaskID, ev a2a.Event, snap *a2a.Task) {
 // EnqueueJournaled is Enqueue of a task's end that its terminal write has
 // journaled already (EndJournal.PutEnd returned seq).
 func (p *Pusher) EnqueueJournaled(id a2a.TaskID, ev a2a.Event, snap *a2a.Task, seq int64) {
-	item := pushItem{PendingPush: PendingPush{Seq: seq, TaskID: id, Final: snap.Status.State.Terminal()}, journaled: true}
-	var err error
-	if item.Snapshot, err = json.Marshal(snap); err == nil {
-		item.Event, err = json.Marshal(a2av1.EventFrom(ev))
-	}
+	item, err := newPushItem(id, ev, snap)
+	item.Seq, item.journaled = seq, true
 	if err != nil {
 		// Left in the journal: the next process builds it from the stored
 		// snapshot (Resume).
@@ -327,6 +320,16 @@ func (p *Pusher) EnqueueJournaled(id a2a.TaskID, ev a2a.Event, snap *a2a.Task, s
 		return
 	}
 	p.enqueue(item)
+}
+
+// newPushItem encodes an event's payloads, once for every webhook.
+func newPushItem(id a2a.TaskID, ev a2a.Event, snap *a2a.Task) (pushItem, error) {
+	item := pushItem{PendingPush: PendingPush{TaskID: id, Final: snap.Status.State.Terminal()}}
+	var err error
+	if item.Snapshot, err = json.Marshal(snap); err == nil {
+		item.Event, err = json.Marshal(a2av1.EventFrom(ev))
+	}
+	return item, err
 }
 
 // journaled reports whether p's journal is j: a pusher delivers, and clears,

@@ -192,15 +192,24 @@ func (e *Engine) notifyPush(ctx context.Context, t *a2a.Task, ev a2a.Event) {
 
 // Attempt returns a task's attempt number: MetaAttempt, else 1.
 func Attempt(t *a2a.Task) int {
-	switch v := t.Metadata[MetaAttempt].(type) {
-	case int:
-		return v
-	case int64:
-		return int(v)
-	case float64:
-		return int(v)
+	if n, ok := MetaInt(t.Metadata[MetaAttempt]); ok {
+		return n
 	}
 	return 1
+}
+
+// MetaInt reads a number of task metadata: an int as the engine wrote it,
+// or a float64 as JSON decoded it; false for anything else.
+func MetaInt(v any) (int, bool) {
+	switch v := v.(type) {
+	case int:
+		return v, true
+	case int64:
+		return int(v), true
+	case float64:
+		return int(v), true
+	}
+	return 0, false
 }
 
 // requeue puts an orphan that was waiting in the admission queue (submitted,

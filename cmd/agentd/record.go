@@ -105,7 +105,8 @@ func (r *runRecord) begin(ctx context.Context, req supervisor.StartRequest) (_ s
 			return req, api.SubagentResult{}, false, err
 		}
 		if err := json.Unmarshal(payload, &req.Payload); err == nil && len(payload) > 0 {
-			n := metaInt(t.Metadata[MetaInterruptions]) + 1
+			n, _ := tasks.MetaInt(t.Metadata[MetaInterruptions])
+			n++
 			r.log.Info("the run was interrupted by a signal before it ended: running it again", "run_id", r.runID, "attempt", tasks.Attempt(t), "interruptions", n)
 			ev := a2a.NewStatusUpdateEvent(t, a2a.TaskStateSubmitted, a2a.NewMessageForTask(a2a.MessageRoleAgent, t,
 				a2a.TextPart{Text: fmt.Sprintf("the run was interrupted by a signal before it ended: running it again (interruption %d)", n)}))
@@ -220,19 +221,6 @@ func signalName(sig os.Signal) string {
 		return "SIGHUP"
 	}
 	return sig.String()
-}
-
-// metaInt reads a number of task metadata (an int, or a float64 from JSON).
-func metaInt(v any) int {
-	switch v := v.(type) {
-	case int:
-		return v
-	case int64:
-		return int(v)
-	case float64:
-		return int(v)
-	}
-	return 0
 }
 
 func nowUTC() *time.Time {

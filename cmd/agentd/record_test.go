@@ -62,7 +62,8 @@ func TestRunRecordInterruptedRunsAgain(t *testing.T) {
 		if done || err != nil || next.Payload.Contract.Objective != "the objective" {
 			t.Fatalf("re-trigger %d: done %v (%+v), %v, payload %+v", n, done, res, err, next.Payload)
 		}
-		if m := r.task.Metadata; m[MetaInterrupted] != false || metaInt(m[MetaInterruptions]) != n || tasks.Attempt(r.task) != 1 {
+		m := r.task.Metadata
+		if got, _ := tasks.MetaInt(m[MetaInterruptions]); m[MetaInterrupted] != false || got != n || tasks.Attempt(r.task) != 1 {
 			t.Fatalf("re-trigger %d: metadata %v", n, m)
 		}
 		if n <= tasks.MaxAttempts {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentd/agentd/internal/pgtest"
 	"github.com/agentd/agentd/store"
-	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tasks/storetest"
 )
@@ -299,32 +298,4 @@ func databaseAt(t *testing.T, n int) (dsn string, c *pgx.Conn) {
 		t.Fatal(err)
 	}
 	return dsn, c
-}
-
-// A stored distillate comes back with the caller of its root task, whose
-// blob quota it counts against after a restart.
-func TestBlobIndexKeepsTheCaller(t *testing.T) {
-	srv := pgtest.Start(t)
-	ctx := context.Background()
-	s := open(t, srv.Database(t), storetest.Config{})
-	ts := time.Now()
-	if err := s.Create(ctx, &a2a.Task{ID: "root", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking, Timestamp: &ts}}, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	for _, owner := range []string{"root", "gone"} {
-		if err := s.SaveBlob(ctx, supervisor.StoredBlob{Blob: supervisor.Blob{ID: "blob-" + owner, Owner: owner, MediaType: "text/plain", Content: []byte("x"), Created: ts}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	index, err := s.BlobIndex(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	callers := map[string]string{}
-	for _, b := range index {
-		callers[b.Owner] = b.Caller
-	}
-	if len(callers) != 2 || callers["root"] != "alice" || callers["gone"] != "" {
-		t.Fatalf("the distillates' callers: %v", callers)
-	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/tasks"
 )
 
@@ -63,6 +64,7 @@ func Run(t *testing.T, b Backend) {
 		{"Durable", testDurable},
 		{"PushJournal", testJournal},
 		{"EndJournal", testEndJournal},
+		{"BlobCallers", testBlobCallers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
@@ -82,6 +84,19 @@ func newClock() *clock {
 func (c *clock) now() time.Time                { return time.Unix(0, c.ns.Load()).UTC() }
 func (c *clock) add(d time.Duration)           { c.ns.Add(int64(d)) }
 func (c *clock) at(d time.Duration) *time.Time { t := c.now().Add(d); return &t }
+
+// openAs opens a store of b on a clock of its own, as the interface T a
+// test needs; the test is skipped, saying why, when the store is not a T.
+func openAs[T any](t *testing.T, b Backend, why string) (*clock, tasks.Store, T) {
+	t.Helper()
+	c := newClock()
+	s := b.Open(t, Config{Clock: c.now})
+	v, ok := s.(T)
+	if !ok {
+		t.Skip(why)
+	}
+	return c, s, v
+}
 
 // task is a task with one user message (its idempotency key) at ts.
 func task(id string, state a2a.TaskState, ctxID string, ts time.Time) *a2a.Task {
@@ -565,12 +580,7 @@ func testConcurrent(t *testing.T, b Backend) {
 }
 
 func testDurable(t *testing.T, b Backend) {
-	c := newClock()
-	s := b.Open(t, Config{Clock: c.now})
-	d, ok := s.(tasks.Durable)
-	if !ok {
-		t.Skip("not a durable store")
-	}
+	c, s, d := openAs[tasks.Durable](t, b, "not a durable store")
 	if b.Reopen == nil {
 		t.Fatal("a durable store's backend needs Reopen")
 	}
@@ -620,7 +630,7 @@ func testDurable(t *testing.T, b Backend) {
 		t.Fatalf("orphans = %+v", orphans)
 	}
 	same(t, "an orphan's snapshot", orphans[0].Task, run)
-	ok, err = d2.Claim(ctx, "running", first)
+	ok, err := d2.Claim(ctx, "running", first)
 	must(t, err)
 	if !ok {
 		t.Fatal("Claim of an orphan failed")
@@ -660,12 +670,7 @@ func testDurable(t *testing.T, b Backend) {
 }
 
 func testJournal(t *testing.T, b Backend) {
-	c := newClock()
-	s := b.Open(t, Config{Clock: c.now})
-	j, ok := s.(tasks.PushJournal)
-	if !ok {
-		t.Skip("no push journal")
-	}
+	c, s, j := openAs[tasks.PushJournal](t, b, "no push journal")
 	must(t, s.Create(ctx, task("t1", a2a.TaskStateWorking, "c", c.now()), ""))
 	var seqs []int64
 	for i := range 3 {
@@ -695,12 +700,7 @@ func testJournal(t *testing.T, b Backend) {
 // it), and nothing for a task without; the entry outlives the store's
 // process.
 func testEndJournal(t *testing.T, b Backend) {
-	c := newClock()
-	s := b.Open(t, Config{Clock: c.now})
-	j, ok := s.(tasks.EndJournal)
-	if !ok {
-		t.Skip("no end journal")
-	}
+	c, s, j := openAs[tasks.EndJournal](t, b, "no end journal")
 	for _, id := range []a2a.TaskID{"hooked", "bare"} {
 		must(t, s.Create(ctx, task(string(id), a2a.TaskStateWorking, "c", c.now()), ""))
 	}
@@ -741,5 +741,32 @@ func testEndJournal(t *testing.T, b Backend) {
 	var snap a2a.Task
 	if err := json.Unmarshal(end.Snapshot, &snap); err != nil || snap.ID != "hooked" || snap.Status.State != a2a.TaskStateCompleted || len(snap.Artifacts) != 1 {
 		t.Fatalf("the end's snapshot %s: %v", end.Snapshot, err)
+	}
+}
+
+// blobBackend is a durable store's side of the supervisor's stored
+// distillates.
+type blobBackend interface {
+	SaveBlob(ctx context.Context, b supervisor.StoredBlob) error
+	BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error)
+}
+
+// testBlobCallers: a stored distillate comes back with the caller of its
+// root task, whose blob quota it counts against after a restart (the
+// anonymous caller once the task is gone).
+func testBlobCallers(t *testing.T, b Backend) {
+	c, s, bb := openAs[blobBackend](t, b, "no blob backend")
+	must(t, s.Create(ctx, task("root", a2a.TaskStateWorking, "c", c.now()), "alice"))
+	for _, owner := range []string{"root", "gone"} {
+		must(t, bb.SaveBlob(ctx, supervisor.StoredBlob{Blob: supervisor.Blob{ID: "blob-" + owner, Owner: owner, MediaType: "text/plain", Content: []byte("x"), Created: c.now()}}))
+	}
+	index, err := bb.BlobIndex(ctx)
+	must(t, err)
+	callers := map[string]string{}
+	for _, sb := range index {
+		callers[sb.Owner] = sb.Caller
+	}
+	if len(callers) != 2 || callers["root"] != "alice" || callers["gone"] != "" {
+		t.Fatalf("the distillates' callers: %v", callers)
 	}
 }
