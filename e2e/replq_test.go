@@ -143,6 +143,26 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	if got := getTask(t, b, q3.ID); got.Metadata["agentd/queue_position"] != float64(2) {
 		t.Fatalf("the third queued task after the cancel: %v", got.Metadata)
 	}
+	// ListTasks through either replica shows the same current places (q3
+	// was stored third).
+	for name, s := range map[string]*service{"A": a, "B": b} {
+		var listed struct {
+			Tasks []struct {
+				ID       string         `json:"id"`
+				Metadata map[string]any `json:"metadata"`
+			} `json:"tasks"`
+		}
+		if e := rpc(t, s, "1.0", "ListTasks", `{"pageSize":100}`, &listed); e != nil {
+			t.Fatalf("ListTasks through %s: %+v", name, e)
+		}
+		places := map[string]any{}
+		for _, lt := range listed.Tasks {
+			places[lt.ID] = lt.Metadata["agentd/queue_position"]
+		}
+		if places[string(q1.ID)] != float64(1) || places[string(q3.ID)] != float64(2) {
+			t.Fatalf("queue places listed through %s: %v", name, places)
+		}
+	}
 	if e := followUpTo(t, b, q1.ID, "to-the-queued"); e == nil || e.Code != -32004 || !strings.Contains(string(e.Data), "admission queue") {
 		t.Fatalf("a follow-up for a queued task: %+v", e)
 	}

@@ -354,6 +354,8 @@ func (e *Engine) ListTasks(ctx context.Context, q ListQuery) (ListPage, error) {
 			page.Tasks[i] = p
 		}
 	}
+	// A task in the shared queue at its current place (as tasks/get).
+	page.Tasks = e.sharedPositions(ctx, page.Tasks)
 	return page, nil
 }
 

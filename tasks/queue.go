@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -45,9 +46,9 @@ type SharedQueue interface {
 	RemoveQueued(ctx context.Context, id a2a.TaskID) (bool, error)
 	// QueuedByPriority counts the runs waiting in the queue by priority.
 	QueuedByPriority(ctx context.Context) (map[admit.Priority]int, error)
-	// QueuePosition returns a queued run's position, or 0 when it is not
-	// queued.
-	QueuePosition(ctx context.Context, id a2a.TaskID) (int, error)
+	// QueuePositions returns the positions (1 is next) of those of ids
+	// that are queued; the others are not in the map.
+	QueuePositions(ctx context.Context, ids []a2a.TaskID) (map[a2a.TaskID]int, error)
 	// SetRunSlots publishes this process's run slots (its bound on runs
 	// at once): the fair shares of the queue's order divide the sum over
 	// the live processes.
@@ -286,24 +287,44 @@ func (e *Engine) cancelQueued(ctx context.Context, sq SharedQueue, t *a2a.Task) 
 // sharedPosition returns t with its current place in the shared queue, when
 // it waits there.
 func (e *Engine) sharedPosition(ctx context.Context, t *a2a.Task) *a2a.Task {
+	return e.sharedPositions(ctx, []*a2a.Task{t})[0]
+}
+
+// sharedPositions is sharedPosition of every task of ts, in one read of the
+// queue; ts is returned when nothing changed, else a copy.
+func (e *Engine) sharedPositions(ctx context.Context, ts []*a2a.Task) []*a2a.Task {
 	sq, ok := e.sharedQueue()
-	if !ok || t.Status.State != a2a.TaskStateSubmitted || e.getLive(t.ID) != nil {
-		return t
+	if !ok {
+		return ts
 	}
-	if _, queued := t.Metadata[MetaQueuePosition]; !queued {
-		return t
+	var ids []a2a.TaskID
+	for _, t := range ts {
+		if _, queued := t.Metadata[MetaQueuePosition]; queued && t.Status.State == a2a.TaskStateSubmitted && e.getLive(t.ID) == nil {
+			ids = append(ids, t.ID)
+		}
 	}
-	pos, err := sq.QueuePosition(ctx, t.ID)
-	if err != nil || pos == 0 {
-		return t
+	if len(ids) == 0 {
+		return ts
 	}
-	c := *t
-	c.Metadata = make(map[string]any, len(t.Metadata))
-	for k, v := range t.Metadata {
-		c.Metadata[k] = v
+	pos, err := sq.QueuePositions(ctx, ids)
+	if err != nil || len(pos) == 0 {
+		return ts
 	}
-	c.Metadata[MetaQueuePosition] = pos
-	return &c
+	out := slices.Clone(ts) // the store's slice stays as it was
+	for i, t := range out {
+		p, ok := pos[t.ID]
+		if !ok {
+			continue
+		}
+		c := *t
+		c.Metadata = make(map[string]any, len(t.Metadata))
+		for k, v := range t.Metadata {
+			c.Metadata[k] = v
+		}
+		c.Metadata[MetaQueuePosition] = p
+		out[i] = &c
+	}
+	return out
 }
 
 // requeueShared puts a recovered task that was waiting for admission back in

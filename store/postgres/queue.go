@@ -214,17 +214,30 @@ func (s *Store) RemoveQueued(ctx context.Context, id a2a.TaskID) (bool, error) {
 	return true, nil
 }
 
-// QueuePosition implements tasks.SharedQueue.
-func (s *Store) QueuePosition(ctx context.Context, id a2a.TaskID) (int, error) {
-	var pos int
-	err := s.pool.QueryRow(ctx, `SELECT pos FROM run_queue_order WHERE task_id = $1`, string(id)).Scan(&pos)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
+// QueuePositions implements tasks.SharedQueue.
+func (s *Store) QueuePositions(ctx context.Context, ids []a2a.TaskID) (map[a2a.TaskID]int, error) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = string(id)
 	}
+	rows, err := s.pool.Query(ctx, `SELECT task_id, pos FROM run_queue_order WHERE task_id = ANY($1)`, keys)
 	if err != nil {
-		return 0, s.unavailable("read the admission queue", err)
+		return nil, s.unavailable("read the admission queue", err)
 	}
-	return pos, nil
+	defer rows.Close()
+	out := make(map[a2a.TaskID]int, len(ids))
+	for rows.Next() {
+		var id string
+		var pos int
+		if err := rows.Scan(&id, &pos); err != nil {
+			return nil, s.unavailable("read the admission queue", err)
+		}
+		out[a2a.TaskID(id)] = pos
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.unavailable("read the admission queue", err)
+	}
+	return out, nil
 }
 
 // SetRunSlots implements tasks.SharedQueue.

@@ -80,7 +80,7 @@ func TestSharedQueue(t *testing.T) {
 	// bob's first (1) before alice's a1 (2, after her high one), then a2, a3.
 	want := []string{"h1", "b1", "a1", "a2", "a3"}
 	for i, id := range want {
-		if pos, err := a.QueuePosition(ctx, a2a.TaskID(id)); err != nil || pos != i+1 {
+		if pos, err := position(t, a, a2a.TaskID(id)); err != nil || pos != i+1 {
 			t.Fatalf("position of %s: %d %v, want %d", id, pos, err, i+1)
 		}
 	}
@@ -109,7 +109,7 @@ func TestSharedQueue(t *testing.T) {
 	if ok, err := b.RemoveQueued(ctx, "a3"); err != nil || ok {
 		t.Fatalf("a second remove: %v %v", ok, err)
 	}
-	if pos, _ := a.QueuePosition(ctx, "a3"); pos != 0 {
+	if pos, _ := position(t, a, "a3"); pos != 0 {
 		t.Fatalf("removed run at %d", pos)
 	}
 	// Fencing: B runs h1 now; A's write is refused, B's is taken.
@@ -141,6 +141,16 @@ func TestSharedQueue(t *testing.T) {
 	if x == "" || y == "" || x == y {
 		t.Fatalf("claimed at once: %q and %q", x, y)
 	}
+}
+
+// position is a task's place in the queue, 0 when it is not queued.
+func position(t *testing.T, s *Store, id a2a.TaskID) (int, error) {
+	t.Helper()
+	pos, err := s.QueuePositions(context.Background(), []a2a.TaskID{id, "not-queued"})
+	if len(pos) > 1 {
+		t.Fatalf("positions of one queued task at most: %v", pos)
+	}
+	return pos[id], err
 }
 
 func now() *time.Time { t := time.Now(); return &t }
@@ -180,7 +190,7 @@ func TestSharedQueueFairShare(t *testing.T) {
 	// share = ceil(2 slots / 2 callers) = 1: alice (1 going) is at it, bob
 	// (none) below: bob's runs first, by priority, then alice's.
 	for i, id := range []string{"bob-normal", "bob-low", "alice-high"} {
-		if pos, err := a.QueuePosition(ctx, a2a.TaskID(id)); err != nil || pos != i+1 {
+		if pos, err := position(t, a, a2a.TaskID(id)); err != nil || pos != i+1 {
 			t.Fatalf("position of %s: %d %v, want %d", id, pos, err, i+1)
 		}
 	}
@@ -189,7 +199,7 @@ func TestSharedQueueFairShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, id := range []string{"alice-high", "bob-normal", "bob-low"} {
-		if pos, err := a.QueuePosition(ctx, a2a.TaskID(id)); err != nil || pos != i+1 {
+		if pos, err := position(t, a, a2a.TaskID(id)); err != nil || pos != i+1 {
 			t.Fatalf("with 4 slots, position of %s: %d %v, want %d", id, pos, err, i+1)
 		}
 	}
