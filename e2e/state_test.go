@@ -317,7 +317,7 @@ func TestRunIDNotRedone(t *testing.T) {
 // given: fail (the default) prints crashed and exits 1; rerun runs it again.
 func TestRunIDKilledMidRun(t *testing.T) {
 	dir := t.TempDir()
-	script := writeScript(t, "[depth 0]\nsleep 2s\nanswer \"finally\"\n")
+	script := writeScript(t, "[depth 0]\nsleep 4s\nanswer \"finally\"\n")
 	for _, tc := range []struct {
 		id, recover string
 		code        int
@@ -355,7 +355,7 @@ func TestRunIDKilledMidRun(t *testing.T) {
 // once that run has ended, its result is printed and nothing runs.
 func TestRunIDInterruptedBySignalRunsAgain(t *testing.T) {
 	dir := t.TempDir()
-	script := writeScript(t, "[depth 0]\nsleep 2s\nanswer \"finally\"\n")
+	script := writeScript(t, "[depth 0]\nsleep 4s\nanswer \"finally\"\n")
 	for _, tc := range []struct {
 		id  string
 		sig syscall.Signal
