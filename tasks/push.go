@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -335,7 +336,10 @@ func newPushItem(id a2a.TaskID, ev a2a.Event, snap *a2a.Task) (pushItem, error) 
 // journaled reports whether p's journal is j: a pusher delivers, and clears,
 // the ends j's PutEnd journals.
 func (p *Pusher) journaled(j EndJournal) bool {
-	return p.cfg.Journal != nil && p.cfg.Journal == PushJournal(j)
+	if p.cfg.Journal == nil || !reflect.TypeOf(p.cfg.Journal).Comparable() || !reflect.TypeOf(j).Comparable() {
+		return false // == of an uncomparable journal would panic
+	}
+	return p.cfg.Journal == PushJournal(j)
 }
 
 // endEvent fills the event payload of an end journaled by PutEnd from its
