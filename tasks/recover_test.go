@@ -312,6 +312,11 @@ func TestEndNotifiedAfterDeathAtTheEnd(t *testing.T) {
 	h1 := &holder{release: make(chan struct{})}
 	e1 := tasks.NewEngine(j1, h1, nil, tasks.WithPusher(p1))
 	task := a2atest.Send(t, e1, a2atest.NonBlocking("one"))
+	// Registered once the task works: the end is the one event after it.
+	testkit.WaitFor(t, 10*time.Second, "the task working", func() bool {
+		got, err := e1.OnGetTask(context.Background(), &a2a.TaskQueryParams{ID: task.ID})
+		return err == nil && got.Status.State == a2a.TaskStateWorking
+	})
 	if _, err := e1.OnSetTaskPushConfig(context.Background(), &a2a.TaskPushConfig{TaskID: task.ID, Config: a2a.PushConfig{URL: hook.URL + "/hook"}}); err != nil {
 		t.Fatal(err)
 	}
