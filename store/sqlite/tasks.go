@@ -129,8 +129,9 @@ func (s *Store) PutEnd(ctx context.Context, t *a2a.Task) (int64, error) {
 }
 
 // endPendingSQL journals a task's end, the snapshot just written, if the
-// task has webhooks and is not expired (its arguments: the runner, the id, the expiry's cutoff); an empty event is
-// built from the snapshot by the pusher (tasks.EndJournal).
+// task has webhooks and is not expired (its arguments: the runner, the id,
+// the expiry's cutoff); an empty event is built from the snapshot by the
+// pusher (tasks.EndJournal).
 const endPendingSQL = `INSERT INTO push_pending (task_id, runner, snapshot, event, final)
 	SELECT id, ?, snapshot, x'', 1 FROM tasks t
 	WHERE t.id = ? AND (t.finished_ns IS NULL OR t.finished_ns > ?) AND EXISTS (SELECT 1 FROM push_configs p WHERE p.task_id = t.id)`
