@@ -106,7 +106,7 @@ var (
 // bounded by count and bytes, in all and per caller, as package budget's
 // policy says: a blob of a running task is never evicted; to make room for a
 // caller's blob, that caller's oldest finished blobs go first, then those of
-// callers over their quota; a put that still does not fit is refused.
+// callers over their fair share; a put that still does not fit is refused.
 // Expired blobs are dropped lazily, on put and get.
 type blobStore struct {
 	cfg BlobConfig

@@ -20,7 +20,8 @@ import (
 // tasks are kept for a retention window and evicted as package budget's
 // policy says: to make room for a caller's new task, that caller's oldest
 // finished tasks go first, then the oldest finished tasks of callers over
-// their own quota; a caller within its quota never loses a task to another
+// their fair share (the store's bounds divided by the callers holding tasks,
+// within the quota); a caller within its share never loses a task to another
 // caller's. A new task that finds no room is refused with ErrStoreFull, and
 // one whose caller's quota is full of running tasks with ErrCallerQuota. It
 // keeps the snapshots it is given by pointer and hands them out without a

@@ -11,7 +11,7 @@ import (
 func TestMemoryStoreConformance(t *testing.T) {
 	storetest.Run(t, storetest.Backend{
 		Open: func(t *testing.T, cfg storetest.Config) tasks.Store {
-			s := tasks.NewMemoryStore(cfg.Capacity, cfg.Retention)
+			s := tasks.NewMemoryStoreLimits(tasks.MemoryLimits{Capacity: cfg.Capacity, Retention: cfg.Retention, QuotaTasks: cfg.QuotaTasks})
 			if cfg.Clock != nil {
 				tasks.SetMemoryClock(s, cfg.Clock)
 			}

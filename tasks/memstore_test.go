@@ -238,11 +238,21 @@ func TestStoreEvictsPerCallerFirst(t *testing.T) {
 	if err := s2.Create(ctx, done("carol-3"), "carol"); !errors.Is(err, ErrCallerQuota) {
 		t.Fatalf("carol over her quota of running tasks: %v", err)
 	}
-	if err := s2.Create(ctx, done("erin-0"), "erin"); !errors.Is(err, ErrStoreFull) {
-		t.Fatalf("a new caller with the store full of others' tasks within their quota: %v", err)
-	}
 	if n, _, _, _ := s2.Usage(""); n != 4 {
 		t.Fatalf("refusals changed the store: %d tasks", n)
+	}
+	// A new caller's share is 4/3 = 1 (issue 28: erin was refused): dave's
+	// oldest, over his share, makes room; carol's running tasks stay.
+	if err := s2.Create(ctx, done("erin-0"), "erin"); err != nil {
+		t.Fatalf("a new caller with the store full of others' tasks within their quota: %v", err)
+	}
+	if _, _, err := s2.Get(ctx, "dave-0"); err == nil {
+		t.Fatal("dave's oldest, over his share, stayed")
+	}
+	// The store is now full of tasks within their callers' shares (dave's
+	// one, erin's one) or running (carol's): a fourth caller is refused.
+	if err := s2.Create(ctx, done("fred-0"), "fred"); !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("the store full of running tasks and tasks within their shares: %v", err)
 	}
 }
 

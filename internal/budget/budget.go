@@ -3,6 +3,13 @@
 // evicted only once finished, the owner's own first. agentd's task store and
 // blob store both keep their entries under a Ledger.
 //
+// An owner's fair share is the store's bounds divided by the owners holding
+// entries, the new entry's owner counted (with N owners: MaxCount/N entries
+// and MaxBytes/N bytes, rounded down), and never more than its quota. What
+// an owner holds up to its share is its own: no other owner's entry evicts
+// it. What it holds beyond its share (in entries or in bytes) may go to make
+// room for anyone.
+//
 // The policy, for a new entry of owner O:
 //
 //  1. O's quota: while O's entries and the new one exceed O's count or byte
@@ -10,11 +17,20 @@
 //     entry is refused (ErrQuota): O's running entries fill its quota.
 //  2. The store's bounds: while all entries and the new one exceed the
 //     store's count or bytes, O's oldest finished entry goes, and once O has
-//     none, the oldest finished entry of an owner that is over its own
-//     quota; an owner within its quota loses nothing to another's entries.
-//     If nothing may go, the new entry is refused (ErrFull). With no quota
-//     (quotas equal to the store's bounds), the oldest finished entry of any
-//     owner goes, after O's own.
+//     none, the oldest finished entry of an owner that is over its fair
+//     share (as it stands after what the plan already takes from it); an
+//     owner within its share loses nothing to another's entries. If nothing
+//     may go, the new entry is refused (ErrFull). With no quota (quotas
+//     equal to the store's bounds), the oldest finished entry of any owner
+//     goes, after O's own.
+//
+// So an owner that, with the new entry, stays within its share is refused
+// only when the others' entries beyond their shares are running: those
+// entries are at least as many (and as large) as the room it needs, since
+// the N-1 others hold more than N-1 shares between them when the store is
+// full. With a share of a fixed quota instead (the policy before issue 28),
+// owners each within a quota of MaxCount/8 filled the store and a ninth was
+// refused.
 //
 // A refused entry evicts nothing. A running entry that grows (Resize) may
 // push the store over its byte bound: then finished entries go as in step 2,
@@ -50,7 +66,7 @@ func (l Limits) Validate() error {
 
 // Errors of Admit.
 var (
-	ErrFull     = errors.New("budget: no room: the entries held are running, or belong to owners within their quota")
+	ErrFull     = errors.New("budget: no room: the entries held are running, or belong to owners within their fair share")
 	ErrQuota    = errors.New("budget: the owner's quota is full of running entries")
 	ErrTooLarge = errors.New("budget: the entry alone is over the owner's byte quota")
 )
@@ -105,12 +121,19 @@ func (l *Ledger[K]) Usage(owner string) (count int, bytes int64) {
 	return 0, 0
 }
 
-// overQuota reports whether an owner holding count entries and bytes bytes
-// may lose finished entries to another owner's: it is over its quota, or
-// there is no quota (every owner's finished entries are fair game, oldest
-// first).
-func (l *Ledger[K]) overQuota(count int, bytes int64) bool {
-	return l.noQuota() || count > l.lim.QuotaCount || bytes > l.lim.QuotaBytes
+// share is the fair share of each of n owners: the store's bounds divided by
+// n, within the quota.
+func (l *Ledger[K]) share(n int) (count int, bytes int64) {
+	n = max(n, 1)
+	return min(l.lim.QuotaCount, l.lim.MaxCount/n), min(l.lim.QuotaBytes, l.lim.MaxBytes/int64(n))
+}
+
+// overShare reports whether an owner holding count entries and bytes bytes
+// may lose finished entries to another owner's: it is over the share
+// (count, bytes are share's), or there is no quota (every owner's finished
+// entries are fair game, oldest first).
+func (l *Ledger[K]) overShare(count int, bytes int64, shareCount int, shareBytes int64) bool {
+	return l.noQuota() || count > shareCount || bytes > shareBytes
 }
 
 // noQuota reports whether the quotas are the store's bounds: no owner has a
@@ -206,7 +229,13 @@ func (l *Ledger[K]) plan(o *owner[K], count int, bytes int64) ([]*entry[K], erro
 		return plan, nil
 	}
 	// Others' finished entries, oldest first, while their owner is over its
-	// quota (as it stands after what the plan already takes from it).
+	// fair share (as it stands after what the plan already takes from it).
+	// The owners are those holding entries, and o.
+	n := len(l.owners)
+	if o.count == 0 {
+		n++ // o is new: it holds nothing yet
+	}
+	sc, sb := l.share(n)
 	usage := map[*owner[K]][2]int64{}
 	for el := l.finished.Front(); el != nil && full(); el = el.Next() {
 		e := el.Value.(*entry[K])
@@ -218,7 +247,7 @@ func (l *Ledger[K]) plan(o *owner[K], count int, bytes int64) ([]*entry[K], erro
 		if !ok {
 			u = [2]int64{int64(p.count), p.bytes}
 		}
-		if !l.overQuota(int(u[0]), u[1]) {
+		if !l.overShare(int(u[0]), u[1], sc, sb) {
 			continue
 		}
 		take(e)
@@ -241,7 +270,7 @@ func (l *Ledger[K]) evict(plan []*entry[K]) []K {
 
 // Resize records that a held entry is now size bytes. When that takes the
 // store over its byte bound, finished entries go (the entry's owner's first,
-// then those of owners over their quota) and their keys are returned; a
+// then those of owners over their fair share) and their keys are returned; a
 // resize is never refused, so the store may stay over its bound.
 func (l *Ledger[K]) Resize(key K, size int64) []K {
 	e := l.entries[key]
@@ -267,23 +296,24 @@ func (l *Ledger[K]) Resize(key K, size int64) []K {
 		plan = append(plan, f)
 		tb -= f.size
 	}
-	usage := map[*owner[K]]int64{}
+	sc, sb := l.share(len(l.owners))
+	usage := map[*owner[K]][2]int64{}
 	for el := l.finished.Front(); el != nil && tb > l.lim.MaxBytes; el = el.Next() {
 		f := el.Value.(*entry[K])
 		p := f.owner
 		if p == o {
 			continue
 		}
-		b, ok := usage[p]
+		u, ok := usage[p]
 		if !ok {
-			b = p.bytes
+			u = [2]int64{int64(p.count), p.bytes}
 		}
-		if !l.overQuota(p.count, b) {
+		if !l.overShare(int(u[0]), u[1], sc, sb) {
 			continue
 		}
 		plan = append(plan, f)
 		tb -= f.size
-		usage[p] = b - f.size
+		usage[p] = [2]int64{u[0] - 1, u[1] - f.size}
 	}
 	return l.evict(plan)
 }

@@ -40,8 +40,12 @@ func TestAdmitPolicy(t *testing.T) {
 		{"own quota full of running entries", Limits{10, 100, 2, 50}, []string{"a1", "a2", "b1f"}, "a", nil, ErrQuota},
 		{"byte quota", Limits{10, 100, 5, 25}, []string{"a1f", "a2f"}, "a", []string{"a1f"}, nil},
 		{"store full: own first", Limits{3, 100, 2, 100}, []string{"b1f", "a1f", "b2f"}, "a", []string{"a1f"}, nil},
-		{"store full: never another's within quota", Limits{3, 100, 2, 100}, []string{"b1f", "b2f", "a1"}, "a", nil, ErrFull},
-		{"store full: a new owner refused", Limits{4, 100, 2, 100}, []string{"b1f", "b2f", "c1f", "c2f"}, "a", nil, ErrFull},
+		{"store full: never another's within its share", Limits{4, 100, 3, 100}, []string{"b1f", "b2f", "a1", "a2"}, "a", nil, ErrFull},
+		{"store full: another's over its share goes", Limits{3, 100, 2, 100}, []string{"b1f", "b2f", "a1"}, "a", []string{"b1f"}, nil},
+		{"store full: a new owner takes the oldest over a share", Limits{4, 100, 2, 100}, []string{"b1f", "b2f", "c1f", "c2f"}, "a", []string{"b1f"}, nil},
+		{"store full: the oldest over its share goes, not an older within", Limits{6, 100, 3, 100}, []string{"c1f", "b1f", "b2f", "b3f", "c2f", "a1"}, "a", []string{"b1f"}, nil},
+		{"store full: over a share, but running", Limits{4, 100, 2, 100}, []string{"b1", "b2", "c1f", "d1"}, "a", nil, ErrFull},
+		{"store bytes full: another's over its byte share goes", Limits{10, 40, 10, 30}, []string{"b1f", "b2f", "b3f", "a1"}, "a", []string{"b1f"}, nil},
 		{"store bytes full: own first", Limits{10, 30, 10, 30}, []string{"b1f", "a1f", "b2f"}, "a", []string{"a1f"}, nil},
 		{"no quota: own first, then anyone's oldest", Limits{3, 100, 3, 100}, []string{"b1f", "b2f", "a1"}, "a", []string{"b1f"}, nil},
 		{"no quota, store full of running entries", Limits{2, 100, 2, 100}, []string{"b1", "a1"}, "a", nil, ErrFull},
@@ -89,6 +93,45 @@ func TestOverQuotaOwnerPays(t *testing.T) {
 	ev, err := led.Admit("a1", "a", 10)
 	if err != nil || !slices.Equal(ev, []string{"b1"}) {
 		t.Fatalf("admit: %v %v", ev, err)
+	}
+}
+
+// Issue 28: with the default quota (an eighth of the store), eight owners
+// within their quota filled the store with finished entries and a ninth
+// owner, holding nothing, was refused until their retention ran out. Now
+// every entry of the ninth is admitted up to its fair share (10000/9), each
+// evicting the oldest finished entry of an owner over its share, and none
+// of the eight is taken under its share.
+func TestNinthOwnerGetsItsShare(t *testing.T) {
+	led := New[string](Limits{MaxCount: 10000, MaxBytes: 10000 * 10, QuotaCount: 1250, QuotaBytes: 1250 * 10})
+	at := t0
+	for o := range 8 {
+		for i := range 1250 {
+			key := fmt.Sprint(o, "-", i)
+			if _, err := led.Admit(key, fmt.Sprint("owner", o), 10); err != nil {
+				t.Fatalf("setup %s: %v", key, err)
+			}
+			at = at.Add(time.Millisecond)
+			led.Finish(key, at)
+		}
+	}
+	refused := 0
+	const share = 10000 / 9
+	for i := range share {
+		if _, err := led.Admit(fmt.Sprint("ninth-", i), "ninth", 10); err != nil {
+			refused++
+		}
+	}
+	if refused > 0 {
+		t.Fatalf("the ninth owner, within its share of %d, was refused %d times", share, refused)
+	}
+	for o := range 8 {
+		if c, _ := led.Usage(fmt.Sprint("owner", o)); c < share {
+			t.Errorf("owner%d was taken under its share: %d", o, c)
+		}
+	}
+	if c, _ := led.Total(); c != 10000 {
+		t.Fatalf("the store holds %d", c)
 	}
 }
 

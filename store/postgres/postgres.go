@@ -68,10 +68,10 @@ type Options struct {
 	// (0: no byte bound); QuotaTasks and QuotaBytes bound one caller's (0:
 	// the store's bounds, no quota of its own). Finished tasks make room as
 	// the memory and embedded stores' policy says, in the creating
-	// transaction (agentd_make_room, migration 4): a caller's new task
-	// evicts that caller's own oldest finished tasks first, then the oldest
-	// finished tasks of callers over their quota (anyone's without a
-	// quota); a new task is refused with tasks.ErrCallerQuota when its
+	// transaction (agentd_make_room, migrations 4 and 7): a caller's new
+	// task evicts that caller's own oldest finished tasks first, then the
+	// oldest finished tasks of callers over their fair share (anyone's
+	// without a quota); a new task is refused with tasks.ErrCallerQuota when its
 	// caller's quota holds only running tasks, and with tasks.ErrStoreFull
 	// when nothing may go. A task that grows is never refused. A caller's
 	// creates, from every replica, are serialized by an advisory lock, so

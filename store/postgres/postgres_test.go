@@ -20,7 +20,7 @@ import (
 
 func open(t *testing.T, dsn string, cfg storetest.Config) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), dsn, Options{Capacity: cfg.Capacity, Retention: cfg.Retention, Now: cfg.Clock, LeaseTTL: 3 * time.Second})
+	s, err := Open(context.Background(), dsn, Options{Capacity: cfg.Capacity, Retention: cfg.Retention, QuotaTasks: cfg.QuotaTasks, Now: cfg.Clock, LeaseTTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,8 @@ func BenchmarkSend(b *testing.B) {
 // The store's budgets (issue 15), as the embedded store keeps them: with
 // capacity 5, one caller's five new tasks evict its own oldest finished
 // ones, never another caller's result within its quota; the store full of
-// tasks within their callers' quotas refuses a new caller; a caller whose
+// tasks within their callers' quotas makes room for a new caller out of a
+// caller's over its fair share; a caller whose
 // quota holds only running tasks is refused; the byte bound counts the
 // snapshots, and a task that grows pushes finished ones out, never itself.
 func TestBudgets(t *testing.T) {
@@ -169,8 +170,9 @@ func TestBudgets(t *testing.T) {
 		t.Fatal("alice's new tasks evicted bob's result, or she holds more than her quota")
 	}
 	// The store is full (bob's one and alice's four, all within their
-	// quota): a new caller is refused, evicting nobody.
-	if err := s.Create(ctx, running("carol-0"), "carol"); !errors.Is(err, tasks.ErrStoreFull) || !has(s, "bob-result") || !has(s, "alice-1") {
+	// quota): a new caller's share is 5/3 = 1, and alice's oldest, over
+	// hers, makes room (issue 28: carol was refused); bob's one is his.
+	if err := s.Create(ctx, running("carol-0"), "carol"); err != nil || !has(s, "bob-result") || has(s, "alice-1") || !has(s, "alice-2") {
 		t.Fatalf("carol with the store full of others' tasks within their quota: %v", err)
 	}
 	// Two replicas of one database: alice's creates from both at once keep

@@ -88,3 +88,35 @@ func TestCreateRoom(t *testing.T) {
 		})
 	}
 }
+
+// Issue 28, by bytes: callers each within their byte quota filled the store,
+// and a new caller was refused. Its fair share of the bytes is the bound
+// divided by the three callers: alice and bob hold more, and the oldest
+// finished task of theirs makes room.
+func TestCreateRoomFairShareOfBytes(t *testing.T) {
+	ctx := context.Background()
+	done := func(i int) *a2a.Task { return task(fmt.Sprint("t", i), a2a.TaskStateCompleted, fmt.Sprint("m", i)) }
+	b, err := store.EncodeTask(done(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(b)) // every done(i) for i < 10 has this size
+	s, err := Open(ctx, t.TempDir(), Options{Capacity: 100, Bytes: 4 * size, QuotaBytes: 2 * size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, owner := range []string{"alice", "bob", "alice", "bob"} {
+		if err := s.Create(ctx, done(i), owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Create(ctx, done(8), "carol"); err != nil {
+		t.Fatalf("a new caller, the store full of tasks within their byte quota: %v", err)
+	}
+	for id, want := range map[string]bool{"t0": false, "t1": true, "t2": true, "t3": true, "t8": true} {
+		if _, _, err := s.Get(ctx, a2a.TaskID(id)); (err == nil) != want {
+			t.Errorf("%s held: %v, want %v", id, err == nil, want)
+		}
+	}
+}

@@ -67,7 +67,7 @@ type Options struct {
 	// own). Finished tasks make room as the memory store's policy says
 	// (package internal/budget): a caller's new task evicts that caller's
 	// own oldest finished tasks first, then the oldest finished tasks of
-	// callers over their quota (anyone's without a quota); a new task is
+	// callers over their fair share (anyone's without a quota); a new task is
 	// refused with tasks.ErrCallerQuota when its caller's quota holds only
 	// running tasks, and with tasks.ErrStoreFull when nothing may go. A
 	// task that grows is never refused. Default Capacity 10000.

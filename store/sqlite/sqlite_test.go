@@ -20,7 +20,7 @@ import (
 
 func open(t *testing.T, dir string, cfg storetest.Config) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), dir, Options{Capacity: cfg.Capacity, Retention: cfg.Retention, Now: cfg.Clock})
+	s, err := Open(context.Background(), dir, Options{Capacity: cfg.Capacity, Retention: cfg.Retention, QuotaTasks: cfg.QuotaTasks, Now: cfg.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,8 @@ func TestReadOnlyDir(t *testing.T) {
 }
 
 // The store's budgets (issue 15): a caller's new tasks evict its own oldest
-// finished ones, never another caller's within its quota; a caller whose
+// finished ones, never another caller's within its quota and fair share
+// (issue 28); a caller whose
 // quota holds only running tasks is refused; the byte bound counts the
 // snapshots, and a task that grows pushes finished ones out, never itself.
 func TestBudgets(t *testing.T) {
@@ -110,8 +111,9 @@ func TestBudgets(t *testing.T) {
 		t.Fatal("alice's new tasks evicted bob's result, or she holds more than her quota")
 	}
 	// The store is full (bob's one and alice's three, all within their
-	// quota): a new caller is refused, evicting nobody.
-	if err := s.Create(ctx, running("carol-0"), "carol"); !errors.Is(err, tasks.ErrStoreFull) || !has(s, "bob-result") {
+	// quota): a new caller's share is 4/3 = 1, and alice's oldest, over
+	// hers, makes room (issue 28: carol was refused); bob's one is his.
+	if err := s.Create(ctx, running("carol-0"), "carol"); err != nil || !has(s, "bob-result") || has(s, "alice-2") || !has(s, "alice-3") {
 		t.Fatalf("carol with the store full of others' tasks within their quota: %v", err)
 	}
 	q, err := Open(ctx, t.TempDir(), Options{Capacity: 10, QuotaTasks: 2})

@@ -215,8 +215,8 @@ type execer interface {
 // makeRoom evicts finished tasks in tx as the store's policy says (Options):
 // for a new task id of owner taking size bytes, first within owner's quota
 // (its own oldest finished tasks), then within the store's bounds (its own,
-// then the oldest finished tasks of callers over their quota, or anyone's
-// when there is no quota); it fails with tasks.ErrCallerQuota or
+// then the oldest finished tasks of callers over their fair share, or
+// anyone's when there is no quota); it fails with tasks.ErrCallerQuota or
 // tasks.ErrStoreFull and evicts nothing that the rollback does not restore.
 // With size < 0 it is the growth of the stored task id: only the byte bound
 // is made good, as far as finished tasks allow, and it never fails but on
@@ -242,13 +242,24 @@ func (s *Store) makeRoom(ctx context.Context, tx execer, owner, id string, size 
 	own := func() (bool, error) {
 		return evict(`SELECT rowid FROM tasks WHERE owner = ? AND id != ? AND finished_ns IS NOT NULL ORDER BY finished_ns, rowid LIMIT 1`, owner, id)
 	}
-	// The oldest finished task of the other callers (over their quota): the
-	// first of each caller's, the oldest of those.
+	// The oldest finished task of the other callers over their fair share:
+	// the first of each caller's, the oldest of those. The shares divide the
+	// store's bounds among the callers holding tasks and owner (package
+	// internal/budget), counted once, before anything goes.
+	shareTasks, shareBytes := -1, int64(-1)
 	others := func() (bool, error) {
 		if noQuota {
 			return evict(oldestOthersSQL+` ORDER BY t.finished_ns, t.rowid LIMIT 1`, owner)
 		}
-		return evict(oldestOthersSQL+` AND (c.n > ? OR c.bytes > ?) ORDER BY t.finished_ns, t.rowid LIMIT 1`, owner, o.QuotaTasks, o.QuotaBytes)
+		if shareTasks < 0 {
+			var n int64
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) + NOT EXISTS (SELECT 1 FROM callers WHERE owner = ?) FROM callers`, owner).Scan(&n); err != nil {
+				return false, s.unavailable("make room", err)
+			}
+			n = max(n, 1)
+			shareTasks, shareBytes = min(o.QuotaTasks, o.Capacity/int(n)), min(o.QuotaBytes, o.Bytes/n)
+		}
+		return evict(oldestOthersSQL+` AND (c.n > ? OR c.bytes > ?) ORDER BY t.finished_ns, t.rowid LIMIT 1`, owner, shareTasks, shareBytes)
 	}
 	if !growth {
 		if size > o.QuotaBytes {

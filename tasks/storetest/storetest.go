@@ -27,6 +27,9 @@ import (
 type Config struct {
 	Capacity  int
 	Retention time.Duration
+	// QuotaTasks bounds the tasks of one caller (0: the store's default,
+	// no quota of its own).
+	QuotaTasks int
 	// Clock is the store's clock for retention and eviction order.
 	Clock func() time.Time
 }
@@ -58,6 +61,7 @@ func Run(t *testing.T, b Backend) {
 		{"ListBadToken", testListBadToken},
 		{"CountByState", testCountByState},
 		{"Capacity", testCapacity},
+		{"FairShare", testFairShare},
 		{"Retention", testRetention},
 		{"PushConfigs", testPush},
 		{"Concurrent", testConcurrent},
@@ -424,6 +428,81 @@ func testCapacity(t *testing.T, b Backend) {
 	again := task("t9", a2a.TaskStateWorking, "c", c.now())
 	again.History[0].ID = "msg-t1"
 	must(t, s.Create(ctx, again, ""))
+}
+
+// Issue 28: callers within their quota that fill the store lock no one
+// out. A caller's fair share is the capacity divided by the callers holding
+// tasks, itself counted; what a caller holds beyond it is evicted, oldest
+// finished first, for a caller within its share, and what it holds up to
+// its share is never evicted for another caller's task.
+func testFairShare(t *testing.T, b Backend) {
+	c := newClock()
+	// The default quota is an eighth of the capacity: eight callers at
+	// their quota fill the store with finished tasks.
+	s := b.Open(t, Config{Capacity: 80, QuotaTasks: 10, Clock: c.now})
+	for o := range 8 {
+		for i := range 10 {
+			c.add(time.Second)
+			id := fmt.Sprintf("o%d-%d", o, i)
+			must(t, s.Create(ctx, task(id, a2a.TaskStateCompleted, "c", c.now()), fmt.Sprint("owner", o)))
+		}
+	}
+	// The ninth caller's share is 80/9 = 8 tasks: each of its running
+	// tasks takes the place of the oldest finished task of a caller over
+	// its share (owner0's two oldest, then owner1's, ...).
+	for i := range 8 {
+		c.add(time.Second)
+		if err := s.Create(ctx, task(fmt.Sprintf("ninth-%d", i), a2a.TaskStateWorking, "c", c.now()), "ninth"); err != nil {
+			t.Fatalf("the ninth caller's task %d, within its share: %v", i, err)
+		}
+	}
+	held := func(owner string) int {
+		page, err := s.List(ctx, tasks.ListQuery{PageSize: 100, Owner: owner})
+		must(t, err)
+		return page.TotalSize
+	}
+	for o := range 8 {
+		want := 10
+		if o < 4 {
+			want = 8
+		}
+		if n := held(fmt.Sprint("owner", o)); n != want {
+			t.Errorf("owner%d holds %d tasks, want %d", o, n, want)
+		}
+	}
+	for _, id := range []a2a.TaskID{"o0-0", "o0-1", "o3-1"} {
+		if _, _, err := s.Get(ctx, id); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Errorf("%s, the oldest of a caller over its share, is held: %v", id, err)
+		}
+	}
+	if _, _, err := s.Get(ctx, "o0-2"); err != nil {
+		t.Errorf("owner0's task within its share was evicted: %v", err)
+	}
+
+	// Two callers with capacity 4 have shares of 2: bob's two finished
+	// tasks are his, and alice, whose quota of 3 has room, is refused
+	// rather than take one of them.
+	c2 := newClock()
+	s2 := b.Open(t, Config{Capacity: 4, QuotaTasks: 3, Clock: c2.now})
+	for i := range 2 {
+		c2.add(time.Second)
+		must(t, s2.Create(ctx, task(fmt.Sprint("alice-", i), a2a.TaskStateWorking, "c", c2.now()), "alice"))
+		must(t, s2.Create(ctx, task(fmt.Sprint("bob-", i), a2a.TaskStateCompleted, "c", c2.now()), "bob"))
+	}
+	if err := s2.Create(ctx, task("alice-2", a2a.TaskStateWorking, "c", c2.now()), "alice"); !errors.Is(err, tasks.ErrStoreFull) {
+		t.Fatalf("alice at her share, bob at his: %v", err)
+	}
+	for _, id := range []a2a.TaskID{"bob-0", "bob-1"} {
+		if _, _, err := s2.Get(ctx, id); err != nil {
+			t.Fatalf("%s, within bob's share, went to alice's refused task: %v", id, err)
+		}
+	}
+	// A third caller's share is 4/3 = 1: bob is over it, and his oldest
+	// finished task goes.
+	must(t, s2.Create(ctx, task("carol-0", a2a.TaskStateWorking, "c", c2.now()), "carol"))
+	if _, _, err := s2.Get(ctx, "bob-0"); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("bob's oldest, over his share, stayed: %v", err)
+	}
 }
 
 // A finished task stays for the retention window after it finished, then
