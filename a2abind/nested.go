@@ -21,6 +21,13 @@ import (
 // through the executor's CancelHandle. Roots are skipped: the Executor drives
 // their tasks.
 //
+// A nested task the store refuses (the root caller's task quota, a full
+// store) is not recorded, and the subagent runs on: the store bounds what is
+// kept, not what runs (the chokepoint has admitted it). The refusal is
+// logged once for that nested task, its later events are dropped, and the
+// root task says so: a working status update whose metadata
+// MetaNestedUnrecorded counts the nested tasks of the root not recorded.
+//
 // It is safe for concurrent use. The zero value ignores every event until
 // Attach gives it an engine.
 type TreeObserver struct {
@@ -30,11 +37,18 @@ type TreeObserver struct {
 	// it before Attach.
 	PublicURL string
 
-	mu     sync.Mutex        // guards opened
-	opened map[string]opened // nested tasks not yet final, by handle
+	mu         sync.Mutex        // guards opened, unrecorded
+	opened     map[string]opened // nested tasks not yet final, by handle
+	unrecorded map[string]int    // by root handle, while the root's node lives: nested tasks refused
 }
 
-type opened struct{ working bool }
+// opened is a nested task's state: refused ones were not recorded.
+type opened struct{ working, refused bool }
+
+// MetaNestedUnrecorded is the metadata key of a root task counting its
+// nested tasks the store refused (the caller's task quota, a full store):
+// their subagents ran, but they are not tasks anyone can read.
+const MetaNestedUnrecorded = "agentd/nested_unrecorded"
 
 var _ supervisor.Observer = (*TreeObserver)(nil)
 
@@ -61,12 +75,27 @@ func (o *TreeObserver) log() *slog.Logger {
 }
 
 // open registers the nested task on first sight of its node; it reports
-// whether the task exists.
+// whether the task exists. A task the store refuses is tried once: the
+// refusal is logged and counted on the root task (refused), and later
+// events of the node find it refused.
 func (o *TreeObserver) open(e *tasks.Engine, n supervisor.NodeInfo) (opened, bool) {
+	st, ok, err := o.openOnce(e, n)
+	if err != nil {
+		o.refused(e, n, err)
+	}
+	return st, ok
+}
+
+// openOnce is open's registration, under the lock: err is the store's
+// refusal, on the node's first sight only.
+func (o *TreeObserver) openOnce(e *tasks.Engine, n supervisor.NodeInfo) (opened, bool, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if st, ok := o.opened[n.Handle]; ok {
-		return st, true
+		return st, !st.refused, nil
+	}
+	if o.opened == nil {
+		o.opened = make(map[string]opened)
 	}
 	ctxID := ""
 	if root, _, err := e.Store().Get(context.Background(), a2a.TaskID(n.RootHandle)); err == nil {
@@ -98,14 +127,48 @@ func (o *TreeObserver) open(e *tasks.Engine, n supervisor.NodeInfo) (opened, boo
 		},
 	}
 	if err := e.OpenTask(context.Background(), task, a2a.TaskID(n.RootHandle)); err != nil {
-		o.log().Error("nested task not recorded", "task_id", n.Handle, "agent_path", n.AgentPath, "err", err)
-		return opened{}, false
-	}
-	if o.opened == nil {
-		o.opened = make(map[string]opened)
+		o.opened[n.Handle] = opened{refused: true}
+		return opened{refused: true}, false, err
 	}
 	o.opened[n.Handle] = opened{}
-	return opened{}, true
+	return opened{}, true, nil
+}
+
+// refused logs a nested task the store refused and counts it on its root
+// task (MetaNestedUnrecorded). The count lives here while the root's node
+// does, and starts, for the root's next turn, from what the stored root
+// says.
+func (o *TreeObserver) refused(e *tasks.Engine, n supervisor.NodeInfo, err error) {
+	o.log().Warn("nested task not recorded", "task_id", n.Handle, "root_task", n.RootHandle, "agent_path", n.AgentPath, "err", err)
+	root := a2a.TaskID(n.RootHandle)
+	info := &a2a.Task{ID: root}
+	var before int
+	if t, _, err := e.Store().Get(context.Background(), root); err == nil {
+		info.ContextID = t.ContextID
+		if v, ok := t.Metadata[MetaNestedUnrecorded].(float64); ok {
+			before = int(v)
+		} else if v, ok := t.Metadata[MetaNestedUnrecorded].(int); ok {
+			before = v
+		}
+	}
+	o.mu.Lock()
+	if o.unrecorded == nil {
+		o.unrecorded = make(map[string]int)
+	}
+	count, seen := o.unrecorded[n.RootHandle]
+	if !seen {
+		count = before
+	}
+	count++
+	o.unrecorded[n.RootHandle] = count
+	// Under the lock, so that the root's counts arrive in order.
+	ev := a2a.NewStatusUpdateEvent(info, a2a.TaskStateWorking, nil)
+	ev.Metadata = map[string]any{MetaNestedUnrecorded: count}
+	if err := e.Update(context.Background(), root, ev); err != nil {
+		delete(o.unrecorded, n.RootHandle) // the root has ended, or is not here
+		o.log().Debug("root task not told of an unrecorded nested task", "task_id", n.RootHandle, "err", err)
+	}
+	o.mu.Unlock()
 }
 
 // taskInfo names a nested task for its events: its id and its context.
@@ -160,10 +223,13 @@ func (o *TreeObserver) NodeProgress(n supervisor.NodeInfo) {
 // NodeFinished writes the distillate artifact and the terminal status.
 func (o *TreeObserver) NodeFinished(n supervisor.NodeInfo, res api.SubagentResult) {
 	e := o.engine.Load()
-	if e == nil || n.ParentHandle == "" {
+	if e == nil {
 		return
 	}
-	if _, ok := o.open(e, n); !ok {
+	if n.ParentHandle == "" {
+		o.mu.Lock()
+		delete(o.unrecorded, n.Handle) // the root's turn is over
+		o.mu.Unlock()
 		return
 	}
 	defer func() {
@@ -171,6 +237,9 @@ func (o *TreeObserver) NodeFinished(n supervisor.NodeInfo, res api.SubagentResul
 		delete(o.opened, n.Handle)
 		o.mu.Unlock()
 	}()
+	if _, ok := o.open(e, n); !ok {
+		return
+	}
 	info := taskInfo(e, n.Handle)
 	art := &a2a.TaskArtifactUpdateEvent{TaskID: info.ID, ContextID: info.ContextID, Artifact: DistillateArtifactAt(info.ID, res, o.PublicURL), LastChunk: true}
 	if err := e.Update(context.Background(), info.ID, art); err != nil {
