@@ -55,8 +55,9 @@
 // deepest first: ctrl/cancel, DrainGrace, SIGTERM, KillGrace, SIGKILL,
 // ReapGrace; a process that still has not been reaped is reported, counted
 // (Stats.Unreaped) and abandoned, so Shutdown returns ErrUnclean rather than
-// hang. Every write to a child is bounded by the write deadline (KillGrace),
-// and the goroutine that supervises a child writes to it only before its
+// hang. Every write to a child is bounded by the write deadline (KillGrace
+// with no byte of it taken by the child: the deadline measures progress, not
+// the whole write, so a slow reader gets a large payload), and the goroutine that supervises a child writes to it only before its
 // frame loop (the payload, and ctrl/pause for a child spawned while paused):
 // pings, ctrl/cancel and tool answers go out on their own goroutines, so a
 // child that stopped reading cannot hold up its own supervision.

@@ -51,6 +51,8 @@ var helpers = map[string]func() int{
 	"tracer":             helperTracer,
 	"blob-put":           helperBlobPut,
 	"flaky-start":        helperFlakyStart,
+	"slow-reader":        helperSlowReader,
+	"no-read":            helperNoRead,
 }
 
 // Settings the helpers read from their environment (set through Config.Env).
@@ -62,6 +64,7 @@ const (
 	envTracee     = "HELPER_TRACEE"      // tracer: the pid to ptrace
 	envCounter    = "HELPER_COUNTER"     // flaky-start: a file with one byte per start
 	envCrashes    = "HELPER_CRASHES"     // flaky-start: how many starts crash before ready
+	envReadPace   = "HELPER_READ_PACE"   // slow-reader: the pause between two reads of control-in
 )
 
 var (
@@ -356,6 +359,38 @@ func helperCooperative() int {
 			return 0
 		}
 	}
+}
+
+// slowReader reads at most 4 KiB at a time, pausing pace before each read:
+// a child the machine's load slows, reading steadily.
+type slowReader struct {
+	r    io.Reader
+	pace time.Duration
+}
+
+func (s slowReader) Read(b []byte) (int, error) {
+	time.Sleep(s.pace)
+	return s.r.Read(b[:min(len(b), 4<<10)])
+}
+
+// helperSlowReader reads its spawn payload slowly but steadily
+// (HELPER_READ_PACE between reads of 4 KiB), then completes with the
+// objective's length.
+func helperSlowReader() int {
+	c := &childIO{w: api.NewFrameWriter(os.Stdout, 0), r: api.NewFrameReader(slowReader{os.Stdin, envDuration(envReadPace)}, 0)}
+	p := c.start()
+	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(fmt.Sprint("read ", len(p.Contract.Objective))), Usage: api.Usage{Steps: 1}})
+	return 0
+}
+
+// helperNoRead sends ctrl/ready and never reads control-in.
+func helperNoRead() int {
+	c := helperIO()
+	if err := c.w.Send(api.MethodReady, 0, api.Ready{PID: os.Getpid()}); err != nil {
+		return 90
+	}
+	sleepForever()
+	return 0
 }
 
 // helperIgnoreTerm answers pings but ignores ctrl/cancel and SIGTERM: only

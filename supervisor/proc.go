@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -60,8 +61,9 @@ type procSpec struct {
 	// stderr, if set, is the child's stderr itself (Config.ChildStderr): its
 	// lines go there directly and log is not used for them.
 	stderr *os.File
-	// writeWait bounds each write to control-in, so a child that stopped reading
-	// (SIGSTOP, a full pipe) cannot block the supervisor.
+	// writeWait bounds each write to control-in by the child's progress
+	// (deadlineWriter), so a child that stopped reading (SIGSTOP, a full
+	// pipe) cannot block the supervisor.
 	writeWait time.Duration
 }
 
@@ -198,17 +200,33 @@ func childPipe(oursReads bool, name string) (ours *os.File, theirs int, err erro
 // stderr to be forwarded.
 const logDrainWait = 100 * time.Millisecond
 
-// deadlineWriter bounds every write to a pipe.
+// deadlineWriter bounds every write to a pipe by the reader's progress: a
+// write fails (os.ErrDeadlineExceeded) once a whole d passes in which the
+// reader took none of its bytes, so a child that stopped reading is caught
+// within 2d of its last read. A write that goes on being read, however
+// slowly, is not cut short: a spawn payload of megabytes through a 64 KiB
+// pipe to a child the machine's load slows may take longer than d in all
+// (issue 28.8: 2 of 96 children with 3 MB payloads were killed at load
+// 16-23, a slow pipe taken for a dead child).
 type deadlineWriter struct {
 	f *os.File
 	d time.Duration
 }
 
 func (w deadlineWriter) Write(b []byte) (int, error) {
-	if w.d > 0 {
-		_ = w.f.SetWriteDeadline(time.Now().Add(w.d))
+	if w.d <= 0 {
+		return w.f.Write(b)
 	}
-	return w.f.Write(b)
+	var n int
+	for {
+		_ = w.f.SetWriteDeadline(time.Now().Add(w.d))
+		k, err := w.f.Write(b[n:])
+		n += k
+		if err == nil || k == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		// The reader took bytes within d: a new d from now.
+	}
 }
 
 // setRlimits applies the per-child resource limits with prlimit(2), right after

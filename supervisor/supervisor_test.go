@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -202,5 +203,33 @@ func TestShutdownDrainsEverything(t *testing.T) {
 	}
 	if _, err := s.Start(ctx, StartRequest{Payload: testPayload("late", time.Minute)}); err != ErrDraining {
 		t.Fatalf("start while draining: %v", err)
+	}
+}
+
+// Issue 28.8: a spawn payload of megabytes through the 64 KiB pipe to a
+// child that reads it slowly but steadily (a loaded machine) takes longer
+// than KillGrace in all; the child was killed as if it had stopped reading.
+// The write's deadline now measures the child's progress: the payload
+// arrives and the run completes.
+func TestSlowReaderGetsItsPayload(t *testing.T) {
+	s, _ := newSupervisor(t, "slow-reader", withEnv(envReadPace+"=2ms"))
+	objective := strings.Repeat("x", 2<<20) // 512 reads of 4 KiB, 2ms apart: over 1s, KillGrace 150ms
+	r := start(t, s, testPayload(objective, time.Minute))
+	res := result(t, r, 30*time.Second)
+	if res.Status != api.StatusCompleted || res.Distillate.Text() != fmt.Sprint("read ", len(objective)) {
+		t.Fatalf("result = %+v", res)
+	}
+	wantRungs(t, s, 0, 0, 0)
+}
+
+// A child that reads nothing of its payload is still caught: once the pipe
+// is full, KillGrace passes with no byte taken, the write fails and the
+// child is killed.
+func TestChildReadingNothingIsKilled(t *testing.T) {
+	s, _ := newSupervisor(t, "no-read")
+	r := start(t, s, testPayload(strings.Repeat("x", 1<<20), time.Minute))
+	res := result(t, r, 30*time.Second)
+	if res.Status != api.StatusCrashed || !strings.Contains(res.Detail, "write spawn payload") {
+		t.Fatalf("result = %+v", res)
 	}
 }
