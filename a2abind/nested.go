@@ -37,7 +37,7 @@ type TreeObserver struct {
 	// it before Attach.
 	PublicURL string
 
-	mu         sync.Mutex        // guards opened, unrecorded
+	mu         sync.Mutex        // guards opened, unrecorded; lock order: mu, then the engine's (OpenTask, Update)
 	opened     map[string]opened // nested tasks not yet final, by handle
 	unrecorded map[string]int    // by root handle, while the root's node lives: nested tasks refused
 }
