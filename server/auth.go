@@ -98,7 +98,8 @@ type Auth struct {
 	// Tokens are the static bearer tokens, each with its own role.
 	Tokens *Tokens
 	// Open admits callers without credentials as anonymous peers: the loopback
-	// development mode, when neither TLS nor tokens are configured. The local
+	// development mode, when neither TLS nor a tokens file is configured (a
+	// tokens file that holds no tokens is not the development mode). The local
 	// user, a request from a loopback peer addressed to a loopback Host with
 	// the listener's port and without a cross-site signal, is the operator
 	// (localOperator).
