@@ -91,3 +91,49 @@ func TestEmptyTokensFileIsTokensMode(t *testing.T) {
 	}
 	s.stop(t)
 }
+
+// Every secret file is refused alike when its group or others may open it
+// (issue 29.3: only the bearer tokens file was): exit 2, naming the setting
+// and the mode, before anything is served or connected. Each file is 0644 and
+// would otherwise be read.
+func TestSecretFileModeExit2(t *testing.T) {
+	dir := t.TempDir()
+	secret := func(name, content string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	certs := filepath.Join(dir, "certs")
+	if out, code := runCombined(t, "certs", "init", "--trust-domain", "example.org", "--dir", certs); code != 0 {
+		t.Fatalf("certs init: exit %d: %s", code, out)
+	}
+	if err := os.Chmod(filepath.Join(certs, "server-key.pem"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key := secret("key", "sk-0123456789\n")
+	dsn := secret("dsn", "postgres://agentd:pw@127.0.0.1:1/agentd\n")
+	tok := secret("tok", "tok-0123456789abcdef\n")
+	serve := []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(dir, "state"), "--warm-pool", "0"}
+	for _, tc := range []struct {
+		setting string
+		args    []string
+	}{
+		{"--intelligence-key-file", append(serve, "--intelligence", "http://127.0.0.1:1/v1", "--model", "m", "--intelligence-key-file", key)},
+		{"--store-dsn-file", append(serve, "--store", "postgres", "--store-dsn-file", dsn)},
+		{"--mcp-token-file", append(serve, "--mcp", "x=http://127.0.0.1:1/mcp", "--mcp-token-file", "x="+tok)},
+		{"--peer", append(serve, "--peer", "p=http://127.0.0.1:1,token-file="+tok)},
+		{"--tls-key", append(serve, "--tls-cert", filepath.Join(certs, "server.pem"), "--tls-key", filepath.Join(certs, "server-key.pem"), "--tls-bundle", filepath.Join(certs, "bundle.pem"))},
+		{"--token-file", []string{"send", "--to", "http://127.0.0.1:1", "--token-file", tok, "hello"}},
+	} {
+		out, code := runCombined(t, tc.args...)
+		if code != 2 || !strings.Contains(out, tc.setting) || !strings.Contains(out, "0644") {
+			t.Errorf("%s: exit %d, want 2 naming the setting and the mode: %s", tc.setting, code, out)
+		}
+	}
+}
