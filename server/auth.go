@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2asrv"
 
@@ -122,8 +123,7 @@ func (a *Auth) Middleware(next http.Handler) http.Handler {
 			}
 			// A caller that could not authenticate holds no connection
 			// open: it is closed after this answer.
-			w.Header().Set("Connection", "close")
-			httpError(w, status, reason)
+			refuse(w, r, status, reason)
 			return
 		}
 		if id.Operator() && crossSite(r) {
@@ -197,16 +197,32 @@ func operatorOnly(methods map[string]Method) map[string]Method {
 }
 
 // checkOrigin refuses a request whose Origin header names anything but a
-// loopback host (403, package loopback decides): a browser page elsewhere must not drive this service.
+// loopback host (403, package loopback decides; the connection is closed after
+// it): a browser page elsewhere must not drive this service.
 // Requests without an Origin header (every non-browser client) pass.
 func checkOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !loopback.URL(o) {
-			httpError(w, http.StatusForbidden, "cross-origin request refused: Origin "+o+" is not a loopback origin")
+			refuse(w, r, http.StatusForbidden, "cross-origin request refused: Origin "+o+" is not a loopback origin")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refuse answers a refused caller (a 401 or 403) with status and msg, and
+// closes the connection after the answer. Connection: close alone is not
+// enough while the request's body is still arriving: the server would read on
+// (up to 256 KiB, until the body deadline) before it closes, or, without that
+// header, before it even answers. So the connection's read deadline is moved
+// to now: the server's reads of the rest fail at once, the answer goes out,
+// and the connection closes.
+func refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	w.Header().Set("Connection", "close")
+	if r.ContentLength != 0 { // a body, of a length or chunked, not read
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+	httpError(w, status, msg)
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {
