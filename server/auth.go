@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -181,19 +182,62 @@ func (a *Auth) authorize(id *Identity) (*Identity, int, string) {
 	return id, 0, ""
 }
 
+// LogOperatorCall is the message of the audit record every a2a.* call
+// leaves, whoever calls and however it ends: method; the caller (spiffe_id:
+// its SPIFFE ID, token:NAME, or "" for the anonymous caller of the
+// development mode; caller_auth: mtls, jwt-svid, token or none; role);
+// outcome: ok, error (the method failed: bad params, a refused value) or
+// refused (the caller is not an operator and got -32601); unless ok, code
+// (the JSON-RPC error code) and err; and params, the params as sent (at most
+// maxAuditParams bytes). ok and error are logged at info, refused at warn.
+const LogOperatorCall = "operator call"
+
+// maxAuditParams bounds the params an audit record quotes.
+const maxAuditParams = 512
+
 // operatorOnly wraps the operator methods so that any caller without the
-// operator role gets -32601, as if the method did not exist.
-func operatorOnly(methods map[string]Method) map[string]Method {
+// operator role gets -32601, as if the method did not exist; every call is
+// logged to log (LogOperatorCall).
+func operatorOnly(methods map[string]Method, log *slog.Logger) map[string]Method {
 	out := make(map[string]Method, len(methods))
 	for name, m := range methods {
 		out[name] = func(ctx context.Context, params json.RawMessage) (any, error) {
-			if id, _ := IdentityFrom(ctx); !id.Operator() {
-				return nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + name}
+			id, _ := IdentityFrom(ctx)
+			if !id.Operator() {
+				err := &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + name}
+				auditCall(ctx, log, name, id, params, "refused", err)
+				return nil, err
 			}
-			return m(ctx, params)
+			res, err := m(ctx, params)
+			outcome := "ok"
+			if err != nil {
+				outcome = "error"
+			}
+			auditCall(ctx, log, name, id, params, outcome, err)
+			return res, err
 		}
 	}
 	return out
+}
+
+// auditCall logs one operator call (LogOperatorCall).
+func auditCall(ctx context.Context, log *slog.Logger, method string, id *Identity, params json.RawMessage, outcome string, err error) {
+	if id == nil {
+		id = &Identity{}
+	}
+	p := string(bytes.TrimSpace(params))
+	if len(p) > maxAuditParams {
+		p = p[:maxAuditParams] + "..."
+	}
+	attrs := []any{"method", method, "spiffe_id", id.ID, "caller_auth", id.Auth, "role", id.Role.String(), "outcome", outcome, "params", p}
+	level := slog.LevelInfo
+	if outcome == "refused" {
+		level = slog.LevelWarn
+	}
+	if err != nil {
+		attrs = append(attrs, "code", toRPCError(err).Code, "err", err.Error())
+	}
+	log.Log(ctx, level, LogOperatorCall, attrs...)
 }
 
 // checkOrigin refuses a request whose Origin header names anything but a
