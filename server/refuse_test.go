@@ -2,9 +2,12 @@ package server
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -73,5 +76,42 @@ func TestRefusalsCloseTheConnection(t *testing.T) {
 	resp.Body.Close()
 	if resp.Close {
 		t.Error("a served request's connection was closed")
+	}
+}
+
+// Over TLS too: a 401 answered while the body is still arriving closes the
+// connection at once (the read deadline moved to now ends the TLS reads as
+// it does the plain ones).
+func TestRefusalClosesTheTLSConnection(t *testing.T) {
+	tokens, err := ParseTokens([]byte(peerToken + " peer ci\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ConnLimits{BodyTimeout: time.Minute}
+	h := Handler(Config{Auth: &Auth{Tokens: tokens}})
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = l.Server(h, nil)
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{RootCAs: roots, ServerName: "example.com", NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Fatalf("HTTP %d, Connection: close %v", resp.StatusCode, resp.Close)
+	}
+	if !closedByPeer(c, 5*time.Second) {
+		t.Error("the TLS connection is still open 5s after the 401")
 	}
 }
