@@ -77,6 +77,28 @@ deploy-test:
 test-deps: $(JS_DEPS) $(MCP_DEPS) pg-deps chromium
 e2e-mcp-deps: $(MCP_DEPS)
 
+# The Debian packages below are installed as root with APT_GET, which waits
+# while another apt holds a lock (a new VM's apt-daily and unattended-upgrades)
+# instead of failing, at most APT_LOCK_WAIT seconds for each lock: apt-get
+# waits for dpkg's lock itself (DPkg::Lock::Timeout), and APT_UPDATE retries
+# `apt-get update` every APT_LOCK_POLL seconds while the package lists' lock,
+# which apt-get never waits for, is held (any other failure fails at once).
+# Nothing but the package named and what it depends on is installed
+# (--no-install-recommends), and nothing else is upgraded: no `apt-get
+# upgrade`, --no-upgrade for a package already there, and apt-get install
+# upgrades an installed dependency only when the new package requires it.
+APT_LOCK_WAIT ?= 600
+APT_LOCK_POLL ?= 5
+APT_GET       := LC_ALL=C DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_WAIT)
+APT_INSTALL   := $(APT_GET) install -y --no-install-recommends --no-upgrade
+APT_UPDATE     = waited=0; \
+	until out=$$($(APT_GET) update 2>&1); do \
+		case "$$out" in *"Could not get lock"*) ;; *) printf '%s\n' "$$out" >&2; exit 1;; esac; \
+		if [ "$$waited" -ge $(APT_LOCK_WAIT) ]; then printf '%s\n' "$$out" >&2; exit 1; fi; \
+		echo "apt-get update: another apt holds the package lists' lock; waiting"; \
+		sleep $(APT_LOCK_POLL); waited=$$((waited + $(APT_LOCK_POLL))); \
+	done; printf '%s\n' "$$out"
+
 # pg-deps: PostgreSQL's server binaries (initdb, postgres), which the tests of
 # store/postgres and the replica e2e tests start on their own (internal/pgtest:
 # a temporary cluster on a free loopback port, as the nobody user under root).
@@ -85,7 +107,7 @@ e2e-mcp-deps: $(MCP_DEPS)
 pg-deps:
 	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ]; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; \
+		{ $(APT_UPDATE); } && $(APT_INSTALL) postgresql; \
 	else \
 		echo "PostgreSQL (initdb, postgres) is required by the store tests: apt-get install postgresql, as root"; exit 1; \
 	fi
@@ -93,12 +115,13 @@ pg-deps:
 # chromium: Debian's chromium, which e2e/console_test.go drives headless
 # (chromedp) against the console. Installed when missing, as root: apt-get
 # update (only when the package lists do not know chromium yet, so once),
-# then apt-get install -y chromium.
+# then apt-get install chromium (APT_INSTALL: without its recommends, which
+# headless chromium under chromedp, --no-sandbox, does not use).
 chromium:
 	@command -v chromium >/dev/null || { \
 		if [ "$$(id -u)" != 0 ]; then echo "chromium is missing: as root, run apt-get update && apt-get install -y chromium"; exit 1; fi; \
-		apt-cache policy chromium 2>/dev/null | grep -q 'Candidate: [0-9]' || apt-get update; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+		apt-cache policy chromium 2>/dev/null | grep -q 'Candidate: [0-9]' || { $(APT_UPDATE); }; \
+		$(APT_INSTALL) chromium; }
 
 $(JS_DEPS): e2e/js/package.json e2e/js/package-lock.json
 	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for the e2e tests"; exit 1; }

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2asrv"
 
@@ -98,7 +100,8 @@ type Auth struct {
 	// Tokens are the static bearer tokens, each with its own role.
 	Tokens *Tokens
 	// Open admits callers without credentials as anonymous peers: the loopback
-	// development mode, when neither TLS nor tokens are configured. The local
+	// development mode, when neither TLS nor a tokens file is configured (a
+	// tokens file that holds no tokens is not the development mode). The local
 	// user, a request from a loopback peer addressed to a loopback Host with
 	// the listener's port and without a cross-site signal, is the operator
 	// (localOperator).
@@ -121,8 +124,7 @@ func (a *Auth) Middleware(next http.Handler) http.Handler {
 			}
 			// A caller that could not authenticate holds no connection
 			// open: it is closed after this answer.
-			w.Header().Set("Connection", "close")
-			httpError(w, status, reason)
+			refuse(w, r, status, reason)
 			return
 		}
 		if id.Operator() && crossSite(r) {
@@ -180,32 +182,91 @@ func (a *Auth) authorize(id *Identity) (*Identity, int, string) {
 	return id, 0, ""
 }
 
+// LogOperatorCall is the message of the audit record every a2a.* call
+// leaves, whoever calls and however it ends: method; the caller (spiffe_id:
+// its SPIFFE ID, token:NAME, or "" for the anonymous caller of the
+// development mode; caller_auth: mtls, jwt-svid, token or none; role);
+// outcome: ok, error (the method failed: bad params, a refused value) or
+// refused (the caller is not an operator and got -32601); unless ok, code
+// (the JSON-RPC error code) and err; and params, the params as sent (at most
+// maxAuditParams bytes). ok and error are logged at info, refused at warn.
+const LogOperatorCall = "operator call"
+
+// maxAuditParams bounds the params an audit record quotes.
+const maxAuditParams = 512
+
 // operatorOnly wraps the operator methods so that any caller without the
-// operator role gets -32601, as if the method did not exist.
-func operatorOnly(methods map[string]Method) map[string]Method {
+// operator role gets -32601, as if the method did not exist; every call is
+// logged to log (LogOperatorCall).
+func operatorOnly(methods map[string]Method, log *slog.Logger) map[string]Method {
 	out := make(map[string]Method, len(methods))
 	for name, m := range methods {
 		out[name] = func(ctx context.Context, params json.RawMessage) (any, error) {
-			if id, _ := IdentityFrom(ctx); !id.Operator() {
-				return nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + name}
+			id, _ := IdentityFrom(ctx)
+			if !id.Operator() {
+				err := &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + name}
+				auditCall(ctx, log, name, id, params, "refused", err)
+				return nil, err
 			}
-			return m(ctx, params)
+			res, err := m(ctx, params)
+			outcome := "ok"
+			if err != nil {
+				outcome = "error"
+			}
+			auditCall(ctx, log, name, id, params, outcome, err)
+			return res, err
 		}
 	}
 	return out
 }
 
+// auditCall logs one operator call (LogOperatorCall).
+func auditCall(ctx context.Context, log *slog.Logger, method string, id *Identity, params json.RawMessage, outcome string, err error) {
+	if id == nil {
+		id = &Identity{}
+	}
+	p := string(bytes.TrimSpace(params))
+	if len(p) > maxAuditParams {
+		p = p[:maxAuditParams] + "..."
+	}
+	attrs := []any{"method", method, "spiffe_id", id.ID, "caller_auth", id.Auth, "role", id.Role.String(), "outcome", outcome, "params", p}
+	level := slog.LevelInfo
+	if outcome == "refused" {
+		level = slog.LevelWarn
+	}
+	if err != nil {
+		attrs = append(attrs, "code", toRPCError(err).Code, "err", err.Error())
+	}
+	log.Log(ctx, level, LogOperatorCall, attrs...)
+}
+
 // checkOrigin refuses a request whose Origin header names anything but a
-// loopback host (403, package loopback decides): a browser page elsewhere must not drive this service.
+// loopback host (403, package loopback decides; the connection is closed after
+// it): a browser page elsewhere must not drive this service.
 // Requests without an Origin header (every non-browser client) pass.
 func checkOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !loopback.URL(o) {
-			httpError(w, http.StatusForbidden, "cross-origin request refused: Origin "+o+" is not a loopback origin")
+			refuse(w, r, http.StatusForbidden, "cross-origin request refused: Origin "+o+" is not a loopback origin")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refuse answers a refused caller (a 401 or 403) with status and msg, and
+// closes the connection after the answer. Connection: close alone is not
+// enough while the request's body is still arriving: the server would read on
+// (up to 256 KiB, until the body deadline) before it closes, or, without that
+// header, before it even answers. So the connection's read deadline is moved
+// to now: the server's reads of the rest fail at once, the answer goes out,
+// and the connection closes.
+func refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	w.Header().Set("Connection", "close")
+	if r.ContentLength != 0 { // a body, of a length or chunked, not read
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+	httpError(w, status, msg)
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {

@@ -26,6 +26,7 @@ import (
 	"github.com/agentd/agentd/a2abind"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/internal/spiffetest"
 	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tlsconfig"
@@ -432,7 +433,7 @@ func TestTokensFileMode(t *testing.T) {
 		if tc.ok != (err == nil) {
 			t.Errorf("mode %04o: %v", tc.mode, err)
 		}
-		if err != nil && (!errors.Is(err, ErrTokensFileMode) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fmt.Sprintf("%04o", tc.mode))) {
+		if err != nil && (!errors.Is(err, secretfile.ErrMode) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fmt.Sprintf("%04o", tc.mode))) {
 			t.Errorf("mode %04o: the error %q does not name the file and its mode", tc.mode, err)
 		}
 	}
@@ -442,7 +443,7 @@ func TestTokensFileMode(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "tokens-644"), link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadTokens(link); !errors.Is(err, ErrTokensFileMode) {
+	if _, err := LoadTokens(link); !errors.Is(err, secretfile.ErrMode) {
 		t.Errorf("a link to a 0644 file: %v", err)
 	}
 }

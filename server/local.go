@@ -11,7 +11,7 @@ import (
 // The operator role and the browser (docs/security.md, "The local operator"
 // and "Operators in a browser").
 //
-// In the development mode (plain http on loopback, no tokens: Auth.Open)
+// In the development mode (plain http on loopback, no tokens file: Auth.Open)
 // nobody authenticates, so nobody would be an operator and neither `agentd
 // ctl` nor the console could be tried locally. localOperator picks out the
 // local user instead: a request counts as the operator when

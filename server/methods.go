@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"strings"
@@ -161,8 +162,12 @@ var methods03 = map[string]rpcMethod{
 }
 
 // methodTable returns the method table of one handler: the A2A 0.3 and 1.0
-// methods, and the operator methods (each for operators only).
-func methodTable(operator map[string]Method) map[string]rpcMethod {
+// methods, and the operator methods (each for operators only, each call
+// logged to log).
+func methodTable(operator map[string]Method, log *slog.Logger) map[string]rpcMethod {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	table := make(map[string]rpcMethod, len(methods03)+len(methods10)+len(operator))
 	for name, m := range methods03 {
 		table[name] = m
@@ -170,7 +175,7 @@ func methodTable(operator map[string]Method) map[string]rpcMethod {
 	for name, m := range methods10 {
 		table[name] = m
 	}
-	for name, m := range operatorOnly(operator) {
+	for name, m := range operatorOnly(operator, log) {
 		table[name] = operatorMethod(m)
 	}
 	return table

@@ -9,11 +9,12 @@ import (
 const MetricsPath = "/metrics"
 
 // operatorHTTP serves next to authenticated operators only; any other caller
-// the authentication middleware let through gets 403.
+// the authentication middleware let through gets 403, and its connection is
+// closed (refuse).
 func operatorHTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if id, _ := IdentityFrom(r.Context()); !id.Operator() {
-			httpError(w, http.StatusForbidden, "operators only")
+			refuse(w, r, http.StatusForbidden, "operators only")
 			return
 		}
 		next.ServeHTTP(w, r)

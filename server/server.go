@@ -77,7 +77,7 @@ func Handler(cfg Config) http.Handler {
 	if err != nil {
 		panic("server: agent card does not encode: " + err.Error())
 	}
-	rpc := &rpcHandler{h: cfg.Handler, methods: methodTable(cfg.Methods), maxMessage: cfg.MaxMessage, maxBody: BodyLimit(cfg.MaxMessage), keepAlive: cfg.SSEKeepAlive}
+	rpc := &rpcHandler{h: cfg.Handler, methods: methodTable(cfg.Methods, cfg.Log), maxMessage: cfg.MaxMessage, maxBody: BodyLimit(cfg.MaxMessage), keepAlive: cfg.SSEKeepAlive}
 	auth := cfg.Auth
 	if auth == nil {
 		auth = &Auth{Open: true, Log: cfg.Log}

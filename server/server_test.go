@@ -268,7 +268,7 @@ func TestWriteRPCMarshalerResult(t *testing.T) {
 // method as a 0.3 entry; the operator methods are served whatever the
 // request's version.
 func TestMethodTable(t *testing.T) {
-	table := methodTable(map[string]Method{"a2a.Tree": func(context.Context, json.RawMessage) (any, error) { return nil, nil }})
+	table := methodTable(map[string]Method{"a2a.Tree": func(context.Context, json.RawMessage) (any, error) { return nil, nil }}, nil)
 	for _, name := range a2av1.Methods {
 		if m, ok := table[name]; !ok || m.version != a2av1.Version {
 			t.Errorf("1.0 method %s: entry %+v, %v", name, m, ok)

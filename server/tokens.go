@@ -5,13 +5,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
+	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -85,38 +83,11 @@ func ParseTokens(data []byte) (*Tokens, error) {
 	return t, nil
 }
 
-// ErrTokensFileMode refuses a tokens file that its group or others may read
-// or write, as ssh refuses such a private key.
-var ErrTokensFileMode = errors.New("server: the tokens file is open to its group or others")
-
-// CheckTokensFileMode refuses (with an error wrapping ErrTokensFileMode) a
-// tokens file whose mode gives its group or others any access, with one
-// exception: a file owned by root may be readable by its group (mode 0640 or
-// 0440), which is how a Kubernetes secret volume with an fsGroup hands a
-// file to a non-root process (PostgreSQL allows its key file the same way).
-// The mode checked is the file's, through symbolic links.
-func CheckTokensFileMode(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	mode := fi.Mode().Perm()
-	if mode&0o077 == 0 {
-		return nil
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && mode&0o037 == 0 {
-		return nil // root's, read-only to its group
-	}
-	return fmt.Errorf("%w: %s has mode %04o; chmod 600 it (or make it root's and 640)", ErrTokensFileMode, path, mode)
-}
-
-// LoadTokens checks a tokens file's mode (CheckTokensFileMode), then reads
-// and parses it.
+// LoadTokens reads a tokens file as a secret file (secretfile.Read: one its
+// group or others may open is refused with an error wrapping
+// secretfile.ErrMode), then parses it.
 func LoadTokens(path string) (*Tokens, error) {
-	if err := CheckTokensFileMode(path); err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+
+	"github.com/agentd/agentd/internal/secretfile"
 )
 
 // Files names the PEM files of a static identity.
@@ -105,6 +107,11 @@ func (s *FileSource) stat() map[string]fileStamp {
 }
 
 func loadFiles(f Files) (fileIdentity, error) {
+	// The private key is a secret file: refused, as every one is, when its
+	// group or others may open it.
+	if err := secretfile.Check(f.Key); err != nil {
+		return fileIdentity{}, fmt.Errorf("load %s: %w", f.Key, err)
+	}
 	svid, err := x509svid.Load(f.Cert, f.Key)
 	if err != nil {
 		return fileIdentity{}, fmt.Errorf("load %s and %s: %w", f.Cert, f.Key, err)

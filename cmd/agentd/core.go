@@ -80,7 +80,7 @@ type coreConfig struct {
 }
 
 func addCore(f *flags, c *coreConfig) {
-	f.stringVar(&c.Intelligence, "intelligence", "AGENT_INTELLIGENCE", "builtin:demo", "the intelligence: builtin:demo, builtin:wait, or an OpenAI-compatible base URL")
+	f.stringVar(&c.Intelligence, "intelligence", "AGENT_INTELLIGENCE", "builtin:demo", "the intelligence: builtin:demo[=THINK], builtin:wait, builtin:script=FILE, or an OpenAI-compatible base URL")
 	f.stringVar(&c.Model, "model", "AGENT_MODEL", "", "model name for an HTTP intelligence")
 	f.stringVar(&c.KeyFile, "intelligence-key-file", "AGENT_INTELLIGENCE_KEY_FILE", "", "file holding the intelligence API key (or set AGENT_INTELLIGENCE_KEY; never on argv)")
 	f.intVar(&c.Caps.MaxDepth, "max-depth", "AGENT_MAX_DEPTH", 4, "subagent tree depth cap")

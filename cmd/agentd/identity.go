@@ -119,7 +119,15 @@ func openIdentity(c *identityConfig, log *slog.Logger) (*identity, error) {
 		}
 	}
 	tlsOn := c.tls()
-	id := &identity{mode: "plain", auth: &server.Auth{Policy: policy, Tokens: tokens, Open: !tlsOn && tokens.Len() == 0, Log: log}}
+	// A tokens file given is tokens mode, even while it holds no tokens: the
+	// development mode (Open) is only for a service configured with no
+	// credentials at all, so a file emptied by mistake, or filled later by
+	// SIGHUP, never opens the service to anonymous callers.
+	id := &identity{mode: "plain", auth: &server.Auth{Policy: policy, Tokens: tokens, Open: !tlsOn && c.TokensFile == "", Log: log}}
+	if c.TokensFile != "" && tokens.Len() == 0 {
+		log.Warn("the bearer tokens file holds no tokens: no bearer token is accepted until SIGHUP reloads it with some"+noTokensNote(tlsOn),
+			"file", c.TokensFile)
+	}
 	switch {
 	case c.SPIFFESocket != "":
 		src, err := tlsconfig.NewWorkloadSource(c.SPIFFESocket, log)
@@ -141,6 +149,15 @@ func openIdentity(c *identityConfig, log *slog.Logger) (*identity, error) {
 		log.Warn("TLS is on but no caller is allowed: set --allow-peer, --allow-trust-domain, --operator or --bearer-tokens-file")
 	}
 	return id, nil
+}
+
+// noTokensNote is the end of the warning about an empty tokens file: without
+// TLS, tokens are the only credentials.
+func noTokensNote(tlsOn bool) string {
+	if tlsOn {
+		return ""
+	}
+	return " (without TLS, every request is refused with 401 until then)"
 }
 
 // ready reports whether the identity source has its SVID (always without TLS).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/mcp"
 )
 
@@ -146,9 +147,10 @@ func (m *mcpConfig) tokens(cfg *mcp.Config) error {
 	return nil
 }
 
-// readToken reads a secret from a file: one non-empty line.
+// readToken reads a secret from a file (secretfile.Read: refused when its
+// group or others may open it): one non-empty line.
 func readToken(file string) (string, error) {
-	b, err := os.ReadFile(file)
+	b, err := secretfile.Read(file)
 	if err != nil {
 		return "", err
 	}

@@ -201,7 +201,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 			MaxDepth:    c.Core.Caps.MaxDepth,
 			Push:        s.engine.PushEnabled(),
 			MutualTLS:   id.src != nil,
-			Bearer:      id.auth.JWT || id.auth.Tokens.Len() > 0,
+			Bearer:      id.auth.JWT || id.auth.Tokens != nil, // a tokens file, even one SIGHUP has yet to fill
 		}),
 		Methods:    poked(op.Methods(), recent),
 		Auth:       id.auth,

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/store"
 	"github.com/agentd/agentd/store/postgres"
 	"github.com/agentd/agentd/store/sqlite"
@@ -198,7 +199,7 @@ func (c *storeConfig) dsn() (dsn, setting string, err error) {
 	if c.DSN != "" {
 		return c.DSN, envStoreDSN, nil
 	}
-	b, err := os.ReadFile(c.DSNFile)
+	b, err := secretfile.Read(c.DSNFile)
 	if err != nil {
 		return "", "", usageError("--store-dsn-file: %v", err)
 	}

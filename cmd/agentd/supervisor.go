@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/supervisor"
 )
 
@@ -142,7 +143,7 @@ func loadIntelligence(c *coreConfig) (key string, err error) {
 	if c.KeyFile == "" {
 		return os.Getenv(api.EnvIntelligenceKey), nil
 	}
-	b, err := os.ReadFile(c.KeyFile)
+	b, err := secretfile.Read(c.KeyFile)
 	if err != nil {
 		return "", usageError("--intelligence-key-file: %v", err)
 	}

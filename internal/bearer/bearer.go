@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentd/agentd/internal/secretfile"
 )
 
 // Transport sends each request through Base with the bearer token of Token
@@ -77,7 +79,7 @@ func (f *file) token() (string, error) {
 	if f.value != "" && fi.ModTime().Equal(f.mod) && fi.Size() == f.size {
 		return f.value, nil
 	}
-	b, err := os.ReadFile(f.path)
+	b, err := secretfile.Read(f.path) // refused when its group or others may open it
 	if err != nil {
 		return "", fmt.Errorf("bearer token file: %w", err)
 	}
