@@ -62,8 +62,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		printUsage(stderr)
-		return usageError("unknown command %q", name)
+		msg := fmt.Sprintf("unknown command %q", name)
+		for _, c := range commandOrder {
+			if editDistance(name, c) <= 2 {
+				msg += fmt.Sprintf("\ndid you mean %s?", c)
+				break
+			}
+		}
+		return usageError("%s\nrun 'agentd --help' for the commands", msg)
 	}
 	return cmd.run(ctx, rest, stdout, stderr)
 }
