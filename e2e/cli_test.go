@@ -31,3 +31,13 @@ answer "`+long+`"
 		t.Fatalf("the child's answer did not reach the root as a stored reference:\n%s", stdout)
 	}
 }
+
+// `ctl a2a.Caps` prints each cap and the admission lines, and no empty
+// field (it printed "admission: <nil>").
+func TestCtlCapsPrintsNoNil(t *testing.T) {
+	s := startService(t)
+	out, code := runCombined(t, "ctl", "a2a.Caps", "--to", s.url)
+	if code != 0 || strings.Contains(out, "<nil>") || !strings.Contains(out, "max_depth: ") || !strings.Contains(out, "admission: runs ") {
+		t.Fatalf("ctl a2a.Caps: exit %d\n%s", code, out)
+	}
+}
