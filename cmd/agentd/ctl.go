@@ -164,8 +164,11 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 	}
 	method, ok := ctlMethodName(args[0])
 	if !ok {
-		ctlUsage(stderr)
-		return nil, usageError("ctl: unknown method %q", args[0])
+		msg := fmt.Sprintf("ctl: unknown method %q", args[0])
+		if near := closestWord(strings.ToLower(args[0]), api.OperatorMethods, strings.ToLower); near != "" {
+			msg += fmt.Sprintf("\ndid you mean %s?", near)
+		}
+		return nil, usageError("%s\nrun 'agentd ctl -h' for the methods", msg)
 	}
 	c := &ctlConfig{Method: method}
 	m := ctlMethods[method]

@@ -248,6 +248,27 @@ func (f *flags) closest(name string) string {
 	return ""
 }
 
+// closestWord is the word of words nearest w within two edits (each word
+// compared as norm makes it, and without its prefix "a2a."), or "" when
+// none is that near or two are equally near.
+func closestWord(w string, words []string, norm func(string) string) string {
+	best, bestD, ties := "", 3, 0
+	for _, c := range words {
+		n := norm(c)
+		d := min(editDistance(w, n), editDistance(w, strings.TrimPrefix(n, "a2a.")))
+		switch {
+		case d < bestD:
+			best, bestD, ties = c, d, 1
+		case d == bestD:
+			ties++
+		}
+	}
+	if ties != 1 {
+		return ""
+	}
+	return best
+}
+
 // editDistance is the Levenshtein distance between a and b.
 func editDistance(a, b string) int {
 	prev := make([]int, len(b)+1)

@@ -179,12 +179,23 @@ func TestKeyOnCommandLine(t *testing.T) {
 	}
 }
 
-// An unknown command names the one meant and where the commands are listed.
+// An unknown command, ctl method or store action is three lines at most:
+// the error, the one meant when one is close, and where they are listed.
 func TestUnknownCommand(t *testing.T) {
-	var stderr bytes.Buffer
-	code := exitCode(run(context.Background(), []string{"serv"}, &stderr, &stderr), &stderr)
-	if out := stderr.String(); code != api.ExitUsage || !strings.Contains(out, "did you mean serve?") || strings.Count(out, "\n") > 3 {
-		t.Errorf("exit %d\n%s", code, out)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serv"}, "did you mean serve?"},
+		{[]string{"ctl", "a2a.Tre"}, "did you mean a2a.Tree?"},
+		{[]string{"ctl", "tre"}, "did you mean a2a.Tree?"},
+		{[]string{"store", "inpsect"}, "agentd store -h"},
+	} {
+		var stderr bytes.Buffer
+		code := exitCode(run(context.Background(), tc.args, &stderr, &stderr), &stderr)
+		if out := stderr.String(); code != api.ExitUsage || !strings.Contains(out, tc.want) || strings.Count(out, "\n") > 3 {
+			t.Errorf("%v: exit %d\n%s", tc.args, code, out)
+		}
 	}
 }
 

@@ -63,11 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, ok := commands[name]
 	if !ok {
 		msg := fmt.Sprintf("unknown command %q", name)
-		for _, c := range commandOrder {
-			if editDistance(name, c) <= 2 {
-				msg += fmt.Sprintf("\ndid you mean %s?", c)
-				break
-			}
+		if near := closestWord(name, commandOrder, func(s string) string { return s }); near != "" {
+			msg += fmt.Sprintf("\ndid you mean %s?", near)
 		}
 		return usageError("%s\nrun 'agentd --help' for the commands", msg)
 	}
