@@ -171,6 +171,7 @@ func hang(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
 type superEnd struct {
 	tool    func(call api.ToolCall) api.ToolResult // nil answers every call with an error result
 	blobErr string                                 // non-empty refuses blob/put with this message
+	stderr  io.Writer                              // the child's log; nil discards it
 }
 
 // childRun is what the supervisor's end saw.
@@ -217,7 +218,7 @@ func serveOverPipes(key string, stderr io.Writer) (*api.FrameReader, *api.FrameW
 
 func runChild(t *testing.T, p *api.SpawnPayload, key string, se superEnd) childRun {
 	t.Helper()
-	r, w, inW, code := serveOverPipes(key, nil)
+	r, w, inW, code := serveOverPipes(key, se.stderr)
 	done := make(chan childRun, 1)
 	go func() {
 		var run childRun

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -44,7 +45,16 @@ type openAIModel struct {
 	timeout time.Duration // one attempt
 	retries int
 	backoff time.Duration // before the first retry when the server names no wait
+	// endpoint is the base URL, for the log (it holds no credential: one in
+	// the URL is refused).
+	endpoint string
+	log      *slog.Logger // set by setLogger; discards until then
 }
+
+// setLogger gives the model the subagent's logger: each retry is logged at
+// info and a request that fails for good at warn, with the endpoint and the
+// error (never the key).
+func (m *openAIModel) setLogger(l *slog.Logger, _ bool) { m.log = l }
 
 // newOpenAIModel validates spec and returns its client. key may be empty (a
 // local server without auth): then no Authorization header is sent.
@@ -73,6 +83,9 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 		timeout: spec.Timeout(),
 		retries: spec.RetryCount(),
 		backoff: spec.Backoff(),
+
+		endpoint: spec.Endpoint,
+		log:      slog.New(slog.DiscardHandler),
 	}, nil
 }
 
@@ -100,11 +113,12 @@ func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, er
 		}
 		wait, retryable := m.retryWait(err, attempt)
 		if !retryable || attempt >= m.retries {
-			return nil, finalError(err, attempt)
+			return nil, m.failed(finalError(err, attempt))
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			return nil, fmt.Errorf("%w (the next retry, in %s, would pass the deadline)", finalError(err, attempt), wait.Round(time.Millisecond))
+			return nil, m.failed(fmt.Errorf("%w (the next retry, in %s, would pass the deadline)", finalError(err, attempt), wait.Round(time.Millisecond)))
 		}
+		m.log.Info("model request failed: retrying", "endpoint", m.endpoint, "attempt", attempt+1, "retry_in", wait.Round(time.Millisecond), "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -113,6 +127,13 @@ func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, er
 			return nil, context.Cause(ctx)
 		}
 	}
+}
+
+// failed logs a request that failed for good at warn, with the endpoint and
+// the error, and returns the error.
+func (m *openAIModel) failed(err error) error {
+	m.log.Warn("model request failed", "endpoint", m.endpoint, "model", m.model, "err", err)
+	return err
 }
 
 // post makes one attempt under ctx, which bounds the whole exchange, the

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func TestOpenAIPlainAnswer(t *testing.T) {
@@ -629,5 +630,61 @@ func TestConvertCustomToolCall(t *testing.T) {
 	}
 	if c := r.ToolCalls[1]; c.ID != "call_1" || c.Name != "files__read" || string(c.Args) != `{"path":"/x"}` {
 		t.Errorf("function call %+v (args %s)", c, c.Args)
+	}
+}
+
+// A model request that fails is logged: each retry at info and the failure
+// at warn, with the endpoint and the error, never the key.
+func TestOpenAIFailureLogged(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/v1"
+	ln.Close()
+	for _, tc := range []struct {
+		name     string
+		endpoint func(f *fakeLLM) string
+		want     string
+		cause    string
+	}{
+		{"5xx", func(f *fakeLLM) string { return f.endpoint() }, "500", ""},
+		{"unreachable", func(*fakeLLM) string { return down }, "connection refused", api.CauseIntelligenceUnreachable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeLLM(t, httpError(500), httpError(500), httpError(500))
+			p := llmPayload(f)
+			p.Intelligence.Endpoint = tc.endpoint(f)
+			var stderr testkit.Buffer
+			run := runChild(t, p, "sk-secret-4711", superEnd{stderr: &stderr})
+			wantStatus(t, run, api.StatusCrashed, tc.cause)
+			var retries, failures int
+			for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+				var rec struct{ Level, Msg, Endpoint, Err string }
+				if err := json.Unmarshal([]byte(line), &rec); err != nil {
+					t.Fatalf("not a JSON log line: %q", line)
+				}
+				if strings.Contains(line, "sk-secret") {
+					t.Errorf("the key is logged: %s", line)
+				}
+				switch rec.Msg {
+				case "model request failed: retrying":
+					retries++
+				case "model request failed":
+					failures++
+					if rec.Level != "WARN" {
+						t.Errorf("failure logged at %s", rec.Level)
+					}
+				default:
+					continue
+				}
+				if rec.Endpoint != p.Intelligence.Endpoint || !strings.Contains(rec.Err, tc.want) {
+					t.Errorf("endpoint %q, err %q; want %q, %q", rec.Endpoint, rec.Err, p.Intelligence.Endpoint, tc.want)
+				}
+			}
+			if retries != 2 || failures != 1 {
+				t.Errorf("%d retry lines, %d failure lines; want 2 and 1:\n%s", retries, failures, stderr.String())
+			}
+		})
 	}
 }

@@ -622,6 +622,33 @@ func TestSendShowsTheTree(t *testing.T) {
 	}
 }
 
+// TestSendStreamOnATerminal: with --stream on a terminal (stdout and stderr
+// the same screen), the progress prints a line per change and never moves
+// the cursor up over the stream's lines (it drew over its artifact and
+// status lines).
+func TestSendStreamOnATerminal(t *testing.T) {
+	s := startService(t, "--intelligence", "builtin:demo=300ms")
+	pty, tty := openPTY(t)
+	cmd := agentdCommand(t, "send", "--stream", "--to", s.url, "first line\nsecond line")
+	cmd.Stdout, cmd.Stderr = tty, tty
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	screen := readUntil(t, pty, "has 2 words")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("send --stream on a terminal: %v", err)
+	}
+	screen += readUntilQuiet(pty)
+	if strings.Contains(screen, "\x1b[") {
+		t.Errorf("send --stream on a terminal moved the cursor: %q", screen)
+	}
+	for _, want := range []string{"status: ", "artifact ", "child 0.1 started"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("send --stream on a terminal lacks %q: %q", want, screen)
+		}
+	}
+}
+
 // readUntilQuiet reads what r has left, until a read waits 200 ms.
 func readUntilQuiet(r *os.File) string {
 	var got []byte

@@ -145,7 +145,7 @@ func TestSpawnBucket(t *testing.T) {
 func TestClampLimits(t *testing.T) {
 	caps := DefaultCaps
 	pl := testPayload("p", time.Minute)
-	pl.Limits = api.Limits{MaxSteps: 20, MaxTokens: 1000, Deadline: api.Duration(time.Minute), MaxChildren: 3}
+	pl.Limits = api.Limits{MaxSteps: 20, MaxTokens: 1000, Deadline: api.Duration(time.Minute), MaxChildren: 3, MaxRepeats: 7, DistillateBudget: 200}
 	now := time.Now()
 	for _, tc := range []struct {
 		name       string
@@ -176,6 +176,9 @@ func TestClampLimits(t *testing.T) {
 			if tc.want.Deadline == 0 {
 				tc.want.Deadline = api.Duration(time.Minute) // the parent's remaining time
 			}
+			// The loop detector and the distillate budget are the parent's,
+			// whatever the child asks for.
+			tc.want.MaxRepeats, tc.want.DistillateBudget = 7, 200
 			if got != tc.want {
 				t.Fatalf("limits = %+v, want %+v", got, tc.want)
 			}

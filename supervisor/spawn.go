@@ -300,10 +300,12 @@ func narrowScope(parent, req api.ToolScope) (api.ToolScope, string) {
 
 // clampLimits bounds what a child asks for by what its parent and its tree can
 // still afford. An absent (zero) request takes the most that is affordable. The
-// deadline is always finite: at most the parent's remaining time.
+// deadline is always finite: at most the parent's remaining time. The loop
+// detector's repeats and the distillate budget are the parent's (the
+// operator's --max-repeats and --distillate-budget hold for the whole tree).
 func clampLimits(parent *node, req api.Limits, caps Caps, treeTokens int64, now time.Time) (api.Limits, string) {
 	pl := parent.payload.Limits
-	l := api.Limits{MaxSteps: pl.MaxSteps}
+	l := api.Limits{MaxSteps: pl.MaxSteps, MaxRepeats: pl.MaxRepeats, DistillateBudget: pl.DistillateBudget}
 	if req.MaxSteps > 0 && req.MaxSteps < l.MaxSteps {
 		l.MaxSteps = req.MaxSteps
 	}

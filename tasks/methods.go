@@ -182,6 +182,9 @@ func (e *Engine) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 		if sh, ok := e.sharedFor(t); ok {
 			return e.cancelRemote(ctx, sh, t) // another replica runs it
 		}
+		if err := e.runsElsewhere(ctx, t); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("task %s is %s: %w", t.ID, t.Status.State, a2a.ErrTaskNotCancelable)
 	}
 	if lt.cancelExec != nil {
@@ -203,6 +206,34 @@ func (e *Engine) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 		return nil, ctx.Err()
 	}
 	return lt.snapshot(), nil
+}
+
+// Elsewhere is an optional interface of a Store that several processes open
+// without sharing their runs (SQLite: two agentd on one state directory):
+// RunnerOf names the instance that runs an unfinished task and whether it
+// is alive ("" for a finished or unknown task).
+type Elsewhere interface {
+	RunnerOf(ctx context.Context, id a2a.TaskID) (instance string, alive bool, err error)
+}
+
+// runsElsewhere is the cancel error for an unfinished task t that is not
+// live here, in a store that can say who runs it: another process that shares
+// the store (it alone can cancel it), or a runner that is gone (the next
+// start on the store resolves it). Nil when the store cannot say.
+func (e *Engine) runsElsewhere(ctx context.Context, t *a2a.Task) error {
+	el, ok := e.store.(Elsewhere)
+	if !ok || t.Status.State.Terminal() {
+		return nil
+	}
+	runner, alive, err := el.RunnerOf(ctx, t.ID)
+	switch {
+	case err != nil || runner == "":
+		return nil
+	case alive:
+		return fmt.Errorf("task %s is %s in another agentd process sharing this task store (instance %s), not in this one: only the process that accepted it can cancel it: %w", t.ID, t.Status.State, runner, a2a.ErrTaskNotCancelable)
+	default:
+		return fmt.Errorf("task %s is %s, but the agentd process that ran it (instance %s) is gone: the next start on this task store resolves it: %w", t.ID, t.Status.State, runner, a2a.ErrTaskNotCancelable)
+	}
 }
 
 // errCancelRequested is the cause an executor's context carries after

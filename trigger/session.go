@@ -148,7 +148,8 @@ func (s *session) serve(ctx context.Context) error {
 				pending = &ev
 			}
 		case <-runDone:
-			res, out := cur.r.Result(), cur.r.Outcome()
+			res := cur.r.Result()
+			out := weigh(res, cur.r.Outcome())
 			elog := log.With(cur.ev.LogAttrs()...)
 			elog.Info(MsgRunEnded, "status", res.Status, "outcome", out.String(), "superseded", cur.superseded)
 			if s.o.Ended != nil {

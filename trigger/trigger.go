@@ -187,12 +187,24 @@ func runOnce(ctx context.Context, o *Options, ev Event) (api.SubagentResult, sup
 		r.Cancel("trigger stopped: " + context.Cause(ctx).Error())
 		<-r.Done()
 	}
-	res, out := r.Result(), r.Outcome()
+	res := r.Result()
+	out := weigh(res, r.Outcome())
 	log.Info(MsgRunEnded, "status", res.Status, "outcome", out.String())
 	if o.Ended != nil {
 		o.Ended(ev, res)
 	}
 	return res, out
+}
+
+// weigh is the governor's reading of a run of a session: the run's own
+// outcome, except that a run that ended crashed is a failure even when its
+// process exited cleanly after reporting it (a model or a required MCP
+// server that is down): restarted at once, such a session would spin.
+func weigh(res api.SubagentResult, out supervisor.Outcome) supervisor.Outcome {
+	if out == supervisor.OutcomeClean && res.Status == api.StatusCrashed {
+		return supervisor.OutcomeFailure
+	}
+	return out
 }
 
 // admit waits until the governor lets session key start: its backoff passed

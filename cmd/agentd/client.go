@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"time"
 
@@ -84,6 +86,9 @@ func (c *clientConfig) validate() error {
 		return fmt.Errorf("--timeout must be a positive duration (got %s)", c.Timeout)
 	}
 	url := c.To
+	if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--to %q: want an http:// or https:// URL, such as http://127.0.0.1:8080", url)
+	}
 	if c.ServerID != "" {
 		if _, err := spiffeid.FromString(c.ServerID); err != nil {
 			return fmt.Errorf("--server-id: %v", err)
@@ -161,7 +166,7 @@ func (c *clientConfig) httpClient(ctx context.Context, log *slog.Logger) (hc *ht
 		if err != nil {
 			return nil, closeFn, usageError("--server-id: %v", err)
 		}
-		authorize, serverTD = spiffetls.AuthorizeID(id), id.TrustDomain()
+		authorize, serverTD = authorizeServerID(id), id.TrustDomain()
 	}
 	// memberOfOwn is the default authorization: any ID of the client's own
 	// trust domain.
@@ -205,6 +210,17 @@ func (c *clientConfig) httpClient(ctx context.Context, log *slog.Logger) (hc *ht
 		hc.Transport = &bearer.Transport{Base: hc.Transport, Token: bearer.Static(token)}
 	}
 	return hc, closeFn, nil
+}
+
+// authorizeServerID accepts only the server ID --server-id names; its error
+// names the ID expected (the TLS config prefixes the ID presented).
+func authorizeServerID(want spiffeid.ID) tlsconfig.Authorizer {
+	return func(got spiffeid.ID, _ [][]*x509.Certificate) error {
+		if got != want {
+			return fmt.Errorf("--server-id expects %s", want)
+		}
+		return nil
+	}
 }
 
 // newClientLogger is the logger of the client commands: warnings and errors

@@ -164,8 +164,11 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 	}
 	method, ok := ctlMethodName(args[0])
 	if !ok {
-		ctlUsage(stderr)
-		return nil, usageError("ctl: unknown method %q", args[0])
+		msg := fmt.Sprintf("ctl: unknown method %q", args[0])
+		if near := closestWord(strings.ToLower(args[0]), api.OperatorMethods, strings.ToLower); near != "" {
+			msg += fmt.Sprintf("\ndid you mean %s?", near)
+		}
+		return nil, usageError("%s\nrun 'agentd ctl -h' for the methods", msg)
 	}
 	c := &ctlConfig{Method: method}
 	m := ctlMethods[method]
@@ -295,12 +298,16 @@ func callOperator(ctx context.Context, hc *http.Client, url, method string, para
 	return rr.Result, nil
 }
 
-// printFields prints a result struct as "name: value" lines, in field order.
+// printFields prints a result struct as "name: value" lines, in field order;
+// a nil pointer (a part printed apart, or absent) has no line.
 func printFields(w io.Writer, v any) {
 	rv := reflect.ValueOf(v).Elem()
 	rt := rv.Type()
 	for i := 0; i < rt.NumField(); i++ {
 		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if f := rv.Field(i); f.Kind() == reflect.Pointer && f.IsNil() {
+			continue
+		}
 		val := rv.Field(i).Interface()
 		if t, ok := val.(time.Time); ok {
 			val = t.Format(time.RFC3339Nano)

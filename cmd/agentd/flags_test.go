@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -113,5 +116,138 @@ func TestExecAndLogFlags(t *testing.T) {
 	}
 	if c.AllowExec || c.LogContent || !c.AggregateLogs {
 		t.Errorf("flags over the environment: allow-exec %v, log-content %v, aggregate-logs %v", c.AllowExec, c.LogContent, c.AggregateLogs)
+	}
+}
+
+// A mistyped flag is a usage error of three lines, not the whole usage: the
+// error, the flag it was likely meant to be, and where the flags are listed;
+// the same for every command.
+func TestMistypedFlagIsShort(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the suggestion; "" for none
+	}{
+		{[]string{"serve", "--listn", "127.0.0.1:1"}, "did you mean --listen?"},
+		{[]string{"run", "--max-repeat", "3", "x"}, "did you mean --max-repeats?"},
+		{[]string{"send", "--too", "http://127.0.0.1:1", "x"}, "did you mean --to?"},
+		{[]string{"ctl", "a2a.Tree", "--jsn"}, "did you mean --json?"},
+		{[]string{"store", "inspect", "--state-dri", "x"}, "did you mean --state-dir?"},
+		{[]string{"certs", "init", "--forc"}, "did you mean --force?"},
+		{[]string{"serve", "--max", "3"}, ""},
+		{[]string{"serve", "--warm-pool", "many"}, `--warm-pool "many": want a whole number`},
+		{[]string{"serve", "--deadline", "3"}, `--deadline "3": want a duration`},
+	} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), tc.args, &stderr, &stderr)
+		if code := exitCode(err, &stderr); code != api.ExitUsage {
+			t.Errorf("%v: exit %d, want %d", tc.args, code, api.ExitUsage)
+		}
+		out := stderr.String()
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) > 3 {
+			t.Errorf("%v: %d lines of error:\n%s", tc.args, len(lines), out)
+		}
+		if tc.want != "" && !strings.Contains(out, tc.want) {
+			t.Errorf("%v: no %q in\n%s", tc.args, tc.want, out)
+		}
+		if tc.want == "" && strings.Contains(out, "did you mean") {
+			t.Errorf("%v: a suggestion where no flag is close:\n%s", tc.args, out)
+		}
+		if cmd := strings.Join(tc.args[:len(tc.args)-1], " "); !strings.Contains(lines[len(lines)-1], "-h") || !strings.Contains(out, "agentd "+strings.Fields(cmd)[0]) {
+			t.Errorf("%v: the last line does not point at -h:\n%s", tc.args, out)
+		}
+	}
+}
+
+// A key on the command line is refused without repeating it, naming the
+// environment variable and the key file flag instead.
+func TestKeyOnCommandLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--intelligence-key", "sk-secret-1234"},
+		{"run", "--intelligence-key=sk-secret-1234", "x"},
+		{"serve", "--api-key", "sk-secret-1234"},
+	} {
+		var stderr bytes.Buffer
+		code := exitCode(run(context.Background(), args, &stderr, &stderr), &stderr)
+		out := stderr.String()
+		if code != api.ExitUsage || !strings.Contains(out, "AGENT_INTELLIGENCE_KEY ") || !strings.Contains(out, "--intelligence-key-file") {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+		if strings.Contains(out, "sk-secret") {
+			t.Errorf("%v: the key is repeated:\n%s", args, out)
+		}
+	}
+}
+
+// An unknown command, ctl method or store action is three lines at most:
+// the error, the one meant when one is close, and where they are listed.
+func TestUnknownCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serv"}, "did you mean serve?"},
+		{[]string{"ctl", "a2a.Tre"}, "did you mean a2a.Tree?"},
+		{[]string{"ctl", "tre"}, "did you mean a2a.Tree?"},
+		{[]string{"store", "inpsect"}, "agentd store -h"},
+	} {
+		var stderr bytes.Buffer
+		code := exitCode(run(context.Background(), tc.args, &stderr, &stderr), &stderr)
+		if out := stderr.String(); code != api.ExitUsage || !strings.Contains(out, tc.want) || strings.Count(out, "\n") > 3 {
+			t.Errorf("%v: exit %d\n%s", tc.args, code, out)
+		}
+	}
+}
+
+// parsers are the commands' parse-and-validate steps, for the tests that
+// go over every flag.
+var parsers = map[string]func(args []string) (any, error){
+	"serve": func(args []string) (any, error) { return validated(parseServe(args, io.Discard)) },
+	"run": func(args []string) (any, error) {
+		return validated(parseRun(append(args, "--instruction", "x"), io.Discard))
+	},
+	"send": func(args []string) (any, error) {
+		return validated(parseSend(append(args, "x"), io.Discard))
+	},
+	"ctl": func(args []string) (any, error) {
+		return validated(parseCtl(append([]string{"a2a.Tree"}, args...), io.Discard, io.Discard))
+	},
+	"store": func(args []string) (any, error) {
+		return validated(parseStoreCmd(append([]string{"inspect"}, args...), io.Discard))
+	},
+}
+
+// A flag beats its environment variable, for every flag that has one: a
+// malformed value of the variable changes nothing when the flag is given
+// (the same config, or the same error, as without the variable).
+func TestEveryFlagBeatsItsEnvironment(t *testing.T) {
+	n := 0
+	for name, parse := range parsers {
+		// The flags and their defaults, with no variable set.
+		var made []*flags
+		flagsMade = func(f *flags) { made = append(made, f) }
+		_, _ = parse(nil)
+		flagsMade = nil
+		if len(made) != 1 {
+			t.Fatalf("%s: %d flag sets", name, len(made))
+		}
+		f := made[0]
+		for flagName, env := range f.envs {
+			args := []string{"--" + flagName + "=" + f.Lookup(flagName).DefValue}
+			want, wantErr := parse(args)
+			t.Run(name+"/"+env, func(t *testing.T) {
+				t.Setenv(env, "malformed-value")
+				got, err := parse(args)
+				if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+					t.Errorf("%s=malformed-value %s: %v, want %v", env, args[0], err, wantErr)
+				} else if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s=malformed-value %s: the config differs:\n%+v\nwant\n%+v", env, args[0], got, want)
+				}
+			})
+			n++
+		}
+	}
+	if n < 50 {
+		t.Errorf("only %d flags with an environment variable", n)
 	}
 }

@@ -56,8 +56,8 @@ func (c *identityConfig) validate(listen string) error {
 		return errors.New("--jwt-bundle needs --tls-cert/--tls-key/--tls-bundle (the JWT audience is this service's SPIFFE ID; with --spiffe-socket the Workload API supplies JWT bundles)")
 	}
 	if c.HealthListen != "" {
-		if _, _, err := net.SplitHostPort(c.HealthListen); err != nil {
-			return fmt.Errorf("--health-listen %q: %v", c.HealthListen, err)
+		if err := checkAddr("--health-listen", c.HealthListen); err != nil {
+			return err
 		}
 	}
 	policy, err := c.policy()
@@ -69,10 +69,10 @@ func (c *identityConfig) validate(listen string) error {
 			return fmt.Errorf("--spiffe-socket: %v", err)
 		}
 	}
+	if err := checkAddr("--listen", listen); err != nil {
+		return err
+	}
 	if c.tls() {
-		if _, _, err := net.SplitHostPort(listen); err != nil {
-			return fmt.Errorf("--listen: %v", err)
-		}
 		return nil
 	}
 	if !policy.Empty() {
@@ -168,4 +168,17 @@ func (id *identity) close() {
 	if id.src != nil {
 		id.src.Close()
 	}
+}
+
+// checkAddr checks a listen address given by the flag name: host:port, the
+// port a number in [0, 65535] or a service name.
+func checkAddr(name, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q: want host:port, the port in [0, 65535]: %v", name, addr, err)
+	}
+	return nil
 }

@@ -62,8 +62,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		printUsage(stderr)
-		return usageError("unknown command %q", name)
+		msg := fmt.Sprintf("unknown command %q", name)
+		if near := closestWord(name, commandOrder, func(s string) string { return s }); near != "" {
+			msg += fmt.Sprintf("\ndid you mean %s?", near)
+		}
+		return usageError("%s\nrun 'agentd --help' for the commands", msg)
 	}
 	return cmd.run(ctx, rest, stdout, stderr)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -36,8 +35,8 @@ func addObserve(f *flags, o *observeConfig) {
 // validate checks the settings and names the bad one.
 func (o *observeConfig) validate() error {
 	if o.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
-			return fmt.Errorf("--metrics-addr %q: %v", o.MetricsAddr, err)
+		if err := checkAddr("--metrics-addr", o.MetricsAddr); err != nil {
+			return err
 		}
 	}
 	if o.Heartbeat <= 0 || o.Heartbeat > maxHeartbeat {

@@ -31,7 +31,7 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	f := newFlags("send", stderr, "Sends TEXT to the A2A agent at --to, then prints the task's state and its artifact text.\nExit code: 0 when the task completed, else the exit-code table's code for its status.")
 	addClientFlags(f, &c.Client, "AGENT_SEND_TO", "base URL of the agent (its card is read from /.well-known/agent-card.json)", 15*time.Minute)
 	f.BoolVar(&c.Stream, "stream", false, "stream: print status updates as they arrive")
-	f.boolVar(&c.Progress, "progress", "AGENT_SEND_PROGRESS", true, "show the tree's progress on stderr while the task runs (an agentd peer's children starting and finishing): redrawn on a terminal, a line per change otherwise")
+	f.boolVar(&c.Progress, "progress", "AGENT_SEND_PROGRESS", true, "show the tree's progress on stderr while the task runs (an agentd peer's children starting and finishing): redrawn on a terminal, a line per change otherwise and with --stream on the same terminal")
 	f.args = "TEXT"
 	if err := f.parse(args); err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// The tree's tasks share the root's context: one chosen here can be
 		// listed from the start.
 		msg.Message.ContextID = a2a.NewContextID()
-		prog := &progress{hc: hc, url: to, contextID: msg.Message.ContextID, w: stderr, tty: isTerminal(stderr)}
+		prog := &progress{hc: hc, url: to, contextID: msg.Message.ContextID, w: stderr, tty: redrawProgress(c.Stream, stdout, stderr)}
 		pctx, stop := context.WithCancel(ctx)
 		following := make(chan struct{})
 		go func() {
@@ -104,6 +104,14 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stdout, partsText(art.Parts))
 	}
 	return taskExit(task)
+}
+
+// redrawProgress reports whether the progress view is redrawn in place on
+// stderr: only on a terminal, and not while --stream prints its events on the
+// same screen (stdout a terminal too), where moving the cursor up would draw
+// over them; there the view prints a line per change instead.
+func redrawProgress(stream bool, stdout, stderr io.Writer) bool {
+	return isTerminal(stderr) && !(stream && isTerminal(stdout))
 }
 
 // sendStreaming sends msg with message/stream, printing each event, and

@@ -188,6 +188,11 @@ func openStore(ctx context.Context, c *storeConfig, lim storeLimits, instance st
 			return nil, err
 		}
 		cl.add(func() { s.Close() })
+		if instance != "" {
+			// A service: the store command may share a running one's
+			// store by design, and says nothing.
+			warnShared(s, log)
+		}
 		return s, nil
 	}
 	return nil, usageError("--store %q: want sqlite, memory or postgres", c.Kind)
@@ -208,6 +213,25 @@ func (c *storeConfig) dsn() (dsn, setting string, err error) {
 		return "", "", usageError("--store-dsn-file %s is empty", c.DSNFile)
 	}
 	return dsn, "--store-dsn-file " + c.DSNFile, nil
+}
+
+// warnShared logs, at warn, the other agentd processes live on s's state
+// directory: they share its tasks, not their runs.
+func warnShared(s *sqlite.Store, log *slog.Logger) {
+	others, err := s.Others()
+	if err != nil {
+		log.Warn("task store: cannot tell whether another agentd uses this state directory", "path", s.Path(), "err", err)
+		return
+	}
+	if len(others) == 0 {
+		return
+	}
+	var who []string
+	for _, o := range others {
+		who = append(who, fmt.Sprintf("instance %s (pid %d)", o.Instance, o.PID))
+	}
+	log.Warn("task store: another agentd process uses this state directory: the two share its tasks but not their runs, and each cancels only the tasks it accepted (run one agentd per --state-dir, or replicas with --store postgres)",
+		"path", s.Path(), "others", strings.Join(who, ", "))
 }
 
 // openSQLite opens the embedded store in dir.

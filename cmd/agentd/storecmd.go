@@ -52,8 +52,7 @@ func parseStoreCmd(args []string, stderr io.Writer) (*storeCmdConfig, error) {
 	case "prune":
 		summary = "Deletes the tasks that finished at least --older-than ago (their webhooks, pending push\nnotifications and stored distillates with them) and every expired distillate. Unfinished tasks\nare never touched. A running agentd may share the store."
 	default:
-		fmt.Fprintln(stderr, storeUsage)
-		return nil, usageError("store: unknown action %q: want inspect or prune", c.Action)
+		return nil, usageError("store: unknown action %q: want inspect or prune\nrun 'agentd store -h' for the actions", c.Action)
 	}
 	f := newFlags("store "+c.Action, stderr, summary)
 	addStore(f, &c.Store, true)
