@@ -115,6 +115,8 @@ type Store struct {
 
 	stmts      stmts         // the writer's prepared statements
 	staged     atomic.Bool   // the writer's open transaction holds staged writes
+	stagedIDs  []string      // the tasks those staged writes create; wmu guards it
+	lost       lostCreations // staged creations whose commit failed (SyncTask)
 	ops        chan *writeOp // the writes queued for the writer (writer.go)
 	quit       chan struct{} // closed by Close
 	writerDone chan struct{} // closed when the writer has returned
@@ -141,6 +143,7 @@ var (
 	_ tasks.Store       = (*Store)(nil)
 	_ tasks.Durable     = (*Store)(nil)
 	_ tasks.PushJournal = (*Store)(nil)
+	_ tasks.TaskSyncer  = (*Store)(nil)
 )
 
 // ErrStateDir wraps every error of a state directory that cannot be used:

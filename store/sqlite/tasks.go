@@ -45,7 +45,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 		return err
 	}
 	key := tasks.MessageKey(t)
-	return s.stageWrite(ctx, "create task", func(tx *wtx) error { return s.create(tx, t, owner, key, snap) })
+	return s.stageWrite(ctx, "create task", string(t.ID), func(tx *wtx) error { return s.create(tx, t, owner, key, snap) })
 }
 
 // create is Create's write.
