@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -562,6 +563,38 @@ func TestStoreSchemaNewerRefused(t *testing.T) {
 	db.QueryRow("PRAGMA user_version").Scan(&v)
 	if v != 42 {
 		t.Fatalf("the refused database was changed: user_version %d", v)
+	}
+}
+
+// A state directory whose database has damaged pages (the header intact) is
+// refused at start as bad config: exit 2 naming --state-dir and the damaged
+// file, where it exited 1 with the orphan scan's unlabelled error.
+func TestStoreDamagedPagesRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := startService(t, "--state-dir", dir, "--intelligence", "builtin:demo")
+	text := strings.Repeat("a", 3000)
+	for i := range 40 {
+		if e := rpc(t, s, "", "message/send", fmt.Sprintf(`{"message":{"messageId":"d%d","role":"user","parts":[{"kind":"text","text":%q}]}}`, i, text), nil); e != nil {
+			t.Fatalf("send %d: %+v", i, e)
+		}
+	}
+	s.stop(t)
+	path := filepath.Join(dir, "agentd.db")
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	junk := bytes.Repeat([]byte{0xa5}, 3000)
+	for off := int64(2 * 4096); off < fi.Size(); off += 2 * 4096 { // every other page from the third
+		if _, err := f.WriteAt(junk, off+100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	out, code := runCombined(t, "serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--intelligence", "builtin:demo")
+	if code != 2 || !strings.Contains(out, "--state-dir") || !strings.Contains(out, path+" is damaged") {
+		t.Fatalf("serve on a damaged database: exit %d\n%s", code, out)
 	}
 }
 

@@ -132,11 +132,29 @@ var errClosed = errors.New("sqlite: the store is closed")
 
 // unavailable wraps a database error with the operation: the store is
 // unavailable (tasks.ErrStoreUnavailable), unless it was closed.
+//
+// A database whose pages are damaged (SQLITE_CORRUPT, SQLITE_NOTADB) is the
+// state directory's error too (ErrStateDir, naming the file): no retry
+// mends it, and a start that meets it is bad config.
 func (s *Store) unavailable(op string, err error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("%s: %w", op, errClosed)
 	}
+	if isDamaged(err) {
+		return fmt.Errorf("%w: %s is damaged: %w", ErrStateDir, s.path, store.Unavailable(op, err))
+	}
 	return store.Unavailable(op, err)
+}
+
+// isDamaged reports whether err is SQLite's finding that the database file
+// is damaged or not a database.
+func isDamaged(err error) bool {
+	var se *sqlite3.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code() & 0xff
+	return c == sqlite3lib.SQLITE_CORRUPT || c == sqlite3lib.SQLITE_NOTADB
 }
 
 var (
@@ -147,7 +165,8 @@ var (
 )
 
 // ErrStateDir wraps every error of a state directory that cannot be used:
-// it cannot be created or written, or its database cannot be opened.
+// it cannot be created or written, or its database cannot be opened or is
+// damaged.
 var ErrStateDir = errors.New("sqlite: the state directory cannot be used")
 
 // Open opens the store in dir (creating dir, mode 0700, and the database,
