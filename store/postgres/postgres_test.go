@@ -20,7 +20,7 @@ import (
 
 func open(t *testing.T, dsn string, cfg storetest.Config) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), dsn, Options{Capacity: cfg.Capacity, Retention: cfg.Retention, Now: cfg.Clock, LeaseTTL: 3 * time.Second})
+	s, err := Open(context.Background(), dsn, Options{Capacity: cfg.Capacity, Retention: cfg.Retention, Bytes: cfg.Bytes, Now: cfg.Clock, LeaseTTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

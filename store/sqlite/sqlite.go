@@ -62,7 +62,9 @@ var SchemaVersion = schema.Version
 // Options configure a Store. The zero value of a field is its default.
 type Options struct {
 	// Capacity bounds the tasks held, and Bytes the bytes of their
-	// snapshots and retained payloads (0: no byte bound); QuotaTasks and
+	// snapshots and retained payloads (0: no byte bound; a running task's
+	// payload, which repeats its message, counts once beside its snapshot:
+	// the larger of the two; a task's end drops it); QuotaTasks and
 	// QuotaBytes bound one caller's (0: the store's bounds, no quota of its
 	// own). Finished tasks make room as the memory store's policy says
 	// (package internal/budget): a caller's new task evicts that caller's
