@@ -259,6 +259,9 @@ func (e *Engine) seen(ctx context.Context, lt *liveTask) (*a2a.Task, error) {
 // and its run is stopped, since nothing of it is stored and a retry of its
 // send would run it again.
 func (e *Engine) syncLocked(ctx context.Context, lt *liveTask) error {
+	if lt.lost != nil {
+		return lt.lost
+	}
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	switch s := e.store.(type) {

@@ -126,14 +126,15 @@ func (s *Store) Sync(ctx context.Context) error {
 // SyncTask implements tasks.TaskSyncer: Sync, and an error wrapping
 // tasks.ErrStoreUnavailable when the staged creation of task id was lost,
 // its transaction's commit having failed (a full disk), before or during
-// this call. Each lost creation is reported once.
+// this call (every time it is asked, while the store remembers the last
+// maxLost of them).
 //
 // A Sync that fails otherwise is SyncTask's error only if the store is
 // closed: a commit that fails records every creation it held as lost
 // first, so a creation not recorded was committed before it.
 func (s *Store) SyncTask(ctx context.Context, id a2a.TaskID) error {
 	err := s.Sync(ctx)
-	if lost := s.takeLost(string(id)); lost != nil {
+	if lost := s.lostCreation(string(id)); lost != nil {
 		return s.unavailable("sync task "+string(id), lost)
 	}
 	if err != nil && (errors.Is(err, errClosed) || ctx.Err() != nil) {
@@ -147,7 +148,8 @@ func (s *Store) SyncTask(ctx context.Context, id a2a.TaskID) error {
 const maxLost = 4096
 
 // lostCreations are the tasks whose staged creation was lost, with the
-// commit's error, until SyncTask reports them. Safe for concurrent use.
+// commit's error, the last maxLost of them (task ids are never reused).
+// Safe for concurrent use.
 type lostCreations struct {
 	mu    sync.Mutex // guards m, order
 	m     map[string]error
@@ -175,19 +177,15 @@ func (s *Store) lose(ids []string, err error) {
 	}
 }
 
-// takeLost returns (and forgets) the error that lost id's creation, nil
-// when it was not lost.
-func (s *Store) takeLost(id string) error {
+// lostCreation returns the error that lost id's creation, nil when it was
+// not lost.
+func (s *Store) lostCreation(id string) error {
 	l := &s.lost
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err, ok := l.m[id]
 	if !ok {
 		return nil
-	}
-	delete(l.m, id)
-	if len(l.m) == 0 {
-		l.order = l.order[:0]
 	}
 	return fmt.Errorf("the task's creation was not committed: %w", err)
 }
