@@ -28,7 +28,12 @@ import (
 // transaction, not two. The engine calls Sync before anyone is told of a task
 // (tasks.Syncer), and every read of this store syncs first, so that no one
 // sees less than what a write that returned did; a process killed meanwhile
-// loses only tasks no one was told of, whose executors die with it.
+// loses only tasks no one was told of, whose executors die with it. A
+// commit that fails (a full disk) loses the staged creations it held: the
+// store records them before it clears staged, and SyncTask, which the
+// engine calls before anyone is told of a task (tasks.TaskSyncer), fails
+// for each of them, even after the linger's commit failed with no one
+// waiting.
 
 // stageLinger is how long a staged write waits for the writes that follow
 // before it is committed anyway.
