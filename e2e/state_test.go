@@ -567,8 +567,9 @@ func TestStoreSchemaNewerRefused(t *testing.T) {
 }
 
 // A state directory whose database has damaged pages (the header intact) is
-// refused at start as bad config: exit 2 naming --state-dir and the damaged
-// file, where it exited 1 with the orphan scan's unlabelled error.
+// refused at start as bad config, by serve, run and store inspect: exit 2
+// naming --state-dir and the damaged file, where serve exited 1 with the
+// orphan scan's unlabelled error.
 func TestStoreDamagedPagesRefused(t *testing.T) {
 	dir := t.TempDir()
 	s := startService(t, "--state-dir", dir, "--intelligence", "builtin:demo")
@@ -592,9 +593,15 @@ func TestStoreDamagedPagesRefused(t *testing.T) {
 		}
 	}
 	f.Close()
-	out, code := runCombined(t, "serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--intelligence", "builtin:demo")
-	if code != 2 || !strings.Contains(out, "--state-dir") || !strings.Contains(out, path+" is damaged") {
-		t.Fatalf("serve on a damaged database: exit %d\n%s", code, out)
+	for _, args := range [][]string{
+		{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--intelligence", "builtin:demo"},
+		{"run", "--run-id", "again", "--state-dir", dir, "--intelligence", "builtin:demo", "hello"},
+		{"store", "inspect", "--state-dir", dir},
+	} {
+		out, code := runCombined(t, args...)
+		if code != 2 || !strings.Contains(out, "--state-dir") || !strings.Contains(out, path+" is damaged") {
+			t.Errorf("agentd %s on a damaged database: exit %d\n%s", args[0], code, out)
+		}
 	}
 }
 
