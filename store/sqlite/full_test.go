@@ -60,7 +60,8 @@ func fill(t *testing.T, dir string, room int64) string {
 // at the linger's end before anyone syncs (the caller syncs after, the
 // issue's case: Sync found nothing staged and said the task was stored).
 // Every creation SyncTask acknowledged is in the store once the disk has
-// room again; every other was refused as the store's unavailability.
+// room again; every other was refused as the store's unavailability, and is
+// not.
 func TestFullDiskLosesNoSyncedCreation(t *testing.T) {
 	dir := smallFS(t, 2<<20)
 	ctx := context.Background()
@@ -73,8 +74,7 @@ func TestFullDiskLosesNoSyncedCreation(t *testing.T) {
 	const senders, each = 8, 25
 	text := strings.Repeat("x", 6<<10) // more than the WAL's free pages hold, soon
 	var mu sync.Mutex
-	var acked []string
-	refused := 0
+	var acked, refused []string
 	var wg sync.WaitGroup
 	for g := range senders {
 		wg.Add(1)
@@ -89,7 +89,9 @@ func TestFullDiskLosesNoSyncedCreation(t *testing.T) {
 					if g%2 == 1 {
 						// The linger's commit (or another's) ends the
 						// transaction before this caller syncs.
-						testkit.WaitFor(t, 5*time.Second, "the staged creation committed or lost", func() bool { return !s.staged.Load() })
+						if !testkit.Poll(5*time.Second, func() bool { return !s.staged.Load() }) {
+							t.Errorf("create %s: its transaction neither committed nor failed within 5s", id)
+						}
 					}
 					err = s.SyncTask(ctx, a2a.TaskID(id))
 				}
@@ -100,7 +102,7 @@ func TestFullDiskLosesNoSyncedCreation(t *testing.T) {
 					if !errors.Is(err, tasks.ErrStoreUnavailable) {
 						t.Errorf("create %s on a full disk: %v, not the store's unavailability", id, err)
 					}
-					refused++
+					refused = append(refused, id)
 				}
 				mu.Unlock()
 			}
@@ -117,11 +119,16 @@ func TestFullDiskLosesNoSyncedCreation(t *testing.T) {
 			t.Logf("acknowledged %s, then: %v", id, err)
 		}
 	}
-	t.Logf("%d creations on a full disk: %d acknowledged (%d of them lost), %d refused", senders*each, len(acked), lost, refused)
+	for _, id := range refused {
+		if _, _, err := s.Get(ctx, a2a.TaskID(id)); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Errorf("refused %s, then: %v, want not found", id, err)
+		}
+	}
+	t.Logf("%d creations on a full disk: %d acknowledged (%d of them lost), %d refused", senders*each, len(acked), lost, len(refused))
 	if lost > 0 {
 		t.Fatalf("%d of %d acknowledged creations were lost", lost, len(acked))
 	}
-	if refused == 0 {
+	if len(refused) == 0 {
 		t.Fatal("no creation was refused: the disk was never full")
 	}
 }
