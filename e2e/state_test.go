@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -564,6 +566,45 @@ func TestStoreSchemaNewerRefused(t *testing.T) {
 	}
 }
 
+// A state directory whose database has damaged pages (the header intact) is
+// refused at start as bad config, by serve, run and store inspect: exit 2
+// naming --state-dir and the damaged file, where serve exited 1 with the
+// orphan scan's unlabelled error.
+func TestStoreDamagedPagesRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := startService(t, "--state-dir", dir, "--intelligence", "builtin:demo")
+	text := strings.Repeat("a", 3000)
+	for i := range 40 {
+		if e := rpc(t, s, "", "message/send", fmt.Sprintf(`{"message":{"messageId":"d%d","role":"user","parts":[{"kind":"text","text":%q}]}}`, i, text), nil); e != nil {
+			t.Fatalf("send %d: %+v", i, e)
+		}
+	}
+	s.stop(t)
+	path := filepath.Join(dir, "agentd.db")
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	junk := bytes.Repeat([]byte{0xa5}, 3000)
+	for off := int64(2 * 4096); off < fi.Size(); off += 2 * 4096 { // every other page from the third
+		if _, err := f.WriteAt(junk, off+100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	for _, args := range [][]string{
+		{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--intelligence", "builtin:demo"},
+		{"run", "--run-id", "again", "--state-dir", dir, "--intelligence", "builtin:demo", "hello"},
+		{"store", "inspect", "--state-dir", dir},
+	} {
+		out, code := runCombined(t, args...)
+		if code != 2 || !strings.Contains(out, "--state-dir") || !strings.Contains(out, path+" is damaged") {
+			t.Errorf("agentd %s on a damaged database: exit %d\n%s", args[0], code, out)
+		}
+	}
+}
+
 // A stored distillate (a result over the distillate budget) is readable after
 // the service is killed and started again on its state directory; so is a
 // once run's, printed again by the next `agentd run` with its run id.
@@ -609,30 +650,16 @@ func TestStoredDistillateSurvivesRestart(t *testing.T) {
 // stored), not as a task that does not exist; once there is room again,
 // sends are taken.
 func TestStateDirFull(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
-		t.Skipf("no small file system to fill here (mount tmpfs: %v)", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := smallStateDir(t, "4m")
 	s := startService(t, "--state-dir", dir, "--intelligence", "builtin:demo")
-	filler, err := os.Create(filepath.Join(dir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := filler.Write(chunk); err != nil {
-			break
-		}
-	}
-	filler.Close()
+	filler := fillDir(t, dir, 0)
 	big := strings.Repeat("word ", 25000) // 125 KB: more than the WAL holds already
 	body := `{"messageId":"on-a-full-disk","role":"user","parts":[{"kind":"text","text":"` + big + `"}]}`
 	e := rpc(t, s, "", "message/send", `{"message":`+body+`,"configuration":{"blocking":true}}`, nil)
 	if e == nil || e.Code != -32000 || !strings.Contains(e.Message, "task store is unavailable") {
 		t.Fatalf("a blocking send on a full state directory: %+v", e)
 	}
-	os.Remove(filepath.Join(dir, "filler"))
+	os.Remove(filler)
 	var task struct {
 		Status struct {
 			State string `json:"state"`
@@ -641,6 +668,135 @@ func TestStateDirFull(t *testing.T) {
 	if e := rpc(t, s, "", "message/send", `{"message":`+body+`,"configuration":{"blocking":true}}`, &task); e != nil || task.Status.State != "completed" {
 		t.Fatalf("the same send with room again: %+v %+v", e, task)
 	}
+}
+
+// Non-blocking sends at concurrency while the state directory fills up
+// (room for a few of them): every send answered with a task id has a task
+// that tasks/get finds, and every send answered with the store's
+// unavailability started nothing (no subagent beyond the acknowledged
+// tasks' own), so that its retry runs the work once. Before, a new task's
+// staged creation whose commit failed was answered `submitted` all the
+// same, and a refused send's task ran.
+func TestStateDirFullNonBlocking(t *testing.T) {
+	dir := smallStateDir(t, "4m")
+	s := startService(t, "--state-dir", dir, "--intelligence", "builtin:demo")
+	filler := fillDir(t, dir, 384<<10)
+	big := strings.Repeat("word ", 10000) // 50 KB
+	const sends = 16
+	type answer struct {
+		id  string // the task's, when acknowledged
+		err string // the error's message, when refused
+	}
+	answers := make([]answer, sends)
+	var wg sync.WaitGroup
+	for i := range sends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":"r1","method":"message/send","params":{"message":{"messageId":"full-%d","role":"user","parts":[{"kind":"text","text":%q}]},"configuration":{"blocking":false}}}`, i, big)
+			resp, err := http.Post(s.url+"/", "application/json", strings.NewReader(body))
+			if err != nil {
+				answers[i].err = err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			var r struct {
+				Result *struct {
+					ID string `json:"id"`
+				} `json:"result"`
+				Error *rpcError `json:"error"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || (r.Result == nil) == (r.Error == nil) {
+				answers[i].err = fmt.Sprintf("not an answer: %v", err)
+				return
+			}
+			if r.Error != nil {
+				answers[i].err = fmt.Sprintf("%d %s", r.Error.Code, r.Error.Message)
+				return
+			}
+			answers[i].id = r.Result.ID
+		}()
+	}
+	wg.Wait()
+	os.Remove(filler)
+	acked, refused := 0, 0
+	var lost []string
+	for i, a := range answers {
+		if a.id == "" {
+			refused++
+			if !strings.Contains(a.err, "-32000") || !strings.Contains(a.err, "task store is unavailable") {
+				t.Errorf("send %d refused with %q, not the store's unavailability", i, a.err)
+			}
+			continue
+		}
+		acked++
+		var task wireTask
+		if e := rpc(t, s, "", "tasks/get", fmt.Sprintf(`{"id":%q}`, a.id), &task); e != nil {
+			lost = append(lost, fmt.Sprintf("%s: %d %s", a.id, e.Code, e.Message))
+			continue
+		}
+		testkit.WaitFor(t, 20*time.Second, "acknowledged task "+a.id+" ends", func() bool {
+			var task wireTask
+			e := rpc(t, s, "", "tasks/get", fmt.Sprintf(`{"id":%q}`, a.id), &task)
+			return e != nil || (task.Status.State != "submitted" && task.Status.State != "working")
+		})
+	}
+	t.Logf("%d non-blocking sends on a filling state directory: %d acknowledged (%d of them lost), %d refused", sends, acked, len(lost), refused)
+	if len(lost) > 0 {
+		t.Fatalf("acknowledged sends whose task does not exist:\n%s", strings.Join(lost, "\n"))
+	}
+	if refused == 0 {
+		t.Fatal("no send was refused: the state directory never filled up")
+	}
+	// The acknowledged tasks have ended: any subagent a refused send
+	// started has started by now too (they ran before the answer).
+	started := 0
+	for _, r := range testkit.WithMsg(testkit.JSONLines(s.logs.String()), "subagent started") {
+		if d, _ := r["depth"].(float64); d == 0 {
+			started++
+		}
+	}
+	t.Logf("%d root subagents started", started)
+	if started > acked {
+		t.Fatalf("%d root subagents started for %d acknowledged sends: refused sends ran", started, acked)
+	}
+}
+
+// smallStateDir mounts a tmpfs of size on a new temporary directory, or
+// skips the test where the kernel refuses.
+func smallStateDir(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("no small file system to fill here (mount tmpfs: %v)", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
+}
+
+// fillDir fills dir's file system with a file, but for room bytes, and
+// returns the file's path.
+func fillDir(t *testing.T, dir string, room int64) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	filler, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+	chunk := make([]byte, 64<<10)
+	var n int64
+	for {
+		m, err := filler.Write(chunk)
+		n += int64(m)
+		if err != nil {
+			break
+		}
+	}
+	if err := filler.Truncate(max(n-room, 0)); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // A task's webhook, whose deliveries were pending when agentd was killed

@@ -93,3 +93,14 @@ type Shared interface {
 type Syncer interface {
 	Sync(ctx context.Context) error
 }
+
+// TaskSyncer is a Syncer that knows which creations it lost: a staged
+// creation is answered before its transaction commits, and a commit that
+// fails (a full disk) loses it, perhaps before anyone syncs. SyncTask is
+// Sync, and fails with an error wrapping ErrStoreUnavailable when the
+// creation of task id was lost: the engine tells no one of a task whose
+// SyncTask failed, and stops its run.
+type TaskSyncer interface {
+	Syncer
+	SyncTask(ctx context.Context, id a2a.TaskID) error
+}

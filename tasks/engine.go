@@ -432,7 +432,7 @@ func (e *Engine) subscribe(ctx context.Context, lt *liveTask) (*subscriber, *a2a
 		}
 	}
 	if !lt.durable {
-		if err := e.sync(ctx); err != nil {
+		if err := e.syncLocked(ctx, lt); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -640,6 +640,24 @@ func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams
 	if push != nil {
 		if _, err := e.store.SetPush(ctx, task.ID, *push); err != nil {
 			e.abandon(ctx, lt, "the push notification config was not stored: "+err.Error())
+			cancel(nil)
+			return nil, err
+		}
+	}
+	if early != nil || (params.Config != nil && params.Config.Blocking != nil && !*params.Config.Blocking) {
+		// A send answered before its task ends is answered with the task
+		// once its creation is durable (Syncer): synced before the run
+		// starts, so that a creation the store lost (a commit that failed)
+		// is answered with the store's unavailability and nothing has
+		// started that a retry would run again. A blocking send's run
+		// starts at once: the task's end commits its creation with it (one
+		// transaction on SQLite), and a creation lost meanwhile stops the
+		// run (persisted, syncLocked).
+		lt.mu.Lock()
+		err := e.syncLocked(ctx, lt)
+		lt.mu.Unlock()
+		if err != nil {
+			e.forget(task.ID)
 			cancel(nil)
 			return nil, err
 		}

@@ -186,6 +186,9 @@ func (e *Engine) persisted(lt *liveTask, err error) error {
 			// the caller's "no such task".
 			err = fmt.Errorf("%w: the task's creation was lost: %v", ErrStoreUnavailable, err)
 			lt.lost = err
+			if lt.cancelExec != nil {
+				lt.cancelExec(err) // its work would be done again by a retry
+			}
 		}
 		return err
 	}
@@ -243,18 +246,40 @@ func (e *Engine) seen(ctx context.Context, lt *liveTask) (*a2a.Task, error) {
 		}
 	}
 	if !lt.durable {
-		if err := e.sync(ctx); err != nil {
+		if err := e.syncLocked(ctx, lt); err != nil {
 			return nil, err
 		}
 	}
 	return lt.task, nil
 }
 
-// sync makes every write that returned durable (Syncer).
-func (e *Engine) sync(ctx context.Context) error {
-	if s, ok := e.store.(Syncer); ok {
-		return s.Sync(context.WithoutCancel(ctx))
+// syncLocked makes lt's creation, and every write that returned, durable
+// (Syncer); lt.mu is held. A creation the store lost (TaskSyncer: a staged
+// creation whose commit failed) makes the task lost: no one is told of it,
+// and its run is stopped, since nothing of it is stored and a retry of its
+// send would run it again.
+func (e *Engine) syncLocked(ctx context.Context, lt *liveTask) error {
+	if lt.lost != nil {
+		return lt.lost
 	}
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	switch s := e.store.(type) {
+	case TaskSyncer:
+		if err = s.SyncTask(ctx, lt.task.ID); err != nil && errors.Is(err, ErrStoreUnavailable) {
+			err = fmt.Errorf("%w: the task's creation was lost: %v", ErrStoreUnavailable, err)
+			lt.lost = err
+			if lt.cancelExec != nil {
+				lt.cancelExec(err)
+			}
+		}
+	case Syncer:
+		err = s.Sync(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	lt.durable = true
 	return nil
 }
 

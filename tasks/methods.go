@@ -70,12 +70,7 @@ func (e *Engine) OnSendMessageStream(ctx context.Context, params *a2a.MessageSen
 			e.stream(ctx, lt, yield)
 			return
 		}
-		// What is shown is stored and durable first (subscribe's Sync).
-		if err := e.sync(ctx); err != nil {
-			lt.unsubscribe(early.sub)
-			yield(nil, err)
-			return
-		}
+		// What is shown is stored and durable: startWatched synced it.
 		e.streamFrom(ctx, lt, early.sub, early.first, yield)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/store/sqlite"
 )
 
 // exitError carries a specific exit code out of run.
@@ -62,6 +63,12 @@ func exitCode(err error, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "agentd:", ee.err)
 		}
 		return ee.code
+	}
+	if errors.Is(err, sqlite.ErrStateDir) {
+		// The state directory cannot be used (a database whose pages are
+		// damaged, met after it opened): bad config, as at its opening.
+		fmt.Fprintln(stderr, "agentd: --state-dir:", err)
+		return api.ExitUsage
 	}
 	fmt.Fprintln(stderr, "agentd:", err)
 	return api.ExitFailure

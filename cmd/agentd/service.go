@@ -20,6 +20,7 @@ import (
 	"github.com/agentd/agentd/console"
 	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/server"
+	"github.com/agentd/agentd/store/sqlite"
 	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tlsconfig"
@@ -383,6 +384,10 @@ func (s *service) Run(ctx context.Context) error {
 	// unfinished is failed or started again, and the push notifications it
 	// had not delivered are queued.
 	if _, err := s.engine.Recover(ctx, s.recover); err != nil {
+		if errors.Is(err, sqlite.ErrStateDir) {
+			// A damaged database: bad config, as it is when Open finds it.
+			return usageError("--state-dir: recover the task store: %v", err)
+		}
 		return fmt.Errorf("recover the task store: %w", err)
 	}
 	if s.lease > 0 {

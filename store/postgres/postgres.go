@@ -65,7 +65,9 @@ type Options struct {
 	Capacity  int
 	Retention time.Duration
 	// Bytes bounds the bytes of the tasks' snapshots and retained payloads
-	// (0: no byte bound); QuotaTasks and QuotaBytes bound one caller's (0:
+	// (0: no byte bound; a running task's payload, which repeats its
+	// message, counts once beside its snapshot: the larger of the two; a
+	// task's end drops it); QuotaTasks and QuotaBytes bound one caller's (0:
 	// the store's bounds, no quota of its own). Finished tasks make room as
 	// the memory and embedded stores' policy says, in the creating
 	// transaction (agentd_make_room, migrations 4 and 7): a caller's new

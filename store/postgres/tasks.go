@@ -269,7 +269,8 @@ func (s *Store) putOp(t *a2a.Task, snap []byte, end bool) (op *writeOp, res func
 		queue: func(b *pgx.Batch) {
 			n, seq = 0, 0
 			b.Queue(`UPDATE tasks SET state = $1, updated_ns = $2, context_id = $3, snapshot = $4,
-				size = octet_length($4::bytea) + coalesce(octet_length(payload), 0),
+				payload = CASE WHEN $5::bigint IS NULL THEN payload END,
+				size = CASE WHEN $5::bigint IS NULL THEN GREATEST(octet_length($4::bytea), coalesce(octet_length(payload), 0)) ELSE octet_length($4::bytea) END,
 				finished_ns = CASE WHEN $5::bigint IS NULL THEN NULL ELSE coalesce(finished_ns, $5::bigint) END
 				WHERE id = $6 AND (finished_ns IS NULL OR finished_ns > $7)`,
 				string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, s.finishedAt(t), string(t.ID), s.cutoff())
@@ -594,7 +595,7 @@ func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) 
 
 // Retain implements tasks.Durable.
 func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET payload = $1, size = octet_length(snapshot) + coalesce(octet_length($1::bytea), 0) WHERE id = $2`, payload, string(id))
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET payload = $1, size = GREATEST(octet_length(snapshot), coalesce(octet_length($1::bytea), 0)) WHERE id = $2`, payload, string(id))
 	if err != nil {
 		return s.unavailable("retain payload", err)
 	}

@@ -62,7 +62,9 @@ var SchemaVersion = schema.Version
 // Options configure a Store. The zero value of a field is its default.
 type Options struct {
 	// Capacity bounds the tasks held, and Bytes the bytes of their
-	// snapshots and retained payloads (0: no byte bound); QuotaTasks and
+	// snapshots and retained payloads (0: no byte bound; a running task's
+	// payload, which repeats its message, counts once beside its snapshot:
+	// the larger of the two; a task's end drops it); QuotaTasks and
 	// QuotaBytes bound one caller's (0: the store's bounds, no quota of its
 	// own). Finished tasks make room as the memory store's policy says
 	// (package internal/budget): a caller's new task evicts that caller's
@@ -115,6 +117,8 @@ type Store struct {
 
 	stmts      stmts         // the writer's prepared statements
 	staged     atomic.Bool   // the writer's open transaction holds staged writes
+	stagedIDs  []string      // the tasks those staged writes create; wmu guards it
+	lost       lostCreations // staged creations whose commit failed (SyncTask)
 	ops        chan *writeOp // the writes queued for the writer (writer.go)
 	quit       chan struct{} // closed by Close
 	writerDone chan struct{} // closed when the writer has returned
@@ -130,25 +134,46 @@ var errClosed = errors.New("sqlite: the store is closed")
 
 // unavailable wraps a database error with the operation: the store is
 // unavailable (tasks.ErrStoreUnavailable), unless it was closed.
+//
+// A database whose pages are damaged (SQLITE_CORRUPT, SQLITE_NOTADB) is the
+// state directory's error too (ErrStateDir, naming the file): no retry
+// mends it, and a start that meets it is bad config.
 func (s *Store) unavailable(op string, err error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("%s: %w", op, errClosed)
 	}
+	if isDamaged(err) {
+		return fmt.Errorf("%w: %s is damaged: %w", ErrStateDir, s.path, store.Unavailable(op, err))
+	}
 	return store.Unavailable(op, err)
+}
+
+// isDamaged reports whether err is SQLite's finding that the database file
+// is damaged or not a database.
+func isDamaged(err error) bool {
+	var se *sqlite3.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code() & 0xff
+	return c == sqlite3lib.SQLITE_CORRUPT || c == sqlite3lib.SQLITE_NOTADB
 }
 
 var (
 	_ tasks.Store       = (*Store)(nil)
 	_ tasks.Durable     = (*Store)(nil)
 	_ tasks.PushJournal = (*Store)(nil)
+	_ tasks.TaskSyncer  = (*Store)(nil)
 )
 
 // ErrStateDir wraps every error of a state directory that cannot be used:
-// it cannot be created or written, or its database cannot be opened.
+// it cannot be created or written, or its database cannot be opened or is
+// damaged.
 var ErrStateDir = errors.New("sqlite: the state directory cannot be used")
 
-// Open opens the store in dir (creating dir, mode 0700, and the database when
-// they do not exist) and migrates its schema to SchemaVersion. A database
+// Open opens the store in dir (creating dir, mode 0700, and the database,
+// 0600, when they do not exist; tightening them when they are open to
+// others: private) and migrates its schema to SchemaVersion. A database
 // written by a newer agentd is refused with a *store.SchemaError and left
 // as it is; a directory that cannot be written is an error wrapping
 // ErrStateDir.
@@ -176,6 +201,9 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s: the path may not hold ? or #", ErrStateDir, dir)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, instancesDir), 0o700); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStateDir, err)
+	}
+	if err := private(dir, o.Log); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStateDir, err)
 	}
 	s := &Store{dir: dir, path: filepath.Join(dir, FileName), opts: o, instance: uuid.Must(uuid.NewV7()).String(),
@@ -224,6 +252,49 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	go s.writer()
 	go s.checkpointer()
 	return s, nil
+}
+
+// private makes the state directory and the database's files readable by
+// their owner alone: they hold every task, its webhooks' tokens and the
+// callers' names. The directory is made 0700 and the files 0600; one that
+// was open to others is tightened, with a warning naming it and its old
+// mode (a directory that cannot be tightened, another user's, is refused).
+// The database is created 0600 before SQLite opens it, since SQLite
+// creates it 0644 and its -wal and -shm files with the database's mode.
+func private(dir string, log *slog.Logger) error {
+	tighten := func(path string, want os.FileMode) error {
+		fi, err := os.Stat(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if old := fi.Mode().Perm(); old&^want != 0 {
+			if err := os.Chmod(path, want); err != nil {
+				return fmt.Errorf("%s is open to others (mode %04o) and cannot be made %04o: %w", path, old, want, err)
+			}
+			log.Warn("state directory open to others: tightened", "path", path, "mode", fmt.Sprintf("%04o", old), "now", fmt.Sprintf("%04o", want))
+		}
+		return nil
+	}
+	if err := tighten(dir, 0o700); err != nil {
+		return err
+	}
+	db := filepath.Join(dir, FileName)
+	f, err := os.OpenFile(db, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		f.Close()
+	case !errors.Is(err, os.ErrExist):
+		return err
+	}
+	for _, path := range []string{db, db + "-wal", db + "-shm"} {
+		if err := tighten(path, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // useFdatasync makes SQLite sync with fdatasync(2) instead of fsync(2) in

@@ -45,7 +45,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 		return err
 	}
 	key := tasks.MessageKey(t)
-	return s.stageWrite(ctx, "create task", func(tx *wtx) error { return s.create(tx, t, owner, key, snap) })
+	return s.stageWrite(ctx, "create task", string(t.ID), func(tx *wtx) error { return s.create(tx, t, owner, key, snap) })
 }
 
 // create is Create's write.
@@ -187,10 +187,16 @@ const (
 		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 		WHERE (SELECT coalesce(sum(n), 0) < ? AND coalesce(sum(bytes), 0) <= ? FROM callers)
 		AND (SELECT coalesce(sum(n), 0) < ? AND coalesce(sum(bytes), 0) <= ? FROM callers WHERE owner = ?)`
-	putSQL = `UPDATE tasks SET state = ?, updated_ns = ?, context_id = ?, snapshot = ?,
-		size = ? + coalesce(length(payload), 0),
-		finished_ns = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(finished_ns, ?) END
-		WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`
+	// putSQL's arguments: state, updated, context, snapshot, its size, the
+	// finish time (NULL while running), now, id, the expiry's cutoff. A
+	// task that ends drops its retained payload (only an unfinished task
+	// runs again); a running one counts its payload, which repeats its
+	// message, once beside its snapshot: the larger of the two.
+	putSQL = `UPDATE tasks SET state = ?1, updated_ns = ?2, context_id = ?3, snapshot = ?4,
+		payload = CASE WHEN ?6 IS NULL THEN payload END,
+		size = CASE WHEN ?6 IS NULL THEN max(?5, coalesce(length(payload), 0)) ELSE ?5 END,
+		finished_ns = CASE WHEN ?6 IS NULL THEN NULL ELSE coalesce(finished_ns, ?7) END
+		WHERE id = ?8 AND (finished_ns IS NULL OR finished_ns > ?9)`
 )
 
 // The finished tasks are found per caller (schema 5: the one index of
@@ -572,7 +578,7 @@ func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) 
 // Retain implements tasks.Durable.
 func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
 	return s.write(ctx, "retain payload", func(tx *wtx) error {
-		res, err := tx.ExecContext(ctxBG, `UPDATE tasks SET payload = ?, size = length(snapshot) + coalesce(length(?), 0) WHERE id = ?`, payload, payload, string(id))
+		res, err := tx.ExecContext(ctxBG, `UPDATE tasks SET payload = ?1, size = max(length(snapshot), coalesce(length(?1), 0)) WHERE id = ?2`, payload, string(id))
 		if err != nil {
 			return s.unavailable("retain payload", err)
 		}

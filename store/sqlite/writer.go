@@ -3,9 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
 )
 
 // Group commit. The writes go through one goroutine, the writer, which owns
@@ -25,7 +28,12 @@ import (
 // transaction, not two. The engine calls Sync before anyone is told of a task
 // (tasks.Syncer), and every read of this store syncs first, so that no one
 // sees less than what a write that returned did; a process killed meanwhile
-// loses only tasks no one was told of, whose executors die with it.
+// loses only tasks no one was told of, whose executors die with it. A
+// commit that fails (a full disk) loses the staged creations it held: the
+// store records them before it clears staged, and SyncTask, which the
+// engine calls before anyone is told of a task (tasks.TaskSyncer), fails
+// for each of them, even after the linger's commit failed with no one
+// waiting.
 
 // stageLinger is how long a staged write waits for the writes that follow
 // before it is committed anyway.
@@ -39,6 +47,7 @@ type writeOp struct {
 	op    string // the operation, for errors
 	alone bool   // run outside any transaction (a checkpoint)
 	stage bool   // answered once run, committed later (Create)
+	id    string // a staged write's task (lost when its commit fails)
 	fn    func(*wtx) error
 	done  chan error
 }
@@ -102,17 +111,88 @@ func (s *Store) write(ctx context.Context, op string, fn func(*wtx) error) error
 
 // stageWrite runs fn in the writer's open transaction and returns once it
 // ran, before the transaction commits (see stageLinger).
-func (s *Store) stageWrite(ctx context.Context, op string, fn func(*wtx) error) error {
-	return s.enqueue(ctx, &writeOp{op: op, stage: true, fn: fn, done: make(chan error, 1)})
+// id is the task it creates: if that transaction's commit fails, SyncTask
+// says the creation was lost.
+func (s *Store) stageWrite(ctx context.Context, op, id string, fn func(*wtx) error) error {
+	return s.enqueue(ctx, &writeOp{op: op, stage: true, id: id, fn: fn, done: make(chan error, 1)})
 }
 
 // Sync implements tasks.Syncer: it returns once every write that returned
-// before it is committed.
+// before it is committed, or failed. A staged creation whose transaction
+// failed before this call is not Sync's error (it was another caller's
+// too): SyncTask names the task whose creation must be stored.
 func (s *Store) Sync(ctx context.Context) error {
 	if !s.staged.Load() {
 		return nil
 	}
 	return s.write(ctx, "sync", func(*wtx) error { return nil })
+}
+
+// SyncTask implements tasks.TaskSyncer: Sync, and an error wrapping
+// tasks.ErrStoreUnavailable when the staged creation of task id was lost,
+// its transaction's commit having failed (a full disk), before or during
+// this call (every time it is asked, while the store remembers the last
+// maxLost of them).
+//
+// A Sync that fails otherwise is SyncTask's error only if the store is
+// closed: a commit that fails records every creation it held as lost
+// first, so a creation not recorded was committed before it.
+func (s *Store) SyncTask(ctx context.Context, id a2a.TaskID) error {
+	err := s.Sync(ctx)
+	if lost := s.lostCreation(string(id)); lost != nil {
+		return s.unavailable("sync task "+string(id), lost)
+	}
+	if err != nil && (errors.Is(err, errClosed) || ctx.Err() != nil) {
+		return err
+	}
+	return nil
+}
+
+// maxLost bounds the lost creations remembered for SyncTask: the oldest go
+// first (a task whose creation was lost and that no one synced since).
+const maxLost = 4096
+
+// lostCreations are the tasks whose staged creation was lost, with the
+// commit's error, the last maxLost of them (task ids are never reused).
+// Safe for concurrent use.
+type lostCreations struct {
+	mu    sync.Mutex // guards m, order
+	m     map[string]error
+	order []string
+}
+
+// lose records the staged creations of a transaction that failed with err.
+func (s *Store) lose(ids []string, err error) {
+	if len(ids) == 0 {
+		return
+	}
+	l := &s.lost
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]error{}
+	}
+	for _, id := range ids {
+		l.m[id] = err
+		l.order = append(l.order, id)
+	}
+	for len(l.order) > maxLost {
+		delete(l.m, l.order[0])
+		l.order = l.order[1:]
+	}
+}
+
+// lostCreation returns the error that lost id's creation, nil when it was
+// not lost.
+func (s *Store) lostCreation(id string) error {
+	l := &s.lost
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err, ok := l.m[id]
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("the task's creation was not committed: %w", err)
 }
 
 // writeAlone runs fn on the writer's connection outside any transaction,
@@ -302,7 +382,9 @@ func (s *Store) run(batch []*writeOp, open bool) bool {
 			continue
 		}
 		if errs[i] == nil {
-			// Before the answer: a read that follows it syncs.
+			// Before the answer: a read that follows it syncs, and a commit
+			// that fails loses it (SyncTask).
+			s.stagedIDs = append(s.stagedIDs, o.id)
 			s.staged.Store(true)
 		}
 		o.done <- errs[i]
@@ -325,17 +407,21 @@ func (s *Store) run(batch []*writeOp, open bool) bool {
 // every write not yet answered fails.
 func (s *Store) abort(rest, waiting []*writeOp, err error) {
 	(&wtx{s: s}).ExecContext(ctxBG, `ROLLBACK`)
-	if s.staged.Swap(false) {
-		s.opts.Log.Error("task store: staged writes lost", "err", err)
+	if len(s.stagedIDs) > 0 {
+		s.opts.Log.Error("task store: staged writes lost", "tasks", len(s.stagedIDs), "err", err)
 	}
+	s.lose(s.stagedIDs, err)
+	s.stagedIDs = s.stagedIDs[:0]
+	s.staged.Store(false)
 	for _, o := range append(waiting, rest...) {
 		o.done <- s.unavailable(o.op, err)
 	}
 }
 
 // end commits the open transaction, if there is one; a commit that fails
-// rolls it back (the staged writes are lost, and the tasks' next writes
-// fail).
+// rolls it back: the staged creations are lost (SyncTask reports them),
+// before staged is cleared, so that a Sync that finds nothing staged finds
+// them lost, and the tasks' next writes fail.
 func (s *Store) end(open bool) error {
 	if !open {
 		return nil
@@ -344,8 +430,10 @@ func (s *Store) end(open bool) error {
 	_, err := w.ExecContext(ctxBG, `COMMIT`)
 	if err != nil {
 		w.ExecContext(ctxBG, `ROLLBACK`)
-		s.opts.Log.Error("task store: commit failed", "err", err)
+		s.opts.Log.Error("task store: commit failed", "tasks_lost", len(s.stagedIDs), "err", err)
+		s.lose(s.stagedIDs, err)
 	}
+	s.stagedIDs = s.stagedIDs[:0]
 	s.staged.Store(false)
 	return err
 }

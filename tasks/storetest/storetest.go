@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,9 @@ type Config struct {
 	// QuotaTasks bounds the tasks of one caller (0: the store's default,
 	// no quota of its own).
 	QuotaTasks int
+	// Bytes bounds the bytes of the tasks' snapshots and retained payloads
+	// (0: none), where the store has such a bound.
+	Bytes int64
 	// Clock is the store's clock for retention and eviction order.
 	Clock func() time.Time
 }
@@ -66,6 +70,7 @@ func Run(t *testing.T, b Backend) {
 		{"PushConfigs", testPush},
 		{"Concurrent", testConcurrent},
 		{"Durable", testDurable},
+		{"RetainedPayload", testRetainedPayload},
 		{"PushJournal", testJournal},
 		{"EndJournal", testEndJournal},
 		{"BlobCallers", testBlobCallers},
@@ -746,6 +751,46 @@ func testDurable(t *testing.T, b Backend) {
 	if len(orphans) != 2 || orphans[0].Task.ID != "running" || orphans[0].Runner != d2.Instance() {
 		t.Fatalf("orphans of the second instance = %+v", orphans)
 	}
+}
+
+// A task's retained payload (its spawn request, which repeats its message)
+// counts once against the byte bound beside its snapshot, not on top of it,
+// and is cleared when the task ends: recovery reruns only unfinished tasks.
+func testRetainedPayload(t *testing.T, b Backend) {
+	const n = 100 << 10 // each task's message; its snapshot is a little more
+	c := newClock()
+	s := b.Open(t, Config{Clock: c.now, Bytes: 5 * n / 2})
+	d, ok := s.(tasks.Durable)
+	if !ok {
+		t.Skip("not a durable store")
+	}
+	big := func(id string) *a2a.Task {
+		tk := task(id, a2a.TaskStateWorking, "c", c.now())
+		tk.History[0].Parts = a2a.ContentParts{a2a.TextPart{Text: strings.Repeat("x", n)}}
+		return tk
+	}
+	a := big("a")
+	must(t, s.Create(ctx, a, "alice"))
+	must(t, d.Retain(ctx, "a", []byte(strings.Repeat("p", n))))
+	// a counts about n, so another task of n fits in 2.5n; a counted twice
+	// (2n) would leave no room, nothing finished to evict.
+	if err := s.Create(ctx, big("b"), "alice"); err != nil {
+		t.Fatalf("a second task beside one with a retained payload: %v (the payload counted on top of its snapshot)", err)
+	}
+	p, err := d.Retained(ctx, "a")
+	must(t, err)
+	if len(p) != n {
+		t.Fatalf("the running task's payload: %d bytes", len(p))
+	}
+	end := *a
+	end.Status = a2a.TaskStatus{State: a2a.TaskStateCompleted, Timestamp: c.at(time.Second)}
+	must(t, s.Put(ctx, &end))
+	if p, err := d.Retained(ctx, "a"); err != nil || p != nil {
+		t.Fatalf("a finished task's payload: %d bytes, %v; want none", len(p), err)
+	}
+	got, _, err := s.Get(ctx, "a")
+	must(t, err)
+	same(t, "the finished task", got, &end)
 }
 
 func testJournal(t *testing.T, b Backend) {
