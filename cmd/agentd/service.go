@@ -300,7 +300,7 @@ func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate
 		return b.ID, err
 	}}
 	opts := []tasks.EngineOption{tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher), tasks.WithOrphanFilter(isRunRecord),
-		tasks.WithAdmission(s.admission.ctrl, s.admission.policy), tasks.WithOffload(offload, tasks.DefaultOffloadAbove)}
+		tasks.WithAdmission(s.admission.ctrl, s.admission.policy), tasks.WithOffload(offload, tasks.DefaultOffloadAbove), tasks.WithStoreWait(c.Store.Wait)}
 	if s.recover == tasks.RecoverRerun {
 		opts = append(opts, tasks.WithEagerRetain()) // a task lost right after its start runs again
 	}
