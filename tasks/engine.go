@@ -128,6 +128,17 @@ type FollowUps interface {
 	TakeFollowUp(last bool) []*a2a.Message
 }
 
+// FollowUpChecker is implemented by an executor whose next turn of a task
+// carries the follow-up messages waiting for it within a size limit (a
+// spawn payload within the control frame limit). Before a follow-up joins
+// the task, the engine asks it with the follow-ups that would then wait,
+// the new one last; an error (wrapping a2a.ErrInvalidParams and naming the
+// limit) refuses the message, and the task goes on. It is called with the
+// task's lock held, and must be safe for concurrent use.
+type FollowUpChecker interface {
+	CheckFollowUp(id a2a.TaskID, waiting []*a2a.Message) error
+}
+
 // liveTask is a task that has not reached a terminal state.
 type liveTask struct {
 	mu    sync.Mutex // guards task, subs, followUps, closed, push, pushKnown, dirty, durable, payload, flushing, pushChecked, lost
@@ -763,6 +774,13 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 	}
 	m := *msg
 	m.ContextID = cur.ContextID
+	if c, ok := e.exec.(FollowUpChecker); ok {
+		// A follow-up the next turn cannot carry is refused now, not when
+		// that turn fails to start (which would end the task).
+		if err := c.CheckFollowUp(id, append(slices.Clip(lt.followUps), &m)); err != nil {
+			return nil, err
+		}
+	}
 	next := *cur
 	next.History = append(slices.Clip(cur.History), &m)
 	if err := e.persistLocked(ctx, lt, &next, by); err != nil {

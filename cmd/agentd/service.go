@@ -287,6 +287,7 @@ func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate
 		Instance:     instance,
 		MaxDepth:     func() int { return sup.Caps().MaxDepth },
 		Lineages:     lineages,
+		MaxFrame:     api.FrameLimit(s.budgets.maxMessage), // the supervisor's: a follow-up the next turn cannot carry is refused
 		Log:          s.log,
 	})
 	pushAllow, _ := c.Mesh.pushAllow() // checked by Validate
