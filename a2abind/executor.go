@@ -54,6 +54,11 @@ type ExecutorConfig struct {
 	// Lineages, if set, records each running tree's hops and depth for nested
 	// delegations (delegate.Delegator reads it).
 	Lineages *delegate.Lineages
+	// MaxFrame is the control frame size limit a turn's spawn payload must
+	// fit (the supervisor's, api.FrameLimit of --max-message): a follow-up
+	// that would take the next turn over it is refused (CheckFollowUp).
+	// Zero is api.DefaultMaxFrame.
+	MaxFrame int
 	Log      *slog.Logger
 }
 
@@ -65,7 +70,8 @@ type ExecutorConfig struct {
 // further turns, each seeded with the turns before it. It is safe for
 // concurrent use.
 type Executor struct {
-	cfg ExecutorConfig
+	cfg  ExecutorConfig
+	next nextTurns // each running task's next turn (followup.go)
 }
 
 // NewExecutor returns an executor.
@@ -158,6 +164,8 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		defer func() { x.forgetLineage(req.Payload.Telemetry.RunID, trees) }()
 	}
 	fu, _ := q.(tasks.FollowUps)
+	x.next.set(reqCtx.TaskID, req)
+	defer x.next.drop(reqCtx.TaskID)
 	baseSeed := req.Payload.Seed.Slices
 	var turns []api.SeedSlice
 	// A turn's result may be final before its process is reaped: the task's
@@ -217,6 +225,7 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		}
 		req.Payload.Contract.Objective = objective
 		req.Payload.Seed.Slices = append(slices.Clip(baseSeed), turns...)
+		x.next.set(reqCtx.TaskID, req)
 	}
 }
 

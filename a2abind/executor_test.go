@@ -204,6 +204,43 @@ func TestExecutorFollowUpTurns(t *testing.T) {
 	}
 }
 
+// A follow-up that would take the task's next turn over the control frame
+// limit is refused when it is sent (invalid params naming --max-message),
+// and the task goes on: the follow-up accepted before it runs as the next
+// turn, and the task completes. Before, the follow-ups were accepted and
+// the turn that could not carry them ended the task rejected.
+func TestExecutorFollowUpOverTheFrameRefused(t *testing.T) {
+	hold := make(chan struct{})
+	p := &a2atest.Provider{Result: a2atest.Echo, Hold: hold}
+	const frame = 512 << 10
+	e, _ := newTestEngine(t, p, func(c *ExecutorConfig) { c.MaxFrame = frame })
+	task := a2atest.Send(t, e, a2atest.NonBlocking("first question"))
+	testkit.WaitFor(t, a2atest.Wait, "the first turn started", func() bool { return len(p.Requests()) == 1 })
+	big := strings.Repeat("x", 200<<10)
+	follow := a2atest.NonBlocking(big)
+	follow.Message.TaskID = task.ID
+	if _, err := e.OnSendMessage(context.Background(), follow); err != nil {
+		t.Fatalf("a follow-up the next turn can carry: %v", err)
+	}
+	over := a2atest.NonBlocking(big)
+	over.Message.TaskID = task.ID
+	_, err := e.OnSendMessage(context.Background(), over)
+	if !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), "--max-message") {
+		t.Fatalf("a follow-up that takes the next turn over the %d-byte frame: %v, want invalid params naming --max-message", frame, err)
+	}
+	close(hold)
+	final := a2atest.WaitTerminal(t, e, task.ID)
+	reqs := p.Requests()
+	if final.Status.State != a2a.TaskStateCompleted || len(reqs) != 2 || reqs[1].Payload.Contract.Objective != big {
+		t.Fatalf("the task after the refusal: %s, %d turns", final.Status.State, len(reqs))
+	}
+	for _, m := range final.History {
+		if m.ID == over.Message.ID {
+			t.Fatal("the refused follow-up is in the task's history")
+		}
+	}
+}
+
 func TestExecutorCancelStopsTheTurn(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)

@@ -59,9 +59,17 @@ func (e *Engine) visible(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) 
 		if !mayAccess(ctx, lt.owner) {
 			return nil, errNotFound(id)
 		}
-		return e.seen(ctx, lt)
+		return e.seen(ctx, lt, e.answerBy())
 	}
-	t, owner, err := e.store.Get(ctx, id)
+	type read struct {
+		t     *a2a.Task
+		owner string
+	}
+	r, err := boundedRead(e, ctx, e.answerBy(), "read task "+string(id), func(ctx context.Context) (read, error) {
+		t, owner, err := e.store.Get(ctx, id)
+		return read{t, owner}, err
+	})
+	t, owner := r.t, r.owner
 	switch {
 	case errors.Is(err, a2a.ErrTaskNotFound):
 		return nil, errNotFound(id)

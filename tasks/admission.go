@@ -138,7 +138,7 @@ func (e *Engine) leftQueue(ctx context.Context, lt *liveTask) {
 			next.Metadata[k] = v
 		}
 	}
-	if err := e.persistLocked(context.WithoutCancel(ctx), lt, &next); err != nil {
+	if err := e.persistLocked(context.WithoutCancel(ctx), lt, &next, e.retryBy()); err != nil {
 		e.log.Warn("queue position not cleared", "task_id", snap.ID, "err", err)
 		return
 	}

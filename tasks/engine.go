@@ -56,7 +56,10 @@ type Engine struct {
 	// storeRetry bounds how long an event of a running task waits for an
 	// unavailable store before the write fails.
 	storeRetry time.Duration
-	pusher     *Pusher // nil: push notifications are not offered
+	// storeWait bounds how long a caller's request waits for an
+	// unavailable store (storewait.go).
+	storeWait time.Duration
+	pusher    *Pusher // nil: push notifications are not offered
 	// ends, when set, journals each end's notification in the terminal
 	// write's transaction (the store, when it is the pusher's journal).
 	ends EndJournal
@@ -125,6 +128,17 @@ type FollowUps interface {
 	TakeFollowUp(last bool) []*a2a.Message
 }
 
+// FollowUpChecker is implemented by an executor whose next turn of a task
+// carries the follow-up messages waiting for it within a size limit (a
+// spawn payload within the control frame limit). Before a follow-up joins
+// the task, the engine asks it with the follow-ups that would then wait,
+// the new one last; an error (wrapping a2a.ErrInvalidParams and naming the
+// limit) refuses the message, and the task goes on. It is called with the
+// task's lock held, and must be safe for concurrent use.
+type FollowUpChecker interface {
+	CheckFollowUp(id a2a.TaskID, waiting []*a2a.Message) error
+}
+
 // liveTask is a task that has not reached a terminal state.
 type liveTask struct {
 	mu    sync.Mutex // guards task, subs, followUps, closed, push, pushKnown, dirty, durable, payload, flushing, pushChecked, lost
@@ -165,6 +179,11 @@ type liveTask struct {
 	// snapshot no one may see.
 	lost error
 
+	// stall: a write of the task waits for an unavailable store
+	// (putRetrying); a caller waiting for the task's end is answered
+	// within the store wait.
+	stall stall
+
 	// settled marks a snapshot this engine does not drive (a finished task,
 	// or one another process runs): done is closed, and a stream of it is
 	// the snapshot alone.
@@ -198,7 +217,7 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{store: store, exec: exec, log: log, live: make(map[a2a.TaskID]*liveTask), storeRetry: DefaultStoreRetry}
+	e := &Engine{store: store, exec: exec, log: log, live: make(map[a2a.TaskID]*liveTask), storeRetry: DefaultStoreRetry, storeWait: DefaultStoreWait}
 	for _, o := range opts {
 		o(e)
 	}
@@ -365,7 +384,7 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 				return err
 			}
 			push = seq > 0
-		} else if err := e.persistLocked(ctx, lt, stored); err != nil {
+		} else if err := e.persistLocked(ctx, lt, stored, e.retryBy()); err != nil {
 			return err
 		}
 	} else {
@@ -402,17 +421,23 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 	return nil
 }
 
-// putRetrying stores a snapshot of a running task, retrying for up to
-// storeRetry while the store is unavailable (a database restarting): the
-// event waits, and no one sees it before it is stored.
-func (e *Engine) putRetrying(ctx context.Context, t *a2a.Task, put func(context.Context, *a2a.Task) error) error {
+// retryBy is the deadline of a task's own write that starts now: storeRetry
+// from now.
+func (e *Engine) retryBy() time.Time { return time.Now().Add(e.storeRetry) }
+
+// putRetrying stores a snapshot of lt, retrying until deadline while the
+// store is unavailable (a database restarting): the event waits, and no one
+// sees it before it is stored. Meanwhile lt.stall says a write waits (a
+// caller waiting for the task's end is answered within the store wait).
+func (e *Engine) putRetrying(ctx context.Context, lt *liveTask, t *a2a.Task, put func(context.Context, *a2a.Task) error, deadline time.Time) error {
 	wait := 50 * time.Millisecond
-	deadline := time.Now().Add(e.storeRetry)
+	defer lt.stall.end()
 	for {
 		err := put(ctx, t)
 		if err == nil || !errors.Is(err, ErrStoreUnavailable) || time.Now().Add(wait).After(deadline) {
 			return err
 		}
+		lt.stall.begin()
 		e.log.Warn("task store unavailable: retrying", "task_id", string(t.ID), "err", err)
 		time.Sleep(wait)
 		wait = min(2*wait, 2*time.Second)
@@ -424,10 +449,13 @@ func (e *Engine) putRetrying(ctx context.Context, t *a2a.Task, put func(context.
 // channel closes when the task ends (or the subscriber falls too far
 // behind).
 func (e *Engine) subscribe(ctx context.Context, lt *liveTask) (*subscriber, *a2a.Task, error) {
-	lt.mu.Lock()
+	by := e.answerBy()
+	if err := e.lockBy(ctx, lt, by); err != nil {
+		return nil, nil, err
+	}
 	defer lt.mu.Unlock()
 	if lt.dirty && !lt.task.Status.State.Terminal() {
-		if err := e.persistLocked(context.WithoutCancel(ctx), lt, lt.task); err != nil {
+		if err := e.persistLocked(context.WithoutCancel(ctx), lt, lt.task, by); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -744,7 +772,10 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 	if lt.cancelExec == nil {
 		return nil, fmt.Errorf("task %s is a nested subagent, driven by its parent; it takes no messages: %w", id, a2a.ErrUnsupportedOperation)
 	}
-	lt.mu.Lock()
+	by := e.answerBy()
+	if err := e.lockBy(ctx, lt, by); err != nil {
+		return nil, err
+	}
 	defer lt.mu.Unlock()
 	cur := lt.task
 	if msg.ContextID != "" && msg.ContextID != cur.ContextID {
@@ -761,9 +792,16 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 	}
 	m := *msg
 	m.ContextID = cur.ContextID
+	if c, ok := e.exec.(FollowUpChecker); ok {
+		// A follow-up the next turn cannot carry is refused now, not when
+		// that turn fails to start (which would end the task).
+		if err := c.CheckFollowUp(id, append(slices.Clip(lt.followUps), &m)); err != nil {
+			return nil, err
+		}
+	}
 	next := *cur
 	next.History = append(slices.Clip(cur.History), &m)
-	if err := e.persistLocked(ctx, lt, &next); err != nil {
+	if err := e.persistLocked(ctx, lt, &next, by); err != nil {
 		return nil, err
 	}
 	if push != nil {

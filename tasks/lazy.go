@@ -148,8 +148,9 @@ func (e *Engine) hasPush(ctx context.Context, id a2a.TaskID) (bool, error) {
 }
 
 // persistLocked stores next (with a payload still waiting to be retained,
-// unless the task has ended); lt.mu is held.
-func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task) error {
+// unless the task has ended), retrying until deadline while the store is
+// unavailable; lt.mu is held.
+func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task, deadline time.Time) error {
 	if lt.payload != nil && !next.Status.State.Terminal() {
 		if d, ok := e.store.(Durable); ok {
 			if err := d.Retain(ctx, next.ID, lt.payload); err != nil {
@@ -157,7 +158,7 @@ func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task
 			}
 		}
 	}
-	return e.persisted(lt, e.putRetrying(ctx, next, e.store.Put))
+	return e.persisted(lt, e.putRetrying(ctx, lt, next, e.store.Put, deadline))
 }
 
 // persistEndLocked stores a terminal snapshot with its notification
@@ -165,11 +166,11 @@ func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task
 // has no webhooks; lt.mu is held.
 func (e *Engine) persistEndLocked(ctx context.Context, lt *liveTask, next *a2a.Task) (int64, error) {
 	var seq int64
-	err := e.putRetrying(ctx, next, func(ctx context.Context, t *a2a.Task) error {
+	err := e.putRetrying(ctx, lt, next, func(ctx context.Context, t *a2a.Task) error {
 		var err error
 		seq, err = e.ends.PutEnd(ctx, t)
 		return err
-	})
+	}, e.retryBy())
 	return seq, e.persisted(lt, err)
 }
 
@@ -223,7 +224,7 @@ func (e *Engine) flush(lt *liveTask) {
 	if (!lt.dirty && lt.payload == nil) || lt.task.Status.State.Terminal() {
 		return
 	}
-	if err := e.persistLocked(context.Background(), lt, lt.task); err != nil {
+	if err := e.persistLocked(context.Background(), lt, lt.task, e.retryBy()); err != nil {
 		e.log.Warn("running task not written: retrying", "task_id", string(lt.task.ID), "err", err)
 		if errors.Is(err, ErrStoreUnavailable) {
 			lt.flushing = true
@@ -233,15 +234,18 @@ func (e *Engine) flush(lt *liveTask) {
 }
 
 // seen returns the task's snapshot once it is stored and durable: what a
-// reader may be shown.
-func (e *Engine) seen(ctx context.Context, lt *liveTask) (*a2a.Task, error) {
-	lt.mu.Lock()
+// reader may be shown. While the store is unavailable it answers
+// ErrStoreUnavailable by deadline.
+func (e *Engine) seen(ctx context.Context, lt *liveTask, deadline time.Time) (*a2a.Task, error) {
+	if err := e.lockBy(ctx, lt, deadline); err != nil {
+		return nil, err
+	}
 	defer lt.mu.Unlock()
 	if lt.lost != nil {
 		return nil, lt.lost // no snapshot of it is stored
 	}
 	if lt.dirty && !lt.task.Status.State.Terminal() {
-		if err := e.persistLocked(context.WithoutCancel(ctx), lt, lt.task); err != nil {
+		if err := e.persistLocked(context.WithoutCancel(ctx), lt, lt.task, deadline); err != nil {
 			return nil, err
 		}
 	}
@@ -292,8 +296,9 @@ func (e *Engine) flushLive(ctx context.Context) error {
 		live = append(live, lt)
 	}
 	e.mu.Unlock()
+	by := e.answerBy()
 	for _, lt := range live {
-		if _, err := e.seen(ctx, lt); err != nil {
+		if _, err := e.seen(ctx, lt, by); err != nil {
 			return err
 		}
 	}

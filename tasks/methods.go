@@ -21,7 +21,7 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 	}
 	hist := historyLength(params)
 	if params.Config != nil && params.Config.Blocking != nil && !*params.Config.Blocking {
-		t, err := e.seen(ctx, lt)
+		t, err := e.seen(ctx, lt, e.answerBy())
 		if err != nil {
 			return nil, err
 		}
@@ -43,13 +43,12 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 			return trimHistory(t, hist), nil
 		}
 	}
-	select {
-	case <-lt.done:
-	case <-timeout:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	// The task's end, unless its writes wait for an unavailable store for
+	// the store wait.
+	if err := e.waitEnd(ctx, lt, timeout); err != nil {
+		return nil, err
 	}
-	t, err := e.seen(ctx, lt)
+	t, err := e.seen(ctx, lt, e.answerBy())
 	if err != nil {
 		return nil, err
 	}
@@ -195,10 +194,8 @@ func (e *Engine) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 			return nil, err
 		}
 	}
-	select {
-	case <-lt.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := e.waitEnd(ctx, lt, nil); err != nil {
+		return nil, err
 	}
 	return lt.snapshot(), nil
 }

@@ -84,14 +84,18 @@ func (e *Engine) followRemote(ctx context.Context, sh Shared, id a2a.TaskID, yie
 	}
 }
 
-// getRetrying reads a task another process runs, retrying for up to
-// storeRetry while the store is unavailable (a database restarting), as
-// putRetrying writes: a follower rides out what the runner does.
+// getRetrying reads a task another process runs, retrying for up to the
+// store wait while the store is unavailable (a database restarting): a
+// follower rides out a short outage, and its caller is answered
+// ErrStoreUnavailable within the store wait of a longer one.
 func (e *Engine) getRetrying(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	wait := 50 * time.Millisecond
-	deadline := time.Now().Add(e.storeRetry)
+	deadline := e.answerBy()
 	for {
-		t, _, err := e.store.Get(ctx, id)
+		t, err := boundedRead(e, ctx, deadline, "read task "+string(id), func(ctx context.Context) (*a2a.Task, error) {
+			t, _, err := e.store.Get(ctx, id)
+			return t, err
+		})
 		if err == nil || !errors.Is(err, ErrStoreUnavailable) || time.Now().Add(wait).After(deadline) {
 			return t, err
 		}

@@ -150,6 +150,8 @@ func TestServeValidate(t *testing.T) {
 		{"--route", func(c *serveConfig) { c.Mesh.Routes = append(c.Mesh.Routes, mustRule(t, "x=peer:nobody")) }},
 		{"--push-allow-net", func(c *serveConfig) { c.Mesh.PushAllowNet = "127.0.0.0/8,10.0.0.0/33" }},
 		{"--send-wait", func(c *serveConfig) { c.Mesh.SendWait = -time.Second }},
+		{"--store-wait", func(c *serveConfig) { c.Store.Wait = 0 }},
+		{"--store-wait", func(c *serveConfig) { c.Store.Wait = time.Hour }},
 		{"--metrics-addr", func(c *serveConfig) { c.Observe.MetricsAddr = "no-port" }},
 		{"--heartbeat", func(c *serveConfig) { c.Observe.Heartbeat = 0 }},
 		{"--heartbeat", func(c *serveConfig) { c.Observe.Heartbeat = 2 * time.Minute }},

@@ -45,6 +45,7 @@ func TestEnvironmentIsValidated(t *testing.T) {
 		"AGENT_ALLOW_EXEC":     "perhaps",
 		"AGENT_LOG_CONTENT":    "some",
 		"AGENT_AGGREGATE_LOGS": "sometimes",
+		"AGENT_STORE_WAIT":     "soon",
 	} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, value)

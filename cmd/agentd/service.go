@@ -288,6 +288,7 @@ func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate
 		Instance:     instance,
 		MaxDepth:     func() int { return sup.Caps().MaxDepth },
 		Lineages:     lineages,
+		MaxFrame:     api.FrameLimit(s.budgets.maxMessage), // the supervisor's: a follow-up the next turn cannot carry is refused
 		Log:          s.log,
 	})
 	pushAllow, _ := c.Mesh.pushAllow() // checked by Validate
@@ -301,7 +302,7 @@ func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate
 		return b.ID, err
 	}}
 	opts := []tasks.EngineOption{tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher), tasks.WithOrphanFilter(isRunRecord),
-		tasks.WithAdmission(s.admission.ctrl, s.admission.policy), tasks.WithOffload(offload, tasks.DefaultOffloadAbove)}
+		tasks.WithAdmission(s.admission.ctrl, s.admission.policy), tasks.WithOffload(offload, tasks.DefaultOffloadAbove), tasks.WithStoreWait(c.Store.Wait)}
 	if s.recover == tasks.RecoverRerun {
 		opts = append(opts, tasks.WithEagerRetain()) // a task lost right after its start runs again
 	}

@@ -39,12 +39,19 @@ type storeConfig struct {
 	DSN      string        // AGENT_STORE_DSN
 	Recover  string        // --recover: fail or rerun
 	Lease    time.Duration // --store-lease: a PostgreSQL replica's lease
+	Wait     time.Duration // --store-wait: how long a request waits for an unavailable store
 }
 
 // Bounds of --store-lease.
 const (
 	minStoreLease = 300 * time.Millisecond
 	maxStoreLease = 10 * time.Minute
+)
+
+// Bounds of --store-wait.
+const (
+	minStoreWait = 100 * time.Millisecond
+	maxStoreWait = 10 * time.Minute
 )
 
 // defaultStateDir is the per-user state directory: $XDG_STATE_HOME/agentd,
@@ -69,6 +76,7 @@ func addStore(f *flags, c *storeConfig, serve bool) {
 		f.stringVar(&c.StateDir, "state-dir", "AGENT_STATE_DIR", defaultStateDir(), "the state directory: the sqlite store's database ("+sqlite.FileName+") and the schedule mode's last tick (schedule.json)")
 		f.stringVar(&c.DSNFile, "store-dsn-file", "AGENT_STORE_DSN_FILE", "", "--store postgres: a file holding the PostgreSQL DSN (or set "+envStoreDSN+"; never on argv)")
 		f.durationVar(&c.Lease, "store-lease", "AGENT_STORE_LEASE", postgres.DefaultLeaseTTL, "--store postgres: a replica's lease; the tasks of a replica that has not renewed it for this long are resolved by another (--recover)")
+		f.durationVar(&c.Wait, "store-wait", "AGENT_STORE_WAIT", tasks.DefaultStoreWait, "how long a request waits for an unavailable task store before it is answered -32000 (the store is unavailable; retry later); a running task's own writes are retried longer, in the background")
 	} else {
 		f.stringVar(&c.StateDir, "state-dir", "AGENT_STATE_DIR", "", "a state directory: with --run-id, a run that completed is not run again (its stored result is printed, and its code is the exit code); the schedule mode keeps its last tick there (schedule.json)")
 	}
@@ -88,6 +96,9 @@ func (c *storeConfig) Validate() error {
 	}
 	if strings.ContainsAny(c.StateDir, "?#") {
 		return fmt.Errorf("--state-dir %q: the path may not hold ? or #", c.StateDir)
+	}
+	if c.Kind != "" && (c.Wait < minStoreWait || c.Wait > maxStoreWait) {
+		return fmt.Errorf("--store-wait must be in [%s, %s] (got %s)", minStoreWait, maxStoreWait, c.Wait)
 	}
 	if c.Kind == storePostgres && (c.Lease < minStoreLease || c.Lease > maxStoreLease) {
 		return fmt.Errorf("--store-lease must be in [%s, %s] (got %s)", minStoreLease, maxStoreLease, c.Lease)

@@ -55,6 +55,18 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 		return err
 	}
 	if key != "" {
+		// The message's task past its retention, which the sweep (once a
+		// second) has not deleted yet, is no duplicate: reads no longer
+		// see it, so it goes now and the message makes a new task.
+		tag, err := s.pool.Exec(ctx, `DELETE FROM tasks WHERE owner = $1 AND message_id = $2 AND finished_ns IS NOT NULL AND finished_ns <= $3`, owner, key, s.cutoff())
+		if err != nil {
+			return s.unavailable("create task", err)
+		}
+		if tag.RowsAffected() > 0 {
+			if err = s.create(ctx, t, owner, key, snap); !isUnique(err) {
+				return err
+			}
+		}
 		var existing string
 		switch err := s.pool.QueryRow(ctx, `SELECT id FROM tasks WHERE owner = $1 AND message_id = $2`, owner, key).Scan(&existing); {
 		case err == nil:

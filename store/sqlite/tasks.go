@@ -45,11 +45,12 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
 		return err
 	}
 	key := tasks.MessageKey(t)
-	return s.stageWrite(ctx, "create task", string(t.ID), func(tx *wtx) error { return s.create(tx, t, owner, key, snap) })
+	return s.stageWrite(ctx, "create task", string(t.ID), func(tx *wtx) error { return s.create(tx, t, owner, key, snap, false) })
 }
 
-// create is Create's write.
-func (s *Store) create(tx *wtx, t *a2a.Task, owner, key string, snap []byte) error {
+// create is Create's write; retried, it is the second insert, after the
+// message's expired task was deleted.
+func (s *Store) create(tx *wtx, t *a2a.Task, owner, key string, snap []byte, retried bool) error {
 	ctx := ctxBG
 	if err := s.expire(ctx, tx); err != nil {
 		return err
@@ -77,6 +78,18 @@ func (s *Store) create(tx *wtx, t *a2a.Task, owner, key string, snap []byte) err
 				return err
 			}
 			_, err = tx.ExecContext(ctx, insertSQL, args...)
+		}
+	}
+	if isConstraint(err) && key != "" && !retried {
+		// The message's task past its retention, which the sweep (once a
+		// second) has not deleted yet, is no duplicate: reads no longer
+		// see it, so it goes now and the message makes a new task.
+		res, derr := tx.ExecContext(ctx, `DELETE FROM tasks WHERE owner = ? AND message_id = ? AND finished_ns IS NOT NULL AND finished_ns <= ?`, owner, key, s.cutoff())
+		if derr != nil {
+			return s.unavailable("create task", derr)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return s.create(tx, t, owner, key, snap, true)
 		}
 	}
 	if isConstraint(err) {

@@ -67,6 +67,7 @@ func Run(t *testing.T, b Backend) {
 		{"Capacity", testCapacity},
 		{"FairShare", testFairShare},
 		{"Retention", testRetention},
+		{"DuplicateOfExpired", testDuplicateOfExpired},
 		{"PushConfigs", testPush},
 		{"Concurrent", testConcurrent},
 		{"Durable", testDurable},
@@ -534,6 +535,35 @@ func testRetention(t *testing.T, b Backend) {
 	must(t, err)
 	if page.TotalSize != 3 || ids(page.Tasks) != "[t3 t2 t1]" {
 		t.Fatalf("listed after expiry: %s (total %d)", ids(page.Tasks), page.TotalSize)
+	}
+}
+
+// A message whose task is past the retention window makes a new task, even
+// before the store's sweep (at most once a second) has deleted the old one:
+// reads no longer see it, so it is no duplicate.
+func testDuplicateOfExpired(t *testing.T, b Backend) {
+	c := newClock()
+	s := b.Open(t, Config{Retention: time.Minute, Clock: c.now})
+	first := task("t1", a2a.TaskStateWorking, "c", c.now())
+	must(t, s.Create(ctx, first, "alice"))
+	must(t, s.Put(ctx, task("t1", a2a.TaskStateCompleted, "c", c.now())))
+	c.add(59*time.Second + 500*time.Millisecond)
+	must(t, s.Create(ctx, task("t2", a2a.TaskStateWorking, "c", c.now()), "alice")) // the sweep runs now: t1 stays
+	c.add(600 * time.Millisecond)                                                   // t1 expires, the next sweep is not due
+	again := task("t3", a2a.TaskStateWorking, "c", c.now())
+	again.History[0].ID = first.History[0].ID
+	if err := s.Create(ctx, again, "alice"); err != nil {
+		t.Fatalf("the message of an expired task: %v, want a new task", err)
+	}
+	if got, _, err := s.Get(ctx, "t3"); err != nil || got.ID != "t3" {
+		t.Fatalf("the new task: %v %v", got, err)
+	}
+	// The new task is the message's now.
+	dup := task("t4", a2a.TaskStateWorking, "c", c.now())
+	dup.History[0].ID = first.History[0].ID
+	var de *tasks.DuplicateError
+	if err := s.Create(ctx, dup, "alice"); !errors.As(err, &de) || de.Existing != "t3" {
+		t.Fatalf("the message sent again: %v, want a duplicate of t3", err)
 	}
 }
 
