@@ -58,6 +58,12 @@ const (
 	MethodExtCard     = "agent/getAuthenticatedExtendedCard"
 )
 
+// StoreRetryAfter is the retry hint, in seconds, of the answer to a request
+// the task store could not serve (tasks.ErrStoreUnavailable): the message
+// names it and the 0.3 error's data carries it as retryAfterSeconds. The
+// answer stays HTTP 200: the request was not shed, the store is down.
+const StoreRetryAfter = 5
+
 // RPCError is a JSON-RPC error object. Data is an object with a "detail" for
 // A2A 0.3 and an array of google.rpc.ErrorInfo for A2A 1.0.
 type RPCError struct {
@@ -162,7 +168,11 @@ func toRPCError(err error) *RPCError {
 		return &RPCError{Code: CodeServerError, Message: "agentd is at its task capacity; retry later"}
 	}
 	if errors.Is(err, tasks.ErrStoreUnavailable) {
-		return &RPCError{Code: CodeServerError, Message: "agentd's task store is unavailable: nothing was stored; retry later"}
+		return &RPCError{
+			Code:    CodeServerError,
+			Message: fmt.Sprintf("agentd's task store is unavailable: nothing was stored; retry after %ds", StoreRetryAfter),
+			Data:    map[string]any{"detail": err.Error(), "retryAfterSeconds": StoreRetryAfter},
+		}
 	}
 	if errors.Is(err, tasks.ErrCallerQuota) {
 		return &RPCError{Code: CodeServerError, Message: "your task quota is full of running tasks; retry when one of them ends"}
