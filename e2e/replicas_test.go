@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -359,5 +360,61 @@ func TestReplicaDuplicateSendAcrossDatabaseRestart(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the blocking send through B not answered within 30s")
+	}
+}
+
+// PostgreSQL stopped for twice the lease while two replicas each run tasks:
+// once it is back, neither replica takes the other's tasks over (each had
+// been cut off as much as the other, and renews its lease within a third of
+// it), so no task is failed as lost and no tree is fenced: every task
+// completes on the replica that runs it.
+func TestReplicasRideOutADatabaseOutage(t *testing.T) {
+	const perReplica = 4
+	const lease = time.Second
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	script := writeScript(t, "[depth 0]\nsleep 6s\nanswer \"done: {objective}\"\n")
+	a := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	b := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	var ids []a2a.TaskID
+	for _, s := range []*service{a, b} {
+		c := s.client(t)
+		for i := range perReplica {
+			res, err := c.SendMessage(context.Background(), nonBlocking(textMessage(fmt.Sprintf("task %d", i))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, res.(*a2a.Task).ID)
+		}
+	}
+	testkit.WaitFor(t, 20*time.Second, "every task running", func() bool {
+		return lineCount(a, "subagent started") >= perReplica && lineCount(b, "subagent started") >= perReplica
+	})
+	srv.Stop()
+	// The outage itself (not a wait for a condition): twice the lease, so
+	// that every lease in the database has expired when it returns.
+	time.Sleep(2 * lease)
+	srv.Restart(t)
+	var states []string
+	testkit.WaitFor(t, 30*time.Second, "every task ended", func() bool {
+		states = states[:0]
+		for _, id := range ids {
+			got := getTask(t, a, id)
+			if !got.Status.State.Terminal() {
+				return false
+			}
+			states = append(states, fmt.Sprintf("%s %v", got.Status.State, got.Metadata["agentd/cause"]))
+		}
+		return true
+	})
+	lost := 0
+	for _, st := range states {
+		if !strings.HasPrefix(st, string(a2a.TaskStateCompleted)) {
+			lost++
+		}
+	}
+	t.Logf("after an outage of %s (lease %s): %d of %d tasks lost", 2*lease, lease, lost, len(ids))
+	if lost > 0 || lineCount(a, "taken over") > 0 || lineCount(b, "taken over") > 0 {
+		t.Fatalf("%d of %d tasks lost across the outage: %v", lost, len(ids), states)
 	}
 }

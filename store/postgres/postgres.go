@@ -124,6 +124,7 @@ type Store struct {
 	queueGen, emptyGen, emptyAt atomic.Int64
 	takenOver                   chan a2a.TaskID // this replica's tasks another took over (fence.go)
 	fence                       fenceState      // guarded by the heartbeat goroutine alone
+	contact                     *contact        // whether this replica may judge others' leases (contact.go)
 }
 
 var (
@@ -210,6 +211,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 		s.pool.Close()
 		return nil, fmt.Errorf("%w: %s: take the lease: %v", ErrUnreachable, s.where, err)
 	}
+	s.contact = newContact(o.LeaseTTL)
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	ready := make(chan error, 1)
@@ -314,10 +316,13 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// heartbeat renews the lease every LeaseTTL/3 until ctx ends.
+// heartbeat renews the lease every LeaseTTL/3 until ctx ends; a renewal
+// that failed is tried again after a third of that, so that the lease is
+// renewed soon after the database comes back (contact.go).
 func (s *Store) heartbeat(ctx context.Context) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.opts.LeaseTTL / 3)
+	every := s.opts.LeaseTTL / 3
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
@@ -325,17 +330,27 @@ func (s *Store) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		hctx, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
+		start := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, every)
 		err := s.renew(hctx)
-		if err != nil && ctx.Err() == nil {
-			s.opts.Log.Warn("lease not renewed: past the lease, other replicas take this one's tasks", "instance", s.instance, "err", err)
-		}
-		if err == nil {
+		next := every - time.Since(start)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if s.contact.failed() {
+				s.opts.Log.Warn("lease not renewed: past the lease, other replicas take this one's tasks; judging none of theirs until the database is back", "instance", s.instance, "err", err)
+			}
+			next = every / 3
+		case err == nil:
+			if gap := s.contact.renewed(); gap > 0 {
+				s.opts.Log.Info("lease renewed after a break: judging no other replica's lease for a lease, while they renew theirs",
+					"instance", s.instance, "unrenewed", gap.Round(time.Millisecond).String(), "lease", s.opts.LeaseTTL.String())
+			}
 			if err := s.sweepWatchers(hctx); err != nil && ctx.Err() == nil {
 				s.opts.Log.Warn("dead replicas' task watches not deleted", "err", err)
 			}
 		}
 		cancel()
+		t.Reset(max(next, 0))
 	}
 }
 
@@ -511,6 +526,9 @@ func (s *Store) registerWatch(ctx context.Context, wid string, id a2a.TaskID) er
 
 // sweepWatchers deletes the watches of replicas whose lease expired.
 func (s *Store) sweepWatchers(ctx context.Context) error {
+	if !s.contact.mayJudge() {
+		return nil
+	}
 	_, err := s.pool.Exec(ctx, `DELETE FROM task_watchers w WHERE w.instance <> $1 AND `+fmt.Sprintf(deadRunner, "w.instance", "$2"),
 		s.instance, s.opts.LeaseTTL.Seconds())
 	return err

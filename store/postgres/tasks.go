@@ -621,8 +621,12 @@ func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 const deadRunner = `NOT EXISTS (SELECT 1 FROM leases l WHERE l.instance = %s AND l.heartbeat >= now() - make_interval(secs => %s))`
 
 // Orphans implements tasks.Durable: the unfinished tasks whose runner's
-// lease has expired (or is gone), oldest first.
+// lease has expired (or is gone), oldest first; none while this replica may
+// not judge leases (contact.go).
 func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
+	if !s.contact.mayJudge() {
+		return nil, nil
+	}
 	rows, err := s.pool.Query(ctx, `SELECT t.runner, t.snapshot FROM tasks t WHERE t.finished_ns IS NULL AND t.runner <> $1 AND `+
 		fmt.Sprintf(deadRunner, "t.runner", "$2")+` ORDER BY t.created_ns, t.seq`, s.instance, s.opts.LeaseTTL.Seconds())
 	if err != nil {
@@ -646,11 +650,18 @@ func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
 	if err := rows.Err(); err != nil {
 		return nil, s.unavailable("list orphans", err)
 	}
+	if !s.contact.mayJudge() {
+		return nil, nil // the contact broke while the list was read
+	}
 	return out, nil
 }
 
-// Claim implements tasks.Durable.
+// Claim implements tasks.Durable; it claims nothing while this replica may
+// not judge leases (contact.go).
 func (s *Store) Claim(ctx context.Context, id a2a.TaskID, from string) (bool, error) {
+	if !s.contact.mayJudge() {
+		return false, nil
+	}
 	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET runner = $1 WHERE id = $2 AND runner = $3 AND finished_ns IS NULL`, s.instance, string(id), from)
 	if err != nil {
 		return false, s.unavailable("claim task", err)
@@ -678,8 +689,12 @@ func (s *Store) DonePending(ctx context.Context, seq int64) error {
 }
 
 // Pending implements tasks.PushJournal: the events whose deliverer's lease
-// has expired, which this replica claims and delivers from now on.
+// has expired, which this replica claims and delivers from now on; none
+// while this replica may not judge leases (contact.go).
 func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
+	if !s.contact.mayJudge() {
+		return nil, nil
+	}
 	rows, err := s.pool.Query(ctx, `UPDATE push_pending p SET runner = $1 WHERE p.runner <> $1 AND `+
 		fmt.Sprintf(deadRunner, "p.runner", "$2")+` RETURNING seq, task_id, snapshot, event, final`, s.instance, s.opts.LeaseTTL.Seconds())
 	if err != nil {
