@@ -575,7 +575,9 @@ func (s *Store) Cancels() <-chan a2a.TaskID { return s.cancels }
 var errClosed = errors.New("postgres: the store is closed")
 
 // unavailable wraps a database error with the operation: the store is
-// unavailable (tasks.ErrStoreUnavailable), unless it was closed.
+// unavailable (tasks.ErrStoreUnavailable), unless it was closed, or the
+// database refused text it cannot hold (a2a.ErrInvalidParams: the input's
+// fault, not an outage; the store checks such text first, tasks.Storable).
 func (s *Store) unavailable(op string, err error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("%s: %w", op, errClosed)
@@ -583,8 +585,19 @@ func (s *Store) unavailable(op string, err error) error {
 	if f := fenced(err); f != nil {
 		return fmt.Errorf("%s: %w", op, f)
 	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == badTextCode || pe.Code == untranslatableCode) {
+		return fmt.Errorf("%s: %w: %s", op, a2a.ErrInvalidParams, pe.Message)
+	}
 	return store.Unavailable(op, err)
 }
+
+// The SQLSTATEs of text the database cannot hold: a NUL byte or invalid
+// UTF-8 (character_not_in_repertoire), a character the encoding lacks.
+const (
+	badTextCode        = "22021"
+	untranslatableCode = "22P05"
+)
 
 func (s *Store) now() int64 { return s.opts.Now().UnixNano() }
 

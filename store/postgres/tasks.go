@@ -45,6 +45,9 @@ func (s *Store) finishedAt(t *a2a.Task) *int64 {
 // be. Tasks past their retention are deleted at most once a second (reads
 // never see them).
 func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
+	if err := tasks.CheckNewTask(t, owner); err != nil {
+		return err // before the writer's batch, which the database would refuse whole
+	}
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return err
@@ -253,6 +256,9 @@ const endPendingSQL = `INSERT INTO push_pending (task_id, runner, snapshot, even
 	RETURNING seq`
 
 func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
+	if !tasks.Storable(string(t.ID)) {
+		return 0, notFound(t.ID) // no task has such an id (tasks.Storable)
+	}
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return 0, err
@@ -322,6 +328,9 @@ func (s *Store) putOp(t *a2a.Task, snap []byte, end bool) (op *writeOp, res func
 
 // Get implements tasks.Store.
 func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, string, error) {
+	if !tasks.Storable(string(id)) {
+		return nil, "", notFound(id) // no task has such an id (tasks.Storable)
+	}
 	var owner string
 	var snap []byte
 	var unflushed bool
@@ -359,6 +368,11 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 	}
 	if q.ContextID != "" {
 		where = append(where, "context_id = "+arg(q.ContextID))
+	}
+	if (!q.AnyOwner && !tasks.Storable(q.Owner)) || !tasks.Storable(q.ContextID) {
+		// No task has such a caller or context (tasks.Storable), and the
+		// database refuses the text: none is selected, without it.
+		args, where = args[:1], []string{where[0], "false"}
 	}
 	if q.State != "" {
 		where = append(where, "state = "+arg(string(q.State)))
@@ -457,6 +471,9 @@ type queryer interface {
 }
 
 func (s *Store) exists(ctx context.Context, q queryer, id a2a.TaskID) error {
+	if !tasks.Storable(string(id)) {
+		return notFound(id)
+	}
 	var one int
 	err := q.QueryRow(ctx, `SELECT 1 FROM tasks WHERE id = $1 AND (finished_ns IS NULL OR finished_ns > $2)`, string(id), s.cutoff()).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -470,6 +487,9 @@ func (s *Store) exists(ctx context.Context, q queryer, id a2a.TaskID) error {
 
 // SetPush implements tasks.Store.
 func (s *Store) SetPush(ctx context.Context, id a2a.TaskID, target tasks.PushTarget) (tasks.PushTarget, error) {
+	if !tasks.Storable(string(id)) {
+		return tasks.PushTarget{}, notFound(id)
+	}
 	if target.Config.ID == "" {
 		target.Config.ID = uuid.NewString()
 	}
@@ -491,6 +511,9 @@ func (s *Store) SetPush(ctx context.Context, id a2a.TaskID, target tasks.PushTar
 	}
 	if err != nil {
 		return tasks.PushTarget{}, s.unavailable("set push config", err)
+	}
+	if err := tasks.CheckPushID(target.Config.ID); err != nil {
+		return tasks.PushTarget{}, err
 	}
 	tag, err := tx.Exec(ctx, `UPDATE push_configs SET version = $1, config = $2 WHERE task_id = $3 AND config_id = $4`,
 		target.Version, cfg, string(id), target.Config.ID)
@@ -521,6 +544,9 @@ func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (ta
 	if err := s.exists(ctx, s.pool, id); err != nil {
 		return tasks.PushTarget{}, err
 	}
+	if !tasks.Storable(configID) {
+		return tasks.PushTarget{}, fmt.Errorf("%w: task %s has no push notification config %q", a2a.ErrTaskNotFound, id, configID)
+	}
 	var version string
 	var cfg []byte
 	var err error
@@ -540,6 +566,9 @@ func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (ta
 
 // ListPush implements tasks.Store.
 func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget, error) {
+	if !tasks.Storable(string(id)) {
+		return nil, notFound(id)
+	}
 	rows, err := s.pool.Query(ctx, `SELECT version, config FROM push_configs WHERE task_id = $1 ORDER BY seq`, string(id))
 	if err != nil {
 		return nil, s.unavailable("list push configs", err)
@@ -574,6 +603,9 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 // for a task it runs but did not create, and after announcements were lost:
 // PushRegistered).
 func (s *Store) HasPush(ctx context.Context, id a2a.TaskID) (bool, error) {
+	if !tasks.Storable(string(id)) {
+		return false, nil
+	}
 	var has bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = $1)`, string(id)).Scan(&has); err != nil {
 		return false, s.unavailable("list push configs", err)
@@ -586,6 +618,9 @@ func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) 
 	if err := s.exists(ctx, s.pool, id); err != nil {
 		return err
 	}
+	if !tasks.Storable(configID) {
+		return nil // no such config: nothing to delete
+	}
 	if _, err := s.pool.Exec(ctx, `DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2`, string(id), configID); err != nil {
 		return s.unavailable("delete push config", err)
 	}
@@ -594,6 +629,9 @@ func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) 
 
 // Retain implements tasks.Durable.
 func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
+	if !tasks.Storable(string(id)) {
+		return notFound(id)
+	}
 	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET payload = $1, size = octet_length(snapshot) + coalesce(octet_length($1::bytea), 0) WHERE id = $2`, payload, string(id))
 	if err != nil {
 		return s.unavailable("retain payload", err)
@@ -606,6 +644,9 @@ func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error
 
 // Retained implements tasks.Durable.
 func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	if !tasks.Storable(string(id)) {
+		return nil, notFound(id)
+	}
 	var p []byte
 	err := s.pool.QueryRow(ctx, `SELECT payload FROM tasks WHERE id = $1`, string(id)).Scan(&p)
 	if errors.Is(err, pgx.ErrNoRows) {
