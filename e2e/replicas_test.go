@@ -363,17 +363,19 @@ func TestReplicaDuplicateSendAcrossDatabaseRestart(t *testing.T) {
 	}
 }
 
-// PostgreSQL stopped for twice the lease while two replicas each run tasks:
-// once it is back, neither replica takes the other's tasks over (each had
-// been cut off as much as the other, and renews its lease within a third of
-// it), so no task is failed as lost and no tree is fenced: every task
-// completes on the replica that runs it.
+// PostgreSQL stopped for twice the lease (and more) while two replicas each
+// run tasks: once it is back, neither replica takes the other's tasks over
+// (each had been cut off as much as the other, and renews its lease within a
+// third of it), so no task is failed as lost and no tree is fenced: every
+// task completes on the replica that runs it. The database is stopped four
+// times, for 2, 2.25, 2.5 and 2.75 leases, so that its return falls at
+// another point of the replicas' heartbeats and takeover rounds each time.
 func TestReplicasRideOutADatabaseOutage(t *testing.T) {
 	const perReplica = 4
 	const lease = time.Second
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
-	script := writeScript(t, "[depth 0]\nsleep 6s\nanswer \"done: {objective}\"\n")
+	script := writeScript(t, "[depth 0]\nsleep 18s\nanswer \"done: {objective}\"\n")
 	a := replica(t, dsn, "--intelligence", "builtin:script="+script)
 	b := replica(t, dsn, "--intelligence", "builtin:script="+script)
 	var ids []a2a.TaskID
@@ -390,13 +392,26 @@ func TestReplicasRideOutADatabaseOutage(t *testing.T) {
 	testkit.WaitFor(t, 20*time.Second, "every task running", func() bool {
 		return lineCount(a, "subagent started") >= perReplica && lineCount(b, "subagent started") >= perReplica
 	})
-	srv.Stop()
-	// The outage itself (not a wait for a condition): twice the lease, so
-	// that every lease in the database has expired when it returns.
-	time.Sleep(2 * lease)
-	srv.Restart(t)
+	renewed := func() bool { // both leases renewed within the last half lease
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			return false
+		}
+		defer c.Close(context.Background())
+		var fresh int
+		c.QueryRow(context.Background(), `SELECT count(*) FROM leases WHERE heartbeat > now() - interval '500 milliseconds'`).Scan(&fresh)
+		return fresh == 2
+	}
+	for k := range 4 {
+		srv.Stop()
+		// The outage itself (not a wait for a condition): every lease in
+		// the database has expired when it returns.
+		time.Sleep(2*lease + time.Duration(k)*lease/4)
+		srv.Restart(t)
+		testkit.WaitFor(t, 10*time.Second, "both leases renewed", renewed)
+	}
 	var states []string
-	testkit.WaitFor(t, 30*time.Second, "every task ended", func() bool {
+	testkit.WaitFor(t, 40*time.Second, "every task ended", func() bool {
 		states = states[:0]
 		for _, id := range ids {
 			got := getTask(t, a, id)
@@ -413,8 +428,8 @@ func TestReplicasRideOutADatabaseOutage(t *testing.T) {
 			lost++
 		}
 	}
-	t.Logf("after an outage of %s (lease %s): %d of %d tasks lost", 2*lease, lease, lost, len(ids))
+	t.Logf("after four outages of 2 to 2.75 leases (lease %s): %d of %d tasks lost", lease, lost, len(ids))
 	if lost > 0 || lineCount(a, "taken over") > 0 || lineCount(b, "taken over") > 0 {
-		t.Fatalf("%d of %d tasks lost across the outage: %v", lost, len(ids), states)
+		t.Fatalf("%d of %d tasks lost across the outages: %v", lost, len(ids), states)
 	}
 }
