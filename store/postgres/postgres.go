@@ -333,13 +333,13 @@ func (s *Store) heartbeat(ctx context.Context) {
 		start := time.Now()
 		hctx, cancel := context.WithTimeout(ctx, every)
 		err := s.renew(hctx)
-		next := every - time.Since(start)
+		next := every // from the start of this round
 		switch {
 		case err != nil && ctx.Err() == nil:
 			if s.contact.failed() {
-				s.opts.Log.Warn("lease not renewed: past the lease, other replicas take this one's tasks; judging none of theirs until the database is back", "instance", s.instance, "err", err)
+				s.opts.Log.Warn("lease not renewed: other replicas take this one's tasks if it is not renewed within the lease; this one judges none of theirs until the database is back", "instance", s.instance, "err", err)
 			}
-			next = every / 3
+			next = every / 3 // renewed soon after the database is back (contact.go)
 		case err == nil:
 			if gap := s.contact.renewed(); gap > 0 {
 				s.opts.Log.Info("lease renewed after a break: judging no other replica's lease for a lease, while they renew theirs",
@@ -350,7 +350,7 @@ func (s *Store) heartbeat(ctx context.Context) {
 			}
 		}
 		cancel()
-		t.Reset(max(next, 0))
+		t.Reset(max(next-time.Since(start), 0))
 	}
 }
 
