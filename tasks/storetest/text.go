@@ -21,7 +21,8 @@ var badText = []struct{ name, text string }{
 // any unknown id), a list filtered by such a context or caller is empty, and
 // a write of it (a task's id, context id, first message's id or caller; a
 // webhook's id) is refused as invalid params (a2a.ErrInvalidParams, naming
-// the field), storing nothing. The store's other tasks are untouched.
+// the field), storing nothing. The store's other tasks are untouched. A
+// webhook's address and token, kept as JSON, hold a NUL in every store.
 func testUnstorableText(t *testing.T, b Backend) {
 	c := newClock()
 	s := b.Open(t, Config{Clock: c.now})
@@ -82,6 +83,13 @@ func testUnstorableText(t *testing.T, b Backend) {
 				t.Fatalf("the webhooks after SetPush of such an id: %+v %v", list, err)
 			}
 		})
+	}
+	// A webhook's address and token are kept as its config's JSON, where
+	// every store holds a NUL character, and gives it back.
+	nul := tasks.PushTarget{Config: a2a.PushConfig{ID: "nul", URL: "https://a.test/\x00", Token: "a\x00b"}}
+	setPush(t, s, "t1", nul)
+	if got, err := s.GetPush(ctx, "t1", "nul"); err != nil || got.Config.URL != nul.Config.URL || got.Config.Token != nul.Config.Token {
+		t.Fatalf("a webhook with a NUL in its address and token: %+v %v", got, err)
 	}
 	if got, owner, err := s.Get(ctx, "t1"); err != nil || owner != "alice" || got.Status.State != a2a.TaskStateWorking {
 		t.Fatalf("the good task after the bad input: %v %q %v", got, owner, err)
