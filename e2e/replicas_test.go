@@ -439,3 +439,33 @@ func TestReplicasRideOutADatabaseOutage(t *testing.T) {
 		t.Fatalf("%d of %d tasks lost across the outages: %v", lost, len(ids), states)
 	}
 }
+
+// A NUL character where PostgreSQL's text cannot hold it gets the answer
+// SQLite's gives: a task id with one is not found (-32001), a new message
+// whose contextId or messageId holds one is invalid params (-32602) and
+// creates nothing; neither is "task store unavailable".
+func TestPostgresAnswersTextAsSQLite(t *testing.T) {
+	srv := pgtest.Start(t)
+	script := writeScript(t, "[depth 0]\nanswer \"done\"\n")
+	pg := replica(t, srv.Database(t), "--intelligence", "builtin:script="+script)
+	lite := startService(t, "--intelligence", "builtin:script="+script)
+	for _, c := range []struct {
+		method, params string
+		code           int
+	}{
+		{"tasks/get", `{"id":"a\u0000b"}`, -32001},
+		{"message/send", `{"message":{"messageId":"m1","contextId":"a\u0000b","role":"user","parts":[{"kind":"text","text":"x"}]}}`, -32602},
+		{"message/send", `{"message":{"messageId":"a\u0000b","role":"user","parts":[{"kind":"text","text":"x"}]}}`, -32602},
+	} {
+		for name, s := range map[string]*service{"postgres": pg, "sqlite": lite} {
+			if e := rpc(t, s, "", c.method, c.params, nil); e == nil || e.Code != c.code {
+				t.Errorf("%s %s %s: %+v, want %d", name, c.method, c.params, e, c.code)
+			}
+		}
+	}
+	for name, s := range map[string]*service{"postgres": pg, "sqlite": lite} {
+		if n := len(listAll(t, s)); n != 0 {
+			t.Errorf("%s holds %d tasks after the refused messages", name, n)
+		}
+	}
+}
