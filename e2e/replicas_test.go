@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -359,5 +360,112 @@ func TestReplicaDuplicateSendAcrossDatabaseRestart(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the blocking send through B not answered within 30s")
+	}
+}
+
+// PostgreSQL stopped for twice the lease (and more) while two replicas each
+// run tasks: once it is back, neither replica takes the other's tasks over
+// (each had been cut off as much as the other, and renews its lease within a
+// third of it), so no task is failed as lost and no tree is fenced: every
+// task completes on the replica that runs it. The database is stopped four
+// times, for 2, 2.25, 2.5 and 2.75 leases, so that its return falls at
+// another point of the replicas' heartbeats and takeover rounds each time.
+func TestReplicasRideOutADatabaseOutage(t *testing.T) {
+	const perReplica = 4
+	const lease = time.Second
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	script := writeScript(t, "[depth 0]\nsleep 18s\nanswer \"done: {objective}\"\n")
+	a := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	b := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	var ids []a2a.TaskID
+	for _, s := range []*service{a, b} {
+		c := s.client(t)
+		for i := range perReplica {
+			res, err := c.SendMessage(context.Background(), nonBlocking(textMessage(fmt.Sprintf("task %d", i))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, res.(*a2a.Task).ID)
+		}
+	}
+	testkit.WaitFor(t, 20*time.Second, "every task running", func() bool {
+		return lineCount(a, "subagent started") >= perReplica && lineCount(b, "subagent started") >= perReplica
+	})
+	for k := range 4 {
+		srv.Stop()
+		// The outage itself (not a wait for a condition): every lease in
+		// the database has expired when it returns.
+		time.Sleep(2*lease + time.Duration(k)*lease/4)
+		srv.Restart(t)
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back time.Time
+		if err := c.QueryRow(context.Background(), `SELECT now()`).Scan(&back); err != nil {
+			t.Fatal(err)
+		}
+		renewed := testkit.Poll(10*time.Second, func() bool {
+			var n int
+			c.QueryRow(context.Background(), `SELECT count(*) FROM leases WHERE heartbeat > $1`, back).Scan(&n)
+			return n == 2
+		})
+		c.Close(context.Background())
+		if !renewed {
+			t.Fatalf("outage %d: both leases not renewed within 10s of the database's return", k+1)
+		}
+	}
+	var states []string
+	testkit.WaitFor(t, 40*time.Second, "every task ended", func() bool {
+		states = states[:0]
+		for _, id := range ids {
+			got := getTask(t, a, id)
+			if !got.Status.State.Terminal() {
+				return false
+			}
+			states = append(states, fmt.Sprintf("%s %v", got.Status.State, got.Metadata["agentd/cause"]))
+		}
+		return true
+	})
+	lost := 0
+	for _, st := range states {
+		if !strings.HasPrefix(st, string(a2a.TaskStateCompleted)) {
+			lost++
+		}
+	}
+	t.Logf("after four outages of 2 to 2.75 leases (lease %s): %d of %d tasks lost", lease, lost, len(ids))
+	if lost > 0 || lineCount(a, "taken over") > 0 || lineCount(b, "taken over") > 0 {
+		t.Fatalf("%d of %d tasks lost across the outages: %v", lost, len(ids), states)
+	}
+}
+
+// A NUL character where PostgreSQL's text cannot hold it gets the answer
+// SQLite's gives: a task id with one is not found (-32001), a new message
+// whose contextId or messageId holds one is invalid params (-32602) and
+// creates nothing; neither is "task store unavailable".
+func TestPostgresAnswersTextAsSQLite(t *testing.T) {
+	srv := pgtest.Start(t)
+	script := writeScript(t, "[depth 0]\nanswer \"done\"\n")
+	pg := replica(t, srv.Database(t), "--intelligence", "builtin:script="+script)
+	lite := startService(t, "--intelligence", "builtin:script="+script)
+	for _, c := range []struct {
+		method, params string
+		code           int
+	}{
+		{"tasks/get", `{"id":"a\u0000b"}`, -32001},
+		{"message/send", `{"message":{"messageId":"m1","contextId":"a\u0000b","role":"user","parts":[{"kind":"text","text":"x"}]}}`, -32602},
+		{"message/send", `{"message":{"messageId":"a\u0000b","role":"user","parts":[{"kind":"text","text":"x"}]}}`, -32602},
+	} {
+		for name, s := range map[string]*service{"postgres": pg, "sqlite": lite} {
+			if e := rpc(t, s, "", c.method, c.params, nil); e == nil || e.Code != c.code {
+				t.Errorf("%s %s %s: %+v, want %d", name, c.method, c.params, e, c.code)
+			}
+		}
+	}
+	for name, s := range map[string]*service{"postgres": pg, "sqlite": lite} {
+		if n := len(listAll(t, s)); n != 0 {
+			t.Errorf("%s holds %d tasks after the refused messages", name, n)
+		}
 	}
 }

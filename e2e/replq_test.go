@@ -266,7 +266,8 @@ func TestReplicasQueueClaimerKilled(t *testing.T) {
 // Fencing: A is stopped (SIGSTOP) past its lease while it runs a task; B
 // takes the task over and fails it (supervisor_lost). When A comes back
 // (SIGCONT), it writes nothing to that task (the database refuses it) and
-// stops its tree; it goes on serving with its lease renewed.
+// stops its tree, once, without ending the task; it goes on serving with its
+// lease renewed.
 func TestReplicaFencedAfterTakeover(t *testing.T) {
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
@@ -321,6 +322,10 @@ func TestReplicaFencedAfterTakeover(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "A's write refused", func() bool {
 		return strings.Contains(a.logs.String(), "is run by replica "+instanceOf(t, b)+" since it was taken over")
 	})
+	// A fenced itself once, and did not try to end the task B had ended.
+	if n, forced := lineCount(a, "task taken over by another replica: stopping its tree, writing nothing more to it"), lineCount(a, "forcing task to failed"); n != 1 || forced != 0 {
+		t.Fatalf("A fenced the task %d times and forced %d ends, want once and none", n, forced)
+	}
 	// A's tree is gone, so nothing of its run can come later: the task is
 	// as B left it.
 	if after := getTask(t, a, task.ID); after.Status.State != a2a.TaskStateFailed || artifactText(after) != "" {

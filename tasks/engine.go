@@ -170,6 +170,9 @@ type liveTask struct {
 	// registered a webhook for it (servePushes).
 	pushKnown            bool
 	announced, pushStale atomic.Bool
+	// fenced: another replica took the task over; its run is being stopped
+	// and nothing of it is this engine's to end (fence.go).
+	fenced atomic.Bool
 	// durable: a write of the task that the engine waited for has
 	// returned, which made the task's creation durable too (Syncer): what
 	// is shown of it needs no Sync.
@@ -839,8 +842,8 @@ func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *li
 			err = fmt.Errorf("executor panic: %v", r)
 			e.log.Error("executor panicked", "task_id", reqCtx.TaskID, "panic", r, "stack", string(debug.Stack()))
 		}
-		if lt.snapshot().Status.State.Terminal() {
-			return
+		if lt.snapshot().Status.State.Terminal() || lt.fenced.Load() {
+			return // a task taken over is its new runner's to end
 		}
 		text := "the executor ended without a final state"
 		if err != nil {

@@ -178,7 +178,11 @@ func (e *Engine) persistEndLocked(ctx context.Context, lt *liveTask, next *a2a.T
 func (e *Engine) persisted(lt *liveTask, err error) error {
 	if err != nil {
 		if errors.Is(err, ErrFenced) {
-			go e.fence(lt, err) // another replica runs it now (fence.go)
+			if lt.fenced.CompareAndSwap(false, true) {
+				go e.stopFenced(lt, err) // another replica runs it now (fence.go)
+			} else {
+				e.log.Info("write of a task taken over refused", "task_id", string(lt.task.ID), "err", err)
+			}
 		}
 		if errors.Is(err, a2a.ErrTaskNotFound) {
 			// A task this engine drives that its store does not hold: the
@@ -224,7 +228,7 @@ func (e *Engine) flush(lt *liveTask) {
 	if (!lt.dirty && lt.payload == nil) || lt.task.Status.State.Terminal() {
 		return
 	}
-	if err := e.persistLocked(context.Background(), lt, lt.task, e.retryBy()); err != nil {
+	if err := e.persistLocked(context.Background(), lt, lt.task, e.retryBy()); err != nil && !errors.Is(err, ErrFenced) {
 		e.log.Warn("running task not written: retrying", "task_id", string(lt.task.ID), "err", err)
 		if errors.Is(err, ErrStoreUnavailable) {
 			lt.flushing = true

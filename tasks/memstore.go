@@ -124,6 +124,9 @@ func NewMemoryStoreLimits(l MemoryLimits) *MemoryStore {
 
 // Create implements Store.
 func (s *MemoryStore) Create(_ context.Context, t *a2a.Task, owner string) error {
+	if err := CheckNewTask(t, owner); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -317,6 +320,9 @@ func (s *MemoryStore) SetPush(_ context.Context, id a2a.TaskID, target PushTarge
 	defer s.mu.Unlock()
 	st, err := s.taskLocked(id)
 	if err != nil {
+		return PushTarget{}, err
+	}
+	if err := CheckPushID(target.Config.ID); err != nil {
 		return PushTarget{}, err
 	}
 	if target.Config.ID == "" {

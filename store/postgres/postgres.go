@@ -126,6 +126,7 @@ type Store struct {
 	queueGen, emptyGen, emptyAt atomic.Int64
 	takenOver                   chan a2a.TaskID // this replica's tasks another took over (fence.go)
 	fence                       fenceState      // guarded by the heartbeat goroutine alone
+	contact                     *contact        // whether this replica may judge others' leases (contact.go)
 }
 
 var (
@@ -212,6 +213,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 		s.pool.Close()
 		return nil, fmt.Errorf("%w: %s: take the lease: %v", ErrUnreachable, s.where, err)
 	}
+	s.contact = newContact(o.LeaseTTL)
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	ready := make(chan error, 1)
@@ -316,10 +318,13 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// heartbeat renews the lease every LeaseTTL/3 until ctx ends.
+// heartbeat renews the lease every LeaseTTL/3 until ctx ends; a renewal
+// that failed is tried again after a third of that, so that the lease is
+// renewed soon after the database comes back (contact.go).
 func (s *Store) heartbeat(ctx context.Context) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.opts.LeaseTTL / 3)
+	every := s.opts.LeaseTTL / 3
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
@@ -327,17 +332,27 @@ func (s *Store) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		hctx, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
+		start := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, every)
 		err := s.renew(hctx)
-		if err != nil && ctx.Err() == nil {
-			s.opts.Log.Warn("lease not renewed: past the lease, other replicas take this one's tasks", "instance", s.instance, "err", err)
-		}
-		if err == nil {
+		next := every // from the start of this round
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if s.contact.failed() {
+				s.opts.Log.Warn("lease not renewed: other replicas take this one's tasks if it is not renewed within the lease; this one judges none of theirs until the database is back", "instance", s.instance, "err", err)
+			}
+			next = every / 3 // renewed soon after the database is back (contact.go)
+		case err == nil:
+			if gap := s.contact.renewed(); gap > 0 {
+				s.opts.Log.Info("lease renewed after a break: judging no other replica's lease for a lease, while they renew theirs",
+					"instance", s.instance, "unrenewed", gap.Round(time.Millisecond).String(), "lease", s.opts.LeaseTTL.String())
+			}
 			if err := s.sweepWatchers(hctx); err != nil && ctx.Err() == nil {
 				s.opts.Log.Warn("dead replicas' task watches not deleted", "err", err)
 			}
 		}
 		cancel()
+		t.Reset(max(next-time.Since(start), 0))
 	}
 }
 
@@ -513,6 +528,9 @@ func (s *Store) registerWatch(ctx context.Context, wid string, id a2a.TaskID) er
 
 // sweepWatchers deletes the watches of replicas whose lease expired.
 func (s *Store) sweepWatchers(ctx context.Context) error {
+	if !s.contact.mayJudge() {
+		return nil
+	}
 	_, err := s.pool.Exec(ctx, `DELETE FROM task_watchers w WHERE w.instance <> $1 AND `+fmt.Sprintf(deadRunner, "w.instance", "$2"),
 		s.instance, s.opts.LeaseTTL.Seconds())
 	return err
@@ -559,7 +577,9 @@ func (s *Store) Cancels() <-chan a2a.TaskID { return s.cancels }
 var errClosed = errors.New("postgres: the store is closed")
 
 // unavailable wraps a database error with the operation: the store is
-// unavailable (tasks.ErrStoreUnavailable), unless it was closed.
+// unavailable (tasks.ErrStoreUnavailable), unless it was closed, or the
+// database refused text it cannot hold (a2a.ErrInvalidParams: the input's
+// fault, not an outage; the store checks such text first, tasks.Storable).
 func (s *Store) unavailable(op string, err error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("%s: %w", op, errClosed)
@@ -567,8 +587,19 @@ func (s *Store) unavailable(op string, err error) error {
 	if f := fenced(err); f != nil {
 		return fmt.Errorf("%s: %w", op, f)
 	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == badTextCode || pe.Code == untranslatableCode) {
+		return fmt.Errorf("%s: %w: %s", op, a2a.ErrInvalidParams, pe.Message)
+	}
 	return store.Unavailable(op, err)
 }
+
+// The SQLSTATEs of text the database cannot hold: a NUL byte or invalid
+// UTF-8 (character_not_in_repertoire), a character the encoding lacks.
+const (
+	badTextCode        = "22021"
+	untranslatableCode = "22P05"
+)
 
 func (s *Store) now() int64 { return s.opts.Now().UnixNano() }
 

@@ -45,6 +45,9 @@ func (s *Store) finishedAt(t *a2a.Task) *int64 {
 // be. Tasks past their retention are deleted at most once a second (reads
 // never see them).
 func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
+	if err := tasks.CheckNewTask(t, owner); err != nil {
+		return err // before the writer's batch, which the database would refuse whole
+	}
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return err
@@ -265,6 +268,9 @@ const endPendingSQL = `INSERT INTO push_pending (task_id, runner, snapshot, even
 	RETURNING seq`
 
 func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
+	if !tasks.Storable(string(t.ID)) {
+		return 0, notFound(t.ID) // no task has such an id (tasks.Storable)
+	}
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return 0, err
@@ -335,6 +341,9 @@ func (s *Store) putOp(t *a2a.Task, snap []byte, end bool) (op *writeOp, res func
 
 // Get implements tasks.Store.
 func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, string, error) {
+	if !tasks.Storable(string(id)) {
+		return nil, "", notFound(id) // no task has such an id (tasks.Storable)
+	}
 	var owner string
 	var snap []byte
 	var unflushed bool
@@ -372,6 +381,11 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 	}
 	if q.ContextID != "" {
 		where = append(where, "context_id = "+arg(q.ContextID))
+	}
+	if (!q.AnyOwner && !tasks.Storable(q.Owner)) || !tasks.Storable(q.ContextID) {
+		// No task has such a caller or context (tasks.Storable), and the
+		// database refuses the text: none is selected, without it.
+		args, where = args[:1], []string{where[0], "false"}
 	}
 	if q.State != "" {
 		where = append(where, "state = "+arg(string(q.State)))
@@ -470,6 +484,9 @@ type queryer interface {
 }
 
 func (s *Store) exists(ctx context.Context, q queryer, id a2a.TaskID) error {
+	if !tasks.Storable(string(id)) {
+		return notFound(id)
+	}
 	var one int
 	err := q.QueryRow(ctx, `SELECT 1 FROM tasks WHERE id = $1 AND (finished_ns IS NULL OR finished_ns > $2)`, string(id), s.cutoff()).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -483,6 +500,9 @@ func (s *Store) exists(ctx context.Context, q queryer, id a2a.TaskID) error {
 
 // SetPush implements tasks.Store.
 func (s *Store) SetPush(ctx context.Context, id a2a.TaskID, target tasks.PushTarget) (tasks.PushTarget, error) {
+	if !tasks.Storable(string(id)) {
+		return tasks.PushTarget{}, notFound(id)
+	}
 	if target.Config.ID == "" {
 		target.Config.ID = uuid.NewString()
 	}
@@ -504,6 +524,9 @@ func (s *Store) SetPush(ctx context.Context, id a2a.TaskID, target tasks.PushTar
 	}
 	if err != nil {
 		return tasks.PushTarget{}, s.unavailable("set push config", err)
+	}
+	if err := tasks.CheckPushID(target.Config.ID); err != nil {
+		return tasks.PushTarget{}, err
 	}
 	tag, err := tx.Exec(ctx, `UPDATE push_configs SET version = $1, config = $2 WHERE task_id = $3 AND config_id = $4`,
 		target.Version, cfg, string(id), target.Config.ID)
@@ -534,6 +557,9 @@ func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (ta
 	if err := s.exists(ctx, s.pool, id); err != nil {
 		return tasks.PushTarget{}, err
 	}
+	if !tasks.Storable(configID) {
+		return tasks.PushTarget{}, fmt.Errorf("%w: task %s has no push notification config %q", a2a.ErrTaskNotFound, id, configID)
+	}
 	var version string
 	var cfg []byte
 	var err error
@@ -553,6 +579,9 @@ func (s *Store) GetPush(ctx context.Context, id a2a.TaskID, configID string) (ta
 
 // ListPush implements tasks.Store.
 func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget, error) {
+	if !tasks.Storable(string(id)) {
+		return nil, notFound(id)
+	}
 	rows, err := s.pool.Query(ctx, `SELECT version, config FROM push_configs WHERE task_id = $1 ORDER BY seq`, string(id))
 	if err != nil {
 		return nil, s.unavailable("list push configs", err)
@@ -587,6 +616,9 @@ func (s *Store) ListPush(ctx context.Context, id a2a.TaskID) ([]tasks.PushTarget
 // for a task it runs but did not create, and after announcements were lost:
 // PushRegistered).
 func (s *Store) HasPush(ctx context.Context, id a2a.TaskID) (bool, error) {
+	if !tasks.Storable(string(id)) {
+		return false, nil
+	}
 	var has bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = $1)`, string(id)).Scan(&has); err != nil {
 		return false, s.unavailable("list push configs", err)
@@ -599,6 +631,9 @@ func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) 
 	if err := s.exists(ctx, s.pool, id); err != nil {
 		return err
 	}
+	if !tasks.Storable(configID) {
+		return nil // no such config: nothing to delete
+	}
 	if _, err := s.pool.Exec(ctx, `DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2`, string(id), configID); err != nil {
 		return s.unavailable("delete push config", err)
 	}
@@ -607,6 +642,9 @@ func (s *Store) DeletePush(ctx context.Context, id a2a.TaskID, configID string) 
 
 // Retain implements tasks.Durable.
 func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error {
+	if !tasks.Storable(string(id)) {
+		return notFound(id)
+	}
 	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET payload = $1, size = GREATEST(octet_length(snapshot), coalesce(octet_length($1::bytea), 0)) WHERE id = $2`, payload, string(id))
 	if err != nil {
 		return s.unavailable("retain payload", err)
@@ -619,6 +657,9 @@ func (s *Store) Retain(ctx context.Context, id a2a.TaskID, payload []byte) error
 
 // Retained implements tasks.Durable.
 func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	if !tasks.Storable(string(id)) {
+		return nil, notFound(id)
+	}
 	var p []byte
 	err := s.pool.QueryRow(ctx, `SELECT payload FROM tasks WHERE id = $1`, string(id)).Scan(&p)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -634,8 +675,12 @@ func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 const deadRunner = `NOT EXISTS (SELECT 1 FROM leases l WHERE l.instance = %s AND l.heartbeat >= now() - make_interval(secs => %s))`
 
 // Orphans implements tasks.Durable: the unfinished tasks whose runner's
-// lease has expired (or is gone), oldest first.
+// lease has expired (or is gone), oldest first; none while this replica may
+// not judge leases (contact.go).
 func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
+	if !s.contact.mayJudge() {
+		return nil, nil
+	}
 	rows, err := s.pool.Query(ctx, `SELECT t.runner, t.snapshot FROM tasks t WHERE t.finished_ns IS NULL AND t.runner <> $1 AND `+
 		fmt.Sprintf(deadRunner, "t.runner", "$2")+` ORDER BY t.created_ns, t.seq`, s.instance, s.opts.LeaseTTL.Seconds())
 	if err != nil {
@@ -659,11 +704,18 @@ func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {
 	if err := rows.Err(); err != nil {
 		return nil, s.unavailable("list orphans", err)
 	}
+	if !s.contact.mayJudge() {
+		return nil, nil // the contact broke while the list was read
+	}
 	return out, nil
 }
 
-// Claim implements tasks.Durable.
+// Claim implements tasks.Durable; it claims nothing while this replica may
+// not judge leases (contact.go).
 func (s *Store) Claim(ctx context.Context, id a2a.TaskID, from string) (bool, error) {
+	if !s.contact.mayJudge() {
+		return false, nil
+	}
 	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET runner = $1 WHERE id = $2 AND runner = $3 AND finished_ns IS NULL`, s.instance, string(id), from)
 	if err != nil {
 		return false, s.unavailable("claim task", err)
@@ -691,8 +743,12 @@ func (s *Store) DonePending(ctx context.Context, seq int64) error {
 }
 
 // Pending implements tasks.PushJournal: the events whose deliverer's lease
-// has expired, which this replica claims and delivers from now on.
+// has expired, which this replica claims and delivers from now on; none
+// while this replica may not judge leases (contact.go).
 func (s *Store) Pending(ctx context.Context) ([]tasks.PendingPush, error) {
+	if !s.contact.mayJudge() {
+		return nil, nil
+	}
 	rows, err := s.pool.Query(ctx, `UPDATE push_pending p SET runner = $1 WHERE p.runner <> $1 AND `+
 		fmt.Sprintf(deadRunner, "p.runner", "$2")+` RETURNING seq, task_id, snapshot, event, final`, s.instance, s.opts.LeaseTTL.Seconds())
 	if err != nil {

@@ -40,6 +40,9 @@ func (s *Store) finishedAt(t *a2a.Task) any {
 // then is the cause looked up. Tasks past their retention are deleted at most
 // once a second (reads never see them anyway).
 func (s *Store) Create(ctx context.Context, t *a2a.Task, owner string) error {
+	if err := tasks.CheckNewTask(t, owner); err != nil {
+		return err // as every store answers it (PostgreSQL's text cannot hold it)
+	}
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return err
@@ -488,6 +491,9 @@ func (s *Store) SetPush(ctx context.Context, id a2a.TaskID, target tasks.PushTar
 		ctx := ctxBG
 		if err := s.exists(ctx, tx, id); err != nil {
 			return err
+		}
+		if err := tasks.CheckPushID(target.Config.ID); err != nil {
+			return err // as every store answers it
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE push_configs SET version = ?, config = ? WHERE task_id = ? AND config_id = ?`,
 			target.Version, cfg, string(id), target.Config.ID)

@@ -75,6 +75,7 @@ func Run(t *testing.T, b Backend) {
 		{"PushJournal", testJournal},
 		{"EndJournal", testEndJournal},
 		{"BlobCallers", testBlobCallers},
+		{"UnstorableText", testUnstorableText},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
