@@ -53,7 +53,9 @@ func (e *Engine) followRemote(ctx context.Context, sh Shared, id a2a.TaskID, yie
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	changed := sh.Watch(ctx, id) // before the read: no change is missed
-	cur, _, err := e.store.Get(ctx, id)
+	// The first read rides out a short outage as the later ones do: the
+	// database may stop right after the watch is registered.
+	cur, err := e.getRetrying(ctx, id)
 	if err != nil {
 		yield(nil, err)
 		return
