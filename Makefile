@@ -4,8 +4,8 @@ GO       ?= go
 BIN      := bin/agentd
 LISTEN   ?= 127.0.0.1:8080
 FUZZTIME ?= 20s
-JS_DEPS  := e2e/js/node_modules/.installed
-MCP_DEPS := e2e/mcp/node_modules/.installed
+JS_DEPS  := cmd/agentd/e2e/js/node_modules/.installed
+MCP_DEPS := cmd/agentd/e2e/mcp/node_modules/.installed
 
 # GO_TAGS are the build tags of every agentd binary the Makefile, the image
 # (deploy/Dockerfile) and the e2e tests build: grpcnotrace leaves grpc's
@@ -38,7 +38,7 @@ fmt-check:
 # vet also checks the real-SPIRE test, which only `make test-spire` compiles.
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags spire ./e2e
+	$(GO) vet -tags spire ./cmd/agentd/e2e
 
 # staticcheck at the version pinned by the `tool` directive in go.mod
 # (honnef.co/go/tools v0.8.2, go.sum checks it), run with `go tool`: no
@@ -52,7 +52,7 @@ vet:
 # It also checks the real-SPIRE test (-tags spire), like vet.
 staticcheck:
 	$(GO) tool staticcheck ./...
-	$(GO) tool staticcheck -tags spire ./e2e
+	$(GO) tool staticcheck -tags spire ./cmd/agentd/e2e
 
 # AGENTD_REQUIRE_CHROMIUM=1: the console's browser test fails, rather than
 # skips, when chromium is missing (test-deps installs it).
@@ -70,10 +70,10 @@ deploy-test:
 # from its committed lock file, again only when the lock changes (the stamp
 # .installed is touched only after npm ci succeeded; npm's own
 # node_modules/.package-lock.json may be left by a failed install): the
-# JavaScript A2A SDKs (0.3 and 1.0) that e2e/js_test.go drives agentd with,
-# into e2e/js/node_modules, and the reference MCP server
-# (@modelcontextprotocol/server-everything) of e2e/mcp_test.go, into
-# e2e/mcp/node_modules.
+# JavaScript A2A SDKs (0.3 and 1.0) that cmd/agentd/e2e/js_test.go drives agentd with,
+# into cmd/agentd/e2e/js/node_modules, and the reference MCP server
+# (@modelcontextprotocol/server-everything) of cmd/agentd/e2e/mcp_test.go, into
+# cmd/agentd/e2e/mcp/node_modules.
 test-deps: $(JS_DEPS) $(MCP_DEPS) pg-deps chromium
 e2e-mcp-deps: $(MCP_DEPS)
 
@@ -112,7 +112,7 @@ pg-deps:
 		echo "PostgreSQL (initdb, postgres) is required by the store tests: apt-get install postgresql, as root"; exit 1; \
 	fi
 
-# chromium: Debian's chromium, which e2e/console_test.go drives headless
+# chromium: Debian's chromium, which cmd/agentd/e2e/console_test.go drives headless
 # (chromedp) against the console. Installed when missing, as root: apt-get
 # update (only when the package lists do not know chromium yet, so once),
 # then apt-get install chromium (APT_INSTALL: without its recommends, which
@@ -123,14 +123,14 @@ chromium:
 		apt-cache policy chromium 2>/dev/null | grep -q 'Candidate: [0-9]' || { $(APT_UPDATE); }; \
 		$(APT_INSTALL) chromium; }
 
-$(JS_DEPS): e2e/js/package.json e2e/js/package-lock.json
+$(JS_DEPS): cmd/agentd/e2e/js/package.json cmd/agentd/e2e/js/package-lock.json
 	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for the e2e tests"; exit 1; }
-	cd e2e/js && npm ci --no-audit --no-fund
+	cd cmd/agentd/e2e/js && npm ci --no-audit --no-fund
 	touch $@
 
-$(MCP_DEPS): e2e/mcp/package.json e2e/mcp/package-lock.json
+$(MCP_DEPS): cmd/agentd/e2e/mcp/package.json cmd/agentd/e2e/mcp/package-lock.json
 	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for the e2e tests"; exit 1; }
-	cd e2e/mcp && npm ci --no-audit --no-fund
+	cd cmd/agentd/e2e/mcp && npm ci --no-audit --no-fund
 	touch $@
 
 # tck: the public A2A TCK (spec 0.3) against `agentd serve` on loopback, with a
@@ -168,38 +168,40 @@ tck-1.0: build
 fuzz:
 	$(GO) test ./api -run '^$$' -fuzz FuzzReadFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzJSONRPC -fuzztime $(FUZZTIME)
-	$(GO) test ./agent -run '^$$' -fuzz FuzzParseScript -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/agent -run '^$$' -fuzz FuzzParseScript -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/agentd -run '^$$' -fuzz FuzzParseSize -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz FuzzParseBlobURI -fuzztime $(FUZZTIME)
-	$(GO) test ./agent -run '^$$' -fuzz FuzzParseRetryAfter -fuzztime $(FUZZTIME)
-	$(GO) test ./agent -run '^$$' -fuzz FuzzJSONAnswer -fuzztime $(FUZZTIME)
-	$(GO) test ./agent -run '^$$' -fuzz FuzzChatResponse -fuzztime $(FUZZTIME)
-	$(GO) test ./a2abind -run '^$$' -fuzz FuzzReadInbound -fuzztime $(FUZZTIME)
-	$(GO) test ./peer -run '^$$' -fuzz FuzzParseSpec -fuzztime $(FUZZTIME)
-	$(GO) test ./a2av1 -run '^$$' -fuzz FuzzSendMessageRequest -fuzztime $(FUZZTIME)
-	$(GO) test ./a2av1 -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME)
-	$(GO) test ./delegate -run '^$$' -fuzz FuzzParseRule -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/agent -run '^$$' -fuzz FuzzParseRetryAfter -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/agent -run '^$$' -fuzz FuzzJSONAnswer -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/agent -run '^$$' -fuzz FuzzChatResponse -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a/a2abind -run '^$$' -fuzz FuzzReadInbound -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a/peer -run '^$$' -fuzz FuzzParseSpec -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a/a2av1 -run '^$$' -fuzz FuzzSendMessageRequest -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a/a2av1 -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME)
+	$(GO) test ./supervisor/delegate -run '^$$' -fuzz FuzzParseRule -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzParseTokens -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz FuzzStrictJSON -fuzztime $(FUZZTIME)
 	$(GO) test ./tlsconfig -run '^$$' -fuzz FuzzParsePolicy -fuzztime $(FUZZTIME)
-	$(GO) test ./telemetry -run '^$$' -fuzz FuzzTraceparent -fuzztime $(FUZZTIME)
-	$(GO) test ./telemetry -run '^$$' -fuzz FuzzExportFromEnv -fuzztime $(FUZZTIME)
-	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseServer -fuzztime $(FUZZTIME)
-	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseTags -fuzztime $(FUZZTIME)
-	$(GO) test ./mcp -run '^$$' -fuzz FuzzParseToolList -fuzztime $(FUZZTIME)
-	$(GO) test ./workflow -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/telemetry -run '^$$' -fuzz FuzzTraceparent -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/telemetry -run '^$$' -fuzz FuzzExportFromEnv -fuzztime $(FUZZTIME)
+	$(GO) test ./supervisor/mcp -run '^$$' -fuzz FuzzParseServer -fuzztime $(FUZZTIME)
+	$(GO) test ./supervisor/mcp -run '^$$' -fuzz FuzzParseTags -fuzztime $(FUZZTIME)
+	$(GO) test ./supervisor/mcp -run '^$$' -fuzz FuzzParseToolList -fuzztime $(FUZZTIME)
+	$(GO) test ./supervisor/workflow -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a/a2acall -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a/a2acall -run '^$$' -fuzz FuzzEvents -fuzztime $(FUZZTIME)
 
 # test-spire: a real SPIRE server and agent on 127.0.0.1 issue the SVIDs of two
 # agentd services that call each other over mTLS. spire-server and spire-agent
-# are built once from the Go module proxy (tools/spire, its own module) into
+# are built once from the Go module proxy (cmd/agentd/spire, its own module) into
 # $$HOME/.cache/agentd-spire (about 25 minutes the first time on 2 cores).
 spire:
-	@bash tools/spire/build.sh >/dev/null
+	@bash cmd/agentd/spire/build.sh >/dev/null
 
 test-spire: spire
-	AGENTD_SPIRE_BIN="$$(bash tools/spire/build.sh)" $(GO) test -race -count=1 -tags spire -run '^TestSPIRE$$' -v -timeout 10m ./e2e
+	AGENTD_SPIRE_BIN="$$(bash cmd/agentd/spire/build.sh)" $(GO) test -race -count=1 -tags spire -run '^TestSPIRE$$' -v -timeout 10m ./cmd/agentd/e2e
 
-# bench: the table the README quotes (bench/, package doc). The binaries are
+# bench: the table the README quotes (cmd/bench/, package doc). The binaries are
 # built as deployed (static, stripped); BENCH_FLAGS passes flags to the harness
 # (agentd-bench -h lists them, e.g. BENCH_FLAGS="-rounds 3 -figures spawn").
 BENCH_DIR   := bin/bench
@@ -207,9 +209,9 @@ BENCH_FLAGS ?=
 bench:
 	@mkdir -p $(BENCH_DIR)
 	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/agentd ./cmd/agentd
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/floor ./bench/floor
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/treechild ./bench/treechild
-	$(GO) build -o $(BENCH_DIR)/agentd-bench ./bench/cmd/agentd-bench
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/floor ./cmd/bench/floor
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BENCH_DIR)/treechild ./cmd/bench/treechild
+	$(GO) build -o $(BENCH_DIR)/agentd-bench ./cmd/agentd-bench
 	./$(BENCH_DIR)/agentd-bench -agentd $(BENCH_DIR)/agentd -floor $(BENCH_DIR)/floor -treechild $(BENCH_DIR)/treechild $(BENCH_FLAGS)
 
 # bench-go: the Go benchmarks beside the code (frame codec, task store...).

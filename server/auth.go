@@ -11,8 +11,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2asrv"
 
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/internal/loopback"
-	"github.com/agentd/agentd/tasks"
 	"github.com/agentd/agentd/tlsconfig"
 )
 

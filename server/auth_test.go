@@ -23,12 +23,12 @@ import (
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
-	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/internal/spiffetest"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/supervisor/delegate"
 	"github.com/agentd/agentd/tlsconfig"
 )
 

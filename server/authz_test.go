@@ -17,8 +17,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
-	"github.com/agentd/agentd/a2abind"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/tasks"
 )
 
 // holdExec keeps every task working until it is cancelled or release closes

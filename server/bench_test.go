@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/a2abind"
-	"github.com/agentd/agentd/admit"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/internal/admit"
 )
 
 // BenchmarkMessageSend is one blocking message/send through the front

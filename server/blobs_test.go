@@ -10,8 +10,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/agentd/agentd/a2abind"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/tasks"
 )
 
 // mapBlobs are blobs all stored by the task "t1".

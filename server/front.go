@@ -14,7 +14,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/a2a/a2abind"
 )
 
 // What the front admits before a method runs: the content type, the body

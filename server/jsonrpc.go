@@ -18,10 +18,10 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
-	"github.com/agentd/agentd/a2av1"
-	"github.com/agentd/agentd/admit"
-	"github.com/agentd/agentd/tasks"
-	"github.com/agentd/agentd/telemetry"
+	"github.com/agentd/agentd/a2a/a2av1"
+	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/internal/admit"
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // DefaultSSEKeepAlive is how often an idle event stream gets an SSE comment.

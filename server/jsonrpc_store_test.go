@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/a2a/tasks"
 )
 
 // TestStoreUnavailableCarriesARetryHint pins the answer to a request the

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/tasks"
 )
 
 // localFront is the development mode's front on a real loopback listener

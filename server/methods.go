@@ -14,8 +14,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
-	"github.com/agentd/agentd/a2av1"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/a2a/a2av1"
+	"github.com/agentd/agentd/a2a/tasks"
 )
 
 // rpcMethod is one entry of the JSON-RPC method table. version is the A2A

@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/agentd/agentd/a2abind"
-	"github.com/agentd/agentd/tasks"
-	"github.com/agentd/agentd/telemetry"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // /metrics on the main listener is for operators only; the JSON-RPC endpoint

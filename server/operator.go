@@ -9,8 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/supervisor"
 )
 

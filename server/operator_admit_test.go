@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/supervisor"
 )
 

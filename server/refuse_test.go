@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/telemetry"
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // Every refusal of a caller closes its connection after the answer, as

@@ -11,10 +11,10 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/go-chi/chi/v5"
 
-	"github.com/agentd/agentd/a2av1"
+	"github.com/agentd/agentd/a2a/a2av1"
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/tasks"
-	"github.com/agentd/agentd/telemetry"
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // Config configures the HTTP front.

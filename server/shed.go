@@ -3,8 +3,8 @@ package server
 import (
 	"fmt"
 
-	"github.com/agentd/agentd/a2av1"
-	"github.com/agentd/agentd/admit"
+	"github.com/agentd/agentd/a2a/a2av1"
+	"github.com/agentd/agentd/internal/admit"
 )
 
 // Shedding: a request the service's admission control turns away (no slot,

@@ -13,10 +13,10 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
-	"github.com/agentd/agentd/a2abind"
-	"github.com/agentd/agentd/a2av1"
-	"github.com/agentd/agentd/admit"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/a2av1"
+	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/internal/admit"
 )
 
 // waitExec works until its task is cancelled.

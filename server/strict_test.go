@@ -14,8 +14,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/agentd/agentd/a2abind"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/tasks"
 )
 
 // strictHandler is the front with one operator method, a2a.Tree, that

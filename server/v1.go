@@ -9,8 +9,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
-	"github.com/agentd/agentd/a2av1"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/a2a/a2av1"
+	"github.com/agentd/agentd/a2a/tasks"
 )
 
 // methods10 are the A2A 1.0 methods, served through the same RequestHandler

@@ -17,9 +17,9 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
-	"github.com/agentd/agentd/a2abind"
-	"github.com/agentd/agentd/a2av1"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/a2av1"
+	"github.com/agentd/agentd/a2a/tasks"
 )
 
 // v1Handler is the front over an engine with push notifications on (webhooks

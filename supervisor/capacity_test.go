@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/testkit"
 )
 

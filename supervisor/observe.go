@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/telemetry"
+	"github.com/agentd/agentd/internal/telemetry"
 )
 
 // This file holds the supervisor's share of observability: the spawn span of

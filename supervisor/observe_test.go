@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/internal/testkit"
-	"github.com/agentd/agentd/telemetry"
 )
 
 // Every refusal text of the chokepoint maps to its own bounded reason.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/agentd/agentd/admit"
+	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/memlimit"
 )
 

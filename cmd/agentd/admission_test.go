@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/memlimit"
 )
 

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/tasks"
 )
 
 // budgetConfig is serve's memory and connection budgets: the one message

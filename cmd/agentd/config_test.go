@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/admit"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/admit"
 )
 
 // defaultServe is serve's configuration from no flags.

@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/agentd/agentd/admit"
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/console"
+	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/server"
+	"github.com/agentd/agentd/server/console"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/tasks"
 )
 
 // observers is the supervisor's Observer when more than one party listens

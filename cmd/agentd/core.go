@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/mcp"
+	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/telemetry"
+	"github.com/agentd/agentd/supervisor/mcp"
 )
 
 // coreConfig is the settings serve and run share: the intelligence, the root

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/agentd/agentd/a2a/store/sqlite"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/store/sqlite"
 )
 
 // exitError carries a specific exit code out of run.

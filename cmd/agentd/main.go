@@ -8,8 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/secretfile"
-	"github.com/agentd/agentd/mcp"
+	"github.com/agentd/agentd/supervisor/mcp"
 )
 
 // mcpConfig configures the MCP tool servers the supervisor holds. Each list

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/a2a/peer"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/delegate"
-	"github.com/agentd/agentd/peer"
 	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/supervisor/delegate"
 )
 
 // parseCore fills the shared settings from args as `agentd run` would, and

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentd/agentd/delegate"
-	"github.com/agentd/agentd/peer"
+	"github.com/agentd/agentd/a2a/peer"
+	"github.com/agentd/agentd/supervisor/delegate"
 	"github.com/agentd/agentd/tlsconfig"
 )
 

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/mcp"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/trigger"
-	"github.com/agentd/agentd/workflow"
+	"github.com/agentd/agentd/supervisor/mcp"
+	"github.com/agentd/agentd/supervisor/trigger"
+	"github.com/agentd/agentd/supervisor/workflow"
 )
 
 // modesHelp is the part of run's and serve's help that describes the modes.

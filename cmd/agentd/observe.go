@@ -9,12 +9,12 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/agentd/agentd/admit"
-	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/internal/admit"
+	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/tasks"
-	"github.com/agentd/agentd/telemetry"
+	"github.com/agentd/agentd/supervisor/delegate"
 )
 
 // observeConfig is serve's observability settings: the plaintext metrics

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/trigger"
+	"github.com/agentd/agentd/supervisor/trigger"
 )
 
 // runConfig is `agentd run`: the shared settings, the root and its mode.

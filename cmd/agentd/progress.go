@@ -12,8 +12,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/agentd/agentd/a2abind"
-	"github.com/agentd/agentd/a2av1"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/a2av1"
 )
 
 // progressInterval is how often `agentd send` lists the tree's tasks while

@@ -13,11 +13,11 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/store/sqlite"
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/store/sqlite"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/tasks"
 )
 
 // runRecord keeps a once run of `agentd run --run-id X --state-dir D` as a

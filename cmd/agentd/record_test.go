@@ -5,9 +5,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/tasks"
 )
 
 // recordIn opens the state directory's store as one `agentd run --run-id

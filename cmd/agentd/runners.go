@@ -10,13 +10,13 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/agentd/agentd/a2abind"
-	"github.com/agentd/agentd/admit"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/delegate"
+	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/tasks"
-	"github.com/agentd/agentd/trigger"
+	"github.com/agentd/agentd/supervisor/delegate"
+	"github.com/agentd/agentd/supervisor/trigger"
 )
 
 // rootRequest is what every run of a mode starts from: the payload (its scope

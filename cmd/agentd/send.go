@@ -11,8 +11,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
-	"github.com/agentd/agentd/a2abind"
-	"github.com/agentd/agentd/a2acall"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/a2acall"
 	"github.com/agentd/agentd/api"
 )
 

@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/agentd/agentd/trigger"
+	"github.com/agentd/agentd/supervisor/trigger"
 )
 
 // maxWarmPool bounds --warm-pool: the pool is a latency cache, not capacity.

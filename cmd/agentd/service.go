@@ -15,16 +15,16 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/google/uuid"
 
-	"github.com/agentd/agentd/a2abind"
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/store/sqlite"
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/console"
-	"github.com/agentd/agentd/delegate"
 	"github.com/agentd/agentd/server"
-	"github.com/agentd/agentd/store/sqlite"
+	"github.com/agentd/agentd/server/console"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/supervisor/delegate"
+	"github.com/agentd/agentd/supervisor/trigger"
 	"github.com/agentd/agentd/tlsconfig"
-	"github.com/agentd/agentd/trigger"
 )
 
 // Log messages the e2e tests (and the bench harness) read.

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/a2a/store"
+	"github.com/agentd/agentd/a2a/store/postgres"
+	"github.com/agentd/agentd/a2a/store/sqlite"
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/internal/secretfile"
-	"github.com/agentd/agentd/store"
-	"github.com/agentd/agentd/store/postgres"
-	"github.com/agentd/agentd/store/sqlite"
-	"github.com/agentd/agentd/tasks"
 )
 
 // Store kinds (--store).

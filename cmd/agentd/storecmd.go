@@ -13,8 +13,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/agentd/agentd/store"
-	"github.com/agentd/agentd/tasks"
+	"github.com/agentd/agentd/a2a/store"
+	"github.com/agentd/agentd/a2a/tasks"
 )
 
 // storeCmdConfig is `agentd store inspect|prune`: the store of --state-dir

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/supervisor"
 )

@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentd/agentd/a2av1"
+	"github.com/agentd/agentd/a2a/a2av1"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/console"
+	"github.com/agentd/agentd/server/console"
 )
 
 // openPTY opens a pseudo-terminal pair: what is written to tty reads back

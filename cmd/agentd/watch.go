@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentd/agentd/console"
+	"github.com/agentd/agentd/server/console"
 )
 
 // isTerminal reports whether w is a terminal.

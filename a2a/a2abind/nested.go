@@ -1,0 +1,252 @@
+package a2abind
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/supervisor"
+)
+
+// TreeObserver is the supervisor.Observer that makes every nested subagent an
+// A2A task too: same contextId as its tree's root task, the parent's task id,
+// agent path and run id in metadata, working while it runs, then its distillate
+// as the final artifact and its terminal state. tasks/get works on the handle
+// while the subagent runs and after; tasks/cancel on it reaches the supervisor
+// through the executor's CancelHandle. Roots are skipped: the Executor drives
+// their tasks.
+//
+// A nested task the store refuses (the root caller's task quota, a full
+// store) is not recorded, and the subagent runs on: the store bounds what is
+// kept, not what runs (the chokepoint has admitted it). The refusal is
+// logged once for that nested task, its later events are dropped, and the
+// root task says so: a working status update whose metadata
+// MetaNestedUnrecorded counts the nested tasks of the root not recorded.
+//
+// It is safe for concurrent use. The zero value ignores every event until
+// Attach gives it an engine.
+type TreeObserver struct {
+	engine atomic.Pointer[tasks.Engine]
+	Log    *slog.Logger
+	// PublicURL is the service's base URL, for links to stored distillates; set
+	// it before Attach.
+	PublicURL string
+
+	mu         sync.Mutex        // guards opened, unrecorded; lock order: mu, then the engine's (OpenTask, Update)
+	opened     map[string]opened // nested tasks not yet final, by handle
+	unrecorded map[string]int    // by root handle, while the root's node lives: nested tasks refused
+}
+
+// opened is a nested task's state: refused ones were not recorded.
+type opened struct{ working, refused bool }
+
+// MetaNestedUnrecorded is the metadata key of a root task counting its
+// nested tasks the store refused (the caller's task quota, a full store):
+// their subagents ran, but they are not tasks anyone can read.
+const MetaNestedUnrecorded = "agentd/nested_unrecorded"
+
+var _ supervisor.Observer = (*TreeObserver)(nil)
+
+// MetaDisposition is the metadata key of a nested task saying how its parent
+// waits for it: sync, async or detach. Nested tasks also carry MetaParentTask,
+// MetaAgentPath, MetaRunID and MetaProvider ("local", or the peer the subagent
+// was delegated to).
+const MetaDisposition = "agentd/disposition"
+
+// MetaKind is the metadata key of a nested task saying what it is: a
+// subagent, or an exec child (a command run by the exec self-tool, whose
+// artifact is its exit and output).
+const MetaKind = "agentd/kind"
+
+// Attach sets the engine the tasks are kept in. The engine is built after the
+// supervisor (its executor needs the supervisor), hence the late binding.
+func (o *TreeObserver) Attach(e *tasks.Engine) { o.engine.Store(e) }
+
+func (o *TreeObserver) log() *slog.Logger {
+	if o.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Log
+}
+
+// open registers the nested task on first sight of its node; it reports
+// whether the task exists. A task the store refuses is tried once: the
+// refusal is logged and counted on the root task (refused), and later
+// events of the node find it refused.
+func (o *TreeObserver) open(e *tasks.Engine, n supervisor.NodeInfo) (opened, bool) {
+	st, ok, err := o.openOnce(e, n)
+	if err != nil {
+		o.refused(e, n, err)
+	}
+	return st, ok
+}
+
+// openOnce is open's registration, under the lock: err is the store's
+// refusal, on the node's first sight only.
+func (o *TreeObserver) openOnce(e *tasks.Engine, n supervisor.NodeInfo) (opened, bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if st, ok := o.opened[n.Handle]; ok {
+		return st, !st.refused, nil
+	}
+	if o.opened == nil {
+		o.opened = make(map[string]opened)
+	}
+	ctxID := ""
+	if root, _, err := e.Store().Get(context.Background(), a2a.TaskID(n.RootHandle)); err == nil {
+		ctxID = root.ContextID
+	}
+	if ctxID == "" {
+		ctxID = a2a.NewContextID()
+	}
+	id := a2a.TaskID(n.Handle)
+	msg := &a2a.Message{
+		ID:        a2a.NewMessageID(),
+		Role:      a2a.MessageRoleUser,
+		Parts:     a2a.ContentParts{a2a.TextPart{Text: n.Objective}},
+		TaskID:    id,
+		ContextID: ctxID,
+	}
+	task := &a2a.Task{
+		ID:        id,
+		ContextID: ctxID,
+		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: now()},
+		History:   []*a2a.Message{msg},
+		Metadata: map[string]any{
+			MetaParentTask:  n.ParentHandle,
+			MetaAgentPath:   n.AgentPath,
+			MetaRunID:       n.RunID,
+			MetaProvider:    n.Provider,
+			MetaDisposition: string(n.Disposition),
+			MetaKind:        n.Kind,
+		},
+	}
+	if err := e.OpenTask(context.Background(), task, a2a.TaskID(n.RootHandle)); err != nil {
+		o.opened[n.Handle] = opened{refused: true}
+		return opened{refused: true}, false, err
+	}
+	o.opened[n.Handle] = opened{}
+	return opened{}, true, nil
+}
+
+// refused logs a nested task the store refused and counts it on its root
+// task (MetaNestedUnrecorded). The count lives here while the root's node
+// does, and starts, for the root's next turn, from what the stored root
+// says.
+func (o *TreeObserver) refused(e *tasks.Engine, n supervisor.NodeInfo, err error) {
+	o.log().Warn("nested task not recorded", "task_id", n.Handle, "root_task", n.RootHandle, "agent_path", n.AgentPath, "err", err)
+	root := a2a.TaskID(n.RootHandle)
+	info := &a2a.Task{ID: root}
+	var before int
+	if t, _, err := e.Store().Get(context.Background(), root); err == nil {
+		info.ContextID = t.ContextID
+		if v, ok := t.Metadata[MetaNestedUnrecorded].(float64); ok {
+			before = int(v)
+		} else if v, ok := t.Metadata[MetaNestedUnrecorded].(int); ok {
+			before = v
+		}
+	}
+	o.mu.Lock()
+	if o.unrecorded == nil {
+		o.unrecorded = make(map[string]int)
+	}
+	count, seen := o.unrecorded[n.RootHandle]
+	if !seen {
+		count = before
+	}
+	count++
+	o.unrecorded[n.RootHandle] = count
+	// Under the lock, so that the root's counts arrive in order.
+	ev := a2a.NewStatusUpdateEvent(info, a2a.TaskStateWorking, nil)
+	ev.Metadata = map[string]any{MetaNestedUnrecorded: count}
+	if err := e.Update(context.Background(), root, ev); err != nil {
+		delete(o.unrecorded, n.RootHandle) // the root has ended, or is not here
+		o.log().Debug("root task not told of an unrecorded nested task", "task_id", n.RootHandle, "err", err)
+	}
+	o.mu.Unlock()
+}
+
+// taskInfo names a nested task for its events: its id and its context.
+func taskInfo(e *tasks.Engine, handle string) *a2a.Task {
+	info := &a2a.Task{ID: a2a.TaskID(handle)}
+	if t, _, err := e.Store().Get(context.Background(), info.ID); err == nil {
+		info.ContextID = t.ContextID
+	}
+	return info
+}
+
+var _ supervisor.AdmissionObserver = (*TreeObserver)(nil)
+
+// NodeAdmitted opens the nested task (submitted) as soon as the chokepoint has
+// admitted the subagent, before its handle reaches anyone.
+func (o *TreeObserver) NodeAdmitted(n supervisor.NodeInfo) {
+	if e := o.engine.Load(); e != nil && n.ParentHandle != "" {
+		o.open(e, n)
+	}
+}
+
+// NodeStarted opens the nested task if it is not open yet.
+func (o *TreeObserver) NodeStarted(n supervisor.NodeInfo) {
+	if e := o.engine.Load(); e != nil && n.ParentHandle != "" {
+		o.open(e, n)
+	}
+}
+
+// NodeProgress marks the nested task working once the subagent has its
+// payload.
+func (o *TreeObserver) NodeProgress(n supervisor.NodeInfo) {
+	e := o.engine.Load()
+	if e == nil || n.ParentHandle == "" || n.State != supervisor.StateRunning {
+		return
+	}
+	st, ok := o.open(e, n)
+	if !ok || st.working {
+		return
+	}
+	info := taskInfo(e, n.Handle)
+	if err := e.Update(context.Background(), info.ID, a2a.NewStatusUpdateEvent(info, a2a.TaskStateWorking, nil)); err != nil {
+		o.log().Warn("nested task not marked working", "task_id", n.Handle, "err", err)
+		return
+	}
+	o.mu.Lock()
+	if _, live := o.opened[n.Handle]; live {
+		o.opened[n.Handle] = opened{working: true}
+	}
+	o.mu.Unlock()
+}
+
+// NodeFinished writes the distillate artifact and the terminal status.
+func (o *TreeObserver) NodeFinished(n supervisor.NodeInfo, res api.SubagentResult) {
+	e := o.engine.Load()
+	if e == nil {
+		return
+	}
+	if n.ParentHandle == "" {
+		o.mu.Lock()
+		delete(o.unrecorded, n.Handle) // the root's turn is over
+		o.mu.Unlock()
+		return
+	}
+	defer func() {
+		o.mu.Lock()
+		delete(o.opened, n.Handle)
+		o.mu.Unlock()
+	}()
+	if _, ok := o.open(e, n); !ok {
+		return
+	}
+	info := taskInfo(e, n.Handle)
+	art := &a2a.TaskArtifactUpdateEvent{TaskID: info.ID, ContextID: info.ContextID, Artifact: DistillateArtifactAt(info.ID, res, o.PublicURL), LastChunk: true}
+	if err := e.Update(context.Background(), info.ID, art); err != nil {
+		o.log().Warn("nested task artifact not recorded", "task_id", n.Handle, "err", err)
+		return
+	}
+	if err := e.Update(context.Background(), info.ID, FinalStatus(info, res)); err != nil {
+		o.log().Warn("nested task final state not recorded", "task_id", n.Handle, "err", err)
+	}
+}

@@ -1,0 +1,221 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/a2acall"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/supervisor/delegate"
+)
+
+// Prefix prefixes the provider name of every remote peer: "peer:NAME".
+const Prefix = "peer:"
+
+// cardTTL is how long a peer's agent card is trusted before it is read again.
+const cardTTL = 5 * time.Minute
+
+// Provider is the delegation provider for one remote A2A peer, over
+// a2acall and one shared keep-alive http.Client. Its capabilities come from
+// the peer's agent card: all of them when the card declares the agentd
+// contract extension, none otherwise. It is safe for concurrent use; create
+// it with New.
+type Provider struct {
+	cfg Config
+	hc  *http.Client
+	log *slog.Logger
+
+	mu       sync.Mutex // guards card, read, client, instance
+	card     *a2a.AgentCard
+	read     time.Time
+	client   *a2acall.Client
+	instance string // the peer's agentd instance id, from its card
+
+	started atomic.Int64 // delegations started, for the spawn metric
+}
+
+var (
+	_ delegate.Provider = (*Provider)(nil)
+	_ delegate.Preparer = (*Provider)(nil)
+)
+
+// New returns the provider for a peer; newClient builds its HTTP client
+// (nil means DefaultClient). The card is read on first use.
+func New(cfg Config, newClient HTTPClientFunc) (*Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if newClient == nil {
+		newClient = DefaultClient
+	}
+	hc, err := newClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{cfg: cfg, hc: hc, log: cfg.Log.With("peer", cfg.Name)}, nil
+}
+
+// Name returns "peer:NAME".
+func (p *Provider) Name() string { return Prefix + p.cfg.Name }
+
+// InheritsParentContext is false: the peer sees only the delegation.
+func (p *Provider) InheritsParentContext() bool { return false }
+
+// Capabilities reports all start-time capabilities when the peer's card
+// declares the agentd contract extension, none otherwise (or before the card
+// was read).
+func (p *Provider) Capabilities() delegate.Capabilities {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.card != nil && hasContractExtension(p.card) {
+		return delegate.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true}
+	}
+	return delegate.Capabilities{}
+}
+
+func hasContractExtension(card *a2a.AgentCard) bool {
+	return slices.ContainsFunc(card.Capabilities.Extensions, func(e a2a.AgentExtension) bool { return e.URI == a2abind.ContractExtensionURI })
+}
+
+// Prepare reads the peer's agent card if it has not been read in the last
+// five minutes.
+func (p *Provider) Prepare(ctx context.Context) error {
+	p.mu.Lock()
+	fresh := p.card != nil && time.Since(p.read) < cardTTL
+	p.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	return p.Refresh(ctx)
+}
+
+// Refresh reads the peer's agent card now and rebuilds the client from it.
+func (p *Provider) Refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	card, err := agentcard.NewResolver(p.hc).Resolve(ctx, p.cfg.URL)
+	if err != nil {
+		return fmt.Errorf("read the agent card of %s: %w", p.cfg.URL, err)
+	}
+	// message/send answers at once (not blocking): the run follows the
+	// task by stream or by tasks/get.
+	client := a2acall.New(p.endpoint(card), p.hc, a2acall.Options{NonBlocking: true, Header: traceHeader})
+	inst := ""
+	for _, e := range card.Capabilities.Extensions {
+		if e.URI == a2abind.ContractExtensionURI {
+			inst, _ = e.Params["instance"].(string)
+		}
+	}
+	p.mu.Lock()
+	p.card, p.read, p.client, p.instance = card, time.Now(), client, inst
+	p.mu.Unlock()
+	return nil
+}
+
+// endpoint is the JSON-RPC URL to call: the card's, when it is on the
+// configured origin; else the configured URL. A card cannot send agentd's
+// calls (and credentials) to another host.
+func (p *Provider) endpoint(card *a2a.AgentCard) string {
+	cu, err1 := url.Parse(card.URL)
+	pu, err2 := url.Parse(p.cfg.URL)
+	if err1 == nil && err2 == nil && cu.Scheme == pu.Scheme && cu.Host == pu.Host {
+		return card.URL
+	}
+	return p.cfg.URL
+}
+
+func (p *Provider) state() (*a2acall.Client, *a2a.AgentCard, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.client, p.card, p.instance
+}
+
+// Start sends the delegation to the peer and returns at once; the run follows
+// the remote task (a stream when the peer offers one, else polling), enforces
+// the payload's deadline locally (tasks/cancel to the peer on expiry) and maps
+// the remote outcome back to a result. A cycle (the peer is already on the
+// hop list) or an exhausted depth is refused before anything is sent.
+func (p *Provider) Start(ctx context.Context, req delegate.Request) (delegate.Run, error) {
+	if err := p.Prepare(ctx); err != nil {
+		return nil, err
+	}
+	client, card, inst := p.state()
+	if inst != "" && slices.Contains(req.Hops, inst) {
+		return nil, fmt.Errorf("%w: %s (%s) is already on the delegation path %v", a2abind.ErrCycle, p.Name(), inst, req.Hops)
+	}
+	// The hop is a level: the peer's root sits one deeper than the
+	// delegation. The cap is inclusive, as max_depth is within one agentd.
+	depth := req.Depth + 1
+	if req.MaxDepth > 0 && depth > req.MaxDepth {
+		return nil, fmt.Errorf("%w: %s would run at depth %d, past a cap of %d", a2abind.ErrDepthExhausted, p.Name(), depth, req.MaxDepth)
+	}
+	// A depth limit on the delegate travels as a tighter mesh cap.
+	maxDepth := delegate.MeshMaxDepth(depth, req.MaxDepth, req.DepthLimit)
+	spanCtx, span := startPeerSpan(ctx, p.Name(), &req.Payload) // the message carries its traceparent
+	agentd := hasContractExtension(card)
+	// The deadline is this side's to enforce: on expiry the peer gets
+	// tasks/cancel. The peer's own copy, a backstop should the cancel not
+	// arrive, runs DeadlineGrace longer, so the two do not race.
+	sent := req.Payload
+	if d := sent.Limits.Deadline.D(); d > 0 {
+		sent.Limits.Deadline = api.Duration(min(d+DeadlineGrace, api.MaxDeadline))
+	}
+	var msg *a2a.Message
+	if agentd {
+		var scope *api.ToolScope
+		if len(sent.Scope.Allow) > 0 {
+			s := sent.Scope
+			scope = &s
+		}
+		msg = a2abind.Outbound(sent, scope, req.Hops, depth, maxDepth)
+	} else {
+		msg = a2abind.Outbound(sent, nil, req.Hops, depth, maxDepth)
+		msg.Parts = msg.Parts[:1] // a plain peer gets the objective as text and the metadata
+		msg.Extensions = nil
+	}
+	deadline := req.Payload.Limits.Deadline.D()
+	if deadline <= 0 {
+		deadline = api.MaxDeadline
+	}
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(spanCtx))
+	r := &remoteRun{
+		span:     span,
+		p:        p,
+		client:   client,
+		handle:   req.Handle,
+		agentd:   agentd,
+		stream:   card.Capabilities.Streaming,
+		done:     make(chan struct{}),
+		cancel:   cancel,
+		deadline: deadline,
+	}
+	p.started.Add(1)
+	go r.loop(runCtx, msg)
+	return r, nil
+}
+
+// Started returns how many delegations this peer has been sent.
+func (p *Provider) Started() int64 { return p.started.Load() }
+
+// DeadlineGrace is how much longer than the delegation's deadline the
+// peer is told it has. The delegating side enforces the deadline itself and
+// cancels the remote task when it passes; the peer's own deadline is only the
+// backstop.
+const DeadlineGrace = 2 * time.Second

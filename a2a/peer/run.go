@@ -1,0 +1,240 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/a2acall"
+	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/api"
+)
+
+// errRunDeadline is the cause of a run's context when its deadline passes.
+var errRunDeadline = errors.New("delegation deadline passed")
+
+// runCancelled is the cause of a run's context after Cancel.
+type runCancelled struct{ reason string }
+
+func (c runCancelled) Error() string { return "cancelled: " + c.reason }
+
+// remoteRun is one delegation to a peer.
+type remoteRun struct {
+	span     trace.Span // the delegation's client span; ends with the run
+	p        *Provider
+	client   *a2acall.Client
+	handle   string
+	agentd   bool
+	stream   bool
+	deadline time.Duration
+	cancel   context.CancelCauseFunc
+	done     chan struct{}
+
+	mu       sync.Mutex // guards remoteID, task
+	remoteID a2a.TaskID
+	task     *a2a.Task // the remote task as last seen
+	result   api.SubagentResult
+}
+
+func (r *remoteRun) ID() string                 { return r.handle }
+func (r *remoteRun) Done() <-chan struct{}      { return r.done }
+func (r *remoteRun) Result() api.SubagentResult { <-r.done; return r.result }
+
+// Cancel stops the delegation: tasks/cancel to the peer, status cancelled.
+func (r *remoteRun) Cancel(reason string) { r.cancel(runCancelled{reason: reason}) }
+
+func (r *remoteRun) loop(ctx context.Context, msg *a2a.Message) {
+	defer close(r.done)
+	defer r.cancel(nil)
+	defer func() { endPeerSpan(r.span, r.remote(), r.result) }()
+	dctx, stop := context.WithTimeoutCause(ctx, r.deadline, errRunDeadline)
+	defer stop()
+	err := r.follow(dctx, msg)
+	cause := context.Cause(dctx)
+	switch {
+	case dctx.Err() != nil:
+		status, detail := api.StatusDeadline, fmt.Sprintf("the peer did not finish within %s", r.deadline)
+		var rc runCancelled
+		if errors.As(cause, &rc) {
+			status, detail = api.StatusCancelled, rc.Error()
+		}
+		r.cancelRemote()
+		r.result = r.partial(status, detail)
+	case err != nil:
+		r.p.log.Warn("delegation to peer failed", "task_id", r.handle, "err", err)
+		r.result = r.partial(api.StatusCrashed, "peer "+r.p.cfg.Name+": "+err.Error())
+	default:
+		r.mu.Lock()
+		t := r.task
+		r.mu.Unlock()
+		r.result = a2abind.ResultFromTask(t, r.agentd)
+		if !t.Status.State.Terminal() {
+			// It waits for input or authentication nobody here will give.
+			r.cancelRemote()
+		}
+	}
+}
+
+// follow sends the message and follows the remote task until it ends or
+// stops to ask for something (stopped).
+func (r *remoteRun) follow(ctx context.Context, msg *a2a.Message) error {
+	// The send is not cut by a cancel or the deadline: the remote task it
+	// creates must be known to be cancelled. It is bounded by the timeout.
+	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.p.cfg.Timeout)
+	res, err := r.client.SendMessage(sendCtx, &a2a.MessageSendParams{Message: msg})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("message/send: %w", err)
+	}
+	switch v := res.(type) {
+	case *a2a.Message:
+		// A stateless answer: the whole outcome.
+		r.setTask(&a2a.Task{ID: a2a.TaskID(r.handle), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
+			Artifacts: []*a2a.Artifact{{ID: "message", Parts: v.Parts}}})
+		return nil
+	case *a2a.Task:
+		r.setTask(v)
+		if stopped(v.Status.State) {
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if r.stream {
+		r.subscribe(ctx)
+		if r.stopped() {
+			// The stream carried the end; the whole task (every artifact and
+			// the final metadata) is read once. Failing that, the stream's
+			// account stands.
+			_ = r.refresh(ctx)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return r.poll(ctx)
+}
+
+// subscribe follows the remote task's stream until it ends; any stream error
+// leaves the rest to polling.
+func (r *remoteRun) subscribe(ctx context.Context) {
+	for ev, err := range r.client.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: r.remote()}) {
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		if t, ok := ev.(*a2a.Task); ok {
+			r.task = t
+		} else if next, err := tasks.Apply(r.task, ev); err == nil {
+			r.task = next
+		}
+		done := stopped(r.task.Status.State)
+		r.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+// poll reads the remote task with backoff until it ends or stops.
+func (r *remoteRun) poll(ctx context.Context) error {
+	wait := 50 * time.Millisecond
+	for {
+		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
+			r.p.log.Debug("tasks/get failed; retrying", "task_id", r.handle, "err", err)
+		}
+		if r.stopped() {
+			return nil
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
+}
+
+// refresh reads the whole remote task (artifacts and metadata included).
+func (r *remoteRun) refresh(ctx context.Context) error {
+	getCtx, cancel := context.WithTimeout(ctx, r.p.cfg.Timeout)
+	defer cancel()
+	t, err := r.client.GetTask(getCtx, &a2a.TaskQueryParams{ID: r.remote()})
+	if err != nil {
+		return fmt.Errorf("tasks/get: %w", err)
+	}
+	r.setTask(t)
+	return nil
+}
+
+// cancelRemote sends tasks/cancel for the remote task, bounded by the peer's
+// timeout and independent of the run's (ended) context.
+func (r *remoteRun) cancelRemote() {
+	id := r.remote()
+	if id == "" || r.terminal() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpan(context.Background(), r.span), r.p.cfg.Timeout)
+	defer cancel()
+	if t, err := r.client.CancelTask(ctx, &a2a.TaskIDParams{ID: id}); err != nil {
+		r.p.log.Warn("tasks/cancel to peer failed", "task_id", r.handle, "err", err)
+	} else {
+		r.setTask(t)
+	}
+}
+
+func (r *remoteRun) setTask(t *a2a.Task) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.remoteID == "" {
+		r.remoteID = t.ID
+	}
+	r.task = t
+}
+
+func (r *remoteRun) remote() a2a.TaskID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.remoteID
+}
+
+func (r *remoteRun) terminal() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.task != nil && r.task.Status.State.Terminal()
+}
+
+// stopped reports whether the remote task is as far as it will go: ended,
+// or interrupted to ask for input or authentication, which a delegation
+// cannot give (resultFromTask reads it as refused).
+func (r *remoteRun) stopped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.task != nil && stopped(r.task.Status.State)
+}
+
+func stopped(s a2a.TaskState) bool {
+	return s.Terminal() || s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
+}
+
+// partial is the result of a run this side ended: the status it ended with,
+// and whatever the peer had produced and reported so far.
+func (r *remoteRun) partial(status api.TerminalStatus, detail string) api.SubagentResult {
+	r.mu.Lock()
+	t := r.task
+	r.mu.Unlock()
+	res := api.SubagentResult{Status: status, Detail: detail}
+	if t != nil {
+		got := a2abind.ResultFromTask(t, r.agentd)
+		res.Distillate, res.Usage = got.Distillate, got.Usage
+	}
+	return res
+}

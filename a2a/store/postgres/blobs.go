@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd/a2a/store"
+	"github.com/agentd/agentd/supervisor"
+)
+
+var _ supervisor.BlobBackend = (*Store)(nil)
+
+// SaveBlob implements supervisor.BlobBackend.
+func (s *Store) SaveBlob(ctx context.Context, b supervisor.StoredBlob) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO blobs (id, owner, run_id, media_type, size, created_ns, expires_ns, content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		b.ID, b.Owner, b.RunID, b.MediaType, len(b.Content), store.Nanos(b.Created), nullTime(b.Expires), b.Content)
+	if err != nil {
+		return s.unavailable("store distillate", err)
+	}
+	return nil
+}
+
+// LoadBlob implements supervisor.BlobBackend.
+func (s *Store) LoadBlob(ctx context.Context, id string) ([]byte, bool, error) {
+	var content []byte
+	err := s.pool.QueryRow(ctx, `SELECT content FROM blobs WHERE id = $1`, id).Scan(&content)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, s.unavailable("read distillate", err)
+	}
+	if content == nil {
+		content = []byte{}
+	}
+	return content, true, nil
+}
+
+// ExpireBlobs implements supervisor.BlobBackend.
+func (s *Store) ExpireBlobs(ctx context.Context, owner string, at time.Time) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE blobs SET expires_ns = $1 WHERE owner = $2 AND expires_ns IS NULL`, store.Nanos(at), owner); err != nil {
+		return s.unavailable("expire distillates", err)
+	}
+	return nil
+}
+
+// DeleteBlob implements supervisor.BlobBackend.
+func (s *Store) DeleteBlob(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM blobs WHERE id = $1`, id); err != nil {
+		return s.unavailable("delete distillate", err)
+	}
+	return nil
+}
+
+// BlobIndex implements supervisor.BlobBackend. A blob's caller, whose quota
+// it counts against, is the creator of its root task (the tasks table's owner;
+// the anonymous caller once the task is gone).
+func (s *Store) BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error) {
+	rows, err := s.pool.Query(ctx, `SELECT b.id, b.owner, coalesce(t.owner, ''), b.run_id, b.media_type, b.size, b.created_ns, b.expires_ns
+		FROM blobs b LEFT JOIN tasks t ON t.id = b.owner ORDER BY b.created_ns`)
+	if err != nil {
+		return nil, s.unavailable("list distillates", err)
+	}
+	defer rows.Close()
+	var out []supervisor.StoredBlob
+	for rows.Next() {
+		var b supervisor.StoredBlob
+		var created int64
+		var expires *int64
+		if err := rows.Scan(&b.ID, &b.Owner, &b.Caller, &b.RunID, &b.MediaType, &b.Size, &created, &expires); err != nil {
+			return nil, s.unavailable("list distillates", err)
+		}
+		b.Created = time.Unix(0, created)
+		if expires != nil {
+			b.Expires = time.Unix(0, *expires)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.unavailable("list distillates", err)
+	}
+	return out, nil
+}
+
+// nullTime is a time as a nullable column: NULL for the zero time.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}

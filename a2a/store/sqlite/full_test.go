@@ -1,0 +1,134 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/internal/testkit"
+)
+
+// smallFS mounts a tmpfs of size bytes on a new temporary directory, or
+// skips the test where the kernel refuses (not root, no mount namespace).
+func smallFS(t *testing.T, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		t.Skipf("no small file system to fill here (mount tmpfs: %v)", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
+}
+
+// fill writes a file in dir until the file system is full but for room
+// bytes, and returns its path.
+func fill(t *testing.T, dir string, room int64) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4<<10)
+	var n int64
+	for {
+		m, err := f.Write(chunk)
+		n += int64(m)
+		if err != nil {
+			break
+		}
+	}
+	if err := f.Truncate(max(n-room, 0)); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// On a full disk, staged creations from many goroutines at once: the
+// commits fail, some at a Sync (the creation's caller waits for it), some
+// at the linger's end before anyone syncs (the caller syncs after, the
+// issue's case: Sync found nothing staged and said the task was stored).
+// Every creation SyncTask acknowledged is in the store once the disk has
+// room again; every other was refused as the store's unavailability, and is
+// not.
+func TestFullDiskLosesNoSyncedCreation(t *testing.T) {
+	dir := smallFS(t, 2<<20)
+	ctx := context.Background()
+	s, err := Open(ctx, dir, Options{Capacity: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	filler := fill(t, dir, 256<<10) // room for some of the creations
+	const senders, each = 8, 25
+	text := strings.Repeat("x", 6<<10) // more than the WAL's free pages hold, soon
+	var mu sync.Mutex
+	var acked, refused []string
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := fmt.Sprintf("t%d-%d", g, i)
+				tk := task(id, a2a.TaskStateSubmitted, "m"+id)
+				tk.History[0].Parts = a2a.ContentParts{a2a.TextPart{Text: text}}
+				err := s.Create(ctx, tk, "")
+				if err == nil {
+					if g%2 == 1 {
+						// The linger's commit (or another's) ends the
+						// transaction before this caller syncs.
+						if !testkit.Poll(5*time.Second, func() bool { return !s.staged.Load() }) {
+							t.Errorf("create %s: its transaction neither committed nor failed within 5s", id)
+						}
+					}
+					err = s.SyncTask(ctx, a2a.TaskID(id))
+				}
+				mu.Lock()
+				if err == nil {
+					acked = append(acked, id)
+				} else {
+					if !errors.Is(err, tasks.ErrStoreUnavailable) {
+						t.Errorf("create %s on a full disk: %v, not the store's unavailability", id, err)
+					}
+					refused = append(refused, id)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for _, id := range acked {
+		if _, _, err := s.Get(ctx, a2a.TaskID(id)); err != nil {
+			lost++
+			t.Logf("acknowledged %s, then: %v", id, err)
+		}
+	}
+	for _, id := range refused {
+		if _, _, err := s.Get(ctx, a2a.TaskID(id)); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Errorf("refused %s, then: %v, want not found", id, err)
+		}
+	}
+	t.Logf("%d creations on a full disk: %d acknowledged (%d of them lost), %d refused", senders*each, len(acked), lost, len(refused))
+	if lost > 0 {
+		t.Fatalf("%d of %d acknowledged creations were lost", lost, len(acked))
+	}
+	if len(refused) == 0 {
+		t.Fatal("no creation was refused: the disk was never full")
+	}
+}

@@ -1,0 +1,132 @@
+package tasks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	"github.com/agentd/agentd/a2a/store/sqlite"
+	"github.com/agentd/agentd/a2a/tasks"
+)
+
+// countingExec counts its runs and completes each at once.
+type countingExec struct{ runs atomic.Int64 }
+
+func (x *countingExec) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	x.runs.Add(1)
+	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+func (x *countingExec) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+// Non-blocking sends and streams at once on an SQLite store whose disk is
+// full: a send answered with the store's unavailability has started no run
+// (its retry would run the work a second time, and its message id was not
+// kept), and a send answered with a task has its task stored. Before, the
+// run started with the task's staged creation, before the commit that
+// failed.
+func TestFullDiskRefusedSendRunsNothing(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("no small file system to fill here (mount tmpfs: %v)", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, dir, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := &countingExec{}
+	e := tasks.NewEngine(s, x, nil)
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for chunk := make([]byte, 4<<10); ; {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	text := strings.Repeat("x", 64<<10) // more than the WAL's frames hold
+	const sends, streams = 12, 4
+	var mu sync.Mutex
+	var acked []a2a.TaskID
+	refused := 0
+	answer := func(id a2a.TaskID, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			acked = append(acked, id)
+			return
+		}
+		if !errors.Is(err, tasks.ErrStoreUnavailable) {
+			t.Errorf("a send on a full disk: %v, not the store's unavailability", err)
+		}
+		refused++
+	}
+	var wg sync.WaitGroup
+	for i := range sends + streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			blocking := false
+			p := &a2a.MessageSendParams{Message: &a2a.Message{ID: fmt.Sprint("m", i), Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.TextPart{Text: text}}},
+				Config: &a2a.MessageSendConfig{Blocking: &blocking}}
+			if i < sends {
+				res, err := e.OnSendMessage(ctx, p)
+				var id a2a.TaskID
+				if err == nil {
+					id = res.(*a2a.Task).ID
+				}
+				answer(id, err)
+				return
+			}
+			for ev, err := range e.OnSendMessageStream(ctx, p) {
+				var id a2a.TaskID
+				if err == nil {
+					id = ev.(*a2a.Task).ID
+				}
+				answer(id, err)
+				break
+			}
+		}()
+	}
+	wg.Wait()
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.Wait(waitCtx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d sends on a full disk: %d acknowledged, %d refused, %d runs", sends+streams, len(acked), refused, x.runs.Load())
+	if refused == 0 {
+		t.Fatal("no send was refused: the disk was never full")
+	}
+	if n := x.runs.Load(); n > int64(len(acked)) {
+		t.Fatalf("%d runs for %d acknowledged sends: refused sends ran", n, len(acked))
+	}
+	for _, id := range acked {
+		if _, _, err := s.Get(ctx, id); err != nil {
+			t.Errorf("acknowledged task %s: %v", id, err)
+		}
+	}
+}

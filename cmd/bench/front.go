@@ -1,0 +1,514 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/google/uuid"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+
+	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/admit"
+	"github.com/agentd/agentd/server"
+	"github.com/agentd/agentd/supervisor/delegate"
+	"github.com/agentd/agentd/tlsconfig"
+)
+
+// The front's helper processes: each serves one A2A server over mTLS on
+// loopback, prints its address on stdout, and stops when its stdin closes.
+const (
+	roleFrontAgentd = "front-agentd"
+	roleFrontStock  = "front-stock"
+)
+
+// envCertDir tells a role process where the certificates are.
+const envCertDir = "AGENTD_BENCH_CERTS"
+
+// benchTD is the trust domain of the certificates minted for the bench.
+var benchTD = spiffeid.RequireTrustDomainFromString("bench.agentd.test")
+
+var frontFigure = figure{name: "front", run: runFront, rows: frontRows}
+
+// loadResult is one load run against one server.
+type loadResult struct {
+	RPS float64 `json:"rps"`
+	Lat Summary `json:"lat"`
+}
+
+// frontRound is one round of figure 2: each server at concurrency 1 and 16.
+type frontRound struct {
+	Agentd1  loadResult `json:"agentd_1"`
+	Stock1   loadResult `json:"stock_1"`
+	Agentd16 loadResult `json:"agentd_16"`
+	Stock16  loadResult `json:"stock_16"`
+}
+
+// instantProvider is the local provider of figure 2 (and of the task store's
+// memory figure): every delegation has completed by the time Start returns.
+// It stands in for the supervisor so that the figure measures the front alone.
+type instantProvider struct{}
+
+var (
+	doneCh        = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+	instantResult = api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("ok"), Usage: api.Usage{TokensIn: 1, TokensOut: 1, Steps: 1}}
+)
+
+func (instantProvider) Name() string { return delegate.LocalName }
+func (instantProvider) Capabilities() delegate.Capabilities {
+	return delegate.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true}
+}
+func (instantProvider) InheritsParentContext() bool { return false }
+func (instantProvider) Start(_ context.Context, req delegate.Request) (delegate.Run, error) {
+	return instantRun(req.Handle), nil
+}
+
+type instantRun string
+
+func (r instantRun) ID() string               { return string(r) }
+func (instantRun) Done() <-chan struct{}      { return doneCh }
+func (instantRun) Result() api.SubagentResult { return instantResult }
+func (instantRun) Cancel(string)              {}
+
+// newInstantEngine is agentd's engine, executor and router over a bounded
+// store, with instantProvider as the local provider, behind adm (nil: no
+// admission control).
+func newInstantEngine(capacity int, url string, adm *admit.Controller) *tasks.Engine {
+	return newInstantEngineOn(tasks.NewMemoryStore(capacity, time.Hour), url, adm)
+}
+
+// newInstantEngineOn is newInstantEngine over store (figure 6).
+func newInstantEngineOn(store tasks.Store, url string, adm *admit.Controller) *tasks.Engine {
+	log := slog.New(slog.DiscardHandler)
+	router := &delegate.Router{}
+	_ = router.Register(instantProvider{})
+	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
+		Router:       router,
+		CancelHandle: func(string, string) bool { return false },
+		Limits:       api.Limits{MaxSteps: 50, MaxTokens: 200000, Deadline: api.Duration(10 * time.Minute), MaxChildren: 8},
+		Intelligence: api.Intelligence{Endpoint: "builtin:demo"},
+		PublicURL:    url,
+		Instance:     uuid.NewString(),
+		MaxDepth:     func() int { return 4 },
+		Lineages:     &delegate.Lineages{},
+		Log:          log,
+	})
+	journal, _ := store.(tasks.PushJournal)
+	pusher := tasks.NewPusher(tasks.PushSettings{Log: log, Journal: journal}, store.ListPush)
+	opts := []tasks.EngineOption{tasks.WithPusher(pusher)}
+	if adm != nil {
+		opts = append(opts, tasks.WithAdmission(adm, admit.Policy{}))
+	}
+	return tasks.NewEngine(store, exec, log, opts...)
+}
+
+// podAdmission is the admission control `agentd serve` derives for a 1 GiB
+// pod with the default warm pool (admit.Derive).
+func podAdmission() *admit.Controller {
+	d := admit.Derive(1<<30, 2)
+	c, err := admit.New(admit.Config{Bounds: d.Bounds, Ceiling: d.Ceiling})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// frontHandler is agentd's front over engine, as `agentd serve` builds it:
+// SPIFFE authentication and authorization of the bench's trust domain, the
+// router, JSON-RPC validation and dispatch.
+func frontHandler(engine *tasks.Engine, src tlsconfig.Source, url string, log *slog.Logger) (http.Handler, error) {
+	policy, err := tlsconfig.ParsePolicy(nil, []string{benchTD.String()}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return server.Handler(server.Config{
+		Handler: engine,
+		Card:    a2abind.Card(a2abind.CardConfig{Name: "agentd", Description: "bench", URL: url, Version: "bench", MaxDepth: 4, Push: true, MutualTLS: true}),
+		Auth:    &server.Auth{Source: src, Policy: policy, Log: log},
+		Log:     log,
+	}), nil
+}
+
+// serveFrontAgentd is agentd's front as `agentd serve` builds it: mTLS with
+// SPIFFE authentication and authorization, the chi router and JSON-RPC
+// validation, admission control with a 1 GiB pod's bounds, the engine and
+// bounded store, the executor and the delegation router; only the local
+// provider is replaced by instantProvider.
+func serveFrontAgentd(ctx context.Context, cfg Config) error {
+	src, ln, err := roleListen(os.Getenv(envCertDir))
+	if err != nil {
+		return err
+	}
+	url := "https://" + ln.Addr().String() + "/"
+	engine := newInstantEngine(10000, url, podAdmission())
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h, err := frontHandler(engine, src, url, log)
+	if err != nil {
+		return err
+	}
+	// As serve builds it: the connection budgets (caps, body deadline, idle
+	// timeout) on the listener and the server.
+	var limits server.ConnLimits
+	return roleServe(limits.Server(h, nil), src, limits.Listener(ln, nil), filepath.Join(cfg.ProfileDir, "front-agentd.pprof"), cfg.ProfileDir != "")
+}
+
+// stockExecutor is the stock server's trivial executor: it produces the same
+// task agentd's front does (submitted, working, one artifact, completed).
+type stockExecutor struct{}
+
+func (stockExecutor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	if reqCtx.StoredTask == nil {
+		if err := q.Write(ctx, a2a.NewSubmittedTask(reqCtx, reqCtx.Message)); err != nil {
+			return err
+		}
+	}
+	if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
+		return err
+	}
+	art := a2a.NewArtifactEvent(reqCtx, a2a.TextPart{Text: "ok"})
+	art.LastChunk = true
+	if err := q.Write(ctx, art); err != nil {
+		return err
+	}
+	final := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+	final.Final = true
+	return q.Write(ctx, final)
+}
+
+func (stockExecutor) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+// serveFrontStock is a stock a2a-go v0.3.3 server behind the same TLS.
+func serveFrontStock(ctx context.Context, cfg Config) error {
+	src, ln, err := roleListen(os.Getenv(envCertDir))
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	h := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(stockExecutor{}))
+	return roleServe(&http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, src, ln, filepath.Join(cfg.ProfileDir, "front-stock.pprof"), cfg.ProfileDir != "")
+}
+
+// roleListen loads the server SVID minted in dir and listens on a loopback
+// port.
+func roleListen(dir string) (tlsconfig.Source, net.Listener, error) {
+	src, err := tlsconfig.NewFileSource(tlsconfig.Files{
+		Cert: filepath.Join(dir, tlsconfig.DevServerCert), Key: filepath.Join(dir, tlsconfig.DevServerKey), Bundle: filepath.Join(dir, tlsconfig.DevBundle),
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	return src, ln, nil
+}
+
+// roleServe serves srv on ln until stdin closes, over mTLS, with a CPU
+// profile if asked.
+func roleServe(srv *http.Server, src tlsconfig.Source, ln net.Listener, profile string, profiling bool) error {
+	if profiling {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	srv.TLSConfig = tlsconfig.ServerConfig(src)
+	srv.ErrorLog = slog.NewLogLogger(slog.DiscardHandler, slog.LevelError)
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	fmt.Println(ln.Addr().String())
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); srv.Close() }()
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// roleProc is a running role process.
+type roleProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	url   string
+}
+
+func startRole(ctx context.Context, role string, cfg Config, certDir string, logw io.Writer) (*roleProc, error) {
+	return startRoleEnv(ctx, role, cfg, certDir, nil, logw)
+}
+
+// startRoleEnv is startRole with env added to the role's environment.
+func startRoleEnv(ctx context.Context, role string, cfg Config, certDir string, env []string, logw io.Writer) (*roleProc, error) {
+	cmd, err := figureCmd(ctx, role, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = append(append(cmd.Env, envCertDir+"="+certDir), env...)
+	cmd.Stderr = logw
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stdin.Close()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("%s: no address: %w", role, err)
+	}
+	return &roleProc{cmd: cmd, stdin: stdin, url: "https://" + string(bytes.TrimSpace([]byte(line))) + "/"}, nil
+}
+
+func (r *roleProc) stop() error {
+	r.stdin.Close()
+	return r.cmd.Wait()
+}
+
+// mintCerts writes a development CA, a server SVID and a client SVID.
+func mintCerts(dir string) error {
+	_, err := tlsconfig.WriteDevSet(dir, benchTD, 24*time.Hour, true)
+	return err
+}
+
+// benchClient returns a keep-alive HTTP/1.1 client presenting the peer SVID
+// of dir, with room for conns connections.
+func benchClient(dir string, conns int) (*http.Client, error) {
+	return svidClient(dir, tlsconfig.DevPeerCert, tlsconfig.DevPeerKey, conns)
+}
+
+// operatorClient is benchClient presenting the operator SVID of dir (serve
+// allows it with --operator, operatorArgs), for the a2a.* methods.
+func operatorClient(dir string) (*http.Client, error) {
+	return svidClient(dir, tlsconfig.DevOperatorCert, tlsconfig.DevOperatorKey, 1)
+}
+
+func svidClient(dir, cert, key string, conns int) (*http.Client, error) {
+	src, err := tlsconfig.NewFileSource(tlsconfig.Files{
+		Cert: filepath.Join(dir, cert), Key: filepath.Join(dir, key), Bundle: filepath.Join(dir, tlsconfig.DevBundle),
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	tc := tlsconfig.ClientConfig(src, src, spiffetls.AuthorizeMemberOf(benchTD))
+	tc.NextProtos = []string{"http/1.1"}
+	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     tc,
+		MaxIdleConns:        2 * conns,
+		MaxIdleConnsPerHost: 2 * conns,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+	}}, nil
+}
+
+// sendBody is one message/send request.
+func sendBody(id int64, worker int, text string) []byte {
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"message/send","params":{"message":{"kind":"message","messageId":"bench-%d-%d","role":"user","parts":[{"kind":"text","text":%q}]}}}`,
+		id, worker, id, text)
+}
+
+// post sends one JSON-RPC request and returns the answer's body and status.
+func post(ctx context.Context, c *http.Client, url string, body []byte) ([]byte, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return b, resp.StatusCode, err
+}
+
+// sendOnce posts one message/send and checks that the task completed.
+func sendOnce(ctx context.Context, c *http.Client, url string, body []byte) error {
+	b, status, err := post(ctx, c, url, body)
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK || !bytes.Contains(b, []byte(`"state":"completed"`)) {
+		return fmt.Errorf("message/send: HTTP %d: %.300s", status, b)
+	}
+	return nil
+}
+
+// loads numbers the load calls: each sends messages of its own, so that no
+// send repeats a messageId an earlier call sent (a duplicate returns the
+// task it made and starts nothing: the store's cheapest path, not a send).
+var loads atomic.Int64
+
+// load runs conc workers, each sending message/send back to back on its own
+// keep-alive connection, for d.
+func load(ctx context.Context, c *http.Client, url string, conc int, d time.Duration) (loadResult, error) {
+	run := int(loads.Add(1)) << 16
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		lats []time.Duration
+		ferr error
+	)
+	start := time.Now()
+	end := start.Add(d)
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var mine []time.Duration
+			for i := int64(1); time.Now().Before(end); i++ {
+				body := sendBody(i, run|w, "hello")
+				t0 := time.Now()
+				if err := sendOnce(ctx, c, url, body); err != nil {
+					mu.Lock()
+					ferr = err
+					mu.Unlock()
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lats = append(lats, mine...)
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if ferr != nil {
+		return loadResult{}, ferr
+	}
+	return loadResult{RPS: float64(len(lats)) / elapsed.Seconds(), Lat: summarize(lats)}, nil
+}
+
+func runFront(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
+	dir, err := certsDir()
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	agentd, err := startRole(ctx, roleFrontAgentd, cfg, dir, logw)
+	if err != nil {
+		return nil, err
+	}
+	defer agentd.stop()
+	stock, err := startRole(ctx, roleFrontStock, cfg, dir, logw)
+	if err != nil {
+		return nil, err
+	}
+	defer stock.stop()
+	clients := map[*roleProc]*http.Client{}
+	for _, r := range []*roleProc{agentd, stock} {
+		if clients[r], err = benchClient(dir, 16); err != nil {
+			return nil, err
+		}
+	}
+	// Warm up: connections, TLS sessions, code paths.
+	for _, r := range []*roleProc{agentd, stock} {
+		if _, err := load(ctx, clients[r], r.url, 16, min(cfg.FrontDuration/4, 500*time.Millisecond)); err != nil {
+			return nil, err
+		}
+	}
+	var rounds []frontRound
+	for r := 0; r < cfg.Rounds; r++ {
+		var fr frontRound
+		for _, conc := range []int{1, 16} {
+			order := []*roleProc{agentd, stock}
+			if (r+conc)%2 == 1 {
+				order = []*roleProc{stock, agentd}
+			}
+			for _, srv := range order {
+				res, err := load(ctx, clients[srv], srv.url, conc, cfg.FrontDuration)
+				if err != nil {
+					return nil, err
+				}
+				switch {
+				case srv == agentd && conc == 1:
+					fr.Agentd1 = res
+				case srv == agentd:
+					fr.Agentd16 = res
+				case conc == 1:
+					fr.Stock1 = res
+				default:
+					fr.Stock16 = res
+				}
+			}
+		}
+		rounds = append(rounds, fr)
+		fmt.Fprintf(logw, "bench: front round %d: %+v\n", r+1, fr)
+	}
+	for _, c := range clients {
+		c.CloseIdleConnections()
+	}
+	return rounds, nil
+}
+
+func frontRows(raw json.RawMessage, cfg Config) ([]row, error) {
+	rounds, err := decodeRounds[frontRound](raw)
+	if err != nil {
+		return nil, err
+	}
+	var rows []row
+	for _, c := range []struct {
+		conc          int
+		agentd, stock func(frontRound) loadResult
+	}{
+		{1, func(r frontRound) loadResult { return r.Agentd1 }, func(r frontRound) loadResult { return r.Stock1 }},
+		{16, func(r frontRound) loadResult { return r.Agentd16 }, func(r frontRound) loadResult { return r.Stock16 }},
+	} {
+		x := medianOf(rounds, func(r frontRound) float64 { return ratio(c.agentd(r).RPS, c.stock(r).RPS) })
+		goal := "goal >= 1.5x: met"
+		if !(x >= 1.5) {
+			goal = "goal >= 1.5x: missed"
+		}
+		rows = append(rows,
+			row{fig: 2, what: fmt.Sprintf("A2A message/send, mTLS keep-alive, concurrency %d: agentd's front", c.conc),
+				p50:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.agentd(r).Lat.P50 })),
+				p99:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.agentd(r).Lat.P99 })),
+				other: fmtRPS(medianOf(rounds, func(r frontRound) float64 { return c.agentd(r).RPS })),
+				ratio: fmtX(x) + " the stock server's req/s; " + goal},
+			row{fig: 2, what: fmt.Sprintf("A2A message/send, mTLS keep-alive, concurrency %d: stock a2a-go v0.3.3", c.conc),
+				p50:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.stock(r).Lat.P50 })),
+				p99:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.stock(r).Lat.P99 })),
+				other: fmtRPS(medianOf(rounds, func(r frontRound) float64 { return c.stock(r).RPS }))},
+		)
+	}
+	return rows, nil
+}
+
+func fmtRPS(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + " req/s" }

@@ -1,0 +1,192 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+// ErrCancelled is the cancellation cause when the supervisor sends ctrl/cancel.
+var ErrCancelled = errors.New("agent: cancelled by the supervisor")
+
+// ErrControlClosed is the cancellation cause when the control channel closes
+// under a running loop: the supervisor is gone or has given up on this child.
+var ErrControlClosed = errors.New("agent: control channel closed")
+
+// control is the child's end of the control channel. Its reader goroutine
+// answers pings and cancels directly, never waiting on the loop, so a child in a
+// long model or tool call still answers ctrl/ping.
+type control struct {
+	w   *api.FrameWriter
+	r   *api.FrameReader
+	log *slog.Logger
+
+	mu      sync.Mutex // guards nextID, pending, closed
+	nextID  uint64
+	pending map[uint64]chan *api.Frame
+	closed  bool
+
+	hold gate // closed between ctrl/pause and ctrl/resume
+}
+
+// newControl returns the control channel over r and w, with the frame limit
+// the supervisor set in api.EnvMaxFrame (api.DefaultMaxFrame without one).
+func newControl(r io.Reader, w io.Writer, log *slog.Logger) *control {
+	max := api.MaxFrameFromEnv()
+	return &control{
+		w:       api.NewFrameWriter(w, max),
+		r:       api.NewFrameReader(r, max),
+		log:     log,
+		pending: make(map[uint64]chan *api.Frame),
+	}
+}
+
+// readSpawn reads the first downward frame, which must be the spawn payload.
+func (c *control) readSpawn() (*api.SpawnPayload, error) {
+	f, err := c.r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("read spawn frame: %w", err)
+	}
+	if f.Method != api.MethodSpawn {
+		return nil, fmt.Errorf("first frame is %q, want %q", f.Method, api.MethodSpawn)
+	}
+	var p api.SpawnPayload
+	if err := api.DecodeParams(f, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// serve reads downward frames until the channel closes, then cancels the loop
+// with ErrControlClosed. cancel is the loop's cancel function.
+func (c *control) serve(cancel context.CancelCauseFunc) {
+	defer func() {
+		c.mu.Lock()
+		c.closed = true
+		for id, ch := range c.pending {
+			close(ch)
+			delete(c.pending, id)
+		}
+		c.mu.Unlock()
+		cancel(ErrControlClosed)
+	}()
+	for {
+		f, err := c.r.Read()
+		if err != nil {
+			if err != io.EOF {
+				c.log.Error("control channel read failed", "err", err)
+			}
+			return
+		}
+		switch {
+		case f.IsResponse():
+			c.mu.Lock()
+			ch := c.pending[f.ID]
+			delete(c.pending, f.ID)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- f
+			}
+		case f.Method == api.MethodPing:
+			var p api.Ping
+			if err := api.DecodeParams(f, &p); err != nil {
+				c.log.Warn("bad ping", "err", err)
+				continue
+			}
+			if err := c.w.Send(api.MethodPong, 0, p); err != nil {
+				c.log.Warn("pong failed", "err", err)
+			}
+		case f.Method == api.MethodPause:
+			c.log.Info("paused by the supervisor: holding before the next model call")
+			c.hold.pause()
+		case f.Method == api.MethodResume:
+			c.log.Info("resumed by the supervisor")
+			c.hold.resume()
+		case f.Method == api.MethodCancel:
+			var p api.Cancel
+			_ = api.DecodeParams(f, &p)
+			c.log.Info("cancel requested", "reason", p.Reason)
+			cancel(ErrCancelled)
+		default:
+			c.log.Warn("unexpected control frame", "method", f.Method)
+		}
+	}
+}
+
+// call sends a tool/call request and waits for its answer.
+func (c *control) call(ctx context.Context, tool string, args json.RawMessage) (api.ToolResult, error) {
+	var r api.ToolResult
+	call := api.ToolCall{Tool: tool, Args: args, Traceparent: telemetry.Traceparent(ctx)}
+	if err := c.request(ctx, api.MethodToolCall, call, &r); err != nil {
+		return api.ToolResult{}, err
+	}
+	return r, nil
+}
+
+// request sends an upward request frame and waits for its answer, decoding the
+// result into out. An error answer is returned as an *api.RPCError.
+func (c *control) request(ctx context.Context, method string, params, out any) error {
+	ch := make(chan *api.Frame, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrControlClosed
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = ch
+	c.mu.Unlock()
+	if err := c.w.Send(method, id, params); err != nil {
+		c.forget(id)
+		return fmt.Errorf("send %s: %w", method, err)
+	}
+	select {
+	case f, ok := <-ch:
+		if !ok {
+			return ErrControlClosed
+		}
+		if f.Error != nil {
+			return f.Error
+		}
+		if err := json.Unmarshal(f.Result, out); err != nil {
+			return fmt.Errorf("%s result: %w", method, err)
+		}
+		return nil
+	case <-ctx.Done():
+		c.forget(id)
+		return context.Cause(ctx)
+	}
+}
+
+// PutBlob implements BlobStore over the control channel: the supervisor keeps
+// the content and answers with its agent://blob/ uri.
+func (c *control) PutBlob(ctx context.Context, mediaType, content string) (string, error) {
+	var ref api.BlobRef
+	if err := c.request(ctx, api.MethodBlobPut, api.BlobPut{MediaType: mediaType, Content: content}, &ref); err != nil {
+		return "", fmt.Errorf("blob/put: %w", err)
+	}
+	if _, ok := api.ParseBlobURI(ref.URI); !ok {
+		return "", fmt.Errorf("blob/put: the supervisor answered with uri %q", ref.URI)
+	}
+	return ref.URI, nil
+}
+
+func (c *control) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// event reports progress and usage upward.
+func (c *control) event(step int, kind string, delta api.Usage) {
+	if err := c.w.Send(api.MethodEvent, 0, api.LoopEvent{Step: step, Kind: kind, UsageDelta: delta}); err != nil {
+		c.log.Warn("loop/event failed", "err", err)
+	}
+}

@@ -1,0 +1,441 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+// ToolCaller runs one tool call on the loop's behalf. In a subagent it is the
+// control channel: the supervisor executes every tool.
+type ToolCaller interface {
+	CallTool(ctx context.Context, name string, args json.RawMessage) (api.ToolResult, error)
+}
+
+// Reporter receives the loop's progress events.
+type Reporter interface {
+	Event(step int, kind string, delta api.Usage)
+}
+
+// BlobStore keeps a distillate too large to inline and returns its uri. In a
+// subagent it is the control channel: the supervisor keeps the blob.
+type BlobStore interface {
+	PutBlob(ctx context.Context, mediaType, content string) (uri string, err error)
+}
+
+// stallTurns is how many empty answers in a row (no text, no tool call) end a
+// run as stalled; the loop nudges the model after each but the last.
+const stallTurns = 2
+
+// Loop is one ReAct loop run. A Loop is used once, by one goroutine.
+type Loop struct {
+	Payload *api.SpawnPayload
+	Model   Model
+	Tools   []ToolSpec // offered to the model; a call's Name is mapped to the spec's Wire name
+	Caller  ToolCaller
+	Report  Reporter
+	// Blobs keeps a distillate over the payload's distillate budget; without
+	// one, such a distillate is truncated inline and the detail says so.
+	Blobs BlobStore
+	Log   *slog.Logger
+	// Hold, if set, is called before each model call and blocks while the
+	// supervisor has paused the tree; an error (ctx ended) stops the loop.
+	Hold func(ctx context.Context) error
+}
+
+// Run drives the loop to a terminal status. It never returns an error: every
+// way a run can end is a status in the result. ctx carries the deadline and the
+// cancellation cause (ErrCancelled, ErrControlClosed, context.DeadlineExceeded).
+//
+// The stop conditions, in the order they are checked on each step: ctx done
+// (deadline or cancelled); the step cap (exhausted_steps); a model error
+// (crashed, with cause intelligence_unreachable when the endpoint cannot be
+// reached); the token grant (exhausted_tokens); a refusal or content filter
+// (refused); an answer cut at its length limit (exhausted_tokens); empty
+// answers (stalled); the same tool call repeated (loop_detected); a final
+// answer (completed, after at most one repair turn for a JSON schema mismatch).
+func (l *Loop) Run(ctx context.Context) api.SubagentResult {
+	p := l.Payload
+	if l.Log == nil {
+		l.Log = slog.New(slog.DiscardHandler)
+	}
+	schema, err := compileSchema(p.Contract.OutputFormat)
+	if err != nil {
+		return api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""), Detail: err.Error()}
+	}
+	req := &Request{
+		System:    SystemPrompt(p),
+		Messages:  []Message{{Role: RoleUser, Content: userPrompt(p)}},
+		Tools:     l.Tools,
+		Objective: p.Contract.Objective,
+		AgentPath: p.AgentPath,
+		Depth:     p.Depth,
+	}
+	var (
+		usage    api.Usage
+		last     string // the latest assistant text: the partial distillate
+		repaired bool   // the one repair turn for a schema mismatch is spent
+		empty    int    // empty answers in a row
+		lastCall string // wire name and canonical arguments of the latest tool call
+		repeats  int    // how many times in a row lastCall was asked for
+	)
+	content := p.Telemetry.LogContent // prompts, answers, tool arguments and results in logs and spans
+	result := func(s api.TerminalStatus, detail string) api.SubagentResult {
+		return l.shape(ctx, api.SubagentResult{Status: s, Distillate: api.InlineText(last), Usage: usage, Detail: detail})
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return stopped(ctx, result)
+		}
+		if usage.Steps >= p.Limits.MaxSteps {
+			return result(api.StatusExhaustedSteps, fmt.Sprintf("stopped after %d steps", usage.Steps))
+		}
+		if l.Hold != nil && l.Hold(ctx) != nil {
+			return stopped(ctx, result)
+		}
+		usage.Steps++
+		l.logModelCall(usage.Steps, req, content)
+		mctx, mspan := startModelSpan(ctx, p, usage.Steps, req)
+		resp, err := l.Model.Complete(mctx, req)
+		endModelSpan(mspan, resp, err, content)
+		if err != nil {
+			if ctx.Err() != nil {
+				return stopped(ctx, result)
+			}
+			r := result(api.StatusCrashed, err.Error())
+			if errors.Is(err, ErrUnreachable) {
+				r.Cause = api.CauseIntelligenceUnreachable
+			}
+			return r
+		}
+		l.logAnswer(usage.Steps, resp, content)
+		delta := api.Usage{TokensIn: resp.Usage.TokensIn, TokensOut: resp.Usage.TokensOut, Steps: 1}
+		usage.TokensIn += delta.TokensIn
+		usage.TokensOut += delta.TokensOut
+		l.Report.Event(usage.Steps, api.EventModel, delta)
+		if resp.Content != "" {
+			last = resp.Content
+		}
+		if usage.Tokens() > p.Limits.MaxTokens {
+			return result(api.StatusExhaustedTokens, fmt.Sprintf("%d tokens used, grant %d", usage.Tokens(), p.Limits.MaxTokens))
+		}
+		switch resp.Finish {
+		case FinishRefusal, FinishContentFilter:
+			detail := resp.Refusal
+			if detail == "" {
+				detail = "the model refused (" + string(resp.Finish) + ")"
+			}
+			if resp.Refusal != "" && last == "" {
+				last = resp.Refusal
+			}
+			return result(api.StatusRefused, detail)
+		case FinishLength:
+			// The answer (or a tool call's arguments) was cut off: the model's
+			// output or context window ran out of tokens.
+			return result(api.StatusExhaustedTokens, "the model's answer hit its length limit (finish_reason length)")
+		}
+
+		if len(resp.ToolCalls) == 0 {
+			if strings.TrimSpace(resp.Content) == "" {
+				empty++
+				if empty >= stallTurns {
+					return result(api.StatusStalled, fmt.Sprintf("the model gave %d empty answers in a row", empty))
+				}
+				req.Messages = append(req.Messages,
+					Message{Role: RoleUser, Content: "Your reply was empty. Continue toward the objective: call a tool, or reply with the result."})
+				continue
+			}
+			if p.Contract.OutputFormat.Kind != api.FormatJSON {
+				return result(api.StatusCompleted, "")
+			}
+			value, verr := checkJSON(schema, resp.Content)
+			if verr == nil {
+				return l.shape(ctx, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.ResultBody{Inline: value}, Usage: usage})
+			}
+			if !repaired {
+				repaired = true
+				if content {
+					l.Log.Info("output does not match the contract: one repair turn", "err", verr)
+				} else {
+					l.Log.Info("output does not match the contract: one repair turn")
+				}
+				req.Messages = append(req.Messages,
+					Message{Role: RoleAssistant, Content: resp.Content},
+					Message{Role: RoleUser, Content: repairPrompt(verr)})
+				continue
+			}
+			// The mismatch is reported to the parent inside the result, with
+			// the status preserved: it is never a crash.
+			r := api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(resp.Content), Usage: usage,
+				Cause: api.CauseSchemaMismatch, Detail: "the output does not satisfy the output_format schema after one repair turn: " + verr.Error()}
+			if value != nil {
+				r.Distillate = api.ResultBody{Inline: value}
+			}
+			return l.shape(ctx, r)
+		}
+		empty = 0
+
+		req.Messages = append(req.Messages, Message{Role: RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls})
+		for _, tc := range resp.ToolCalls {
+			wire := tc.Name
+			for _, spec := range l.Tools {
+				if spec.Name == tc.Name {
+					wire = spec.Wire
+					break
+				}
+			}
+			args := tc.Args
+			if len(strings.TrimSpace(string(args))) == 0 {
+				args = json.RawMessage(`{}`)
+			}
+			if key := wire + "\x00" + canonicalJSON(args); key == lastCall {
+				repeats++
+			} else {
+				lastCall, repeats = key, 1
+			}
+			if repeats >= p.Limits.Repeats() {
+				return result(api.StatusLoopDetected, fmt.Sprintf("the model asked for %s with the same arguments %d times in a row", wire, repeats))
+			}
+			var out api.ToolResult
+			if !json.Valid(args) {
+				// Never forwarded: the control frame carries arguments as JSON.
+				out = api.TextResult("the arguments are not valid JSON; call the tool again with a JSON object", true)
+			} else {
+				// A name the model made up goes to the supervisor as is; it refuses
+				// anything outside the grant with an error result the model sees.
+				tctx, tspan := startToolSpan(ctx, wire, args, content)
+				out, err = l.Caller.CallTool(tctx, wire, args)
+				endToolSpan(tspan, out, err, content)
+				if err != nil {
+					if ctx.Err() != nil {
+						return stopped(ctx, result)
+					}
+					out = api.TextResult("tool call failed: "+err.Error(), true)
+				}
+			}
+			l.logTool(usage.Steps, wire, args, out, content)
+			l.Report.Event(usage.Steps, api.EventToolCall, api.Usage{})
+			req.Messages = append(req.Messages, Message{Role: RoleTool, ToolCallID: tc.ID, Content: toolText(out)})
+		}
+	}
+}
+
+// logModelCall logs a model call at debug: its step and the size of the
+// conversation, and with content on, on the first step, the system prompt and
+// the first user turn (later turns are tool results, logged with their calls).
+func (l *Loop) logModelCall(step int, req *Request, content bool) {
+	attrs := []any{"step", step, "messages", len(req.Messages)}
+	if content && step == 1 {
+		attrs = append(attrs, "system", telemetry.Clip(req.System), "prompt", telemetry.Clip(req.Messages[0].Content))
+	}
+	l.Log.Debug("model call", attrs...)
+}
+
+// logAnswer logs a model answer at debug: its finish reason, tokens and the
+// tools it asks for, and with content on, its text and the calls' arguments.
+func (l *Loop) logAnswer(step int, resp *Response, content bool) {
+	names := make([]string, len(resp.ToolCalls))
+	for i, tc := range resp.ToolCalls {
+		names[i] = tc.Name
+	}
+	attrs := []any{"step", step, "finish", string(resp.Finish), "tokens_in", resp.Usage.TokensIn, "tokens_out", resp.Usage.TokensOut, "tool_calls", names}
+	if content {
+		attrs = append(attrs, "answer", telemetry.Clip(resp.Content))
+		if len(resp.ToolCalls) > 0 {
+			attrs = append(attrs, "calls", telemetry.Clip(messagesJSON([]Message{{Role: RoleAssistant, ToolCalls: resp.ToolCalls}})))
+		}
+	}
+	l.Log.Debug("model answered", attrs...)
+}
+
+// logTool logs a tool call at debug: its tool and whether it failed, and with
+// content on, its arguments and result.
+func (l *Loop) logTool(step int, wire string, args json.RawMessage, out api.ToolResult, content bool) {
+	attrs := []any{"step", step, "tool", wire, "is_error", out.IsError}
+	if content {
+		attrs = append(attrs, "args", telemetry.Clip(string(args)), "result", telemetry.Clip(toolText(out)))
+	}
+	l.Log.Debug("tool called", attrs...)
+}
+
+// stopped maps the loop context's end to a status.
+func stopped(ctx context.Context, result func(api.TerminalStatus, string) api.SubagentResult) api.SubagentResult {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, context.DeadlineExceeded) {
+		return result(api.StatusDeadline, "the deadline passed")
+	}
+	return result(api.StatusCancelled, cause.Error())
+}
+
+// summaryChars bounds the summary that stands in for a stored distillate.
+const summaryChars = 1000
+
+// blobPutTimeout bounds storing a distillate when the run's own context has
+// already ended (a deadline or cancel still returns its partial result).
+const blobPutTimeout = 2 * time.Second
+
+// shape enforces the distillate budget: a distillate over it is stored through
+// Blobs and replaced by a reference with a summary. When storing fails the
+// distillate is truncated inline and Detail says why; the status is kept.
+func (l *Loop) shape(ctx context.Context, r api.SubagentResult) api.SubagentResult {
+	d := r.Distillate
+	if d.Reference != nil || len(d.Inline) == 0 {
+		return r
+	}
+	text := d.Text()
+	budget := l.Payload.Limits.Budget()
+	total := runeCount(text)
+	if total <= budget {
+		return r
+	}
+	mediaType := mediaTypeOf(l.Payload.Contract.OutputFormat.Kind)
+	var err error = errors.New("no blob store")
+	if l.Blobs != nil {
+		pctx := ctx
+		if ctx.Err() != nil {
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), blobPutTimeout)
+			defer cancel()
+		}
+		var uri string
+		if uri, err = l.Blobs.PutBlob(pctx, mediaType, text); err == nil {
+			note := fmt.Sprintf("\n\n[summary: the first %%d of %d characters; the whole result is stored at the reference]", total)
+			r.Distillate = api.ResultBody{Reference: &api.Reference{URI: uri, Summary: excerpt(text, min(budget, summaryChars), note)}}
+			return r
+		}
+	}
+	l.Log.Warn("distillate over budget and not stored: truncated", "chars", total, "budget", budget, "err", err)
+	note := fmt.Sprintf("\n\n[truncated: the first %%d of %d characters; storing the whole result failed]", total)
+	r.Distillate = api.InlineText(excerpt(text, budget, note))
+	msg := fmt.Sprintf("distillate of %d characters over the budget of %d, truncated (store failed: %v)", total, budget, err)
+	if r.Detail == "" {
+		r.Detail = msg
+	} else {
+		r.Detail += "; " + msg
+	}
+	return r
+}
+
+// excerpt returns the head of text plus note (a format with one %d for the
+// characters kept), at most limit characters in all, cut at a line or word
+// boundary when one is near the end.
+func excerpt(text string, limit int, note string) string {
+	keep := limit - runeCount(fmt.Sprintf(note, limit))
+	if keep < 0 {
+		keep = 0
+	}
+	head := []rune(text)
+	if len(head) > keep {
+		head = head[:keep]
+	}
+	s := string(head)
+	if cut := strings.LastIndexAny(s, "\n "); cut > len(s)*4/5 {
+		s = s[:cut]
+	}
+	s = strings.TrimRight(s, " \n")
+	return s + fmt.Sprintf(note, runeCount(s))
+}
+
+func runeCount(s string) int { return len([]rune(s)) }
+
+// mediaTypeOf is the media type a stored distillate of this format has.
+func mediaTypeOf(kind string) string {
+	switch kind {
+	case api.FormatJSON:
+		return "application/json"
+	case api.FormatMarkdown:
+		return "text/markdown; charset=utf-8"
+	default:
+		return "text/plain; charset=utf-8"
+	}
+}
+
+// canonicalJSON is the arguments with insignificant differences (spacing, key
+// order) removed, so that repeats are recognised; invalid JSON is kept as is.
+func canonicalJSON(b json.RawMessage) string {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return string(b)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return string(b)
+	}
+	return string(out)
+}
+
+func toolText(r api.ToolResult) string {
+	t := r.Text()
+	if len(r.StructuredContent) > 0 && t == "" {
+		t = string(r.StructuredContent)
+	}
+	if r.IsError {
+		return "ERROR: " + t
+	}
+	return t
+}
+
+// SystemPrompt assembles the system prompt from the output contract and nothing
+// else: the objective, the required format, tool guidance and boundaries.
+func SystemPrompt(p *api.SpawnPayload) string {
+	var b strings.Builder
+	b.WriteString("You are a subagent with one objective. Work toward it and reply with the result only.\n\n")
+	fmt.Fprintf(&b, "Objective:\n%s\n\n", p.Contract.Objective)
+	switch p.Contract.OutputFormat.Kind {
+	case api.FormatJSON:
+		b.WriteString("Required output format: a single JSON value, with no prose and no code fence around it.")
+		if len(p.Contract.OutputFormat.Schema) > 0 {
+			fmt.Fprintf(&b, " It must satisfy this JSON Schema:\n%s", p.Contract.OutputFormat.Schema)
+		}
+		b.WriteString("\n\n")
+	case api.FormatMarkdown:
+		b.WriteString("Required output format: Markdown (headings, lists, tables and code blocks where they help).\n\n")
+	default:
+		b.WriteString("Required output format: plain text, without Markdown markup.\n\n")
+	}
+	fmt.Fprintf(&b, "Keep the final answer under %d characters: it is a distillate for the agent that delegated to you, not a transcript.\n\n", p.Limits.Budget())
+	if p.Contract.ToolGuidance != "" {
+		fmt.Fprintf(&b, "Tool guidance:\n%s\n\n", p.Contract.ToolGuidance)
+	}
+	if p.Contract.Boundaries != "" {
+		fmt.Fprintf(&b, "Boundaries:\n%s\n\n", p.Contract.Boundaries)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// userPrompt is the first user turn: the objective and the seed slices the
+// parent chose, labeled.
+func userPrompt(p *api.SpawnPayload) string {
+	var b strings.Builder
+	b.WriteString(p.Contract.Objective)
+	for _, s := range p.Seed.Slices {
+		c := s.Content
+		switch r := c.Resolved; {
+		case c.ResourceRef == "":
+			fmt.Fprintf(&b, "\n\n[%s]\n%s", s.Label, c.Text)
+		case r == nil:
+			// Not read by the supervisor (a payload from elsewhere): the
+			// model is told what it is, and can read it with resource.read.
+			fmt.Fprintf(&b, "\n\n[%s] (resource %s, not read: use %s)", s.Label, c.ResourceRef, api.ToolResourceRead)
+		case r.Error != "":
+			fmt.Fprintf(&b, "\n\n[%s] (resource %s could not be read: %s)", s.Label, c.ResourceRef, r.Error)
+		default:
+			note := ""
+			if r.Truncated {
+				note = fmt.Sprintf("; the first %d of %d bytes, read the rest with %s", len(r.Text), r.Size, api.ToolResourceRead)
+			}
+			if r.Base64 {
+				note += "; binary, as base64"
+			}
+			fmt.Fprintf(&b, "\n\n[%s] (resource %s%s)\n%s", s.Label, c.ResourceRef, note, r.Text)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,172 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/telemetry"
+)
+
+// ExitParentMismatch is the exit code of a child whose parent is not the
+// supervisor that spawned it: the supervisor died between fork and prctl.
+const ExitParentMismatch = 137
+
+// Main runs subagent mode and returns the process exit code. cmd/agentd calls it
+// first thing when AGENT_SUBAGENT is set. It arms PR_SET_PDEATHSIG(SIGKILL),
+// checks that its parent is still the supervisor named in AGENT_SUPERVISOR_PID,
+// announces ctrl/ready, reads the spawn frame, runs the loop, writes the result
+// frame and returns 0. The payload never travels on argv.
+func Main() int {
+	// PDEATHSIG is cleared across execve, so the child arms it itself; then it
+	// closes the fork/prctl race by checking that its parent is still alive.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "agentd subagent: prctl(PR_SET_PDEATHSIG):", err)
+		return 1
+	}
+	if want, err := strconv.Atoi(os.Getenv(api.EnvSupervisorPID)); err != nil || unix.Getppid() != want {
+		return ExitParentMismatch
+	}
+	return Serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, os.Getenv(api.EnvIntelligenceKey))
+}
+
+// Serve runs one subagent over the given control pipes: ctrl/ready, the spawn
+// frame, the loop, the result frame. It returns the exit code. The run is a
+// span under the payload's trace context, exported as the OTEL_* environment
+// says (telemetry.Setup) and flushed before the result frame. Serve may
+// return while its reader of in is still blocked in a read: that goroutine
+// ends when in reaches EOF or fails, so a caller that outlives Serve closes
+// in's write end, as the supervisor closes control-in once it reaped the child
+// (a subagent process simply exits).
+func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key string) int {
+	// The level is info until the payload names the child's (its
+	// telemetry.log_level).
+	level := new(slog.LevelVar)
+	log := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(errw, &slog.HandlerOptions{Level: level}))).With("pid", os.Getpid())
+	c := newControl(in, out, log)
+	if err := c.w.Send(api.MethodReady, 0, api.Ready{PID: os.Getpid()}); err != nil {
+		log.Error("send ctrl/ready", "err", err)
+		return 1
+	}
+	// The tracer provider depends on the environment only: it is built
+	// before the payload comes, off the path of a child waiting in the warm
+	// pool. The supervisor validated the OTEL_* environment it passed on; a
+	// failure here costs the traces, not the run.
+	tp, tpErr := telemetry.Setup(ctx, telemetry.Options{Log: log, Attributes: []attribute.KeyValue{attribute.String("agentd.role", "subagent")}})
+	// While the child waits in the warm pool, build the caches and page in
+	// the code its payload will need. A child whose payload comes within
+	// rehearseAfter of its ctrl/ready (one spawned cold) skips it: its
+	// payload's own run builds what it needs, and a rehearsal beside it
+	// would only spend the CPU twice.
+	spawned := make(chan struct{})
+	go func() {
+		t := time.NewTimer(rehearseAfter)
+		defer t.Stop()
+		select {
+		case <-spawned:
+		case <-t.C:
+			rehearse()
+		}
+	}()
+	p, err := c.readSpawn()
+	close(spawned)
+	if err != nil {
+		log.Error("no spawn payload", "err", err)
+		return 1
+	}
+	if l, ok := p.Telemetry.Level(); ok {
+		level.Set(l)
+	}
+	log = log.With("run_id", p.Telemetry.RunID, "agent_path", p.AgentPath)
+	if tpErr != nil {
+		log.Warn("tracing off", "err", tpErr)
+	}
+	ctx, span := startRunSpan(ctx, p)
+	log = telemetry.WithSpan(log, span.SpanContext())
+	c.log = log
+	deadline := time.Now().Add(p.Limits.Deadline.D())
+	finish := func(res api.SubagentResult) int {
+		endRunSpan(span, res, p.Telemetry.LogContent)
+		flushSpans(tp, deadline, log)
+		return c.finish(res)
+	}
+	if err := p.Validate(); err != nil {
+		return finish(api.SubagentResult{Status: api.StatusCrashed, Detail: "invalid spawn payload: " + err.Error()})
+	}
+	model, err := NewModel(p.Intelligence, key)
+	if err != nil {
+		return finish(api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error()})
+	}
+	if m, ok := model.(interface{ setLogger(*slog.Logger, bool) }); ok {
+		m.setLogger(log, p.Telemetry.LogContent)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go c.serve(cancel)
+	ctx, stop := context.WithDeadline(ctx, deadline)
+	defer stop()
+	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
+	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait}
+	res := loop.Run(ctx)
+	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
+	return finish(res)
+}
+
+// rehearseAfter is how long a child waits for its payload before it
+// rehearses: a cold spawn's payload follows its ctrl/ready within a
+// fraction of a millisecond on an idle machine, a warm child's after a take.
+const rehearseAfter = 5 * time.Millisecond
+
+// finish writes the result frame; it is the child's last word.
+func (c *control) finish(res api.SubagentResult) int {
+	if err := c.w.Send(api.MethodResult, 0, res); err != nil {
+		c.log.Error("send result", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// CallTool implements ToolCaller over the control channel.
+func (c *control) CallTool(ctx context.Context, name string, args json.RawMessage) (api.ToolResult, error) {
+	return c.call(ctx, name, args)
+}
+
+// Event implements Reporter over the control channel.
+func (c *control) Event(step int, kind string, delta api.Usage) { c.event(step, kind, delta) }
+
+// offeredTools is what the loop offers its model: the self-tools every
+// subagent has (subagent.spawn, status, await, cancel, resource.read and
+// resource.wait), then the granted tools the supervisor described in the
+// payload (the exec self-tool among them when the scope holds it). The
+// description of resource.read names the MCP servers whose resources the
+// scope grants.
+func offeredTools(p *api.SpawnPayload) []ToolSpec {
+	var servers []string
+	for _, r := range p.Scope.Allow {
+		if r.Tool == api.ResourcesTool {
+			servers = append(servers, r.Server)
+		}
+	}
+	var out []ToolSpec
+	for _, t := range append(api.SelfToolSpecs(), p.Tools...) {
+		if t.Name == api.ToolResourceRead {
+			if len(servers) > 0 {
+				t.Description += " MCP servers whose resources you may read: " + strings.Join(servers, ", ") + "."
+			} else {
+				t.Description += " Your scope grants the resources of no MCP server."
+			}
+		}
+		out = append(out, ToolSpec{Name: ModelToolName(t.Name), Wire: t.Name, Description: t.Description, Parameters: t.InputSchema})
+	}
+	return out
+}

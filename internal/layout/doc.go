@@ -1,0 +1,5 @@
+// Package layout holds the test that keeps the repository's import graph
+// to the tiers of docs/ARCHITECTURE.md §2: cmd -> server -> a2a ->
+// supervisor -> internal -> api, with tlsconfig a leaf that cmd, server and
+// a2a use. It has no code of its own.
+package layout
