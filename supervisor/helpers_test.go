@@ -93,7 +93,7 @@ func TestMain(m *testing.M) {
 	}
 	flag.Parse()
 	code := testkit.LeakCheck(m.Run())
-	if code == 0 && flag.Lookup("test.run").Value.String() == "" && !testing.Short() {
+	if code == 0 && ranEveryTest() {
 		var unused []string
 		for name := range helpers {
 			if !used[name] {
@@ -112,6 +112,18 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// ranEveryTest reports whether this run ran every test of the package: no
+// -run or -skip narrowed it, it was no -list (which runs none), and -short
+// skipped none. Only then is a helper no test used a helper nobody needs.
+func ranEveryTest() bool {
+	for _, name := range []string{"test.run", "test.skip", "test.list"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return false
+		}
+	}
+	return !testing.Short()
 }
 
 // childIO is a helper's end of the control channel.

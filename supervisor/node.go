@@ -195,7 +195,7 @@ func (s *Supervisor) run(n *node) {
 	res = s.settle(n, res) // the result settled at its frame, if it did, stands
 	if n.parent == nil {
 		// The task has ended: its blobs now live out their retention window.
-		s.blobs.release(n.handle)
+		s.blobs.Release(n.handle)
 	}
 	var exit string
 	switch p := n.getProc(); {
@@ -226,7 +226,7 @@ func (s *Supervisor) run(n *node) {
 	if last && n.parent != nil {
 		// A detached descendant outlived the root: what it stored after the
 		// task ended starts its retention window now.
-		s.blobs.release(n.nest.tree.root.handle)
+		s.blobs.Release(n.nest.tree.root.handle)
 	}
 	close(n.done)
 	if last {
@@ -565,7 +565,7 @@ func (s *Supervisor) serveBlobPut(n *node, p *proc, id uint64, put api.BlobPut, 
 }
 
 func (s *Supervisor) blobPutAnswer(n *node, id uint64, put api.BlobPut, log *slog.Logger) (*api.Frame, error) {
-	b, err := s.blobs.put(n.root().handle, n.nest.tree.caller, n.payload.Telemetry.RunID, put.MediaType, []byte(put.Content), false)
+	b, err := s.blobs.Put(n.root().handle, n.nest.tree.caller, n.payload.Telemetry.RunID, put.MediaType, []byte(put.Content), false)
 	if err != nil {
 		log.Warn("blob/put refused", "err", err)
 		return api.NewErrorResponse(id, api.CodeRefused, err.Error()), nil

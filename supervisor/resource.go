@@ -87,7 +87,7 @@ func (s *Supervisor) readResource(ctx context.Context, reader *node, uri, server
 		if !ok {
 			return nil, readErr("%q is not agent://blob/ID", uri)
 		}
-		b, ok := s.blobs.get(id)
+		b, ok := s.blobs.Get(id)
 		if !ok {
 			return nil, readErr("no blob %q (unknown, or past its retention)", id)
 		}

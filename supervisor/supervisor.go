@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/supervisor/blob"
 )
 
 // Config holds the supervisor's settings. Every timing is a value here so tests
@@ -38,7 +39,7 @@ type Config struct {
 	// Caps are the chokepoint's limits; zero fields take DefaultCaps.
 	Caps Caps
 	// Blobs bounds the store of distillates too large to inline.
-	Blobs BlobConfig
+	Blobs blob.Config
 	// Delegator, if set, starts nested spawns that name a non-local provider
 	// (a remote A2A peer). cmd injects the delegation router's adapter, so this
 	// package never imports delegate or a2a.
@@ -284,7 +285,7 @@ type Supervisor struct {
 
 	selfTools map[string]selfTool // fixed after New
 
-	blobs *blobStore
+	blobs *blob.Store
 	pause pauseGate // a2a.Pause / a2a.Resume; see pause.go
 	hb    heartbeat // see observe.go
 
@@ -306,7 +307,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.WarmPool < 0 {
 		return nil, fmt.Errorf("supervisor: warm pool size %d is negative", cfg.WarmPool)
 	}
-	blobs, err := newBlobStore(cfg.Blobs, cfg.Logger)
+	blobs, err := blob.New(cfg.Blobs, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -561,23 +562,23 @@ func (s *Supervisor) KillAll() {
 // caller who created it), to be read at api.BlobURI of the returned id: the
 // task engine keeps the large parts of finished tasks here. The blob's
 // retention starts now; it is bounded and evicted with the rest of the blob
-// store (ErrBlobTooLarge, ErrBlobStoreFull).
-func (s *Supervisor) StoreBlob(owner, caller, mediaType string, content []byte) (Blob, error) {
-	return s.blobs.put(owner, caller, "", mediaType, content, true)
+// store (blob.ErrTooLarge, blob.ErrStoreFull).
+func (s *Supervisor) StoreBlob(owner, caller, mediaType string, content []byte) (blob.Blob, error) {
+	return s.blobs.Put(owner, caller, "", mediaType, content, true)
 }
 
 // BlobUsage returns the blobs and bytes the blob store holds.
-func (s *Supervisor) BlobUsage() (blobs int, bytes int64) { return s.blobs.usage() }
+func (s *Supervisor) BlobUsage() (blobs int, bytes int64) { return s.blobs.Usage() }
 
 // Blob returns a stored distillate by id, unless it is unknown or its
 // retention window has passed.
-func (s *Supervisor) Blob(id string) (Blob, bool) { return s.blobs.get(id) }
+func (s *Supervisor) Blob(id string) (blob.Blob, bool) { return s.blobs.Get(id) }
 
 // ReadBlob returns a stored distillate's content, media type and owner (the
 // handle of the root of the tree that stored it); it is Blob for consumers
 // that need only those (server.BlobSource).
 func (s *Supervisor) ReadBlob(id string) ([]byte, string, string, bool) {
-	b, ok := s.blobs.get(id)
+	b, ok := s.blobs.Get(id)
 	return b.Content, b.MediaType, b.Owner, ok
 }
 

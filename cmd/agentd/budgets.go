@@ -8,7 +8,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/server"
-	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/supervisor/blob"
 )
 
 // budgetConfig is serve's memory and connection budgets: the one message
@@ -151,7 +151,7 @@ func (c *budgetConfig) connLimits() (server.ConnLimits, error) {
 type budgets struct {
 	maxMessage int
 	tasks      tasks.MemoryLimits
-	blobs      supervisor.BlobConfig
+	blobs      blob.Config
 	conns      server.ConnLimits
 }
 
@@ -189,7 +189,7 @@ func (c *budgetConfig) resolve(reserve uint64, capacity int, retention time.Dura
 	b.tasks = tasks.MemoryLimits{Capacity: capacity, Bytes: int64(s.taskBytes), QuotaTasks: quota, QuotaBytes: int64(s.taskQuotaBytes), Retention: retention}
 	// One blob is at most a control frame (a child's blob/put arrives in
 	// one), and an offloaded part at most a message.
-	b.blobs = supervisor.BlobConfig{MaxBlobBytes: int(min(frame, s.blobQuotaBytes)), MaxTotalBytes: int64(s.blobBytes), QuotaBytes: int64(s.blobQuotaBytes), Retention: retention}
+	b.blobs = blob.Config{MaxBlobBytes: int(min(frame, s.blobQuotaBytes)), MaxTotalBytes: int64(s.blobBytes), QuotaBytes: int64(s.blobQuotaBytes), Retention: retention}
 	if b.conns, err = c.connLimits(); err != nil {
 		return b, err
 	}

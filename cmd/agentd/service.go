@@ -21,7 +21,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/server/console"
-	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/supervisor/blob"
 	"github.com/agentd/agentd/supervisor/delegate"
 	"github.com/agentd/agentd/supervisor/trigger"
 	"github.com/agentd/agentd/tlsconfig"
@@ -119,7 +119,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	if err != nil {
 		return nil, err
 	}
-	blobs, _ := store.(supervisor.BlobBackend)
+	blobs, _ := store.(blob.Backend)
 	if l, ok := store.(interface{ LeaseTTL() time.Duration }); ok {
 		s.lease = l.LeaseTTL() / 2
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/supervisor/blob"
 )
 
 // treeOptions are what serve adds to the shared settings when it builds the
@@ -23,8 +24,8 @@ type treeOptions struct {
 	blobRetention time.Duration            // how long a stored distillate outlives its task; 0 is the supervisor's default
 	childStderr   *os.File                 // children's own stderr (--aggregate-logs=false); nil forwards their lines
 	budget        supervisor.ProcessBudget // the service-wide bound on live subagent processes (admission); nil for none
-	blobBackend   supervisor.BlobBackend   // where stored distillates are kept; nil: in memory
-	blobs         supervisor.BlobConfig    // the blob store's bounds (serve's budgets); zero fields are the defaults
+	blobBackend   blob.Backend             // where stored distillates are kept; nil: in memory
+	blobs         blob.Config              // the blob store's bounds (serve's budgets); zero fields are the defaults
 	maxFrame      int                      // the control frame limit (api.FrameLimit of serve's --max-message); 0 is the default
 }
 

@@ -8,13 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentd/agentd/a2a/store"
-	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/supervisor/blob"
 )
 
-var _ supervisor.BlobBackend = (*Store)(nil)
+var _ blob.Backend = (*Store)(nil)
 
-// SaveBlob implements supervisor.BlobBackend.
-func (s *Store) SaveBlob(ctx context.Context, b supervisor.StoredBlob) error {
+// SaveBlob implements blob.Backend.
+func (s *Store) SaveBlob(ctx context.Context, b blob.Stored) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO blobs (id, owner, run_id, media_type, size, created_ns, expires_ns, content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		b.ID, b.Owner, b.RunID, b.MediaType, len(b.Content), store.Nanos(b.Created), nullTime(b.Expires), b.Content)
 	if err != nil {
@@ -23,7 +23,7 @@ func (s *Store) SaveBlob(ctx context.Context, b supervisor.StoredBlob) error {
 	return nil
 }
 
-// LoadBlob implements supervisor.BlobBackend.
+// LoadBlob implements blob.Backend.
 func (s *Store) LoadBlob(ctx context.Context, id string) ([]byte, bool, error) {
 	var content []byte
 	err := s.pool.QueryRow(ctx, `SELECT content FROM blobs WHERE id = $1`, id).Scan(&content)
@@ -39,7 +39,7 @@ func (s *Store) LoadBlob(ctx context.Context, id string) ([]byte, bool, error) {
 	return content, true, nil
 }
 
-// ExpireBlobs implements supervisor.BlobBackend.
+// ExpireBlobs implements blob.Backend.
 func (s *Store) ExpireBlobs(ctx context.Context, owner string, at time.Time) error {
 	if _, err := s.pool.Exec(ctx, `UPDATE blobs SET expires_ns = $1 WHERE owner = $2 AND expires_ns IS NULL`, store.Nanos(at), owner); err != nil {
 		return s.unavailable("expire distillates", err)
@@ -47,7 +47,7 @@ func (s *Store) ExpireBlobs(ctx context.Context, owner string, at time.Time) err
 	return nil
 }
 
-// DeleteBlob implements supervisor.BlobBackend.
+// DeleteBlob implements blob.Backend.
 func (s *Store) DeleteBlob(ctx context.Context, id string) error {
 	if _, err := s.pool.Exec(ctx, `DELETE FROM blobs WHERE id = $1`, id); err != nil {
 		return s.unavailable("delete distillate", err)
@@ -55,19 +55,19 @@ func (s *Store) DeleteBlob(ctx context.Context, id string) error {
 	return nil
 }
 
-// BlobIndex implements supervisor.BlobBackend. A blob's caller, whose quota
+// BlobIndex implements blob.Backend. A blob's caller, whose quota
 // it counts against, is the creator of its root task (the tasks table's owner;
 // the anonymous caller once the task is gone).
-func (s *Store) BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error) {
+func (s *Store) BlobIndex(ctx context.Context) ([]blob.Stored, error) {
 	rows, err := s.pool.Query(ctx, `SELECT b.id, b.owner, coalesce(t.owner, ''), b.run_id, b.media_type, b.size, b.created_ns, b.expires_ns
 		FROM blobs b LEFT JOIN tasks t ON t.id = b.owner ORDER BY b.created_ns`)
 	if err != nil {
 		return nil, s.unavailable("list distillates", err)
 	}
 	defer rows.Close()
-	var out []supervisor.StoredBlob
+	var out []blob.Stored
 	for rows.Next() {
-		var b supervisor.StoredBlob
+		var b blob.Stored
 		var created int64
 		var expires *int64
 		if err := rows.Scan(&b.ID, &b.Owner, &b.Caller, &b.RunID, &b.MediaType, &b.Size, &created, &expires); err != nil {

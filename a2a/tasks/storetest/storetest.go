@@ -20,7 +20,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/a2a/tasks"
-	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/supervisor/blob"
 )
 
 // Config is what a store under test is opened with. The zero value of a field
@@ -902,8 +902,8 @@ func testEndJournal(t *testing.T, b Backend) {
 // blobBackend is a durable store's side of the supervisor's stored
 // distillates.
 type blobBackend interface {
-	SaveBlob(ctx context.Context, b supervisor.StoredBlob) error
-	BlobIndex(ctx context.Context) ([]supervisor.StoredBlob, error)
+	SaveBlob(ctx context.Context, b blob.Stored) error
+	BlobIndex(ctx context.Context) ([]blob.Stored, error)
 }
 
 // testBlobCallers: a stored distillate comes back with the caller of its
@@ -913,7 +913,7 @@ func testBlobCallers(t *testing.T, b Backend) {
 	c, s, bb := openAs[blobBackend](t, b, "no blob backend")
 	must(t, s.Create(ctx, task("root", a2a.TaskStateWorking, "c", c.now()), "alice"))
 	for _, owner := range []string{"root", "gone"} {
-		must(t, bb.SaveBlob(ctx, supervisor.StoredBlob{Blob: supervisor.Blob{ID: "blob-" + owner, Owner: owner, MediaType: "text/plain", Content: []byte("x"), Created: c.now()}}))
+		must(t, bb.SaveBlob(ctx, blob.Stored{Blob: blob.Blob{ID: "blob-" + owner, Owner: owner, MediaType: "text/plain", Content: []byte("x"), Created: c.now()}}))
 	}
 	index, err := bb.BlobIndex(ctx)
 	must(t, err)

@@ -1,4 +1,9 @@
-package supervisor
+// Package blob is agentd's store of distillates too large to inline
+// (store-and-reference) and of the large parts of finished tasks: bounded by
+// count and bytes, in all and per caller, kept in memory or, through a
+// Backend, in the durable task store. The supervisor owns one; the durable
+// stores implement Backend importing only this package.
+package blob
 
 import (
 	"context"
@@ -14,10 +19,11 @@ import (
 	"github.com/agentd/agentd/internal/budget"
 )
 
-// BlobConfig bounds the blob store, where children keep distillates too large
-// to inline (store-and-reference) and the task engine keeps the large parts
-// of finished tasks (StoreBlob). The zero value of a field means its default.
-type BlobConfig struct {
+// Config bounds the blob store, where children keep distillates too large to
+// inline (store-and-reference) and the task engine keeps the large parts of
+// finished tasks (the supervisor's StoreBlob). The zero value of a field
+// means its default.
+type Config struct {
 	MaxBlobBytes  int           // one blob; default 4 MiB (a control frame bounds it too)
 	MaxTotalBytes int64         // all blobs held; default 256 MiB
 	MaxCount      int           // blobs held; default 1024
@@ -32,14 +38,16 @@ type BlobConfig struct {
 	// caller's: the backend does not keep the caller). A blob whose task
 	// was running when that process ended starts its retention window at
 	// the reload.
-	Backend BlobBackend
+	Backend Backend
+	// Now is the store's clock; nil is time.Now.
+	Now func() time.Time
 }
 
-// BlobBackend keeps stored distillates outside the process. It is safe for
-// concurrent use.
-type BlobBackend interface {
+// Backend keeps stored distillates outside the process. Its implementations
+// are safe for concurrent use.
+type Backend interface {
 	// SaveBlob stores a new blob, its content included.
-	SaveBlob(ctx context.Context, b StoredBlob) error
+	SaveBlob(ctx context.Context, b Stored) error
 	// LoadBlob returns a blob's content; ok is false when it is not
 	// stored.
 	LoadBlob(ctx context.Context, id string) (content []byte, ok bool, err error)
@@ -49,18 +57,18 @@ type BlobBackend interface {
 	// DeleteBlob removes a blob; removing one that is not stored succeeds.
 	DeleteBlob(ctx context.Context, id string) error
 	// BlobIndex returns every stored blob without its content.
-	BlobIndex(ctx context.Context) ([]StoredBlob, error)
+	BlobIndex(ctx context.Context) ([]Stored, error)
 }
 
-// StoredBlob is a blob as a BlobBackend keeps it: the Blob (Content nil in
+// Stored is a blob as a Backend keeps it: the Blob (Content nil in
 // BlobIndex), its size, and when it expires (zero while its task runs).
-type StoredBlob struct {
+type Stored struct {
 	Blob
 	Size    int
 	Expires time.Time
 }
 
-func (c BlobConfig) withDefaults() BlobConfig {
+func (c Config) withDefaults() Config {
 	if c.MaxBlobBytes <= 0 {
 		c.MaxBlobBytes = 4 << 20
 	}
@@ -79,6 +87,9 @@ func (c BlobConfig) withDefaults() BlobConfig {
 	if c.Retention <= 0 {
 		c.Retention = time.Hour
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 
@@ -96,21 +107,21 @@ type Blob struct {
 	Created   time.Time
 }
 
-// Errors of the blob store; the child sees their text in the blob/put answer.
+// Errors of Store.Put; a child sees their text in the blob/put answer.
 var (
-	ErrBlobTooLarge  = errors.New("supervisor: blob over the size cap")
-	ErrBlobStoreFull = errors.New("supervisor: blob store full")
+	ErrTooLarge  = errors.New("blob: over the size cap")
+	ErrStoreFull = errors.New("blob: store full")
 )
 
-// blobStore holds blobs for their task's lifetime plus a retention window,
+// Store holds blobs for their task's lifetime plus a retention window,
 // bounded by count and bytes, in all and per caller, as package budget's
 // policy says: a blob of a running task is never evicted; to make room for a
 // caller's blob, that caller's oldest finished blobs go first, then those of
 // callers over their fair share; a put that still does not fit is refused.
-// Expired blobs are dropped lazily, on put and get.
-type blobStore struct {
-	cfg BlobConfig
-	now func() time.Time
+// Expired blobs are dropped lazily, on Put and Get. It is safe for
+// concurrent use; make one with New.
+type Store struct {
+	cfg Config
 	log *slog.Logger
 
 	mu    sync.Mutex // guards blobs, led
@@ -123,9 +134,12 @@ type blobEntry struct {
 	size int64 // len of the content
 }
 
-func newBlobStore(cfg BlobConfig, log *slog.Logger) (*blobStore, error) {
+// New returns a store bounded by cfg that logs to log. With a Backend, it
+// loads the index of the blobs stored there and starts the retention window
+// of those whose task was running.
+func New(cfg Config, log *slog.Logger) (*Store, error) {
 	cfg = cfg.withDefaults()
-	b := &blobStore{cfg: cfg, now: time.Now, log: log, blobs: make(map[string]*blobEntry),
+	b := &Store{cfg: cfg, log: log, blobs: make(map[string]*blobEntry),
 		led: budget.New[string](budget.Limits{MaxCount: cfg.MaxCount, MaxBytes: cfg.MaxTotalBytes, QuotaCount: cfg.QuotaCount, QuotaBytes: cfg.QuotaBytes})}
 	if b.cfg.Backend == nil {
 		return b, nil
@@ -133,10 +147,10 @@ func newBlobStore(cfg BlobConfig, log *slog.Logger) (*blobStore, error) {
 	ctx := context.Background()
 	index, err := b.cfg.Backend.BlobIndex(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("supervisor: load the stored distillates: %w", err)
+		return nil, fmt.Errorf("blob: load the stored distillates: %w", err)
 	}
-	now := b.now()
-	slices.SortFunc(index, func(x, y StoredBlob) int { return x.Created.Compare(y.Created) })
+	now := b.cfg.Now()
+	slices.SortFunc(index, func(x, y Stored) int { return x.Created.Compare(y.Created) })
 	for _, sb := range index {
 		e := &blobEntry{Blob: sb.Blob, size: int64(sb.Size)}
 		e.Content = nil
@@ -145,7 +159,7 @@ func newBlobStore(cfg BlobConfig, log *slog.Logger) (*blobStore, error) {
 			// Its task ran in a process that is gone.
 			finished = now
 			if err := b.cfg.Backend.ExpireBlobs(ctx, e.Owner, now.Add(b.cfg.Retention)); err != nil {
-				return nil, fmt.Errorf("supervisor: load the stored distillates: %w", err)
+				return nil, fmt.Errorf("blob: load the stored distillates: %w", err)
 			}
 		}
 		b.blobs[e.ID] = e
@@ -155,35 +169,37 @@ func newBlobStore(cfg BlobConfig, log *slog.Logger) (*blobStore, error) {
 	return b, nil
 }
 
-// put stores content for the task owner (the root of a tree) created by
-// caller; finished makes it a blob of a task that has ended already, whose
-// retention starts now.
-func (b *blobStore) put(owner, caller, runID, mediaType string, content []byte, finished bool) (Blob, error) {
+// Put stores content for the task owner (the root of a tree) created by
+// caller, for runID; finished makes it a blob of a task that has ended
+// already, whose retention starts now. Content over the size cap is
+// ErrTooLarge; a blob that does not fit once the evictable ones are gone is
+// ErrStoreFull. With a Backend, the blob is written there before Put returns.
+func (b *Store) Put(owner, caller, runID, mediaType string, content []byte, finished bool) (Blob, error) {
 	if len(content) > b.cfg.MaxBlobBytes {
-		return Blob{}, fmt.Errorf("%w: %d bytes, cap %d", ErrBlobTooLarge, len(content), b.cfg.MaxBlobBytes)
+		return Blob{}, fmt.Errorf("%w: %d bytes, cap %d", ErrTooLarge, len(content), b.cfg.MaxBlobBytes)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
+	now := b.cfg.Now()
 	b.sweepLocked(now)
 	id := uuid.NewString() // random (v4): unguessable, though reads are also tied to the owner's task
 	evicted, err := b.led.Admit(id, caller, int64(len(content)))
 	if err != nil {
 		n, bytes := b.led.Total()
-		return Blob{}, fmt.Errorf("%w: %d blobs, %d bytes held: %w", ErrBlobStoreFull, n, bytes, err)
+		return Blob{}, fmt.Errorf("%w: %d blobs, %d bytes held: %w", ErrStoreFull, n, bytes, err)
 	}
 	for _, e := range evicted {
 		b.dropLocked(e)
 	}
 	e := &blobEntry{Blob: Blob{ID: id, MediaType: mediaType, Content: content, Owner: owner, Caller: caller, RunID: runID, Created: now}, size: int64(len(content))}
 	if b.cfg.Backend != nil {
-		sb := StoredBlob{Blob: e.Blob, Size: len(content)}
+		sb := Stored{Blob: e.Blob, Size: len(content)}
 		if finished {
 			sb.Expires = now.Add(b.cfg.Retention)
 		}
 		if err := b.cfg.Backend.SaveBlob(context.Background(), sb); err != nil {
 			b.led.Remove(id)
-			return Blob{}, fmt.Errorf("supervisor: store the blob: %w", err)
+			return Blob{}, fmt.Errorf("blob: save: %w", err)
 		}
 		e.Content = nil
 	}
@@ -196,11 +212,12 @@ func (b *blobStore) put(owner, caller, runID, mediaType string, content []byte, 
 	return out, nil
 }
 
-// get returns the blob with this id unless it has expired.
-func (b *blobStore) get(id string) (Blob, bool) {
+// Get returns the blob with this id unless it is unknown or has expired (or
+// its Backend cannot read it: that is logged).
+func (b *Store) Get(id string) (Blob, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.sweepLocked(b.now())
+	b.sweepLocked(b.cfg.Now())
 	e, ok := b.blobs[id]
 	if !ok {
 		return Blob{}, false
@@ -219,9 +236,9 @@ func (b *blobStore) get(id string) (Blob, bool) {
 	return out, true
 }
 
-// release starts the retention window of every blob of the tree rooted at
+// Release starts the retention window of every blob of the tree rooted at
 // owner: its task has ended.
-func (b *blobStore) release(owner string) {
+func (b *Store) Release(owner string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var mine []*blobEntry
@@ -235,7 +252,7 @@ func (b *blobStore) release(owner string) {
 	}
 	// Finished in the order they were stored, so the oldest goes first.
 	slices.SortFunc(mine, func(x, y *blobEntry) int { return x.Created.Compare(y.Created) })
-	now := b.now()
+	now := b.cfg.Now()
 	for _, e := range mine {
 		b.led.Finish(e.ID, now)
 	}
@@ -246,29 +263,29 @@ func (b *blobStore) release(owner string) {
 	}
 }
 
-// len returns how many blobs are held.
-func (b *blobStore) len() int {
+// Len returns how many blobs are held.
+func (b *Store) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.blobs)
 }
 
-// usage returns the blobs and bytes held.
-func (b *blobStore) usage() (int, int64) {
+// Usage returns the blobs and bytes held.
+func (b *Store) Usage() (blobs int, bytes int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.led.Total()
 }
 
 // sweepLocked drops the blobs past their retention window.
-func (b *blobStore) sweepLocked(now time.Time) {
+func (b *Store) sweepLocked(now time.Time) {
 	for _, id := range b.led.Expire(now.Add(-b.cfg.Retention)) {
 		b.dropLocked(id)
 	}
 }
 
 // dropLocked forgets a blob the ledger no longer holds, in the backend too.
-func (b *blobStore) dropLocked(id string) {
+func (b *Store) dropLocked(id string) {
 	delete(b.blobs, id)
 	if b.cfg.Backend != nil {
 		if err := b.cfg.Backend.DeleteBlob(context.Background(), id); err != nil {
