@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -37,8 +38,8 @@ const stallTurns = 2
 // Loop is one ReAct loop run. A Loop is used once, by one goroutine.
 type Loop struct {
 	Payload *api.SpawnPayload
-	Model   Model
-	Tools   []ToolSpec // offered to the model; a call's Name is mapped to the spec's Wire name
+	Model   intelligence.Model
+	Tools   []intelligence.ToolSpec // offered to the model; a call's Name is mapped to the spec's Wire name
 	Caller  ToolCaller
 	Report  Reporter
 	// Blobs keeps a distillate over the payload's distillate budget; without
@@ -70,9 +71,9 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 	if err != nil {
 		return api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""), Detail: err.Error()}
 	}
-	req := &Request{
+	req := &intelligence.Request{
 		System:    SystemPrompt(p),
-		Messages:  []Message{{Role: RoleUser, Content: userPrompt(p)}},
+		Messages:  []intelligence.Message{{Role: intelligence.RoleUser, Content: userPrompt(p)}},
 		Tools:     l.Tools,
 		Objective: p.Contract.Objective,
 		AgentPath: p.AgentPath,
@@ -110,7 +111,7 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 				return stopped(ctx, result)
 			}
 			r := result(api.StatusCrashed, err.Error())
-			if errors.Is(err, ErrUnreachable) {
+			if errors.Is(err, intelligence.ErrUnreachable) {
 				r.Cause = api.CauseIntelligenceUnreachable
 			}
 			return r
@@ -127,7 +128,7 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 			return result(api.StatusExhaustedTokens, fmt.Sprintf("%d tokens used, grant %d", usage.Tokens(), p.Limits.MaxTokens))
 		}
 		switch resp.Finish {
-		case FinishRefusal, FinishContentFilter:
+		case intelligence.FinishRefusal, intelligence.FinishContentFilter:
 			detail := resp.Refusal
 			if detail == "" {
 				detail = "the model refused (" + string(resp.Finish) + ")"
@@ -136,7 +137,7 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 				last = resp.Refusal
 			}
 			return result(api.StatusRefused, detail)
-		case FinishLength:
+		case intelligence.FinishLength:
 			// The answer (or a tool call's arguments) was cut off: the model's
 			// output or context window ran out of tokens.
 			return result(api.StatusExhaustedTokens, "the model's answer hit its length limit (finish_reason length)")
@@ -149,7 +150,7 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 					return result(api.StatusStalled, fmt.Sprintf("the model gave %d empty answers in a row", empty))
 				}
 				req.Messages = append(req.Messages,
-					Message{Role: RoleUser, Content: "Your reply was empty. Continue toward the objective: call a tool, or reply with the result."})
+					intelligence.Message{Role: intelligence.RoleUser, Content: "Your reply was empty. Continue toward the objective: call a tool, or reply with the result."})
 				continue
 			}
 			if p.Contract.OutputFormat.Kind != api.FormatJSON {
@@ -167,8 +168,8 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 					l.Log.Info("output does not match the contract: one repair turn")
 				}
 				req.Messages = append(req.Messages,
-					Message{Role: RoleAssistant, Content: resp.Content},
-					Message{Role: RoleUser, Content: repairPrompt(verr)})
+					intelligence.Message{Role: intelligence.RoleAssistant, Content: resp.Content},
+					intelligence.Message{Role: intelligence.RoleUser, Content: repairPrompt(verr)})
 				continue
 			}
 			// The mismatch is reported to the parent inside the result, with
@@ -182,7 +183,7 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 		}
 		empty = 0
 
-		req.Messages = append(req.Messages, Message{Role: RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls})
+		req.Messages = append(req.Messages, intelligence.Message{Role: intelligence.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls})
 		for _, tc := range resp.ToolCalls {
 			wire := tc.Name
 			for _, spec := range l.Tools {
@@ -222,7 +223,7 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 			}
 			l.logTool(usage.Steps, wire, args, out, content)
 			l.Report.Event(usage.Steps, api.EventToolCall, api.Usage{})
-			req.Messages = append(req.Messages, Message{Role: RoleTool, ToolCallID: tc.ID, Content: toolText(out)})
+			req.Messages = append(req.Messages, intelligence.Message{Role: intelligence.RoleTool, ToolCallID: tc.ID, Content: toolText(out)})
 		}
 	}
 }
@@ -230,7 +231,7 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 // logModelCall logs a model call at debug: its step and the size of the
 // conversation, and with content on, on the first step, the system prompt and
 // the first user turn (later turns are tool results, logged with their calls).
-func (l *Loop) logModelCall(step int, req *Request, content bool) {
+func (l *Loop) logModelCall(step int, req *intelligence.Request, content bool) {
 	attrs := []any{"step", step, "messages", len(req.Messages)}
 	if content && step == 1 {
 		attrs = append(attrs, "system", telemetry.Clip(req.System), "prompt", telemetry.Clip(req.Messages[0].Content))
@@ -240,7 +241,7 @@ func (l *Loop) logModelCall(step int, req *Request, content bool) {
 
 // logAnswer logs a model answer at debug: its finish reason, tokens and the
 // tools it asks for, and with content on, its text and the calls' arguments.
-func (l *Loop) logAnswer(step int, resp *Response, content bool) {
+func (l *Loop) logAnswer(step int, resp *intelligence.Response, content bool) {
 	names := make([]string, len(resp.ToolCalls))
 	for i, tc := range resp.ToolCalls {
 		names[i] = tc.Name
@@ -249,7 +250,7 @@ func (l *Loop) logAnswer(step int, resp *Response, content bool) {
 	if content {
 		attrs = append(attrs, "answer", telemetry.Clip(resp.Content))
 		if len(resp.ToolCalls) > 0 {
-			attrs = append(attrs, "calls", telemetry.Clip(messagesJSON([]Message{{Role: RoleAssistant, ToolCalls: resp.ToolCalls}})))
+			attrs = append(attrs, "calls", telemetry.Clip(messagesJSON([]intelligence.Message{{Role: intelligence.RoleAssistant, ToolCalls: resp.ToolCalls}})))
 		}
 	}
 	l.Log.Debug("model answered", attrs...)
