@@ -227,7 +227,14 @@ func addFields(s *schema, t reflect.Type, building map[reflect.Type]*schema) {
 		if name == "" {
 			name = f.Name
 		}
-		if _, dup := s.fields[name]; !dup { // the shallower field wins, as in encoding/json
+		// The first field to claim a name keeps it: fields in declaration
+		// order, an embedded struct's where it is embedded. That is not
+		// encoding/json's rule (the shallower field wins, and a name two
+		// fields claim at one depth is dropped): when an embedded struct
+		// comes before an outer field of the same name, the value is
+		// checked against the embedded field's type, not the one it
+		// decodes into.
+		if _, dup := s.fields[name]; !dup {
 			s.fields[name] = buildSchema(ft, building)
 		}
 	}

@@ -20,7 +20,8 @@ import (
 	"github.com/agentd/agentd/api"
 )
 
-// Exec children (RFC 0009 section 3.8): the gated exec self-tool runs a command
+// Exec children (docs/ARCHITECTURE.md §5.7; §16, item 16, says where they
+// depart from the original design): the gated exec self-tool runs a command
 // outside the subagent protocol, with no control channel, folded into the same
 // regime as a spawn:
 //

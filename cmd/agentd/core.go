@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/supervisor/mcp"
@@ -285,7 +285,7 @@ func (c *coreConfig) validateIntelligence() error {
 		}
 		return nil // the script is read (and checked) by the build
 	}
-	if err := agent.CheckIntelligence(c.intelligenceSpec()); err != nil {
+	if err := intelligence.Check(c.intelligenceSpec()); err != nil {
 		return fmt.Errorf("--intelligence: %v", err)
 	}
 	return nil

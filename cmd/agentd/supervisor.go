@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/supervisor/blob"
@@ -137,7 +137,7 @@ func childLogs(aggregate bool, stderr io.Writer, cl *closers) (*os.File, error) 
 // set). An error is bad config.
 func loadIntelligence(c *coreConfig) (key string, err error) {
 	if c.scripted() {
-		if err := agent.CheckIntelligence(c.intelligenceSpec()); err != nil {
+		if err := intelligence.Check(c.intelligenceSpec()); err != nil {
 			return "", usageError("--intelligence: %v", err)
 		}
 	}

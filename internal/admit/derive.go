@@ -60,20 +60,22 @@ func (d Derived) String() string {
 // Derive computes the admission bounds for a memory limit (bytes) and a warm
 // pool of pool children (which are processes too, outside the bounds):
 //
-//	reserve          = max(ReserveMin, limit/ReserveShare)
-//	max_live         = (limit - reserve - pool*ChildCost) / ChildCost          (at least 1, at most MaxLiveCap)
-//	max_live_runs         = max_live / 2                                             (at least 1: room for one nested child per run)
-//	queue_capacity   = QueuePerRun * max_live_runs
+//	reserve            = max(ReserveMin, limit/ReserveShare)
+//	max_live_subagents = (limit - reserve - pool*ChildCost) / ChildCost          (at least 1, at most MaxLiveCap)
+//	max_live_runs      = max_live_subagents / 2                                  (at least 1: room for one nested child per run)
+//	queue_capacity     = QueuePerRun * max_live_runs
 //
 // and the ceilings an operator may raise them to:
 //
-//	ceiling_live     = (limit - CeilingReserve - pool*ChildFloor) / ChildFloor  (at least max_live, at most CeilingLiveCap)
-//	ceiling_runs     = ceiling_live
-//	ceiling_queue    = CeilingQueuePerRun * max_live_runs
+//	ceiling_live       = (limit - CeilingReserve - pool*ChildFloor) / ChildFloor (at most CeilingLiveCap, at least max_live_subagents)
+//	ceiling_runs       = ceiling_live
+//	ceiling_queue      = CeilingQueuePerRun * max_live_runs
 //
-// For a 1 GiB pod with the default warm pool of 2: reserve 256 MiB, max_live
-// (1024-256-32)/16 = 46, max_live_runs 23, queue 92; ceilings 238 live, 238 runs,
-// 368 queued.
+// The divisions round down, and a limit below what is subtracted from it
+// leaves 0 (then the "at least" applies). For a 1 GiB pod with the default
+// warm pool of 2: reserve 256 MiB, max_live_subagents (1024-256-32)/16 = 46,
+// max_live_runs 23, queue_capacity 92; ceilings 238 live, 238 runs, 368
+// queued.
 func Derive(limit uint64, pool int) Derived {
 	pool = max(pool, 0)
 	reserve := max(uint64(ReserveMin), limit/ReserveShare)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent/intelligence"
 )
 
 // fakeLLM is an OpenAI-compatible Chat Completions server scripted per
@@ -300,7 +301,7 @@ func llmPayload(f *fakeLLM) *api.SpawnPayload {
 }
 
 // offers reports whether tools offers the wire tool name.
-func offers(tools []ToolSpec, wire string) bool {
+func offers(tools []intelligence.ToolSpec, wire string) bool {
 	for _, t := range tools {
 		if t.Wire == wire {
 			return true

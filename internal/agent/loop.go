@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -37,8 +40,8 @@ const stallTurns = 2
 // Loop is one ReAct loop run. A Loop is used once, by one goroutine.
 type Loop struct {
 	Payload *api.SpawnPayload
-	Model   Model
-	Tools   []ToolSpec // offered to the model; a call's Name is mapped to the spec's Wire name
+	Model   intelligence.Model
+	Tools   []intelligence.ToolSpec // offered to the model; a call's Name is mapped to the spec's Wire name
 	Caller  ToolCaller
 	Report  Reporter
 	// Blobs keeps a distillate over the payload's distillate budget; without
@@ -61,176 +64,277 @@ type Loop struct {
 // (refused); an answer cut at its length limit (exhausted_tokens); empty
 // answers (stalled); the same tool call repeated (loop_detected); a final
 // answer (completed, after at most one repair turn for a JSON schema mismatch).
+//
+// Each step is: beforeStep (ctx, the step cap, a pause), ask (one model
+// call, accounted), judge (the grant, a refusal, a cut answer), then either
+// answer (a turn without tool calls: stall, repair or finish) or callTools
+// (each call run and its result added to the conversation).
 func (l *Loop) Run(ctx context.Context) api.SubagentResult {
-	p := l.Payload
 	if l.Log == nil {
 		l.Log = slog.New(slog.DiscardHandler)
 	}
-	schema, err := compileSchema(p.Contract.OutputFormat)
+	r, err := l.begin()
 	if err != nil {
 		return api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""), Detail: err.Error()}
 	}
-	req := &Request{
+	for {
+		if res, done := r.beforeStep(ctx); done {
+			return res
+		}
+		resp, res, done := r.ask(ctx)
+		if done {
+			return res
+		}
+		if res, done := r.judge(ctx, resp); done {
+			return res
+		}
+		if len(resp.ToolCalls) == 0 {
+			if res, done := r.answer(ctx, resp); done {
+				return res
+			}
+			continue
+		}
+		r.empty = 0
+		if res, done := r.callTools(ctx, resp); done {
+			return res
+		}
+	}
+}
+
+// run is the state of one Run between its steps. Each step method returns
+// done with the run's result when the run ends there.
+type run struct {
+	l       *Loop
+	p       *api.SpawnPayload
+	schema  *jsonschema.Resolved // the JSON output format's, nil when none
+	req     *intelligence.Request
+	content bool // prompts, answers, tool arguments and results in logs and spans
+
+	usage    api.Usage
+	last     string // the latest assistant text: the partial distillate
+	repaired bool   // the one repair turn for a schema mismatch is spent
+	empty    int    // empty answers in a row
+	lastCall string // wire name and canonical arguments of the latest tool call
+	repeats  int    // how many times in a row lastCall was asked for
+}
+
+// begin compiles the output format's schema and builds the first request:
+// the system prompt, the first user turn and the offered tools.
+func (l *Loop) begin() (*run, error) {
+	p := l.Payload
+	schema, err := compileSchema(p.Contract.OutputFormat)
+	if err != nil {
+		return nil, err
+	}
+	req := &intelligence.Request{
 		System:    SystemPrompt(p),
-		Messages:  []Message{{Role: RoleUser, Content: userPrompt(p)}},
+		Messages:  []intelligence.Message{{Role: intelligence.RoleUser, Content: userPrompt(p)}},
 		Tools:     l.Tools,
 		Objective: p.Contract.Objective,
 		AgentPath: p.AgentPath,
 		Depth:     p.Depth,
 	}
-	var (
-		usage    api.Usage
-		last     string // the latest assistant text: the partial distillate
-		repaired bool   // the one repair turn for a schema mismatch is spent
-		empty    int    // empty answers in a row
-		lastCall string // wire name and canonical arguments of the latest tool call
-		repeats  int    // how many times in a row lastCall was asked for
-	)
-	content := p.Telemetry.LogContent // prompts, answers, tool arguments and results in logs and spans
-	result := func(s api.TerminalStatus, detail string) api.SubagentResult {
-		return l.shape(ctx, api.SubagentResult{Status: s, Distillate: api.InlineText(last), Usage: usage, Detail: detail})
+	return &run{l: l, p: p, schema: schema, req: req, content: p.Telemetry.LogContent}, nil
+}
+
+// result is the run's result with status s: the partial distillate (the
+// latest assistant text) and the usage so far, shaped to the budget.
+func (r *run) result(ctx context.Context, s api.TerminalStatus, detail string) api.SubagentResult {
+	return r.l.shape(ctx, api.SubagentResult{Status: s, Distillate: api.InlineText(r.last), Usage: r.usage, Detail: detail})
+}
+
+// stopped maps the loop context's end to a status.
+func (r *run) stopped(ctx context.Context) api.SubagentResult {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, context.DeadlineExceeded) {
+		return r.result(ctx, api.StatusDeadline, "the deadline passed")
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return stopped(ctx, result)
+	return r.result(ctx, api.StatusCancelled, cause.Error())
+}
+
+// beforeStep ends the run before another model call when ctx is done or the
+// step cap is reached, and waits while the tree is paused.
+func (r *run) beforeStep(ctx context.Context) (api.SubagentResult, bool) {
+	if err := ctx.Err(); err != nil {
+		return r.stopped(ctx), true
+	}
+	if r.usage.Steps >= r.p.Limits.MaxSteps {
+		return r.result(ctx, api.StatusExhaustedSteps, fmt.Sprintf("stopped after %d steps", r.usage.Steps)), true
+	}
+	if r.l.Hold != nil && r.l.Hold(ctx) != nil {
+		return r.stopped(ctx), true
+	}
+	return api.SubagentResult{}, false
+}
+
+// ask makes the step's model call, under its span and logged, and accounts
+// its usage: in the run's and in a model event to the reporter. A failed call
+// ends the run: stopped when ctx ended, else crashed.
+func (r *run) ask(ctx context.Context) (*intelligence.Response, api.SubagentResult, bool) {
+	r.usage.Steps++
+	r.l.logModelCall(r.usage.Steps, r.req, r.content)
+	mctx, mspan := startModelSpan(ctx, r.p, r.usage.Steps, r.req)
+	resp, err := r.l.Model.Complete(mctx, r.req)
+	endModelSpan(mspan, resp, err, r.content)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, r.stopped(ctx), true
 		}
-		if usage.Steps >= p.Limits.MaxSteps {
-			return result(api.StatusExhaustedSteps, fmt.Sprintf("stopped after %d steps", usage.Steps))
+		res := r.result(ctx, api.StatusCrashed, err.Error())
+		if errors.Is(err, intelligence.ErrUnreachable) {
+			res.Cause = api.CauseIntelligenceUnreachable
 		}
-		if l.Hold != nil && l.Hold(ctx) != nil {
-			return stopped(ctx, result)
+		return nil, res, true
+	}
+	r.l.logAnswer(r.usage.Steps, resp, r.content)
+	delta := api.Usage{TokensIn: resp.Usage.TokensIn, TokensOut: resp.Usage.TokensOut, Steps: 1}
+	r.usage.TokensIn += delta.TokensIn
+	r.usage.TokensOut += delta.TokensOut
+	r.l.Report.Event(r.usage.Steps, api.EventModel, delta)
+	if resp.Content != "" {
+		r.last = resp.Content
+	}
+	return resp, api.SubagentResult{}, false
+}
+
+// judge ends the run on a turn that spent the token grant, that the model
+// refused (or a content filter stopped), or that was cut at its length limit.
+func (r *run) judge(ctx context.Context, resp *intelligence.Response) (api.SubagentResult, bool) {
+	if r.usage.Tokens() > r.p.Limits.MaxTokens {
+		return r.result(ctx, api.StatusExhaustedTokens, fmt.Sprintf("%d tokens used, grant %d", r.usage.Tokens(), r.p.Limits.MaxTokens)), true
+	}
+	switch resp.Finish {
+	case intelligence.FinishRefusal, intelligence.FinishContentFilter:
+		detail := resp.Refusal
+		if detail == "" {
+			detail = "the model refused (" + string(resp.Finish) + ")"
 		}
-		usage.Steps++
-		l.logModelCall(usage.Steps, req, content)
-		mctx, mspan := startModelSpan(ctx, p, usage.Steps, req)
-		resp, err := l.Model.Complete(mctx, req)
-		endModelSpan(mspan, resp, err, content)
+		if resp.Refusal != "" && r.last == "" {
+			r.last = resp.Refusal
+		}
+		return r.result(ctx, api.StatusRefused, detail), true
+	case intelligence.FinishLength:
+		// The answer (or a tool call's arguments) was cut off: the model's
+		// output or context window ran out of tokens.
+		return r.result(ctx, api.StatusExhaustedTokens, "the model's answer hit its length limit (finish_reason length)"), true
+	}
+	return api.SubagentResult{}, false
+}
+
+// answer handles a turn without tool calls. An empty one is nudged, and ends
+// the run as stalled after stallTurns in a row. A text or Markdown answer
+// completes the run. A JSON answer that does not satisfy the schema gets one
+// repair turn; a second mismatch completes the run with the mismatch in the
+// result.
+func (r *run) answer(ctx context.Context, resp *intelligence.Response) (api.SubagentResult, bool) {
+	if strings.TrimSpace(resp.Content) == "" {
+		r.empty++
+		if r.empty >= stallTurns {
+			return r.result(ctx, api.StatusStalled, fmt.Sprintf("the model gave %d empty answers in a row", r.empty)), true
+		}
+		r.req.Messages = append(r.req.Messages,
+			intelligence.Message{Role: intelligence.RoleUser, Content: "Your reply was empty. Continue toward the objective: call a tool, or reply with the result."})
+		return api.SubagentResult{}, false
+	}
+	if r.p.Contract.OutputFormat.Kind != api.FormatJSON {
+		return r.result(ctx, api.StatusCompleted, ""), true
+	}
+	value, verr := checkJSON(r.schema, resp.Content)
+	if verr == nil {
+		return r.l.shape(ctx, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.ResultBody{Inline: value}, Usage: r.usage}), true
+	}
+	if !r.repaired {
+		r.repaired = true
+		if r.content {
+			r.l.Log.Info("output does not match the contract: one repair turn", "err", verr)
+		} else {
+			r.l.Log.Info("output does not match the contract: one repair turn")
+		}
+		r.req.Messages = append(r.req.Messages,
+			intelligence.Message{Role: intelligence.RoleAssistant, Content: resp.Content},
+			intelligence.Message{Role: intelligence.RoleUser, Content: repairPrompt(verr)})
+		return api.SubagentResult{}, false
+	}
+	// The mismatch is reported to the parent inside the result, with
+	// the status preserved: it is never a crash.
+	res := api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(resp.Content), Usage: r.usage,
+		Cause: api.CauseSchemaMismatch, Detail: "the output does not satisfy the output_format schema after one repair turn: " + verr.Error()}
+	if value != nil {
+		res.Distillate = api.ResultBody{Inline: value}
+	}
+	return r.l.shape(ctx, res), true
+}
+
+// callTools adds the assistant turn to the conversation and runs its tool
+// calls in order, each result a tool turn. The run ends on a call repeated
+// too often (loop_detected) or when ctx ends during a call.
+func (r *run) callTools(ctx context.Context, resp *intelligence.Response) (api.SubagentResult, bool) {
+	r.req.Messages = append(r.req.Messages, intelligence.Message{Role: intelligence.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls})
+	for _, tc := range resp.ToolCalls {
+		if res, done := r.callTool(ctx, tc); done {
+			return res, true
+		}
+	}
+	return api.SubagentResult{}, false
+}
+
+// callTool runs one tool call: by its wire name, with {} for empty
+// arguments, unless it repeats the previous call for the max_repeats'th time
+// in a row. Invalid JSON arguments are answered here and never forwarded; a
+// failed call is an error result the model sees.
+func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.SubagentResult, bool) {
+	wire := r.l.wireName(tc.Name)
+	args := tc.Args
+	if len(strings.TrimSpace(string(args))) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	if key := wire + "\x00" + canonicalJSON(args); key == r.lastCall {
+		r.repeats++
+	} else {
+		r.lastCall, r.repeats = key, 1
+	}
+	if r.repeats >= r.p.Limits.Repeats() {
+		return r.result(ctx, api.StatusLoopDetected, fmt.Sprintf("the model asked for %s with the same arguments %d times in a row", wire, r.repeats)), true
+	}
+	var out api.ToolResult
+	if !json.Valid(args) {
+		// Never forwarded: the control frame carries arguments as JSON.
+		out = api.TextResult("the arguments are not valid JSON; call the tool again with a JSON object", true)
+	} else {
+		// A name the model made up goes to the supervisor as is; it refuses
+		// anything outside the grant with an error result the model sees.
+		tctx, tspan := startToolSpan(ctx, wire, args, r.content)
+		var err error
+		out, err = r.l.Caller.CallTool(tctx, wire, args)
+		endToolSpan(tspan, out, err, r.content)
 		if err != nil {
 			if ctx.Err() != nil {
-				return stopped(ctx, result)
+				return r.stopped(ctx), true
 			}
-			r := result(api.StatusCrashed, err.Error())
-			if errors.Is(err, ErrUnreachable) {
-				r.Cause = api.CauseIntelligenceUnreachable
-			}
-			return r
-		}
-		l.logAnswer(usage.Steps, resp, content)
-		delta := api.Usage{TokensIn: resp.Usage.TokensIn, TokensOut: resp.Usage.TokensOut, Steps: 1}
-		usage.TokensIn += delta.TokensIn
-		usage.TokensOut += delta.TokensOut
-		l.Report.Event(usage.Steps, api.EventModel, delta)
-		if resp.Content != "" {
-			last = resp.Content
-		}
-		if usage.Tokens() > p.Limits.MaxTokens {
-			return result(api.StatusExhaustedTokens, fmt.Sprintf("%d tokens used, grant %d", usage.Tokens(), p.Limits.MaxTokens))
-		}
-		switch resp.Finish {
-		case FinishRefusal, FinishContentFilter:
-			detail := resp.Refusal
-			if detail == "" {
-				detail = "the model refused (" + string(resp.Finish) + ")"
-			}
-			if resp.Refusal != "" && last == "" {
-				last = resp.Refusal
-			}
-			return result(api.StatusRefused, detail)
-		case FinishLength:
-			// The answer (or a tool call's arguments) was cut off: the model's
-			// output or context window ran out of tokens.
-			return result(api.StatusExhaustedTokens, "the model's answer hit its length limit (finish_reason length)")
-		}
-
-		if len(resp.ToolCalls) == 0 {
-			if strings.TrimSpace(resp.Content) == "" {
-				empty++
-				if empty >= stallTurns {
-					return result(api.StatusStalled, fmt.Sprintf("the model gave %d empty answers in a row", empty))
-				}
-				req.Messages = append(req.Messages,
-					Message{Role: RoleUser, Content: "Your reply was empty. Continue toward the objective: call a tool, or reply with the result."})
-				continue
-			}
-			if p.Contract.OutputFormat.Kind != api.FormatJSON {
-				return result(api.StatusCompleted, "")
-			}
-			value, verr := checkJSON(schema, resp.Content)
-			if verr == nil {
-				return l.shape(ctx, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.ResultBody{Inline: value}, Usage: usage})
-			}
-			if !repaired {
-				repaired = true
-				if content {
-					l.Log.Info("output does not match the contract: one repair turn", "err", verr)
-				} else {
-					l.Log.Info("output does not match the contract: one repair turn")
-				}
-				req.Messages = append(req.Messages,
-					Message{Role: RoleAssistant, Content: resp.Content},
-					Message{Role: RoleUser, Content: repairPrompt(verr)})
-				continue
-			}
-			// The mismatch is reported to the parent inside the result, with
-			// the status preserved: it is never a crash.
-			r := api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(resp.Content), Usage: usage,
-				Cause: api.CauseSchemaMismatch, Detail: "the output does not satisfy the output_format schema after one repair turn: " + verr.Error()}
-			if value != nil {
-				r.Distillate = api.ResultBody{Inline: value}
-			}
-			return l.shape(ctx, r)
-		}
-		empty = 0
-
-		req.Messages = append(req.Messages, Message{Role: RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls})
-		for _, tc := range resp.ToolCalls {
-			wire := tc.Name
-			for _, spec := range l.Tools {
-				if spec.Name == tc.Name {
-					wire = spec.Wire
-					break
-				}
-			}
-			args := tc.Args
-			if len(strings.TrimSpace(string(args))) == 0 {
-				args = json.RawMessage(`{}`)
-			}
-			if key := wire + "\x00" + canonicalJSON(args); key == lastCall {
-				repeats++
-			} else {
-				lastCall, repeats = key, 1
-			}
-			if repeats >= p.Limits.Repeats() {
-				return result(api.StatusLoopDetected, fmt.Sprintf("the model asked for %s with the same arguments %d times in a row", wire, repeats))
-			}
-			var out api.ToolResult
-			if !json.Valid(args) {
-				// Never forwarded: the control frame carries arguments as JSON.
-				out = api.TextResult("the arguments are not valid JSON; call the tool again with a JSON object", true)
-			} else {
-				// A name the model made up goes to the supervisor as is; it refuses
-				// anything outside the grant with an error result the model sees.
-				tctx, tspan := startToolSpan(ctx, wire, args, content)
-				out, err = l.Caller.CallTool(tctx, wire, args)
-				endToolSpan(tspan, out, err, content)
-				if err != nil {
-					if ctx.Err() != nil {
-						return stopped(ctx, result)
-					}
-					out = api.TextResult("tool call failed: "+err.Error(), true)
-				}
-			}
-			l.logTool(usage.Steps, wire, args, out, content)
-			l.Report.Event(usage.Steps, api.EventToolCall, api.Usage{})
-			req.Messages = append(req.Messages, Message{Role: RoleTool, ToolCallID: tc.ID, Content: toolText(out)})
+			out = api.TextResult("tool call failed: "+err.Error(), true)
 		}
 	}
+	r.l.logTool(r.usage.Steps, wire, args, out, r.content)
+	r.l.Report.Event(r.usage.Steps, api.EventToolCall, api.Usage{})
+	r.req.Messages = append(r.req.Messages, intelligence.Message{Role: intelligence.RoleTool, ToolCallID: tc.ID, Content: toolText(out)})
+	return api.SubagentResult{}, false
+}
+
+// wireName is the control channel's name of the tool the model calls name:
+// the offered spec's Wire, or name itself when no spec has it.
+func (l *Loop) wireName(name string) string {
+	for _, spec := range l.Tools {
+		if spec.Name == name {
+			return spec.Wire
+		}
+	}
+	return name
 }
 
 // logModelCall logs a model call at debug: its step and the size of the
 // conversation, and with content on, on the first step, the system prompt and
 // the first user turn (later turns are tool results, logged with their calls).
-func (l *Loop) logModelCall(step int, req *Request, content bool) {
+func (l *Loop) logModelCall(step int, req *intelligence.Request, content bool) {
 	attrs := []any{"step", step, "messages", len(req.Messages)}
 	if content && step == 1 {
 		attrs = append(attrs, "system", telemetry.Clip(req.System), "prompt", telemetry.Clip(req.Messages[0].Content))
@@ -240,7 +344,7 @@ func (l *Loop) logModelCall(step int, req *Request, content bool) {
 
 // logAnswer logs a model answer at debug: its finish reason, tokens and the
 // tools it asks for, and with content on, its text and the calls' arguments.
-func (l *Loop) logAnswer(step int, resp *Response, content bool) {
+func (l *Loop) logAnswer(step int, resp *intelligence.Response, content bool) {
 	names := make([]string, len(resp.ToolCalls))
 	for i, tc := range resp.ToolCalls {
 		names[i] = tc.Name
@@ -249,7 +353,7 @@ func (l *Loop) logAnswer(step int, resp *Response, content bool) {
 	if content {
 		attrs = append(attrs, "answer", telemetry.Clip(resp.Content))
 		if len(resp.ToolCalls) > 0 {
-			attrs = append(attrs, "calls", telemetry.Clip(messagesJSON([]Message{{Role: RoleAssistant, ToolCalls: resp.ToolCalls}})))
+			attrs = append(attrs, "calls", telemetry.Clip(messagesJSON([]intelligence.Message{{Role: intelligence.RoleAssistant, ToolCalls: resp.ToolCalls}})))
 		}
 	}
 	l.Log.Debug("model answered", attrs...)
@@ -263,15 +367,6 @@ func (l *Loop) logTool(step int, wire string, args json.RawMessage, out api.Tool
 		attrs = append(attrs, "args", telemetry.Clip(string(args)), "result", telemetry.Clip(toolText(out)))
 	}
 	l.Log.Debug("tool called", attrs...)
-}
-
-// stopped maps the loop context's end to a status.
-func stopped(ctx context.Context, result func(api.TerminalStatus, string) api.SubagentResult) api.SubagentResult {
-	cause := context.Cause(ctx)
-	if errors.Is(cause, context.DeadlineExceeded) {
-		return result(api.StatusDeadline, "the deadline passed")
-	}
-	return result(api.StatusCancelled, cause.Error())
 }
 
 // summaryChars bounds the summary that stands in for a stored distillate.

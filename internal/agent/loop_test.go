@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent/intelligence"
 )
 
 // scriptModel answers from a list of canned turns.
 type scriptModel struct {
-	turns []*Response
+	turns []*intelligence.Response
 	err   error
 	calls int
 }
 
-func (m *scriptModel) Complete(ctx context.Context, req *Request) (*Response, error) {
+func (m *scriptModel) Complete(ctx context.Context, req *intelligence.Request) (*intelligence.Response, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
@@ -50,8 +51,8 @@ func payload() *api.SpawnPayload {
 	}
 }
 
-func toolTurn() *Response {
-	return &Response{Content: "thinking", ToolCalls: []ToolCall{{ID: "1", Name: "t"}}, Finish: FinishToolCalls, Usage: api.Usage{TokensIn: 10, TokensOut: 5}}
+func toolTurn() *intelligence.Response {
+	return &intelligence.Response{Content: "thinking", ToolCalls: []intelligence.ToolCall{{ID: "1", Name: "t"}}, Finish: intelligence.FinishToolCalls, Usage: api.Usage{TokensIn: 10, TokensOut: 5}}
 }
 
 func TestLoopStopConditions(t *testing.T) {
@@ -59,22 +60,26 @@ func TestLoopStopConditions(t *testing.T) {
 	cancel(ErrCancelled)
 	expired, stop := context.WithTimeout(context.Background(), 0)
 	defer stop()
+	wait, err := intelligence.New(api.Intelligence{Endpoint: "builtin:wait"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
-		model  Model
+		model  intelligence.Model
 		ctx    context.Context
 		tokens int64
 		want   api.TerminalStatus
 		cause  string
 	}{
-		{"completed", &scriptModel{turns: []*Response{{Content: "answer", Finish: FinishStop}}}, context.Background(), 1000, api.StatusCompleted, ""},
-		{"steps", &scriptModel{turns: []*Response{toolTurn()}}, context.Background(), 1000, api.StatusExhaustedSteps, ""},
-		{"tokens", &scriptModel{turns: []*Response{toolTurn()}}, context.Background(), 20, api.StatusExhaustedTokens, ""},
-		{"refusal", &scriptModel{turns: []*Response{{Finish: FinishRefusal, Refusal: "no"}}}, context.Background(), 1000, api.StatusRefused, ""},
-		{"content filter", &scriptModel{turns: []*Response{{Finish: FinishContentFilter}}}, context.Background(), 1000, api.StatusRefused, ""},
-		{"cancelled", &scriptModel{turns: []*Response{toolTurn()}}, cancelled, 1000, api.StatusCancelled, ""},
-		{"deadline", waitModel{}, expired, 1000, api.StatusDeadline, ""},
-		{"unreachable", &scriptModel{err: fmt.Errorf("dial: %w", ErrUnreachable)}, context.Background(), 1000, api.StatusCrashed, api.CauseIntelligenceUnreachable},
+		{"completed", &scriptModel{turns: []*intelligence.Response{{Content: "answer", Finish: intelligence.FinishStop}}}, context.Background(), 1000, api.StatusCompleted, ""},
+		{"steps", &scriptModel{turns: []*intelligence.Response{toolTurn()}}, context.Background(), 1000, api.StatusExhaustedSteps, ""},
+		{"tokens", &scriptModel{turns: []*intelligence.Response{toolTurn()}}, context.Background(), 20, api.StatusExhaustedTokens, ""},
+		{"refusal", &scriptModel{turns: []*intelligence.Response{{Finish: intelligence.FinishRefusal, Refusal: "no"}}}, context.Background(), 1000, api.StatusRefused, ""},
+		{"content filter", &scriptModel{turns: []*intelligence.Response{{Finish: intelligence.FinishContentFilter}}}, context.Background(), 1000, api.StatusRefused, ""},
+		{"cancelled", &scriptModel{turns: []*intelligence.Response{toolTurn()}}, cancelled, 1000, api.StatusCancelled, ""},
+		{"deadline", wait, expired, 1000, api.StatusDeadline, ""},
+		{"unreachable", &scriptModel{err: fmt.Errorf("dial: %w", intelligence.ErrUnreachable)}, context.Background(), 1000, api.StatusCrashed, api.CauseIntelligenceUnreachable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,7 +98,7 @@ func TestLoopStopConditions(t *testing.T) {
 func TestLoopPartialDistillateAndUsage(t *testing.T) {
 	ev := &events{}
 	tools := &nopTools{}
-	res := (&Loop{Payload: payload(), Model: &scriptModel{turns: []*Response{toolTurn()}}, Caller: tools, Report: ev}).Run(context.Background())
+	res := (&Loop{Payload: payload(), Model: &scriptModel{turns: []*intelligence.Response{toolTurn()}}, Caller: tools, Report: ev}).Run(context.Background())
 	if res.Status != api.StatusExhaustedSteps || res.Distillate.Text() != "thinking" {
 		t.Fatalf("partial: %+v", res)
 	}
@@ -113,18 +118,6 @@ func TestSystemPromptFromContract(t *testing.T) {
 	}
 	if u := userPrompt(p); !strings.Contains(u, "[file]\n/etc/x") {
 		t.Errorf("user prompt lacks the seed: %q", u)
-	}
-}
-
-// TestDemoModel covers a one-line objective; the fan-out of several lines is
-// TestDemoFansOut in script_test.go.
-func TestDemoModel(t *testing.T) {
-	r, _ := newDemoModel(0).Complete(context.Background(), &Request{System: "sys", Objective: "hello brave world"})
-	if r.Content != `"hello brave world" has 3 words and 17 characters` {
-		t.Fatalf("one line: %q", r.Content)
-	}
-	if r.Usage.TokensIn == 0 || r.Usage.TokensOut == 0 {
-		t.Fatalf("no usage: %+v", r.Usage)
 	}
 }
 

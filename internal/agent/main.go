@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -103,12 +104,12 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	if err := p.Validate(); err != nil {
 		return finish(api.SubagentResult{Status: api.StatusCrashed, Detail: "invalid spawn payload: " + err.Error()})
 	}
-	model, err := NewModel(p.Intelligence, key)
+	model, err := intelligence.New(p.Intelligence, key)
 	if err != nil {
 		return finish(api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error()})
 	}
-	if m, ok := model.(interface{ setLogger(*slog.Logger, bool) }); ok {
-		m.setLogger(log, p.Telemetry.LogContent)
+	if m, ok := model.(interface{ SetLogger(*slog.Logger, bool) }); ok {
+		m.SetLogger(log, p.Telemetry.LogContent)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -150,14 +151,14 @@ func (c *control) Event(step int, kind string, delta api.Usage) { c.event(step, 
 // payload (the exec self-tool among them when the scope holds it). The
 // description of resource.read names the MCP servers whose resources the
 // scope grants.
-func offeredTools(p *api.SpawnPayload) []ToolSpec {
+func offeredTools(p *api.SpawnPayload) []intelligence.ToolSpec {
 	var servers []string
 	for _, r := range p.Scope.Allow {
 		if r.Tool == api.ResourcesTool {
 			servers = append(servers, r.Server)
 		}
 	}
-	var out []ToolSpec
+	var out []intelligence.ToolSpec
 	for _, t := range append(api.SelfToolSpecs(), p.Tools...) {
 		if t.Name == api.ToolResourceRead {
 			if len(servers) > 0 {
@@ -166,7 +167,7 @@ func offeredTools(p *api.SpawnPayload) []ToolSpec {
 				t.Description += " Your scope grants the resources of no MCP server."
 			}
 		}
-		out = append(out, ToolSpec{Name: ModelToolName(t.Name), Wire: t.Name, Description: t.Description, Parameters: t.InputSchema})
+		out = append(out, intelligence.ToolSpec{Name: intelligence.ModelToolName(t.Name), Wire: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
 	return out
 }

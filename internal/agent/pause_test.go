@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/testkit"
 )
 
 // countingModel finishes on its first call and counts calls.
 type countingModel struct{ calls atomic.Int32 }
 
-func (m *countingModel) Complete(ctx context.Context, req *Request) (*Response, error) {
+func (m *countingModel) Complete(ctx context.Context, req *intelligence.Request) (*intelligence.Response, error) {
 	m.calls.Add(1)
-	return &Response{Content: "done", Finish: FinishStop}, nil
+	return &intelligence.Response{Content: "done", Finish: intelligence.FinishStop}, nil
 }
 
 // TestLoopHoldsBeforeModelCallWhilePaused: with the gate closed the loop

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent/intelligence"
 )
 
 // rehearse runs once, on a sample payload and with nothing connected, the
@@ -48,7 +49,11 @@ func rehearse() api.SubagentResult {
 		return failed
 	}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil)).With("run_id", p.Telemetry.RunID, "agent_path", p.AgentPath)
-	loop := &Loop{Payload: &p, Model: newDemoModel(0), Tools: offeredTools(&p), Caller: silent{}, Report: silent{}, Log: log}
+	model, err := intelligence.New(p.Intelligence, "")
+	if err != nil {
+		return failed
+	}
+	loop := &Loop{Payload: &p, Model: model, Tools: offeredTools(&p), Caller: silent{}, Report: silent{}, Log: log}
 	ctx, cancel := context.WithTimeout(unsampled(), time.Minute)
 	defer cancel()
 	res := loop.Run(ctx)

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -48,7 +49,7 @@ func endRunSpan(span trace.Span, res api.SubagentResult, content bool) {
 // startModelSpan starts the span of one model call (an OpenTelemetry GenAI
 // "chat" span). With content on it carries the system prompt and the
 // conversation sent.
-func startModelSpan(ctx context.Context, p *api.SpawnPayload, step int, req *Request) (context.Context, trace.Span) {
+func startModelSpan(ctx context.Context, p *api.SpawnPayload, step int, req *intelligence.Request) (context.Context, trace.Span) {
 	model := p.Intelligence.Model
 	if model == "" {
 		model, _, _ = strings.Cut(p.Intelligence.Endpoint, "=")
@@ -68,7 +69,7 @@ func startModelSpan(ctx context.Context, p *api.SpawnPayload, step int, req *Req
 
 // endModelSpan ends a model call's span with its usage and finish reason, and
 // with content on, the answer.
-func endModelSpan(span trace.Span, resp *Response, err error, content bool) {
+func endModelSpan(span trace.Span, resp *intelligence.Response, err error, content bool) {
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
@@ -79,8 +80,8 @@ func endModelSpan(span trace.Span, resp *Response, err error, content bool) {
 			attribute.StringSlice("gen_ai.response.finish_reasons", []string{string(resp.Finish)}),
 		)
 		if content {
-			out := Message{Role: RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls}
-			span.SetAttributes(attribute.String(telemetry.AttrOutputMessages, telemetry.Clip(messagesJSON([]Message{out}))))
+			out := intelligence.Message{Role: intelligence.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls}
+			span.SetAttributes(attribute.String(telemetry.AttrOutputMessages, telemetry.Clip(messagesJSON([]intelligence.Message{out}))))
 		}
 	}
 	span.End()
@@ -116,7 +117,7 @@ func endToolSpan(span trace.Span, out api.ToolResult, err error, content bool) {
 }
 
 // messagesJSON renders messages for a content attribute or log line.
-func messagesJSON(msgs []Message) string {
+func messagesJSON(msgs []intelligence.Message) string {
 	type call struct {
 		Name string          `json:"name"`
 		Args json.RawMessage `json:"arguments,omitempty"`

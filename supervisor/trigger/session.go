@@ -38,8 +38,9 @@ func ParseOverlap(s string) (Overlap, error) {
 // session runs the events of one session (one governor key) one at a time:
 // the overlap policy decides about events that arrive during a run, a failed
 // run is started again (Attempt+1) after the governor's backoff unless a newer
-// event waits, and while the breaker is open every event is dropped, as the
-// seeds ask ("don't spawn into a known-bad loop").
+// event waits, and while the breaker is open every event is dropped: no spawn
+// into a known-bad loop (docs/ARCHITECTURE.md §6.7; §16, item 11, on how the
+// breaker departs from the original design).
 type session struct {
 	o       *Options
 	key     string

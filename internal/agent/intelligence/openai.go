@@ -1,4 +1,4 @@
-package agent
+package intelligence
 
 import (
 	"bytes"
@@ -48,13 +48,13 @@ type openAIModel struct {
 	// endpoint is the base URL, for the log (it holds no credential: one in
 	// the URL is refused).
 	endpoint string
-	log      *slog.Logger // set by setLogger; discards until then
+	log      *slog.Logger // set by SetLogger; discards until then
 }
 
-// setLogger gives the model the subagent's logger: each retry is logged at
+// SetLogger gives the model the subagent's logger: each retry is logged at
 // info and a request that fails for good at warn, with the endpoint and the
 // error (never the key).
-func (m *openAIModel) setLogger(l *slog.Logger, _ bool) { m.log = l }
+func (m *openAIModel) SetLogger(l *slog.Logger, _ bool) { m.log = l }
 
 // newOpenAIModel validates spec and returns its client. key may be empty (a
 // local server without auth): then no Authorization header is sent.

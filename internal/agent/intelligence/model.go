@@ -1,4 +1,11 @@
-package agent
+// Package intelligence holds the models a subagent's loop calls for its next
+// turn: the builtin deterministic ones (builtin:demo, builtin:wait,
+// builtin:script=FILE) and the client of OpenAI-compatible Chat Completions
+// endpoints. The loop (package agent) sees them through Model alone; this
+// package imports api and never agent. Its errors keep the "agent:" prefix
+// they had when it was part of package agent: a subagent reports them as a
+// result's detail, and that text did not change.
+package intelligence
 
 import (
 	"context"
@@ -12,7 +19,13 @@ import (
 )
 
 // Model is an intelligence: given the conversation so far, it produces the next
-// assistant turn. Implementations are safe for use by one loop at a time.
+// assistant turn. It is all the loop needs of one. Implementations are safe
+// for use by one loop at a time.
+//
+// A model that logs also has SetLogger(l *slog.Logger, content bool), which
+// the subagent calls before the first Complete; content says whether prompts,
+// answers and tool results may be logged (telemetry.log_content). Until
+// then it logs nothing.
 type Model interface {
 	Complete(ctx context.Context, req *Request) (*Response, error)
 }
@@ -113,12 +126,12 @@ type Response struct {
 // loop maps it to status crashed with cause intelligence_unreachable (exit 4).
 var ErrUnreachable = errors.New("agent: intelligence endpoint unreachable")
 
-// NewModel returns the intelligence named by spec: builtin:demo, builtin:wait,
+// New returns the intelligence named by spec: builtin:demo, builtin:wait,
 // or an OpenAI-compatible Chat Completions base URL (http or https, ending
 // before /chat/completions, e.g. http://127.0.0.1:11434/v1) with a model name.
 // key is the API key for an HTTP endpoint (from the environment or a file,
 // never argv); empty sends no Authorization header.
-func NewModel(spec api.Intelligence, key string) (Model, error) {
+func New(spec api.Intelligence, key string) (Model, error) {
 	name, arg, hasArg := strings.Cut(spec.Endpoint, "=")
 	switch name {
 	case "builtin:demo":
@@ -145,10 +158,10 @@ func NewModel(spec api.Intelligence, key string) (Model, error) {
 	return newOpenAIModel(spec, key)
 }
 
-// CheckIntelligence validates an intelligence spec at startup, so that bad
-// config fails before any child is spawned. It opens no connection.
-func CheckIntelligence(spec api.Intelligence) error {
-	_, err := NewModel(spec, "")
+// Check validates an intelligence spec at startup, so that bad config fails
+// before any child is spawned. It opens no connection.
+func Check(spec api.Intelligence) error {
+	_, err := New(spec, "")
 	return err
 }
 

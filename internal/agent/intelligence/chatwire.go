@@ -1,4 +1,4 @@
-package agent
+package intelligence
 
 import "encoding/json"
 

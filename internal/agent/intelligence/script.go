@@ -1,4 +1,4 @@
-package agent
+package intelligence
 
 import (
 	"bufio"
@@ -477,9 +477,9 @@ type scriptChild struct {
 	report    *api.ChildReport // once finished
 }
 
-// setLogger gives the script its logger; content says whether the tool
+// SetLogger gives the script its logger; content says whether the tool
 // results it sees may be logged.
-func (m *scriptedModel) setLogger(l *slog.Logger, content bool) { m.log, m.content = l, content }
+func (m *scriptedModel) SetLogger(l *slog.Logger, content bool) { m.log, m.content = l, content }
 
 // Complete plays the script: it reads the tool results that arrived since the
 // last call, runs the steps that need no turn (sleep, usage), and returns the

@@ -1,0 +1,108 @@
+package intelligence
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/api"
+)
+
+func TestParseScript(t *testing.T) {
+	good := `# comment
+[default]
+answer "leaf"
+
+[depth 1]
+call demo/echo {"text": "a b"}
+spawn async "look at \"this\"" scope=demo/echo,demo/sum max_tokens=500 max_steps=3 deadline=2s provider=peer:b format=markdown
+spawn detach "fire"
+await
+sleep 10ms
+usage 12 3
+refuse "no {path}"
+
+[path 0.2.1]
+spawn sync "again"
+repeat
+`
+	sc, err := parseScript([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.sections) != 3 {
+		t.Fatalf("sections = %d", len(sc.sections))
+	}
+	d1 := sc.sections[1].steps
+	sp := d1[1].spawns[0]
+	if sp.Disposition != api.DispositionAsync || sp.Contract.Objective != `look at "this"` || len(sp.Scope.Allow) != 2 ||
+		sp.Limits.MaxTokens != 500 || sp.Limits.MaxSteps != 3 || sp.Limits.Deadline.D() != 2*time.Second ||
+		sp.Provider != "peer:b" || sp.Contract.OutputFormat.Kind != api.FormatMarkdown {
+		t.Fatalf("spawn step = %+v", sp)
+	}
+	if d1[5].usage != (api.Usage{TokensIn: 12, TokensOut: 3}) || d1[4].d != 10*time.Millisecond || d1[6].text != "no {path}" {
+		t.Fatalf("steps = %+v", d1)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"", "no [section]"},
+		{"answer \"x\"", "line 1: a step before any [section]"},
+		{"[default]\n[default]", "line 2: section [default] already defined on line 1"},
+		{"[depth -1]", "line 1: depth"},
+		{"[path 0.x]", "line 1: path"},
+		{"[somewhere]", "line 1: a section header"},
+		{"[default]\njump", `line 2: unknown step "jump"`},
+		{"[default]\ncall", "line 2: call: want a tool name"},
+		{"[default]\ncall a/b [1]", "line 2: call: the arguments must be one JSON object"},
+		{"[default]\nspawn soon \"x\"", `line 2: spawn: disposition "soon"`},
+		{"[default]\nspawn sync", "line 2: spawn: want a disposition and an objective"},
+		{"[default]\nspawn sync \"x", "line 2: spawn: unterminated"},
+		{"[default]\nspawn sync \"x\" scope=nope", `scope: "nope" is not SERVER/TOOL`},
+		{"[default]\nspawn sync \"x\" color=red", `unknown option "color"`},
+		{"[default]\nspawn sync \"x\" max_tokens=-1", "want a positive integer"},
+		{"[default]\nsleep soon", "line 2: sleep: want a duration"},
+		{"[default]\nusage 1 2 3", "line 2: usage: want IN [OUT]"},
+		{"[default]\nanswer two words", "line 2: answer: quote the text"},
+		{"[default]\nanswer \"x\"\ncall a/b", "line 3: never reached after the step on line 2"},
+		{"[default]\nsleep 1s\nrepeat", "line 3: repeat in a section with no call, spawn, answer or refuse"},
+		{"[default]\nawait 3", "line 2: await: takes no arguments"},
+	} {
+		_, err := parseScript([]byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.src, err, tc.want)
+		}
+	}
+}
+
+func FuzzParseScript(f *testing.F) {
+	f.Add([]byte("[default]\nanswer \"x\"\n"))
+	f.Add([]byte("[depth 0]\nspawn async \"a\\nb\" scope=s/t deadline=1s\nawait\nanswer \"{results}\"\n"))
+	f.Add([]byte("[path 0.1]\ncall s/t {\"a\":[1,2]}\nusage 5\nrepeat\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		sc, err := parseScript(src)
+		if err != nil {
+			return
+		}
+		for _, sec := range sc.sections {
+			for _, st := range sec.steps {
+				if st.kind == stepCall && !json.Valid(st.args) {
+					t.Fatalf("call step with invalid args %q", st.args)
+				}
+				for _, a := range st.spawns {
+					if _, err := a.Disposition.Normalize(); err != nil {
+						t.Fatalf("spawn step with a bad disposition: %v", err)
+					}
+				}
+			}
+			if k := len(sec.steps); k > 0 && sec.steps[k-1].kind == stepRepeat {
+				turns := false
+				for _, st := range sec.steps {
+					turns = turns || st.turns()
+				}
+				if !turns {
+					t.Fatal("a repeating section that never makes a turn")
+				}
+			}
+		}
+	})
+}
