@@ -11,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
 )
 
@@ -147,8 +148,8 @@ func queuedMetadata(md map[string]any, p *pendingRun) map[string]any {
 	for k, v := range md {
 		out[k] = v
 	}
-	out[MetaPriority] = p.run.Priority.String()
-	out[MetaQueuePosition] = p.pos
+	out[api.MetaPriority] = p.run.Priority.String()
+	out[api.MetaQueuePosition] = p.pos
 	return out
 }
 
@@ -259,7 +260,7 @@ func (e *Engine) claimQueued(sq SharedQueue) bool {
 // process queued it: it reports false when the task was not queued (a
 // process runs it, which cancelRemote asks).
 func (e *Engine) cancelQueued(ctx context.Context, sq SharedQueue, t *a2a.Task) (*a2a.Task, bool, error) {
-	if _, queued := t.Metadata[MetaQueuePosition]; !queued || t.Status.State != a2a.TaskStateSubmitted {
+	if _, queued := t.Metadata[api.MetaQueuePosition]; !queued || t.Status.State != a2a.TaskStateSubmitted {
 		return nil, false, nil
 	}
 	removed, err := sq.RemoveQueued(ctx, t.ID)
@@ -273,7 +274,7 @@ func (e *Engine) cancelQueued(ctx context.Context, sq SharedQueue, t *a2a.Task) 
 	ev := a2a.NewStatusUpdateEvent(cur, a2a.TaskStateCanceled,
 		a2a.NewMessageForTask(a2a.MessageRoleAgent, cur, a2a.TextPart{Text: "cancelled while queued for admission, before it ran"}))
 	ev.Final = true
-	ev.Metadata = map[string]any{MetaQueuePosition: 0}
+	ev.Metadata = map[string]any{api.MetaQueuePosition: 0}
 	next, err := Apply(cur, ev)
 	if err != nil {
 		return nil, true, err
@@ -299,7 +300,7 @@ func (e *Engine) sharedPositions(ctx context.Context, ts []*a2a.Task) []*a2a.Tas
 	}
 	var ids []a2a.TaskID
 	for _, t := range ts {
-		if _, queued := t.Metadata[MetaQueuePosition]; queued && t.Status.State == a2a.TaskStateSubmitted && e.getLive(t.ID) == nil {
+		if _, queued := t.Metadata[api.MetaQueuePosition]; queued && t.Status.State == a2a.TaskStateSubmitted && e.getLive(t.ID) == nil {
 			ids = append(ids, t.ID)
 		}
 	}
@@ -321,7 +322,7 @@ func (e *Engine) sharedPositions(ctx context.Context, ts []*a2a.Task) []*a2a.Tas
 		for k, v := range t.Metadata {
 			c.Metadata[k] = v
 		}
-		c.Metadata[MetaQueuePosition] = p
+		c.Metadata[api.MetaQueuePosition] = p
 		out[i] = &c
 	}
 	return out
@@ -330,7 +331,7 @@ func (e *Engine) sharedPositions(ctx context.Context, ts []*a2a.Task) []*a2a.Tas
 // requeueShared puts a recovered task that was waiting for admission back in
 // the shared queue (this process claimed it as an orphan).
 func (e *Engine) requeueShared(ctx context.Context, sq SharedQueue, t *a2a.Task, owner string) error {
-	prio, _ := admit.ParsePriority(fmt.Sprint(t.Metadata[MetaPriority]))
+	prio, _ := admit.ParsePriority(fmt.Sprint(t.Metadata[api.MetaPriority]))
 	req, _ := json.Marshal(t.Metadata)
 	_, err := sq.Enqueue(ctx, QueuedRun{TaskID: t.ID, Owner: owner, Auth: "recovered", Priority: prio, Request: req}, 0, 0)
 	if err != nil {
