@@ -15,53 +15,6 @@ import (
 	"github.com/agentd/agentd/internal/admit"
 )
 
-// SharedQueue is implemented by a Shared store (safe for concurrent use, as
-// every Store) that holds the admission
-// queue for every process serving it (replicas on one PostgreSQL): a task
-// that finds no free slot in the process that accepted it waits in the
-// store, and any process with a free slot claims it and runs it, same task
-// id, from the request kept with it. An engine with admission control uses
-// it in place of the controller's own queue; the controller still bounds
-// each process's runs and processes (admit.Controller.TryStart). Stores
-// without it (memory, SQLite) keep the queue in the process.
-type SharedQueue interface {
-	Shared
-	// QueueLength returns how many runs wait in the queue, and how many of
-	// them owner's.
-	QueueLength(ctx context.Context, owner string) (all, owners int, err error)
-	// Enqueue puts a stored task this process runs into the queue: from
-	// then on no process runs it (it is never an orphan) until one claims
-	// it. It returns the run's position (1 is next). With capacity > 0,
-	// a queue that holds capacity runs, or perCaller of the run's owner,
-	// takes no more: the task is deleted (it never ran, and nobody was
-	// told of it) and the answer is a *QueueFullError.
-	Enqueue(ctx context.Context, run QueuedRun, capacity, perCaller int) (int, error)
-	// ClaimQueued takes the next run of the queue's order that admit
-	// accepts (admit takes this process's slot for it, and is asked about
-	// the next run only); this process becomes the task's runner. It
-	// reports false when the queue is empty or admit refused.
-	ClaimQueued(ctx context.Context, admit func(QueuedRun) bool) (QueuedRun, bool, error)
-	// RemoveQueued takes a run out of the queue before any process claimed
-	// it, and makes this process its runner; false when it was not queued
-	// (claimed meanwhile, or never queued).
-	RemoveQueued(ctx context.Context, id a2a.TaskID) (bool, error)
-	// QueuedByPriority counts the runs waiting in the queue by priority.
-	QueuedByPriority(ctx context.Context) (map[admit.Priority]int, error)
-	// QueuePositions returns the positions (1 is next) of those of ids
-	// that are queued; the others are not in the map.
-	QueuePositions(ctx context.Context, ids []a2a.TaskID) (map[a2a.TaskID]int, error)
-	// SetRunSlots publishes this process's run slots (its bound on runs
-	// at once): the fair shares of the queue's order divide the sum over
-	// the live processes.
-	SetRunSlots(ctx context.Context, n int) error
-	// QueueChanged receives a value (coalesced) when runs may have been
-	// queued by any process; it is closed when the store is.
-	QueueChanged() <-chan struct{}
-	// Runner returns the process that runs an unfinished task, "" for one
-	// queued or finished.
-	Runner(ctx context.Context, id a2a.TaskID) (string, error)
-}
-
 // QueuedRun is a run waiting in a SharedQueue: its task (stored, submitted)
 // and what its executor needs besides the task's first message, which is in
 // the task's history. It is a plain value; the zero value names no task.
