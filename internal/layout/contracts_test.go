@@ -109,3 +109,75 @@ func constKeys(t *testing.T, f *ast.File, names map[string]string) int {
 	}
 	return n
 }
+
+// TestStoreInterfacesInOneFile fails when an interface of package tasks
+// that a store (a2a/store/...) names, in code or in a comment, is declared
+// outside a2a/tasks/store.go: the interfaces a store implements are read in
+// one place.
+func TestStoreInterfacesInOneFile(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	declared := map[string]string{} // interface name -> the file of package tasks that declares it
+	dir := filepath.Join(root, "a2a", "tasks")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				if ts := spec.(*ast.TypeSpec); isInterface(ts) {
+					declared[ts.Name.Name] = name
+				}
+			}
+		}
+	}
+	named := regexp.MustCompile(`\btasks\.([A-Z]\w*)`)
+	seen := map[string]bool{}
+	err = filepath.WalkDir(filepath.Join(root, "a2a", "store"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range named.FindAllSubmatch(src, -1) {
+			if name := string(m[1]); declared[name] != "" {
+				seen[name] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range seen {
+		if file := declared[name]; file != "store.go" {
+			t.Errorf("tasks.%s, which a store implements, is declared in a2a/tasks/%s, not store.go", name, file)
+		}
+	}
+	if len(seen) < 8 {
+		t.Fatalf("the stores name %d interfaces of package tasks; expected Store, Durable, Shared and the rest", len(seen))
+	}
+}
+
+func isInterface(ts *ast.TypeSpec) bool {
+	_, ok := ts.Type.(*ast.InterfaceType)
+	return ok
+}
