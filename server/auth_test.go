@@ -299,10 +299,10 @@ func TestAuthAcceptsAndRecordsTheCaller(t *testing.T) {
 			if task.Status.State != a2a.TaskStateCompleted {
 				t.Fatalf("task %s", task.Status.State)
 			}
-			if got := task.Metadata[a2abind.MetaCaller]; got != c.caller {
+			if got := task.Metadata[api.MetaCaller]; got != c.caller {
 				t.Errorf("task caller %v, want %s", got, c.caller)
 			}
-			if got := task.Metadata[a2abind.MetaCallerAuth]; got != c.auth {
+			if got := task.Metadata[api.MetaCallerAuth]; got != c.auth {
 				t.Errorf("task caller_auth %v, want %s", got, c.auth)
 			}
 			r, err = do(t, c.client, f.url, treeBody, c.hdr)
@@ -333,7 +333,7 @@ func TestAuthSpoofedCallerMetadata(t *testing.T) {
 	if err := json.Unmarshal(r.rpc.Result, &task); err != nil {
 		t.Fatal(err)
 	}
-	if got := task.Metadata[a2abind.MetaCaller]; got != "token:ci" {
+	if got := task.Metadata[api.MetaCaller]; got != "token:ci" {
 		t.Fatalf("task caller %v, want token:ci", got)
 	}
 }

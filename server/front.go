@@ -14,7 +14,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/api"
 )
 
 // What the front admits before a method runs: the content type, the body
@@ -105,16 +105,14 @@ func (rh *rpcHandler) admitMessage(p *a2a.MessageSendParams, rawParams []byte) e
 	return nil
 }
 
-// stripReserved returns meta without the keys agentd reserves for itself:
-// every agentd/ key but those a2abind reads as input (a2abind.InputMetadata:
-// the mesh metadata another agentd sends and the routing hints a client may
-// give). So agentd/caller, agentd/parent_task, agentd/agent_path and the
-// rest are only ever what agentd wrote. meta is not modified; it is returned
-// as it is when it holds no such key.
+// stripReserved returns meta without the keys a caller may not set
+// (api.CallerMaySet decides: every agentd/ key but the mesh metadata another
+// agentd sends, the routing hints and the admission priority). So
+// agentd/caller, agentd/parent_task, agentd/agent_path and the rest are only
+// ever what agentd wrote. meta is not modified; it is returned as it is when
+// it holds no such key.
 func stripReserved(meta map[string]any) map[string]any {
-	reserved := func(k string) bool {
-		return strings.HasPrefix(k, a2abind.ReservedPrefix) && !a2abind.InputMetadata(k)
-	}
+	reserved := func(k string) bool { return !api.CallerMaySet(k) }
 	for k := range meta {
 		if reserved(k) {
 			out := maps.Clone(meta)

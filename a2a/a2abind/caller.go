@@ -4,14 +4,8 @@ import (
 	"context"
 
 	"github.com/a2aproject/a2a-go/a2asrv"
-)
 
-// Metadata keys recording who created a task: the caller's identity (a SPIFFE
-// ID, or token:NAME for a static bearer token; empty when anonymous) and how it
-// authenticated (mtls, jwt-svid, token or none).
-const (
-	MetaCaller     = "agentd/caller"
-	MetaCallerAuth = "agentd/caller_auth"
+	"github.com/agentd/agentd/api"
 )
 
 // CallerMetadata returns the task metadata naming the caller found in ctx's
@@ -28,5 +22,5 @@ func CallerMetadata(ctx context.Context) map[string]any {
 			auth = "unknown"
 		}
 	}
-	return map[string]any{MetaCaller: name, MetaCallerAuth: auth}
+	return map[string]any{api.MetaCaller: name, api.MetaCallerAuth: auth}
 }

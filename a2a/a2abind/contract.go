@@ -9,49 +9,20 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 )
 
 // ContractExtensionURI names the agentd contract extension. A peer whose agent
 // card declares it honours output schemas, depth limits and tool filters, and
-// reads the structured delegation (DataKeyDelegation) and the mesh metadata
-// (MetaDepth, MetaMaxDepth, MetaHops, MetaBudget) agentd sends.
+// reads the structured delegation (api.DataKeyDelegation) and the mesh metadata
+// (api.MetaDepth, api.MetaMaxDepth, api.MetaHops, api.MetaBudget) agentd sends.
 const ContractExtensionURI = "https://github.com/agentd/agentd/a2a/extensions/contract/v1"
 
-// Message metadata keys of an agentd delegation, and routing hints a client may
-// set on a root message.
-const (
-	MetaDepth    = "agentd/depth"     // mesh depth the delegated root runs at
-	MetaMaxDepth = "agentd/max_depth" // the mesh-wide depth cap: the deepest depth a subagent may sit at
-	MetaHops     = "agentd/hops"      // instance ids the delegation passed through, oldest first
-	MetaBudget   = "agentd/budget"    // {max_tokens, max_steps, deadline_ms}
-	MetaProvider = "agentd/provider"  // routing: the provider to use ("local", "peer:NAME")
-	MetaSkill    = "agentd/skill"     // routing: the skill rules match on
-	MetaTrace    = "traceparent"      // W3C trace context
-)
-
-// ReservedPrefix starts every metadata key agentd reserves for itself.
-const ReservedPrefix = "agentd/"
-
-// inputMetadata are the reserved keys a caller may set on a message or a
-// send request: what ReadInbound reads (the mesh metadata of another
-// agentd's delegation, the routing hints) and the admission priority. Every
-// other agentd/ key is agentd's own output (agentd/caller, agentd/status,
-// agentd/parent_task, agentd/agent_path, ...), which the HTTP front removes
-// from a caller's input.
-var inputMetadata = map[string]bool{
-	MetaDepth: true, MetaMaxDepth: true, MetaHops: true, MetaBudget: true,
-	MetaProvider: true, MetaSkill: true, tasks.MetaPriority: true,
-}
-
-// InputMetadata reports whether key is a reserved metadata key a caller may
-// set (see ReservedPrefix).
-func InputMetadata(key string) bool { return inputMetadata[key] }
-
-// DataKeyDelegation is the key of the data part that carries the structured
-// delegation: {"agentd/delegation": Delegation}.
-const DataKeyDelegation = "agentd/delegation"
+// MetaTrace is the message metadata key of the W3C trace context. The agentd/
+// keys of a delegation (api.MetaDepth, api.MetaMaxDepth, api.MetaHops,
+// api.MetaBudget), the routing hints (api.MetaProvider, api.MetaSkill) and
+// the data part's key (api.DataKeyDelegation) are api's.
+const MetaTrace = "traceparent"
 
 // Delegation is the structured contract one agentd hands another: everything
 // of the spawn payload a caller may choose. The receiver mints identity,
@@ -67,7 +38,7 @@ type Delegation struct {
 	Telemetry api.Telemetry  `json:"telemetry"`
 }
 
-// Budget is the budget summary in MetaBudget, readable by any A2A peer.
+// Budget is the budget summary in api.MetaBudget, readable by any A2A peer.
 type Budget struct {
 	MaxTokens  int64 `json:"max_tokens"`
 	MaxSteps   int   `json:"max_steps"`
@@ -108,12 +79,12 @@ func ReadInbound(m *a2a.Message, reqMeta map[string]any) (Inbound, error) {
 				texts = append(texts, v.Text)
 			}
 		case a2a.DataPart:
-			raw, ok := v.Data[DataKeyDelegation]
+			raw, ok := v.Data[api.DataKeyDelegation]
 			if !ok {
 				continue
 			}
 			if in.Delegation != nil {
-				return Inbound{}, badf("more than one %s data part", DataKeyDelegation)
+				return Inbound{}, badf("more than one %s data part", api.DataKeyDelegation)
 			}
 			d, err := decodeDelegation(raw)
 			if err != nil {
@@ -134,29 +105,29 @@ func ReadInbound(m *a2a.Message, reqMeta map[string]any) (Inbound, error) {
 		return v, ok
 	}
 	var err error
-	if v, ok := meta(MetaHops); ok {
+	if v, ok := meta(api.MetaHops); ok {
 		if in.Hops, err = stringList(v); err != nil {
-			return Inbound{}, badf("metadata %s: %v", MetaHops, err)
+			return Inbound{}, badf("metadata %s: %v", api.MetaHops, err)
 		}
 	}
-	if v, ok := meta(MetaDepth); ok {
+	if v, ok := meta(api.MetaDepth); ok {
 		if in.Depth, err = smallInt(v); err != nil {
-			return Inbound{}, badf("metadata %s: %v", MetaDepth, err)
+			return Inbound{}, badf("metadata %s: %v", api.MetaDepth, err)
 		}
 	}
-	if v, ok := meta(MetaMaxDepth); ok {
+	if v, ok := meta(api.MetaMaxDepth); ok {
 		if in.MaxDepth, err = smallInt(v); err != nil {
-			return Inbound{}, badf("metadata %s: %v", MetaMaxDepth, err)
+			return Inbound{}, badf("metadata %s: %v", api.MetaMaxDepth, err)
 		}
 	}
-	if v, ok := meta(MetaBudget); ok {
+	if v, ok := meta(api.MetaBudget); ok {
 		var b Budget
 		if err := remarshal(v, &b); err != nil || b.MaxTokens < 0 || b.MaxSteps < 0 || b.DeadlineMS < 0 {
-			return Inbound{}, badf("metadata %s: want {max_tokens, max_steps, deadline_ms}, none negative", MetaBudget)
+			return Inbound{}, badf("metadata %s: want {max_tokens, max_steps, deadline_ms}, none negative", api.MetaBudget)
 		}
 		in.Budget = &b
 	}
-	for key, dst := range map[string]*string{MetaProvider: &in.Provider, MetaSkill: &in.Skill, MetaTrace: &in.Trace} {
+	for key, dst := range map[string]*string{api.MetaProvider: &in.Provider, api.MetaSkill: &in.Skill, MetaTrace: &in.Trace} {
 		if v, ok := meta(key); ok {
 			s, ok := v.(string)
 			if !ok {
@@ -171,28 +142,28 @@ func ReadInbound(m *a2a.Message, reqMeta map[string]any) (Inbound, error) {
 func decodeDelegation(raw any) (*Delegation, error) {
 	b, err := json.Marshal(raw)
 	if err != nil {
-		return nil, badf("%s: %v", DataKeyDelegation, err)
+		return nil, badf("%s: %v", api.DataKeyDelegation, err)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	var d Delegation
 	if err := dec.Decode(&d); err != nil {
-		return nil, badf("%s: %v", DataKeyDelegation, err)
+		return nil, badf("%s: %v", api.DataKeyDelegation, err)
 	}
 	if err := d.Contract.OutputFormat.Validate(); err != nil {
-		return nil, badf("%s.contract: %v", DataKeyDelegation, err)
+		return nil, badf("%s.contract: %v", api.DataKeyDelegation, err)
 	}
 	if err := d.Seed.Validate(); err != nil {
-		return nil, badf("%s: %v", DataKeyDelegation, err)
+		return nil, badf("%s: %v", api.DataKeyDelegation, err)
 	}
 	if d.Scope != nil {
 		if err := d.Scope.Validate(); err != nil {
-			return nil, badf("%s: %v", DataKeyDelegation, err)
+			return nil, badf("%s: %v", api.DataKeyDelegation, err)
 		}
 	}
 	l := d.Limits
 	if l.MaxSteps < 0 || l.MaxTokens < 0 || l.Deadline < 0 || l.MaxChildren < 0 {
-		return nil, badf("%s.limits: no limit may be negative", DataKeyDelegation)
+		return nil, badf("%s.limits: no limit may be negative", api.DataKeyDelegation)
 	}
 	return &d, nil
 }
@@ -269,7 +240,7 @@ func Outbound(payload api.SpawnPayload, scope *api.ToolScope, hops []string, dep
 		},
 	}
 	var data map[string]any
-	_ = remarshal(map[string]any{DataKeyDelegation: d}, &data)
+	_ = remarshal(map[string]any{api.DataKeyDelegation: d}, &data)
 	msg := a2a.NewMessage(a2a.MessageRoleUser,
 		a2a.TextPart{Text: payload.Contract.Objective},
 		a2a.DataPart{Data: data},
@@ -279,16 +250,16 @@ func Outbound(payload api.SpawnPayload, scope *api.ToolScope, hops []string, dep
 		hopList[i] = h
 	}
 	msg.Metadata = map[string]any{
-		MetaDepth: depth,
-		MetaHops:  hopList,
-		MetaBudget: map[string]any{
+		api.MetaDepth: depth,
+		api.MetaHops:  hopList,
+		api.MetaBudget: map[string]any{
 			"max_tokens":  payload.Limits.MaxTokens,
 			"max_steps":   payload.Limits.MaxSteps,
 			"deadline_ms": payload.Limits.Deadline.D().Milliseconds(),
 		},
 	}
 	if maxDepth > 0 {
-		msg.Metadata[MetaMaxDepth] = maxDepth
+		msg.Metadata[api.MetaMaxDepth] = maxDepth
 	}
 	if payload.Telemetry.Traceparent != "" {
 		msg.Metadata[MetaTrace] = payload.Telemetry.Traceparent

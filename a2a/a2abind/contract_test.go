@@ -12,21 +12,21 @@ import (
 
 func TestReadInbound(t *testing.T) {
 	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "a"}, a2a.TextPart{Text: " "}, a2a.TextPart{Text: "b"})
-	in, err := ReadInbound(m, map[string]any{MetaSkill: "research", MetaProvider: "peer:x", MetaHops: []any{"h1"}})
+	in, err := ReadInbound(m, map[string]any{api.MetaSkill: "research", api.MetaProvider: "peer:x", api.MetaHops: []any{"h1"}})
 	if err != nil || in.Objective != "a\nb" || in.Skill != "research" || in.Provider != "peer:x" || in.Hops[0] != "h1" || in.Delegation != nil {
 		t.Fatalf("%+v %v", in, err)
 	}
 	two := a2a.NewMessage(a2a.MessageRoleUser,
-		a2a.DataPart{Data: map[string]any{DataKeyDelegation: map[string]any{"contract": map[string]any{"objective": "x"}}}},
-		a2a.DataPart{Data: map[string]any{DataKeyDelegation: map[string]any{"contract": map[string]any{"objective": "y"}}}})
+		a2a.DataPart{Data: map[string]any{api.DataKeyDelegation: map[string]any{"contract": map[string]any{"objective": "x"}}}},
+		a2a.DataPart{Data: map[string]any{api.DataKeyDelegation: map[string]any{"contract": map[string]any{"objective": "y"}}}})
 	if _, err := ReadInbound(two, nil); !errors.Is(err, errBadDelegation) {
 		t.Fatalf("two delegations: %v", err)
 	}
-	unknownField := a2a.NewMessage(a2a.MessageRoleUser, a2a.DataPart{Data: map[string]any{DataKeyDelegation: map[string]any{"contract": map[string]any{"objective": "x"}, "tools": true}}})
+	unknownField := a2a.NewMessage(a2a.MessageRoleUser, a2a.DataPart{Data: map[string]any{api.DataKeyDelegation: map[string]any{"contract": map[string]any{"objective": "x"}, "tools": true}}})
 	if _, err := ReadInbound(unknownField, nil); !errors.Is(err, errBadDelegation) {
 		t.Fatalf("unknown field: %v", err)
 	}
-	badSchema := a2a.NewMessage(a2a.MessageRoleUser, a2a.DataPart{Data: map[string]any{DataKeyDelegation: map[string]any{"contract": map[string]any{"objective": "x", "output_format": map[string]any{"kind": "json", "schema": 5}}}}})
+	badSchema := a2a.NewMessage(a2a.MessageRoleUser, a2a.DataPart{Data: map[string]any{api.DataKeyDelegation: map[string]any{"contract": map[string]any{"objective": "x", "output_format": map[string]any{"kind": "json", "schema": 5}}}}})
 	if _, err := ReadInbound(badSchema, nil); !errors.Is(err, errBadDelegation) {
 		t.Fatalf("bad schema: %v", err)
 	}

@@ -95,7 +95,7 @@ var (
 // FailureMetadata labels the failed status the engine writes for a task whose
 // run ended without a terminal event (an error or a panic): crashed.
 func (x *Executor) FailureMetadata() map[string]any {
-	return map[string]any{MetaStatus: string(api.StatusCrashed)}
+	return map[string]any{api.MetaStatus: string(api.StatusCrashed)}
 }
 
 // Execute runs the delegation for the message in reqCtx: working, then one
@@ -149,7 +149,7 @@ func (x *Executor) Rerun(ctx context.Context, reqCtx *a2asrv.RequestContext, q e
 // LostMetadata labels a task whose process tree agentd lost (a restart, a
 // replica gone): crashed, cause supervisor_lost.
 func (x *Executor) LostMetadata() map[string]any {
-	return map[string]any{MetaStatus: string(api.StatusCrashed), MetaCause: api.CauseSupervisorLost}
+	return map[string]any{api.MetaStatus: string(api.StatusCrashed), api.MetaCause: api.CauseSupervisorLost}
 }
 
 // execute runs a delegation's turns: the first, then one per follow-up. A
@@ -283,7 +283,7 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 			provider = p.Name()
 		}
 		x.cfg.Log.InfoContext(ctx, LogTaskAccepted, "task_id", string(reqCtx.TaskID), "run_id", req.Payload.Telemetry.RunID,
-			"spiffe_id", working.Metadata[MetaCaller], "caller_auth", working.Metadata[MetaCallerAuth],
+			"spiffe_id", working.Metadata[api.MetaCaller], "caller_auth", working.Metadata[api.MetaCallerAuth],
 			"provider", provider, "depth", req.Depth, "hops", req.Hops, "rerun", rerun)
 		if err := q.Write(ctx, working); err != nil {
 			run.Cancel("task event refused")
@@ -318,7 +318,7 @@ func (x *Executor) refuse(ctx context.Context, reqCtx *a2asrv.RequestContext, q 
 	ev := a2a.NewStatusUpdateEvent(reqCtx, state, a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: text}))
 	ev.Final = true
 	ev.Metadata = CallerMetadata(ctx)
-	ev.Metadata[MetaStatus] = string(status)
+	ev.Metadata[api.MetaStatus] = string(status)
 	return q.Write(ctx, ev)
 }
 

@@ -66,7 +66,7 @@ func TestExecutorPlainMessage(t *testing.T) {
 	if strings.Join(req.Hops, ",") != "self" || req.Depth != 0 || req.MaxDepth != 4 {
 		t.Fatalf("mesh: hops %v depth %d max %d", req.Hops, req.Depth, req.MaxDepth)
 	}
-	if task.Metadata[MetaStatus] != "completed" {
+	if task.Metadata[api.MetaStatus] != "completed" {
 		t.Fatalf("metadata: %v", task.Metadata)
 	}
 }
@@ -132,13 +132,13 @@ func TestExecutorRefusals(t *testing.T) {
 		meta map[string]any
 		want string
 	}{
-		"cycle":          {map[string]any{MetaHops: []any{"x", "self"}}, "delegation cycle"},
-		"depth":          {map[string]any{MetaDepth: 5}, "depth exhausted"},
-		"caller's depth": {map[string]any{MetaDepth: 3, MetaMaxDepth: 2}, "depth exhausted"},
-		"bad hops":       {map[string]any{MetaHops: "self"}, "agentd/hops"},
-		"bad depth":      {map[string]any{MetaDepth: -1}, "agentd/depth"},
-		"bad budget":     {map[string]any{MetaBudget: map[string]any{"max_tokens": -5}}, "agentd/budget"},
-		"unknown peer":   {map[string]any{MetaProvider: "peer:nobody"}, "unknown provider"},
+		"cycle":          {map[string]any{api.MetaHops: []any{"x", "self"}}, "delegation cycle"},
+		"depth":          {map[string]any{api.MetaDepth: 5}, "depth exhausted"},
+		"caller's depth": {map[string]any{api.MetaDepth: 3, api.MetaMaxDepth: 2}, "depth exhausted"},
+		"bad hops":       {map[string]any{api.MetaHops: "self"}, "agentd/hops"},
+		"bad depth":      {map[string]any{api.MetaDepth: -1}, "agentd/depth"},
+		"bad budget":     {map[string]any{api.MetaBudget: map[string]any{"max_tokens": -5}}, "agentd/budget"},
+		"unknown peer":   {map[string]any{api.MetaProvider: "peer:nobody"}, "unknown provider"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			task := a2atest.Send(t, e, withMeta(a2atest.Msg("x"), tc.meta))
@@ -148,8 +148,8 @@ func TestExecutorRefusals(t *testing.T) {
 			if text := task.Status.Message.Parts[0].(a2a.TextPart).Text; !strings.Contains(text, tc.want) {
 				t.Fatalf("message %q does not mention %q", text, tc.want)
 			}
-			if task.Metadata[MetaStatus] != string(api.StatusRefused) {
-				t.Fatalf("metadata status %v", task.Metadata[MetaStatus])
+			if task.Metadata[api.MetaStatus] != string(api.StatusRefused) {
+				t.Fatalf("metadata status %v", task.Metadata[api.MetaStatus])
 			}
 		})
 	}
@@ -161,7 +161,7 @@ func TestExecutorRefusals(t *testing.T) {
 func TestExecutorBudgetMetadataClamps(t *testing.T) {
 	p := &a2atest.Provider{Result: a2atest.Echo}
 	e, _ := newTestEngine(t, p, nil)
-	a2atest.Send(t, e, withMeta(a2atest.Msg("x"), map[string]any{MetaBudget: map[string]any{"max_tokens": 7, "max_steps": 3, "deadline_ms": 1500}}))
+	a2atest.Send(t, e, withMeta(a2atest.Msg("x"), map[string]any{api.MetaBudget: map[string]any{"max_tokens": 7, "max_steps": 3, "deadline_ms": 1500}}))
 	l := p.Requests()[0].Payload.Limits
 	if l.MaxTokens != 7 || l.MaxSteps != 3 || l.Deadline.D() != 1500*time.Millisecond {
 		t.Fatalf("limits %+v", l)
@@ -288,9 +288,9 @@ func TestExecutorStartFailures(t *testing.T) {
 	}
 	e := newEngine(&startProvider{err: errors.New("spawn failed")})
 	task := a2atest.Send(t, e, a2atest.Msg("x"))
-	if task.Status.State != a2a.TaskStateFailed || task.Metadata[MetaStatus] != string(api.StatusCrashed) ||
+	if task.Status.State != a2a.TaskStateFailed || task.Metadata[api.MetaStatus] != string(api.StatusCrashed) ||
 		task.Status.Message.Parts[0].(a2a.TextPart).Text != "the delegation did not start: spawn failed" {
-		t.Fatalf("provider error: %s, status %v, %+v", task.Status.State, task.Metadata[MetaStatus], task.Status.Message)
+		t.Fatalf("provider error: %s, status %v, %+v", task.Status.State, task.Metadata[api.MetaStatus], task.Status.Message)
 	}
 
 	p := &startProvider{started: make(chan struct{})}
@@ -298,7 +298,7 @@ func TestExecutorStartFailures(t *testing.T) {
 	task = a2atest.Send(t, e, a2atest.NonBlocking("x"))
 	<-p.started
 	got, err := e.OnCancelTask(context.Background(), &a2a.TaskIDParams{ID: task.ID})
-	if err != nil || got.Status.State != a2a.TaskStateCanceled || got.Metadata[MetaStatus] != string(api.StatusCancelled) {
+	if err != nil || got.Status.State != a2a.TaskStateCanceled || got.Metadata[api.MetaStatus] != string(api.StatusCancelled) {
 		t.Fatalf("cancel while starting: %+v %v", got, err)
 	}
 }

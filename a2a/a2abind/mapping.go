@@ -10,18 +10,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/agentd/agentd/a2a/a2av1"
 	"github.com/agentd/agentd/api"
-)
-
-// Metadata keys agentd writes on tasks.
-const (
-	MetaStatus     = "agentd/status"      // the exact TerminalStatus
-	MetaCause      = "agentd/cause"       // the status's cause, when there is one
-	MetaUsage      = "agentd/usage"       // {tokens_in, tokens_out, steps}
-	MetaAgentPath  = "agentd/agent_path"  // the subagent's place in its tree
-	MetaParentTask = "agentd/parent_task" // a nested subagent's parent task id
-	MetaRunID      = "agentd/run_id"
 )
 
 // StateOf maps a terminal status to its A2A task state: completed to
@@ -47,7 +36,7 @@ func ArtifactID(taskID a2a.TaskID) a2a.ArtifactID {
 
 // DistillateArtifact turns a result's distillate into the task's final
 // artifact: a text part for text, a data part for JSON (a non-object value is
-// wrapped as {"value": v}, marked with the part metadata a2av1.MetaWrapped), a
+// wrapped as {"value": v}, marked with the part metadata api.MetaWrapped), a
 // file part with the uri plus the summary text for a stored reference.
 func DistillateArtifact(taskID a2a.TaskID, res api.SubagentResult) *a2a.Artifact {
 	return DistillateArtifactAt(taskID, res, "")
@@ -76,7 +65,7 @@ func DistillateArtifactAt(taskID a2a.TaskID, res api.SubagentResult, publicURL s
 		}
 		obj, ok := v.(map[string]any)
 		if !ok {
-			art.Parts = a2a.ContentParts{a2a.DataPart{Data: map[string]any{"value": v}, Metadata: map[string]any{a2av1.MetaWrapped: true}}}
+			art.Parts = a2a.ContentParts{a2a.DataPart{Data: map[string]any{"value": v}, Metadata: map[string]any{api.MetaWrapped: true}}}
 			break
 		}
 		art.Parts = a2a.ContentParts{a2a.DataPart{Data: obj}}
@@ -89,15 +78,15 @@ func DistillateArtifactAt(taskID a2a.TaskID, res api.SubagentResult, publicURL s
 // ResultMetadata is the task metadata recording how a subagent ended.
 func ResultMetadata(res api.SubagentResult) map[string]any {
 	m := map[string]any{
-		MetaStatus: string(res.Status),
-		MetaUsage: map[string]any{
+		api.MetaStatus: string(res.Status),
+		api.MetaUsage: map[string]any{
 			"tokens_in":  res.Usage.TokensIn,
 			"tokens_out": res.Usage.TokensOut,
 			"steps":      res.Usage.Steps,
 		},
 	}
 	if res.Cause != "" {
-		m[MetaCause] = res.Cause
+		m[api.MetaCause] = res.Cause
 	}
 	return m
 }
@@ -154,9 +143,9 @@ func statusText(res api.SubagentResult) string {
 // its artifact; the usage it reported.
 func ResultFromTask(t *a2a.Task, agentd bool) api.SubagentResult {
 	res := api.SubagentResult{}
-	if s, ok := t.Metadata[MetaStatus].(string); agentd && ok && api.TerminalStatus(s).Valid() {
+	if s, ok := t.Metadata[api.MetaStatus].(string); agentd && ok && api.TerminalStatus(s).Valid() {
 		res.Status = api.TerminalStatus(s)
-		res.Cause, _ = t.Metadata[MetaCause].(string)
+		res.Cause, _ = t.Metadata[api.MetaCause].(string)
 	} else {
 		switch t.Status.State {
 		case a2a.TaskStateCompleted:
@@ -169,7 +158,7 @@ func ResultFromTask(t *a2a.Task, agentd bool) api.SubagentResult {
 			res.Status = api.StatusCrashed
 		}
 	}
-	if u, ok := t.Metadata[MetaUsage]; ok {
+	if u, ok := t.Metadata[api.MetaUsage]; ok {
 		var usage api.Usage
 		if remarshal(u, &usage) == nil && usage.TokensIn >= 0 && usage.TokensOut >= 0 && usage.Steps >= 0 {
 			res.Usage = usage
@@ -222,7 +211,7 @@ func distillateFromParts(arts []*a2a.Artifact) api.ResultBody {
 		return api.ResultBody{Reference: &api.Reference{URI: uri, Summary: text}}
 	case len(datas) == 1 && text == "":
 		var value any = datas[0].Data
-		if w, _ := datas[0].Metadata[a2av1.MetaWrapped].(bool); w {
+		if w, _ := datas[0].Metadata[api.MetaWrapped].(bool); w {
 			value = datas[0].Data["value"]
 		}
 		if b, err := json.Marshal(value); err == nil {

@@ -72,7 +72,7 @@ func TestResultFromTask(t *testing.T) {
 	if res := ResultFromTask(failed, false); res.Status != api.StatusCrashed || res.Detail != "boom" {
 		t.Fatalf("%+v", res)
 	}
-	failed.Metadata = map[string]any{MetaStatus: "deadline"}
+	failed.Metadata = map[string]any{api.MetaStatus: "deadline"}
 	if res := ResultFromTask(failed, true); res.Status != api.StatusDeadline {
 		t.Fatalf("exact status from an agentd peer: %+v", res)
 	}

@@ -26,7 +26,7 @@ import (
 // kept, not what runs (the chokepoint has admitted it). The refusal is
 // logged once for that nested task, its later events are dropped, and the
 // root task says so: a working status update whose metadata
-// MetaNestedUnrecorded counts the nested tasks of the root not recorded.
+// api.MetaNestedUnrecorded counts the nested tasks of the root not recorded.
 //
 // It is safe for concurrent use. The zero value ignores every event until
 // Attach gives it an engine.
@@ -45,23 +45,7 @@ type TreeObserver struct {
 // opened is a nested task's state: refused ones were not recorded.
 type opened struct{ working, refused bool }
 
-// MetaNestedUnrecorded is the metadata key of a root task counting its
-// nested tasks the store refused (the caller's task quota, a full store):
-// their subagents ran, but they are not tasks anyone can read.
-const MetaNestedUnrecorded = "agentd/nested_unrecorded"
-
 var _ supervisor.Observer = (*TreeObserver)(nil)
-
-// MetaDisposition is the metadata key of a nested task saying how its parent
-// waits for it: sync, async or detach. Nested tasks also carry MetaParentTask,
-// MetaAgentPath, MetaRunID and MetaProvider ("local", or the peer the subagent
-// was delegated to).
-const MetaDisposition = "agentd/disposition"
-
-// MetaKind is the metadata key of a nested task saying what it is: a
-// subagent, or an exec child (a command run by the exec self-tool, whose
-// artifact is its exit and output).
-const MetaKind = "agentd/kind"
 
 // Attach sets the engine the tasks are kept in. The engine is built after the
 // supervisor (its executor needs the supervisor), hence the late binding.
@@ -118,12 +102,12 @@ func (o *TreeObserver) openOnce(e *tasks.Engine, n supervisor.NodeInfo) (opened,
 		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: now()},
 		History:   []*a2a.Message{msg},
 		Metadata: map[string]any{
-			MetaParentTask:  n.ParentHandle,
-			MetaAgentPath:   n.AgentPath,
-			MetaRunID:       n.RunID,
-			MetaProvider:    n.Provider,
-			MetaDisposition: string(n.Disposition),
-			MetaKind:        n.Kind,
+			api.MetaParentTask:  n.ParentHandle,
+			api.MetaAgentPath:   n.AgentPath,
+			api.MetaRunID:       n.RunID,
+			api.MetaProvider:    n.Provider,
+			api.MetaDisposition: string(n.Disposition),
+			api.MetaKind:        n.Kind,
 		},
 	}
 	if err := e.OpenTask(context.Background(), task, a2a.TaskID(n.RootHandle)); err != nil {
@@ -135,7 +119,7 @@ func (o *TreeObserver) openOnce(e *tasks.Engine, n supervisor.NodeInfo) (opened,
 }
 
 // refused logs a nested task the store refused and counts it on its root
-// task (MetaNestedUnrecorded). The count lives here while the root's node
+// task (api.MetaNestedUnrecorded). The count lives here while the root's node
 // does, and starts, for the root's next turn, from what the stored root
 // says.
 func (o *TreeObserver) refused(e *tasks.Engine, n supervisor.NodeInfo, err error) {
@@ -145,9 +129,9 @@ func (o *TreeObserver) refused(e *tasks.Engine, n supervisor.NodeInfo, err error
 	var before int
 	if t, _, err := e.Store().Get(context.Background(), root); err == nil {
 		info.ContextID = t.ContextID
-		if v, ok := t.Metadata[MetaNestedUnrecorded].(float64); ok {
+		if v, ok := t.Metadata[api.MetaNestedUnrecorded].(float64); ok {
 			before = int(v)
-		} else if v, ok := t.Metadata[MetaNestedUnrecorded].(int); ok {
+		} else if v, ok := t.Metadata[api.MetaNestedUnrecorded].(int); ok {
 			before = v
 		}
 	}
@@ -163,7 +147,7 @@ func (o *TreeObserver) refused(e *tasks.Engine, n supervisor.NodeInfo, err error
 	o.unrecorded[n.RootHandle] = count
 	// Under the lock, so that the root's counts arrive in order.
 	ev := a2a.NewStatusUpdateEvent(info, a2a.TaskStateWorking, nil)
-	ev.Metadata = map[string]any{MetaNestedUnrecorded: count}
+	ev.Metadata = map[string]any{api.MetaNestedUnrecorded: count}
 	if err := e.Update(context.Background(), root, ev); err != nil {
 		delete(o.unrecorded, n.RootHandle) // the root has ended, or is not here
 		o.log().Debug("root task not told of an unrecorded nested task", "task_id", n.RootHandle, "err", err)

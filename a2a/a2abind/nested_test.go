@@ -52,8 +52,8 @@ func TestTreeObserverMirrorsNestedSubagents(t *testing.T) {
 		Objective: "look", Provider: "local", Disposition: api.DispositionAsync, State: supervisor.StateStarting}
 	obs.NodeAdmitted(child)
 	task := get("child")
-	if task.Status.State != a2a.TaskStateSubmitted || task.ContextID != "ctx-1" || task.Metadata[MetaParentTask] != "root" ||
-		task.Metadata[MetaAgentPath] != "0.1" || task.Metadata[MetaDisposition] != "async" || task.Metadata[MetaRunID] != "run-1" {
+	if task.Status.State != a2a.TaskStateSubmitted || task.ContextID != "ctx-1" || task.Metadata[api.MetaParentTask] != "root" ||
+		task.Metadata[api.MetaAgentPath] != "0.1" || task.Metadata[api.MetaDisposition] != "async" || task.Metadata[api.MetaRunID] != "run-1" {
 		t.Fatalf("admitted: %+v", task)
 	}
 	obs.NodeStarted(child) // idempotent
@@ -69,7 +69,7 @@ func TestTreeObserverMirrorsNestedSubagents(t *testing.T) {
 	}
 	obs.NodeFinished(child, api.SubagentResult{Status: api.StatusExhaustedTokens, Distillate: api.InlineText("partial"), Usage: api.Usage{TokensIn: 9}})
 	task = get("child")
-	if task.Status.State != a2a.TaskStateFailed || task.Metadata[MetaStatus] != "exhausted_tokens" || len(task.Artifacts) != 1 ||
+	if task.Status.State != a2a.TaskStateFailed || task.Metadata[api.MetaStatus] != "exhausted_tokens" || len(task.Artifacts) != 1 ||
 		task.Artifacts[0].ID != ArtifactID("child") || task.Artifacts[0].Parts[0].(a2a.TextPart).Text != "partial" {
 		t.Fatalf("finished: %+v", task)
 	}
@@ -86,7 +86,7 @@ func TestTreeObserverMirrorsNestedSubagents(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	got, err := e.OnCancelTask(cctx, &a2a.TaskIDParams{ID: "leaf"})
-	if err != nil || got.Status.State != a2a.TaskStateCanceled || got.Metadata[MetaParentTask] != "child" {
+	if err != nil || got.Status.State != a2a.TaskStateCanceled || got.Metadata[api.MetaParentTask] != "child" {
 		t.Fatalf("cancel: %+v %v", got, err)
 	}
 }
@@ -138,7 +138,7 @@ func TestTreeObserverRefusedNestedTasks(t *testing.T) {
 		if got.Status.State != a2a.TaskStateWorking {
 			t.Fatalf("the root is %s", got.Status.State)
 		}
-		return got.Metadata[MetaNestedUnrecorded]
+		return got.Metadata[api.MetaNestedUnrecorded]
 	}
 	tree(1)
 	// The two first nested tasks are recorded, the seven others refused

@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
-)
 
-// MetaWrapped marks a 0.3 data part that carries a non-object 1.0 value as
-// {"value": v}; converting back to 1.0 unwraps it.
-const MetaWrapped = "agentd/wrapped"
+	"github.com/agentd/agentd/api"
+)
 
 // Bytes is a proto bytes field: standard base64 on output; standard or
 // URL-safe, padded or not, on input.
@@ -181,7 +179,7 @@ func ArtifactFrom(a *a2a.Artifact) Artifact {
 	}
 }
 
-// PartsFrom converts parts; a data part marked MetaWrapped is unwrapped.
+// PartsFrom converts parts; a data part marked api.MetaWrapped is unwrapped.
 func PartsFrom(parts a2a.ContentParts) []Part {
 	out := make([]Part, 0, len(parts))
 	for _, p := range parts {
@@ -192,9 +190,9 @@ func PartsFrom(parts a2a.ContentParts) []Part {
 		case a2a.DataPart:
 			meta := v.Metadata
 			var value any = v.Data
-			if w, _ := meta[MetaWrapped].(bool); w {
+			if w, _ := meta[api.MetaWrapped].(bool); w {
 				value = v.Data["value"]
-				meta = withoutKey(meta, MetaWrapped)
+				meta = withoutKey(meta, api.MetaWrapped)
 			}
 			b, err := json.Marshal(value)
 			if err != nil {
@@ -307,7 +305,7 @@ func MessageTo(m *Message) (*a2a.Message, error) {
 }
 
 // PartTo converts one part. A data value that is not an object becomes
-// {"value": v} marked MetaWrapped.
+// {"value": v} marked api.MetaWrapped.
 func PartTo(p Part) (a2a.Part, error) {
 	n := 0
 	if p.Text != nil {
@@ -349,7 +347,7 @@ func PartTo(p Part) (a2a.Part, error) {
 	for k, x := range p.Metadata {
 		meta2[k] = x
 	}
-	meta2[MetaWrapped] = true
+	meta2[api.MetaWrapped] = true
 	return a2a.DataPart{Data: map[string]any{"value": v}, Metadata: meta2}, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/api"
 )
 
 func TestStateMappingRoundTrips(t *testing.T) {
@@ -123,7 +125,7 @@ func TestSendParamsTo(t *testing.T) {
 		t.Fatalf("message: %+v", m)
 	}
 	data := m.Parts[1].(a2a.DataPart)
-	if data.Metadata[MetaWrapped] != true || len(data.Data["value"].([]any)) != 2 {
+	if data.Metadata[api.MetaWrapped] != true || len(data.Data["value"].([]any)) != 2 {
 		t.Fatalf("non-object data: %+v", data)
 	}
 	if raw := m.Parts[2].(a2a.FilePart).File.(a2a.FileBytes); raw.Bytes != "aGk=" {

@@ -91,7 +91,7 @@ func TestPeerPlainA2AServer(t *testing.T) {
 		t.Fatalf("result: %+v %q", res, res.Distillate.Text())
 	}
 	m := exec.Messages()[0]
-	if len(m.Parts) != 1 || m.Metadata[a2abind.MetaDepth] != float64(1) || m.Metadata[a2abind.MetaHops].([]any)[0] != "a" {
+	if len(m.Parts) != 1 || m.Metadata[api.MetaDepth] != float64(1) || m.Metadata[api.MetaHops].([]any)[0] != "a" {
 		t.Fatalf("message to a plain peer: parts %v, metadata %v", m.Parts, m.Metadata)
 	}
 }

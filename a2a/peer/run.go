@@ -17,7 +17,7 @@ import (
 )
 
 // errRunDeadline is the cause of a run's context when its deadline passes.
-var errRunDeadline = errors.New("delegation deadline passed")
+var errRunDeadline = errors.New("peer: delegation deadline passed")
 
 // runCancelled is the cause of a run's context after Cancel.
 type runCancelled struct{ reason string }

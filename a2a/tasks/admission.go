@@ -7,18 +7,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
-)
-
-// Metadata keys of admission. A caller asks for a priority with
-// MetaPriority ("low", "normal" or "high") in the message's metadata (or the
-// request's). A task that has to wait for a slot records the priority it
-// waits at under the same key, and its place in the queue under
-// MetaQueuePosition (1 is next), which tasks/get and ListTasks report as it
-// changes; the position is dropped once the task starts.
-const (
-	MetaPriority      = "agentd/priority"
-	MetaQueuePosition = "agentd/queue_position"
 )
 
 // WithAdmission puts every new task behind the service's admission control:
@@ -50,21 +40,21 @@ func (e *Engine) admit(ctx context.Context, params *a2a.MessageSendParams) (*adm
 	return e.admission.Enqueue(name, e.policy.Effective(name, isOperator(ctx), asked))
 }
 
-// askedPriority reads MetaPriority from the message's metadata, else the
+// askedPriority reads api.MetaPriority from the message's metadata, else the
 // request's: a string naming a priority, or nothing.
 func askedPriority(params *a2a.MessageSendParams) (admit.Priority, error) {
 	for _, md := range []map[string]any{params.Message.Metadata, params.Metadata} {
-		v, ok := md[MetaPriority]
+		v, ok := md[api.MetaPriority]
 		if !ok {
 			continue
 		}
 		s, ok := v.(string)
 		if !ok {
-			return 0, fmt.Errorf("metadata %s must be a string (low, normal or high): %w", MetaPriority, a2a.ErrInvalidParams)
+			return 0, fmt.Errorf("metadata %s must be a string (low, normal or high): %w", api.MetaPriority, a2a.ErrInvalidParams)
 		}
 		p, err := admit.ParsePriority(s)
 		if err != nil {
-			return 0, fmt.Errorf("metadata %s: %w: %w", MetaPriority, err, a2a.ErrInvalidParams)
+			return 0, fmt.Errorf("metadata %s: %w: %w", api.MetaPriority, err, a2a.ErrInvalidParams)
 		}
 		return p, nil
 	}
@@ -86,8 +76,8 @@ func admissionMetadata(md map[string]any, t *admit.Ticket) map[string]any {
 	for k, v := range md {
 		out[k] = v
 	}
-	out[MetaPriority] = t.Priority().String()
-	out[MetaQueuePosition] = pos
+	out[api.MetaPriority] = t.Priority().String()
+	out[api.MetaQueuePosition] = pos
 	return out
 }
 
@@ -108,7 +98,7 @@ func (e *Engine) awaitSlot(ctx context.Context, lt *liveTask, reqCtx *a2asrv.Req
 		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled,
 			a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: "cancelled while queued for admission, before it ran: " + why.Error()}))
 		ev.Final = true
-		ev.Metadata = map[string]any{MetaQueuePosition: 0}
+		ev.Metadata = map[string]any{api.MetaQueuePosition: 0}
 		if err := e.apply(ctx, lt, ev); err != nil {
 			e.log.Warn("queued task not closed", "task_id", reqCtx.TaskID, "err", err)
 		}
@@ -128,13 +118,13 @@ func (e *Engine) leftQueue(ctx context.Context, lt *liveTask) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	snap := lt.task
-	if _, ok := snap.Metadata[MetaQueuePosition]; !ok || snap.Status.State.Terminal() {
+	if _, ok := snap.Metadata[api.MetaQueuePosition]; !ok || snap.Status.State.Terminal() {
 		return
 	}
 	next := *snap
 	next.Metadata = make(map[string]any, len(snap.Metadata))
 	for k, v := range snap.Metadata {
-		if k != MetaQueuePosition {
+		if k != api.MetaQueuePosition {
 			next.Metadata[k] = v
 		}
 	}
@@ -159,7 +149,7 @@ func (e *Engine) withPosition(t *a2a.Task) *a2a.Task {
 	if pos == 0 {
 		return t
 	}
-	if cur, ok := t.Metadata[MetaQueuePosition].(int); ok && cur == pos {
+	if cur, ok := t.Metadata[api.MetaQueuePosition].(int); ok && cur == pos {
 		return t
 	}
 	c := *t
@@ -167,6 +157,6 @@ func (e *Engine) withPosition(t *a2a.Task) *a2a.Task {
 	for k, v := range t.Metadata {
 		c.Metadata[k] = v
 	}
-	c.Metadata[MetaQueuePosition] = pos
+	c.Metadata[api.MetaQueuePosition] = pos
 	return &c
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
 	"github.com/agentd/agentd/a2a/a2atest"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/testkit"
 )
@@ -83,7 +84,7 @@ func sendAs(t *testing.T, e *Engine, ctx context.Context, prio string) (*a2a.Tas
 	t.Helper()
 	p := a2atest.NonBlocking("x")
 	if prio != "" {
-		p.Message.Metadata = map[string]any{MetaPriority: prio}
+		p.Message.Metadata = map[string]any{api.MetaPriority: prio}
 	}
 	res, err := e.OnSendMessage(ctx, p)
 	if err != nil {
@@ -129,7 +130,7 @@ func TestQueuedTaskPositionAndCancel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if task.Status.State != a2a.TaskStateSubmitted || task.Metadata[MetaQueuePosition] != i+1 || task.Metadata[MetaPriority] != "normal" {
+		if task.Status.State != a2a.TaskStateSubmitted || task.Metadata[api.MetaQueuePosition] != i+1 || task.Metadata[api.MetaPriority] != "normal" {
 			t.Fatalf("queued task %d: %s, metadata %v", i, task.Status.State, task.Metadata)
 		}
 		queued = append(queued, task)
@@ -147,7 +148,7 @@ func TestQueuedTaskPositionAndCancel(t *testing.T) {
 	}
 	// The others moved up.
 	for i, task := range queued[1:] {
-		if pos := get(t, e, alice, task.ID).Metadata[MetaQueuePosition]; pos != i+1 {
+		if pos := get(t, e, alice, task.ID).Metadata[api.MetaQueuePosition]; pos != i+1 {
 			t.Fatalf("after the cancel, task %d is at %v, want %d", i+1, pos, i+1)
 		}
 	}
@@ -156,7 +157,7 @@ func TestQueuedTaskPositionAndCancel(t *testing.T) {
 		t.Fatalf("list: %v %v", page, err)
 	}
 	for _, task := range page.Tasks {
-		if task.Metadata[MetaQueuePosition] == nil {
+		if task.Metadata[api.MetaQueuePosition] == nil {
 			t.Fatalf("a listed queued task has no position: %v", task.Metadata)
 		}
 	}
@@ -167,10 +168,10 @@ func TestQueuedTaskPositionAndCancel(t *testing.T) {
 	testkit.WaitFor(t, a2atest.Wait, "the second queued task running", func() bool { return h.ranTask(queued[1].ID) })
 	testkit.WaitFor(t, a2atest.Wait, "the running task without a queue position", func() bool {
 		task := get(t, e, alice, queued[1].ID)
-		_, has := task.Metadata[MetaQueuePosition]
+		_, has := task.Metadata[api.MetaQueuePosition]
 		return task.Status.State == a2a.TaskStateWorking && !has
 	})
-	if pos := get(t, e, alice, queued[2].ID).Metadata[MetaQueuePosition]; pos != 1 {
+	if pos := get(t, e, alice, queued[2].ID).Metadata[api.MetaQueuePosition]; pos != 1 {
 		t.Fatalf("last task at %v, want 1", pos)
 	}
 	close(h.release)
@@ -220,10 +221,10 @@ func TestPriorityIsCappedPerCaller(t *testing.T) {
 	p1, _ := sendAs(t, e, peer, "high")
 	p2, _ := sendAs(t, e, peer, "low")
 	o1, _ := sendAs(t, e, op, "high")
-	if p1.Metadata[MetaPriority] != "normal" || p2.Metadata[MetaPriority] != "low" || o1.Metadata[MetaPriority] != "high" {
-		t.Fatalf("priorities: peer high -> %v, peer low -> %v, operator high -> %v", p1.Metadata[MetaPriority], p2.Metadata[MetaPriority], o1.Metadata[MetaPriority])
+	if p1.Metadata[api.MetaPriority] != "normal" || p2.Metadata[api.MetaPriority] != "low" || o1.Metadata[api.MetaPriority] != "high" {
+		t.Fatalf("priorities: peer high -> %v, peer low -> %v, operator high -> %v", p1.Metadata[api.MetaPriority], p2.Metadata[api.MetaPriority], o1.Metadata[api.MetaPriority])
 	}
-	if pos := get(t, e, op, o1.ID).Metadata[MetaQueuePosition]; pos != 1 {
+	if pos := get(t, e, op, o1.ID).Metadata[api.MetaQueuePosition]; pos != 1 {
 		t.Fatalf("the operator's high task is at %v, want 1", pos)
 	}
 	if _, err := sendAs(t, e, peer, "urgent"); !errors.Is(err, a2a.ErrInvalidParams) {

@@ -109,6 +109,28 @@ func WithPusher(p *Pusher) EngineOption {
 
 var _ a2asrv.RequestHandler = (*Engine)(nil)
 
+// Retainer is implemented by the event queue the Engine hands an executor
+// when its store is Durable, and only then: Retain keeps the payload the
+// executor would run the task from again (a Rerunner reads it back). Over
+// another store there is nothing to encode a payload for.
+type Retainer interface {
+	Retain(ctx context.Context, payload []byte) error
+}
+
+// Rerunner is implemented by an executor that can run a task again from the
+// payload it retained (the rerun recovery policy). Rerun is Execute for a
+// task that already exists: reqCtx.StoredTask is its snapshot.
+type Rerunner interface {
+	Rerun(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, payload []byte) error
+}
+
+// LostMetadata is implemented by an executor that labels the failed status
+// the engine writes for a task whose runner was lost (the fail recovery
+// policy, and a rerun that cannot be made).
+type LostMetadata interface {
+	LostMetadata() map[string]any
+}
+
 // FailureMetadata is implemented by an executor that labels the failed status
 // the engine writes for a task the executor left unfinished (it returned an
 // error, panicked, or returned without a terminal event). The engine calls it

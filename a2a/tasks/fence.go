@@ -1,27 +1,5 @@
 package tasks
 
-import (
-	"errors"
-
-	"github.com/a2aproject/a2a-go/a2a"
-)
-
-// ErrFenced is wrapped by a store's refusal to write a task this process no
-// longer runs: another process took it over (this one's lease had lapsed,
-// and the task was claimed as an orphan). The engine then stops the task's
-// tree and forgets the task: its new runner resolves it.
-var ErrFenced = errors.New("tasks: the task was taken over by another replica")
-
-// Fencing is implemented by a Shared store (safe for concurrent use) that
-// tells a process which of its
-// tasks another process took over while its lease had lapsed, so that their
-// trees stop before their next write is refused.
-type Fencing interface {
-	// TakenOver delivers the ids of this process's tasks that another
-	// process took over; it is closed when the store is.
-	TakenOver() <-chan a2a.TaskID
-}
-
 // serveFencing stops the trees of the tasks the store reports taken over,
 // until it closes the channel.
 func (e *Engine) serveFencing(f Fencing) {

@@ -46,30 +46,6 @@ func WithEagerRetain() EngineOption {
 	return func(e *Engine) { e.eagerRetain = true }
 }
 
-// pushChecker is implemented by a Shared store that tells in one read
-// whether a task has webhooks (ListPush of none checks the task exists).
-type pushChecker interface {
-	HasPush(ctx context.Context, id a2a.TaskID) (bool, error)
-}
-
-// PushWatcher is implemented by a Shared store that tells the process
-// running a task of the webhooks any process registers for it: the engine
-// then reads nothing, event by event, to learn of webhooks registered
-// through other processes. With an EndJournal store the task's terminal
-// write finds out whether it has webhooks (PutEnd reads them in its
-// transaction, after the snapshot is written: a registration that committed
-// before the write is seen, and one that had not finds the task ended).
-// Implementations are safe for concurrent use.
-type PushWatcher interface {
-	Shared
-	// PushRegistered delivers the id of each task that a webhook was
-	// registered for, through any process, once the registration has
-	// committed. An empty id says some may have been missed (a lost
-	// connection): every task's webhooks are to be read again. It is closed
-	// when the store is.
-	PushRegistered() <-chan a2a.TaskID
-}
-
 // servePushes marks the live tasks that got a webhook through another
 // process, until the store closes the channel. It never waits for a task's
 // lock: a task's lock may be held for a write.

@@ -200,14 +200,6 @@ func (e *Engine) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 	return lt.snapshot(), nil
 }
 
-// Elsewhere is an optional interface of a Store that several processes open
-// without sharing their runs (SQLite: two agentd on one state directory):
-// RunnerOf names the instance that runs an unfinished task and whether it
-// is alive ("" for a finished or unknown task).
-type Elsewhere interface {
-	RunnerOf(ctx context.Context, id a2a.TaskID) (instance string, alive bool, err error)
-}
-
 // runsElsewhere is the cancel error for an unfinished task t that is not
 // live here, in a store that can say who runs it: another process that shares
 // the store (it alone can cancel it), or a runner that is gone (the next

@@ -8,6 +8,8 @@ import (
 	"maps"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/api"
 )
 
 // Offloading: the large parts of a finished task are kept outside the task
@@ -18,10 +20,10 @@ import (
 // engine's threshold (WithOffload; DefaultOffloadAbove) is handed to the
 // Offloader (agentd's blob store) and replaced, in the stored snapshot, by a
 // file part with the URI it is read at: the shape of a distillate stored by
-// reference. The replacement part carries MetaOffloaded {"kind": "text",
+// reference. The replacement part carries api.MetaOffloaded {"kind": "text",
 // "data" or "file", "bytes": N} in its metadata, keeps the original part's
 // metadata, and, for a file, its name and media type; the task's metadata
-// gets MetaOffloaded {"parts": N, "bytes": M}. No message is removed, so a
+// gets api.MetaOffloaded {"parts": N, "bytes": M}. No message is removed, so a
 // tasks/get with historyLength returns the same messages as before, some of
 // whose parts now reference their content. A part the offloader refuses (its
 // store is full) stays in the snapshot.
@@ -31,10 +33,6 @@ import (
 // stored snapshot, which every later tasks/get and ListTasks reads, is
 // compacted. How long the content stays readable is then the blob store's
 // business (its budget, quotas and retention).
-
-// MetaOffloaded is the metadata key that marks offloaded content: on a part,
-// what was moved; on the task, how many parts and bytes.
-const MetaOffloaded = "agentd/offloaded"
 
 // DefaultOffloadAbove is the default threshold of WithOffload: parts over 64
 // KiB.
@@ -112,7 +110,7 @@ func (e *Engine) compact(ctx context.Context, t *a2a.Task, owner string) *a2a.Ta
 	if out.Metadata == nil {
 		out.Metadata = map[string]any{}
 	}
-	out.Metadata[MetaOffloaded] = map[string]any{"parts": c.parts, "bytes": c.bytes}
+	out.Metadata[api.MetaOffloaded] = map[string]any{"parts": c.parts, "bytes": c.bytes}
 	return &out
 }
 
@@ -195,7 +193,7 @@ func (c *compaction) part(p a2a.Part) (a2a.Part, bool) {
 	if m == nil {
 		m = map[string]any{}
 	}
-	m[MetaOffloaded] = map[string]any{"kind": kind, "bytes": len(content)}
+	m[api.MetaOffloaded] = map[string]any{"kind": kind, "bytes": len(content)}
 	if name == "" {
 		name = fmt.Sprintf("%s-part", kind)
 	}

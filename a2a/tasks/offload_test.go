@@ -13,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
 	"github.com/agentd/agentd/a2a/a2atest"
+	"github.com/agentd/agentd/api"
 )
 
 // memOffloader keeps offloaded content by URI; full refuses everything.
@@ -92,13 +93,13 @@ func TestEngineOffloadsLargeParts(t *testing.T) {
 	if off.blobs[uri] != "text/plain; charset=utf-8 "+big || off.owner != "" {
 		t.Fatalf("offloaded %q: %.40q", uri, off.blobs[uri])
 	}
-	if m, _ := fp.Metadata[MetaOffloaded].(map[string]any); m["kind"] != "text" || m["bytes"] != len(big) {
+	if m, _ := fp.Metadata[api.MetaOffloaded].(map[string]any); m["kind"] != "text" || m["bytes"] != len(big) {
 		t.Fatalf("part metadata %v", fp.Metadata)
 	}
 	if _, ok := got.Artifacts[0].Parts[1].(a2a.DataPart); !ok {
 		t.Fatal("a small part was offloaded")
 	}
-	if m, _ := got.Metadata[MetaOffloaded].(map[string]any); m["parts"] != 3 || m["bytes"] != 3*len(big) {
+	if m, _ := got.Metadata[api.MetaOffloaded].(map[string]any); m["parts"] != 3 || m["bytes"] != 3*len(big) {
 		t.Fatalf("task metadata %v (the message, the working status, the artifact)", got.Metadata)
 	}
 
@@ -107,7 +108,7 @@ func TestEngineOffloadsLargeParts(t *testing.T) {
 	e = NewEngine(NewMemoryStore(10, time.Hour), bigExec(big), nil, WithOffload(full, above))
 	answer = a2atest.Send(t, e, a2atest.Msg(big))
 	got, _ = e.OnGetTask(context.Background(), &a2a.TaskQueryParams{ID: answer.ID})
-	if a2atest.ArtifactText(got) != big || got.Metadata[MetaOffloaded] != nil {
+	if a2atest.ArtifactText(got) != big || got.Metadata[api.MetaOffloaded] != nil {
 		t.Fatal("a refused offload changed the task")
 	}
 }

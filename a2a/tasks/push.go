@@ -180,32 +180,6 @@ type PushSettings struct {
 	Journal PushJournal
 }
 
-// PushJournal keeps the push notifications not yet delivered. It is safe for
-// concurrent use.
-type PushJournal interface {
-	// AddPending records an event to deliver and returns its sequence
-	// number (increasing).
-	AddPending(ctx context.Context, p PendingPush) (int64, error)
-	// DonePending forgets a delivered event.
-	DonePending(ctx context.Context, seq int64) error
-	// Pending returns the events not yet delivered, in sequence order.
-	Pending(ctx context.Context) ([]PendingPush, error)
-}
-
-// EndJournal is implemented by a PushJournal store that journals a task's
-// end in the transaction of its terminal write. Journaled after the write, the
-// end's notification (the one a webhook waits for) would be lost to a process
-// killed between the two: the task is ended, so no recovery looks at it again.
-type EndJournal interface {
-	PushJournal
-	// PutEnd is Put of a task's terminal snapshot that also records, in the
-	// same transaction and only if the task has webhooks when it commits, the
-	// end's notification: a PendingPush whose Snapshot is the stored snapshot
-	// and whose Event is empty (Resume builds it from the snapshot). It
-	// returns the entry's sequence number, 0 when the task has no webhooks.
-	PutEnd(ctx context.Context, t *a2a.Task) (seq int64, err error)
-}
-
 // PendingPush is one event waiting for delivery to a task's webhooks, with the
 // payload of each protocol version: Snapshot (the task after the event) for
 // 0.3 registrations, Event (the event as a StreamResponse) for 1.0 ones.

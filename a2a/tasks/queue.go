@@ -11,55 +11,9 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
 )
-
-// SharedQueue is implemented by a Shared store (safe for concurrent use, as
-// every Store) that holds the admission
-// queue for every process serving it (replicas on one PostgreSQL): a task
-// that finds no free slot in the process that accepted it waits in the
-// store, and any process with a free slot claims it and runs it, same task
-// id, from the request kept with it. An engine with admission control uses
-// it in place of the controller's own queue; the controller still bounds
-// each process's runs and processes (admit.Controller.TryStart). Stores
-// without it (memory, SQLite) keep the queue in the process.
-type SharedQueue interface {
-	Shared
-	// QueueLength returns how many runs wait in the queue, and how many of
-	// them owner's.
-	QueueLength(ctx context.Context, owner string) (all, owners int, err error)
-	// Enqueue puts a stored task this process runs into the queue: from
-	// then on no process runs it (it is never an orphan) until one claims
-	// it. It returns the run's position (1 is next). With capacity > 0,
-	// a queue that holds capacity runs, or perCaller of the run's owner,
-	// takes no more: the task is deleted (it never ran, and nobody was
-	// told of it) and the answer is a *QueueFullError.
-	Enqueue(ctx context.Context, run QueuedRun, capacity, perCaller int) (int, error)
-	// ClaimQueued takes the next run of the queue's order that admit
-	// accepts (admit takes this process's slot for it, and is asked about
-	// the next run only); this process becomes the task's runner. It
-	// reports false when the queue is empty or admit refused.
-	ClaimQueued(ctx context.Context, admit func(QueuedRun) bool) (QueuedRun, bool, error)
-	// RemoveQueued takes a run out of the queue before any process claimed
-	// it, and makes this process its runner; false when it was not queued
-	// (claimed meanwhile, or never queued).
-	RemoveQueued(ctx context.Context, id a2a.TaskID) (bool, error)
-	// QueuedByPriority counts the runs waiting in the queue by priority.
-	QueuedByPriority(ctx context.Context) (map[admit.Priority]int, error)
-	// QueuePositions returns the positions (1 is next) of those of ids
-	// that are queued; the others are not in the map.
-	QueuePositions(ctx context.Context, ids []a2a.TaskID) (map[a2a.TaskID]int, error)
-	// SetRunSlots publishes this process's run slots (its bound on runs
-	// at once): the fair shares of the queue's order divide the sum over
-	// the live processes.
-	SetRunSlots(ctx context.Context, n int) error
-	// QueueChanged receives a value (coalesced) when runs may have been
-	// queued by any process; it is closed when the store is.
-	QueueChanged() <-chan struct{}
-	// Runner returns the process that runs an unfinished task, "" for one
-	// queued or finished.
-	Runner(ctx context.Context, id a2a.TaskID) (string, error)
-}
 
 // QueuedRun is a run waiting in a SharedQueue: its task (stored, submitted)
 // and what its executor needs besides the task's first message, which is in
@@ -147,8 +101,8 @@ func queuedMetadata(md map[string]any, p *pendingRun) map[string]any {
 	for k, v := range md {
 		out[k] = v
 	}
-	out[MetaPriority] = p.run.Priority.String()
-	out[MetaQueuePosition] = p.pos
+	out[api.MetaPriority] = p.run.Priority.String()
+	out[api.MetaQueuePosition] = p.pos
 	return out
 }
 
@@ -259,7 +213,7 @@ func (e *Engine) claimQueued(sq SharedQueue) bool {
 // process queued it: it reports false when the task was not queued (a
 // process runs it, which cancelRemote asks).
 func (e *Engine) cancelQueued(ctx context.Context, sq SharedQueue, t *a2a.Task) (*a2a.Task, bool, error) {
-	if _, queued := t.Metadata[MetaQueuePosition]; !queued || t.Status.State != a2a.TaskStateSubmitted {
+	if _, queued := t.Metadata[api.MetaQueuePosition]; !queued || t.Status.State != a2a.TaskStateSubmitted {
 		return nil, false, nil
 	}
 	removed, err := sq.RemoveQueued(ctx, t.ID)
@@ -273,7 +227,7 @@ func (e *Engine) cancelQueued(ctx context.Context, sq SharedQueue, t *a2a.Task) 
 	ev := a2a.NewStatusUpdateEvent(cur, a2a.TaskStateCanceled,
 		a2a.NewMessageForTask(a2a.MessageRoleAgent, cur, a2a.TextPart{Text: "cancelled while queued for admission, before it ran"}))
 	ev.Final = true
-	ev.Metadata = map[string]any{MetaQueuePosition: 0}
+	ev.Metadata = map[string]any{api.MetaQueuePosition: 0}
 	next, err := Apply(cur, ev)
 	if err != nil {
 		return nil, true, err
@@ -299,7 +253,7 @@ func (e *Engine) sharedPositions(ctx context.Context, ts []*a2a.Task) []*a2a.Tas
 	}
 	var ids []a2a.TaskID
 	for _, t := range ts {
-		if _, queued := t.Metadata[MetaQueuePosition]; queued && t.Status.State == a2a.TaskStateSubmitted && e.getLive(t.ID) == nil {
+		if _, queued := t.Metadata[api.MetaQueuePosition]; queued && t.Status.State == a2a.TaskStateSubmitted && e.getLive(t.ID) == nil {
 			ids = append(ids, t.ID)
 		}
 	}
@@ -321,7 +275,7 @@ func (e *Engine) sharedPositions(ctx context.Context, ts []*a2a.Task) []*a2a.Tas
 		for k, v := range t.Metadata {
 			c.Metadata[k] = v
 		}
-		c.Metadata[MetaQueuePosition] = p
+		c.Metadata[api.MetaQueuePosition] = p
 		out[i] = &c
 	}
 	return out
@@ -330,7 +284,7 @@ func (e *Engine) sharedPositions(ctx context.Context, ts []*a2a.Task) []*a2a.Tas
 // requeueShared puts a recovered task that was waiting for admission back in
 // the shared queue (this process claimed it as an orphan).
 func (e *Engine) requeueShared(ctx context.Context, sq SharedQueue, t *a2a.Task, owner string) error {
-	prio, _ := admit.ParsePriority(fmt.Sprint(t.Metadata[MetaPriority]))
+	prio, _ := admit.ParsePriority(fmt.Sprint(t.Metadata[api.MetaPriority]))
 	req, _ := json.Marshal(t.Metadata)
 	_, err := sq.Enqueue(ctx, QueuedRun{TaskID: t.ID, Owner: owner, Auth: "recovered", Priority: prio, Request: req}, 0, 0)
 	if err != nil {

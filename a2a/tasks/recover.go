@@ -9,6 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
 )
 
@@ -22,7 +23,7 @@ const (
 	RecoverFail RecoverPolicy = "fail"
 	// RecoverRerun runs a root task again, once, from the payload its
 	// executor retained, under the same task id, with the attempt number
-	// in its metadata (MetaAttempt); an orphan that cannot be rerun (a
+	// in its metadata (api.MetaAttempt); an orphan that cannot be rerun (a
 	// nested task, one without a payload, one already rerun) fails.
 	RecoverRerun RecoverPolicy = "rerun"
 )
@@ -35,10 +36,6 @@ func ParseRecoverPolicy(s string) (RecoverPolicy, error) {
 	}
 	return "", fmt.Errorf("tasks: recovery policy %q: want fail or rerun", s)
 }
-
-// MetaAttempt is the task metadata key of a rerun task's attempt number (2
-// for the run after the first); a task without it is on its first attempt.
-const MetaAttempt = "agentd/attempt"
 
 // MaxAttempts is how many times a task runs at most: once, and once again
 // after its runner was lost.
@@ -190,9 +187,9 @@ func (e *Engine) notifyPush(ctx context.Context, t *a2a.Task, ev a2a.Event) {
 	}
 }
 
-// Attempt returns a task's attempt number: MetaAttempt, else 1.
+// Attempt returns a task's attempt number: api.MetaAttempt, else 1.
 func Attempt(t *a2a.Task) int {
-	if n, ok := MetaInt(t.Metadata[MetaAttempt]); ok {
+	if n, ok := MetaInt(t.Metadata[api.MetaAttempt]); ok {
 		return n
 	}
 	return 1
@@ -217,7 +214,7 @@ func MetaInt(v any) (int, bool) {
 // run from its message as it would have; it reports false for any other
 // orphan.
 func (e *Engine) requeue(ctx context.Context, d Durable, t *a2a.Task) (bool, error) {
-	if _, queued := t.Metadata[MetaQueuePosition]; !queued || t.Status.State != a2a.TaskStateSubmitted || len(t.History) == 0 {
+	if _, queued := t.Metadata[api.MetaQueuePosition]; !queued || t.Status.State != a2a.TaskStateSubmitted || len(t.History) == 0 {
 		return false, nil
 	}
 	if p, err := d.Retained(ctx, t.ID); err != nil || p != nil {
@@ -232,7 +229,7 @@ func (e *Engine) requeue(ctx context.Context, d Durable, t *a2a.Task) (bool, err
 	}
 	var ticket *admit.Ticket
 	if e.admission != nil {
-		prio, _ := admit.ParsePriority(fmt.Sprint(t.Metadata[MetaPriority]))
+		prio, _ := admit.ParsePriority(fmt.Sprint(t.Metadata[api.MetaPriority]))
 		if ticket, err = e.admission.Enqueue(owner, prio); err != nil {
 			e.log.Warn("queued task not queued again: no room in the admission queue", "task_id", string(t.ID), "err", err)
 			return false, nil
@@ -302,7 +299,7 @@ func (e *Engine) rerun(ctx context.Context, d Durable, t *a2a.Task) (bool, error
 	e.mu.Unlock()
 	ev := a2a.NewStatusUpdateEvent(t, a2a.TaskStateWorking, a2a.NewMessageForTask(a2a.MessageRoleAgent, t,
 		a2a.TextPart{Text: fmt.Sprintf("agentd restarted while this task ran: running it again (attempt %d of %d)", attempt, MaxAttempts)}))
-	ev.Metadata = map[string]any{MetaAttempt: attempt}
+	ev.Metadata = map[string]any{api.MetaAttempt: attempt}
 	next, err := Apply(t, ev)
 	if err == nil {
 		err = e.store.Put(ctx, next)

@@ -19,6 +19,7 @@ import (
 	"github.com/agentd/agentd/a2a/a2atest"
 	"github.com/agentd/agentd/a2a/store/sqlite"
 	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/testkit"
 )
@@ -133,7 +134,7 @@ func TestRecoverFailRerunRequeue(t *testing.T) {
 			running := a2atest.Send(t, first.engine, a2atest.NonBlocking("one"))
 			testkit.WaitFor(t, 10*time.Second, "the condition", func() bool { return first.exec.count() == 1 })
 			queued := a2atest.Send(t, first.engine, a2atest.NonBlocking("two"))
-			if queued.Metadata[tasks.MetaQueuePosition] != 1 {
+			if queued.Metadata[api.MetaQueuePosition] != 1 {
 				t.Fatalf("second task not queued: %v", queued.Metadata)
 			}
 			first.die(t)
@@ -175,7 +176,7 @@ func TestRecoverFailRerunRequeue(t *testing.T) {
 					t.Fatalf("the rerun task: %s attempt %d", got.Status.State, tasks.Attempt(got))
 				}
 				q, _, _ := second.store.Get(context.Background(), queued.ID)
-				if q.Status.State != a2a.TaskStateSubmitted || fmt.Sprint(q.Metadata[tasks.MetaQueuePosition]) != "1" {
+				if q.Status.State != a2a.TaskStateSubmitted || fmt.Sprint(q.Metadata[api.MetaQueuePosition]) != "1" {
 					t.Fatalf("the requeued task: %s %v", q.Status.State, q.Metadata)
 				}
 				second.release()

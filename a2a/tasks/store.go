@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/internal/admit"
 )
 
 // Store is the engine's only view of storage: each task's current snapshot
@@ -20,6 +22,13 @@ import (
 // a durable implementation blocks on I/O; any other error is the store's
 // failure, which the engine reports as an internal error. Implementations
 // are safe for concurrent use. MemoryStore is the implementation in memory.
+//
+// A store may implement more of the interfaces below, which the engine finds
+// by interface assertion: Durable (tasks outlive the process), Syncer and
+// TaskSyncer (writes that return before they are durable), Elsewhere (several
+// processes open it without sharing their runs), PushJournal and EndJournal
+// (push notifications survive a restart), Shared (several processes serve it
+// at once) and, over Shared, Fencing, PushWatcher and SharedQueue.
 type Store interface {
 	// Create stores the first snapshot of a new task created by owner (the
 	// authenticated caller's name, or "" for none). It fails if the id
@@ -65,6 +74,12 @@ var ErrStoreFull = errors.New("tasks: task store is full of running tasks")
 // full disk): nothing was stored, and the request may be retried once the
 // database is back.
 var ErrStoreUnavailable = errors.New("tasks: the task store is unavailable")
+
+// ErrFenced is wrapped by a store's refusal to write a task this process no
+// longer runs: another process took it over (this one's lease had lapsed,
+// and the task was claimed as an orphan). The engine then stops the task's
+// tree and forgets the task: its new runner resolves it.
+var ErrFenced = errors.New("tasks: the task was taken over by another replica")
 
 // DuplicateError is Create's answer to a message whose id the same caller
 // already sent: Existing is the task that message created.
@@ -125,4 +140,194 @@ type ListPage struct {
 	NextPageToken string      // "" on the last page
 	PageSize      int
 	TotalSize     int // tasks matching the query, over all pages
+}
+
+// Durable is implemented by a store whose tasks outlive the process that
+// wrote them (the embedded SQLite store, PostgreSQL). Every task such a store
+// creates is marked with the process that runs it (its runner: the store's
+// instance); a task left unfinished by a runner that is gone (it crashed, or
+// its lease expired) is an orphan, which Engine.Recover resolves.
+//
+// The engine hands the store, for each root task, the payload its executor
+// would need to run it again (opaque bytes to the store: Retainer), so that
+// the rerun recovery policy can start it once more.
+type Durable interface {
+	Store
+	// Instance is the runner id this store marks the tasks it creates with.
+	Instance() string
+	// Retain keeps a task's spawn payload, replacing any kept before.
+	Retain(ctx context.Context, id a2a.TaskID, payload []byte) error
+	// Retained returns a task's spawn payload, or nil when none was kept.
+	Retained(ctx context.Context, id a2a.TaskID) ([]byte, error)
+	// Orphans returns the unfinished tasks whose runner is gone, oldest
+	// first. This store's own tasks are never orphans.
+	Orphans(ctx context.Context) ([]Orphan, error)
+	// Claim makes this store's instance the runner of an orphan that runner
+	// from left; it reports false when another process claimed it first (or
+	// it finished meanwhile), and then the orphan is not this process's to
+	// resolve.
+	Claim(ctx context.Context, id a2a.TaskID, from string) (bool, error)
+}
+
+// Orphan is an unfinished task whose runner is gone.
+type Orphan struct {
+	Task   *a2a.Task
+	Runner string // the instance that was running it
+}
+
+// Syncer is implemented by a store whose writes may return before they are
+// durable: the embedded store stages a new task in its open transaction
+// (group commit), PostgreSQL commits it without waiting for the WAL flush.
+// Sync returns once every write that returned before it is durable. The
+// engine syncs before anyone is told of a task (a send's answer, a read, a
+// stream's first snapshot), unless a later write of that task returned:
+// every other write it waits for is durable when it returns, and so is what
+// the store wrote of the task before it (its creation).
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
+// TaskSyncer is a Syncer that knows which creations it lost: a staged
+// creation is answered before its transaction commits, and a commit that
+// fails (a full disk) loses it, perhaps before anyone syncs. SyncTask is
+// Sync, and fails with an error wrapping ErrStoreUnavailable when the
+// creation of task id was lost: the engine tells no one of a task whose
+// SyncTask failed, and stops its run.
+type TaskSyncer interface {
+	Syncer
+	SyncTask(ctx context.Context, id a2a.TaskID) error
+}
+
+// Elsewhere is an optional interface of a Store that several processes open
+// without sharing their runs (SQLite: two agentd on one state directory):
+// RunnerOf names the instance that runs an unfinished task and whether it
+// is alive ("" for a finished or unknown task).
+type Elsewhere interface {
+	RunnerOf(ctx context.Context, id a2a.TaskID) (instance string, alive bool, err error)
+}
+
+// PushJournal keeps the push notifications not yet delivered. It is safe for
+// concurrent use.
+type PushJournal interface {
+	// AddPending records an event to deliver and returns its sequence
+	// number (increasing).
+	AddPending(ctx context.Context, p PendingPush) (int64, error)
+	// DonePending forgets a delivered event.
+	DonePending(ctx context.Context, seq int64) error
+	// Pending returns the events not yet delivered, in sequence order.
+	Pending(ctx context.Context) ([]PendingPush, error)
+}
+
+// EndJournal is implemented by a PushJournal store that journals a task's
+// end in the transaction of its terminal write. Journaled after the write, the
+// end's notification (the one a webhook waits for) would be lost to a process
+// killed between the two: the task is ended, so no recovery looks at it again.
+type EndJournal interface {
+	PushJournal
+	// PutEnd is Put of a task's terminal snapshot that also records, in the
+	// same transaction and only if the task has webhooks when it commits, the
+	// end's notification: a PendingPush whose Snapshot is the stored snapshot
+	// and whose Event is empty (Resume builds it from the snapshot). It
+	// returns the entry's sequence number, 0 when the task has no webhooks.
+	PutEnd(ctx context.Context, t *a2a.Task) (seq int64, err error)
+}
+
+// Shared is implemented by a store that several processes serve at once
+// (PostgreSQL replicas behind one Service): any of them answers for any task.
+// A task runs in the process that accepted it; the others follow it through
+// the store (Watch) and ask that process to cancel it (RequestCancel,
+// delivered to it by Cancels).
+type Shared interface {
+	Durable
+	// Watch returns a channel that receives a value (coalesced) each time
+	// another process may have stored a new snapshot of the task, until ctx
+	// ends, when it is closed. A change made between Watch and a read of
+	// the task is not missed.
+	Watch(ctx context.Context, id a2a.TaskID) <-chan struct{}
+	// RequestCancel asks the process running the task to cancel it.
+	RequestCancel(ctx context.Context, id a2a.TaskID) error
+	// Cancels delivers the ids of the tasks other processes asked to cancel;
+	// it is closed when the store is.
+	Cancels() <-chan a2a.TaskID
+}
+
+// Fencing is implemented by a Shared store (safe for concurrent use) that
+// tells a process which of its
+// tasks another process took over while its lease had lapsed, so that their
+// trees stop before their next write is refused.
+type Fencing interface {
+	// TakenOver delivers the ids of this process's tasks that another
+	// process took over; it is closed when the store is.
+	TakenOver() <-chan a2a.TaskID
+}
+
+// PushWatcher is implemented by a Shared store that tells the process
+// running a task of the webhooks any process registers for it: the engine
+// then reads nothing, event by event, to learn of webhooks registered
+// through other processes. With an EndJournal store the task's terminal
+// write finds out whether it has webhooks (PutEnd reads them in its
+// transaction, after the snapshot is written: a registration that committed
+// before the write is seen, and one that had not finds the task ended).
+// Implementations are safe for concurrent use.
+type PushWatcher interface {
+	Shared
+	// PushRegistered delivers the id of each task that a webhook was
+	// registered for, through any process, once the registration has
+	// committed. An empty id says some may have been missed (a lost
+	// connection): every task's webhooks are to be read again. It is closed
+	// when the store is.
+	PushRegistered() <-chan a2a.TaskID
+}
+
+// pushChecker is implemented by a Shared store that tells in one read
+// whether a task has webhooks (ListPush of none checks the task exists).
+type pushChecker interface {
+	HasPush(ctx context.Context, id a2a.TaskID) (bool, error)
+}
+
+// SharedQueue is implemented by a Shared store (safe for concurrent use, as
+// every Store) that holds the admission
+// queue for every process serving it (replicas on one PostgreSQL): a task
+// that finds no free slot in the process that accepted it waits in the
+// store, and any process with a free slot claims it and runs it, same task
+// id, from the request kept with it. An engine with admission control uses
+// it in place of the controller's own queue; the controller still bounds
+// each process's runs and processes (admit.Controller.TryStart). Stores
+// without it (memory, SQLite) keep the queue in the process.
+type SharedQueue interface {
+	Shared
+	// QueueLength returns how many runs wait in the queue, and how many of
+	// them owner's.
+	QueueLength(ctx context.Context, owner string) (all, owners int, err error)
+	// Enqueue puts a stored task this process runs into the queue: from
+	// then on no process runs it (it is never an orphan) until one claims
+	// it. It returns the run's position (1 is next). With capacity > 0,
+	// a queue that holds capacity runs, or perCaller of the run's owner,
+	// takes no more: the task is deleted (it never ran, and nobody was
+	// told of it) and the answer is a *QueueFullError.
+	Enqueue(ctx context.Context, run QueuedRun, capacity, perCaller int) (int, error)
+	// ClaimQueued takes the next run of the queue's order that admit
+	// accepts (admit takes this process's slot for it, and is asked about
+	// the next run only); this process becomes the task's runner. It
+	// reports false when the queue is empty or admit refused.
+	ClaimQueued(ctx context.Context, admit func(QueuedRun) bool) (QueuedRun, bool, error)
+	// RemoveQueued takes a run out of the queue before any process claimed
+	// it, and makes this process its runner; false when it was not queued
+	// (claimed meanwhile, or never queued).
+	RemoveQueued(ctx context.Context, id a2a.TaskID) (bool, error)
+	// QueuedByPriority counts the runs waiting in the queue by priority.
+	QueuedByPriority(ctx context.Context) (map[admit.Priority]int, error)
+	// QueuePositions returns the positions (1 is next) of those of ids
+	// that are queued; the others are not in the map.
+	QueuePositions(ctx context.Context, ids []a2a.TaskID) (map[a2a.TaskID]int, error)
+	// SetRunSlots publishes this process's run slots (its bound on runs
+	// at once): the fair shares of the queue's order divide the sum over
+	// the live processes.
+	SetRunSlots(ctx context.Context, n int) error
+	// QueueChanged receives a value (coalesced) when runs may have been
+	// queued by any process; it is closed when the store is.
+	QueueChanged() <-chan struct{}
+	// Runner returns the process that runs an unfinished task, "" for one
+	// queued or finished.
+	Runner(ctx context.Context, id a2a.TaskID) (string, error)
 }

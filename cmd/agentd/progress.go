@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/a2a/a2av1"
+	"github.com/agentd/agentd/api"
 )
 
 // progressInterval is how often `agentd send` lists the tree's tasks while
@@ -132,8 +133,8 @@ func (p *progress) saw(t *a2av1.Task) {
 	if !ok {
 		pt = &progressTask{id: t.ID}
 		p.tasks[t.ID] = pt
-		path, _ := t.Metadata[a2abind.MetaAgentPath].(string)
-		_, nested := t.Metadata[a2abind.MetaParentTask]
+		path, _ := t.Metadata[api.MetaAgentPath].(string)
+		_, nested := t.Metadata[api.MetaParentTask]
 		pt.root = !nested
 		if pt.root && path == "" {
 			path = "0"
@@ -150,8 +151,8 @@ func (p *progress) saw(t *a2av1.Task) {
 		}
 	}
 	pt.state = a2av1.StateTo(t.Status.State)
-	pt.status, _ = t.Metadata[a2abind.MetaStatus].(string)
-	pt.cause, _ = t.Metadata[a2abind.MetaCause].(string)
+	pt.status, _ = t.Metadata[api.MetaStatus].(string)
+	pt.cause, _ = t.Metadata[api.MetaCause].(string)
 	if ts := t.Status.Timestamp; ts > p.after {
 		p.after = ts // RFC 3339 in UTC: the strings order as the times do
 	}

@@ -32,7 +32,7 @@ import (
 //     fail (crashed, cause supervisor_lost, exit 1) or rerun (the root runs
 //     again once from the retained payload, agentd/attempt 2);
 //   - unfinished, interrupted (its agentd drained it on a signal, then
-//     exited: MetaInterrupted): the root runs again from the retained
+//     exited: api.MetaInterrupted): the root runs again from the retained
 //     payload, whatever --recover says.
 type runRecord struct {
 	store       *sqlite.Store
@@ -42,16 +42,6 @@ type runRecord struct {
 	log         *slog.Logger
 	task        *a2a.Task // the record's current snapshot
 }
-
-// Metadata of a record whose run was interrupted by a signal to its agentd.
-const (
-	// MetaInterrupted is true on a record stored back submitted because the
-	// first SIGTERM or SIGINT drained its run before the root ended, false
-	// once the next run with its id has taken it up again.
-	MetaInterrupted = "agentd/interrupted"
-	// MetaInterruptions counts the reruns of a record after an interruption.
-	MetaInterruptions = "agentd/interruptions"
-)
 
 // RecordID is the task id of the run with this run id in a state directory.
 func RecordID(runID string) a2a.TaskID { return a2a.TaskID("run-" + runID) }
@@ -92,25 +82,25 @@ func (r *runRecord) begin(ctx context.Context, req supervisor.StartRequest) (_ s
 		return req, api.SubagentResult{}, false, busy
 	}
 	r.task = t
-	if t.Metadata[MetaInterrupted] == true {
+	if t.Metadata[api.MetaInterrupted] == true {
 		// The process was stopped, the work did not end: the run runs again,
 		// whatever --recover says (that policy is for a lost agentd, whose
 		// tree may have done anything before it died). An interruption is
 		// not a crash: it leaves agentd/attempt as it was and does not count
 		// against tasks.MaxAttempts (a run interrupted by every drain of its
 		// node still runs on its re-trigger; only signals from outside
-		// interrupt it, no crash loop can). MetaInterruptions counts them.
+		// interrupt it, no crash loop can). api.MetaInterruptions counts them.
 		payload, err := r.store.Retained(ctx, id)
 		if err != nil {
 			return req, api.SubagentResult{}, false, err
 		}
 		if err := json.Unmarshal(payload, &req.Payload); err == nil && len(payload) > 0 {
-			n, _ := tasks.MetaInt(t.Metadata[MetaInterruptions])
+			n, _ := tasks.MetaInt(t.Metadata[api.MetaInterruptions])
 			n++
 			r.log.Info("the run was interrupted by a signal before it ended: running it again", "run_id", r.runID, "attempt", tasks.Attempt(t), "interruptions", n)
 			ev := a2a.NewStatusUpdateEvent(t, a2a.TaskStateSubmitted, a2a.NewMessageForTask(a2a.MessageRoleAgent, t,
 				a2a.TextPart{Text: fmt.Sprintf("the run was interrupted by a signal before it ended: running it again (interruption %d)", n)}))
-			ev.Metadata = map[string]any{MetaInterrupted: false, MetaInterruptions: n}
+			ev.Metadata = map[string]any{api.MetaInterrupted: false, api.MetaInterruptions: n}
 			return req, api.SubagentResult{}, false, r.apply(ctx, ev)
 		}
 		// Without its payload it cannot run again: --recover resolves it.
@@ -125,7 +115,7 @@ func (r *runRecord) begin(ctx context.Context, req supervisor.StartRequest) (_ s
 			r.log.Info("the run's agentd was lost: running it again", "run_id", r.runID, "attempt", attempt)
 			ev := a2a.NewStatusUpdateEvent(t, a2a.TaskStateSubmitted, a2a.NewMessageForTask(a2a.MessageRoleAgent, t,
 				a2a.TextPart{Text: fmt.Sprintf("the agentd running this run was lost: running it again (attempt %d of %d)", attempt, tasks.MaxAttempts)}))
-			ev.Metadata = map[string]any{tasks.MetaAttempt: attempt}
+			ev.Metadata = map[string]any{api.MetaAttempt: attempt}
 			return req, api.SubagentResult{}, false, r.apply(ctx, ev)
 		}
 	}
@@ -145,7 +135,7 @@ func (r *runRecord) create(ctx context.Context, req supervisor.StartRequest) err
 		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: nowUTC()},
 		History: []*a2a.Message{{ID: string(id), Role: a2a.MessageRoleUser, TaskID: id, ContextID: info.ContextID,
 			Parts: a2a.ContentParts{a2a.TextPart{Text: req.Payload.Contract.Objective}}}},
-		Metadata: map[string]any{a2abind.MetaRunID: r.runID},
+		Metadata: map[string]any{api.MetaRunID: r.runID},
 	}
 	if err := r.store.Create(ctx, t, ""); err != nil {
 		var dup *tasks.DuplicateError
@@ -168,7 +158,7 @@ func (r *runRecord) create(ctx context.Context, req supervisor.StartRequest) err
 // started marks the record working once the root has started.
 func (r *runRecord) started(ctx context.Context, runID string) {
 	ev := a2a.NewStatusUpdateEvent(r.task, a2a.TaskStateWorking, nil)
-	ev.Metadata = map[string]any{a2abind.MetaRunID: runID}
+	ev.Metadata = map[string]any{api.MetaRunID: runID}
 	if err := r.apply(ctx, ev); err != nil {
 		r.log.Warn("run not recorded as working", "run_id", r.runID, "err", err)
 	}
@@ -190,7 +180,7 @@ func (r *runRecord) finish(ctx context.Context, res api.SubagentResult) {
 // cause of the run's context) while its root ran. A root that completed
 // during the drain has its result recorded; any other end is the drain's
 // doing (cancelled, or killed by the kill ladder or a second signal), not
-// the run's: the record is stored back submitted, MetaInterrupted, with
+// the run's: the record is stored back submitted, api.MetaInterrupted, with
 // its attempt as it was and without the drained result, for the next run
 // with its id to run it again. Without a signal (ctx cancelled otherwise)
 // the result is recorded as it is.
@@ -202,7 +192,7 @@ func (r *runRecord) drained(ctx context.Context, res api.SubagentResult) {
 	}
 	ev := a2a.NewStatusUpdateEvent(r.task, a2a.TaskStateSubmitted, a2a.NewMessageForTask(a2a.MessageRoleAgent, r.task,
 		a2a.TextPart{Text: fmt.Sprintf("the run was interrupted by %s before it ended (drained %s): the next agentd run with this run id runs it again", signalName(sig.sig), res.Status)}))
-	ev.Metadata = map[string]any{MetaInterrupted: true}
+	ev.Metadata = map[string]any{api.MetaInterrupted: true}
 	if err := r.apply(ctx, ev); err != nil {
 		r.log.Warn("run interruption not recorded: the next run with this id resolves it by --recover", "run_id", r.runID, "err", err)
 		return

@@ -49,7 +49,7 @@ func TestRunRecordInterruptedRunsAgain(t *testing.T) {
 	}
 	r.started(ctx, "x")
 	r.drained(signalledCtx(syscall.SIGTERM), api.SubagentResult{Status: api.StatusCancelled, Detail: "supervisor draining", Distillate: api.InlineText("")})
-	if st := r.task.Status.State; st.Terminal() || r.task.Metadata[MetaInterrupted] != true || len(r.task.Artifacts) != 0 {
+	if st := r.task.Status.State; st.Terminal() || r.task.Metadata[api.MetaInterrupted] != true || len(r.task.Artifacts) != 0 {
 		t.Fatalf("the drained record: %s %v, %d artifacts", st, r.task.Metadata, len(r.task.Artifacts))
 	}
 	end()
@@ -63,7 +63,7 @@ func TestRunRecordInterruptedRunsAgain(t *testing.T) {
 			t.Fatalf("re-trigger %d: done %v (%+v), %v, payload %+v", n, done, res, err, next.Payload)
 		}
 		m := r.task.Metadata
-		if got, _ := tasks.MetaInt(m[MetaInterruptions]); m[MetaInterrupted] != false || got != n || tasks.Attempt(r.task) != 1 {
+		if got, _ := tasks.MetaInt(m[api.MetaInterruptions]); m[api.MetaInterrupted] != false || got != n || tasks.Attempt(r.task) != 1 {
 			t.Fatalf("re-trigger %d: metadata %v", n, m)
 		}
 		if n <= tasks.MaxAttempts {

@@ -137,7 +137,7 @@ func (t *taskRunner) Start(ctx context.Context, ev trigger.Event) (trigger.Run, 
 	}
 	working := a2a.NewStatusUpdateEvent(info, a2a.TaskStateWorking, nil)
 	working.Metadata = maps.Clone(meta)
-	working.Metadata[a2abind.MetaRunID] = runID
+	working.Metadata[api.MetaRunID] = runID
 	if err := t.engine.Update(ctx, id, working); err != nil {
 		t.log.Warn("triggered task not marked working", "task_id", string(id), "err", err)
 	}

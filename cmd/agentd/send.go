@@ -11,7 +11,6 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
-	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/a2a/a2acall"
 	"github.com/agentd/agentd/api"
 )
@@ -180,8 +179,8 @@ func taskExit(t *a2a.Task) error {
 	if t.Status.State == a2a.TaskStateCompleted {
 		return nil
 	}
-	if s, ok := t.Metadata[a2abind.MetaStatus].(string); ok && api.TerminalStatus(s).Valid() {
-		cause, _ := t.Metadata[a2abind.MetaCause].(string)
+	if s, ok := t.Metadata[api.MetaStatus].(string); ok && api.TerminalStatus(s).Valid() {
+		cause, _ := t.Metadata[api.MetaCause].(string)
 		return exitWith(api.ExitCode(api.SubagentResult{Status: api.TerminalStatus(s), Cause: cause}))
 	}
 	if t.Status.State == a2a.TaskStateRejected {

@@ -330,7 +330,7 @@ func (s *service) takeOver(ctx context.Context) {
 // in a state directory this service shares: that command resolves its own.
 func isRunRecord(t *a2a.Task) bool {
 	id, ok := strings.CutPrefix(string(t.ID), "run-")
-	return ok && t.Metadata[a2abind.MetaRunID] == id
+	return ok && t.Metadata[api.MetaRunID] == id
 }
 
 // openSideListeners opens the listeners of --health-listen (probes, over

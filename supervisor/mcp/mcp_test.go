@@ -100,7 +100,7 @@ answer "done"
 	var names []string
 	for _, c := range calls {
 		names = append(names, c.Tool)
-		if c.Meta[MetaRunID] != "run-e2e" || c.Meta[MetaTraceparent] != testTraceparent || c.Meta[MetaAgentPath] != "0" {
+		if c.Meta[MetaRunID] != "run-e2e" || c.Meta[MetaTraceparent] != testTraceparent || c.Meta[api.MetaAgentPath] != "0" {
 			t.Errorf("%s: _meta = %v, want run_id, traceparent and agent path", c.Tool, c.Meta)
 		}
 	}
@@ -200,7 +200,7 @@ answer "child done"
 		t.Errorf("want exactly one child spawned (the widening spawn refused)")
 	}
 	calls := ts.recorded()
-	if len(calls) != 1 || calls[0].Tool != "echo" || calls[0].Meta[MetaAgentPath] != "0.1" || calls[0].Meta[MetaRunID] != "run-narrow" {
+	if len(calls) != 1 || calls[0].Tool != "echo" || calls[0].Meta[api.MetaAgentPath] != "0.1" || calls[0].Meta[MetaRunID] != "run-narrow" {
 		t.Fatalf("server calls = %+v, want only the child's echo", calls)
 	}
 }

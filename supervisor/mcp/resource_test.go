@@ -79,7 +79,7 @@ answer "granted done"
 	seen := ts.recordedReads()
 	// greeting twice, bin, the seed slice (read as its parent), 0.2's read;
 	// the SDK answers the missing resource without a handler.
-	if len(seen) != 5 || seen[3].Meta[MetaAgentPath] != "0" || seen[4].Meta[MetaAgentPath] != "0.2" {
+	if len(seen) != 5 || seen[3].Meta[api.MetaAgentPath] != "0" || seen[4].Meta[api.MetaAgentPath] != "0.2" {
 		t.Errorf("the server saw %d reads: %+v", len(seen), seen)
 	}
 	for _, c := range seen {

@@ -566,11 +566,10 @@ func (s *Server) Call(ctx context.Context, caller supervisor.NodeInfo, tool stri
 	return api.TextResult(fmt.Sprintf("%s: MCP server %q did not take the call after %d attempts: %v", wire, s.cfg.Name, maxAttempts, lastErr), true)
 }
 
-// Meta keys agentd puts on every tools/call.
+// Meta keys agentd puts on every tools/call, with api.MetaAgentPath.
 const (
 	MetaRunID       = "run_id"
 	MetaTraceparent = "traceparent"
-	MetaAgentPath   = "agentd/agent_path"
 )
 
 func requestMeta(caller supervisor.NodeInfo) sdk.Meta {
@@ -579,7 +578,7 @@ func requestMeta(caller supervisor.NodeInfo) sdk.Meta {
 		m[MetaTraceparent] = caller.Traceparent
 	}
 	if caller.AgentPath != "" {
-		m[MetaAgentPath] = caller.AgentPath
+		m[api.MetaAgentPath] = caller.AgentPath
 	}
 	return m
 }

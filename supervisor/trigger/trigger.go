@@ -48,19 +48,6 @@ func (m Mode) SessionBacking() bool {
 	return m == ModeLoop || m == ModeSchedule || m == ModeReactive
 }
 
-// Metadata keys of a triggered run, on its A2A task (and in its log lines).
-const (
-	MetaMode     = "agentd/trigger"          // the mode that started the run
-	MetaSession  = "agentd/trigger_session"  // the restart governor's key for the session
-	MetaSeq      = "agentd/trigger_seq"      // the n-th event of the session, from 1
-	MetaAttempt  = "agentd/trigger_attempt"  // 1, plus one for each restart of the same event
-	MetaTick     = "agentd/trigger_tick"     // schedule: the tick served (RFC 3339)
-	MetaMissed   = "agentd/trigger_missed"   // schedule: the tick was missed while agentd was down
-	MetaResource = "agentd/trigger_resource" // reactive: the resource uri
-	MetaServer   = "agentd/trigger_server"   // reactive: the MCP server
-	MetaReason   = "agentd/trigger_reason"   // reactive: subscribed (read after subscribe) or updated
-)
-
 // Log messages of every trigger, for whoever reads agentd's log (the e2e
 // tests do). Each run's lines carry the event's LogAttrs.
 const (
@@ -87,19 +74,19 @@ type Event struct {
 // Metadata returns the event as task metadata, under the Meta* keys.
 func (e Event) Metadata() map[string]any {
 	m := map[string]any{
-		MetaMode:    string(e.Mode),
-		MetaSession: e.Session,
-		MetaSeq:     e.Seq,
-		MetaAttempt: e.Attempt,
+		api.MetaTrigger:        string(e.Mode),
+		api.MetaTriggerSession: e.Session,
+		api.MetaTriggerSeq:     e.Seq,
+		api.MetaTriggerAttempt: e.Attempt,
 	}
 	if !e.Tick.IsZero() {
-		m[MetaTick] = e.Tick.UTC().Format(time.RFC3339Nano)
+		m[api.MetaTriggerTick] = e.Tick.UTC().Format(time.RFC3339Nano)
 		if e.Missed {
-			m[MetaMissed] = true
+			m[api.MetaTriggerMissed] = true
 		}
 	}
 	if e.URI != "" {
-		m[MetaServer], m[MetaResource], m[MetaReason] = e.Server, e.URI, e.Reason
+		m[api.MetaTriggerServer], m[api.MetaTriggerResource], m[api.MetaTriggerReason] = e.Server, e.URI, e.Reason
 	}
 	return m
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/a2a/tasks/storetest"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/pgtest"
 	"github.com/agentd/agentd/internal/testkit"
@@ -18,7 +19,7 @@ import (
 func queuedTask(id string) *a2a.Task {
 	return &a2a.Task{ID: a2a.TaskID(id), ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: now()},
 		History:  []*a2a.Message{{ID: "m-" + id, Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.TextPart{Text: id}}}},
-		Metadata: map[string]any{tasks.MetaQueuePosition: 1}}
+		Metadata: map[string]any{api.MetaQueuePosition: 1}}
 }
 
 // The shared queue on one database, as two replicas see it: a run queued by

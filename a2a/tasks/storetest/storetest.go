@@ -20,6 +20,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/supervisor/blob"
 )
 
@@ -131,7 +132,7 @@ func rich(id string, ts time.Time) *a2a.Task {
 		}, Metadata: map[string]any{"k": "v"}})
 	t.Artifacts = []*a2a.Artifact{{ID: a2a.ArtifactID(id + ".distillate"), Name: "distillate",
 		Parts: a2a.ContentParts{a2a.TextPart{Text: "the result, with unicode: é ✓"}}}}
-	t.Metadata = map[string]any{"agentd/status": "completed", "agentd/usage": map[string]any{"steps": 3.0, "tokens_in": 10.0}}
+	t.Metadata = map[string]any{api.MetaStatus: "completed", api.MetaUsage: map[string]any{"steps": 3.0, "tokens_in": 10.0}}
 	t.Status.Message = &a2a.Message{ID: "m3", Role: a2a.MessageRoleAgent, TaskID: t.ID, ContextID: t.ContextID, Parts: a2a.ContentParts{a2a.TextPart{Text: "done"}}}
 	return t
 }
