@@ -38,8 +38,8 @@ const MaxFollowUps = 16
 // panics, or returns without a final event. It is safe for concurrent use;
 // create it with NewEngine.
 type Engine struct {
-	// startedHook, when set (tests only), runs right after a new task's
-	// executor is started.
+	// startedHook, when set (tests only), runs right after a task's
+	// executor is started (launch.start).
 	startedHook func(*liveTask)
 
 	store    Store
@@ -282,7 +282,9 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 func (e *Engine) PushEnabled() bool { return e.pusher != nil }
 
 // Drain refuses new messages from now on; running tasks continue, and tasks
-// still queued for admission end canceled without running.
+// still queued for admission end canceled without running. No run starts
+// once it began: a run claimed from the shared queue meanwhile goes back to
+// the queue.
 func (e *Engine) Drain() {
 	e.mu.Lock()
 	e.draining = true
@@ -623,26 +625,17 @@ func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams
 		}
 		return e.followUp(ctx, msg, push)
 	}
-	// The draining check and counting the executor for Wait are one step: a
-	// drain that begins after it waits for this task.
-	e.mu.Lock()
-	if e.draining {
-		e.mu.Unlock()
-		return nil, ErrDraining
+	// Launched before admission: a drain that begins after this waits for
+	// the task.
+	l, err := e.beginLaunch()
+	if err != nil {
+		return nil, err
 	}
-	e.wg.Add(1)
-	e.mu.Unlock()
-	started := false
-	defer func() {
-		if !started {
-			e.wg.Done()
-		}
-	}()
+	defer l.abort()
 	// Admission before the task exists: a request the service sheds leaves
 	// nothing behind.
 	var ticket *admit.Ticket
 	var pending *pendingRun // to the queue replicas share (queue.go)
-	var err error
 	if sq, ok := e.sharedQueue(); ok {
 		ticket, pending, err = e.admitShared(ctx, sq, params)
 	} else {
@@ -652,7 +645,7 @@ func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams
 		return nil, err
 	}
 	defer func() {
-		if !started && ticket != nil {
+		if !l.started && ticket != nil {
 			ticket.Done()
 		}
 	}()
@@ -676,9 +669,7 @@ func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams
 	lt := &liveTask{task: task, owner: owner, done: make(chan struct{}), cancelExec: cancel, ticket: ticket, push: push != nil, pushKnown: true}
 	// The task is live before it is stored: a second send of the same
 	// message that arrives once Create has returned finds it running.
-	e.mu.Lock()
-	e.live[task.ID] = lt
-	e.mu.Unlock()
+	l.register(lt)
 	if err := e.store.Create(ctx, task, owner); err != nil {
 		e.forget(task.ID)
 		cancel(nil)
@@ -725,12 +716,64 @@ func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams
 		early.sub, early.first = lt.subscribeLocked()
 		lt.mu.Unlock()
 	}
-	started = true
-	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
-	if e.startedHook != nil {
-		e.startedHook(lt)
-	}
+	l.start(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
 	return lt, nil
+}
+
+// launch is the one path by which the engine starts an executor run: a new
+// task's (startWatched), one claimed from the shared queue (claimQueued),
+// an orphan queued again or rerun (requeue, rerun). beginLaunch checks
+// draining and counts the run for Wait in one step: a drain that began
+// before refuses the run (ErrDraining), one that begins after waits for it.
+// start registers the task as live (unless register did, earlier) and runs
+// its executor; a launch that does not get there is ended with abort.
+type launch struct {
+	e          *Engine
+	registered bool // the task is live (register)
+	started    bool // its run started: run ends the count
+	aborted    bool // ended without a run
+}
+
+// beginLaunch begins a launch, or refuses it with ErrDraining.
+func (e *Engine) beginLaunch() (*launch, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.draining {
+		return nil, ErrDraining
+	}
+	e.wg.Add(1)
+	return &launch{e: e}, nil
+}
+
+// register makes lt live before its run starts.
+func (l *launch) register(lt *liveTask) {
+	l.e.mu.Lock()
+	l.e.live[lt.task.ID] = lt
+	l.e.mu.Unlock()
+	l.registered = true
+}
+
+// start runs execute on lt in the background (run), lt live from now on
+// if it was not already.
+func (l *launch) start(ctx context.Context, cancel context.CancelCauseFunc, lt *liveTask, reqCtx *a2asrv.RequestContext, execute func(context.Context, queue) error) {
+	if !l.registered {
+		l.register(lt)
+	}
+	l.started = true
+	go l.e.run(ctx, cancel, lt, reqCtx, execute)
+	if l.e.startedHook != nil {
+		l.e.startedHook(lt)
+	}
+}
+
+// abort ends a launch that did not start: Wait no longer waits for it. It
+// does nothing once the run started, or on a second call.
+func (l *launch) abort() {
+	if l.started || l.aborted {
+		return
+	}
+	l.aborted = true
+	l.e.wg.Done()
 }
 
 // forget drops a task from the live ones.

@@ -191,22 +191,36 @@ func (e *Engine) claimQueued(sq SharedQueue) bool {
 			e.log.Warn("queued request metadata does not decode", "task_id", string(run.TaskID), "err", err)
 		}
 	}
-	e.mu.Lock()
-	e.wg.Add(1)
-	e.mu.Unlock()
+	l, err := e.beginLaunch()
+	if err != nil {
+		// This replica drains: the run is another replica's to start.
+		ticket.Done()
+		e.handBack(ctx, sq, run)
+		return false
+	}
 	// The executor runs as the caller that sent the message.
 	runCtx, cc := a2asrv.WithCallContext(context.Background(), nil)
 	cc.User = &queuedCaller{name: run.Owner, auth: run.Auth, operator: run.Operator}
 	execCtx, cancel := context.WithCancelCause(runCtx)
 	lt := &liveTask{task: t, owner: run.Owner, done: make(chan struct{}), cancelExec: cancel, ticket: ticket}
-	e.mu.Lock()
-	e.live[t.ID] = lt
-	e.mu.Unlock()
 	reqCtx := &a2asrv.RequestContext{Message: t.History[0], TaskID: t.ID, ContextID: t.ContextID, Metadata: md}
 	e.log.Info("task claimed from the shared admission queue", "task_id", string(t.ID), "caller", run.Owner,
 		"queued_for", time.Since(StatusTime(t)).String(), "start_took", time.Since(claimed).String())
-	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
+	l.start(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
 	return true
+}
+
+// handBack puts a run this process claimed from the shared queue, and did
+// not start, back in the queue, where another process claims it (as a new
+// arrival: behind the runs queued since its claim). One that cannot be put
+// back stays this process's, resolved as its orphan (requeue) once it is
+// gone.
+func (e *Engine) handBack(ctx context.Context, sq SharedQueue, run QueuedRun) {
+	if _, err := sq.Enqueue(ctx, run, 0, 0); err != nil {
+		e.log.Error("claimed task not handed back to the shared admission queue: it is resolved as this replica's orphan", "task_id", string(run.TaskID), "err", err)
+		return
+	}
+	e.log.Info("claimed task handed back to the shared admission queue: this replica drains", "task_id", string(run.TaskID))
 }
 
 // cancelQueued ends a task waiting in the shared queue canceled, whichever

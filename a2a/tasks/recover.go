@@ -235,27 +235,21 @@ func (e *Engine) requeue(ctx context.Context, d Durable, t *a2a.Task) (bool, err
 			return false, nil
 		}
 	}
-	e.mu.Lock()
-	if e.draining {
-		e.mu.Unlock()
+	l, err := e.beginLaunch()
+	if err != nil { // draining
 		if ticket != nil {
 			ticket.Done()
 		}
 		return false, nil
 	}
-	e.wg.Add(1)
-	e.mu.Unlock()
 	next := *t
 	next.Metadata = admissionMetadata(t.Metadata, ticket)
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	targets, _ := e.store.ListPush(ctx, t.ID)
 	lt := &liveTask{task: &next, done: make(chan struct{}), cancelExec: cancel, ticket: ticket, owner: owner, push: len(targets) > 0}
-	e.mu.Lock()
-	e.live[t.ID] = lt
-	e.mu.Unlock()
 	reqCtx := &a2asrv.RequestContext{Message: t.History[0], TaskID: t.ID, ContextID: t.ContextID, Metadata: t.Metadata}
 	e.log.Info("queued task queued again", "task_id", string(t.ID))
-	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
+	l.start(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
 	return true, nil
 }
 
@@ -287,16 +281,13 @@ func (e *Engine) rerun(ctx context.Context, d Durable, t *a2a.Task) (bool, error
 			return false, nil
 		}
 	}
-	e.mu.Lock()
-	if e.draining {
-		e.mu.Unlock()
+	l, err := e.beginLaunch()
+	if err != nil { // draining
 		if ticket != nil {
 			ticket.Done()
 		}
 		return false, nil
 	}
-	e.wg.Add(1)
-	e.mu.Unlock()
 	ev := a2a.NewStatusUpdateEvent(t, a2a.TaskStateWorking, a2a.NewMessageForTask(a2a.MessageRoleAgent, t,
 		a2a.TextPart{Text: fmt.Sprintf("agentd restarted while this task ran: running it again (attempt %d of %d)", attempt, MaxAttempts)}))
 	ev.Metadata = map[string]any{api.MetaAttempt: attempt}
@@ -305,7 +296,7 @@ func (e *Engine) rerun(ctx context.Context, d Durable, t *a2a.Task) (bool, error
 		err = e.store.Put(ctx, next)
 	}
 	if err != nil {
-		e.wg.Done()
+		l.abort()
 		if ticket != nil {
 			ticket.Done()
 		}
@@ -315,11 +306,8 @@ func (e *Engine) rerun(ctx context.Context, d Durable, t *a2a.Task) (bool, error
 	execCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	targets, _ := e.store.ListPush(ctx, t.ID)
 	lt := &liveTask{task: next, done: make(chan struct{}), cancelExec: cancel, ticket: ticket, owner: owner, push: len(targets) > 0}
-	e.mu.Lock()
-	e.live[t.ID] = lt
-	e.mu.Unlock()
 	reqCtx := &a2asrv.RequestContext{Message: t.History[0], TaskID: t.ID, ContextID: t.ContextID, StoredTask: next, Metadata: t.Metadata}
 	e.log.Info("rerunning task", "task_id", string(t.ID), "attempt", attempt)
-	go e.run(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return rr.Rerun(ctx, reqCtx, q.events(), payload) })
+	l.start(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return rr.Rerun(ctx, reqCtx, q.events(), payload) })
 	return true, nil
 }
