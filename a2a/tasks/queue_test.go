@@ -14,6 +14,7 @@ import (
 	"github.com/agentd/agentd/a2a/a2atest"
 	"github.com/agentd/agentd/a2a/store/postgres"
 	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/pgtest"
 	"github.com/agentd/agentd/internal/testkit"
@@ -142,7 +143,7 @@ func TestDrainingReplicaLeavesClaimedRunQueued(t *testing.T) {
 	running := a2atest.Send(t, eb, a2atest.NonBlocking("one"))
 	testkit.WaitFor(t, a2atest.Wait, "B runs its first task", func() bool { return xb.hasRun(running.ID) })
 	queued := a2atest.Send(t, eb, a2atest.NonBlocking("two"))
-	if _, ok := queued.Metadata[tasks.MetaQueuePosition]; !ok || queued.Status.State != a2a.TaskStateSubmitted {
+	if _, ok := queued.Metadata[api.MetaQueuePosition]; !ok || queued.Status.State != a2a.TaskStateSubmitted {
 		t.Fatalf("the second task is not queued: %s %v", queued.Status.State, queued.Metadata)
 	}
 
