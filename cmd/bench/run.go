@@ -1,5 +1,5 @@
 // Package bench is agentd's benchmark harness: the program behind `make bench`
-// (bench/cmd/agentd-bench) prints one table of the figures docs/performance.md quotes.
+// (cmd/agentd-bench) prints one table of the figures docs/performance.md quotes.
 //
 // Every figure is measured in a process of its own (the harness re-executes
 // itself with EnvFigure set), so one figure's heap, goroutines and children

@@ -11,7 +11,7 @@ import (
 
 // TestJavaScriptSDK drives agentd with the JavaScript A2A SDK at a spec 0.3
 // release (0.3.14) and a spec 1.0 release (1.3.0): card, send, stream, get,
-// cancel and the error for an unknown task (e2e/js/conformance.mjs). `make
+// cancel and the error for an unknown task (cmd/agentd/e2e/js/conformance.mjs). `make
 // test` installs the SDKs; without node or them this test fails, it does not
 // skip.
 func TestJavaScriptSDK(t *testing.T) {
@@ -22,7 +22,7 @@ func TestJavaScriptSDK(t *testing.T) {
 	dir, _ := filepath.Abs("js")
 	for _, mod := range []string{"a2a-js-03", "a2a-js-10"} {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", mod, "package.json")); err != nil {
-			t.Fatalf("the JavaScript SDK %s is not installed in e2e/js/node_modules: run `make test` (it runs npm ci there)", mod)
+			t.Fatalf("the JavaScript SDK %s is not installed in cmd/agentd/e2e/js/node_modules: run `make test` (it runs npm ci there)", mod)
 		}
 	}
 	// A think time keeps a non-blocking send's task running long enough to

@@ -21,7 +21,7 @@ import (
 )
 
 // The reference MCP server, @modelcontextprotocol/server-everything, pinned in
-// e2e/mcp/package.json and installed by `make e2e-mcp-deps` (npm ci). These
+// cmd/agentd/e2e/mcp/package.json and installed by `make e2e-mcp-deps` (npm ci). These
 // tests need node and the package: when either is missing they fail, loudly,
 // with what to run.
 const everythingMain = "mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"

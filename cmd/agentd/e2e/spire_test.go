@@ -3,7 +3,7 @@
 package e2e
 
 // The real-SPIRE test: `make test-spire` builds spire-server and spire-agent
-// (tools/spire/build.sh) and runs this with AGENTD_SPIRE_BIN set to their
+// (cmd/agentd/spire/build.sh) and runs this with AGENTD_SPIRE_BIN set to their
 // folder.
 
 import (
