@@ -1,4 +1,4 @@
-module github.com/agentd/agentd/tools/spire
+module github.com/agentd/agentd/cmd/agentd/spire
 
 go 1.26.8
 
