@@ -3,6 +3,7 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"net/url"
@@ -912,9 +913,22 @@ var agentEnvRe = regexp.MustCompile(`"(AGENT_[A-Z0-9_]+)"`)
 // knownAgentEnv reads the AGENT_* names agentd's command defines from its
 // source, plus the pending ones.
 func knownAgentEnv() (map[string]bool, error) {
-	files, err := filepath.Glob("../cmd/agentd/*.go")
+	// The command and the packages under it (its flag set may live in one).
+	var files []string
+	err := filepath.WalkDir("../cmd", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "e2e" || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			files = append(files, path)
+		}
+		return nil
+	})
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("read ../cmd/agentd: %v (%d files)", err, len(files))
+		return nil, fmt.Errorf("read ../cmd: %v (%d files)", err, len(files))
 	}
 	known := map[string]bool{}
 	for _, f := range files {
