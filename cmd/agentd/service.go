@@ -19,6 +19,7 @@ import (
 	"github.com/agentd/agentd/a2a/store/sqlite"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/server/console"
 	"github.com/agentd/agentd/supervisor"
@@ -104,7 +105,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	// The stores' byte budgets come out of the supervisor's share of the
 	// memory limit admission control reads.
 	if s.budgets, err = c.Budgets.resolve(s.admission.derived.Reserve, c.TaskCapacity, c.TaskRetention); err != nil {
-		return nil, usageError("%v (derived from the memory limit: %s)", err, s.admission.derived)
+		return nil, cli.UsageError("%v (derived from the memory limit: %s)", err, s.admission.derived)
 	}
 
 	// The task store, and in it the stored distillates, before the
@@ -387,7 +388,7 @@ func (s *service) Run(ctx context.Context) error {
 	if _, err := s.engine.Recover(ctx, s.recover); err != nil {
 		if errors.Is(err, sqlite.ErrStateDir) {
 			// A damaged database: bad config, as it is when Open finds it.
-			return usageError("--state-dir: recover the task store: %v", err)
+			return cli.UsageError("--state-dir: recover the task store: %v", err)
 		}
 		return fmt.Errorf("recover the task store: %w", err)
 	}
@@ -461,7 +462,7 @@ func (s *service) drain() error {
 		return err
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return exitWith(api.ExitUncleanDrain)
+		return cli.ExitWith(api.ExitUncleanDrain)
 	}
 	s.log.Info(msgDrainedCleanly)
 	return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/supervisor"
@@ -137,7 +138,7 @@ func childLogs(aggregate bool, stderr io.Writer, cl *closers) (*os.File, error) 
 func loadIntelligence(c *coreConfig) (key string, err error) {
 	if c.scripted() {
 		if err := agent.CheckIntelligence(c.intelligenceSpec()); err != nil {
-			return "", usageError("--intelligence: %v", err)
+			return "", cli.UsageError("--intelligence: %v", err)
 		}
 	}
 	if c.KeyFile == "" {
@@ -145,7 +146,7 @@ func loadIntelligence(c *coreConfig) (key string, err error) {
 	}
 	b, err := secretfile.Read(c.KeyFile)
 	if err != nil {
-		return "", usageError("--intelligence-key-file: %v", err)
+		return "", cli.UsageError("--intelligence-key-file: %v", err)
 	}
 	return strings.TrimSpace(string(b)), nil
 }
