@@ -203,6 +203,7 @@ func (c *ctlConfig) Validate() error {
 	return c.Client.validate()
 }
 
+// Ctl is `agentd ctl METHOD`.
 func Ctl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := cli.Validated(parseCtl(args, stdout, stderr))
 	if err != nil {

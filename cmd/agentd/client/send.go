@@ -52,6 +52,7 @@ func (c *sendConfig) Validate() error {
 	return nil
 }
 
+// Send is `agentd send`: it exits with the code of the task's status.
 func Send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := cli.Validated(parseSend(args, stderr))
 	if err != nil {
