@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/memlimit"
 )
@@ -20,12 +21,12 @@ type admissionConfig struct {
 	PriorityCaps  string
 }
 
-func addAdmission(f *flags, c *admissionConfig) {
-	f.intVar(&c.MaxRuns, "max-live-runs", "AGENT_MAX_LIVE_RUNS", 0, "runs (live subagent trees) at once across the service; 0 derives it from the memory limit")
-	f.intVar(&c.MaxLive, "max-live-subagents", "AGENT_MAX_LIVE_SUBAGENTS", 0, "live subagent processes across the service, every run's root included; a nested spawn past it is refused; 0 derives it from the memory limit")
-	f.intVar(&c.QueueCapacity, "queue-capacity", "AGENT_QUEUE_CAPACITY", 0, "runs that may wait for a slot (a caller at most half of them); past it a send is answered 429 with Retry-After; 0 derives it, -1 queues none")
-	f.stringVar(&c.MemoryLimit, "memory-limit", "AGENT_MEMORY_LIMIT", "0", "the memory the default bounds are derived from, e.g. 1GiB, at most the limit this process runs under; 0 is that limit (cgroup v2 memory.max, cgroup v1 memory.limit_in_bytes, else the machine's memory)")
-	f.stringVar(&c.PriorityCaps, "priority-caps", "AGENT_PRIORITY_CAPS", admit.DefaultPolicy, "the highest priority (low, normal, high; asked with message metadata agentd/priority) each caller may have: peer=P, operator=P, and CALLER=P for a SPIFFE ID, token:NAME or anonymous")
+func addAdmission(f *cli.Flags, c *admissionConfig) {
+	f.EnvInt(&c.MaxRuns, "max-live-runs", "AGENT_MAX_LIVE_RUNS", 0, "runs (live subagent trees) at once across the service; 0 derives it from the memory limit")
+	f.EnvInt(&c.MaxLive, "max-live-subagents", "AGENT_MAX_LIVE_SUBAGENTS", 0, "live subagent processes across the service, every run's root included; a nested spawn past it is refused; 0 derives it from the memory limit")
+	f.EnvInt(&c.QueueCapacity, "queue-capacity", "AGENT_QUEUE_CAPACITY", 0, "runs that may wait for a slot (a caller at most half of them); past it a send is answered 429 with Retry-After; 0 derives it, -1 queues none")
+	f.EnvString(&c.MemoryLimit, "memory-limit", "AGENT_MEMORY_LIMIT", "0", "the memory the default bounds are derived from, e.g. 1GiB, at most the limit this process runs under; 0 is that limit (cgroup v2 memory.max, cgroup v1 memory.limit_in_bytes, else the machine's memory)")
+	f.EnvString(&c.PriorityCaps, "priority-caps", "AGENT_PRIORITY_CAPS", admit.DefaultPolicy, "the highest priority (low, normal, high; asked with message metadata agentd/priority) each caller may have: peer=P, operator=P, and CALLER=P for a SPIFFE ID, token:NAME or anonymous")
 }
 
 // validate checks the settings on their own; the derived bounds and their
@@ -73,18 +74,18 @@ func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, 
 	budget := found.Bytes
 	if asked, _ := parseSize(c.MemoryLimit); asked > 0 { // checked by validate
 		if asked > found.Bytes {
-			return nil, usageError("--memory-limit %s is above the limit this process runs under (%s): it may only lower it", mebibytes(asked), found)
+			return nil, cli.UsageError("--memory-limit %s is above the limit this process runs under (%s): it may only lower it", mebibytes(asked), found)
 		}
 		budget = asked
 	}
 	d := admit.Derive(budget, pool)
 	b, err := d.Resolve(c.MaxRuns, c.MaxLive, c.QueueCapacity)
 	if err != nil {
-		return nil, usageError("%s (%s)", flagError(err), d)
+		return nil, cli.UsageError("%s (%s)", flagError(err), d)
 	}
 	ctrl, err := admit.New(admit.Config{Bounds: b, Ceiling: d.Ceiling})
 	if err != nil {
-		return nil, usageError("%v", err)
+		return nil, cli.UsageError("%v", err)
 	}
 	policy, _ := admit.ParsePolicy(c.PriorityCaps) // checked by validate
 	log.Info("admission", "memory_limit", mebibytes(budget), "found", found.String(), "reserve", mebibytes(d.Reserve),

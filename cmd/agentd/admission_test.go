@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli/clitest"
 	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/memlimit"
 )
 
 func TestAdmissionValidate(t *testing.T) {
 	parse := func() (*serveConfig, error) { return defaultServe(t), nil }
-	checkValidate(t, parse, (*serveConfig).Validate, []validateCase[serveConfig]{
+	clitest.CheckValidate(t, parse, (*serveConfig).Validate, []clitest.ValidateCase[serveConfig]{
 		{"--max-live-runs", func(c *serveConfig) { c.Admission.MaxRuns = -1 }},
 		{"--max-live-subagents", func(c *serveConfig) { c.Admission.MaxLive = -2 }},
 		{"--queue-capacity", func(c *serveConfig) { c.Admission.QueueCapacity = -2 }},
@@ -79,8 +81,8 @@ func TestOpenAdmission(t *testing.T) {
 		{admissionConfig{MemoryLimit: formatSize(found.Bytes + 1<<30)}, "--memory-limit"},
 	} {
 		_, err := openAdmission(&tc.c, 2, log)
-		var ee *exitError
-		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &ee) || ee.code != api.ExitUsage {
+		var ee *cli.ExitError
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &ee) || ee.Code != api.ExitUsage {
 			t.Errorf("%+v: %v, want exit 2 naming %q", tc.c, err, tc.want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/supervisor/blob"
@@ -38,18 +39,18 @@ const (
 	maxMaxMessage = 64 << 20
 )
 
-func addBudgets(f *flags, c *budgetConfig) {
-	f.stringVar(&c.MaxMessage, "max-message", "AGENT_MAX_MESSAGE", "4MiB", "the message size limit: a larger A2A message is refused (-32602), a body over it plus 1MiB gets 413, and a child's control frame holds it plus 1MiB")
-	f.stringVar(&c.TaskStoreBytes, "task-store-bytes", "AGENT_TASK_STORE_BYTES", "0", "bytes of task snapshots (history, artifacts, metadata) the store holds (0: a quarter of the supervisor's reserve of --memory-limit, within 16MiB..1GiB)")
-	f.intVar(&c.TaskQuota, "task-quota", "AGENT_TASK_QUOTA", 0, "tasks one caller may hold (0: --task-capacity/8)")
-	f.stringVar(&c.TaskQuotaBytes, "task-quota-bytes", "AGENT_TASK_QUOTA_BYTES", "0", "bytes of tasks one caller may hold (0: max(--task-store-bytes/8, 2x --max-message + 1MiB))")
-	f.stringVar(&c.BlobStoreBytes, "blob-store-bytes", "AGENT_BLOB_STORE_BYTES", "0", "bytes of blobs (stored distillates, large parts of finished tasks) held (0: an eighth of the supervisor's reserve, within 8MiB..512MiB)")
-	f.stringVar(&c.BlobQuotaBytes, "blob-quota-bytes", "AGENT_BLOB_QUOTA_BYTES", "0", "bytes of blobs one caller may hold (0: max(--blob-store-bytes/8, --max-message + 1MiB))")
-	f.intVar(&c.MaxConns, "max-conns", "AGENT_MAX_CONNS", server.DefaultMaxConns, "connections each listener (main, health, metrics) holds; more are closed at once")
-	f.intVar(&c.MaxConnsPerAddr, "max-conns-per-addr", "AGENT_MAX_CONNS_PER_ADDR", server.DefaultMaxConnsPerAddr, "connections one client address may hold on each listener (-1: no per-address cap, behind a proxy)")
-	f.durationVar(&c.HeaderTimeout, "header-timeout", "AGENT_HEADER_TIMEOUT", server.DefaultHeaderTimeout, "a request's TLS handshake and headers must arrive within this")
-	f.durationVar(&c.BodyTimeout, "body-timeout", "AGENT_BODY_TIMEOUT", server.DefaultBodyTimeout, "a request's body must arrive within this after its headers (408 and the connection closed)")
-	f.durationVar(&c.IdleTimeout, "idle-timeout", "AGENT_IDLE_TIMEOUT", server.DefaultIdleTimeout, "a keep-alive connection idle this long is closed")
+func addBudgets(f *cli.Flags, c *budgetConfig) {
+	f.EnvString(&c.MaxMessage, "max-message", "AGENT_MAX_MESSAGE", "4MiB", "the message size limit: a larger A2A message is refused (-32602), a body over it plus 1MiB gets 413, and a child's control frame holds it plus 1MiB")
+	f.EnvString(&c.TaskStoreBytes, "task-store-bytes", "AGENT_TASK_STORE_BYTES", "0", "bytes of task snapshots (history, artifacts, metadata) the store holds (0: a quarter of the supervisor's reserve of --memory-limit, within 16MiB..1GiB)")
+	f.EnvInt(&c.TaskQuota, "task-quota", "AGENT_TASK_QUOTA", 0, "tasks one caller may hold (0: --task-capacity/8)")
+	f.EnvString(&c.TaskQuotaBytes, "task-quota-bytes", "AGENT_TASK_QUOTA_BYTES", "0", "bytes of tasks one caller may hold (0: max(--task-store-bytes/8, 2x --max-message + 1MiB))")
+	f.EnvString(&c.BlobStoreBytes, "blob-store-bytes", "AGENT_BLOB_STORE_BYTES", "0", "bytes of blobs (stored distillates, large parts of finished tasks) held (0: an eighth of the supervisor's reserve, within 8MiB..512MiB)")
+	f.EnvString(&c.BlobQuotaBytes, "blob-quota-bytes", "AGENT_BLOB_QUOTA_BYTES", "0", "bytes of blobs one caller may hold (0: max(--blob-store-bytes/8, --max-message + 1MiB))")
+	f.EnvInt(&c.MaxConns, "max-conns", "AGENT_MAX_CONNS", server.DefaultMaxConns, "connections each listener (main, health, metrics) holds; more are closed at once")
+	f.EnvInt(&c.MaxConnsPerAddr, "max-conns-per-addr", "AGENT_MAX_CONNS_PER_ADDR", server.DefaultMaxConnsPerAddr, "connections one client address may hold on each listener (-1: no per-address cap, behind a proxy)")
+	f.EnvDuration(&c.HeaderTimeout, "header-timeout", "AGENT_HEADER_TIMEOUT", server.DefaultHeaderTimeout, "a request's TLS handshake and headers must arrive within this")
+	f.EnvDuration(&c.BodyTimeout, "body-timeout", "AGENT_BODY_TIMEOUT", server.DefaultBodyTimeout, "a request's body must arrive within this after its headers (408 and the connection closed)")
+	f.EnvDuration(&c.IdleTimeout, "idle-timeout", "AGENT_IDLE_TIMEOUT", server.DefaultIdleTimeout, "a keep-alive connection idle this long is closed")
 }
 
 // budgetSizes are the parsed sizes (0: derived).

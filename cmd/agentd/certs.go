@@ -9,6 +9,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -22,16 +23,16 @@ type certsConfig struct {
 
 // parseCerts parses `certs init [flags]`; `certs -h` is the help of init.
 func parseCerts(args []string, stderr io.Writer) (*certsConfig, error) {
-	if len(args) > 0 && isHelp(args[0]) {
+	if len(args) > 0 && cli.IsHelp(args[0]) {
 		// The only subcommand's help is the command's.
 		args = []string{"init", "-h"}
 	}
 	if len(args) == 0 || args[0] != "init" {
 		fmt.Fprintln(stderr, "Usage: agentd certs init --trust-domain TD --dir DIR [--validity D] [--force]")
-		return nil, usageError("certs: the only subcommand is init")
+		return nil, cli.UsageError("certs: the only subcommand is init")
 	}
 	c := &certsConfig{}
-	f := newFlags("certs init", stderr, "Mints a development CA and SPIFFE X.509 SVIDs for local mTLS into --dir:\n"+
+	f := cli.NewFlags("certs init", stderr, "Mints a development CA and SPIFFE X.509 SVIDs for local mTLS into --dir:\n"+
 		"  ca.pem, ca-key.pem    the CA (keep the key private)\n"+
 		"  bundle.pem            the trust bundle (--tls-bundle for everyone)\n"+
 		"  server.pem, server-key.pem      spiffe://TD/agentd    (agentd serve --tls-cert/--tls-key)\n"+
@@ -42,11 +43,11 @@ func parseCerts(args []string, stderr io.Writer) (*certsConfig, error) {
 	f.StringVar(&c.Dir, "dir", "", "folder to write the files into (created 0700)")
 	f.DurationVar(&c.Validity, "validity", 30*24*time.Hour, "how long the CA and the SVIDs are valid")
 	f.BoolVar(&c.Force, "force", false, "replace existing files")
-	if err := f.parse(args[1:]); err != nil {
+	if err := f.Parse(args[1:]); err != nil {
 		return nil, err
 	}
 	if f.NArg() > 0 {
-		return nil, usageError("certs init takes no arguments (got %q)", f.Args())
+		return nil, cli.UsageError("certs init takes no arguments (got %q)", f.Args())
 	}
 	return c, nil
 }
@@ -74,7 +75,7 @@ func (c *certsConfig) trustDomain() (spiffeid.TrustDomain, error) {
 }
 
 func runCerts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := validated(parseCerts(args, stderr))
+	c, err := cli.Validated(parseCerts(args, stderr))
 	if err != nil {
 		return err
 	}

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli/clitest"
 	"github.com/agentd/agentd/internal/admit"
 )
 
@@ -27,49 +27,9 @@ func defaultServe(t *testing.T) *serveConfig {
 	return c
 }
 
-// validateCase is one bad setting: set breaks a valid configuration, and the
-// error must name want.
-type validateCase[C any] struct {
-	want string
-	set  func(c *C)
-}
-
-// checkValidate checks that a configuration from parse validates, and that
-// each case, applied to another, fails naming its setting.
-func checkValidate[C any](t *testing.T, parse func() (*C, error), validate func(*C) error, cases []validateCase[C]) {
-	t.Helper()
-	fresh := func() *C {
-		t.Helper()
-		c, err := parse()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	if err := validate(fresh()); err != nil {
-		t.Fatalf("a valid configuration: %v", err)
-	}
-	for _, tc := range cases {
-		c := fresh()
-		tc.set(c)
-		err := validate(c)
-		if err == nil {
-			t.Errorf("%s: Validate passed", tc.want)
-			continue
-		}
-		if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("error %q does not name %s", err, tc.want)
-		}
-		var ee *exitError
-		if errors.As(err, &ee) {
-			t.Errorf("%s: Validate returned an exit code (%d): the command maps its errors to exit 2", tc.want, ee.code)
-		}
-	}
-}
-
 func TestCoreValidate(t *testing.T) {
 	parse := func() (*coreConfig, error) { return &defaultServe(t).Core, nil }
-	checkValidate(t, parse, (*coreConfig).Validate, []validateCase[coreConfig]{
+	clitest.CheckValidate(t, parse, (*coreConfig).Validate, []clitest.ValidateCase[coreConfig]{
 		{"--max-steps", func(c *coreConfig) { c.MaxSteps = 0 }},
 		{"--max-tokens", func(c *coreConfig) { c.MaxTokens = -1 }},
 		{"--max-depth", func(c *coreConfig) { c.Caps.MaxDepth = 0 }},
@@ -131,7 +91,7 @@ func TestServeValidate(t *testing.T) {
 		c.Identity.Cert, c.Identity.Key, c.Identity.Bundle = "cert.pem", "key.pem", "bundle.pem"
 	}
 	parse := func() (*serveConfig, error) { return parseServe(nil, io.Discard) }
-	checkValidate(t, parse, (*serveConfig).Validate, []validateCase[serveConfig]{
+	clitest.CheckValidate(t, parse, (*serveConfig).Validate, []clitest.ValidateCase[serveConfig]{
 		{"--max-steps", func(c *serveConfig) { c.Core.MaxSteps = 0 }},
 		{"--task-capacity", func(c *serveConfig) { c.TaskCapacity = 0 }},
 		{"--task-retention", func(c *serveConfig) { c.TaskRetention = 0 }},
@@ -213,7 +173,7 @@ func TestBudgetDefaults(t *testing.T) {
 
 func TestRunValidate(t *testing.T) {
 	parse := func() (*runConfig, error) { return parseRun([]string{"--instruction", "x"}, io.Discard) }
-	checkValidate(t, parse, (*runConfig).Validate, []validateCase[runConfig]{
+	clitest.CheckValidate(t, parse, (*runConfig).Validate, []clitest.ValidateCase[runConfig]{
 		{"--instruction", func(c *runConfig) { c.Instruction = "" }},
 		{"--mode", func(c *runConfig) { c.Modes.Mode = "forever" }},
 		{"--mode schedule needs --schedule", func(c *runConfig) { c.Modes.Mode = "schedule" }},
@@ -248,75 +208,9 @@ func TestRunArguments(t *testing.T) {
 		t.Fatalf("run TEXT: %+v, %v", c, err)
 	}
 	_, err = parseRun([]string{"--instruction", "x", "y"}, io.Discard)
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != api.ExitUsage || !strings.Contains(err.Error(), "--instruction") {
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != api.ExitUsage || !strings.Contains(err.Error(), "--instruction") {
 		t.Fatalf("arguments after --instruction: %v", err)
-	}
-}
-
-func TestClientValidate(t *testing.T) {
-	parseSendArgs := func() (*sendConfig, error) {
-		return parseSend([]string{"--to", "https://agentd.example/", "--tls-bundle", "bundle.pem", "--server-id", "spiffe://example.org/agentd", "hi"}, io.Discard)
-	}
-	checkValidate(t, parseSendArgs, (*sendConfig).Validate, []validateCase[sendConfig]{
-		{"--to", func(c *sendConfig) { c.Client.To = "" }},
-		{"--timeout", func(c *sendConfig) { c.Client.Timeout = -time.Second }},
-		{"TEXT", func(c *sendConfig) { c.Text = "  " }},
-		{"--server-id", func(c *sendConfig) { c.Client.ServerID = "" }},
-		{"--server-id", func(c *sendConfig) { c.Client.ServerID = "not-an-id" }},
-		{"--tls-bundle", func(c *sendConfig) { c.Client.Bundle = "" }},
-		{"--tls-cert", func(c *sendConfig) { c.Client.Cert = "cert.pem" }},
-		{"--tls-key", func(c *sendConfig) { c.Client.Key = "key.pem" }},
-		{"--spiffe-socket", func(c *sendConfig) { c.Client.Bundle, c.Client.SPIFFESocket = "", "http://nope" }},
-		// A credential goes only to a pinned server: a client SVID or a
-		// token over https needs --server-id (or the explicit opt-out), a
-		// token over plain http a loopback address.
-		{"--insecure-any-server-id", func(c *sendConfig) { c.Client.Cert, c.Client.Key, c.Client.ServerID = "cert.pem", "key.pem", "" }},
-		{"--insecure-any-server-id", func(c *sendConfig) {
-			c.Client.Bundle, c.Client.SPIFFESocket, c.Client.ServerID = "", "unix:///tmp/agent.sock", ""
-		}},
-		{"--token-file", func(c *sendConfig) { c.Client.To, c.Client.TokenFile = "http://agentd.example/", "token" }},
-	})
-	// The opt-out and loopback pass.
-	for _, mod := range []func(c *sendConfig){
-		func(c *sendConfig) {
-			c.Client.Cert, c.Client.Key, c.Client.ServerID, c.Client.AnyServerID = "cert.pem", "key.pem", "", true
-		},
-		func(c *sendConfig) { c.Client.To, c.Client.TokenFile = "http://127.0.0.1:8080/", "token" },
-	} {
-		c, err := parseSendArgs()
-		if err != nil {
-			t.Fatal(err)
-		}
-		mod(c)
-		if err := c.Validate(); err != nil {
-			t.Errorf("refused: %v", err)
-		}
-	}
-	parseCtlArgs := func() (*ctlConfig, error) {
-		return parseCtl([]string{"caps", "--to", "http://127.0.0.1:1"}, io.Discard, io.Discard)
-	}
-	checkValidate(t, parseCtlArgs, (*ctlConfig).Validate, []validateCase[ctlConfig]{
-		{"--to", func(c *ctlConfig) { c.Client.To = "" }},
-		{"--timeout", func(c *ctlConfig) { c.Client.Timeout = 0 }},
-		{"--tls-bundle", func(c *ctlConfig) { c.Client.To = "https://127.0.0.1:1" }},
-	})
-	// --watch runs until interrupted unless --timeout is given; it prints
-	// the stream, not JSON.
-	parseWatch := func() (*ctlConfig, error) {
-		return parseCtl([]string{"tree", "--watch", "--to", "http://127.0.0.1:1"}, io.Discard, io.Discard)
-	}
-	checkValidate(t, parseWatch, (*ctlConfig).Validate, []validateCase[ctlConfig]{
-		{"--json", func(c *ctlConfig) { c.JSON = true }},
-	})
-	if c, _ := parseWatch(); !c.Client.Unbounded || c.Client.Timeout != 0 {
-		t.Errorf("--watch without --timeout: %+v", c.Client)
-	}
-	if c, err := parseCtl([]string{"tree", "--watch", "--timeout", "2s", "--to", "http://127.0.0.1:1"}, io.Discard, io.Discard); err != nil || c.Client.Unbounded || c.Client.Timeout != 2*time.Second {
-		t.Errorf("--watch --timeout 2s: %+v %v", c, err)
-	}
-	if _, err := parseCtl([]string{"caps", "--watch", "--to", "http://127.0.0.1:1"}, io.Discard, io.Discard); err == nil {
-		t.Error("--watch is for a2a.Tree only")
 	}
 }
 
@@ -324,7 +218,7 @@ func TestCertsValidate(t *testing.T) {
 	parse := func() (*certsConfig, error) {
 		return parseCerts([]string{"init", "--trust-domain", "example.org", "--dir", "d"}, io.Discard)
 	}
-	checkValidate(t, parse, (*certsConfig).Validate, []validateCase[certsConfig]{
+	clitest.CheckValidate(t, parse, (*certsConfig).Validate, []clitest.ValidateCase[certsConfig]{
 		{"--dir", func(c *certsConfig) { c.Dir = "" }},
 		{"--trust-domain", func(c *certsConfig) { c.TrustDomain = "" }},
 		{"--trust-domain", func(c *certsConfig) { c.TrustDomain = "Bad Domain" }},
@@ -353,8 +247,8 @@ func TestFilesAreReadByTheBuild(t *testing.T) {
 
 	wantBadConfig := func(step, setting string, err error) {
 		t.Helper()
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.code != api.ExitUsage || !strings.Contains(err.Error(), setting) {
+		var ee *cli.ExitError
+		if !errors.As(err, &ee) || ee.Code != api.ExitUsage || !strings.Contains(err.Error(), setting) {
 			t.Errorf("%s: %v; want exit 2 naming %s", step, err, setting)
 		}
 	}
@@ -366,36 +260,11 @@ func TestFilesAreReadByTheBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantBadConfig("the MCP token file", "--mcp-token-file", badConfig(c.Core.MCP.tokens(&cfg)))
+	wantBadConfig("the MCP token file", "--mcp-token-file", cli.BadConfig(c.Core.MCP.tokens(&cfg)))
 	_, err = openIdentity(&c.Identity, discardLog())
 	wantBadConfig("the bearer tokens", "--bearer-tokens-file", err)
 	c.Identity.TokensFile = ""
 	_, err = openIdentity(&c.Identity, discardLog())
 	wantBadConfig("the TLS files", "--tls-cert", err)
 
-	send, err := parseSend([]string{"--to", "http://127.0.0.1:1", "--token-file", missing, "hi"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := send.Validate(); err != nil {
-		t.Fatalf("Validate read the token file: %v", err)
-	}
-	_, closeFn, err := send.Client.httpClient(context.Background(), discardLog())
-	closeFn()
-	wantBadConfig("the client token", "--token-file", err)
-}
-
-// A token file holds one non-empty line.
-func TestReadToken(t *testing.T) {
-	dir := t.TempDir()
-	for content, ok := range map[string]bool{"tok\n": true, "  tok  ": true, "\n": false, "": false, "a\nb\n": false} {
-		file := filepath.Join(dir, "tok")
-		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		tok, err := readToken(file)
-		if (err == nil) != ok || (ok && tok != "tok") {
-			t.Errorf("readToken(%q) = %q, %v", content, tok, err)
-		}
-	}
 }

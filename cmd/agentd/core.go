@@ -2,15 +2,14 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/supervisor"
@@ -79,54 +78,54 @@ type coreConfig struct {
 	Tracing []string
 }
 
-func addCore(f *flags, c *coreConfig) {
-	f.stringVar(&c.Intelligence, "intelligence", "AGENT_INTELLIGENCE", "builtin:demo", "the intelligence: builtin:demo[=THINK], builtin:wait, builtin:script=FILE, or an OpenAI-compatible base URL")
-	f.stringVar(&c.Model, "model", "AGENT_MODEL", "", "model name for an HTTP intelligence")
-	f.stringVar(&c.KeyFile, "intelligence-key-file", "AGENT_INTELLIGENCE_KEY_FILE", "", "file holding the intelligence API key (or set AGENT_INTELLIGENCE_KEY; never on argv)")
-	f.intVar(&c.Caps.MaxDepth, "max-depth", "AGENT_MAX_DEPTH", 4, "subagent tree depth cap")
-	f.intVar(&c.MaxSteps, "max-steps", "AGENT_MAX_STEPS", 50, "per-subagent step cap")
-	f.int64Var(&c.MaxTokens, "max-tokens", "AGENT_MAX_TOKENS", 200000, "token budget of a run's root subagent")
-	f.intVar(&c.Caps.MaxChildren, "max-children", "AGENT_MAX_CHILDREN", 8, "per-node child cap")
+func addCore(f *cli.Flags, c *coreConfig) {
+	f.EnvString(&c.Intelligence, "intelligence", "AGENT_INTELLIGENCE", "builtin:demo", "the intelligence: builtin:demo[=THINK], builtin:wait, builtin:script=FILE, or an OpenAI-compatible base URL")
+	f.EnvString(&c.Model, "model", "AGENT_MODEL", "", "model name for an HTTP intelligence")
+	f.EnvString(&c.KeyFile, "intelligence-key-file", "AGENT_INTELLIGENCE_KEY_FILE", "", "file holding the intelligence API key (or set AGENT_INTELLIGENCE_KEY; never on argv)")
+	f.EnvInt(&c.Caps.MaxDepth, "max-depth", "AGENT_MAX_DEPTH", 4, "subagent tree depth cap")
+	f.EnvInt(&c.MaxSteps, "max-steps", "AGENT_MAX_STEPS", 50, "per-subagent step cap")
+	f.EnvInt64(&c.MaxTokens, "max-tokens", "AGENT_MAX_TOKENS", 200000, "token budget of a run's root subagent")
+	f.EnvInt(&c.Caps.MaxChildren, "max-children", "AGENT_MAX_CHILDREN", 8, "per-node child cap")
 	addNestFlags(f, c)
-	f.durationVar(&c.Deadline, "deadline", "AGENT_DEADLINE", 600*time.Second, "wall-clock deadline of a run (finite, at most 24h)")
-	f.durationVar(&c.DrainTimeout, "drain-timeout", "AGENT_DRAIN_TIMEOUT", 25*time.Second, "whole-tree drain budget (keep it under the pod's termination grace)")
-	f.durationVar(&c.SpawnReady, "spawn-ready", "AGENT_SPAWN_READY", 2*time.Second, "a child must send ctrl/ready within this")
-	f.durationVar(&c.DrainGrace, "drain-grace", "AGENT_DRAIN_GRACE", 5*time.Second, "kill ladder: ctrl/cancel to SIGTERM")
-	f.durationVar(&c.KillGrace, "kill-grace", "AGENT_KILL_GRACE", 2*time.Second, "kill ladder: SIGTERM to SIGKILL")
-	f.durationVar(&c.ReapGrace, "reap-grace", "AGENT_REAP_GRACE", time.Second, "kill ladder: SIGKILL to reporting a process that will not reap")
-	f.stringVar(&c.LogLevel, "log-level", "AGENT_LOG_LEVEL", "info", "log level: debug, info, warn, error; every subagent of a run logs at it too")
-	f.boolVar(&c.LogContent, "log-content", "AGENT_LOG_CONTENT", false, "let prompts, model answers and tool arguments and results into the logs (the debug lines of each model and tool call) and span attributes of every process of a tree")
-	f.boolVar(&c.AggregateLogs, "aggregate-logs", "AGENT_AGGREGATE_LOGS", true, "forward each subagent's log lines through the supervisor (marked child=true); =false: subagents write their own lines to agentd's stderr")
-	f.boolVar(&c.AllowExec, "allow-exec", "AGENT_ALLOW_EXEC", false, "turn on the exec self-tool: the root (and any child it grants subagent/exec) may run commands as supervised exec children, each with --exec-deadline; exec counts as sensitive and egress in the Rule of Two")
-	f.stringVar(&c.LogFormat, "log-format", "AGENT_LOG_FORMAT", "", "log format: text or json (default: text when stderr is a terminal, JSON otherwise; children always log JSON to the supervisor, which renders their lines in this format)")
+	f.EnvDuration(&c.Deadline, "deadline", "AGENT_DEADLINE", 600*time.Second, "wall-clock deadline of a run (finite, at most 24h)")
+	f.EnvDuration(&c.DrainTimeout, "drain-timeout", "AGENT_DRAIN_TIMEOUT", 25*time.Second, "whole-tree drain budget (keep it under the pod's termination grace)")
+	f.EnvDuration(&c.SpawnReady, "spawn-ready", "AGENT_SPAWN_READY", 2*time.Second, "a child must send ctrl/ready within this")
+	f.EnvDuration(&c.DrainGrace, "drain-grace", "AGENT_DRAIN_GRACE", 5*time.Second, "kill ladder: ctrl/cancel to SIGTERM")
+	f.EnvDuration(&c.KillGrace, "kill-grace", "AGENT_KILL_GRACE", 2*time.Second, "kill ladder: SIGTERM to SIGKILL")
+	f.EnvDuration(&c.ReapGrace, "reap-grace", "AGENT_REAP_GRACE", time.Second, "kill ladder: SIGKILL to reporting a process that will not reap")
+	f.EnvString(&c.LogLevel, "log-level", "AGENT_LOG_LEVEL", "info", "log level: debug, info, warn, error; every subagent of a run logs at it too")
+	f.EnvBool(&c.LogContent, "log-content", "AGENT_LOG_CONTENT", false, "let prompts, model answers and tool arguments and results into the logs (the debug lines of each model and tool call) and span attributes of every process of a tree")
+	f.EnvBool(&c.AggregateLogs, "aggregate-logs", "AGENT_AGGREGATE_LOGS", true, "forward each subagent's log lines through the supervisor (marked child=true); =false: subagents write their own lines to agentd's stderr")
+	f.EnvBool(&c.AllowExec, "allow-exec", "AGENT_ALLOW_EXEC", false, "turn on the exec self-tool: the root (and any child it grants subagent/exec) may run commands as supervised exec children, each with --exec-deadline; exec counts as sensitive and egress in the Rule of Two")
+	f.EnvString(&c.LogFormat, "log-format", "AGENT_LOG_FORMAT", "", "log format: text or json (default: text when stderr is a terminal, JSON otherwise; children always log JSON to the supervisor, which renders their lines in this format)")
 
-	f.durationVar(&c.ChildDeadline, "child-deadline", "AGENT_CHILD_DEADLINE", 600*time.Second, "Detector A: every child's deadline is capped at this (the root's included)")
-	f.durationVar(&c.ExecDeadline, "exec-deadline", "AGENT_EXEC_DEADLINE", 120*time.Second, "Detector A for exec children (--allow-exec): each command is killed by the ladder at this deadline, or its caller's, whichever comes first")
-	f.durationVar(&c.ProgressTimeout, "progress-timeout", "AGENT_PROGRESS_TIMEOUT", 120*time.Second, "Detector B: a child that sends no frame but pongs for this long is stalled")
-	f.durationVar(&c.PingInterval, "ping-interval", "AGENT_PING_INTERVAL", 5*time.Second, "Detector C: a ctrl/ping to every child this often")
-	f.intVar(&c.PingMiss, "ping-miss", "AGENT_PING_MISS", 3, "Detector C: this many pings in a row unanswered is stuck")
-	f.stringVar(&c.RlimitAS, "rlimit-as", "AGENT_RLIMIT_AS", "0", "per-child RLIMIT_AS (address space), e.g. 4GiB; 0 inherits the supervisor's")
-	f.durationVar(&c.RlimitCPU, "rlimit-cpu", "AGENT_RLIMIT_CPU", 0, "per-child RLIMIT_CPU (CPU time, whole seconds, rounded up); 0 inherits the supervisor's")
+	f.EnvDuration(&c.ChildDeadline, "child-deadline", "AGENT_CHILD_DEADLINE", 600*time.Second, "Detector A: every child's deadline is capped at this (the root's included)")
+	f.EnvDuration(&c.ExecDeadline, "exec-deadline", "AGENT_EXEC_DEADLINE", 120*time.Second, "Detector A for exec children (--allow-exec): each command is killed by the ladder at this deadline, or its caller's, whichever comes first")
+	f.EnvDuration(&c.ProgressTimeout, "progress-timeout", "AGENT_PROGRESS_TIMEOUT", 120*time.Second, "Detector B: a child that sends no frame but pongs for this long is stalled")
+	f.EnvDuration(&c.PingInterval, "ping-interval", "AGENT_PING_INTERVAL", 5*time.Second, "Detector C: a ctrl/ping to every child this often")
+	f.EnvInt(&c.PingMiss, "ping-miss", "AGENT_PING_MISS", 3, "Detector C: this many pings in a row unanswered is stuck")
+	f.EnvString(&c.RlimitAS, "rlimit-as", "AGENT_RLIMIT_AS", "0", "per-child RLIMIT_AS (address space), e.g. 4GiB; 0 inherits the supervisor's")
+	f.EnvDuration(&c.RlimitCPU, "rlimit-cpu", "AGENT_RLIMIT_CPU", 0, "per-child RLIMIT_CPU (CPU time, whole seconds, rounded up); 0 inherits the supervisor's")
 
-	f.durationVar(&c.IntelTimeout, "intelligence-timeout", "AGENT_INTELLIGENCE_TIMEOUT", api.DefaultRequestTimeout, "timeout of one model request attempt (each also ends at the subagent's deadline)")
-	f.intVar(&c.IntelRetries, "intelligence-retries", "AGENT_INTELLIGENCE_RETRIES", api.DefaultRetries, "retries of a model request on 429, 5xx, a timeout or a connection error")
-	f.durationVar(&c.IntelBackoff, "intelligence-backoff", "AGENT_INTELLIGENCE_BACKOFF", api.DefaultRetryBackoff, "wait before the first retry when the server sends no Retry-After; doubles per retry")
-	f.intVar(&c.MaxRepeats, "max-repeats", "AGENT_MAX_REPEATS", api.DefaultMaxRepeats, "loop_detected after the same tool call with the same arguments this many times in a row")
-	f.intVar(&c.DistillateBudget, "distillate-budget", "AGENT_DISTILLATE_BUDGET", api.DefaultDistillateBudget, "characters a result carries inline; a larger one is stored and returned as a reference with a summary")
+	f.EnvDuration(&c.IntelTimeout, "intelligence-timeout", "AGENT_INTELLIGENCE_TIMEOUT", api.DefaultRequestTimeout, "timeout of one model request attempt (each also ends at the subagent's deadline)")
+	f.EnvInt(&c.IntelRetries, "intelligence-retries", "AGENT_INTELLIGENCE_RETRIES", api.DefaultRetries, "retries of a model request on 429, 5xx, a timeout or a connection error")
+	f.EnvDuration(&c.IntelBackoff, "intelligence-backoff", "AGENT_INTELLIGENCE_BACKOFF", api.DefaultRetryBackoff, "wait before the first retry when the server sends no Retry-After; doubles per retry")
+	f.EnvInt(&c.MaxRepeats, "max-repeats", "AGENT_MAX_REPEATS", api.DefaultMaxRepeats, "loop_detected after the same tool call with the same arguments this many times in a row")
+	f.EnvInt(&c.DistillateBudget, "distillate-budget", "AGENT_DISTILLATE_BUDGET", api.DefaultDistillateBudget, "characters a result carries inline; a larger one is stored and returned as a reference with a summary")
 	addMCPFlags(f, &c.MCP)
 	c.Tracing = otelEnv(os.Environ())
 }
 
 // addNestFlags defines the chokepoint's caps beyond --max-depth and
 // --max-children, and the Rule-of-Two override.
-func addNestFlags(f *flags, c *coreConfig) {
+func addNestFlags(f *cli.Flags, c *coreConfig) {
 	d := supervisor.DefaultCaps
-	f.intVar(&c.Caps.MaxTotalSubagents, "max-total-subagents", "AGENT_MAX_TOTAL_SUBAGENTS", d.MaxTotalSubagents, "subagents one tree may ever create, its root included")
-	f.intVar(&c.Caps.MaxInflight, "max-inflight", "AGENT_MAX_INFLIGHT", d.MaxInflight, "unfinished async children per parent")
-	f.intVar(&c.Caps.SpawnBurst, "spawn-burst", "AGENT_SPAWN_BURST", d.SpawnBurst, "spawn-rate token bucket: burst of spawns per tree")
-	f.float64Var(&c.Caps.SpawnRate, "spawn-rate", "AGENT_SPAWN_RATE", d.SpawnRate, "spawn-rate token bucket: spawns per second per tree")
-	f.int64Var(&c.Caps.TreeTokenCeiling, "tree-token-ceiling", "AGENT_TREE_TOKEN_CEILING", d.TreeTokenCeiling, "tokens one tree may use; past it the tree drains (exit 7 in one-shot)")
-	f.boolVar(&c.AllowTrifecta, "allow-trifecta", "AGENT_ALLOW_TRIFECTA", false, "let the root grant hold all three Rule-of-Two legs (untrusted_input, sensitive, egress); never passed to children")
+	f.EnvInt(&c.Caps.MaxTotalSubagents, "max-total-subagents", "AGENT_MAX_TOTAL_SUBAGENTS", d.MaxTotalSubagents, "subagents one tree may ever create, its root included")
+	f.EnvInt(&c.Caps.MaxInflight, "max-inflight", "AGENT_MAX_INFLIGHT", d.MaxInflight, "unfinished async children per parent")
+	f.EnvInt(&c.Caps.SpawnBurst, "spawn-burst", "AGENT_SPAWN_BURST", d.SpawnBurst, "spawn-rate token bucket: burst of spawns per tree")
+	f.EnvFloat64(&c.Caps.SpawnRate, "spawn-rate", "AGENT_SPAWN_RATE", d.SpawnRate, "spawn-rate token bucket: spawns per second per tree")
+	f.EnvInt64(&c.Caps.TreeTokenCeiling, "tree-token-ceiling", "AGENT_TREE_TOKEN_CEILING", d.TreeTokenCeiling, "tokens one tree may use; past it the tree drains (exit 7 in one-shot)")
+	f.EnvBool(&c.AllowTrifecta, "allow-trifecta", "AGENT_ALLOW_TRIFECTA", false, "let the root grant hold all three Rule-of-Two legs (untrusted_input, sensitive, egress); never passed to children")
 }
 
 // minRlimitAS is the smallest --rlimit-as accepted: a Go child reserves address
@@ -335,61 +334,6 @@ func (c *coreConfig) limits() api.Limits {
 		MaxRepeats:       c.MaxRepeats,
 		DistillateBudget: c.DistillateBudget,
 	}
-}
-
-// level is --log-level (checked by Validate).
-func (c *coreConfig) level() slog.Level {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(c.LogLevel))
-	return lvl
-}
-
-// Log formats (--log-format).
-const (
-	logText = "text"
-	logJSON = "json"
-)
-
-// logger is the logger of serve and run on w at --log-level (checked by
-// Validate), in --log-format: given, else text when w is a terminal and JSON
-// otherwise. A child's lines reach it as JSON (children always log JSON to
-// their supervisor) and are rendered in this format.
-func (c *coreConfig) logger(w io.Writer) *slog.Logger {
-	lvl := c.level()
-	format := c.LogFormat
-	if format == "" {
-		format = logJSON
-		if isTerminal(w) {
-			format = logText
-		}
-	}
-	var h slog.Handler
-	if format == logText {
-		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: shortTime})
-	} else {
-		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
-	}
-	// Every line with a span in its context (or from a logger tied to one)
-	// carries trace_id and span_id.
-	return slog.New(telemetry.NewLogHandler(h))
-}
-
-// shortTime writes a text line's time as the time of day, to the millisecond:
-// a person reading a terminal knows the date.
-func shortTime(groups []string, a slog.Attr) slog.Attr {
-	if a.Key == slog.TimeKey && len(groups) == 0 && a.Value.Kind() == slog.KindTime {
-		return slog.String(slog.TimeKey, a.Value.Time().Format("15:04:05.000"))
-	}
-	return a
-}
-
-// logLevelGiven reports whether --log-level or its variable was set, once f
-// is parsed.
-func logLevelGiven(f *flags) bool {
-	given := false
-	f.Visit(func(fl *flag.Flag) { given = given || fl.Name == "log-level" })
-	_, env := os.LookupEnv("AGENT_LOG_LEVEL")
-	return given || env
 }
 
 // otelEnv is the OTEL_* part of environ.

@@ -3,8 +3,10 @@
 // in docs/ARCHITECTURE.md.
 //
 // main dispatches the subagent mode first (the supervisor re-execs this binary
-// with AGENT_SUBAGENT set), then runs one command of the map in main.go. Each
-// command goes config -> build -> run:
+// with AGENT_SUBAGENT set), then runs one command of the map in main.go, each
+// in the file named after it (serve.go, run.go, store.go, certs.go; send and
+// ctl are package client, and the flags and exit errors every command shares
+// are package internal/cli). Each command goes config -> build -> run:
 //
 //   - config: a plain struct (serveConfig, runConfig, sendConfig, ctlConfig,
 //     certsConfig; coreConfig is what serve and run share) filled by the

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli/clitest"
 )
 
 // A bad cap exits 2 with a message naming its flag, before anything starts.
@@ -26,8 +26,8 @@ func TestCapFlagsAreValidated(t *testing.T) {
 	} {
 		var stderr bytes.Buffer
 		err := run(context.Background(), []string{"serve", flag, value}, &stderr, &stderr)
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.code != api.ExitUsage || !strings.Contains(err.Error(), flag) {
+		var ee *cli.ExitError
+		if !errors.As(err, &ee) || ee.Code != api.ExitUsage || !strings.Contains(err.Error(), flag) {
 			t.Errorf("%s %s: %v", flag, value, err)
 		}
 	}
@@ -50,8 +50,8 @@ func TestEnvironmentIsValidated(t *testing.T) {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, value)
 			_, err := parseServe(nil, &bytes.Buffer{})
-			var ee *exitError
-			if !errors.As(err, &ee) || ee.code != api.ExitUsage || !strings.Contains(err.Error(), env) {
+			var ee *cli.ExitError
+			if !errors.As(err, &ee) || ee.Code != api.ExitUsage || !strings.Contains(err.Error(), env) {
 				t.Errorf("%s=%s: %v", env, value, err)
 			}
 		})
@@ -203,18 +203,12 @@ func TestUnknownCommand(t *testing.T) {
 // parsers are the commands' parse-and-validate steps, for the tests that
 // go over every flag.
 var parsers = map[string]func(args []string) (any, error){
-	"serve": func(args []string) (any, error) { return validated(parseServe(args, io.Discard)) },
+	"serve": func(args []string) (any, error) { return cli.Validated(parseServe(args, io.Discard)) },
 	"run": func(args []string) (any, error) {
-		return validated(parseRun(append(args, "--instruction", "x"), io.Discard))
-	},
-	"send": func(args []string) (any, error) {
-		return validated(parseSend(append(args, "x"), io.Discard))
-	},
-	"ctl": func(args []string) (any, error) {
-		return validated(parseCtl(append([]string{"a2a.Tree"}, args...), io.Discard, io.Discard))
+		return cli.Validated(parseRun(append(args, "--instruction", "x"), io.Discard))
 	},
 	"store": func(args []string) (any, error) {
-		return validated(parseStoreCmd(append([]string{"inspect"}, args...), io.Discard))
+		return cli.Validated(parseStoreCmd(append([]string{"inspect"}, args...), io.Discard))
 	},
 }
 
@@ -222,33 +216,7 @@ var parsers = map[string]func(args []string) (any, error){
 // malformed value of the variable changes nothing when the flag is given
 // (the same config, or the same error, as without the variable).
 func TestEveryFlagBeatsItsEnvironment(t *testing.T) {
-	n := 0
-	for name, parse := range parsers {
-		// The flags and their defaults, with no variable set.
-		var made []*flags
-		flagsMade = func(f *flags) { made = append(made, f) }
-		_, _ = parse(nil)
-		flagsMade = nil
-		if len(made) != 1 {
-			t.Fatalf("%s: %d flag sets", name, len(made))
-		}
-		f := made[0]
-		for flagName, env := range f.envs {
-			args := []string{"--" + flagName + "=" + f.Lookup(flagName).DefValue}
-			want, wantErr := parse(args)
-			t.Run(name+"/"+env, func(t *testing.T) {
-				t.Setenv(env, "malformed-value")
-				got, err := parse(args)
-				if fmt.Sprint(err) != fmt.Sprint(wantErr) {
-					t.Errorf("%s=malformed-value %s: %v, want %v", env, args[0], err, wantErr)
-				} else if !reflect.DeepEqual(got, want) {
-					t.Errorf("%s=malformed-value %s: the config differs:\n%+v\nwant\n%+v", env, args[0], got, want)
-				}
-			})
-			n++
-		}
-	}
-	if n < 50 {
+	if n := clitest.FlagsBeatTheirEnvironment(t, parsers); n < 50 {
 		t.Errorf("only %d flags with an environment variable", n)
 	}
 }

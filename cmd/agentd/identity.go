@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/loopback"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/tlsconfig"
@@ -23,17 +24,17 @@ type identityConfig struct {
 	Operator          []string
 }
 
-func addIdentity(f *flags, c *identityConfig) {
-	f.stringVar(&c.Cert, "tls-cert", "AGENT_TLS_CERT", "", "PEM file: this service's X.509 SVID (leaf first); re-read when it changes")
-	f.stringVar(&c.Key, "tls-key", "AGENT_TLS_KEY", "", "PEM file: the SVID's private key")
-	f.stringVar(&c.Bundle, "tls-bundle", "AGENT_TLS_BUNDLE", "", "PEM file: the trust bundle (CA certificates) of this trust domain")
-	f.stringVar(&c.SPIFFESocket, "spiffe-socket", "SPIFFE_ENDPOINT_SOCKET", "", "SPIFFE Workload API address (unix:///path or a path): SVIDs and bundles, rotated without a restart")
-	f.stringVar(&c.JWTBundle, "jwt-bundle", "AGENT_JWT_BUNDLE", "", "JWKS file: JWT-SVID signing keys of this trust domain, to accept JWT-SVID bearer tokens (with --tls-cert; the Workload API supplies its own)")
-	f.stringVar(&c.TokensFile, "bearer-tokens-file", "AGENT_BEARER_TOKENS_FILE", "", "file of static bearer tokens, one \"TOKEN ROLE NAME\" per line (ROLE: peer or operator)")
-	f.stringVar(&c.HealthListen, "health-listen", "AGENT_HEALTH_LISTEN", "", "a separate listener serving only /healthz and /readyz (HTTPS without client certificates when TLS is on)")
-	f.listVar(&c.AllowPeer, "allow-peer", "AGENT_ALLOW_PEER", "a SPIFFE ID allowed to send work")
-	f.listVar(&c.AllowTrustDomain, "allow-trust-domain", "AGENT_ALLOW_TRUST_DOMAIN", "a trust domain whose every SPIFFE ID may send work")
-	f.listVar(&c.Operator, "operator", "AGENT_OPERATOR", "a SPIFFE ID allowed to call the a2a.* operator methods (and to send work)")
+func addIdentity(f *cli.Flags, c *identityConfig) {
+	f.EnvString(&c.Cert, "tls-cert", "AGENT_TLS_CERT", "", "PEM file: this service's X.509 SVID (leaf first); re-read when it changes")
+	f.EnvString(&c.Key, "tls-key", "AGENT_TLS_KEY", "", "PEM file: the SVID's private key")
+	f.EnvString(&c.Bundle, "tls-bundle", "AGENT_TLS_BUNDLE", "", "PEM file: the trust bundle (CA certificates) of this trust domain")
+	f.EnvString(&c.SPIFFESocket, "spiffe-socket", "SPIFFE_ENDPOINT_SOCKET", "", "SPIFFE Workload API address (unix:///path or a path): SVIDs and bundles, rotated without a restart")
+	f.EnvString(&c.JWTBundle, "jwt-bundle", "AGENT_JWT_BUNDLE", "", "JWKS file: JWT-SVID signing keys of this trust domain, to accept JWT-SVID bearer tokens (with --tls-cert; the Workload API supplies its own)")
+	f.EnvString(&c.TokensFile, "bearer-tokens-file", "AGENT_BEARER_TOKENS_FILE", "", "file of static bearer tokens, one \"TOKEN ROLE NAME\" per line (ROLE: peer or operator)")
+	f.EnvString(&c.HealthListen, "health-listen", "AGENT_HEALTH_LISTEN", "", "a separate listener serving only /healthz and /readyz (HTTPS without client certificates when TLS is on)")
+	f.EnvList(&c.AllowPeer, "allow-peer", "AGENT_ALLOW_PEER", "a SPIFFE ID allowed to send work")
+	f.EnvList(&c.AllowTrustDomain, "allow-trust-domain", "AGENT_ALLOW_TRUST_DOMAIN", "a trust domain whose every SPIFFE ID may send work")
+	f.EnvList(&c.Operator, "operator", "AGENT_OPERATOR", "a SPIFFE ID allowed to call the a2a.* operator methods (and to send work)")
 }
 
 // files reports whether any of the three TLS files is set.
@@ -110,12 +111,12 @@ type identity struct {
 func openIdentity(c *identityConfig, log *slog.Logger) (*identity, error) {
 	policy, err := c.policy()
 	if err != nil {
-		return nil, usageError("%v", err)
+		return nil, cli.UsageError("%v", err)
 	}
 	var tokens *server.Tokens
 	if c.TokensFile != "" {
 		if tokens, err = server.LoadTokens(c.TokensFile); err != nil {
-			return nil, usageError("--bearer-tokens-file: %v", err)
+			return nil, cli.UsageError("--bearer-tokens-file: %v", err)
 		}
 	}
 	tlsOn := c.tls()
@@ -132,14 +133,14 @@ func openIdentity(c *identityConfig, log *slog.Logger) (*identity, error) {
 	case c.SPIFFESocket != "":
 		src, err := tlsconfig.NewWorkloadSource(c.SPIFFESocket, log)
 		if err != nil {
-			return nil, usageError("--spiffe-socket: %v", err)
+			return nil, cli.UsageError("--spiffe-socket: %v", err)
 		}
 		id.src, id.mode = src, "workload-api"
 		id.auth.JWT = true
 	case c.files():
 		src, err := tlsconfig.NewFileSource(tlsconfig.Files{Cert: c.Cert, Key: c.Key, Bundle: c.Bundle, JWTBundle: c.JWTBundle}, log)
 		if err != nil {
-			return nil, usageError("--tls-cert/--tls-key/--tls-bundle/--jwt-bundle: %v", err)
+			return nil, cli.UsageError("--tls-cert/--tls-key/--tls-bundle/--jwt-bundle: %v", err)
 		}
 		id.src, id.mode = src, "files"
 		id.auth.JWT = c.JWTBundle != ""

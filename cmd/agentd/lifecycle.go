@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 )
 
 // A program is a built serve or run, ready to start: everything it needs is
@@ -133,8 +134,8 @@ func runUnderSignals(ctx context.Context, log *slog.Logger, sigs <-chan os.Signa
 	p, err := build(ctx)
 	if err != nil {
 		var s signalled
-		var ee *exitError
-		badConfig := errors.As(err, &ee) && ee.code == api.ExitUsage
+		var ee *cli.ExitError
+		badConfig := errors.As(err, &ee) && ee.Code == api.ExitUsage
 		if errors.As(context.Cause(ctx), &s) && !badConfig {
 			log.Info(msgNotStarted, "signal", s.sig.String(), "err", err)
 			return nil

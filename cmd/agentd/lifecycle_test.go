@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/testkit"
 )
 
@@ -89,8 +90,8 @@ func TestSignalDuringTheBuild(t *testing.T) {
 		err  error
 		want int
 	}{
-		{"the build gives up", &exitError{code: api.ExitMCPUnavailable, err: errors.New("mcp down")}, 0},
-		{"bad config", usageError("--mcp-tools: x/y is not a tool its server lists"), api.ExitUsage},
+		{"the build gives up", &cli.ExitError{Code: api.ExitMCPUnavailable, Err: errors.New("mcp down")}, 0},
+		{"bad config", cli.UsageError("--mcp-tools: x/y is not a tool its server lists"), api.ExitUsage},
 	} {
 		sigs := make(chan os.Signal, 2)
 		err := runUnderSignals(context.Background(), discardLog(), sigs, hupDrain, func(ctx context.Context) (program, error) {
@@ -127,7 +128,7 @@ func TestSecondSignalBeforeTheProgramExists(t *testing.T) {
 
 // Without a signal, Run's result is the command's.
 func TestNoSignal(t *testing.T) {
-	want := exitWith(api.ExitPartial)
+	want := cli.ExitWith(api.ExitPartial)
 	err := runUnderSignals(context.Background(), discardLog(), make(chan os.Signal), hupDrain, func(context.Context) (program, error) {
 		return programFunc(func(context.Context) error { return want }), nil
 	})

@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/client"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/agent"
 )
 
@@ -36,8 +38,8 @@ type command struct {
 var commands = map[string]command{
 	"serve": {"serve [flags]                 run the service (default --listen 127.0.0.1:8080)", runServe},
 	"run":   {"run --instruction TEXT [flags] a root in a mode (once, loop, schedule, reactive, workflow); exit code from its status", runOnce},
-	"send":  {"send --to URL [--stream] TEXT  send a message to an A2A agent", runSend},
-	"ctl":   {"ctl METHOD --to URL [flags]    call an a2a.* operator method (a2a.Tree, a2a.Drain, ...)", runCtl},
+	"send":  {"send --to URL [--stream] TEXT  send a message to an A2A agent", client.Send},
+	"ctl":   {"ctl METHOD --to URL [flags]    call an a2a.* operator method (a2a.Tree, a2a.Drain, ...)", client.Ctl},
 	"certs": {"certs init --trust-domain TD --dir DIR   mint a dev CA and SVIDs for local mTLS", runCerts},
 	"store": {"store inspect|prune [flags]    what the task store holds; delete finished tasks", runStoreCmd},
 }
@@ -48,9 +50,9 @@ var commandOrder = []string{"serve", "run", "send", "ctl", "store", "certs"}
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		printUsage(stderr)
-		return exitWith(api.ExitUsage)
+		return cli.ExitWith(api.ExitUsage)
 	}
-	if isHelp(args[0]) {
+	if cli.IsHelp(args[0]) {
 		printUsage(stdout)
 		return nil
 	}
@@ -63,21 +65,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, ok := commands[name]
 	if !ok {
 		msg := fmt.Sprintf("unknown command %q", name)
-		if near := closestWord(name, commandOrder, func(s string) string { return s }); near != "" {
+		if near := cli.ClosestWord(name, commandOrder, func(s string) string { return s }); near != "" {
 			msg += fmt.Sprintf("\ndid you mean %s?", near)
 		}
-		return usageError("%s\nrun 'agentd --help' for the commands", msg)
+		return cli.UsageError("%s\nrun 'agentd --help' for the commands", msg)
 	}
 	return cmd.run(ctx, rest, stdout, stderr)
-}
-
-// isHelp reports whether arg asks for help.
-func isHelp(arg string) bool {
-	switch arg {
-	case "-h", "-help", "--help", "help":
-		return true
-	}
-	return false
 }
 
 func printUsage(w io.Writer) {

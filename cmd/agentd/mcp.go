@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/supervisor/mcp"
 )
@@ -34,15 +35,15 @@ const maxMCPResult = 1 << 20
 // the note that it was cut.
 const minMCPResult = 256
 
-func addMCPFlags(f *flags, m *mcpConfig) {
-	f.entriesVar(&m.Servers, "mcp", "AGENT_MCP", "an MCP server as NAME=URL (streamable HTTP; https, or http on loopback); its tools are NAME/TOOL")
-	f.entriesVar(&m.Tags, "mcp-tags", "AGENT_MCP_TAGS", "Rule-of-Two legs as NAME=LEGS or NAME/TOOL=LEGS, LEGS a comma list of untrusted_input, sensitive, egress, or none; untagged tools count as untrusted_input")
-	f.entriesVar(&m.Tools, "mcp-tools", "AGENT_MCP_TOOLS", "narrow the root grant to some tools of a server: NAME=TOOL,TOOL (default every tool it lists)")
-	f.entriesVar(&m.Optional, "mcp-optional", "AGENT_MCP_OPTIONAL", "servers (NAME or NAME,NAME) a run starts without when they are down; the others are required")
-	f.entriesVar(&m.TokenFiles, "mcp-token-file", "AGENT_MCP_TOKEN_FILE", "a server's bearer token from a file: NAME=FILE (or set AGENT_MCP_TOKEN_<NAME>; never on argv)")
-	f.durationVar(&m.ConnectTimeout, "mcp-connect-timeout", "AGENT_MCP_CONNECT_TIMEOUT", 10*time.Second, "run: how long required MCP servers get to connect at start (else exit 6); also bounds each connect attempt")
-	f.durationVar(&m.CallWait, "mcp-call-wait", "AGENT_MCP_CALL_WAIT", 5*time.Second, "how long a tool call waits for an MCP session that is reconnecting before it fails as a tool error")
-	f.intVar(&m.MaxResult, "mcp-max-result", "AGENT_MCP_MAX_RESULT", mcp.DefaultMaxResult, "bytes of an MCP tool result a subagent receives; the rest is cut with a note")
+func addMCPFlags(f *cli.Flags, m *mcpConfig) {
+	f.EnvEntries(&m.Servers, "mcp", "AGENT_MCP", "an MCP server as NAME=URL (streamable HTTP; https, or http on loopback); its tools are NAME/TOOL")
+	f.EnvEntries(&m.Tags, "mcp-tags", "AGENT_MCP_TAGS", "Rule-of-Two legs as NAME=LEGS or NAME/TOOL=LEGS, LEGS a comma list of untrusted_input, sensitive, egress, or none; untagged tools count as untrusted_input")
+	f.EnvEntries(&m.Tools, "mcp-tools", "AGENT_MCP_TOOLS", "narrow the root grant to some tools of a server: NAME=TOOL,TOOL (default every tool it lists)")
+	f.EnvEntries(&m.Optional, "mcp-optional", "AGENT_MCP_OPTIONAL", "servers (NAME or NAME,NAME) a run starts without when they are down; the others are required")
+	f.EnvEntries(&m.TokenFiles, "mcp-token-file", "AGENT_MCP_TOKEN_FILE", "a server's bearer token from a file: NAME=FILE (or set AGENT_MCP_TOKEN_<NAME>; never on argv)")
+	f.EnvDuration(&m.ConnectTimeout, "mcp-connect-timeout", "AGENT_MCP_CONNECT_TIMEOUT", 10*time.Second, "run: how long required MCP servers get to connect at start (else exit 6); also bounds each connect attempt")
+	f.EnvDuration(&m.CallWait, "mcp-call-wait", "AGENT_MCP_CALL_WAIT", 5*time.Second, "how long a tool call waits for an MCP session that is reconnecting before it fails as a tool error")
+	f.EnvInt(&m.MaxResult, "mcp-max-result", "AGENT_MCP_MAX_RESULT", mcp.DefaultMaxResult, "bytes of an MCP tool result a subagent receives; the rest is cut with a note")
 }
 
 // parse builds the MCP configuration without its tokens, naming the flag of a
@@ -138,27 +139,13 @@ func (m *mcpConfig) tokens(cfg *mcp.Config) error {
 		if err != nil || byName[name] == nil {
 			return fmt.Errorf("--mcp-token-file %q: want NAME=FILE of a configured --mcp server", v)
 		}
-		tok, err := readToken(file)
+		tok, err := secretfile.Token(file)
 		if err != nil {
 			return fmt.Errorf("--mcp-token-file %s: %v", name, err)
 		}
 		byName[name].Token = tok
 	}
 	return nil
-}
-
-// readToken reads a secret from a file (secretfile.Read: refused when its
-// group or others may open it): one non-empty line.
-func readToken(file string) (string, error) {
-	b, err := secretfile.Read(file)
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" || strings.ContainsAny(tok, "\r\n") {
-		return "", fmt.Errorf("%s: want one non-empty line", file)
-	}
-	return tok, nil
 }
 
 // toolServers is the built MCP side of a supervisor: the sessions (nil with
@@ -176,14 +163,14 @@ type toolServers struct {
 func openMCP(m *mcpConfig, log *slog.Logger) (*toolServers, mcp.Config, error) {
 	cfg, err := m.parse()
 	if err != nil {
-		return nil, cfg, usageError("%v", err)
+		return nil, cfg, cli.UsageError("%v", err)
 	}
 	t := &toolServers{grant: cfg.Grant, timeout: m.ConnectTimeout}
 	if len(cfg.Servers) == 0 {
 		return t, cfg, nil
 	}
 	if err := m.tokens(&cfg); err != nil {
-		return nil, cfg, usageError("%v", err)
+		return nil, cfg, cli.UsageError("%v", err)
 	}
 	set, err := mcp.NewSet(cfg, mcp.Options{
 		Logger:         log,
@@ -193,7 +180,7 @@ func openMCP(m *mcpConfig, log *slog.Logger) (*toolServers, mcp.Config, error) {
 		Version:        version,
 	})
 	if err != nil {
-		return nil, cfg, usageError("--mcp: %v", err)
+		return nil, cfg, cli.UsageError("--mcp: %v", err)
 	}
 	set.Start()
 	t.set = set
@@ -212,12 +199,12 @@ func (t *toolServers) waitReady(ctx context.Context) error {
 	if err := t.set.WaitRequired(ctx); err != nil {
 		var ue *mcp.UnavailableError
 		if errors.As(err, &ue) {
-			return &exitError{code: api.ExitMCPUnavailable, err: fmt.Errorf("%v (a server marked --mcp-optional may be down at start)", err)}
+			return &cli.ExitError{Code: api.ExitMCPUnavailable, Err: fmt.Errorf("%v (a server marked --mcp-optional may be down at start)", err)}
 		}
 		return err
 	}
 	if _, missing := t.set.Grant(t.grant); len(missing) > 0 {
-		return usageError("--mcp-tools: %s is not a tool its server lists", missing[0])
+		return cli.UsageError("--mcp-tools: %s is not a tool its server lists", missing[0])
 	}
 	return nil
 }

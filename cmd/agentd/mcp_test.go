@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/a2a/peer"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/supervisor/delegate"
 )
@@ -18,10 +19,10 @@ import (
 // validates them.
 func parseCore(t *testing.T, args ...string) (*coreConfig, error) {
 	t.Helper()
-	f := newFlags("run", io.Discard, "")
+	f := cli.NewFlags("run", io.Discard, "")
 	c := &coreConfig{}
 	addCore(f, c)
-	if err := f.parse(args); err != nil {
+	if err := f.Parse(args); err != nil {
 		return c, err
 	}
 	return c, c.Validate()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/a2a/peer"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/supervisor/delegate"
 	"github.com/agentd/agentd/tlsconfig"
 )
@@ -23,8 +24,8 @@ type meshConfig struct {
 	SendWait     time.Duration
 }
 
-func addMesh(f *flags, m *meshConfig) {
-	f.funcList("peer", "AGENT_PEERS", "a remote A2A peer, NAME=URL[,spiffe=ID][,token-file=PATH][,timeout=DURATION]; repeatable (env: ';'-separated); its provider is peer:NAME", func(s string) error {
+func addMesh(f *cli.Flags, m *meshConfig) {
+	f.EnvFuncList("peer", "AGENT_PEERS", "a remote A2A peer, NAME=URL[,spiffe=ID][,token-file=PATH][,timeout=DURATION]; repeatable (env: ';'-separated); its provider is peer:NAME", func(s string) error {
 		p, err := peer.ParseSpec(s)
 		if err != nil {
 			return err
@@ -32,7 +33,7 @@ func addMesh(f *flags, m *meshConfig) {
 		m.Peers = append(m.Peers, p)
 		return nil
 	})
-	f.funcList("route", "AGENT_ROUTES", "a routing rule SKILL=PROVIDER (SKILL * matches every request); repeatable (env: ';'-separated); the first match wins, else local", func(s string) error {
+	f.EnvFuncList("route", "AGENT_ROUTES", "a routing rule SKILL=PROVIDER (SKILL * matches every request); repeatable (env: ';'-separated); the first match wins, else local", func(s string) error {
 		r, err := delegate.ParseRule(s)
 		if err != nil {
 			return err
@@ -40,8 +41,8 @@ func addMesh(f *flags, m *meshConfig) {
 		m.Routes = append(m.Routes, r)
 		return nil
 	})
-	f.stringVar(&m.PushAllowNet, "push-allow-net", "AGENT_PUSH_ALLOW_NET", "", "comma-separated CIDRs push webhooks may reach although loopback, link-local or private (all refused by default)")
-	f.durationVar(&m.SendWait, "send-wait", "AGENT_SEND_WAIT", 0, "longest a blocking send (message/send, SendMessage) holds the request before answering with the running task (0: until the task ends, as A2A 0.3 and 1.0 say; a bound departs from that, for both)")
+	f.EnvString(&m.PushAllowNet, "push-allow-net", "AGENT_PUSH_ALLOW_NET", "", "comma-separated CIDRs push webhooks may reach although loopback, link-local or private (all refused by default)")
+	f.EnvDuration(&m.SendWait, "send-wait", "AGENT_SEND_WAIT", 0, "longest a blocking send (message/send, SendMessage) holds the request before answering with the running task (0: until the task ends, as A2A 0.3 and 1.0 say; a bound departs from that, for both)")
 }
 
 // validate checks the mesh settings and names the bad one; tlsOn says whether
@@ -80,7 +81,7 @@ func (m *meshConfig) validate(tlsOn bool) error {
 // pushAllow is --push-allow-net as prefixes.
 func (m *meshConfig) pushAllow() ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for _, s := range commaList(m.PushAllowNet) {
+	for _, s := range cli.CommaList(m.PushAllowNet) {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return nil, fmt.Errorf("--push-allow-net %q: want CIDRs such as 127.0.0.0/8,::1/128", s)
@@ -100,7 +101,7 @@ func (m *meshConfig) registerPeers(ctx context.Context, router *delegate.Router,
 		pc.Log = log
 		p, err := peer.New(pc, clients)
 		if err != nil {
-			return usageError("--peer %s: %v", pc.Name, err)
+			return cli.UsageError("--peer %s: %v", pc.Name, err)
 		}
 		if err := router.Register(p); err != nil {
 			return err

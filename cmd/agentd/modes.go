@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/supervisor/mcp"
 	"github.com/agentd/agentd/supervisor/trigger"
@@ -55,16 +56,16 @@ type modeConfig struct {
 	Workflow string // workflow
 }
 
-func addModes(f *flags, c *modeConfig, def string) {
-	f.stringVar(&c.Mode, "mode", "AGENT_MODE", def, "run mode: once, loop, schedule, reactive or workflow (see Modes below)")
-	f.durationVar(&c.Interval, "interval", "AGENT_INTERVAL", 0, "loop: the wait between the end of a run and the next start")
-	f.intVar(&c.MaxRuns, "max-runs", "AGENT_MAX_RUNS", 0, "loop: stop after this many runs (0: no count)")
-	f.listVar(&c.StopOn, "stop-on", "AGENT_STOP_ON", "loop: stop after a run that ends with one of these statuses (completed, refused, exhausted_steps, exhausted_tokens, deadline, stalled, loop_detected, cancelled, crashed)")
-	f.stringVar(&c.Schedule, "schedule", "AGENT_SCHEDULE", "", "schedule: a cron expression, a descriptor such as @hourly, or @every DURATION")
-	f.stringVar(&c.Overlap, "overlap", "AGENT_OVERLAP", "", "schedule, reactive: what an event does while a run is under way: skip, queue (one waits; a newer one replaces it) or cancel (the running run); default skip for schedule, queue for reactive")
-	f.listVar(&c.Subscribe, "subscribe", "AGENT_SUBSCRIBE", "reactive: an MCP resource as SERVER=URI (SERVER one of --mcp)")
-	f.durationVar(&c.Debounce, "debounce", "AGENT_DEBOUNCE", 0, "reactive: updates within this window of the first coalesce into one run with the latest content (default 250ms)")
-	f.stringVar(&c.Workflow, "workflow", "AGENT_WORKFLOW", "", "workflow: the workflow file (JSON)")
+func addModes(f *cli.Flags, c *modeConfig, def string) {
+	f.EnvString(&c.Mode, "mode", "AGENT_MODE", def, "run mode: once, loop, schedule, reactive or workflow (see Modes below)")
+	f.EnvDuration(&c.Interval, "interval", "AGENT_INTERVAL", 0, "loop: the wait between the end of a run and the next start")
+	f.EnvInt(&c.MaxRuns, "max-runs", "AGENT_MAX_RUNS", 0, "loop: stop after this many runs (0: no count)")
+	f.EnvList(&c.StopOn, "stop-on", "AGENT_STOP_ON", "loop: stop after a run that ends with one of these statuses (completed, refused, exhausted_steps, exhausted_tokens, deadline, stalled, loop_detected, cancelled, crashed)")
+	f.EnvString(&c.Schedule, "schedule", "AGENT_SCHEDULE", "", "schedule: a cron expression, a descriptor such as @hourly, or @every DURATION")
+	f.EnvString(&c.Overlap, "overlap", "AGENT_OVERLAP", "", "schedule, reactive: what an event does while a run is under way: skip, queue (one waits; a newer one replaces it) or cancel (the running run); default skip for schedule, queue for reactive")
+	f.EnvList(&c.Subscribe, "subscribe", "AGENT_SUBSCRIBE", "reactive: an MCP resource as SERVER=URI (SERVER one of --mcp)")
+	f.EnvDuration(&c.Debounce, "debounce", "AGENT_DEBOUNCE", 0, "reactive: updates within this window of the first coalesce into one run with the latest content (default 250ms)")
+	f.EnvString(&c.Workflow, "workflow", "AGENT_WORKFLOW", "", "workflow: the workflow file (JSON)")
 }
 
 // mode returns the parsed mode (Validate checked it); empty for serve's
@@ -198,14 +199,14 @@ func mcpServerNames(m *mcpConfig) []string {
 func loadWorkflow(path string, caps supervisor.Caps) ([]supervisor.WorkflowStep, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, usageError("--workflow: %v", err)
+		return nil, cli.UsageError("--workflow: %v", err)
 	}
 	steps, err := workflow.Parse(b)
 	if err != nil {
-		return nil, usageError("--workflow %s: %v", path, err)
+		return nil, cli.UsageError("--workflow %s: %v", path, err)
 	}
 	if n := caps.MaxChildren; n > 0 && len(steps) > n {
-		return nil, usageError("--workflow %s: %d steps, more than --max-children %d (every step is a child of the workflow's root)", path, len(steps), n)
+		return nil, cli.UsageError("--workflow %s: %d steps, more than --max-children %d (every step is a child of the workflow's root)", path, len(steps), n)
 	}
 	return steps, nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/server"
@@ -27,9 +28,9 @@ type observeConfig struct {
 // maxHeartbeat bounds --heartbeat: /healthz fails after a few missed beats.
 const maxHeartbeat = time.Minute
 
-func addObserve(f *flags, o *observeConfig) {
-	f.stringVar(&o.MetricsAddr, "metrics-addr", "AGENT_METRICS_ADDR", "", "a separate plaintext listener serving only /metrics (loopback or in-pod; the main listener serves /metrics to operators)")
-	f.durationVar(&o.Heartbeat, "heartbeat", "AGENT_HEARTBEAT", time.Second, fmt.Sprintf("the supervisor's heartbeat interval; /healthz fails after %d missed beats", supervisor.HeartbeatStale))
+func addObserve(f *cli.Flags, o *observeConfig) {
+	f.EnvString(&o.MetricsAddr, "metrics-addr", "AGENT_METRICS_ADDR", "", "a separate plaintext listener serving only /metrics (loopback or in-pod; the main listener serves /metrics to operators)")
+	f.EnvDuration(&o.Heartbeat, "heartbeat", "AGENT_HEARTBEAT", time.Second, fmt.Sprintf("the supervisor's heartbeat interval; /healthz fails after %d missed beats", supervisor.HeartbeatStale))
 }
 
 // validate checks the settings and names the bad one.
@@ -56,7 +57,7 @@ func startTracing(ctx context.Context, environ []string, log *slog.Logger, cl *c
 		Environ:    environ,
 	})
 	if err != nil {
-		return usageError("%v", err)
+		return cli.UsageError("%v", err)
 	}
 	if tp.Export() == telemetry.ExportOTLP {
 		log.Info("exporting traces over OTLP/HTTP")

@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/a2a/store/sqlite"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/supervisor"
 )
 
@@ -61,7 +62,7 @@ func (r *runRecord) begin(ctx context.Context, req supervisor.StartRequest) (_ s
 		r.log.Info("run ended before: printing its stored result", "run_id", r.runID, "task_id", string(id), "state", string(t.Status.State))
 		return req, storedResult(t), true, nil
 	}
-	busy := usageError("--run-id %s: the run is under way in another agentd on this --state-dir", r.runID)
+	busy := cli.UsageError("--run-id %s: the run is under way in another agentd on this --state-dir", r.runID)
 	orphans, err := r.store.Orphans(ctx)
 	if err != nil {
 		return req, api.SubagentResult{}, false, err
@@ -140,7 +141,7 @@ func (r *runRecord) create(ctx context.Context, req supervisor.StartRequest) err
 	if err := r.store.Create(ctx, t, ""); err != nil {
 		var dup *tasks.DuplicateError
 		if errors.As(err, &dup) || !errors.Is(err, tasks.ErrStoreUnavailable) {
-			return usageError("--run-id %s: the run is under way in another agentd on this --state-dir", r.runID)
+			return cli.UsageError("--run-id %s: the run is under way in another agentd on this --state-dir", r.runID)
 		}
 		return fmt.Errorf("record run %s: %w", r.runID, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/supervisor/trigger"
 )
 
@@ -42,15 +43,15 @@ type serveConfig struct {
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	c := &serveConfig{}
-	f := newFlags("serve", stderr, "Runs the A2A mesh service: a supervisor plus the A2A JSON-RPC endpoint.\nPlain http is allowed only on a loopback --listen address. With --mode, the service also\nruns --instruction as a standing trigger: each run is an A2A task (tasks/get, ListTasks and\na2a.Tree show it; its metadata holds the trigger under agentd/trigger*), owned by the service,\nso operators see it. once and workflow run one task at start. A session's restart breaker is\nin a2a.Tree and a2a.CloseBreaker closes it.\n\n"+modesHelp)
-	f.stringVar(&c.Instruction, "instruction", "AGENT_INSTRUCTION", "", "with --mode: the objective of the service's own root (not needed for workflow)")
+	f := cli.NewFlags("serve", stderr, "Runs the A2A mesh service: a supervisor plus the A2A JSON-RPC endpoint.\nPlain http is allowed only on a loopback --listen address. With --mode, the service also\nruns --instruction as a standing trigger: each run is an A2A task (tasks/get, ListTasks and\na2a.Tree show it; its metadata holds the trigger under agentd/trigger*), owned by the service,\nso operators see it. once and workflow run one task at start. A session's restart breaker is\nin a2a.Tree and a2a.CloseBreaker closes it.\n\n"+modesHelp)
+	f.EnvString(&c.Instruction, "instruction", "AGENT_INSTRUCTION", "", "with --mode: the objective of the service's own root (not needed for workflow)")
 	addModes(f, &c.Modes, "")
-	f.stringVar(&c.Listen, "listen", "AGENT_LISTEN", "127.0.0.1:8080", "address to listen on (host:port)")
-	f.stringVar(&c.PublicURL, "public-url", "AGENT_PUBLIC_URL", "", "the URL peers reach this service at, for the agent card (default derived from --listen)")
-	f.intVar(&c.TaskCapacity, "task-capacity", "AGENT_TASK_CAPACITY", 10000, "tasks the store holds; finished ones are evicted oldest first")
-	f.durationVar(&c.TaskRetention, "task-retention", "AGENT_TASK_RETENTION", time.Hour, "how long a finished task stays readable")
-	f.boolVar(&c.Console, "console", "AGENT_CONSOLE", true, "serve the operator console at /ui/ and its event stream at /ui/events (operators only)")
-	f.intVar(&c.WarmPool, "warm-pool", "AGENT_WARM_POOL", 2, "children started ahead of time, waiting for their payload (0 turns the pool off)")
+	f.EnvString(&c.Listen, "listen", "AGENT_LISTEN", "127.0.0.1:8080", "address to listen on (host:port)")
+	f.EnvString(&c.PublicURL, "public-url", "AGENT_PUBLIC_URL", "", "the URL peers reach this service at, for the agent card (default derived from --listen)")
+	f.EnvInt(&c.TaskCapacity, "task-capacity", "AGENT_TASK_CAPACITY", 10000, "tasks the store holds; finished ones are evicted oldest first")
+	f.EnvDuration(&c.TaskRetention, "task-retention", "AGENT_TASK_RETENTION", time.Hour, "how long a finished task stays readable")
+	f.EnvBool(&c.Console, "console", "AGENT_CONSOLE", true, "serve the operator console at /ui/ and its event stream at /ui/events (operators only)")
+	f.EnvInt(&c.WarmPool, "warm-pool", "AGENT_WARM_POOL", 2, "children started ahead of time, waiting for their payload (0 turns the pool off)")
 	addAdmission(f, &c.Admission)
 	addStore(f, &c.Store, true)
 	addMesh(f, &c.Mesh)
@@ -58,12 +59,12 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	addIdentity(f, &c.Identity)
 	addObserve(f, &c.Observe)
 	addBudgets(f, &c.Budgets)
-	if err := f.parse(args); err != nil {
+	if err := f.Parse(args); err != nil {
 		return nil, err
 	}
 	c.Core.LogLevelGiven = logLevelGiven(f)
 	if f.NArg() > 0 {
-		return nil, usageError("serve takes no arguments (got %q)", f.Args())
+		return nil, cli.UsageError("serve takes no arguments (got %q)", f.Args())
 	}
 	return c, nil
 }
@@ -130,7 +131,7 @@ func checkPublicURL(raw string) error {
 // runServe is `agentd serve`: config, then build and run under the signal
 // policy.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := validated(parseServe(args, stderr))
+	c, err := cli.Validated(parseServe(args, stderr))
 	if err != nil {
 		return err
 	}

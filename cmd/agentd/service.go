@@ -2,29 +2,25 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/google/uuid"
 
 	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/a2a/store/sqlite"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/server/console"
 	"github.com/agentd/agentd/supervisor/blob"
 	"github.com/agentd/agentd/supervisor/delegate"
 	"github.com/agentd/agentd/supervisor/trigger"
-	"github.com/agentd/agentd/tlsconfig"
 )
 
 // Log messages the e2e tests (and the bench harness) read.
@@ -37,17 +33,23 @@ const (
 
 // service is a built `agentd serve`. buildService opens, in this order:
 //
-//  1. the tracer provider (flushed last);
-//  2. the identity source (Workload API or TLS files) and the bearer tokens;
+//  1. the tracer provider (flushed last; observe.go);
+//  2. the identity source (Workload API or TLS files) and the bearer tokens
+//     (identity.go);
 //  3. the task store (the state directory's database, or PostgreSQL), which
-//     also keeps the stored distillates;
-//  4. the admission control (its bounds derived from the memory limit), then
-//     the supervisor and its MCP sessions, which start connecting;
+//     also keeps the stored distillates (taskstore.go);
+//  4. the admission control (its bounds derived from the memory limit;
+//     admission.go), then the supervisor and its MCP sessions, which start
+//     connecting (tree.go, supervisor.go, mcp.go);
 //  5. the background context of the heartbeat, the MCP watch and the peers'
 //     agent cards;
-//  6. the router (local, then one provider per --peer);
-//  7. the main listener, then the push sender and the task engine;
-//  8. the health and metrics listeners.
+//  6. the router (local, then one provider per --peer; mesh.go);
+//  7. the main listener (listeners.go), then the push sender and the task
+//     engine (engine.go), then the front the main listener serves
+//     (listeners.go);
+//  8. the health and metrics listeners (listeners.go);
+//
+// and last the standing trigger of --mode (standing.go).
 //
 // Run serves until the first signal, an a2a.Drain or a listener's failure,
 // then shuts down in one order: the drain first (refuse new work, the kill
@@ -104,7 +106,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	// The stores' byte budgets come out of the supervisor's share of the
 	// memory limit admission control reads.
 	if s.budgets, err = c.Budgets.resolve(s.admission.derived.Reserve, c.TaskCapacity, c.TaskRetention); err != nil {
-		return nil, usageError("%v (derived from the memory limit: %s)", err, s.admission.derived)
+		return nil, cli.UsageError("%v (derived from the memory limit: %s)", err, s.admission.derived)
 	}
 
 	// The task store, and in it the stored distillates, before the
@@ -161,220 +163,22 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		return nil, err
 	}
 
-	rawLn, err := net.Listen("tcp", c.Listen)
+	cardURL, err := s.listenMain(c, id.src != nil)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", c.Listen, err)
-	}
-	ln := s.budgets.conns.Listener(rawLn, log)
-	s.main = &endpoint{name: "serve", ln: ln}
-	s.closers.add(s.main.close)
-	cardURL := c.PublicURL
-	if cardURL == "" {
-		scheme := "http://"
-		if id.src != nil {
-			scheme = "https://"
-		}
-		cardURL = scheme + ln.Addr().String() + "/"
+		return nil, err
 	}
 	s.engine = s.openEngine(c, store, router, lineages, cardURL, instance)
 	nested.PublicURL = cardURL
 	nested.Attach(s.engine)
-
-	s.drainer = server.NewDrainer(c.Core.DrainTimeout, s.engine.Drain)
-	lameDuck := server.NewLameDuck()
-	ready := func() bool {
-		return id.ready() && !s.drainer.Draining() && lameDuck.Ready() && s.tools.ready()
-	}
-	metrics := newMetrics(s.sup, router, s.engine, s.admission.ctrl)
-	op := &server.Operator{Sup: s.sup, InFlight: s.engine.InFlight, Drain: s.drainer, LameDuck: lameDuck, Admission: s.admission.ctrl}
-	var ui *console.Console
-	if c.Console {
-		ui = newConsole(consoleParts{sup: s.sup, engine: s.engine, lameDuck: lameDuck, recent: recent, admission: s.admission.ctrl, taskCapacity: c.TaskCapacity}, log)
-	}
-	s.main.srv = s.budgets.conns.Server(server.Handler(server.Config{
-		Handler: s.engine,
-		Card: a2abind.Card(a2abind.CardConfig{
-			Name:        "agentd",
-			Description: "An A2A mesh service that runs each task as a tree of supervised subagents.",
-			URL:         cardURL,
-			Version:     version,
-			Instance:    instance,
-			MaxDepth:    c.Core.Caps.MaxDepth,
-			Push:        s.engine.PushEnabled(),
-			MutualTLS:   id.src != nil,
-			Bearer:      id.auth.JWT || id.auth.Tokens != nil, // a tokens file, even one SIGHUP has yet to fill
-		}),
-		Methods:    poked(op.Methods(), recent),
-		Auth:       id.auth,
-		Healthy:    s.sup.Healthy,
-		Ready:      ready,
-		Blobs:      s.sup,
-		Metrics:    metrics,
-		Console:    consoleHandler(ui),
-		Log:        log,
-		MaxMessage: s.budgets.maxMessage,
-	}), log)
-	s.main.srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	if id.src != nil {
-		s.main.srv.TLSConfig = tlsconfig.ServerConfig(id.src)
-	}
-	if ui != nil {
-		// The console's streams end when the listener shuts down (after the
-		// drain, whose progress they show), so none holds the shutdown up.
-		s.main.srv.RegisterOnShutdown(ui.Close)
-		s.closers.add(ui.Close)
-	}
-	s.endpoints = append(s.endpoints, s.main)
-	if err := s.openSideListeners(c, id, server.ProbeHandler(s.sup.Healthy, ready), metricsHandler(metrics)); err != nil {
+	if err := s.openFront(c, id, router, recent, cardURL, instance); err != nil {
 		return nil, err
 	}
 	log.Info("budgets", s.budgets.logAttrs()...)
-	s.serving = []any{"listen", ln.Addr().String(), "url", cardURL, "intelligence", c.Core.Intelligence, "identity", id.mode, "instance", instance, "peers", router.Providers()}
+	s.serving = []any{"listen", s.main.ln.Addr().String(), "url", cardURL, "intelligence", c.Core.Intelligence, "identity", id.mode, "instance", instance, "peers", router.Providers()}
 	if err := s.openStanding(c, lineages, cardURL, instance); err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// openStanding builds the service's standing trigger of --mode: its runner
-// makes each run an A2A task of the engine. once and workflow start one task;
-// loop, schedule and reactive run their trigger, whose breakers wait for an
-// operator (a2a.CloseBreaker).
-func (s *service) openStanding(c *serveConfig, lineages *delegate.Lineages, cardURL, instance string) error {
-	m := c.Modes.mode()
-	if m == "" {
-		return nil
-	}
-	root, err := buildRoot(c.Instruction, "", &c.Core, &c.Modes, s.tools)
-	if err != nil {
-		return err
-	}
-	sup := s.sup
-	runner := &taskRunner{engine: s.engine, sup: sup, root: root, publicURL: cardURL, instance: instance,
-		lineages: lineages, maxDepth: func() int { return sup.Caps().MaxDepth }, log: s.log, admission: s.admission.ctrl}
-	s.serving = append(s.serving, "mode", string(m))
-	if m.SessionBacking() {
-		s.standing = c.Modes.triggerFor(trigger.Options{Runner: runner, Governor: sup.Governor(), Logger: s.log}, s.tools, c.Core.MCP.MaxResult, s.stateDir)
-		return nil
-	}
-	s.standing = func(ctx context.Context) (api.SubagentResult, error) {
-		r, err := runner.Start(ctx, trigger.Event{Mode: m, Session: "trigger:" + string(m), Seq: 1, Attempt: 1})
-		if err != nil {
-			return api.SubagentResult{}, err
-		}
-		select {
-		case <-r.Done():
-		case <-ctx.Done():
-			r.Cancel("the service drains")
-			<-r.Done()
-		}
-		return r.Result(), nil
-	}
-	return nil
-}
-
-// openEngine builds the task engine: the A2A executor over the router, the
-// task store and the push sender (closed with the service), which journals
-// its deliveries in a durable store.
-func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate.Router, lineages *delegate.Lineages, cardURL, instance string) *tasks.Engine {
-	sup := s.sup
-	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
-		Router:       router,
-		CancelHandle: sup.Cancel,
-		Limits:       c.Core.limits(),
-		Intelligence: c.Core.intelligenceSpec(),
-		Scope:        s.tools.rootScope,
-		PublicURL:    cardURL,
-		Instance:     instance,
-		MaxDepth:     func() int { return sup.Caps().MaxDepth },
-		Lineages:     lineages,
-		MaxFrame:     api.FrameLimit(s.budgets.maxMessage), // the supervisor's: a follow-up the next turn cannot carry is refused
-		Log:          s.log,
-	})
-	pushAllow, _ := c.Mesh.pushAllow() // checked by Validate
-	journal, _ := store.(tasks.PushJournal)
-	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: pushAllow}, Log: s.log, Journal: journal}, store.ListPush)
-	s.closers.add(pusher.Close)
-	// The large parts of a finished task go to the blob store, under the
-	// caller's blob quota.
-	offload := a2abind.BlobOffloader{PublicURL: cardURL, Store: func(owner, caller, mediaType string, content []byte) (string, error) {
-		b, err := sup.StoreBlob(owner, caller, mediaType, content)
-		return b.ID, err
-	}}
-	opts := []tasks.EngineOption{tasks.WithSendWait(c.Mesh.SendWait), tasks.WithPusher(pusher), tasks.WithOrphanFilter(isRunRecord),
-		tasks.WithAdmission(s.admission.ctrl, s.admission.policy), tasks.WithOffload(offload, tasks.DefaultOffloadAbove), tasks.WithStoreWait(c.Store.Wait)}
-	if s.recover == tasks.RecoverRerun {
-		opts = append(opts, tasks.WithEagerRetain()) // a task lost right after its start runs again
-	}
-	return tasks.NewEngine(store, exec, s.log, opts...)
-}
-
-// takeOver resolves, every half lease until ctx ends, the tasks of the
-// replicas whose lease has expired (the first replica to claim each wins).
-func (s *service) takeOver(ctx context.Context) {
-	t := time.NewTicker(s.lease)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := s.engine.Recover(ctx, s.recover); err != nil && ctx.Err() == nil {
-			s.log.Warn("the tasks of expired replicas not resolved: retrying", "err", err)
-		}
-	}
-}
-
-// isRunRecord reports whether t is the record of an `agentd run --run-id`
-// in a state directory this service shares: that command resolves its own.
-func isRunRecord(t *a2a.Task) bool {
-	id, ok := strings.CutPrefix(string(t.ID), "run-")
-	return ok && t.Metadata[api.MetaRunID] == id
-}
-
-// openSideListeners opens the listeners of --health-listen (probes, over
-// HTTPS with the server certificate only when TLS is on: probes present no
-// client certificate) and --metrics-addr (plaintext), when set.
-func (s *service) openSideListeners(c *serveConfig, id *identity, probes, metrics http.Handler) error {
-	if c.Identity.HealthListen != "" {
-		var cfg *tls.Config
-		if id.src != nil {
-			var err error
-			if cfg, err = tlsconfig.HealthConfig(id.src); err != nil {
-				return err
-			}
-		}
-		health, err := s.listen("health", c.Identity.HealthListen, probes, cfg)
-		if err != nil {
-			return err
-		}
-		s.log.Info(msgHealthListening, "listen", health.ln.Addr().String(), "tls", cfg != nil)
-	}
-	if c.Observe.MetricsAddr != "" {
-		m, err := s.listen("metrics", c.Observe.MetricsAddr, metrics, nil)
-		if err != nil {
-			return err
-		}
-		s.log.Info(msgMetricsListening, "listen", m.ln.Addr().String())
-	}
-	return nil
-}
-
-// listen opens a side listener (health, metrics) serving h, over TLS when cfg
-// is set.
-func (s *service) listen(name, addr string, h http.Handler, cfg *tls.Config) (*endpoint, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("%s listen on %s: %w", name, addr, err)
-	}
-	// The same connection budgets as the main listener: each listener has
-	// its own caps.
-	e := &endpoint{name: name, ln: s.budgets.conns.Listener(ln, s.log), srv: s.budgets.conns.Server(h, s.log)}
-	e.srv.TLSConfig = cfg
-	s.closers.add(e.close)
-	s.endpoints = append(s.endpoints, e)
-	return e, nil
 }
 
 // Run serves until the first signal (ctx), an a2a.Drain or a listener's
@@ -387,7 +191,7 @@ func (s *service) Run(ctx context.Context) error {
 	if _, err := s.engine.Recover(ctx, s.recover); err != nil {
 		if errors.Is(err, sqlite.ErrStateDir) {
 			// A damaged database: bad config, as it is when Open finds it.
-			return usageError("--state-dir: recover the task store: %v", err)
+			return cli.UsageError("--state-dir: recover the task store: %v", err)
 		}
 		return fmt.Errorf("recover the task store: %w", err)
 	}
@@ -461,7 +265,7 @@ func (s *service) drain() error {
 		return err
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return exitWith(api.ExitUncleanDrain)
+		return cli.ExitWith(api.ExitUncleanDrain)
 	}
 	s.log.Info(msgDrainedCleanly)
 	return nil
@@ -484,28 +288,4 @@ func (s *service) Reload() {
 	}
 	s.id.auth.Tokens.Replace(t)
 	s.log.Info("SIGHUP: bearer tokens reloaded", "file", s.tokens, "tokens", t.Len())
-}
-
-// endpoint is an HTTP server on its open listener.
-type endpoint struct {
-	name string // for errors: serve, health, metrics
-	ln   net.Listener
-	srv  *http.Server
-}
-
-// serve serves until the server is closed (http.ErrServerClosed).
-func (e *endpoint) serve() error {
-	if e.srv.TLSConfig != nil {
-		return e.srv.ServeTLS(e.ln, "", "")
-	}
-	return e.srv.Serve(e.ln)
-}
-
-// close stops the server and closes the listener (which a server that never
-// served does not own).
-func (e *endpoint) close() {
-	if e.srv != nil {
-		e.srv.Close()
-	}
-	e.ln.Close()
 }

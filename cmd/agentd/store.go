@@ -2,260 +2,179 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
+	"sort"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
 	"github.com/agentd/agentd/a2a/store"
-	"github.com/agentd/agentd/a2a/store/postgres"
-	"github.com/agentd/agentd/a2a/store/sqlite"
 	"github.com/agentd/agentd/a2a/tasks"
-	"github.com/agentd/agentd/internal/secretfile"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 )
 
-// Store kinds (--store).
-const (
-	storeMemory   = "memory"
-	storeSQLite   = "sqlite"
-	storePostgres = "postgres"
-)
-
-// envStoreDSN is the PostgreSQL DSN's environment variable: a DSN holds a
-// password, so it is never a flag.
-const envStoreDSN = "AGENT_STORE_DSN"
-
-// storeConfig is where a command keeps state that outlives it: the task
-// store (serve) and the state directory, which holds the embedded store's
-// database and the schedule mode's last tick. The DSN of PostgreSQL comes from
-// the environment or a file, never argv.
-type storeConfig struct {
-	Kind     string        // --store: memory, sqlite or postgres; "" for run (the state directory's when set)
-	StateDir string        // --state-dir
-	DSNFile  string        // --store-dsn-file
-	DSN      string        // AGENT_STORE_DSN
-	Recover  string        // --recover: fail or rerun
-	Lease    time.Duration // --store-lease: a PostgreSQL replica's lease
-	Wait     time.Duration // --store-wait: how long a request waits for an unavailable store
+// storeCmdConfig is `agentd store inspect|prune`: the store of --state-dir
+// (or PostgreSQL), and what to do with it.
+type storeCmdConfig struct {
+	Action    string // inspect or prune
+	Store     storeConfig
+	JSON      bool
+	Task      string        // inspect: one task's snapshot
+	OlderThan time.Duration // prune: finished at least this long ago
 }
 
-// Bounds of --store-lease.
-const (
-	minStoreLease = 300 * time.Millisecond
-	maxStoreLease = 10 * time.Minute
-)
-
-// Bounds of --store-wait.
-const (
-	minStoreWait = 100 * time.Millisecond
-	maxStoreWait = 10 * time.Minute
-)
-
-// defaultStateDir is the per-user state directory: $XDG_STATE_HOME/agentd,
-// else ~/.local/state/agentd; "" when neither is known (then --state-dir
-// must be given).
-func defaultStateDir() string {
-	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
-		return filepath.Join(x, "agentd")
-	}
-	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) && h != "/" {
-		return filepath.Join(h, ".local", "state", "agentd")
-	}
-	return ""
+// operable is what the store command needs of a store.
+type operable interface {
+	tasks.Store
+	Inspect(ctx context.Context) (store.Report, error)
+	Prune(ctx context.Context, before time.Time) (store.Pruned, error)
 }
 
-// addStore defines the store flags of serve (--store, --store-dsn-file and
-// a per-user default state directory) and of run (the state directory only
-// when given).
-func addStore(f *flags, c *storeConfig, serve bool) {
-	if serve {
-		f.stringVar(&c.Kind, "store", "AGENT_STORE", storeSQLite, "the task store: sqlite (in --state-dir; tasks survive a restart), memory (lost with the process), or postgres (several replicas on one database; the DSN from "+envStoreDSN+" or --store-dsn-file)")
-		f.stringVar(&c.StateDir, "state-dir", "AGENT_STATE_DIR", defaultStateDir(), "the state directory: the sqlite store's database ("+sqlite.FileName+") and the schedule mode's last tick (schedule.json)")
-		f.stringVar(&c.DSNFile, "store-dsn-file", "AGENT_STORE_DSN_FILE", "", "--store postgres: a file holding the PostgreSQL DSN (or set "+envStoreDSN+"; never on argv)")
-		f.durationVar(&c.Lease, "store-lease", "AGENT_STORE_LEASE", postgres.DefaultLeaseTTL, "--store postgres: a replica's lease; the tasks of a replica that has not renewed it for this long are resolved by another (--recover)")
-		f.durationVar(&c.Wait, "store-wait", "AGENT_STORE_WAIT", tasks.DefaultStoreWait, "how long a request waits for an unavailable task store before it is answered -32000 (the store is unavailable; retry later); a running task's own writes are retried longer, in the background")
-	} else {
-		f.stringVar(&c.StateDir, "state-dir", "AGENT_STATE_DIR", "", "a state directory: with --run-id, a run that completed is not run again (its stored result is printed, and its code is the exit code); the schedule mode keeps its last tick there (schedule.json)")
-	}
-	f.stringVar(&c.Recover, "recover", "AGENT_RECOVER", string(tasks.RecoverFail), "what a restart does with a task whose process tree was lost: fail (failed, agentd/status crashed, cause supervisor_lost) or rerun (its root runs again once from the retained payload, same task id, agentd/attempt 2)")
-	c.DSN = os.Getenv(envStoreDSN)
-}
+const storeUsage = "Usage: agentd store inspect|prune [flags]"
 
-// Validate checks the store settings, naming the bad one. It reads no file.
-func (c *storeConfig) Validate() error {
-	if _, err := tasks.ParseRecoverPolicy(c.Recover); err != nil {
-		return fmt.Errorf("--recover %q: want fail or rerun", c.Recover)
+func parseStoreCmd(args []string, stderr io.Writer) (*storeCmdConfig, error) {
+	if len(args) == 0 || cli.IsHelp(args[0]) {
+		fmt.Fprintln(stderr, storeUsage+"\n\n  inspect  what the store holds: tasks by state, unfinished ones and their runners (alive or not),\n           orphans the next start resolves, pending push notifications, stored distillates\n  prune    delete the tasks that finished at least --older-than ago, with their webhooks and\n           distillates, and every expired distillate; unfinished tasks are never touched\n\nRun \"agentd store inspect -h\" for the flags.")
+		if len(args) > 0 {
+			return nil, cli.ExitWith(0)
+		}
+		return nil, cli.UsageError("store: want inspect or prune")
 	}
-	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
-		if _, err := filepath.Abs(c.StateDir); err != nil {
-			return fmt.Errorf("--state-dir %q: %v", c.StateDir, err)
-		}
-	}
-	if strings.ContainsAny(c.StateDir, "?#") {
-		return fmt.Errorf("--state-dir %q: the path may not hold ? or #", c.StateDir)
-	}
-	if c.Kind != "" && (c.Wait < minStoreWait || c.Wait > maxStoreWait) {
-		return fmt.Errorf("--store-wait must be in [%s, %s] (got %s)", minStoreWait, maxStoreWait, c.Wait)
-	}
-	if c.Kind == storePostgres && (c.Lease < minStoreLease || c.Lease > maxStoreLease) {
-		return fmt.Errorf("--store-lease must be in [%s, %s] (got %s)", minStoreLease, maxStoreLease, c.Lease)
-	}
-	switch c.Kind {
-	case "":
-	case storeMemory:
-		if c.DSNFile != "" {
-			return errors.New("--store-dsn-file is a setting of --store postgres, and the store is memory")
-		}
-	case storeSQLite:
-		if c.StateDir == "" {
-			return errors.New("--store sqlite needs --state-dir (no per-user default: set XDG_STATE_HOME or HOME, or pass --state-dir)")
-		}
-		if c.DSNFile != "" {
-			return errors.New("--store-dsn-file is a setting of --store postgres, and the store is sqlite")
-		}
-	case storePostgres:
-		if c.DSN == "" && c.DSNFile == "" {
-			return fmt.Errorf("--store postgres needs the DSN in %s or --store-dsn-file", envStoreDSN)
-		}
-		if c.DSN != "" && c.DSNFile != "" {
-			return fmt.Errorf("--store-dsn-file and %s are both set: give one", envStoreDSN)
-		}
+	c := &storeCmdConfig{Action: args[0]}
+	var summary string
+	switch c.Action {
+	case "inspect":
+		summary = "Reports what the task store holds. Opening a store migrates its schema to this agentd's."
+	case "prune":
+		summary = "Deletes the tasks that finished at least --older-than ago (their webhooks, pending push\nnotifications and stored distillates with them) and every expired distillate. Unfinished tasks\nare never touched. A running agentd may share the store."
 	default:
-		if strings.Contains(c.Kind, "://") {
-			return fmt.Errorf("--store: a DSN on the command line would show its password to every user of the machine: pass --store postgres with %s or --store-dsn-file", envStoreDSN)
+		return nil, cli.UsageError("store: unknown action %q: want inspect or prune\nrun 'agentd store -h' for the actions", c.Action)
+	}
+	f := cli.NewFlags("store "+c.Action, stderr, summary)
+	addStore(f, &c.Store, true)
+	f.BoolVar(&c.JSON, "json", false, "print JSON")
+	if c.Action == "inspect" {
+		f.StringVar(&c.Task, "task", "", "print this task's stored snapshot (A2A JSON) instead")
+	} else {
+		f.DurationVar(&c.OlderThan, "older-than", 0, "prune the tasks that finished at least this long ago (required; 0s prunes every finished task)")
+	}
+	if err := f.Parse(args[1:]); err != nil {
+		return nil, err
+	}
+	if f.NArg() > 0 {
+		return nil, cli.UsageError("store %s takes no arguments (got %q)", c.Action, f.Args())
+	}
+	if c.Action == "prune" {
+		given := false
+		f.Visit(func(fl *flag.Flag) { given = given || fl.Name == "older-than" })
+		if !given {
+			return nil, cli.UsageError("store prune needs --older-than (0s prunes every finished task)")
 		}
-		return fmt.Errorf("--store %q: want sqlite, memory or postgres", c.Kind)
+	}
+	return c, nil
+}
+
+// Validate checks the settings, naming the bad one.
+func (c *storeCmdConfig) Validate() error {
+	if c.Store.Kind == storeMemory {
+		return errors.New("--store memory: a memory store lives in its process; there is nothing to inspect or prune")
+	}
+	if c.OlderThan < 0 {
+		return fmt.Errorf("--older-than must not be negative (got %s)", c.OlderThan)
+	}
+	return c.Store.Validate()
+}
+
+// runStoreCmd is `agentd store`.
+func runStoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := cli.Validated(parseStoreCmd(args, stderr))
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var cl closers
+	defer cl.close()
+	s, err := openStore(ctx, &c.Store, storeLimits{}, "", log, &cl)
+	if err != nil {
+		return err
+	}
+	ops, ok := s.(operable)
+	if !ok {
+		return cli.UsageError("--store %s: cannot be inspected", c.Store.Kind)
+	}
+	switch c.Action {
+	case "inspect":
+		if c.Task != "" {
+			t, owner, err := ops.Get(ctx, a2a.TaskID(c.Task))
+			if err != nil {
+				return err
+			}
+			return printJSON(stdout, map[string]any{"owner": owner, "task": t})
+		}
+		r, err := ops.Inspect(ctx)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(stdout, r)
+		}
+		printReport(stdout, r)
+	case "prune":
+		p, err := ops.Prune(ctx, time.Now().Add(-c.OlderThan))
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(stdout, p)
+		}
+		fmt.Fprintf(stdout, "pruned %d finished tasks and %d stored distillates\n", p.Tasks, p.Blobs)
 	}
 	return nil
 }
 
-// policy is --recover (checked by Validate).
-func (c *storeConfig) policy() tasks.RecoverPolicy {
-	p, _ := tasks.ParseRecoverPolicy(c.Recover)
-	return p
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
-// stateDir returns --state-dir as an absolute path, creating it (the
-// build's step); "" when none is set.
-func (c *storeConfig) stateDir() (string, error) {
-	if c.StateDir == "" {
-		return "", nil
+func printReport(w io.Writer, r store.Report) {
+	fmt.Fprintf(w, "store       %s (schema %d)\n", r.Store, r.Schema)
+	fmt.Fprintf(w, "database    %s", r.Where)
+	if r.Bytes > 0 {
+		fmt.Fprintf(w, " (%s)", formatSize(uint64(r.Bytes)))
 	}
-	dir, err := filepath.Abs(c.StateDir)
-	if err != nil {
-		return "", usageError("--state-dir %s: %v", c.StateDir, err)
+	fmt.Fprintln(w)
+	states := make([]string, 0, len(r.Tasks))
+	total := 0
+	for st, n := range r.Tasks {
+		states = append(states, st)
+		total += n
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", usageError("--state-dir %s: %v", c.StateDir, err)
+	sort.Strings(states)
+	fmt.Fprintf(w, "tasks       %d\n", total)
+	for _, st := range states {
+		fmt.Fprintf(w, "  %-14s %d\n", st, r.Tasks[st])
 	}
-	return dir, nil
-}
-
-// storeLimits bound the tasks a store holds (--task-capacity,
-// --task-retention); memory, when set, is serve's whole budget (the bytes and
-// the per-caller quotas too), which every store keeps.
-type storeLimits struct {
-	capacity  int
-	retention time.Duration
-	memory    tasks.MemoryLimits
-}
-
-// openStore opens the task store c names (the build's step); instance names
-// a PostgreSQL replica ("" for a new id). A store that cannot be opened at
-// start (a state directory that cannot be written, a database a newer agentd
-// wrote, a database that cannot be reached or written) is bad config: exit
-// 2, naming the setting.
-func openStore(ctx context.Context, c *storeConfig, lim storeLimits, instance string, log *slog.Logger, cl *closers) (tasks.Store, error) {
-	switch c.Kind {
-	case storePostgres:
-		dsn, setting, err := c.dsn()
-		if err != nil {
-			return nil, err
+	fmt.Fprintf(w, "unfinished  %d (orphans, resolved by the next start: %d)\n", r.Unfinished, r.Orphans)
+	runners := make([]string, 0, len(r.Runners))
+	for id := range r.Runners {
+		runners = append(runners, id)
+	}
+	sort.Strings(runners)
+	for _, id := range runners {
+		st := r.Runners[id]
+		state := "gone"
+		if st.Alive {
+			state = "alive"
 		}
-		m := lim.memory // the budgets: bytes and per-caller quotas (zero: none)
-		s, err := postgres.Open(ctx, dsn, postgres.Options{Capacity: lim.capacity, Retention: lim.retention, Bytes: m.Bytes, QuotaTasks: m.QuotaTasks, QuotaBytes: m.QuotaBytes,
-			LeaseTTL: c.Lease, Instance: instance, Log: log})
-		if err != nil {
-			return nil, usageError("--store postgres (%s): %v", setting, err)
-		}
-		log.Info("task store open", "store", storePostgres, "where", s.Where(), "instance", s.Instance(), "lease", c.Lease.String())
-		cl.add(func() { s.Close() })
-		return s, nil
-	case storeMemory:
-		if lim.memory.Capacity > 0 {
-			return tasks.NewMemoryStoreLimits(lim.memory), nil
-		}
-		return tasks.NewMemoryStore(lim.capacity, lim.retention), nil
-	case storeSQLite:
-		dir, err := c.stateDir()
-		if err != nil {
-			return nil, err
-		}
-		s, err := openSQLite(ctx, dir, lim, log)
-		if err != nil {
-			return nil, err
-		}
-		cl.add(func() { s.Close() })
-		if instance != "" {
-			// A service: the store command may share a running one's
-			// store by design, and says nothing.
-			warnShared(s, log)
-		}
-		return s, nil
+		fmt.Fprintf(w, "  runner %s  %s, %d tasks\n", id, state, st.Tasks)
 	}
-	return nil, usageError("--store %q: want sqlite, memory or postgres", c.Kind)
-}
-
-// dsn reads the PostgreSQL DSN (the build's step) and names where it came
-// from.
-func (c *storeConfig) dsn() (dsn, setting string, err error) {
-	if c.DSN != "" {
-		return c.DSN, envStoreDSN, nil
-	}
-	b, err := secretfile.Read(c.DSNFile)
-	if err != nil {
-		return "", "", usageError("--store-dsn-file: %v", err)
-	}
-	dsn = strings.TrimSpace(string(b))
-	if dsn == "" {
-		return "", "", usageError("--store-dsn-file %s is empty", c.DSNFile)
-	}
-	return dsn, "--store-dsn-file " + c.DSNFile, nil
-}
-
-// warnShared logs, at warn, the other agentd processes live on s's state
-// directory: they share its tasks, not their runs.
-func warnShared(s *sqlite.Store, log *slog.Logger) {
-	others, err := s.Others()
-	if err != nil {
-		log.Warn("task store: cannot tell whether another agentd uses this state directory", "path", s.Path(), "err", err)
-		return
-	}
-	if len(others) == 0 {
-		return
-	}
-	var who []string
-	for _, o := range others {
-		who = append(who, fmt.Sprintf("instance %s (pid %d)", o.Instance, o.PID))
-	}
-	log.Warn("task store: another agentd process uses this state directory: the two share its tasks but not their runs, and each cancels only the tasks it accepted (run one agentd per --state-dir, or replicas with --store postgres)",
-		"path", s.Path(), "others", strings.Join(who, ", "))
-}
-
-// openSQLite opens the embedded store in dir.
-func openSQLite(ctx context.Context, dir string, lim storeLimits, log *slog.Logger) (*sqlite.Store, error) {
-	m := lim.memory // the budgets: bytes and per-caller quotas (zero: none)
-	s, err := sqlite.Open(ctx, dir, sqlite.Options{Capacity: lim.capacity, Retention: lim.retention, Bytes: m.Bytes, QuotaTasks: m.QuotaTasks, QuotaBytes: m.QuotaBytes, Log: log})
-	var se *store.SchemaError
-	switch {
-	case errors.As(err, &se):
-		return nil, usageError("--state-dir %s: %v", dir, err)
-	case err != nil:
-		return nil, usageError("--state-dir %s: the task store cannot be opened: %v", dir, err)
-	}
-	log.Info("task store open", "store", storeSQLite, "path", s.Path(), "instance", s.Instance())
-	return s, nil
+	fmt.Fprintf(w, "push        %d pending\n", r.Pending)
+	fmt.Fprintf(w, "distillates %d (%s)\n", r.Blobs, formatSize(uint64(r.BlobBytes)))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/supervisor"
@@ -138,7 +139,7 @@ func childLogs(aggregate bool, stderr io.Writer, cl *closers) (*os.File, error) 
 func loadIntelligence(c *coreConfig) (key string, err error) {
 	if c.scripted() {
 		if err := intelligence.Check(c.intelligenceSpec()); err != nil {
-			return "", usageError("--intelligence: %v", err)
+			return "", cli.UsageError("--intelligence: %v", err)
 		}
 	}
 	if c.KeyFile == "" {
@@ -146,7 +147,7 @@ func loadIntelligence(c *coreConfig) (key string, err error) {
 	}
 	b, err := secretfile.Read(c.KeyFile)
 	if err != nil {
-		return "", usageError("--intelligence-key-file: %v", err)
+		return "", cli.UsageError("--intelligence-key-file: %v", err)
 	}
 	return strings.TrimSpace(string(b)), nil
 }

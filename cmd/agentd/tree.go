@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/supervisor"
 )
 
@@ -45,7 +46,7 @@ func (t *tree) shutdown(ctx context.Context) error {
 	err := t.sup.Shutdown(ctx)
 	if err != nil {
 		t.log.Error("unclean drain", "err", err, "unreaped", t.sup.Unreaped())
-		return exitWith(api.ExitUncleanDrain)
+		return cli.ExitWith(api.ExitUncleanDrain)
 	}
 	if t.forced.Load() {
 		t.log.Info("drained after SIGKILL")

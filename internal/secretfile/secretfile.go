@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 )
 
@@ -65,4 +66,19 @@ func Read(path string) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(f)
+}
+
+// Token reads a secret that is one line, such as a bearer token, from the
+// file at path (as Read does: refused when its group or others may open it):
+// the line without the white space around it, which must not be empty.
+func Token(path string) (string, error) {
+	b, err := Read(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, "\r\n") {
+		return "", fmt.Errorf("%s: want one non-empty line", path)
+	}
+	return tok, nil
 }

@@ -55,3 +55,18 @@ func TestMode(t *testing.T) {
 		t.Errorf("a missing file: %v", err)
 	}
 }
+
+// A token file holds one non-empty line.
+func TestToken(t *testing.T) {
+	dir := t.TempDir()
+	for content, ok := range map[string]bool{"tok\n": true, "  tok  ": true, "\n": false, "": false, "a\nb\n": false} {
+		file := filepath.Join(dir, "tok")
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := Token(file)
+		if (err == nil) != ok || (ok && tok != "tok") {
+			t.Errorf("Token(%q) = %q, %v", content, tok, err)
+		}
+	}
+}

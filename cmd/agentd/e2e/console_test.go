@@ -28,6 +28,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli/clitest"
 	"github.com/agentd/agentd/internal/testkit"
 )
 
@@ -541,7 +542,7 @@ func TestLocalCtlAndWatch(t *testing.T) {
 	})
 
 	// On a terminal the watch clears the screen and redraws.
-	pty, tty := openPTY(t)
+	pty, tty := clitest.OpenPTY(t)
 	onTTY := agentdCommand(t, "ctl", "tree", "--watch", "--to", s.url)
 	onTTY.Stdout, onTTY.Stderr = tty, tty
 	if err := onTTY.Start(); err != nil {
@@ -602,7 +603,7 @@ func TestSendShowsTheTree(t *testing.T) {
 		t.Errorf("--progress=false printed:\n%s", quiet)
 	}
 	// On a terminal it redraws one row per subagent in place, the root's too.
-	pty, tty := openPTY(t)
+	pty, tty := clitest.OpenPTY(t)
 	cmd := agentdCommand(t, "send", "--to", s.url, "first line\nsecond line")
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, tty
@@ -628,7 +629,7 @@ func TestSendShowsTheTree(t *testing.T) {
 // status lines).
 func TestSendStreamOnATerminal(t *testing.T) {
 	s := startService(t, "--intelligence", "builtin:demo=300ms")
-	pty, tty := openPTY(t)
+	pty, tty := clitest.OpenPTY(t)
 	cmd := agentdCommand(t, "send", "--stream", "--to", s.url, "first line\nsecond line")
 	cmd.Stdout, cmd.Stderr = tty, tty
 	if err := cmd.Start(); err != nil {
@@ -669,7 +670,7 @@ func readUntilQuiet(r *os.File) string {
 func TestRunOnATerminal(t *testing.T) {
 	onTTY := func(args ...string) string {
 		t.Helper()
-		pty, tty := openPTY(t)
+		pty, tty := clitest.OpenPTY(t)
 		cmd := agentdCommand(t, args...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		if err := cmd.Start(); err != nil {

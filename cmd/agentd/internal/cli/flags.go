@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -15,10 +15,10 @@ import (
 	"github.com/agentd/agentd/api"
 )
 
-// flags is a flag.FlagSet whose flags fill the fields of a config struct and
+// Flags is a flag.FlagSet whose flags fill the fields of a config struct and
 // may default from an environment variable. A bad environment value is a
-// usage error naming the variable, reported by parse.
-type flags struct {
+// usage error naming the variable, reported by Parse.
+type Flags struct {
 	*flag.FlagSet
 	// name is the command, as in its usage line ("serve", "ctl a2a.Tree").
 	name string
@@ -33,39 +33,44 @@ type flags struct {
 	envErrs map[string]error
 	// envs is each flag's environment variable, by flag name.
 	envs map[string]string
-	// args names the command's arguments after the flags in its usage line
-	// (such as "TEXT"); empty when it takes none.
-	args string
+	// Operands names the command's arguments after the flags in its usage
+	// line (such as "TEXT"); empty when it takes none.
+	Operands string
 	// printUsage prints the usage and every flag (-h).
 	printUsage func()
 }
 
-// flagsMade, when set (by tests), sees every command's flags as they are
+// FlagsMade, when set (by tests), sees every command's flags as they are
 // made.
-var flagsMade func(*flags)
+var FlagsMade func(*Flags)
 
-func newFlags(name string, stderr io.Writer, summary string) *flags {
+// NewFlags is the flags of the command name ("serve", "ctl a2a.Tree"): its -h
+// prints the usage line, summary and every flag on stderr.
+func NewFlags(name string, stderr io.Writer, summary string) *Flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	// The flag package prints a parse error followed by the whole usage;
-	// parse prints a short error instead, and the usage only for -h.
+	// Parse prints a short error instead, and the usage only for -h.
 	fs.SetOutput(io.Discard)
-	f := &flags{FlagSet: fs, name: name, stderr: stderr, envErrs: map[string]error{}, envs: map[string]string{}}
+	f := &Flags{FlagSet: fs, name: name, stderr: stderr, envErrs: map[string]error{}, envs: map[string]string{}}
 	fs.Usage = func() {}
 	f.printUsage = func() {
 		args := ""
-		if f.args != "" {
-			args = " " + f.args
+		if f.Operands != "" {
+			args = " " + f.Operands
 		}
 		fmt.Fprintf(stderr, "Usage: agentd %s [flags]%s\n\n%s\n\nFlags (a flag beats its environment variable, which beats the default):\n", name, args, summary)
 		fs.SetOutput(stderr)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
-	if flagsMade != nil {
-		flagsMade(f)
+	if FlagsMade != nil {
+		FlagsMade(f)
 	}
 	return f
 }
+
+// Envs is each flag's environment variable, by flag name.
+func (f *Flags) Envs() map[string]string { return f.envs }
 
 func envNote(env string) string {
 	if env == "" {
@@ -76,8 +81,8 @@ func envNote(env string) string {
 
 // envVar defines the flag name on p with define; the environment variable env,
 // when set, replaces the default def (parsed with parse).
-// A bad value of env is an error only when the flag is not given (parse).
-func envVar[T any](f *flags, define func(p *T, name string, value T, usage string), parse func(string) (T, error), p *T, name, env string, def T, usage string) {
+// A bad value of env is an error only when the flag is not given (Parse).
+func envVar[T any](f *Flags, define func(p *T, name string, value T, usage string), parse func(string) (T, error), p *T, name, env string, def T, usage string) {
 	f.noteEnv(name, env)
 	if v, ok := os.LookupEnv(env); ok && env != "" {
 		x, err := parse(v)
@@ -90,49 +95,55 @@ func envVar[T any](f *flags, define func(p *T, name string, value T, usage strin
 	define(p, name, def, usage+envNote(env))
 }
 
-func (f *flags) stringVar(p *string, name, env, def, usage string) {
+// EnvString defines a string flag that defaults from env (none when "").
+func (f *Flags) EnvString(p *string, name, env, def, usage string) {
 	envVar(f, f.StringVar, func(s string) (string, error) { return s, nil }, p, name, env, def, usage)
 }
 
-func (f *flags) intVar(p *int, name, env string, def int, usage string) {
+// EnvInt defines an int flag that defaults from env (none when "").
+func (f *Flags) EnvInt(p *int, name, env string, def int, usage string) {
 	envVar(f, f.IntVar, strconv.Atoi, p, name, env, def, usage)
 }
 
-func (f *flags) int64Var(p *int64, name, env string, def int64, usage string) {
+// EnvInt64 defines an int64 flag that defaults from env (none when "").
+func (f *Flags) EnvInt64(p *int64, name, env string, def int64, usage string) {
 	envVar(f, f.Int64Var, func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, p, name, env, def, usage)
 }
 
-func (f *flags) float64Var(p *float64, name, env string, def float64, usage string) {
+// EnvFloat64 defines a float64 flag that defaults from env (none when "").
+func (f *Flags) EnvFloat64(p *float64, name, env string, def float64, usage string) {
 	envVar(f, f.Float64Var, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, p, name, env, def, usage)
 }
 
-func (f *flags) durationVar(p *time.Duration, name, env string, def time.Duration, usage string) {
+// EnvDuration defines a duration flag that defaults from env (none when "").
+func (f *Flags) EnvDuration(p *time.Duration, name, env string, def time.Duration, usage string) {
 	envVar(f, f.DurationVar, time.ParseDuration, p, name, env, def, usage)
 }
 
-func (f *flags) boolVar(p *bool, name, env string, def bool, usage string) {
+// EnvBool defines a bool flag that defaults from env (none when "").
+func (f *Flags) EnvBool(p *bool, name, env string, def bool, usage string) {
 	envVar(f, f.BoolVar, strconv.ParseBool, p, name, env, def, usage)
 }
 
 // noteEnv records that flag name defaults from env.
-func (f *flags) noteEnv(name, env string) {
+func (f *Flags) noteEnv(name, env string) {
 	if env != "" {
 		f.envs[name] = env
 	}
 }
 
-// parse parses args; -h prints usage and is not an error. A bad flag is a
+// Parse parses args; -h prints usage and is not an error. A bad flag is a
 // usage error of a few lines (the error, a flag it may have meant, where the
 // flags are listed), not the whole usage. A bad environment variable is a
 // usage error unless its flag is given: a flag beats its environment
 // variable.
-func (f *flags) parse(args []string) error {
-	if err := f.Parse(args); err != nil {
+func (f *Flags) Parse(args []string) error {
+	if err := f.FlagSet.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			f.printUsage()
-			return exitWith(api.ExitOK)
+			return ExitWith(api.ExitOK)
 		}
-		return &exitError{code: api.ExitUsage, err: errors.New(f.explain(err))}
+		return BadConfig(errors.New(f.explain(err)))
 	}
 	given := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
@@ -148,7 +159,7 @@ func (f *flags) parse(args []string) error {
 		}
 	}
 	if len(errs) > 0 {
-		return &exitError{code: api.ExitUsage, err: errors.Join(errs...)}
+		return BadConfig(errors.Join(errs...))
 	}
 	return nil
 }
@@ -167,7 +178,7 @@ var secretFlags = map[string]string{
 // prints: the error, a close flag when there is one, and where the flags
 // are listed. It never repeats a value given to an unknown flag (it may be a
 // secret).
-func (f *flags) explain(err error) string {
+func (f *Flags) explain(err error) string {
 	var b strings.Builder
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
@@ -213,7 +224,7 @@ var badValue = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*
 
 // secretHintApplies reports whether the flags hint names are flags of this
 // command (a key file hint is no help to a command without it).
-func (f *flags) secretHintApplies(hint string) bool {
+func (f *Flags) secretHintApplies(hint string) bool {
 	for _, w := range strings.Fields(hint) {
 		if name, ok := strings.CutPrefix(w, "--"); ok && f.Lookup(name) == nil {
 			return false
@@ -225,7 +236,7 @@ func (f *flags) secretHintApplies(hint string) bool {
 // closest is the one flag name nearest name within a few edits (one for a
 // short name, two from eight characters on), or the one flag name has as its
 // prefix; "" when there is none or more than one.
-func (f *flags) closest(name string) string {
+func (f *Flags) closest(name string) string {
 	best, bestD, ties := "", max(1, min(2, len(name)/4))+1, 0
 	var prefixed []string
 	f.VisitAll(func(fl *flag.Flag) {
@@ -248,10 +259,10 @@ func (f *flags) closest(name string) string {
 	return ""
 }
 
-// closestWord is the word of words nearest w within two edits (each word
+// ClosestWord is the word of words nearest w within two edits (each word
 // compared as norm makes it, and without its prefix "a2a."), or "" when
 // none is that near or two are equally near.
-func closestWord(w string, words []string, norm func(string) string) string {
+func ClosestWord(w string, words []string, norm func(string) string) string {
 	best, bestD, ties := "", 3, 0
 	for _, c := range words {
 		n := norm(c)
@@ -321,8 +332,8 @@ func (r *repeated) Set(v string) error {
 	return nil
 }
 
-// commaList splits a value at commas, dropping empty entries.
-func commaList(v string) []string {
+// CommaList splits a value at commas, dropping empty entries.
+func CommaList(v string) []string {
 	var out []string
 	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -332,21 +343,21 @@ func commaList(v string) []string {
 	return out
 }
 
-// listVar defines a repeatable flag on p; each value (and the environment
+// EnvList defines a repeatable flag on p; each value (and the environment
 // variable's) may itself be comma-separated.
-func (f *flags) listVar(p *[]string, name, env, usage string) {
+func (f *Flags) EnvList(p *[]string, name, env, usage string) {
 	f.noteEnv(name, env)
-	r := &repeated{vals: p, split: commaList}
+	r := &repeated{vals: p, split: CommaList}
 	if v, ok := os.LookupEnv(env); ok && env != "" {
-		*p, r.fromEnv = commaList(v), true
+		*p, r.fromEnv = CommaList(v), true
 	}
 	f.Var(r, name, usage+" (repeatable)"+envNote(env))
 }
 
-// funcList defines a repeatable flag that adds each value with add, which
+// EnvFuncList defines a repeatable flag that adds each value with add, which
 // names the flag in its error. Its environment variable holds the values
-// separated by ';'; a bad one is reported by parse.
-func (f *flags) funcList(name, env, usage string, add func(string) error) {
+// separated by ';'; a bad one is reported by Parse.
+func (f *Flags) EnvFuncList(name, env, usage string, add func(string) error) {
 	f.Func(name, usage+envNote(env), func(s string) error {
 		if err := add(s); err != nil {
 			return fmt.Errorf("--%s: %w", name, err)
@@ -365,10 +376,10 @@ func (f *flags) funcList(name, env, usage string, add func(string) error) {
 	}
 }
 
-// entriesVar defines a repeatable flag on p whose values keep their commas (an
+// EnvEntries defines a repeatable flag on p whose values keep their commas (an
 // MCP entry such as NAME=untrusted_input,sensitive). Its environment variable
 // holds the same entries separated by whitespace.
-func (f *flags) entriesVar(p *[]string, name, env, usage string) {
+func (f *Flags) EnvEntries(p *[]string, name, env, usage string) {
 	f.noteEnv(name, env)
 	r := &repeated{vals: p}
 	if v, ok := os.LookupEnv(env); ok && env != "" {

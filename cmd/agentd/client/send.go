@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd/a2a/a2acall"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 )
 
 // sendConfig is `agentd send`.
@@ -27,12 +28,12 @@ type sendConfig struct {
 
 func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	c := &sendConfig{}
-	f := newFlags("send", stderr, "Sends TEXT to the A2A agent at --to, then prints the task's state and its artifact text.\nExit code: 0 when the task completed, else the exit-code table's code for its status.")
+	f := cli.NewFlags("send", stderr, "Sends TEXT to the A2A agent at --to, then prints the task's state and its artifact text.\nExit code: 0 when the task completed, else the exit-code table's code for its status.")
 	addClientFlags(f, &c.Client, "AGENT_SEND_TO", "base URL of the agent (its card is read from /.well-known/agent-card.json)", 15*time.Minute)
 	f.BoolVar(&c.Stream, "stream", false, "stream: print status updates as they arrive")
-	f.boolVar(&c.Progress, "progress", "AGENT_SEND_PROGRESS", true, "show the tree's progress on stderr while the task runs (an agentd peer's children starting and finishing): redrawn on a terminal, a line per change otherwise and with --stream on the same terminal")
-	f.args = "TEXT"
-	if err := f.parse(args); err != nil {
+	f.EnvBool(&c.Progress, "progress", "AGENT_SEND_PROGRESS", true, "show the tree's progress on stderr while the task runs (an agentd peer's children starting and finishing): redrawn on a terminal, a line per change otherwise and with --stream on the same terminal")
+	f.Operands = "TEXT"
+	if err := f.Parse(args); err != nil {
 		return nil, err
 	}
 	c.Text = strings.Join(f.Args(), " ")
@@ -50,8 +51,9 @@ func (c *sendConfig) Validate() error {
 	return nil
 }
 
-func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := validated(parseSend(args, stderr))
+// Send is `agentd send`: it exits with the code of the task's status.
+func Send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := cli.Validated(parseSend(args, stderr))
 	if err != nil {
 		return err
 	}
@@ -110,7 +112,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // same screen (stdout a terminal too), where moving the cursor up would draw
 // over them; there the view prints a line per change instead.
 func redrawProgress(stream bool, stdout, stderr io.Writer) bool {
-	return isTerminal(stderr) && !(stream && isTerminal(stdout))
+	return cli.IsTerminal(stderr) && !(stream && cli.IsTerminal(stdout))
 }
 
 // sendStreaming sends msg with message/stream, printing each event, and
@@ -181,12 +183,12 @@ func taskExit(t *a2a.Task) error {
 	}
 	if s, ok := t.Metadata[api.MetaStatus].(string); ok && api.TerminalStatus(s).Valid() {
 		cause, _ := t.Metadata[api.MetaCause].(string)
-		return exitWith(api.ExitCode(api.SubagentResult{Status: api.TerminalStatus(s), Cause: cause}))
+		return cli.ExitWith(api.ExitCode(api.SubagentResult{Status: api.TerminalStatus(s), Cause: cause}))
 	}
 	if t.Status.State == a2a.TaskStateRejected {
-		return exitWith(api.ExitRefused)
+		return cli.ExitWith(api.ExitRefused)
 	}
-	return exitWith(api.ExitFailure)
+	return cli.ExitWith(api.ExitFailure)
 }
 
 func statusText(s a2a.TaskStatus) string {

@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"context"
@@ -16,8 +16,10 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/bearer"
 	"github.com/agentd/agentd/internal/loopback"
+	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/tlsconfig"
 )
 
@@ -37,15 +39,15 @@ type clientConfig struct {
 }
 
 // addClientFlags defines --to (from toEnv), --timeout and the credentials.
-func addClientFlags(f *flags, c *clientConfig, toEnv, toUsage string, timeout time.Duration) {
-	f.stringVar(&c.To, "to", toEnv, "", toUsage)
+func addClientFlags(f *cli.Flags, c *clientConfig, toEnv, toUsage string, timeout time.Duration) {
+	f.EnvString(&c.To, "to", toEnv, "", toUsage)
 	f.DurationVar(&c.Timeout, "timeout", timeout, "give up after this long")
-	f.stringVar(&c.Cert, "tls-cert", "AGENT_TLS_CERT", "", "PEM file: the client's X.509 SVID, for mTLS")
-	f.stringVar(&c.Key, "tls-key", "AGENT_TLS_KEY", "", "PEM file: the client SVID's private key")
-	f.stringVar(&c.Bundle, "tls-bundle", "AGENT_TLS_BUNDLE", "", "PEM file: the trust bundle that verifies the server")
-	f.stringVar(&c.SPIFFESocket, "spiffe-socket", "SPIFFE_ENDPOINT_SOCKET", "", "SPIFFE Workload API address: the client's SVID and the bundles")
-	f.stringVar(&c.TokenFile, "token-file", "AGENT_TOKEN_FILE", "", "file holding a bearer token (a static token or a JWT-SVID)")
-	f.stringVar(&c.ServerID, "server-id", "AGENT_SERVER_ID", "", "the SPIFFE ID the server must present; required over https when a client certificate or --token-file is presented")
+	f.EnvString(&c.Cert, "tls-cert", "AGENT_TLS_CERT", "", "PEM file: the client's X.509 SVID, for mTLS")
+	f.EnvString(&c.Key, "tls-key", "AGENT_TLS_KEY", "", "PEM file: the client SVID's private key")
+	f.EnvString(&c.Bundle, "tls-bundle", "AGENT_TLS_BUNDLE", "", "PEM file: the trust bundle that verifies the server")
+	f.EnvString(&c.SPIFFESocket, "spiffe-socket", "SPIFFE_ENDPOINT_SOCKET", "", "SPIFFE Workload API address: the client's SVID and the bundles")
+	f.EnvString(&c.TokenFile, "token-file", "AGENT_TOKEN_FILE", "", "file holding a bearer token (a static token or a JWT-SVID)")
+	f.EnvString(&c.ServerID, "server-id", "AGENT_SERVER_ID", "", "the SPIFFE ID the server must present; required over https when a client certificate or --token-file is presented")
 	// No environment variable: an opt-out of a security check is given on
 	// the command line each time, not left in an environment.
 	f.BoolVar(&c.AnyServerID, "insecure-any-server-id", false, "present the credentials to any server ID of the trust domain, unpinned (a same-domain impostor gets them)")
@@ -155,8 +157,8 @@ func (c *clientConfig) httpClient(ctx context.Context, log *slog.Logger) (hc *ht
 	closeFn = func() {}
 	var token string
 	if c.TokenFile != "" {
-		if token, err = readToken(c.TokenFile); err != nil {
-			return nil, closeFn, usageError("--token-file: %v", err)
+		if token, err = secretfile.Token(c.TokenFile); err != nil {
+			return nil, closeFn, cli.UsageError("--token-file: %v", err)
 		}
 	}
 	var authorize tlsconfig.Authorizer
@@ -164,7 +166,7 @@ func (c *clientConfig) httpClient(ctx context.Context, log *slog.Logger) (hc *ht
 	if c.ServerID != "" {
 		id, err := spiffeid.FromString(c.ServerID)
 		if err != nil {
-			return nil, closeFn, usageError("--server-id: %v", err)
+			return nil, closeFn, cli.UsageError("--server-id: %v", err)
 		}
 		authorize, serverTD = authorizeServerID(id), id.TrustDomain()
 	}
@@ -182,7 +184,7 @@ func (c *clientConfig) httpClient(ctx context.Context, log *slog.Logger) (hc *ht
 	case clientWorkload:
 		src, err := tlsconfig.NewWorkloadSource(c.SPIFFESocket, log)
 		if err != nil {
-			return nil, closeFn, usageError("--spiffe-socket: %v", err)
+			return nil, closeFn, cli.UsageError("--spiffe-socket: %v", err)
 		}
 		closeFn = func() { src.Close() }
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -195,13 +197,13 @@ func (c *clientConfig) httpClient(ctx context.Context, log *slog.Logger) (hc *ht
 	case clientFiles:
 		src, err := tlsconfig.NewFileSource(tlsconfig.Files{Cert: c.Cert, Key: c.Key, Bundle: c.Bundle}, log)
 		if err != nil {
-			return nil, closeFn, usageError("--tls-cert/--tls-key/--tls-bundle: %v", err)
+			return nil, closeFn, cli.UsageError("--tls-cert/--tls-key/--tls-bundle: %v", err)
 		}
 		tlsCfg = tlsconfig.ClientConfig(src, src, memberOfOwn(src))
 	case clientBundle:
 		bs, err := tlsconfig.NewBundleSource(serverTD, c.Bundle)
 		if err != nil {
-			return nil, closeFn, usageError("--tls-bundle: %v", err)
+			return nil, closeFn, cli.UsageError("--tls-bundle: %v", err)
 		}
 		tlsCfg = tlsconfig.ClientConfig(nil, bs, authorize)
 	}

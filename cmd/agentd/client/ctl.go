@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"bytes"
@@ -14,20 +14,21 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 )
 
 // ctlMethod is one operator method as `agentd ctl` offers it: its flags, and
 // how the flags set become params.
 type ctlMethod struct {
 	summary string
-	flags   func(f *flags) func(set map[string]bool) map[string]any
+	flags   func(f *cli.Flags) func(set map[string]bool) map[string]any
 	result  func() any
 }
 
 var ctlMethods = map[string]ctlMethod{
 	api.OpDrain: {
 		summary: "drain like the first SIGTERM: refuse new work, stop every tree, exit",
-		flags: func(f *flags) func(map[string]bool) map[string]any {
+		flags: func(f *cli.Flags) func(map[string]bool) map[string]any {
 			ms := f.Int64("deadline-ms", 0, "drain budget in milliseconds (default: the service's --drain-timeout)")
 			return func(set map[string]bool) map[string]any {
 				if set["deadline-ms"] {
@@ -40,7 +41,7 @@ var ctlMethods = map[string]ctlMethod{
 	},
 	api.OpLameDuck: {
 		summary: "report not ready on /readyz (or ready again with --ready); nothing else changes",
-		flags: func(f *flags) func(map[string]bool) map[string]any {
+		flags: func(f *cli.Flags) func(map[string]bool) map[string]any {
 			ready := f.Bool("ready", false, "make the service ready again")
 			return func(map[string]bool) map[string]any { return map[string]any{"ready": *ready} }
 		},
@@ -58,7 +59,7 @@ var ctlMethods = map[string]ctlMethod{
 	},
 	api.OpCancel: {
 		summary: "cancel one subtree (--handle TASK_ID) or every tree (--handle 0, the default); the service keeps running",
-		flags: func(f *flags) func(map[string]bool) map[string]any {
+		flags: func(f *cli.Flags) func(map[string]bool) map[string]any {
 			handle := f.String("handle", api.CancelAll, "the task id of the subtree's root; 0 for every tree")
 			reason := f.String("reason", "", "why, for the logs and the task")
 			return func(set map[string]bool) map[string]any {
@@ -78,7 +79,7 @@ var ctlMethods = map[string]ctlMethod{
 	},
 	api.OpCaps: {
 		summary: "show the spawn caps and the admission bounds, or set some within their bounds",
-		flags: func(f *flags) func(map[string]bool) map[string]any {
+		flags: func(f *cli.Flags) func(map[string]bool) map[string]any {
 			ints := map[string]*int{}
 			for _, n := range []string{"max-depth", "max-children", "max-total-subagents", "max-inflight", "spawn-burst"} {
 				ints[n] = f.Int(n, 0, "set "+strings.ReplaceAll(n, "-", "_"))
@@ -111,7 +112,7 @@ var ctlMethods = map[string]ctlMethod{
 	},
 	api.OpCloseBreaker: {
 		summary: "close a restart breaker (--key, as a2a.Tree lists them; default the warm pool's), so its session or the warm pool starts again at once",
-		flags: func(f *flags) func(map[string]bool) map[string]any {
+		flags: func(f *cli.Flags) func(map[string]bool) map[string]any {
 			key := f.String("key", "warm-pool", "the breaker's key, such as warm-pool or trigger:loop")
 			return func(map[string]bool) map[string]any { return map[string]any{"key": *key} }
 		},
@@ -119,7 +120,7 @@ var ctlMethods = map[string]ctlMethod{
 	},
 }
 
-func noCtlFlags(*flags) func(map[string]bool) map[string]any {
+func noCtlFlags(*cli.Flags) func(map[string]bool) map[string]any {
 	return func(map[string]bool) map[string]any { return nil }
 }
 
@@ -152,38 +153,38 @@ type ctlConfig struct {
 	Client clientConfig
 }
 
-// parseCtl parses `ctl METHOD [flags]`; help is exitWith(0).
+// parseCtl parses `ctl METHOD [flags]`; help is cli.ExitWith(0).
 func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "help" {
-		if len(args) > 0 && isHelp(args[0]) {
+		if len(args) > 0 && cli.IsHelp(args[0]) {
 			ctlUsage(stdout)
-			return nil, exitWith(0)
+			return nil, cli.ExitWith(0)
 		}
 		ctlUsage(stderr)
-		return nil, usageError("ctl needs a METHOD first")
+		return nil, cli.UsageError("ctl needs a METHOD first")
 	}
 	method, ok := ctlMethodName(args[0])
 	if !ok {
 		msg := fmt.Sprintf("ctl: unknown method %q", args[0])
-		if near := closestWord(strings.ToLower(args[0]), api.OperatorMethods, strings.ToLower); near != "" {
+		if near := cli.ClosestWord(strings.ToLower(args[0]), api.OperatorMethods, strings.ToLower); near != "" {
 			msg += fmt.Sprintf("\ndid you mean %s?", near)
 		}
-		return nil, usageError("%s\nrun 'agentd ctl -h' for the methods", msg)
+		return nil, cli.UsageError("%s\nrun 'agentd ctl -h' for the methods", msg)
 	}
 	c := &ctlConfig{Method: method}
 	m := ctlMethods[method]
-	f := newFlags("ctl "+method, stderr, m.summary)
+	f := cli.NewFlags("ctl "+method, stderr, m.summary)
 	addClientFlags(f, &c.Client, "AGENT_CTL_TO", "base URL of the agentd service", 30*time.Second)
 	f.BoolVar(&c.JSON, "json", false, "print the result as JSON")
 	if method == api.OpTree {
 		f.BoolVar(&c.Watch, "watch", false, "redraw the tree as it changes (from the stream at /ui/events) until interrupted; on a terminal the screen is cleared and redrawn, otherwise each snapshot is printed once; --timeout applies only when given")
 	}
 	params := m.flags(f)
-	if err := f.parse(args[1:]); err != nil {
+	if err := f.Parse(args[1:]); err != nil {
 		return nil, err
 	}
 	if f.NArg() > 0 {
-		return nil, usageError("ctl %s takes no arguments (got %q)", method, f.Args())
+		return nil, cli.UsageError("ctl %s takes no arguments (got %q)", method, f.Args())
 	}
 	set := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -202,8 +203,9 @@ func (c *ctlConfig) Validate() error {
 	return c.Client.validate()
 }
 
-func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := validated(parseCtl(args, stdout, stderr))
+// Ctl is `agentd ctl METHOD`.
+func Ctl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := cli.Validated(parseCtl(args, stdout, stderr))
 	if err != nil {
 		return err
 	}
@@ -262,7 +264,7 @@ func callOperator(ctx context.Context, hc *http.Client, url, method string, para
 	}
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return nil, usageError("--to %q: %v", url, err)
+		return nil, cli.UsageError("--to %q: %v", url, err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := hc.Do(hr)

@@ -1,108 +1,16 @@
-package main
+package client
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
-	"os"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/a2a/a2av1"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/server/console"
 )
-
-// openPTY opens a pseudo-terminal pair: what is written to tty reads back
-// from pty.
-func openPTY(t *testing.T) (pty, tty *os.File) {
-	t.Helper()
-	// Non-blocking, so the runtime's poller serves it and read deadlines
-	// work.
-	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatalf("open /dev/ptmx: %v", err)
-	}
-	m := os.NewFile(uintptr(fd), "/dev/ptmx")
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		m.Close()
-		t.Fatalf("unlock the pty: %v", err)
-	}
-	n, err := unix.IoctlGetUint32(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		m.Close()
-		t.Fatalf("pty number: %v", err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		m.Close()
-		t.Fatalf("open the tty: %v", err)
-	}
-	t.Cleanup(func() { s.Close(); m.Close() })
-	return m, s
-}
-
-func TestIsTerminal(t *testing.T) {
-	_, tty := openPTY(t)
-	if !isTerminal(tty) {
-		t.Error("a pty is not a terminal")
-	}
-	f, err := os.CreateTemp(t.TempDir(), "log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if isTerminal(f) || isTerminal(&bytes.Buffer{}) {
-		t.Error("a file or a buffer is a terminal")
-	}
-}
-
-// TestLogFormat: JSON when the log is not a terminal, text on one, and
-// --log-format decides over both.
-func TestLogFormat(t *testing.T) {
-	pty, tty := openPTY(t)
-	for _, c := range []struct {
-		format string
-		tty    bool
-		json   bool
-	}{
-		{"", false, true},
-		{"", true, false},
-		{logJSON, true, true},
-		{logText, false, false},
-	} {
-		core := &coreConfig{LogLevel: "info", LogFormat: c.format}
-		var line string
-		if c.tty {
-			core.logger(tty).Info("serving", "listen", "127.0.0.1:8080")
-			buf := make([]byte, 4096)
-			pty.SetReadDeadline(time.Now().Add(5 * time.Second))
-			n, err := pty.Read(buf)
-			if err != nil {
-				t.Fatalf("read the pty: %v", err)
-			}
-			line = string(buf[:n])
-		} else {
-			var b bytes.Buffer
-			core.logger(&b).Info("serving", "listen", "127.0.0.1:8080")
-			line = b.String()
-		}
-		var rec map[string]any
-		isJSON := json.Unmarshal([]byte(line), &rec) == nil
-		if isJSON != c.json {
-			t.Errorf("format %q on a terminal %v: %q, want JSON %v", c.format, c.tty, line, c.json)
-		}
-		if !c.json && (!strings.Contains(line, "msg=serving") || !strings.Contains(line, "listen=127.0.0.1:8080") ||
-			!strings.HasPrefix(line, "time=") || len(strings.SplitN(line, " ", 2)[0]) != len("time=15:04:05.000")) {
-			t.Errorf("text line %q", line)
-		}
-	}
-}
 
 func TestReadSSE(t *testing.T) {
 	in := ": keep-alive\n\nevent: snapshot\nid: 1\ndata: {\"a\":1}\n\nevent: other\ndata: x\ndata: y\n\n: c\ndata: z\n\n"

@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"bufio"
@@ -8,24 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/server/console"
 )
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
 
 // maxSnapshotLine bounds one event of the console stream as ctl reads it.
 const maxSnapshotLine = 64 << 20
@@ -39,7 +27,7 @@ func watchTree(ctx context.Context, hc *http.Client, base string, stdout, stderr
 	url := strings.TrimSuffix(base, "/") + console.EventsPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return usageError("--to %q: %v", base, err)
+		return cli.UsageError("--to %q: %v", base, err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := hc.Do(req)
@@ -51,7 +39,7 @@ func watchTree(ctx context.Context, hc *http.Client, base string, stdout, stderr
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return fmt.Errorf("watch %s: HTTP %d: %s", url, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
-	tty := isTerminal(stdout)
+	tty := cli.IsTerminal(stdout)
 	err = readSSE(resp.Body, func(event, data string) error {
 		if event != console.EventName {
 			return nil

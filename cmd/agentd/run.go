@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/supervisor/trigger"
 )
@@ -24,20 +25,20 @@ type runConfig struct {
 
 func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	c := &runConfig{}
-	f := newFlags("run", stderr, "A supervisor and its root subagent, in one of the modes below. Prints each run's distillate;\nonce and workflow exit with the code of the root's terminal status (see `agentd --help`), a loop\nwith its last run's; schedule and reactive run until a signal.\n\n"+modesHelp)
-	f.stringVar(&c.Instruction, "instruction", "AGENT_INSTRUCTION", "", "the objective of the run (required but in workflow mode)")
+	f := cli.NewFlags("run", stderr, "A supervisor and its root subagent, in one of the modes below. Prints each run's distillate;\nonce and workflow exit with the code of the root's terminal status (see `agentd --help`), a loop\nwith its last run's; schedule and reactive run until a signal.\n\n"+modesHelp)
+	f.EnvString(&c.Instruction, "instruction", "AGENT_INSTRUCTION", "", "the objective of the run (required but in workflow mode)")
 	addModes(f, &c.Modes, string(trigger.ModeOnce))
-	f.stringVar(&c.RunID, "run-id", "AGENT_RUN_ID", "", "idempotency key of the run (default generated); a triggered run's is RUNID-SEQ-ATTEMPT; with --state-dir, a once run with this id that completed is not run again")
+	f.EnvString(&c.RunID, "run-id", "AGENT_RUN_ID", "", "idempotency key of the run (default generated); a triggered run's is RUNID-SEQ-ATTEMPT; with --state-dir, a once run with this id that completed is not run again")
 	addStore(f, &c.Store, false)
 	addCore(f, &c.Core)
-	f.args = "[TEXT (instead of --instruction)]"
-	if err := f.parse(args); err != nil {
+	f.Operands = "[TEXT (instead of --instruction)]"
+	if err := f.Parse(args); err != nil {
 		return nil, err
 	}
 	c.Core.LogLevelGiven = logLevelGiven(f)
 	if f.NArg() > 0 {
 		if c.Instruction != "" {
-			return nil, usageError("unexpected arguments %q after --instruction", f.Args())
+			return nil, cli.UsageError("unexpected arguments %q after --instruction", f.Args())
 		}
 		// `agentd run TEXT` reads like `agentd run --instruction TEXT`.
 		c.Instruction = strings.Join(f.Args(), " ")
@@ -62,11 +63,11 @@ func (c *runConfig) Validate() error {
 
 // runOnce is `agentd run`: config, then build and run under the signal policy.
 func runOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := validated(parseRun(args, stderr))
+	c, err := cli.Validated(parseRun(args, stderr))
 	if err != nil {
 		return err
 	}
-	if !c.Core.LogLevelGiven && isTerminal(stderr) {
+	if !c.Core.LogLevelGiven && cli.IsTerminal(stderr) {
 		// A person at a terminal wants the result, not the supervisor's
 		// info lines; warnings and errors still show.
 		c.Core.LogLevel = "warn"
@@ -217,12 +218,12 @@ func (o *oneShot) runTrigger(ctx context.Context) error {
 		if code == 0 {
 			code = api.ExitFailure
 		}
-		return exitWith(code)
+		return cli.ExitWith(code)
 	case err != nil:
 		return err
 	}
 	if code := api.ExitCode(res); code != 0 {
-		return exitWith(code)
+		return cli.ExitWith(code)
 	}
 	return nil
 }
@@ -301,7 +302,7 @@ func (o *oneShot) Run(ctx context.Context) error {
 // else the code of its status.
 func resultExit(res api.SubagentResult) error {
 	if code := api.ExitCode(res); code != 0 {
-		return exitWith(code)
+		return cli.ExitWith(code)
 	}
 	return nil
 }
