@@ -53,7 +53,7 @@ exit 0
 	return dir
 }
 
-// runMake runs the repository's Makefile with targets and vars, its PATH the
+// runMake runs the repository's Makefile (three folders up) with targets and vars, its PATH the
 // stubs only, and returns its output, its exit and the apt-get calls.
 func runMake(t *testing.T, stubs string, env []string, args ...string) (string, []string, error) {
 	t.Helper()
@@ -62,7 +62,7 @@ func runMake(t *testing.T, stubs string, env []string, args ...string) (string, 
 		t.Skip("make is not installed")
 	}
 	log := filepath.Join(t.TempDir(), "apt.log")
-	cmd := exec.Command(makeBin, append([]string{"-s", "-C", ".."}, args...)...)
+	cmd := exec.Command(makeBin, append([]string{"-s", "-C", "../../.."}, args...)...)
 	cmd.Env = append([]string{"PATH=" + stubs, "HOME=" + t.TempDir(), "APT_LOG=" + log}, env...)
 	out, err := cmd.CombinedOutput()
 	b, _ := os.ReadFile(log)
