@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 
 	"github.com/agentd/agentd/a2a/store/sqlite"
 	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // countingExec counts its runs and completes each at once.
@@ -44,11 +42,7 @@ func (x *countingExec) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext
 // run started with the task's staged creation, before the commit that
 // failed.
 func TestFullDiskRefusedSendRunsNothing(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("no small file system to fill here (mount tmpfs: %v)", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := testkit.SmallFS(t, 1<<20)
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, dir, sqlite.Options{})
 	if err != nil {
@@ -57,16 +51,7 @@ func TestFullDiskRefusedSendRunsNothing(t *testing.T) {
 	defer s.Close()
 	x := &countingExec{}
 	e := tasks.NewEngine(s, x, nil)
-	f, err := os.Create(filepath.Join(dir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for chunk := make([]byte, 4<<10); ; {
-		if _, err := f.Write(chunk); err != nil {
-			break
-		}
-	}
-	f.Close()
+	testkit.Fill(t, dir, 0)
 	text := strings.Repeat("x", 64<<10) // more than the WAL's frames hold
 	const sends, streams = 12, 4
 	var mu sync.Mutex

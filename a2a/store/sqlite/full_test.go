@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,43 +16,6 @@ import (
 	"github.com/agentd/agentd/internal/testkit"
 )
 
-// smallFS mounts a tmpfs of size bytes on a new temporary directory, or
-// skips the test where the kernel refuses (not root, no mount namespace).
-func smallFS(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Skipf("no small file system to fill here (mount tmpfs: %v)", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fill writes a file in dir until the file system is full but for room
-// bytes, and returns its path.
-func fill(t *testing.T, dir string, room int64) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 4<<10)
-	var n int64
-	for {
-		m, err := f.Write(chunk)
-		n += int64(m)
-		if err != nil {
-			break
-		}
-	}
-	if err := f.Truncate(max(n-room, 0)); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // On a full disk, staged creations from many goroutines at once: the
 // commits fail, some at a Sync (the creation's caller waits for it), some
 // at the linger's end before anyone syncs (the caller syncs after, the
@@ -63,14 +24,14 @@ func fill(t *testing.T, dir string, room int64) string {
 // room again; every other was refused as the store's unavailability, and is
 // not.
 func TestFullDiskLosesNoSyncedCreation(t *testing.T) {
-	dir := smallFS(t, 2<<20)
+	dir := testkit.SmallFS(t, 2<<20)
 	ctx := context.Background()
 	s, err := Open(ctx, dir, Options{Capacity: 100000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	filler := fill(t, dir, 256<<10) // room for some of the creations
+	filler := testkit.Fill(t, dir, 256<<10) // room for some of the creations
 	const senders, each = 8, 25
 	text := strings.Repeat("x", 6<<10) // more than the WAL's free pages hold, soon
 	var mu sync.Mutex

@@ -650,9 +650,9 @@ func TestStoredDistillateSurvivesRestart(t *testing.T) {
 // stored), not as a task that does not exist; once there is room again,
 // sends are taken.
 func TestStateDirFull(t *testing.T) {
-	dir := smallStateDir(t, "4m")
+	dir := testkit.SmallFS(t, 4<<20)
 	s := startService(t, "--state-dir", dir, "--intelligence", "builtin:demo")
-	filler := fillDir(t, dir, 0)
+	filler := testkit.Fill(t, dir, 0)
 	big := strings.Repeat("word ", 25000) // 125 KB: more than the WAL holds already
 	body := `{"messageId":"on-a-full-disk","role":"user","parts":[{"kind":"text","text":"` + big + `"}]}`
 	e := rpc(t, s, "", "message/send", `{"message":`+body+`,"configuration":{"blocking":true}}`, nil)
@@ -678,9 +678,9 @@ func TestStateDirFull(t *testing.T) {
 // staged creation whose commit failed was answered `submitted` all the
 // same, and a refused send's task ran.
 func TestStateDirFullNonBlocking(t *testing.T) {
-	dir := smallStateDir(t, "4m")
+	dir := testkit.SmallFS(t, 4<<20)
 	s := startService(t, "--state-dir", dir, "--intelligence", "builtin:demo")
-	filler := fillDir(t, dir, 384<<10)
+	filler := testkit.Fill(t, dir, 384<<10)
 	big := strings.Repeat("word ", 10000) // 50 KB
 	const sends = 16
 	type answer struct {
@@ -760,43 +760,6 @@ func TestStateDirFullNonBlocking(t *testing.T) {
 	if started > acked {
 		t.Fatalf("%d root subagents started for %d acknowledged sends: refused sends ran", started, acked)
 	}
-}
-
-// smallStateDir mounts a tmpfs of size on a new temporary directory, or
-// skips the test where the kernel refuses.
-func smallStateDir(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("no small file system to fill here (mount tmpfs: %v)", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fillDir fills dir's file system with a file, but for room bytes, and
-// returns the file's path.
-func fillDir(t *testing.T, dir string, room int64) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	filler, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer filler.Close()
-	chunk := make([]byte, 64<<10)
-	var n int64
-	for {
-		m, err := filler.Write(chunk)
-		n += int64(m)
-		if err != nil {
-			break
-		}
-	}
-	if err := filler.Truncate(max(n-room, 0)); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // A task's webhook, whose deliveries were pending when agentd was killed
