@@ -2,42 +2,21 @@ package supervisor
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/supervisor/blob"
 )
-
-// fakeClock is a settable time source for the blob store (blob.Config.Now).
-// It is safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // TestBlobPutOverControlChannel: a child stores a blob with blob/put; the
 // supervisor keeps it for the task, serves it by id, and drops it after the
 // retention window once the task has ended.
 func TestBlobPutOverControlChannel(t *testing.T) {
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	s, _ := newSupervisor(t, "blob-put", func(c *Config) {
-		c.Blobs = blob.Config{MaxBlobBytes: 1000, Retention: time.Minute, Now: clock.now}
+		c.Blobs = blob.Config{MaxBlobBytes: 1000, Retention: time.Minute, Now: clock.Now}
 	})
 	r := start(t, s, testPayload("abc", time.Minute))
 	res := result(t, r, 10*time.Second)
@@ -56,7 +35,7 @@ func TestBlobPutOverControlChannel(t *testing.T) {
 	if !ok || len(content) != 300 || mediaType != "text/plain" || owner != r.Handle() {
 		t.Fatalf("ReadBlob = %d bytes, %q, owner %q, %v", len(content), mediaType, owner, ok)
 	}
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	if _, ok := s.Blob(id); ok {
 		t.Fatal("the blob outlived its retention window after the task ended")
 	}
@@ -76,8 +55,8 @@ func TestBlobPutOverControlChannel(t *testing.T) {
 // of the tree has ended: once the retention window has passed, the blob is
 // gone.
 func TestBlobOfDetachedChildIsReleased(t *testing.T) {
-	clock := newFakeClock()
-	s, rec := newNestingSupervisor(t, func(c *Config) { c.Blobs = blob.Config{Retention: time.Minute, Now: clock.now} })
+	clock := testkit.NewClock()
+	s, rec := newNestingSupervisor(t, func(c *Config) { c.Blobs = blob.Config{Retention: time.Minute, Now: clock.Now} })
 	g := newGate(t)
 	r := start(t, s, testPayload(prog{Calls: []progCall{
 		spawnCall(prog{WaitFile: string(g), Blob: "late bulk", Answer: "stored"}, api.DispositionDetach),
@@ -97,7 +76,7 @@ func TestBlobOfDetachedChildIsReleased(t *testing.T) {
 	if n, _ := s.BlobUsage(); n != 1 {
 		t.Fatalf("%d blobs held, want the detached child's one", n)
 	}
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	s.Blob("") // drops the blobs past their retention window
 	if n, _ := s.BlobUsage(); n != 0 {
 		t.Fatalf("%d blobs of an ended tree held past the retention window: held as a running task's", n)

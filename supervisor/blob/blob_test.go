@@ -3,38 +3,17 @@ package blob
 import (
 	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
-// fakeClock is a settable time source for the blob store. It is safe for
-// concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func newTestStore(t *testing.T, cfg Config) (*Store, *fakeClock) {
+func newTestStore(t *testing.T, cfg Config) (*Store, *testkit.Clock) {
 	t.Helper()
-	clock := newFakeClock()
-	cfg.Now = clock.now
+	clock := testkit.NewClock()
+	cfg.Now = clock.Now
 	b, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +36,7 @@ func TestStoreCaps(t *testing.T) {
 			t.Fatalf("id %q does not make a blob uri", blob.ID)
 		}
 		ids = append(ids, blob.ID)
-		clock.advance(time.Second)
+		clock.Advance(time.Second)
 	}
 	// Full on count, and every blob belongs to a running task: refused.
 	if _, err := b.Put("other", "caller", "run", "text/plain", []byte("x"), false); !errors.Is(err, ErrStoreFull) {
@@ -93,7 +72,7 @@ func TestStorePerCaller(t *testing.T) {
 	}
 	var alice []string
 	for range 4 {
-		clock.advance(time.Second)
+		clock.Advance(time.Second)
 		blob, err := b.Put("alice-task", "alice", "", "text/plain", []byte("0123456789"), true)
 		if err != nil {
 			t.Fatal(err)
@@ -123,16 +102,16 @@ func TestStoreRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.advance(24 * time.Hour)
+	clock.Advance(24 * time.Hour)
 	if _, ok := b.Get(blob.ID); !ok {
 		t.Fatal("a running task's blob expired")
 	}
 	b.Release("task")
-	clock.advance(59 * time.Second)
+	clock.Advance(59 * time.Second)
 	if _, ok := b.Get(blob.ID); !ok {
 		t.Fatal("gone inside the retention window")
 	}
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	if _, ok := b.Get(blob.ID); ok {
 		t.Fatal("readable after the retention window")
 	}
