@@ -19,6 +19,7 @@ import (
 // the follow-up was accepted and the task ended rejected ("control frame
 // over the size limit").
 func TestFollowUpOverTheFrameIsRefused(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, "[depth 0]\nsleep 3s\nanswer \"done: {objective}\"\n")
 	// The script counts the seed as tokens: a grant that holds it.
 	s := startService(t, "--intelligence", "builtin:script="+script, "--max-tokens", "4000000")
