@@ -21,6 +21,7 @@ import (
 // other's watch of its task; the gone replica's task is listed again once
 // they judge leases again.
 func TestNoOrphansOfLiveReplicasAfterAnOutage(t *testing.T) {
+	t.Parallel()
 	const lease = time.Second
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
@@ -96,6 +97,7 @@ func TestNoOrphansOfLiveReplicasAfterAnOutage(t *testing.T) {
 // half a lease after the one before, until a lease after the contact
 // returned; a renewal's delay within half a lease changes nothing.
 func TestContactJudgesAfterALeaseOfContact(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const lease = 3 * time.Second
 		c := newContact(lease)

@@ -19,6 +19,7 @@ import (
 // retry of the runner's writes (a minute here), which go on in the
 // background: once the database is back the task completes.
 func TestAnsweredWithinTheStoreWaitWhileStopped(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	s := open(t, srv.Database(t), storetest.Config{Capacity: 100})

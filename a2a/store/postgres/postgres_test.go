@@ -31,6 +31,7 @@ func open(t *testing.T, dsn string, cfg storetest.Config) *Store {
 // The PostgreSQL store passes the conformance suite, each test on a database
 // of its own of one real server; a reopen is the next replica.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	dsns := map[*Store]string{}
 	storetest.Run(t, storetest.Backend{
@@ -55,6 +56,7 @@ func TestConformance(t *testing.T) {
 // A database a newer agentd wrote is refused and left as it is; a database
 // that cannot be reached or written is ErrUnreachable.
 func TestOpenRefusals(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	dsn := srv.Database(t)
@@ -135,6 +137,7 @@ func BenchmarkSend(b *testing.B) {
 // quota holds only running tasks is refused; the byte bound counts the
 // snapshots, and a task that grows pushes finished ones out, never itself.
 func TestBudgets(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	done := func(id string) *a2a.Task {
@@ -262,6 +265,7 @@ func TestBudgets(t *testing.T) {
 // A database of schema version 3 with tasks in it is migrated to version 4
 // with every task's size and the count's bytes filled in.
 func TestMigrateBudgets(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn, c := databaseAt(t, 3)
 	for i := range 20 {

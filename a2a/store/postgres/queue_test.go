@@ -27,6 +27,7 @@ func queuedTask(id string) *a2a.Task {
 // across callers; a queued run is removed once; a replica wakes on every
 // run queued; and A, whose task B now runs, cannot write it.
 func TestSharedQueue(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
 	a, b := open(t, dsn, storetest.Config{}), open(t, dsn, storetest.Config{})
@@ -161,6 +162,7 @@ func now() *time.Time { t := time.Now(); return &t }
 // has one run going waits, even at high priority, behind another caller
 // below its share; once both are at their share, priority decides.
 func TestSharedQueueFairShare(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
 	a := open(t, dsn, storetest.Config{})
@@ -210,6 +212,7 @@ func TestSharedQueueFairShare(t *testing.T) {
 // took it is gone (an orphan anyone else may resolve), until A claims it
 // back.
 func TestFencedAfterTheTakerDies(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
 	a, b := open(t, dsn, storetest.Config{}), open(t, dsn, storetest.Config{})

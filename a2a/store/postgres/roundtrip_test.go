@@ -138,6 +138,7 @@ func send(ctx context.Context, e *tasks.Engine, id string) error {
 // engine, one sender at a time: two (the create's batch, the final Put's
 // batch, which reports the task's webhooks); the breakdown is logged.
 func TestRoundTripsPerSend(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	rt := &roundTrips{}

@@ -25,6 +25,7 @@ func watchTask(id string, state a2a.TaskState) *a2a.Task {
 // the unwatched one's written before it; once the watch ends, the watched
 // task's writes are not announced either.
 func TestNotifyOnlyWatched(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	dsn := srv.Database(t)
@@ -87,6 +88,7 @@ func TestNotifyOnlyWatched(t *testing.T) {
 // held, not yet committed, so that its trigger saw no watcher) returns only
 // once that write has committed: the read after Watch sees it.
 func TestWatchWaitsForAWriteInFlight(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	dsn := srv.Database(t)
@@ -144,6 +146,7 @@ func TestWatchWaitsForAWriteInFlight(t *testing.T) {
 // of a takeover as before, the runner's own write passes, and the task's
 // writes announce themselves only while it is watched.
 func TestMigrateWatchers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn, c := databaseAt(t, 5)
 	if _, err := c.Exec(ctx, `INSERT INTO leases (instance, heartbeat, started) VALUES ('old', 'infinity', now());
@@ -208,6 +211,7 @@ func TestMigrateWatchers(t *testing.T) {
 // unflushed for the test's moment, on a server with synchronous commits on
 // (the tests' others have them off).
 func TestOthersCreationFlushedBeforeRead(t *testing.T) {
+	t.Parallel()
 	srv, err := pgtest.New(pgtest.Options{Durable: true})
 	if err != nil {
 		t.Fatal(err)

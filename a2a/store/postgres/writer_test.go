@@ -36,6 +36,7 @@ func task(id string, state a2a.TaskState) *a2a.Task {
 // answered with their own errors, every other write of the batch commits,
 // in one transaction.
 func TestBatchMemberFails(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	dsn := srv.Database(t)
@@ -112,6 +113,7 @@ func TestBatchMemberFails(t *testing.T) {
 // each answered with their own outcome (duplicates of one message among
 // them), and the counts hold.
 func TestWriterConcurrent(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	s := open(t, srv.Database(t), storetest.Config{Capacity: 1000})
@@ -199,6 +201,7 @@ func (blockedExec) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 // announcement), delivers the running task's next events, and the final
 // one (the terminal write reports the webhook).
 func TestPushRegisteredElsewhere(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	dsn := srv.Database(t)
@@ -262,6 +265,7 @@ func TestPushRegisteredElsewhere(t *testing.T) {
 // lease instead of holding it and the writes queued behind it; once the
 // server answers again the store writes as before, and closes.
 func TestWriteFailsWhenTheDatabaseHangs(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	s, err := Open(ctx, srv.Database(t), Options{Capacity: 1000, LeaseTTL: 500 * time.Millisecond})
@@ -299,6 +303,7 @@ func TestWriteFailsWhenTheDatabaseHangs(t *testing.T) {
 // finished ones held, 8 creates evict the 5 and 5 of them are stored, the
 // other 3 refused for the quota; the counts hold.
 func TestCallerCreatesTogether(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	s, err := Open(ctx, srv.Database(t), Options{Capacity: 1000, QuotaTasks: 5, LeaseTTL: 3 * time.Second})

@@ -128,6 +128,7 @@ func (s *admService) tree() api.TreeResult {
 // accepted task ends terminal when cancelled, the queued ones without ever
 // running.
 func TestAdmissionBurstStaysInsideTheBounds(t *testing.T) {
+	t.Parallel()
 	// The burst opens 256 connections from one address, over the default
 	// per-address connection cap (128): raised here, so every send reaches
 	// admission, which is what this test measures.
@@ -272,6 +273,7 @@ func TestAdmissionBurstStaysInsideTheBounds(t *testing.T) {
 // a tool result, at once: the root (one slot) holds an async child (the
 // second), and its next spawn is told so.
 func TestAdmissionNestedSpawnRefusedAtCapacity(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, "[path 0]\nspawn async \"hold\"\nspawn sync \"one too many\"\nanswer \"{transcript}\"\n[default]\nsleep 1m\nanswer \"held\"\n")
 	s := startAdmService(t, "--intelligence", "builtin:script="+script, "--max-live-runs", "1", "--max-live-subagents", "2")
 	r, err := callRPC(t, burstClient, s.url, "message/send", sendParams("go", true), map[string]string{"Authorization": "Bearer " + floodToken})
@@ -305,6 +307,7 @@ func TestAdmissionNestedSpawnRefusedAtCapacity(t *testing.T) {
 // is cancelled the peer's task takes the slot, and the loop's next run waits
 // its turn in the queue.
 func TestAdmissionCountsTheStandingTrigger(t *testing.T) {
+	t.Parallel()
 	s := startAdmService(t, "--mode", "loop", "--instruction", "wait", "--intelligence", "builtin:wait",
 		"--max-live-runs", "1", "--max-live-subagents", "1", "--queue-capacity", "4")
 	var loopTask string

@@ -17,6 +17,7 @@ import (
 // the same trust domain is told the task does not exist (in both protocol
 // versions) and gets 404 for the blob, as for ids that never existed.
 func TestTaskAndBlobReadsAreTheCreators(t *testing.T) {
+	t.Parallel()
 	dir, ca := devCerts(t, "example.org")
 	long := strings.Repeat("a line of the long answer\n", 40)
 	script := writeScript(t, "[default]\nanswer "+quote(long)+"\n")

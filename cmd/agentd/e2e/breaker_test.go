@@ -18,6 +18,7 @@ import (
 // `agentd ctl a2a.CloseBreaker` closes it, after which the pool fills again
 // at once (the default cool-down, 30s, has not passed).
 func TestWarmPoolBreakerClosedByCtl(t *testing.T) {
+	t.Parallel()
 	s := startAdmService(t, "--warm-pool", "2")
 	pid := s.cmd.Process.Pid
 	var killed []int

@@ -18,6 +18,7 @@ import (
 // were the defaults for children: the answer stayed inline, and the child
 // stopped at the default of 3).
 func TestChildrenHaveTheTreesLimits(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("0123456789", 40) + "abcde"
 	script := writeScript(t, `[depth 0]
 spawn sync "write it"
@@ -41,6 +42,7 @@ answer "`+long+`"
 // `ctl a2a.Caps` prints each cap and the admission lines, and no empty
 // field (it printed "admission: <nil>").
 func TestCtlCapsPrintsNoNil(t *testing.T) {
+	t.Parallel()
 	s := startService(t)
 	out, code := runCombined(t, "ctl", "a2a.Caps", "--to", s.url)
 	if code != 0 || strings.Contains(out, "<nil>") || !strings.Contains(out, "max_depth: ") || !strings.Contains(out, "admission: runs ") {
@@ -52,6 +54,7 @@ func TestCtlCapsPrintsNoNil(t *testing.T) {
 // its tasks/cancel of a task the first runs says where the task runs (it
 // said only "is working: task cannot be canceled"); the first cancels it.
 func TestTwoServicesOnOneStateDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := startService(t, "--state-dir", dir, "--intelligence", "builtin:wait")
 	ctx := context.Background()

@@ -225,6 +225,7 @@ func evalJS[T any](t *testing.T, b *browser, expr string) T {
 // subtree, the page loads nothing but its own origin and logs no error (its
 // CSP holds), and a screenshot is written.
 func TestConsoleInChromium(t *testing.T) {
+	t.Parallel()
 	b := startBrowser(t)
 	script := filepath.Join(t.TempDir(), "tree.txt")
 	if err := os.WriteFile(script, []byte(consoleScript), 0o600); err != nil {
@@ -357,6 +358,7 @@ func TestConsoleInChromium(t *testing.T) {
 // cross-site Sec-Fetch-Site are refused, in the development mode and with
 // tokens.
 func TestConsoleRefusesNonOperators(t *testing.T) {
+	t.Parallel()
 	dev := startService(t, "--intelligence", "builtin:wait")
 	host := strings.TrimPrefix(dev.url, "http://")
 	_, port, _ := strings.Cut(host, ":")
@@ -474,6 +476,7 @@ func TestConsoleRefusesNonOperators(t *testing.T) {
 // prints a snapshot each time the tree changes: the root appears, then is
 // gone and listed as ended after a cancel.
 func TestLocalCtlAndWatch(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:wait")
 	out, code := runCombined(t, "ctl", "a2a.Tree", "--to", s.url)
 	if code != 0 || !strings.Contains(out, "0 live subagents") {
@@ -575,6 +578,7 @@ func readUntil(t *testing.T, r *os.File, want string) string {
 // stderr as each child starts and ends, and the result alone on stdout;
 // --progress=false prints none.
 func TestSendShowsTheTree(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:demo=300ms")
 	send := func(args ...string) (string, string) {
 		t.Helper()
@@ -628,6 +632,7 @@ func TestSendShowsTheTree(t *testing.T) {
 // the cursor up over the stream's lines (it drew over its artifact and
 // status lines).
 func TestSendStreamOnATerminal(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:demo=300ms")
 	pty, tty := clitest.OpenPTY(t)
 	cmd := agentdCommand(t, "send", "--stream", "--to", s.url, "first line\nsecond line")
@@ -668,6 +673,7 @@ func readUntilQuiet(r *os.File) string {
 // info lines (it logs at warn); with --log-level info its lines are text, the
 // children's forwarded lines among them; off a terminal they are JSON.
 func TestRunOnATerminal(t *testing.T) {
+	t.Parallel()
 	onTTY := func(args ...string) string {
 		t.Helper()
 		pty, tty := clitest.OpenPTY(t)

@@ -23,6 +23,7 @@ import (
 // and given a webhook through replica B with 1.0's methods, and followed
 // through B with 0.3's resubscribe.
 func TestReplicasProtocol10(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
 	script := writeScript(t, "[depth 0]\nsleep 1500ms\nanswer \"done: {objective}\"\n")
@@ -81,6 +82,7 @@ func TestReplicasProtocol10(t *testing.T) {
 // One message sent to two replicas at the same moment, several times over
 // (blocking and not): one task, one run.
 func TestReplicasSameMessageAtOnce(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
 	a := replica(t, dsn, "--intelligence", "builtin:demo=200ms")
@@ -123,6 +125,7 @@ func TestReplicasSameMessageAtOnce(t *testing.T) {
 // answered with is there after the restart, and none is left working; on
 // the embedded store and on PostgreSQL.
 func TestAcknowledgedSendsSurviveSIGKILL(t *testing.T) {
+	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
 		dir := t.TempDir()
 		burstThenKill(t, func() *service {
@@ -198,6 +201,7 @@ func burstThenKill(t *testing.T, start func() *service) {
 // ListTasks walked page by page while new tasks arrive: every task there
 // before the walk is listed once, none twice.
 func TestListTasksPagesUnderInserts(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:demo")
 	c := s.client(t)
 	before := map[string]bool{}

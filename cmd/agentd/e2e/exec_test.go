@@ -34,6 +34,7 @@ func execResults(t *testing.T, transcript string) []api.ExecResult {
 // killed by the ladder; without --allow-exec the call is refused as a tool
 // result and the run goes on.
 func TestExecThroughAgentd(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, `[depth 0]
 call subagent.exec {"argv":["sh","-c","echo hello-from-exec; exit 2"]}
 call subagent.exec {"argv":["sh","-c","trap '' TERM; exec sleep 30"],"timeout_ms":300}
@@ -88,6 +89,7 @@ answer "{transcript}"
 // also holds an untrusted tool holds the trifecta, which the startup gate
 // refuses (exit 2) unless --allow-trifecta.
 func TestExecCountsInRuleOfTwo(t *testing.T) {
+	t.Parallel()
 	mcp := []string{"--mcp", "web=http://127.0.0.1:1/mcp", "--mcp-tags", "web=untrusted_input"}
 	wantUsageError(t, "", "Rule of Two", append([]string{"run", "--allow-exec", "--instruction", "x"}, mcp...)...)
 	wantUsageError(t, "AGENT_ALLOW_EXEC=true", "Rule of Two", append([]string{"run", "--instruction", "x"}, mcp...)...)
@@ -103,6 +105,7 @@ func TestExecCountsInRuleOfTwo(t *testing.T) {
 // cancel of the task stops it with the rest of the tree and its process
 // group is gone.
 func TestExecNodeInOperatorTree(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, "[depth 0]\ncall subagent.exec {\"argv\":[\"sleep\",\"30\"]}\nanswer \"done\"\n")
 	s := startOpService(t, "--allow-exec", "--kill-grace", "200ms", "--intelligence", "builtin:script="+script)
 	id := s.send("run a command")

@@ -18,6 +18,7 @@ import (
 )
 
 func TestSendCompletes(t *testing.T) {
+	t.Parallel()
 	s := startService(t)
 	c := s.client(t)
 	res, err := c.SendMessage(context.Background(), textMessage("count these four words"))
@@ -45,6 +46,7 @@ func TestSendCompletes(t *testing.T) {
 }
 
 func TestStreamShowsWorkingThenCompleted(t *testing.T) {
+	t.Parallel()
 	s := startService(t)
 	c := s.client(t)
 	var states []a2a.TaskState
@@ -95,6 +97,7 @@ func runningChild(t *testing.T, s *service) int {
 }
 
 func TestCancelKillsTheChildGroup(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:wait")
 	c := s.client(t)
 	ctx := context.Background()
@@ -139,6 +142,7 @@ func TestCancelKillsTheChildGroup(t *testing.T) {
 // the signal at once, so the 1s bound is a contract, not a speed goal: it
 // measures in milliseconds, and the time is logged.
 func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
+	t.Parallel()
 	// Each root spawns a child that spawns a grandchild; every level then blocks.
 	script := writeScript(t, "[depth 0]\nspawn sync \"level one\"\n[depth 1]\nspawn sync \"level two\"\n[depth 2]\nsleep 10m\n")
 	s := startService(t, "--intelligence", "builtin:script="+script)
@@ -177,10 +181,12 @@ func TestSIGKILLOfSupervisorLeavesNoChild(t *testing.T) {
 }
 
 func TestPlainHTTPOffLoopbackRefused(t *testing.T) {
+	t.Parallel()
 	wantUsageError(t, "", "--listen", "serve", "--listen", "0.0.0.0:8080")
 }
 
 func TestBadConfigExits2NamingTheSetting(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		env  string
@@ -199,6 +205,7 @@ func TestBadConfigExits2NamingTheSetting(t *testing.T) {
 }
 
 func TestRunExitCodes(t *testing.T) {
+	t.Parallel()
 	out, err := agentdCommand(t, "run", "--instruction", "one two three").Output()
 	if err != nil {
 		t.Fatalf("completed run: %v", err)
@@ -215,6 +222,7 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 func TestDrainOnSIGTERMExitsZero(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:wait")
 	c := s.client(t)
 	res, err := c.SendMessage(context.Background(), nonBlocking(textMessage("long")))

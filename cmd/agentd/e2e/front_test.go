@@ -22,6 +22,7 @@ import (
 // local user's a2a.Tree and /metrics included, and after a SIGHUP loads a
 // token that token works while a request without one stays 401.
 func TestEmptyTokensFileIsTokensMode(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(path, []byte("# no tokens yet\n\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -97,6 +98,7 @@ func TestEmptyTokensFileIsTokensMode(t *testing.T) {
 // and the mode, before anything is served or connected. Each file is 0644 and
 // would otherwise be read.
 func TestSecretFileModeExit2(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	secret := func(name, content string) string {
 		t.Helper()

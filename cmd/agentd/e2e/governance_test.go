@@ -63,6 +63,7 @@ func postJSON(t *testing.T, url string, body []byte) (int, []byte) {
 // its decoded message, the child's payload frame and result frame) and the
 // runtime; measured 26 MiB before, 173 MiB at the peak.
 func TestMemoryHoard(t *testing.T) {
+	t.Parallel()
 	const (
 		messages    = 80
 		concurrency = 4
@@ -149,6 +150,7 @@ func decodeReply(t *testing.T, b []byte) govReply {
 // body over the body limit gets 413, the warm child is untouched, and a
 // message just under the limit runs to completed.
 func TestOneSizeLimit(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--warm-pool", "1", "--max-tokens", "100000000", "--tree-token-ceiling", "100000000", "--kill-grace", "2s")
 	pid := s.cmd.Process.Pid
 	var warm []int
@@ -224,6 +226,7 @@ func closedWithin(c net.Conn, wait time.Duration) bool {
 // --body-timeout is cut at it (issue 15: all three were still open after
 // 25-40 s).
 func TestConnectionBudgets(t *testing.T) {
+	t.Parallel()
 	listeners := func(s *service) map[string]string {
 		return map[string]string{
 			"main":    strings.TrimPrefix(s.url, "http://") + " /healthz",
@@ -295,6 +298,7 @@ func TestConnectionBudgets(t *testing.T) {
 // completes; a tokens file that does not load (its mode now 0644) leaves the
 // tokens in force. A one-shot run treats SIGHUP as SIGTERM: it drains.
 func TestSIGHUP(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(path, []byte("old-token-0123456789 operator admin\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -383,6 +387,7 @@ func TestSIGHUP(t *testing.T) {
 // case, and a caller's reserved agentd/ metadata; a refused caller's
 // connection is closed.
 func TestFrontRefusals(t *testing.T) {
+	t.Parallel()
 	s := startService(t)
 	send := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"messageId":"m","role":"user","parts":[{"kind":"text","text":"hello"}]}}}`
 	for _, ct := range []string{"", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b"} {
@@ -462,6 +467,7 @@ func TestFrontRefusals(t *testing.T) {
 // A bearer tokens file its group or others may read is refused: exit 2,
 // naming the setting and the mode.
 func TestTokensFileModeExit2(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(path, []byte("peer-token-0123456789 peer ci\n"), 0o600); err != nil {
 		t.Fatal(err)

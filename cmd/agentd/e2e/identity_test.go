@@ -140,6 +140,7 @@ var probeClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Trans
 // bearer tokens and a JWT bundle, and checks each caller gets its specified
 // answer.
 func TestIdentityMatrixAgainstTheBinary(t *testing.T) {
+	t.Parallel()
 	dir, ca := devCerts(t, "example.org")
 	td := ca.TrustDomain
 	jwtAuth, err := spiffetest.NewJWTAuthority(td)
@@ -326,6 +327,7 @@ func TestIdentityMatrixAgainstTheBinary(t *testing.T) {
 }
 
 func TestIdentityConfigErrorsExit2(t *testing.T) {
+	t.Parallel()
 	dir, _ := devCerts(t, "example.org")
 	cert, key, bundle := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), filepath.Join(dir, "bundle.pem")
 	for _, c := range []struct {
@@ -364,6 +366,7 @@ func TestIdentityConfigErrorsExit2(t *testing.T) {
 // stream of requests fails none of them, and new connections see the new
 // certificate.
 func TestWorkloadAPIRotationUnderLoad(t *testing.T) {
+	t.Parallel()
 	sockDir, err := os.MkdirTemp("", "wl")
 	if err != nil {
 		t.Fatal(err)

@@ -114,6 +114,7 @@ func runOnceEnv(t *testing.T, env []string, args ...string) (string, string, int
 // TestRunAgainstHTTPIntelligence runs the real binary (supervisor plus a
 // re-exec'd child) against a scripted endpoint, once per exit code.
 func TestRunAgainstHTTPIntelligence(t *testing.T) {
+	t.Parallel()
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +169,7 @@ func TestRunAgainstHTTPIntelligence(t *testing.T) {
 }
 
 func TestRunKeyFromFile(t *testing.T) {
+	t.Parallel()
 	llm := newLLMServer(t, chat("ok", "", "stop", 1, 1, ""))
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte("sk-from-file\n"), 0o600); err != nil {
@@ -183,6 +185,7 @@ func TestRunKeyFromFile(t *testing.T) {
 }
 
 func TestIntelligenceBadConfigExits2(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		name string
@@ -202,6 +205,7 @@ func TestIntelligenceBadConfigExits2(t *testing.T) {
 // back as a file part whose URL the same server serves, plus a summary; the
 // task's usage is what the endpoint reported.
 func TestServeStoresLargeDistillate(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("line of a long report\n", 100) // 2200 characters
 	llm := newLLMServer(t, chat(long, "", "stop", 321, 555, ""))
 	s := startService(t, "--intelligence", llm.url(), "--model", "test-model", "--distillate-budget", "300")

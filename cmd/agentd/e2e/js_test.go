@@ -15,6 +15,7 @@ import (
 // test` installs the SDKs; without node or them this test fails, it does not
 // skip.
 func TestJavaScriptSDK(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node (Node.js 20+) is required for the JavaScript SDK tests: install it, then run `make test`")

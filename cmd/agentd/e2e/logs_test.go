@@ -23,6 +23,7 @@ func runLogs(t *testing.T, args ...string) string {
 // tool call of every subagent has its log line, no prompt, model answer or
 // tool argument or result appears in agentd's log; with the flag they do.
 func TestLogContentFlag(t *testing.T) {
+	t.Parallel()
 	const (
 		prompt = "INSTRUCTION-a41c"
 		arg    = "ARGUMENT-03f9"
@@ -60,6 +61,7 @@ answer "CHILD-ANSWER-b3c8"
 // stderr (--aggregate-logs=false, so nothing filters their lines but their
 // own level), no process writes an info line.
 func TestLogLevelReachesChildren(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, "[depth 0]\nspawn sync \"child\"\nanswer \"done\"\n\n[depth 1]\nanswer \"child done\"\n")
 	info := runLogs(t, "--aggregate-logs=false", "--intelligence", "builtin:script="+script, "--instruction", "x")
 	if len(testkit.WithMsg(testkit.JSONLines(info), "subagent started")) != 2 {
@@ -77,6 +79,7 @@ func TestLogLevelReachesChildren(t *testing.T) {
 // supervisor, marked child=true; =false lets the children write their own
 // lines, which carry their run_id and agent_path themselves.
 func TestAggregateLogs(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, "[depth 0]\nspawn sync \"child\"\nanswer \"done\"\n\n[depth 1]\nanswer \"child done\"\n")
 	for _, tc := range []struct {
 		flag  string

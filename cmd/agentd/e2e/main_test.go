@@ -1,5 +1,13 @@
 // Package e2e runs the real agentd binary: built once in TestMain, started as a
 // process per test, driven over real sockets with a2a-go's client.
+//
+// Every test runs in parallel with the others (t.Parallel, as its first
+// statement: its services have their own state directories and ports, its
+// PostgreSQL its own server) except those that change the test process itself:
+// TestOneTraceAcrossTreeAndMesh (t.Setenv) and TestUncleanDrainExits143 (a
+// subreaper), which run alone before the parallel ones start, TestSPIRE,
+// which make test-spire runs alone, and the tests whose comments say they
+// failed beside others on a loaded machine.
 package e2e
 
 import (

@@ -84,6 +84,7 @@ func runMake(t *testing.T, stubs string, env []string, args ...string) (string, 
 // only its package, without recommends and without upgrading it, and nothing
 // runs an upgrade.
 func TestMakefileAptWaitsForLocks(t *testing.T) {
+	t.Parallel()
 	stubs := aptStubs(t)
 	const wait = "-o DPkg::Lock::Timeout=600 "
 	out, calls, err := runMake(t, stubs, []string{"APT_HELD=2"}, "pg-deps", "chromium", "APT_LOCK_POLL=0")

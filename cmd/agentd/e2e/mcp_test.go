@@ -111,6 +111,7 @@ func observedIn(log string) []map[string]any {
 // with a note; get-tiny-image is outside the --mcp-tools root grant and is
 // refused; a child spawned with only echo gets echo and is refused get-sum.
 func TestMCPEverythingThroughAgentd(t *testing.T) {
+	t.Parallel()
 	ev := startEverything(t, 0)
 	script := writeScript(t, `[depth 0]
 call everything/echo {"message":"hello from agentd"}
@@ -175,6 +176,7 @@ answer "child done"
 
 // --mcp-tools naming a tool the server does not list is bad config (exit 2).
 func TestMCPUnknownGrantedToolExits2(t *testing.T) {
+	t.Parallel()
 	ev := startEverything(t, 0)
 	out, err := agentdCommand(t, "run", "--mcp", "everything="+ev.url, "--mcp-tags", "everything=none",
 		"--mcp-tools", "everything=echo,no-such-tool", "--instruction", "x").CombinedOutput()
@@ -187,6 +189,7 @@ func TestMCPUnknownGrantedToolExits2(t *testing.T) {
 // A required MCP server that cannot be reached stops a one-shot run with exit
 // 6, naming it; marked optional, the run goes on without its tools.
 func TestMCPUnreachableExits6(t *testing.T) {
+	t.Parallel()
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", freePort(t))
 	cmd := agentdCommand(t, "run", "--mcp", "down="+url, "--mcp-connect-timeout", "500ms", "--instruction", "one two")
 	out, err := cmd.CombinedOutput()
@@ -208,6 +211,7 @@ func TestMCPUnreachableExits6(t *testing.T) {
 // reconnecting; once the server is up it is ready, and a task's tool call
 // goes through.
 func TestMCPServeWaitsForItsServer(t *testing.T) {
+	t.Parallel()
 	port := freePort(t)
 	script := writeScript(t, "[default]\ncall everything/echo {\"message\":\"served\"}\nanswer \"{transcript}\"\n")
 	s := startService(t, "--mcp", fmt.Sprintf("everything=http://127.0.0.1:%d/mcp", port), "--intelligence", "builtin:script="+script)

@@ -39,6 +39,7 @@ func mintFiles(t *testing.T, ca *tlsconfig.DevCA, dir, name, id string) (cert, k
 // configured with an ID the server does not present is refused in the
 // handshake, before anything is sent.
 func TestMeshMutualTLSDelegation(t *testing.T) {
+	t.Parallel()
 	dir, ca := devCerts(t, "example.org")
 	const idA, idB = "spiffe://example.org/agentd-a", "spiffe://example.org/agentd-b"
 	certA, keyA, svidA := mintFiles(t, ca, dir, "agentd-a", idA)

@@ -52,6 +52,7 @@ func nestedTask(t *testing.T, s *service, path string) *a2a.Task {
 // usage, and B's usage counts against A's tree (the next local child's token
 // grant is what the tree's ceiling has left after it).
 func TestNestedSpawnOnPeer(t *testing.T) {
+	t.Parallel()
 	b := startService(t, "--intelligence", "builtin:script="+writeScript(t, `[default]
 usage 3000 1000
 answer "b did: {objective}"
@@ -107,6 +108,7 @@ answer "local child"
 // A deadline on a spawn to a peer shorter than the peer's work ends the
 // child deadline on A, and B sees tasks/cancel (its task ends canceled).
 func TestNestedSpawnOnPeerPastItsDeadline(t *testing.T) {
+	t.Parallel()
 	b := startService(t, "--intelligence", "builtin:script="+writeScript(t, "[default]\nsleep 1h\nanswer \"never\"\n"))
 	a := startService(t, "--peer", "b="+b.url, "--intelligence", "builtin:script="+writeScript(t, `[depth 0]
 spawn sync "slow remote" provider=peer:b deadline=1s
@@ -137,6 +139,7 @@ answer "root saw: {transcript}"
 // cap is 3 and B's root sits at mesh depth 1, so B's tree stops at its own
 // depth 2 although B's --max-depth is 4.
 func TestDelegatedTreeNestsOnlyTheRemainingDepth(t *testing.T) {
+	t.Parallel()
 	b := startService(t, "--intelligence", "builtin:script="+writeScript(t, `[default]
 spawn sync "deeper"
 answer "{path}: {transcript}"

@@ -46,6 +46,7 @@ func taskCount(t *testing.T, s *service) int {
 // in the message metadata, and by a routing rule on the skill), and B's result
 // comes back as A's artifact, with B's usage.
 func TestTwoAgentdDelegation(t *testing.T) {
+	t.Parallel()
 	b := startService(t)
 	a := startService(t, "--peer", "b="+b.url, "--route", "research=peer:b")
 
@@ -76,6 +77,7 @@ func TestTwoAgentdDelegation(t *testing.T) {
 }
 
 func TestPlainA2AServerAsPeer(t *testing.T) {
+	t.Parallel()
 	peer := &a2atest.Executor{}
 	a := startService(t, "--peer", "plain="+a2atest.Serve(t, a2asrv.NewHandler(peer), a2atest.Card, nil), "--route", "*=peer:plain")
 	task := sendWithMeta(t, a, "hello plain peer", nil)
@@ -114,6 +116,7 @@ func freePort(t *testing.T) int {
 // A routes everything to B and B everything to A: the A to B to A cycle is
 // refused, and A's task says so.
 func TestMeshCycleRefused(t *testing.T) {
+	t.Parallel()
 	portA := freePort(t)
 	urlA := fmt.Sprintf("http://127.0.0.1:%d", portA)
 	b := startService(t, "--peer", "a="+urlA, "--route", "*=peer:a")
@@ -136,6 +139,7 @@ func TestMeshCycleRefused(t *testing.T) {
 // A peer that outlives the delegation's deadline: A's task ends deadline and
 // the peer sees tasks/cancel.
 func TestPeerPastTheDeadlineIsCancelled(t *testing.T) {
+	t.Parallel()
 	peer := &a2atest.Executor{Block: true}
 	canceled := peer.Canceled()
 	a := startService(t, "--peer", "slow="+a2atest.Serve(t, a2asrv.NewHandler(peer), a2atest.Card, nil), "--route", "*=peer:slow", "--deadline", "700ms")
@@ -151,6 +155,7 @@ func TestPeerPastTheDeadlineIsCancelled(t *testing.T) {
 }
 
 func TestMeshFlagsAreValidated(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		name string

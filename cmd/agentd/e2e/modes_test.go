@@ -75,6 +75,7 @@ func historyText(t *testing.T, s *service, id string) string {
 // trigger (mode, session, seq, attempt) in its metadata; --max-runs stops it
 // and the service keeps serving.
 func TestServeLoopRunsAreTasks(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--mode", "loop", "--max-runs", "2", "--interval", "50ms", "--instruction", "count these three")
 	var got []triggeredTask
 	testkit.WaitFor(t, 30*time.Second, "two loop tasks completed", func() bool {
@@ -116,6 +117,7 @@ func TestServeLoopRunsAreTasks(t *testing.T) {
 // attempts; a2a.CloseBreaker closes it and the session starts again at once.
 // In `agentd run` the open breaker ends the run with the last run's code.
 func TestBreakerOpensOnRootCrashingAtStart(t *testing.T) {
+	t.Parallel()
 	s := startOpService(t, "--mode", "loop", "--instruction", "never ready", "--spawn-ready", "1ms")
 	breaker := func() (api.Breaker, bool) {
 		for _, b := range s.tree().Breakers {
@@ -194,6 +196,7 @@ func triggeredTasksAs(t *testing.T, s *opService) []triggeredTask {
 // session and reads again: a run with the content as it is now, although no
 // notification was ever sent for it.
 func TestReactiveEverythingReadAfterSubscribe(t *testing.T) {
+	t.Parallel()
 	ev := startEverything(t, 0)
 	const uri = "demo://resource/dynamic/text/1"
 	script := writeScript(t, `[depth 0]
@@ -254,6 +257,7 @@ answer "seen"
 // missed ticks while it was down runs once at start (the latest missed tick),
 // not once per tick missed.
 func TestScheduleMissedTickRunsOnceAfterRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	args := []string{"run", "--mode", "schedule", "--schedule", "@every 1s", "--state-dir", dir, "--instruction", "tick tock"}
 	first := agentdCommand(t, args...)
@@ -303,6 +307,7 @@ func TestScheduleMissedTickRunsOnceAfterRestart(t *testing.T) {
 // A workflow runs its steps as one tree; a bad workflow file, like every bad
 // mode setting, exits 2 naming the setting.
 func TestWorkflowAndModeSettings(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, src string) string {
 		p := filepath.Join(dir, name)

@@ -42,6 +42,7 @@ func writeScript(t *testing.T, src string) string {
 // max_total_subagents ever existed, none deeper than max_depth, each refusal
 // is a tool result in some parent's transcript, and no process is left.
 func TestScriptRecursiveSpawnForever(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, "[default]\nspawn sync \"again\"\nrepeat\n")
 	// --log-content: the refusals are read from the tool results the scripts
 	// log.
@@ -121,6 +122,7 @@ func byChildPath(spawns []map[string]any, path string) a2a.TaskID {
 // builtin:demo answers each line of a several-line objective by one child,
 // run in parallel; each child is an A2A task of the same context.
 func TestDemoFanOutIsNestedTasks(t *testing.T) {
+	t.Parallel()
 	s := startService(t)
 	c := s.client(t)
 	ctx := context.Background()
@@ -169,6 +171,7 @@ answer "never"
 // a nested parent leaves no process of its subtree and the root goes on; on a
 // root it takes the whole tree.
 func TestNestedTasksGetAndCancel(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:script="+writeScript(t, treeScript))
 	c := s.client(t)
 	ctx := context.Background()
@@ -247,6 +250,7 @@ func TestNestedTasksGetAndCancel(t *testing.T) {
 // A detached child is reaped and its result recorded after its parent
 // finished.
 func TestDetachedChildRecordedAfterParent(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, `[depth 0]
 spawn detach "later"
 answer "parent done {handles}"
@@ -285,6 +289,7 @@ answer "detached done"
 
 // The tree over its token ceiling drains and a one-shot run exits 7.
 func TestTreeTokenCeilingExits7(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, `[depth 0]
 spawn async "burn"
 await
@@ -314,6 +319,7 @@ repeat
 }
 
 func TestNestingConfigExits2NamingTheSetting(t *testing.T) {
+	t.Parallel()
 	bad := writeScript(t, "[default]\nanswer \"x\"\njump\n")
 	for _, tc := range []struct {
 		args []string

@@ -67,7 +67,9 @@ func scrape(t *testing.T, url string) map[string]float64 {
 // One trace spans a whole delegation: agentd A's request, its supervisor, its
 // local children (exporting their own spans), the peer call to agentd B, B's
 // request, supervisor and child. Every span shares one trace id, and the
-// parent links form one tree with no orphan.
+// parent links form one tree with no orphan. Not parallel: t.Setenv sets the
+// test process's environment, which every agentd another test starts would
+// inherit.
 func TestOneTraceAcrossTreeAndMesh(t *testing.T) {
 	rcv := otlptest.NewReceiver()
 	defer rcv.Close()
@@ -164,6 +166,7 @@ answer "{path} did {objective}"
 // refusals by reason, tokens in and out, tasks by state, A2A requests by
 // method and code.
 func TestMetricsAfterScriptedRun(t *testing.T) {
+	t.Parallel()
 	a := startService(t, "--metrics-addr", "127.0.0.1:0", "--max-depth", "1", "--max-children", "2",
 		"--intelligence", "builtin:script="+writeScript(t, `
 [path 0]
@@ -255,6 +258,7 @@ answer "{path}"
 // /healthz is the supervisor's own heartbeat: it stays healthy while a child
 // is stopped with SIGSTOP, through Detector C's verdict and the kill ladder.
 func TestHealthzWhileChildStopped(t *testing.T) {
+	t.Parallel()
 	a := startService(t, "--intelligence", "builtin:wait", "--metrics-addr", "127.0.0.1:0",
 		"--heartbeat", "50ms", "--ping-interval", "100ms", "--ping-miss", "5")
 	url := a.metricsURL(t)
@@ -310,6 +314,7 @@ func TestHealthzWhileChildStopped(t *testing.T) {
 // Bad observability settings exit 2 naming the setting, before anything
 // starts.
 func TestObservabilityBadConfig(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		env  string

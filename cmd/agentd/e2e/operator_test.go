@@ -128,6 +128,7 @@ func (s *opService) readyz(base string) int {
 }
 
 func TestOperatorTreeAndCancel(t *testing.T) {
+	t.Parallel()
 	s := startOpService(t, "--intelligence", "builtin:wait")
 	a, b := s.send("first"), s.send("second")
 	na, nb := s.waitRunning(a), s.waitRunning(b)
@@ -186,6 +187,7 @@ func TestOperatorTreeAndCancel(t *testing.T) {
 }
 
 func TestOperatorLameDuckFlipsReadinessOnly(t *testing.T) {
+	t.Parallel()
 	s := startOpService(t)
 	main := strings.TrimSuffix(s.url, "/")
 	health := "http://" + s.health
@@ -216,6 +218,7 @@ func TestOperatorLameDuckFlipsReadinessOnly(t *testing.T) {
 }
 
 func TestOperatorPauseHoldsSpawnsResumeReleases(t *testing.T) {
+	t.Parallel()
 	s := startOpService(t)
 	var pr api.PauseResult
 	s.op(api.OpPause, nil, &pr)
@@ -254,6 +257,7 @@ func TestOperatorPauseHoldsSpawnsResumeReleases(t *testing.T) {
 }
 
 func TestOperatorDrainRefusesNewWorkAndExits(t *testing.T) {
+	t.Parallel()
 	// A long drain grace gives a window in which the drain is under way.
 	s := startOpService(t, "--intelligence", "builtin:wait", "--drain-grace", "3s")
 	id := s.send("in flight")

@@ -17,6 +17,7 @@ import (
 // a message runs on one of them, the pool refills, and a SIGTERM drain kills
 // the idle children, exits 0 and leaves nothing behind.
 func TestWarmPoolServesAndDrains(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--warm-pool", "2", "--log-level", "debug")
 	var pool []int
 	testkit.WaitFor(t, 10*time.Second, "two warm children", func() bool {
@@ -70,6 +71,7 @@ func TestWarmPoolServesAndDrains(t *testing.T) {
 }
 
 func TestWarmPoolFlagIsValidated(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"-1", "65", "two"} {
 		wantUsageError(t, "", "warm-pool", "serve", "--listen", "127.0.0.1:0", "--warm-pool", v)
 	}

@@ -52,6 +52,7 @@ func followUpTo(t *testing.T, s *service, id a2a.TaskID, msgID string) *rpcError
 // A follows it to the end. A follow-up for a task A runs, sent to B, is
 // refused naming A; one for a finished task gets the answer A would give.
 func TestReplicasShareTheAdmissionQueue(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
 	script := writeScript(t, "[depth 0]\nsleep 2500ms\nanswer \"done: {objective}\"\n")
@@ -236,6 +237,7 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 // The replica that claimed a queued task dies: the task is that replica's,
 // and the surviving one resolves it by --recover once its lease expires.
 func TestReplicasQueueClaimerKilled(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
 	script := writeScript(t, "[depth 0]\nsleep 5s\nanswer \"done: {objective}\"\n")
@@ -269,6 +271,7 @@ func TestReplicasQueueClaimerKilled(t *testing.T) {
 // stops its tree, once, without ending the task; it goes on serving with its
 // lease renewed.
 func TestReplicaFencedAfterTakeover(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	dsn := srv.Database(t)
 	script := writeScript(t, "[depth 0]\nsleep 4s\nanswer \"done: {objective}\"\n")

@@ -24,6 +24,7 @@ const sendBody = `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"mes
 // group at once, and the service exits at once, clean because everything was
 // reaped.
 func TestSecondSignalForces(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) { testSecondSignalForces(t, sig) })
 	}
@@ -89,7 +90,8 @@ func testSecondSignalForces(t *testing.T, sig syscall.Signal) {
 // 143. The test process makes agentd's child unreapable by ptracing it and not
 // waiting: a dead tracee's zombie is visible only to its tracer. Once agentd
 // has exited, the zombie reparents to this test (a subreaper for the test),
-// which reaps it.
+// which reaps it. Not parallel (subreaper tests never are): every orphan of
+// another test's processes would reparent to this test process too.
 func TestUncleanDrainExits143(t *testing.T) {
 	runtime.LockOSThread() // the tracer is this thread; it must live until the reap
 	defer runtime.UnlockOSThread()
@@ -192,6 +194,7 @@ func runAgentd(t *testing.T, onChild func(pid int), args ...string) (int, string
 // Detector B on the real binary: builtin:wait blocks in one model call, sends
 // no event, and is stalled after the progress timeout (exit 3, partial).
 func TestNoProgressStallsRun(t *testing.T) {
+	t.Parallel()
 	code, stderr := runAgentd(t, nil, "run", "--intelligence", "builtin:wait", "--progress-timeout", "300ms", "--instruction", "x")
 	if code != 3 || !strings.Contains(stderr, `"cause":"no_progress"`) || !strings.Contains(stderr, "run ended stalled") {
 		t.Fatalf("exit %d, want 3 with a no_progress stall\n%s", code, stderr)
@@ -201,6 +204,7 @@ func TestNoProgressStallsRun(t *testing.T) {
 // Detector C on the real binary: a child that stops answering (SIGSTOP) is
 // stuck after the missed pings, and the ladder ends it.
 func TestStoppedChildStallsRun(t *testing.T) {
+	t.Parallel()
 	var pid int
 	code, stderr := runAgentd(t, func(p int) {
 		pid = p
@@ -221,6 +225,7 @@ func TestStoppedChildStallsRun(t *testing.T) {
 }
 
 func TestSupervisionFlagsValidated(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		env  string
@@ -245,6 +250,7 @@ func TestSupervisionFlagsValidated(t *testing.T) {
 
 // The resource limits reach the child.
 func TestRlimitsReachChild(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:wait", "--rlimit-as", "4GiB", "--rlimit-cpu", "90s")
 	c := s.client(t)
 	if _, err := c.SendMessage(context.Background(), nonBlocking(textMessage("long"))); err != nil {
@@ -266,6 +272,7 @@ func TestRlimitsReachChild(t *testing.T) {
 // A one-shot run drains on SIGTERM like the service: the child is asked to
 // stop (ctrl/cancel) and the clean drain exits 0.
 func TestRunDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	var stderr testkit.Buffer
 	cmd := agentdCommand(t, "run", "--intelligence", "builtin:wait", "--drain-grace", "5s", "--instruction", "x")
 	cmd.Stderr = &stderr

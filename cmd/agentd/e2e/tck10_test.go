@@ -94,6 +94,7 @@ func sendV1(t *testing.T, s *service, text, contextID string) string {
 // (an empty tasks array, totalSize, an empty nextPageToken on the last page)
 // are kept as the TCK has them.
 func TestTCK10ListTasksPageSize(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:wait")
 
 	empty := listV1(t, s, fmt.Sprintf(`{"contextId":"empty-test-%d"}`, time.Now().UnixNano()))
@@ -150,6 +151,7 @@ func TestTCK10ListTasksPageSize(t *testing.T) {
 // first. Here the order is forced the other way by cancelling the older task:
 // it must come first, and the timestamps never increase down the list.
 func TestTCK10ListTasksOrder(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:wait")
 	ctx := fmt.Sprintf("order-test-%d", time.Now().UnixNano())
 	older := sendV1(t, s, "First task", ctx)
@@ -203,6 +205,7 @@ func TestTCK10ListTasksOrder(t *testing.T) {
 // credentials in the card, is kept: the static tokens agentd accepts appear
 // nowhere in it.
 func TestTCK10AgentCardURLs(t *testing.T) {
+	t.Parallel()
 	s := startService(t)
 	card := fetchCard(t, s.url)
 	if card.URL != s.url+"/" {
@@ -335,6 +338,7 @@ func (r *receiver) sawTask(id string) bool {
 // Delete with the proto field name {"task_id": ...}, which ProtoJSON parsers
 // accept beside taskId; agentd answered "taskId is required".
 func TestTCK10PushConfigProtoNames(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:wait", "--push-allow-net", "127.0.0.0/8,::1/128")
 	task := sendV1(t, s, "Task for push notification config test", "")
 
@@ -442,6 +446,7 @@ func TestTCK10PushConfigProtoNames(t *testing.T) {
 // an unknown field, and a field given twice, by one name or both, whatever
 // the values.
 func TestTCK10ProtoJSONNames(t *testing.T) {
+	t.Parallel()
 	s := startService(t, "--intelligence", "builtin:wait", "--send-wait", "5s")
 	task := sendV1(t, s, "history", "")
 	history := func(params string) int {
@@ -527,6 +532,7 @@ func TestTCK10ProtoJSONNames(t *testing.T) {
 // documented config sets it, because the TCK cancels and follows up the task
 // a blocking send returned.
 func TestTCK10BlockingSend(t *testing.T) {
+	t.Parallel()
 	type sent struct {
 		state string
 		after time.Duration
@@ -586,6 +592,7 @@ func TestTCK10BlockingSend(t *testing.T) {
 // work. A header naming the other version than the method's is refused with
 // -32601, an unknown version with -32009.
 func TestTCK10VersionHeader(t *testing.T) {
+	t.Parallel()
 	s := startService(t)
 	body := func(method, params string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":"r1","method":%q,"params":%s}`, method, params)

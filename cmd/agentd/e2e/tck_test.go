@@ -133,6 +133,7 @@ func tckService(t *testing.T) *service {
 }
 
 func TestTCKJSONRPC(t *testing.T) {
+	t.Parallel()
 	s := startService(t)
 	for _, raw := range []string{
 		`{"jsonrpc": "2.0", "method": "message/send", "params": {"foo": "bar"}`,
@@ -173,6 +174,7 @@ func TestTCKJSONRPC(t *testing.T) {
 }
 
 func TestTCKAgentCard(t *testing.T) {
+	t.Parallel()
 	s := startService(t)
 	resp, err := http.Get(s.url + "/.well-known/agent-card.json")
 	if err != nil {
@@ -226,6 +228,7 @@ func TestTCKAgentCard(t *testing.T) {
 }
 
 func TestTCKMessagesAndTasks(t *testing.T) {
+	t.Parallel()
 	s := tckService(t)
 	var task wireTask
 	if e := rpc(t, s, "", "message/send", textParams("Hello from TCK!", ""), &task); e != nil {
@@ -293,6 +296,7 @@ func TestTCKMessagesAndTasks(t *testing.T) {
 }
 
 func TestTCKStreaming(t *testing.T) {
+	t.Parallel()
 	s := tckService(t)
 	resp, events := stream(t, s, "message/stream", textParams("Stream test message", ""), 10)
 	if resp.Header.Get("Content-Type") != "text/event-stream" || len(events) < 3 {
@@ -388,6 +392,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 func TestTCKPushNotifications(t *testing.T) {
+	t.Parallel()
 	s := tckService(t)
 	newTask := func() string {
 		var task wireTask
@@ -480,6 +485,7 @@ func TestTCKPushNotifications(t *testing.T) {
 // TestTCKVersion1 checks the same service through A2A 1.0 on the same
 // endpoint: the proto3-JSON shapes and the A2A-Version header.
 func TestTCKVersion1(t *testing.T) {
+	t.Parallel()
 	s := startService(t)
 	var sent struct {
 		Task struct {
