@@ -17,11 +17,12 @@ import (
 // limit. The follow-up is refused when it is sent (-32602 naming
 // --max-message) and the task goes on: its first turn completes it. Before,
 // the follow-up was accepted and the task ended rejected ("control frame
-// over the size limit"). Not parallel: the follow-up must arrive within the
-// script's 3 s turn, and beside other tests under -race on a loaded machine
-// it arrived after the task had completed (-32004).
+// over the size limit"). The follow-up must arrive while the first turn
+// runs: the turn lasts 20 s, where a 3 s one was over before the follow-up
+// came in, once, beside other tests under -race on a loaded machine (-32004).
 func TestFollowUpOverTheFrameIsRefused(t *testing.T) {
-	script := writeScript(t, "[depth 0]\nsleep 3s\nanswer \"done: {objective}\"\n")
+	t.Parallel()
+	script := writeScript(t, "[depth 0]\nsleep 20s\nanswer \"done: {objective}\"\n")
 	// The script counts the seed as tokens: a grant that holds it.
 	s := startService(t, "--intelligence", "builtin:script="+script, "--max-tokens", "4000000")
 	big := strings.Repeat("a", 7<<19) // 3.5 MiB
@@ -40,7 +41,7 @@ func TestFollowUpOverTheFrameIsRefused(t *testing.T) {
 		t.Errorf("a follow-up the next turn cannot carry: %+v, want -32602 naming --max-message", e)
 	}
 	var got a2a.Task
-	testkit.WaitFor(t, 30*time.Second, "the task ended", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the task ended", func() bool {
 		if e := rpc(t, s, "", "tasks/get", `{"id":"`+string(task.ID)+`"}`, &got); e != nil {
 			t.Fatalf("tasks/get: %+v", e)
 		}
