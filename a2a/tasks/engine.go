@@ -596,16 +596,21 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 	return e.startWatched(ctx, params, nil)
 }
 
-// earlySub is a stream's subscription to a new task, taken before its
-// executor starts, so that an executor that ends at once cannot end the
-// task before the stream has seen its events.
+// earlySub is what a caller answered before its new task ends gets of the
+// task before its executor starts: a stream's subscription, so that an
+// executor that ends at once cannot end the task before the stream has seen
+// its events, or (answerOnly) a non-blocking send's answer alone, so that
+// nothing done after the run started (a write of a newer snapshot, on a
+// full disk) can answer its send with an error.
 type earlySub struct {
-	sub   *subscriber
-	first *a2a.Task
+	answerOnly bool // take first only, not a subscription
+	sub        *subscriber
+	first      *a2a.Task
 }
 
 // startWatched is start; with early non-nil, a new task that runs here is
-// subscribed to (into early) before its executor starts.
+// synced, then subscribed to (into early), or its synced snapshot taken
+// (answerOnly), before its executor starts.
 func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams, early *earlySub) (*liveTask, error) {
 	if err := validateSendParams(params); err != nil {
 		return nil, err
@@ -713,7 +718,11 @@ func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams
 	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
 	if early != nil {
 		lt.mu.Lock()
-		early.sub, early.first = lt.subscribeLocked()
+		if early.answerOnly {
+			early.first = lt.task // stored and durable: synced above
+		} else {
+			early.sub, early.first = lt.subscribeLocked()
+		}
 		lt.mu.Unlock()
 	}
 	l.start(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
