@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,5 +200,62 @@ func TestFullDiskSendAnsweredOnceRunStarted(t *testing.T) {
 	}
 	if got.Status.State != a2a.TaskStateCompleted {
 		t.Errorf("stored task %s is %s, want %s", task.ID, got.Status.State, a2a.TaskStateCompleted)
+	}
+}
+
+// A non-blocking follow-up that joined its task is answered with the task,
+// whatever the run's writes meet after: here the disk fills up once the
+// follow-up is stored, and the run reports a change (written later) before
+// the send is answered. Before, the answer wrote that change, failed on
+// the full disk and answered the store's unavailability for a follow-up
+// stored and queued for the run's next turn.
+func TestFullDiskFollowUpAnsweredOnceQueued(t *testing.T) {
+	dir := testkit.SmallFS(t, 1<<20)
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, dir, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := &stepExec{text: strings.Repeat("x", 256<<10), begin: make(chan struct{}), release: make(chan struct{}), moved: make(chan error, 1)}
+	e := tasks.NewEngine(s, x, nil, tasks.WithStoreWait(200*time.Millisecond))
+	first, err := e.OnSendMessage(ctx, a2atest.NonBlocking("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.(*a2a.Task).ID
+	var filler string
+	tasks.SetFollowedHook(e, func() {
+		// The follow-up is stored and queued: the disk fills up, and the
+		// run reports working before the send is answered.
+		filler = testkit.Fill(t, dir, 0)
+		close(x.begin)
+		if err := <-x.moved; err != nil {
+			t.Errorf("the run's working status: %v", err)
+		}
+	})
+	p := a2atest.NonBlocking("more")
+	p.Message.TaskID = id
+	res, err := e.OnSendMessage(ctx, p)
+	os.Remove(filler)
+	close(x.release)
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.Wait(waitCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("a follow-up stored and queued was answered %v", err)
+	}
+	task := res.(*a2a.Task)
+	if n := len(task.History); n != 2 || task.History[1].ID != p.Message.ID {
+		t.Errorf("answered with a history of %d messages, want the follow-up second", n)
+	}
+	got, _, err := s.Get(ctx, id)
+	if err != nil {
+		t.Fatalf("acknowledged task %s: %v", id, err)
+	}
+	if !slices.ContainsFunc(got.History, func(m *a2a.Message) bool { return m.ID == p.Message.ID }) {
+		t.Errorf("stored task %s lacks the follow-up", id)
 	}
 }

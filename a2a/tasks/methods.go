@@ -18,10 +18,11 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 	hist := historyLength(params)
 	if params.Config != nil && params.Config.Blocking != nil && !*params.Config.Blocking {
 		// A new task that runs here is answered with its snapshot synced
-		// before its run started: once the run has started, its send is
-		// answered with the task, whatever its later writes meet (a full
-		// disk), since a retry of a send answered with an error would run
-		// the work again.
+		// before its run started, a follow-up with the snapshot stored with
+		// it: once the run has started (the follow-up is queued), its send
+		// is answered with the task, whatever the run's later writes meet
+		// (a full disk), since a retry of a send answered with an error
+		// would run the work again.
 		early := earlySub{answerOnly: true}
 		lt, err := e.startWatched(ctx, params, &early)
 		if err != nil {
@@ -30,7 +31,7 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 		if early.first != nil {
 			return trimHistory(early.first, hist), nil
 		}
-		t, err := e.seen(ctx, lt, e.answerBy()) // a follow-up, a duplicate, a queued task
+		t, err := e.seen(ctx, lt, e.answerBy()) // a duplicate, a queued task
 		if err != nil {
 			return nil, err
 		}
