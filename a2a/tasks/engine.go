@@ -41,6 +41,9 @@ type Engine struct {
 	// startedHook, when set (tests only), runs right after a task's
 	// executor is started (launch.start).
 	startedHook func(*liveTask)
+	// followedHook, when set (tests only), runs right after a follow-up
+	// message joined its task, before its send is answered.
+	followedHook func()
 
 	store    Store
 	exec     a2asrv.AgentExecutor
@@ -596,16 +599,22 @@ func (e *Engine) start(ctx context.Context, params *a2a.MessageSendParams) (*liv
 	return e.startWatched(ctx, params, nil)
 }
 
-// earlySub is a stream's subscription to a new task, taken before its
-// executor starts, so that an executor that ends at once cannot end the
-// task before the stream has seen its events.
+// earlySub is what a caller answered before its new task ends gets of the
+// task before its executor starts: a stream's subscription, so that an
+// executor that ends at once cannot end the task before the stream has seen
+// its events, or (answerOnly) a non-blocking send's answer alone, so that
+// nothing done after the run started (a write of a newer snapshot, on a
+// full disk) can answer its send with an error.
 type earlySub struct {
-	sub   *subscriber
-	first *a2a.Task
+	answerOnly bool // take first only, not a subscription
+	sub        *subscriber
+	first      *a2a.Task
 }
 
 // startWatched is start; with early non-nil, a new task that runs here is
-// subscribed to (into early) before its executor starts.
+// synced, then subscribed to (into early), or its synced snapshot taken
+// (answerOnly), before its executor starts; a follow-up message that joins
+// its task gives early (answerOnly) the snapshot stored with it.
 func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams, early *earlySub) (*liveTask, error) {
 	if err := validateSendParams(params); err != nil {
 		return nil, err
@@ -623,7 +632,11 @@ func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams
 		if _, err := e.visible(ctx, msg.TaskID); err != nil {
 			return nil, err
 		}
-		return e.followUp(ctx, msg, push)
+		lt, err := e.followUp(ctx, msg, push, early)
+		if err == nil && e.followedHook != nil {
+			e.followedHook()
+		}
+		return lt, err
 	}
 	// Launched before admission: a drain that begins after this waits for
 	// the task.
@@ -713,7 +726,11 @@ func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams
 	reqCtx := &a2asrv.RequestContext{Message: &m, TaskID: task.ID, ContextID: task.ContextID, Metadata: params.Metadata}
 	if early != nil {
 		lt.mu.Lock()
-		early.sub, early.first = lt.subscribeLocked()
+		if early.answerOnly {
+			early.first = lt.task // stored and durable: synced above
+		} else {
+			early.sub, early.first = lt.subscribeLocked()
+		}
 		lt.mu.Unlock()
 	}
 	l.start(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
@@ -820,8 +837,10 @@ func (e *Engine) abandon(ctx context.Context, lt *liveTask, why string) {
 // followUp adds a message to a running task: it joins the task's history and
 // waits for the executor, which takes it as the task's next turn. A finished
 // task takes no more messages (a refinement is a new task, which may name this
-// one in referenceTaskIds).
-func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarget) (*liveTask, error) {
+// one in referenceTaskIds). A message that joins the task gives early
+// (answerOnly) the task's snapshot stored with it: the answer of its
+// non-blocking send.
+func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarget, early *earlySub) (*liveTask, error) {
 	id := msg.TaskID
 	lt := e.getLive(id)
 	if lt == nil {
@@ -880,6 +899,9 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 	}
 	lt.task = &next
 	lt.followUps = append(lt.followUps, &m)
+	if early != nil && early.answerOnly {
+		early.first = &next // stored and durable: persisted above
+	}
 	return lt, nil
 }
 

@@ -15,17 +15,31 @@ import (
 // OnSendMessage handles message/send: it starts a task and, unless the client
 // asked not to block, waits for it to end.
 func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
-	lt, err := e.start(ctx, params)
-	if err != nil {
-		return nil, err
-	}
 	hist := historyLength(params)
 	if params.Config != nil && params.Config.Blocking != nil && !*params.Config.Blocking {
-		t, err := e.seen(ctx, lt, e.answerBy())
+		// A new task that runs here is answered with its snapshot synced
+		// before its run started, a follow-up with the snapshot stored with
+		// it: once the run has started (the follow-up is queued), its send
+		// is answered with the task, whatever the run's later writes meet
+		// (a full disk), since a retry of a send answered with an error
+		// would run the work again.
+		early := earlySub{answerOnly: true}
+		lt, err := e.startWatched(ctx, params, &early)
+		if err != nil {
+			return nil, err
+		}
+		if early.first != nil {
+			return trimHistory(early.first, hist), nil
+		}
+		t, err := e.seen(ctx, lt, e.answerBy()) // a duplicate, a queued task
 		if err != nil {
 			return nil, err
 		}
 		return trimHistory(t, hist), nil
+	}
+	lt, err := e.start(ctx, params)
+	if err != nil {
+		return nil, err
 	}
 	var timeout <-chan time.Time
 	if e.sendWait > 0 {
