@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/a2a/tasks/storetest"
 	"github.com/agentd/agentd/internal/pgtest"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // While PostgreSQL is stopped, a blocking send of a running task whose
@@ -67,5 +69,50 @@ func TestAnsweredWithinTheStoreWaitWhileStopped(t *testing.T) {
 	}
 	if task, _, err := s.Get(ctx, id); err != nil || task.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("once the database is back: %v %v", task, err)
+	}
+}
+
+// PostgreSQL stopped three times for twice the lease under two replicas:
+// after each return, each one's heartbeat renews its own lease (a renewal
+// later than the database's return, by the database's clock): no heartbeat
+// is left hanging on a connection the restart broke.
+func TestLeasesRenewedAfterEachReturn(t *testing.T) {
+	t.Parallel()
+	const lease = 500 * time.Millisecond
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	ctx := context.Background()
+	var instances []string
+	for range 2 {
+		s, err := Open(ctx, dsn, Options{Capacity: 100, LeaseTTL: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		instances = append(instances, s.Instance())
+	}
+	for k := range 3 {
+		srv.Stop()
+		// The outage itself (not a wait for a condition): every lease has
+		// expired when the database returns.
+		time.Sleep(2 * lease)
+		srv.Restart(t)
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back time.Time
+		if err := c.QueryRow(ctx, `SELECT now()`).Scan(&back); err != nil {
+			t.Fatal(err)
+		}
+		renewed := testkit.Poll(10*time.Second, func() bool {
+			var n int
+			err := c.QueryRow(ctx, `SELECT count(*) FROM leases WHERE instance = ANY($1) AND heartbeat > $2`, instances, back).Scan(&n)
+			return err == nil && n == len(instances)
+		})
+		c.Close(ctx)
+		if !renewed {
+			t.Fatalf("outage %d: both leases not renewed within 10s of the database's return", k+1)
+		}
 	}
 }
