@@ -5,9 +5,8 @@
 // statement: its services have their own state directories and ports, its
 // PostgreSQL its own server) except those that change the test process itself:
 // TestOneTraceAcrossTreeAndMesh (t.Setenv) and TestUncleanDrainExits143 (a
-// subreaper), which run alone before the parallel ones start, TestSPIRE,
-// which make test-spire runs alone, and the tests whose comments say they
-// failed beside others on a loaded machine.
+// subreaper), which run alone before the parallel ones start, and TestSPIRE,
+// which make test-spire runs alone.
 package e2e
 
 import (
