@@ -24,39 +24,14 @@ var metadataKey = regexp.MustCompile(`^agentd/[a-z0-9_]+$`)
 // literal (each key is defined once, in api, and used through its constant
 // everywhere else), and when api/metadata.go gives one key two names.
 func TestMetadataKeysInAPI(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root: %v", err)
-	}
 	fset := token.NewFileSet()
 	files, keys := 0, 0
 	names := map[string]string{} // key -> the constant that names it, in api/metadata.go
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	eachSourceFile(t, fset, func(rel string, f *ast.File) {
 		files++
 		if rel == metadataFile {
 			keys += constKeys(t, f, names)
-			return nil
+			return
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			lit, ok := n.(*ast.BasicLit)
@@ -68,11 +43,7 @@ func TestMetadataKeysInAPI(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if files < 100 || keys < 30 {
 		t.Fatalf("read %d Go files and %d keys in %s; expected the whole tree and every key", files, keys, metadataFile)
 	}
@@ -115,10 +86,7 @@ func constKeys(t *testing.T, f *ast.File, names map[string]string) int {
 // outside a2a/tasks/store.go: the interfaces a store implements are read in
 // one place.
 func TestStoreInterfacesInOneFile(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := moduleRoot(t)
 	fset := token.NewFileSet()
 	declared := map[string]string{} // interface name -> the file of package tasks that declares it
 	dir := filepath.Join(root, "a2a", "tasks")

@@ -2,10 +2,7 @@ package layout
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,34 +34,13 @@ var wireSentinels = map[string]string{
 // asks (errors.New("exec: WaitDelay expired before I/O complete")), unless it
 // is one of wireSentinels.
 func TestSentinelPrefix(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
 	fset := token.NewFileSet()
 	seen, waived := 0, map[string]bool{}
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	eachSourceFile(t, fset, func(rel string, f *ast.File) {
 		pkg := f.Name.Name
 		if pkg == "main" {
-			return nil
+			return
 		}
-		rel, _ := filepath.Rel(root, path)
 		for _, decl := range f.Decls {
 			gd, ok := decl.(*ast.GenDecl)
 			if !ok || gd.Tok != token.VAR {
@@ -84,16 +60,12 @@ func TestSentinelPrefix(t *testing.T) {
 						continue
 					}
 					if !strings.HasPrefix(text, pkg+": ") {
-						t.Errorf("%s:%d: %s's text %q does not start with %q", filepath.ToSlash(rel), fset.Position(v.Pos()).Line, key, text, pkg+": ")
+						t.Errorf("%s:%d: %s's text %q does not start with %q", rel, fset.Position(v.Pos()).Line, key, text, pkg+": ")
 					}
 				}
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for key := range wireSentinels {
 		if !waived[key] {
 			t.Errorf("wireSentinels names %s, which is no longer a package-level sentinel: drop it", key)
