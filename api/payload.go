@@ -47,6 +47,10 @@ type SpawnPayload struct {
 type Intelligence struct {
 	Endpoint string `json:"endpoint"`
 	Model    string `json:"model,omitempty"`
+	// Dialect is the wire format an HTTP endpoint speaks: DialectOpenAI
+	// (Chat Completions, the default when empty) or DialectAnthropic
+	// (Messages).
+	Dialect string `json:"dialect,omitempty"`
 	// RequestTimeout bounds one HTTP attempt; zero means
 	// DefaultRequestTimeout. An attempt also ends at the subagent's deadline.
 	RequestTimeout Duration `json:"request_timeout,omitempty"`
@@ -58,6 +62,12 @@ type Intelligence struct {
 	// means DefaultRetryBackoff.
 	RetryBackoff Duration `json:"retry_backoff,omitempty"`
 }
+
+// Dialects of an HTTP intelligence (Intelligence.Dialect).
+const (
+	DialectOpenAI    = "openai"
+	DialectAnthropic = "anthropic"
+)
 
 // Defaults of an HTTP intelligence.
 const (

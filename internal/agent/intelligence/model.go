@@ -99,6 +99,12 @@ type Request struct {
 	// AgentPath and Depth identify the caller, for scripted builtin models.
 	AgentPath string
 	Depth     int
+	// OnText, if set, receives the assistant's text as the model produces
+	// it: a streaming endpoint calls it once per chunk, in order, before
+	// Complete returns; a model that does not stream may call it once with
+	// the whole text, or never. Response.Content is the whole text either
+	// way. It is called from Complete's goroutine and must not block.
+	OnText func(chunk string)
 }
 
 // FinishReason says why a model turn ended.
