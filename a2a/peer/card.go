@@ -120,8 +120,12 @@ var versionsByPreference = []string{a2acall.Version10, a2acall.Version03}
 // choose returns the interface to call among a card's: the newest version
 // agentd prefers that the card offers over a binding reg has, over the
 // first such binding in the card's order. A non-empty version or binding
-// pins it. No such interface is ErrNoInterface, with what the card offers
-// and what agentd would have called.
+// pins it. When both are pinned and the card does not offer the pair, the
+// pair is called anyway, at the configured URL (an interface without a
+// URL): the operator's word stands over the card's, and a peer that does
+// not speak it says so when called. No interface otherwise is
+// ErrNoInterface, with what the card offers and what agentd would have
+// called.
 func choose(ifaces []Interface, reg a2acall.Registry, version, binding string) (Interface, error) {
 	for _, v := range versionsByPreference {
 		if version != "" && v != version {
@@ -132,6 +136,9 @@ func choose(ifaces []Interface, reg a2acall.Registry, version, binding string) (
 				return in, nil
 			}
 		}
+	}
+	if pinned := (a2acall.Key{Version: version, Binding: binding}); reg[pinned] != nil {
+		return Interface{Version: version, Binding: binding}, nil
 	}
 	var offered []string
 	for _, in := range ifaces {
