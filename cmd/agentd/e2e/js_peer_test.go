@@ -93,9 +93,9 @@ func chosen(s *service, peer string) string {
 // The JavaScript SDK 1.3.0's server as a peer, as its sample ships (A2A 1.0
 // only, over JSON-RPC): agentd reads its 1.0 card and calls it in 1.0, so a
 // spawn and a routed message come back with its answer. Pinned to 0.3,
-// which it refuses, the routed message fails with cause peer_unsupported and
-// a status naming the version and its refusal; with the SDK's 0.3
-// compatibility on, the same pin goes through.
+// which it refuses, a spawn ends crashed and a routed message failed, both
+// with cause peer_unsupported and a status naming the version and its
+// refusal; with the SDK's 0.3 compatibility on, the same pin goes through.
 func TestJavaScriptSDKServerAsPeer(t *testing.T) {
 	t.Parallel()
 	js := startJSPeer(t, false)
@@ -103,6 +103,8 @@ func TestJavaScriptSDKServerAsPeer(t *testing.T) {
 		"--intelligence", "builtin:script="+writeScript(t, `[depth 0]
 usage 0 0
 spawn sync "remote work" provider=peer:js
+usage 0 0
+spawn sync "refused work" provider=peer:js03
 answer "root saw: {transcript}"
 `))
 
@@ -120,6 +122,10 @@ answer "root saw: {transcript}"
 	}
 	if remote := nestedTask(t, a, "0.1"); remote.Status.State != a2a.TaskStateCompleted || artifactText(remote) != "echo: remote work" || remote.Metadata["agentd/provider"] != "peer:js" {
 		t.Fatalf("nested task 0.1: %s %q %v", remote.Status.State, artifactText(remote), remote.Metadata)
+	}
+
+	if child := nestedTask(t, a, "0.2"); child.Status.State != a2a.TaskStateFailed || child.Metadata["agentd/cause"] != "peer_unsupported" || child.Metadata["agentd/status"] != "crashed" {
+		t.Fatalf("a spawn the peer refuses: %s %v", child.Status.State, child.Metadata)
 	}
 
 	refused := sendWithMeta(t, a, "in 0.3 please", map[string]any{"agentd/provider": "peer:js03"})
