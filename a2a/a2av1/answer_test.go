@@ -59,3 +59,26 @@ func TestSendParamsFrom(t *testing.T) {
 		t.Fatalf("round trip: %+v, %v", back, err)
 	}
 }
+
+// An agent's answer, whatever it holds, decodes to one event or an error,
+// never a panic or both.
+func FuzzDecodeEvent(f *testing.F) {
+	for _, s := range []string{
+		`{"task":{"id":"t","status":{"state":"TASK_STATE_WORKING"},"artifacts":[{"artifactId":"a","parts":[{"text":"x"}]}]}}`,
+		`{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"data":{"k":1}},{"raw":"aGk="},{"url":"http://x/f"}]}}`,
+		`{"statusUpdate":{"taskId":"t","status":{"state":"TASK_STATE_COMPLETED","timestamp":"2026-01-01T00:00:00Z"}}}`,
+		`{"artifactUpdate":{"taskId":"t","artifact":{"artifactId":"a","parts":[]},"append":true}}`,
+		`{}`, `null`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		ev, err := DecodeEvent(raw)
+		if (err == nil) == (ev == nil) {
+			t.Fatalf("DecodeEvent(%q) = %#v, %v: want exactly one of an event and an error", raw, ev, err)
+		}
+		if _, err := DecodeTask(raw); err != nil && !strings.HasPrefix(err.Error(), "a2av1: ") {
+			t.Fatalf("DecodeTask(%q): %v lacks the package prefix", raw, err)
+		}
+	})
+}
