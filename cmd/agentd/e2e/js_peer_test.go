@@ -17,8 +17,9 @@ import (
 
 // startJSPeer runs cmd/agentd/e2e/js/peer-server.mjs, an A2A 1.0 agent on
 // the JavaScript SDK 1.3.0's server (with its 0.3 compatibility when
-// compat), and returns its URL. It is stopped and reaped at cleanup.
-func startJSPeer(t *testing.T, compat bool) string {
+// compat), and returns its URL and its output after the first line. It is
+// stopped and reaped at cleanup.
+func startJSPeer(t *testing.T, compat bool) (string, *testkit.Buffer) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -56,6 +57,7 @@ func startJSPeer(t *testing.T, compat bool) string {
 		}
 	})
 	lines := make(chan string, 1)
+	rest := &testkit.Buffer{}
 	go func() {
 		sc := bufio.NewScanner(out)
 		if sc.Scan() {
@@ -63,6 +65,7 @@ func startJSPeer(t *testing.T, compat bool) string {
 		}
 		close(lines)
 		for sc.Scan() {
+			rest.Write([]byte(sc.Text() + "\n"))
 		}
 	}()
 	select {
@@ -71,11 +74,11 @@ func startJSPeer(t *testing.T, compat bool) string {
 		if !ok {
 			t.Fatalf("peer-server.mjs said %q, want \"listening URL\"", line)
 		}
-		return url
+		return url, rest
 	case <-time.After(30 * time.Second):
 		t.Fatal("peer-server.mjs did not start within 30s")
 	}
-	return ""
+	return "", nil
 }
 
 // chosen returns the version and binding of the last "peer interface
@@ -95,10 +98,11 @@ func chosen(s *service, peer string) string {
 // spawn and a routed message come back with its answer. Pinned to 0.3,
 // which it refuses, a spawn ends crashed and a routed message failed, both
 // with cause peer_unsupported and a status naming the version and its
-// refusal; with the SDK's 0.3 compatibility on, the same pin goes through.
+// refusal; past a deadline, the peer's task is cancelled; with the SDK's 0.3
+// compatibility on, the same pin goes through.
 func TestJavaScriptSDKServerAsPeer(t *testing.T) {
 	t.Parallel()
-	js := startJSPeer(t, false)
+	js, jsOut := startJSPeer(t, false)
 	a := startService(t, "--peer", "js="+js, "--peer", "js03="+js+",version=0.3,binding=JSONRPC",
 		"--intelligence", "builtin:script="+writeScript(t, `[depth 0]
 usage 0 0
@@ -138,7 +142,16 @@ answer "root saw: {transcript}"
 		t.Fatalf("a delegation the peer refuses: %s, cause %v, status %q", refused.Status.State, refused.Metadata["agentd/cause"], status)
 	}
 
-	compat := startJSPeer(t, true)
+	// Past the delegation's deadline, the peer's task is cancelled in 1.0
+	// (CancelTask), after following it by SubscribeToTask.
+	c := startService(t, "--peer", "js="+js, "--deadline", "700ms")
+	slow := sendWithMeta(t, c, "slow down", map[string]any{"agentd/provider": "peer:js"})
+	if slow.Status.State != a2a.TaskStateFailed || slow.Metadata["agentd/status"] != "deadline" {
+		t.Fatalf("past the deadline: %s %v", slow.Status.State, slow.Metadata)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the JavaScript peer's cancel", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
+
+	compat, _ := startJSPeer(t, true)
 	b := startService(t, "--peer", "js03="+compat+",version=0.3", "--peer", "js="+compat)
 	for _, peer := range []string{"js03", "js"} {
 		task := sendWithMeta(t, b, "hello "+peer, map[string]any{"agentd/provider": "peer:" + peer})

@@ -10,7 +10,8 @@
 //
 // Its executor answers each message with one task: working, then an artifact
 // "echo: TEXT" (TEXT the first text part), then completed. A text starting
-// "slow" stays working until it is cancelled.
+// "slow" stays working until it is cancelled; each cancel prints
+// "cancelled TASK_ID".
 import express from 'express';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from 'a2a-js-10/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from 'a2a-js-10/server/express';
@@ -45,6 +46,7 @@ const executor = {
   },
   async cancelTask(taskId, bus) {
     cancelled.add(taskId);
+    console.log('cancelled ' + taskId);
     bus.publish(AgentEvent.statusUpdate({
       taskId, contextId: '', metadata: undefined,
       status: { state: TASK_STATE_CANCELED, message: undefined, timestamp: new Date().toISOString() },
