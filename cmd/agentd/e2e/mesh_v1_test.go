@@ -70,3 +70,37 @@ func TestMeshOver10MutualTLSAndBearer(t *testing.T) {
 		t.Fatalf("B's tasks: %v; want one from %s over mtls, then one by the token", acc, idA)
 	}
 }
+
+// A rerun of a routed message after agentd lost it (a SIGKILL, --recover
+// rerun) sends the peer the same messageId as the first attempt: the peer,
+// an agentd that keeps messageIds, answers with the task it already has, so
+// the work runs there once and the rerun completes with its answer.
+func TestRerunDoesNotRunThePeersWorkTwice(t *testing.T) {
+	t.Parallel()
+	b := startService(t, "--intelligence", "builtin:script="+writeScript(t, "[default]\nsleep 1500ms\nanswer \"b did {objective}\"\n"))
+	args := []string{"--state-dir", t.TempDir(), "--recover", "rerun", "--peer", "b=" + b.url, "--route", "*=peer:b"}
+	a := startService(t, args...)
+	res, err := a.client(t).SendMessage(context.Background(), nonBlocking(textMessage("the job")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	testkit.WaitFor(t, 20*time.Second, "B working on the delegation", func() bool { return lineCount(b, "subagent started") >= 1 })
+	a.kill(t)
+
+	a2 := startService(t, args...)
+	if n := lineCount(a2, "rerunning task"); n != 1 {
+		t.Fatalf("%d reruns logged, want 1", n)
+	}
+	var got *a2a.Task
+	testkit.WaitFor(t, 20*time.Second, "the rerun task ended", func() bool {
+		got = getTask(t, a2, id)
+		return got.Status.State.Terminal()
+	})
+	if got.Status.State != a2a.TaskStateCompleted || artifactText(got) != "b did the job" || got.Metadata["agentd/attempt"] != 2.0 {
+		t.Fatalf("the rerun task: %s %q %v", got.Status.State, artifactText(got), got.Metadata)
+	}
+	if n, runs := taskCount(t, b), lineCount(b, "subagent started"); n != 1 || runs != 1 {
+		t.Fatalf("B holds %d tasks and ran %d roots; want 1 and 1 (the rerun's message is the first's)", n, runs)
+	}
+}
