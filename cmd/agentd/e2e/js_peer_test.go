@@ -99,7 +99,8 @@ func chosen(s *service, peer string) string {
 // which it refuses, a spawn ends crashed and a routed message failed, both
 // with cause peer_unsupported and a status naming the version and its
 // refusal; past a deadline, the peer's task is cancelled; with the SDK's 0.3
-// compatibility on, the same pin goes through.
+// compatibility on, the same pin goes through, for a routed message and a
+// spawn alike.
 func TestJavaScriptSDKServerAsPeer(t *testing.T) {
 	t.Parallel()
 	js, jsOut := startJSPeer(t, false)
@@ -152,12 +153,21 @@ answer "root saw: {transcript}"
 	testkit.WaitFor(t, 10*time.Second, "the JavaScript peer's cancel", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
 
 	compat, _ := startJSPeer(t, true)
-	b := startService(t, "--peer", "js03="+compat+",version=0.3", "--peer", "js="+compat)
+	b := startService(t, "--peer", "js03="+compat+",version=0.3", "--peer", "js="+compat,
+		"--intelligence", "builtin:script="+writeScript(t, `[depth 0]
+usage 0 0
+spawn sync "old work" provider=peer:js03
+answer "root saw: {transcript}"
+`))
 	for _, peer := range []string{"js03", "js"} {
 		task := sendWithMeta(t, b, "hello "+peer, map[string]any{"agentd/provider": "peer:" + peer})
 		if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hello "+peer {
 			t.Fatalf("routed to %s (0.3 compatibility on): %s %q %v", peer, task.Status.State, artifactText(task), task.Status.Message)
 		}
+	}
+	root = sendWithMeta(t, b, "go", nil)
+	if child := nestedTask(t, b, "0.1"); root.Status.State != a2a.TaskStateCompleted || child.Status.State != a2a.TaskStateCompleted || artifactText(child) != "echo: old work" {
+		t.Fatalf("spawn on the JavaScript peer in 0.3: root %s, child %s %q", root.Status.State, child.Status.State, artifactText(child))
 	}
 	if v03, v10 := chosen(b, "js03"), chosen(b, "js"); v03 != "0.3/JSONRPC" || v10 != "1.0/JSONRPC" {
 		t.Fatalf("with the 0.3 compatibility on: chose %q (pinned 0.3) and %q; want 0.3/JSONRPC and 1.0/JSONRPC", v03, v10)
