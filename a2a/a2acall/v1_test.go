@@ -136,3 +136,25 @@ func TestClientV1CancelAndSubscribe(t *testing.T) {
 		t.Fatalf("the subscription's last event: %#v", last)
 	}
 }
+
+// BenchmarkSendMessage is one blocking send to agentd's front over loopback
+// keep-alive, by each JSON-RPC client: what the 1.0 shapes cost beside 0.3's.
+func BenchmarkSendMessage(b *testing.B) {
+	store := tasks.NewMemoryStore(1<<20, time.Hour)
+	srv := httptest.NewServer(server.Handler(server.Config{Handler: tasks.NewEngine(store, &a2atest.Executor{}, nil), Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})}))
+	defer srv.Close()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	for _, c := range []struct {
+		name string
+		t    Transport
+	}{{"0.3", New(srv.URL+"/", hc, Options{})}, {"1.0", NewV1(srv.URL+"/", hc, Options{})}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := b.Context()
+			for b.Loop() {
+				if _, err := c.t.SendMessage(ctx, a2atest.Msg("hi")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
