@@ -164,23 +164,3 @@ func (s *Supervisor) IntelligenceCounts() IntelligenceCounts {
 	})
 	return c
 }
-
-// IntelligenceDown reports whether every endpoint of spec has a breaker open
-// in the service-wide view, and if so when the first of them half-opens: a
-// run started before then would only find them down.
-func (s *Supervisor) IntelligenceDown(spec api.Intelligence) (time.Time, bool) {
-	s.intel.mu.Lock()
-	defer s.intel.mu.Unlock()
-	now := time.Now()
-	var first time.Time
-	for _, e := range spec.Endpoints() {
-		b, ok := s.intel.breakers[e.Ref()]
-		if !ok || b.State != api.BreakerOpen || !now.Before(b.Until) {
-			return time.Time{}, false
-		}
-		if first.IsZero() || b.Until.Before(first) {
-			first = b.Until
-		}
-	}
-	return first, true
-}
