@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -228,8 +229,8 @@ func ParseEndpointSpec(s string) (spec Intelligence, keyEnv, keyFile string, err
 				spec.RetryBackoff = Duration(d)
 			}
 		case "retries":
-			var n int
-			if _, perr := fmt.Sscan(v, &n); perr != nil || n < 0 || n > 20 {
+			n, perr := strconv.Atoi(v)
+			if perr != nil || n < 0 || n > 20 {
 				return spec, "", "", fmt.Errorf("%w %q: retries %q: want 0 to 20", ErrBadEndpointSpec, spec.Endpoint, v)
 			}
 			spec.Retries = &n

@@ -11,3 +11,9 @@ func (c *control) reportIntelligence(r api.IntelligenceReport) {
 		c.log.Warn("intelligence/report failed", "err", err)
 	}
 }
+
+// reporterSetter is a model that reports on its endpoints (a failover
+// intelligence): Serve gives it reportIntelligence.
+type reporterSetter interface {
+	SetReporter(func(api.IntelligenceReport))
+}

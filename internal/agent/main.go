@@ -111,7 +111,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	if m, ok := model.(interface{ SetLogger(*slog.Logger, bool) }); ok {
 		m.SetLogger(log, p.Telemetry.LogContent)
 	}
-	if m, ok := model.(interface{ SetReporter(func(api.IntelligenceReport)) }); ok {
+	if m, ok := model.(reporterSetter); ok {
 		m.SetReporter(c.reportIntelligence)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
