@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/chromedp/chromedp"
 
 	"github.com/agentd/agentd/internal/testkit"
 )
@@ -97,7 +98,7 @@ const mockEcho = `rules:
 // key-env names, handed to the child in its environment, never on argv).
 // The first task opens the first endpoint's breaker; the second task's child
 // is handed that state and never calls it. The WARN lines and /metrics name
-// the endpoint and model, a2a.Tree shows the breakers, and neither key
+// the endpoint and model, a2a.Tree and the console show the breakers, and neither key
 // appears in any log line.
 func TestFailoverToTheSecondEndpoint(t *testing.T) {
 	t.Parallel()
@@ -170,6 +171,22 @@ func TestFailoverToTheSecondEndpoint(t *testing.T) {
 	if t.Failed() {
 		t.Logf("log:\n%s", logs)
 	}
+	// Last, as it skips without chromium: the console's "Intelligence
+	// endpoints" table, in a real chromium.
+	b := startBrowser(t)
+	b.do(t, "open the console", chromedp.Navigate(s.url+"/ui/"))
+	b.wait(t, "the endpoints render", `document.querySelectorAll("#intel tbody tr").length === 2 && document.getElementById("intel-empty").hidden`)
+	rows := evalJS[[]string](t, b, `[...document.querySelectorAll("#intel tbody tr")].map(tr => tr.innerText.replace(/\s+/g, " "))`)
+	joined := strings.Join(rows, "\n")
+	if len(rows) != 2 || !strings.Contains(joined, primary.url+" primary-model open 1 ") || !strings.Contains(joined, "primary overloaded") ||
+		!strings.Contains(joined, backup.url+" backup-model closed 0") {
+		t.Errorf("console rows %q", rows)
+	}
+	b.mu.Lock()
+	for _, p := range b.problems {
+		t.Errorf("the page reported: %s", p)
+	}
+	b.mu.Unlock()
 }
 
 // TestFailoverBadConfigExits2: a bad fallback or breaker setting is bad
