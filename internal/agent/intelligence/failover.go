@@ -92,7 +92,8 @@ func (m *failoverModel) Breakers() []api.EndpointBreaker {
 }
 
 // Complete sends req to the first endpoint whose breaker lets it, and to the
-// next on a failure. With one endpoint, its error is returned as it is; with
+// next on a failure, unless the failed endpoint had already streamed text
+// to req.OnText. With one endpoint, its error is returned as it is; with
 // more, an error names each endpoint's failure. Either way, when no endpoint
 // was tried because every breaker is open, or every endpoint failed in a way
 // an outage explains (unreachable, timed out, 429, 5xx, not a completion),
@@ -118,7 +119,16 @@ func (m *failoverModel) Complete(ctx context.Context, req *Request) (*Response, 
 		if passed != nil {
 			m.failover(passed, ep)
 		}
-		resp, err := ep.model.Complete(ctx, req)
+		r, streamed := req, false
+		if req.OnText != nil {
+			// Text already streamed to the caller cannot be taken back: a
+			// call that fails after some is not failed over, or the next
+			// endpoint's answer would follow the first one's part.
+			cp := *req
+			cp.OnText = func(chunk string) { streamed = true; req.OnText(chunk) }
+			r = &cp
+		}
+		resp, err := ep.model.Complete(ctx, r)
 		if err == nil {
 			m.call(ep, api.CallOK, nil)
 			m.changed(ep, ep.br.success())
@@ -137,6 +147,12 @@ func (m *failoverModel) Complete(ctx context.Context, req *Request) (*Response, 
 		}
 		failed = append(failed, ep.name()+": "+err.Error())
 		last, passed = err, ep
+		if streamed {
+			if len(m.eps) == 1 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("agent: intelligence endpoint %s failed after streaming part of its answer (not failed over): %w", ep.name(), err)
+		}
 	}
 	if len(m.eps) == 1 && last != nil {
 		return nil, last

@@ -3,6 +3,8 @@ package intelligence
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -432,5 +434,53 @@ func TestRetryBackoffJitter(t *testing.T) {
 	got, ok := m.retryWait(&httpStatusError{status: 429, header: http.Header{"Retry-After": {"3"}}}, 0)
 	if !ok || got != 3*time.Second {
 		t.Errorf("Retry-After 3: %s", got)
+	}
+}
+
+// stubModel answers from a function.
+type stubModel func(ctx context.Context, req *Request) (*Response, error)
+
+func (f stubModel) Complete(ctx context.Context, req *Request) (*Response, error) { return f(ctx, req) }
+
+// A call whose endpoint streamed part of its answer and then failed is not
+// failed over (the caller already has the part); one that failed before any
+// text is.
+func TestNoFailoverAfterStreamedText(t *testing.T) {
+	var secondCalls int
+	second := stubModel(func(ctx context.Context, req *Request) (*Response, error) {
+		secondCalls++
+		req.OnText("whole answer")
+		return &Response{Content: "whole answer", Finish: FinishStop}, nil
+	})
+	for _, tc := range []struct {
+		name       string
+		first      stubModel
+		wantSecond int
+		wantText   string
+	}{
+		{"cut after a chunk", func(ctx context.Context, req *Request) (*Response, error) {
+			req.OnText("part of ")
+			return nil, &answerError{io.ErrUnexpectedEOF}
+		}, 0, "part of "},
+		{"failed before any text", func(ctx context.Context, req *Request) (*Response, error) {
+			return nil, &answerError{io.ErrUnexpectedEOF}
+		}, 1, "whole answer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			secondCalls = 0
+			now := time.Now
+			m := &failoverModel{log: slog.New(slog.DiscardHandler), eps: []*endpoint{
+				{ref: api.EndpointRef{Endpoint: "http://a/v1"}, model: tc.first, br: newBreaker(api.EndpointRef{Endpoint: "http://a/v1"}, api.BreakerPolicy{}, now)},
+				{ref: api.EndpointRef{Endpoint: "http://b/v1"}, model: second, br: newBreaker(api.EndpointRef{Endpoint: "http://b/v1"}, api.BreakerPolicy{}, now)},
+			}}
+			var got strings.Builder
+			_, err := m.Complete(context.Background(), &Request{OnText: func(s string) { got.WriteString(s) }})
+			if secondCalls != tc.wantSecond || got.String() != tc.wantText {
+				t.Fatalf("second called %d times, text %q, err %v; want %d, %q", secondCalls, got.String(), err, tc.wantSecond, tc.wantText)
+			}
+			if tc.wantSecond == 0 && (err == nil || !strings.Contains(err.Error(), "not failed over")) {
+				t.Fatalf("err = %v", err)
+			}
+		})
 	}
 }
