@@ -179,6 +179,30 @@ func (i Intelligence) validateFailover() error {
 	return nil
 }
 
+// KeySource says where the supervisor reads an endpoint's API key: the
+// environment variable Env or the file File (neither: no key). It is the
+// operator's side of the key (a flag's key-env= or key-file=, or a
+// configuration file's key_env or key_file beside an endpoint); the
+// supervisor reads the key at start and hands it to each child in a variable
+// of its own, which the payload names (Intelligence.KeyEnv). The zero value
+// is no key.
+type KeySource struct {
+	Env  string `json:"key_env,omitempty"`
+	File string `json:"key_file,omitempty"`
+}
+
+// Validate checks that at most one source is named and that Env is a
+// variable name.
+func (k KeySource) Validate() error {
+	switch {
+	case k.Env != "" && k.File != "":
+		return errors.New("give key_env or key_file, not both")
+	case k.Env != "" && !envName.MatchString(k.Env):
+		return fmt.Errorf("key_env %q is not an environment variable name", k.Env)
+	}
+	return nil
+}
+
 // ErrBadEndpointSpec is the error of ParseEndpointSpec.
 var ErrBadEndpointSpec = errors.New("api: bad endpoint spec")
 
@@ -187,41 +211,44 @@ var ErrBadEndpointSpec = errors.New("api: bad endpoint spec")
 // key-env=VAR (the variable holding its API key), key-file=FILE (a file
 // holding it), timeout=DURATION, retries=N, backoff=DURATION. For example
 // "http://10.0.0.2:8000/v1,model=llama3,key-env=BACKUP_KEY". The key's
-// source is returned apart (keyEnv, keyFile): the caller reads it and the
-// returned Intelligence's KeyEnv is left for it to set.
-func ParseEndpointSpec(s string) (spec Intelligence, keyEnv, keyFile string, err error) {
+// source is returned apart: the caller reads it, and sets the returned
+// Intelligence's KeyEnv to the variable it hands the key to children in.
+func ParseEndpointSpec(s string) (Intelligence, KeySource, error) {
+	var spec Intelligence
+	var key KeySource
+	bad := func(format string, args ...any) (Intelligence, KeySource, error) {
+		return Intelligence{}, KeySource{}, fmt.Errorf("%w %q: %s", ErrBadEndpointSpec, spec.Endpoint, fmt.Sprintf(format, args...))
+	}
 	parts := strings.Split(s, ",")
 	spec.Endpoint = strings.TrimSpace(parts[0])
 	if spec.Endpoint == "" {
-		return spec, "", "", fmt.Errorf("%w %q: want URL[,model=NAME][,dialect=D][,key-env=VAR|key-file=FILE][,timeout=D][,retries=N][,backoff=D]", ErrBadEndpointSpec, s)
+		return bad("want URL[,model=NAME][,dialect=D][,key-env=VAR|key-file=FILE][,timeout=D][,retries=N][,backoff=D]")
 	}
-	if u, perr := url.Parse(spec.Endpoint); perr == nil && u.User != nil {
-		return spec, "", "", fmt.Errorf("%w %q: credentials in the URL are refused; use key-env or key-file", ErrBadEndpointSpec, u.Redacted())
+	if u, err := url.Parse(spec.Endpoint); err == nil && u.User != nil {
+		spec.Endpoint = u.Redacted()
+		return bad("credentials in the URL are refused; use key-env or key-file")
 	}
 	for _, kv := range parts[1:] {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok || v == "" {
-			return spec, "", "", fmt.Errorf("%w %q: setting %q: want KEY=VALUE", ErrBadEndpointSpec, spec.Endpoint, kv)
+			return bad("setting %q: want KEY=VALUE", kv)
 		}
 		switch k {
 		case "model":
 			spec.Model = v
 		case "dialect":
 			if v != DialectOpenAI && v != DialectAnthropic {
-				return spec, "", "", fmt.Errorf("%w %q: dialect %q: want %s or %s", ErrBadEndpointSpec, spec.Endpoint, v, DialectOpenAI, DialectAnthropic)
+				return bad("dialect %q: want %s or %s", v, DialectOpenAI, DialectAnthropic)
 			}
 			spec.Dialect = v
 		case "key-env":
-			if !envName.MatchString(v) {
-				return spec, "", "", fmt.Errorf("%w %q: key-env %q is not an environment variable name", ErrBadEndpointSpec, spec.Endpoint, v)
-			}
-			keyEnv = v
+			key.Env = v
 		case "key-file":
-			keyFile = v
+			key.File = v
 		case "timeout", "backoff":
-			d, perr := time.ParseDuration(v)
-			if perr != nil || d <= 0 {
-				return spec, "", "", fmt.Errorf("%w %q: %s %q: want a positive duration", ErrBadEndpointSpec, spec.Endpoint, k, v)
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return bad("%s %q: want a positive duration", k, v)
 			}
 			if k == "timeout" {
 				spec.RequestTimeout = Duration(d)
@@ -229,17 +256,17 @@ func ParseEndpointSpec(s string) (spec Intelligence, keyEnv, keyFile string, err
 				spec.RetryBackoff = Duration(d)
 			}
 		case "retries":
-			n, perr := strconv.Atoi(v)
-			if perr != nil || n < 0 || n > 20 {
-				return spec, "", "", fmt.Errorf("%w %q: retries %q: want 0 to 20", ErrBadEndpointSpec, spec.Endpoint, v)
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 20 {
+				return bad("retries %q: want 0 to 20", v)
 			}
 			spec.Retries = &n
 		default:
-			return spec, "", "", fmt.Errorf("%w %q: unknown setting %q: want model, dialect, key-env, key-file, timeout, retries or backoff", ErrBadEndpointSpec, spec.Endpoint, k)
+			return bad("unknown setting %q: want model, dialect, key-env, key-file, timeout, retries or backoff", k)
 		}
 	}
-	if keyEnv != "" && keyFile != "" {
-		return spec, "", "", fmt.Errorf("%w %q: give key-env or key-file, not both", ErrBadEndpointSpec, spec.Endpoint)
+	if err := key.Validate(); err != nil {
+		return bad("%s", strings.ReplaceAll(strings.ReplaceAll(err.Error(), "key_env", "key-env"), "key_file", "key-file"))
 	}
-	return spec, keyEnv, keyFile, nil
+	return spec, key, nil
 }

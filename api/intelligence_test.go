@@ -8,23 +8,23 @@ import (
 )
 
 func TestParseEndpointSpec(t *testing.T) {
-	spec, keyEnv, keyFile, err := ParseEndpointSpec("http://10.0.0.2:8000/v1,model=llama3,dialect=openai,key-env=BACKUP_KEY,timeout=5s,retries=1,backoff=100ms")
+	spec, key, err := ParseEndpointSpec("http://10.0.0.2:8000/v1,model=llama3,dialect=openai,key-env=BACKUP_KEY,timeout=5s,retries=1,backoff=100ms")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if spec.Endpoint != "http://10.0.0.2:8000/v1" || spec.Model != "llama3" || spec.Dialect != DialectOpenAI || keyEnv != "BACKUP_KEY" || keyFile != "" ||
+	if spec.Endpoint != "http://10.0.0.2:8000/v1" || spec.Model != "llama3" || spec.Dialect != DialectOpenAI || key != (KeySource{Env: "BACKUP_KEY"}) ||
 		spec.RequestTimeout.D() != 5*time.Second || spec.Retries == nil || *spec.Retries != 1 || spec.RetryBackoff.D() != 100*time.Millisecond {
-		t.Fatalf("%+v %q %q", spec, keyEnv, keyFile)
+		t.Fatalf("%+v %+v", spec, key)
 	}
-	if _, _, f, err := ParseEndpointSpec("http://h/v1,key-file=/run/k"); err != nil || f != "/run/k" {
-		t.Fatalf("key-file: %q %v", f, err)
+	if _, k, err := ParseEndpointSpec("http://h/v1,key-file=/run/k"); err != nil || k.File != "/run/k" {
+		t.Fatalf("key-file: %+v %v", k, err)
 	}
 	for _, bad := range []string{
 		"", ",model=m", "http://h/v1,model", "http://h/v1,colour=blue", "http://h/v1,dialect=gemini",
 		"http://h/v1,key-env=1BAD", "http://h/v1,key-env=A,key-file=/k", "http://h/v1,timeout=0s",
 		"http://h/v1,retries=3x", "http://h/v1,retries=21", "http://user:hunter2@h/v1,model=m",
 	} {
-		_, _, _, err := ParseEndpointSpec(bad)
+		_, _, err := ParseEndpointSpec(bad)
 		if !errors.Is(err, ErrBadEndpointSpec) {
 			t.Errorf("%q: %v, want ErrBadEndpointSpec", bad, err)
 		}
@@ -72,15 +72,15 @@ func FuzzParseEndpointSpec(f *testing.F) {
 	f.Add("http://10.0.0.2:8000/v1,model=llama3,key-env=K,retries=2")
 	f.Add("http://u:p@h/v1,timeout=1s")
 	f.Fuzz(func(t *testing.T, s string) {
-		spec, keyEnv, keyFile, err := ParseEndpointSpec(s)
+		spec, key, err := ParseEndpointSpec(s)
 		if err != nil {
 			if !errors.Is(err, ErrBadEndpointSpec) {
 				t.Fatalf("%q: %v", s, err)
 			}
 			return
 		}
-		if spec.Endpoint == "" || (keyEnv != "" && keyFile != "") || (spec.Retries != nil && *spec.Retries < 0) || spec.RequestTimeout < 0 {
-			t.Fatalf("%q: %+v %q %q", s, spec, keyEnv, keyFile)
+		if spec.Endpoint == "" || key.Validate() != nil || (spec.Retries != nil && *spec.Retries < 0) || spec.RequestTimeout < 0 {
+			t.Fatalf("%q: %+v %+v", s, spec, key)
 		}
 	})
 }

@@ -28,8 +28,8 @@ type failoverConfig struct {
 // is (an environment variable or a file of the supervisor's; neither: no
 // key).
 type fallback struct {
-	spec            api.Intelligence
-	keyEnv, keyFile string
+	spec api.Intelligence
+	key  api.KeySource
 }
 
 // envFallbackKey is the environment variable that carries the n-th (from
@@ -38,11 +38,11 @@ func envFallbackKey(n int) string { return api.EnvIntelligenceKey + "_" + strcon
 
 func addFailover(f *cli.Flags, c *failoverConfig) {
 	f.EnvFuncList("intelligence-fallback", "AGENT_INTELLIGENCE_FALLBACKS", "an endpoint tried after --intelligence when its breaker is open or a call to it fails: URL[,model=NAME][,dialect=openai|anthropic][,key-env=VAR|key-file=FILE][,timeout=D][,retries=N][,backoff=D] (the key is read from VAR or FILE, never given here); repeatable, tried in order (env: ';'-separated)", func(s string) error {
-		spec, keyEnv, keyFile, err := api.ParseEndpointSpec(s)
+		spec, key, err := api.ParseEndpointSpec(s)
 		if err != nil {
 			return err
 		}
-		c.Fallbacks = append(c.Fallbacks, fallback{spec: spec, keyEnv: keyEnv, keyFile: keyFile})
+		c.Fallbacks = append(c.Fallbacks, fallback{spec: spec, key: key})
 		return nil
 	})
 	f.EnvInt(&c.BreakerFailures, "intelligence-breaker-failures", "AGENT_INTELLIGENCE_BREAKER_FAILURES", api.DefaultBreakerFailures, "an endpoint's breaker opens after this many failed model calls in a row (each after its retries)")
@@ -73,7 +73,7 @@ func (fc *failoverConfig) validate(c *coreConfig) error {
 		if err := intelligence.Check(fb); err != nil {
 			return fmt.Errorf("--intelligence-fallback %s: %v", fb.Endpoint, err)
 		}
-		if env := fc.Fallbacks[i].keyEnv; env != "" && os.Getenv(env) == "" {
+		if env := fc.Fallbacks[i].key.Env; env != "" && os.Getenv(env) == "" {
 			return fmt.Errorf("--intelligence-fallback %s: key-env %s is not set", fb.Endpoint, env)
 		}
 	}
@@ -97,7 +97,7 @@ func (fc *failoverConfig) apply(spec *api.Intelligence) {
 		if s.RetryBackoff == 0 {
 			s.RetryBackoff = spec.RetryBackoff
 		}
-		if fb.keyEnv != "" || fb.keyFile != "" {
+		if fb.key != (api.KeySource{}) {
 			s.KeyEnv = envFallbackKey(i + 1)
 		}
 		spec.Fallbacks = append(spec.Fallbacks, s)
@@ -112,18 +112,18 @@ func (fc *failoverConfig) keyEnv() ([]string, error) {
 	for i, fb := range fc.Fallbacks {
 		var key string
 		switch {
-		case fb.keyEnv != "":
-			key = os.Getenv(fb.keyEnv)
+		case fb.key.Env != "":
+			key = os.Getenv(fb.key.Env)
 			if key == "" {
-				return nil, cli.UsageError("--intelligence-fallback %s: key-env %s is not set", fb.spec.Endpoint, fb.keyEnv)
+				return nil, cli.UsageError("--intelligence-fallback %s: key-env %s is not set", fb.spec.Endpoint, fb.key.Env)
 			}
-		case fb.keyFile != "":
-			b, err := secretfile.Read(fb.keyFile)
+		case fb.key.File != "":
+			b, err := secretfile.Read(fb.key.File)
 			if err != nil {
 				return nil, cli.UsageError("--intelligence-fallback %s: key-file: %v", fb.spec.Endpoint, err)
 			}
 			if key = strings.TrimSpace(string(b)); key == "" {
-				return nil, cli.UsageError("--intelligence-fallback %s: key-file %s is empty", fb.spec.Endpoint, fb.keyFile)
+				return nil, cli.UsageError("--intelligence-fallback %s: key-file %s is empty", fb.spec.Endpoint, fb.key.File)
 			}
 		default:
 			continue
