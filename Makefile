@@ -171,6 +171,7 @@ fuzz:
 	$(GO) test ./internal/agent/intelligence -run '^$$' -fuzz FuzzParseScript -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/agentd -run '^$$' -fuzz FuzzParseSize -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz FuzzParseBlobURI -fuzztime $(FUZZTIME)
+	$(GO) test ./api -run '^$$' -fuzz FuzzParseEndpointSpec -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/agent/intelligence -run '^$$' -fuzz FuzzParseRetryAfter -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/agent -run '^$$' -fuzz FuzzJSONAnswer -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/agent/intelligence -run '^$$' -fuzz FuzzChatResponse -fuzztime $(FUZZTIME)

@@ -61,6 +61,24 @@ type Intelligence struct {
 	// none (Retry-After); it doubles on each retry up to MaxRetryBackoff. Zero
 	// means DefaultRetryBackoff.
 	RetryBackoff Duration `json:"retry_backoff,omitempty"`
+
+	// KeyEnv names the environment variable the child reads this endpoint's
+	// API key from; empty means the key of EnvIntelligenceKey. Only the
+	// name travels: the supervisor puts the value in the child's
+	// environment (api/intelligence.go).
+	KeyEnv string `json:"key_env,omitempty"`
+	// Fallbacks are the endpoints tried after this one, in order, when its
+	// breaker is open or a call to it fails (each with its own model,
+	// dialect, timings and key source; their own Fallbacks are ignored).
+	Fallbacks []Intelligence `json:"fallbacks,omitempty"`
+	// Breaker is the policy of every endpoint's circuit breaker; the zero
+	// value is the defaults.
+	Breaker BreakerPolicy `json:"breaker,omitzero"`
+	// Breakers is the service-wide state of the endpoints' breakers when
+	// the child was spawned, as the supervisor aggregates it from the
+	// children's reports: a fresh child starts from it instead of
+	// rediscovering a dead endpoint.
+	Breakers []EndpointBreaker `json:"breakers,omitempty"`
 }
 
 // Dialects of an HTTP intelligence (Intelligence.Dialect).
@@ -90,7 +108,7 @@ func (i Intelligence) Validate() error {
 	case i.RetryBackoff < 0:
 		return errors.New("intelligence.retry_backoff must not be negative")
 	}
-	return nil
+	return i.validateFailover()
 }
 
 // Timeout returns the per-attempt timeout in force.

@@ -289,9 +289,10 @@ type Supervisor struct {
 	pause pauseGate // a2a.Pause / a2a.Resume; see pause.go
 	hb    heartbeat // see observe.go
 
-	env     []string // every child's environment: Config.Env plus the subagent marker and our pid
-	execEnv []string // an exec child's environment: Config.Env without any AGENT_ variable
-	pool    *pool    // nil without a warm pool
+	env     []string  // every child's environment: Config.Env plus the subagent marker and our pid
+	execEnv []string  // an exec child's environment: Config.Env without any AGENT_ variable
+	pool    *pool     // nil without a warm pool
+	intel   intelView // the intelligence endpoints as children report them; see intelligence.go
 }
 
 // New returns a supervisor. It starts the process-wide reaper.

@@ -26,6 +26,8 @@ type coreConfig struct {
 	IntelTimeout time.Duration
 	IntelRetries int
 	IntelBackoff time.Duration
+	// Failover is the fallback endpoints and the breakers' policy.
+	Failover failoverConfig
 
 	// Caps are the subagent.spawn chokepoint's caps (--max-depth,
 	// --max-children, --max-total-subagents, ...).
@@ -110,6 +112,7 @@ func addCore(f *cli.Flags, c *coreConfig) {
 	f.EnvDuration(&c.IntelTimeout, "intelligence-timeout", "AGENT_INTELLIGENCE_TIMEOUT", api.DefaultRequestTimeout, "timeout of one model request attempt (each also ends at the subagent's deadline)")
 	f.EnvInt(&c.IntelRetries, "intelligence-retries", "AGENT_INTELLIGENCE_RETRIES", api.DefaultRetries, "retries of a model request on 429, 5xx, a timeout or a connection error")
 	f.EnvDuration(&c.IntelBackoff, "intelligence-backoff", "AGENT_INTELLIGENCE_BACKOFF", api.DefaultRetryBackoff, "wait before the first retry when the server sends no Retry-After; doubles per retry")
+	addFailover(f, &c.Failover)
 	f.EnvInt(&c.MaxRepeats, "max-repeats", "AGENT_MAX_REPEATS", api.DefaultMaxRepeats, "loop_detected after the same tool call with the same arguments this many times in a row")
 	f.EnvInt(&c.DistillateBudget, "distillate-budget", "AGENT_DISTILLATE_BUDGET", api.DefaultDistillateBudget, "characters a result carries inline; a larger one is stored and returned as a reference with a summary")
 	addMCPFlags(f, &c.MCP)
@@ -278,6 +281,9 @@ func (c *coreConfig) validateIntelligence() error {
 	if c.DistillateBudget < minDistillateBudget {
 		return fmt.Errorf("--distillate-budget must be at least %d characters (got %d)", minDistillateBudget, c.DistillateBudget)
 	}
+	if err := c.Failover.validate(c); err != nil {
+		return err
+	}
 	if c.scripted() {
 		if c.Intelligence == scriptPrefix+"=" || !strings.HasPrefix(c.Intelligence, scriptPrefix+"=") {
 			return fmt.Errorf("--intelligence %q: want %s=FILE", c.Intelligence, scriptPrefix)
@@ -314,13 +320,15 @@ func (c *coreConfig) rlimitAS() (uint64, error) {
 
 func (c *coreConfig) intelligenceSpec() api.Intelligence {
 	retries := c.IntelRetries
-	return api.Intelligence{
+	spec := api.Intelligence{
 		Endpoint:       c.Intelligence,
 		Model:          c.Model,
 		RequestTimeout: api.Duration(c.IntelTimeout),
 		Retries:        &retries,
 		RetryBackoff:   api.Duration(c.IntelBackoff),
 	}
+	c.Failover.apply(&spec)
+	return spec
 }
 
 // limits is the root grant of a run.

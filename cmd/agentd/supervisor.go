@@ -51,6 +51,12 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 	if key != "" {
 		env = append(env, api.EnvIntelligenceKey+"="+key)
 	}
+	fallbackKeys, err := c.Failover.keyEnv()
+	if err != nil {
+		tools.close()
+		return nil, nil, err
+	}
+	env = append(env, fallbackKeys...)
 	var servers map[string]supervisor.ToolServer
 	if tools.set != nil {
 		servers = tools.set.ToolServers()

@@ -111,6 +111,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	if m, ok := model.(interface{ SetLogger(*slog.Logger, bool) }); ok {
 		m.SetLogger(log, p.Telemetry.LogContent)
 	}
+	if m, ok := model.(reporterSetter); ok {
+		m.SetReporter(c.reportIntelligence)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go c.serve(cancel)
