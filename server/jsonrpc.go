@@ -307,8 +307,10 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // with the request's id: conv shapes a result, errConv an error (which ends
 // the stream). An idle stream gets an SSE comment every keepAlive so proxies
 // and clients with read timeouts keep it open. A stream whose first item is
-// a shed (the service is at capacity) is no stream: it is answered as any
-// shed request is, HTTP 429 with Retry-After and the JSON-RPC error.
+// an error (an unknown or finished task, a shed) is no stream: it is one
+// plain JSON-RPC error response (application/json), as for a unary method,
+// a shed HTTP 429 with Retry-After, since clients read an error found before
+// the stream starts only in that form.
 func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.RawMessage, events iter.Seq2[a2a.Event, error], conv func(a2a.Event) any, errConv func(error) *RPCError) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -345,10 +347,8 @@ func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.R
 		return
 	}
 	if first != nil && first.err != nil {
-		if rerr := errConv(first.err); rerr.retryAfter > 0 {
-			writeRPC(w, id, nil, rerr, errConv)
-			return
-		}
+		writeRPC(w, id, nil, first.err, errConv)
+		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

@@ -225,15 +225,10 @@ func (rh *rpcHandler) serveMethod(w http.ResponseWriter, r *http.Request, id jso
 	if send, ok := arg.(*a2a.MessageSendParams); ok && err == nil {
 		err = rh.admitMessage(send, params)
 	}
-	if m.events != nil {
-		// Every answer to a streaming method is a stream: an error found
-		// before any event (bad params, an unknown task) is a single error
-		// event, which is what streaming clients read.
-		events := failed(err)
-		if err == nil {
-			events = m.events(ctx, rh.h, arg)
-		}
-		rh.writeSSE(w, r.WithContext(ctx), id, events, event, shape)
+	if m.events != nil && err == nil {
+		// An error the stream meets before its first event (an unknown
+		// task, a shed) is answered as plain JSON by writeSSE too.
+		rh.writeSSE(w, r.WithContext(ctx), id, m.events(ctx, rh.h, arg), event, shape)
 		return
 	}
 	var res any
