@@ -225,10 +225,18 @@ func (rh *rpcHandler) serveMethod(w http.ResponseWriter, r *http.Request, id jso
 	if send, ok := arg.(*a2a.MessageSendParams); ok && err == nil {
 		err = rh.admitMessage(send, params)
 	}
-	if m.events != nil && err == nil {
-		// An error the stream meets before its first event (an unknown
-		// task, a shed) is answered as plain JSON by writeSSE too.
-		rh.writeSSE(w, r.WithContext(ctx), id, m.events(ctx, rh.h, arg), event, shape)
+	if m.events != nil {
+		// An error found before the first event (bad params, an unknown or
+		// ended task) is, for A2A 1.0, one plain JSON-RPC error response,
+		// which 1.0 clients and the 1.0.0 TCK read; for A2A 0.3 it is the
+		// one event of a stream, the form 0.3 clients read (a2a-go 0.3's
+		// client takes a JSON body for an empty stream; the 0.3 TCK and the
+		// JavaScript SDK 0.3 refuse it). writeSSE tells them apart.
+		events := failed(err)
+		if err == nil {
+			events = m.events(ctx, rh.h, arg)
+		}
+		rh.writeSSE(w, r.WithContext(ctx), id, events, event, shape, v1)
 		return
 	}
 	var res any

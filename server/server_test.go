@@ -115,12 +115,17 @@ func TestJSONRPCErrorCodes(t *testing.T) {
 		{"1.0 subscribe, unknown task", `{"jsonrpc":"2.0","id":16,"method":"SubscribeToTask","params":{"id":"nope"}}`, CodeTaskNotFound, "16"},
 		{"1.0 extended card", `{"jsonrpc":"2.0","id":17,"method":"GetExtendedAgentCard"}`, CodeUnsupportedOp, "17"},
 	}
+	streaming03 := map[string]bool{"stream, bad params": true, "resubscribe, unknown task": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, r := post(t, h, tt.body)
-			// A streaming method's error found before its stream starts is
-			// plain JSON too (TestPreStreamErrorIsJSON).
+			// A 1.0 streaming method's error found before its stream starts
+			// is plain JSON, a 0.3 one the stream's one event
+			// (TestPreStreamErrors).
 			want := "application/json"
+			if streaming03[tt.name] {
+				want = "text/event-stream"
+			}
 			if ct := resp.Header.Get("Content-Type"); ct != want {
 				t.Fatalf("content type %q, want %q", ct, want)
 			}

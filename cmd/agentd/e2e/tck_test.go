@@ -96,7 +96,7 @@ func textParams(text, extra string) string {
 
 // stream posts a streaming call and returns each event's JSON-RPC object, up
 // to max events (the stream is then closed), with the response. An error
-// found before the stream starts is a plain JSON-RPC response
+// found before a 1.0 stream starts is a plain JSON-RPC response
 // (application/json): it is returned as the one reply.
 func stream(t *testing.T, s *service, method, params string, max int) (*http.Response, []rpcReply) {
 	t.Helper()
@@ -345,8 +345,9 @@ func TestTCKStreaming(t *testing.T) {
 		}
 	}
 
+	// A 0.3 stream's early error is its one event (a 1.0 one is plain JSON).
 	resp, events = stream(t, s, "message/stream", `{"invalid":"params"}`, 3)
-	if resp.Header.Get("Content-Type") != "application/json" || len(events) != 1 || events[0].Error == nil || events[0].Error.Code != -32602 {
+	if resp.Header.Get("Content-Type") != "text/event-stream" || len(events) != 1 || events[0].Error == nil || events[0].Error.Code != -32602 {
 		t.Fatalf("message/stream with bad params: %+v", events)
 	}
 
