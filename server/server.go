@@ -85,10 +85,7 @@ func Handler(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(checkOrigin)
 	r.Method(http.MethodPost, "/", telemetry.ServeA2A(cfg.Metrics, auth.Middleware(rpc)))
-	serveCard := func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(card)
-	}
+	serveCard := cachedJSON(card, time.Now()) // cardcache.go: Cache-Control, ETag, 304
 	r.Get("/.well-known/agent-card.json", serveCard)
 	r.Get("/.well-known/agent.json", serveCard) // the pre-0.3 location
 	r.Get("/healthz", probe(cfg.Healthy))

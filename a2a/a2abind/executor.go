@@ -193,9 +193,11 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 			return nil // refused: the task already ended
 		}
 		res := t.res
-		art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifactAt(reqCtx.TaskID, res, x.cfg.PublicURL), LastChunk: true}
-		if err := q.Write(ctx, art); err != nil {
-			return err
+		if HasArtifact(res) {
+			art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifactAt(reqCtx.TaskID, res, x.cfg.PublicURL), LastChunk: true}
+			if err := q.Write(ctx, art); err != nil {
+				return err
+			}
 		}
 		var next []*a2a.Message
 		if fu != nil {
