@@ -81,6 +81,9 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 		if res, done := r.beforeStep(ctx); done {
 			return res
 		}
+		if res, done := r.compact(ctx); done {
+			return res
+		}
 		resp, res, done := r.ask(ctx)
 		if done {
 			return res
@@ -116,6 +119,15 @@ type run struct {
 	empty    int    // empty answers in a row
 	lastCall string // wire name and canonical arguments of the latest tool call
 	repeats  int    // how many times in a row lastCall was asked for
+
+	// Compaction (compact.go): the context window (0: none), whether the
+	// system prompt and objective fit it, the last call's reported tokens
+	// and the conversation's length then, and how many compactions ran.
+	window      int64
+	fits        bool
+	lastTokens  int64
+	lastLen     int
+	compactions int
 }
 
 // begin compiles the output format's schema and builds the first request:
@@ -134,7 +146,7 @@ func (l *Loop) begin() (*run, error) {
 		AgentPath: p.AgentPath,
 		Depth:     p.Depth,
 	}
-	return &run{l: l, p: p, schema: schema, req: req, content: p.Telemetry.LogContent}, nil
+	return &run{l: l, p: p, schema: schema, req: req, content: p.Telemetry.LogContent, window: l.contextWindow()}, nil
 }
 
 // result is the run's result with status s: the partial distillate (the
@@ -187,6 +199,7 @@ func (r *run) ask(ctx context.Context) (*intelligence.Response, api.SubagentResu
 		return nil, res, true
 	}
 	r.l.logAnswer(r.usage.Steps, resp, r.content)
+	r.lastTokens, r.lastLen = resp.Usage.TokensIn+resp.Usage.TokensOut, len(r.req.Messages)
 	delta := api.Usage{TokensIn: resp.Usage.TokensIn, TokensOut: resp.Usage.TokensOut, Steps: 1}
 	r.usage.TokensIn += delta.TokensIn
 	r.usage.TokensOut += delta.TokensOut
@@ -481,6 +494,10 @@ func toolText(r api.ToolResult) string {
 // else: the objective, the required format, tool guidance and boundaries.
 func SystemPrompt(p *api.SpawnPayload) string {
 	var b strings.Builder
+	if p.Agent != nil && strings.TrimSpace(p.Agent.SystemPrompt) != "" {
+		// The declared agent type's prompt first; the contract's parts follow.
+		b.WriteString(strings.TrimSpace(p.Agent.SystemPrompt) + "\n\n")
+	}
 	b.WriteString("You are a subagent with one objective. Work toward it and reply with the result only.\n\n")
 	fmt.Fprintf(&b, "Objective:\n%s\n\n", p.Contract.Objective)
 	switch p.Contract.OutputFormat.Kind {
