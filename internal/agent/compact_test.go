@@ -61,7 +61,9 @@ func (r *recordingModel) Complete(ctx context.Context, req *intelligence.Request
 	return r.Model.Complete(ctx, req)
 }
 
-func (r *recordingModel) ContextWindow() int64 { return r.Model.(intelligence.Windowed).ContextWindow() }
+func (r *recordingModel) ContextWindow() int64 {
+	return r.Model.(intelligence.Windowed).ContextWindow()
+}
 
 // TestCompactionSummarizes: with a window the five results overflow, the
 // older turns are summarized by a model call whose tokens are the run's
