@@ -32,6 +32,7 @@ import (
 //	call TOOL [JSON]                                   call a tool by its wire name; args default to {}
 //	spawn sync|async|detach "OBJECTIVE" [key=value]... subagent.spawn; keys: scope=S/T,S/T max_tokens=N
 //	                                                   max_steps=N deadline=DUR provider=NAME format=text|markdown|json
+//	                                                   type=AGENT_TYPE (a declared agent type for the child)
 //	                                                   ref=LABEL=URI (a resource_ref seed slice; repeatable)
 //	await                                              subagent.await every async child not yet finished
 //	sleep DUR                                          wait (the run's cancellation still applies)
@@ -392,6 +393,8 @@ func spawnOption(a *api.SpawnArgs, kv string) error {
 		a.Limits.Deadline = api.Duration(d)
 	case "provider":
 		a.Provider = v
+	case "type":
+		a.AgentType = v
 	case "ref":
 		label, uri, ok := strings.Cut(v, "=")
 		if !ok || label == "" || uri == "" {
