@@ -49,19 +49,20 @@ func (l *Loop) contextWindow() int64 {
 
 // estimate is the conversation's size in tokens as the next call would send
 // it: the usage the model reported on the last call (its prompt and its
-// answer, now a turn), plus an estimate of the turns added since; an
-// estimate of the whole when there is no such call.
+// answer, now a turn) plus an estimate of the turns added since, or the
+// estimate of the whole (system prompt, tools, turns) when that is larger or
+// there is no such call (the first, or the first after a compaction).
 func (r *run) estimate() int64 {
-	if r.lastTokens > 0 && r.lastLen < len(r.req.Messages) {
-		n := r.lastTokens
-		for _, m := range r.req.Messages[r.lastLen+1:] {
-			n += messageTokens(m)
-		}
-		return n
-	}
 	n := intelligence.EstimateTokens(r.req.System) + toolTokens(r.req.Tools)
 	for _, m := range r.req.Messages {
 		n += messageTokens(m)
+	}
+	if r.lastTokens > 0 && r.lastLen < len(r.req.Messages) {
+		reported := r.lastTokens
+		for _, m := range r.req.Messages[r.lastLen+1:] {
+			reported += messageTokens(m)
+		}
+		n = max(n, reported)
 	}
 	return n
 }

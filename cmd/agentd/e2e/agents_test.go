@@ -176,3 +176,50 @@ func TestAgentsFileBadAtStart(t *testing.T) {
 	}
 	wantUsageError(t, "", "--agents", "serve", "--listen", "127.0.0.1:0", "--state-dir", t.TempDir(), "--agents", filepath.Join(dir, "missing.json"))
 }
+
+// TestCompactionInAChild: `agentd run` whose root (a child process of the
+// supervisor) runs a script with a small context window and collects six
+// long child results, more than the window holds: the conversation is
+// compacted (the summary's tokens counted in the run's usage), and the run
+// completes where, uncompacted, the model refuses the request.
+func TestCompactionInAChild(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a long finding of the child. ", 55)
+	src := "window 2500\n[depth 0]\n"
+	for _, n := range []string{"1", "2", "3", "4", "5", "6"} {
+		src += "spawn sync \"find " + n + "\"\n"
+	}
+	src += "answer \"done after {messages} messages\"\n[depth 1]\nanswer \"" + long + "\"\n"
+	script := writeScript(t, src)
+	stdout, stderr, code := runOnceEnv(t, nil, "--state-dir", t.TempDir(), "--intelligence", "builtin:script="+script,
+		"--log-level", "info", "--log-format", "json", "--instruction", "collect the findings")
+	if code != 0 || !strings.Contains(stdout, "done after") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	var compacted struct {
+		Policy    string `json:"policy"`
+		TokensIn  int64  `json:"tokens_in"`
+		TokensOut int64  `json:"tokens_out"`
+		Before    int64  `json:"tokens_before"`
+		After     int64  `json:"tokens_after"`
+	}
+	var ended struct {
+		AgentPath string `json:"agent_path"`
+		Tokens    int64  `json:"tokens"`
+	}
+	for _, l := range strings.Split(stderr, "\n") {
+		switch {
+		case strings.Contains(l, `"msg":"conversation compacted"`):
+			_ = json.Unmarshal([]byte(l), &compacted)
+		case strings.Contains(l, `"msg":"subagent ended"`) && strings.Contains(l, `"agent_path":"0",`):
+			_ = json.Unmarshal([]byte(l), &ended)
+		}
+	}
+	if compacted.Policy != api.CompactSummarize || compacted.TokensIn == 0 || compacted.After >= compacted.Before {
+		t.Fatalf("no summarizing compaction logged by the child: %+v\n%s", compacted, stderr)
+	}
+	// The supervisor's count of the root's tokens holds the summary's.
+	if ended.AgentPath != "0" || ended.Tokens < compacted.TokensIn+compacted.TokensOut {
+		t.Fatalf("the root's tokens as the supervisor counted them: %+v (summary %d)", ended, compacted.TokensIn+compacted.TokensOut)
+	}
+}
