@@ -58,7 +58,9 @@ type Loop struct {
 // cancellation cause (ErrCancelled, ErrControlClosed, context.DeadlineExceeded).
 //
 // The stop conditions, in the order they are checked on each step: ctx done
-// (deadline or cancelled); the step cap (exhausted_steps); a model error
+// (deadline or cancelled); the step cap (exhausted_steps); a context window
+// too small for the system prompt (crashed; near the window the older turns
+// are compacted instead, compact.go); a model error
 // (crashed, with cause intelligence_unreachable when the endpoint cannot be
 // reached); the token grant (exhausted_tokens); a refusal or content filter
 // (refused); an answer cut at its length limit (exhausted_tokens); empty
@@ -490,8 +492,9 @@ func toolText(r api.ToolResult) string {
 	return t
 }
 
-// SystemPrompt assembles the system prompt from the output contract and nothing
-// else: the objective, the required format, tool guidance and boundaries.
+// SystemPrompt assembles the system prompt from the output contract: the
+// objective, the required format, tool guidance and boundaries, after the
+// declared agent type's own prompt when the payload has one.
 func SystemPrompt(p *api.SpawnPayload) string {
 	var b strings.Builder
 	if p.Agent != nil && strings.TrimSpace(p.Agent.SystemPrompt) != "" {
