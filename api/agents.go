@@ -16,6 +16,18 @@ type AgentRole struct {
 	// subagent may name; an empty list allows only local children. Nil
 	// allows any the router has.
 	Peers []string `json:"peers"`
+	// SelfTools, when not nil, are the only self-tools (subagent.spawn,
+	// subagent.status, subagent.await, subagent.cancel, resource.read,
+	// resource.wait) the subagent is offered and may call; nil allows them
+	// all. The exec self-tool is the scope's (ExecRef).
+	SelfTools []string `json:"self_tools,omitempty"`
+}
+
+// AllowsSelfTool reports whether a subagent in this role may call the
+// self-tool name; a nil role allows every one, and the exec self-tool is
+// left to the scope.
+func (r *AgentRole) AllowsSelfTool(name string) bool {
+	return r == nil || r.SelfTools == nil || name == ToolExec || slices.Contains(r.SelfTools, name)
 }
 
 // AllowsProvider reports whether a spawn of a subagent in this role may name
@@ -41,6 +53,8 @@ type AgentType struct {
 	Exec *bool
 	// Peers, when not nil, are the only providers its spawns may name.
 	Peers []string
+	// SelfTools, when not nil, are the only self-tools it is offered.
+	SelfTools []string
 	// Limits are upper bounds: every positive field lowers the payload's.
 	Limits Limits
 	// MaxDepth, when positive, is how many levels a root of this type may
@@ -53,19 +67,10 @@ type AgentType struct {
 // lacked), the intelligence, the tool scope (patterns and exec) and the
 // limits, each only lowered.
 func (t *AgentType) Apply(p *SpawnPayload, parent *AgentRole) {
-	role := &AgentRole{Type: t.Name, SystemPrompt: t.SystemPrompt, Peers: t.Peers}
-	if parent != nil && parent.Peers != nil {
-		if role.Peers == nil {
-			role.Peers = slices.Clone(parent.Peers)
-		} else {
-			kept := []string{}
-			for _, peer := range role.Peers {
-				if slices.Contains(parent.Peers, peer) {
-					kept = append(kept, peer)
-				}
-			}
-			role.Peers = kept
-		}
+	role := &AgentRole{Type: t.Name, SystemPrompt: t.SystemPrompt, Peers: t.Peers, SelfTools: t.SelfTools}
+	if parent != nil {
+		role.Peers = intersect(role.Peers, parent.Peers)
+		role.SelfTools = intersect(role.SelfTools, parent.SelfTools)
 	}
 	p.Agent = role
 	if t.Intelligence != nil {
@@ -85,6 +90,24 @@ func (t *AgentType) Apply(p *SpawnPayload, parent *AgentRole) {
 	}
 	p.Scope.Allow = allow
 	p.Limits = lowerLimits(p.Limits, t.Limits)
+}
+
+// intersect returns the names in both lists, where a nil list is every name:
+// nil only when both are.
+func intersect(a, b []string) []string {
+	switch {
+	case b == nil:
+		return slices.Clone(a)
+	case a == nil:
+		return slices.Clone(b)
+	}
+	kept := []string{}
+	for _, s := range a {
+		if slices.Contains(b, s) {
+			kept = append(kept, s)
+		}
+	}
+	return kept
 }
 
 // matchTool reports whether ref matches one of the SERVER/TOOL or SERVER/*

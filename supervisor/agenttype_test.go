@@ -10,13 +10,14 @@ import (
 // its system prompt and its narrower tools and limits, but a type that
 // declares more than the parent holds (every tool of a server, exec, more
 // steps and tokens, a peer the parent may not use) widens nothing; an
-// undeclared type and a peer outside the parent's type are refused.
+// undeclared type, a peer outside the parent's type and a self-tool outside
+// the type's are refused.
 func TestSpawnAgentTypeOnlyNarrows(t *testing.T) {
 	yes := true
 	types := map[string]*api.AgentType{
 		"wide": {Name: "wide", SystemPrompt: "wide prompt", MCP: []string{"t/*"}, Exec: &yes, Peers: []string{"peer:x", "peer:y"},
 			Limits: api.Limits{MaxSteps: 1000, MaxTokens: 1 << 40, MaxChildren: 100}},
-		"narrow": {Name: "narrow", SystemPrompt: "narrow prompt", MCP: []string{"t/a"}, Limits: api.Limits{MaxSteps: 3, MaxTokens: 500}},
+		"narrow": {Name: "narrow", SystemPrompt: "narrow prompt", MCP: []string{"t/a"}, SelfTools: []string{api.ToolStatus}, Limits: api.Limits{MaxSteps: 3, MaxTokens: 500}},
 	}
 	s, _ := newNestingSupervisor(t, func(c *Config) {
 		c.Tools = map[string]ToolServer{"t": toolBox{}}
@@ -32,7 +33,7 @@ func TestSpawnAgentTypeOnlyNarrows(t *testing.T) {
 	wideChild := prog{Calls: []progCall{spawnCall(prog{}, api.DispositionSync, func(a *api.SpawnArgs) { a.Provider = "peer:y" })}}
 	_, res := runProg(t, s, prog{Calls: []progCall{
 		spawnCall(wideChild, api.DispositionSync, typed("wide", ta)),
-		spawnCall(prog{}, api.DispositionSync, typed("narrow", ta, tb)),
+		spawnCall(prog{Calls: []progCall{spawnCall(prog{}, api.DispositionSync)}}, api.DispositionSync, typed("narrow", ta, tb)),
 		spawnCall(prog{}, api.DispositionSync, typed("nonesuch")),
 	}}, func(p *api.SpawnPayload) {
 		p.Scope.Allow = []api.ToolRef{ta, tb}
@@ -56,6 +57,9 @@ func TestSpawnAgentTypeOnlyNarrows(t *testing.T) {
 	}
 	if narrow.Agent == nil || narrow.Agent.SystemPrompt != "narrow prompt" || len(narrow.Agent.Peers) != 1 {
 		t.Errorf("narrow role (peers inherited from the parent's): %+v", narrow.Agent)
+	}
+	if r := narrow.Results[0]; !r.IsError || r.Text != `tool "subagent.spawn" is not one of this subagent's agent type's self-tools` {
+		t.Errorf("a self-tool the type does not list: %+v", r)
 	}
 	if r := root.Results[2]; !r.IsError || r.Text != `spawn denied: unknown agent type "nonesuch"` {
 		t.Errorf("an undeclared type: %+v", r)

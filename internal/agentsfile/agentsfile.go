@@ -112,6 +112,9 @@ type Tools struct {
 	// Peers are the only providers (peer:NAME) its spawns may name; [] is
 	// local children only.
 	Peers []string `json:"peers"`
+	// Self are the only self-tools it is offered (subagent.spawn, ...,
+	// resource.wait); [] is none.
+	Self []string `json:"self"`
 }
 
 // TypeLimits bound an agent type's subagents; each only lowers the
@@ -403,6 +406,14 @@ func (f *File) resolveType(name string, t Type) (*api.AgentType, error) {
 				return nil, fmt.Errorf("%s.tools.peers[%d]: %q: want peer:NAME", key, i, p)
 			}
 		}
+		for i, name := range tools.Self {
+			if !isSelfTool(name) {
+				return nil, fmt.Errorf("%s.tools.self[%d]: %q is not a self-tool (%s)", key, i, name, strings.Join(selfTools(), ", "))
+			}
+		}
+		if tools.Self != nil {
+			out.SelfTools = slices.Clone(tools.Self)
+		}
 		if tools.MCP != nil {
 			out.MCP = slices.Clone(tools.MCP)
 		}
@@ -490,3 +501,15 @@ func (c *Config) Type(name string) (*api.AgentType, bool) {
 	t, ok := c.Types[name]
 	return t, ok
 }
+
+// selfTools are the names of the self-tools a type may list (the exec
+// self-tool is tools.exec).
+func selfTools() []string {
+	var names []string
+	for _, t := range api.SelfToolSpecs() {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+func isSelfTool(name string) bool { return slices.Contains(selfTools(), name) }

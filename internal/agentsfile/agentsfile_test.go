@@ -52,6 +52,7 @@ func TestParseNamesTheKey(t *testing.T) {
 		{"bad doc url", `https://docs.example.com/research-desk`, `docs.example.com`, "card.documentation_url"},
 		{"type error", `"max_steps": 40`, `"max_steps": "forty"`, "max_steps"},
 		{"bad pattern", `"search/*"`, `"search"`, "agents.types.researcher.tools.mcp[0]"},
+		{"bad self-tool", `"exec": false,`, `"exec": false, "self": ["subagent.spawn", "subagent.exec"],`, "agents.types.researcher.tools.self[1]"},
 		{"bad peer", `"peers": []`, `"peers": ["b"]`, "agents.types.researcher.tools.peers[0]"},
 		{"small budget", `"distillate_budget": 4000`, `"distillate_budget": 10`, "agents.types.researcher.budget.distillate_budget"},
 		{"bad builtin", `"endpoint": "builtin:demo", "compaction"`, `"endpoint": "builtin:nope", "compaction"`, "agents.types.coder.intelligence"},
