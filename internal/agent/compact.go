@@ -20,7 +20,8 @@ const (
 	// room for the answer.
 	compactAt = 80
 	// keepTurns is how many of the latest assistant turns (each with its
-	// tool results) compaction keeps as they are.
+	// tool results) compaction keeps as they are; only the latest one when
+	// the two would not leave the conversation under compactAt.
 	keepTurns = 2
 	// trimChars is what the trim policy keeps of an older tool result.
 	trimChars = 200
@@ -92,8 +93,8 @@ func (r *run) compact(ctx context.Context) (api.SubagentResult, bool) {
 	if window <= 0 {
 		return api.SubagentResult{}, false
 	}
+	floor := intelligence.EstimateTokens(r.req.System) + toolTokens(r.req.Tools) + messageTokens(r.req.Messages[0])
 	if !r.fits {
-		floor := intelligence.EstimateTokens(r.req.System) + toolTokens(r.req.Tools) + messageTokens(r.req.Messages[0])
 		if floor >= window {
 			return r.result(ctx, api.StatusCrashed, fmt.Sprintf("the model's context window of %d tokens cannot hold the system prompt, the tools and the objective (about %d tokens): configure a larger context_window or a shorter system prompt", window, floor)), true
 		}
@@ -103,7 +104,10 @@ func (r *run) compact(ctx context.Context) (api.SubagentResult, bool) {
 	if before*100 < window*compactAt {
 		return api.SubagentResult{}, false
 	}
-	cut := r.compactCut()
+	cut := r.compactCut(keepTurns)
+	if cut > 1 && (floor+tailTokens(r.req.Messages[cut:]))*100 >= window*compactAt {
+		cut = r.compactCut(1) // two turns would leave it over: keep the latest alone
+	}
 	if cut <= 1 {
 		return api.SubagentResult{}, false // nothing older than the latest turns
 	}
@@ -145,20 +149,28 @@ func (r *run) compact(ctx context.Context) (api.SubagentResult, bool) {
 }
 
 // compactCut is the index of the first message compaction keeps: the
-// keepTurns'th assistant turn from the end, so that no tool result is parted
-// from its call.
-func (r *run) compactCut() int {
+// keep'th assistant turn from the end, so that no tool result is parted from
+// its call; 0 when there are not that many.
+func (r *run) compactCut(keep int) int {
 	msgs := r.req.Messages
 	seen := 0
 	for i := len(msgs) - 1; i >= 1; i-- {
 		if msgs[i].Role == intelligence.RoleAssistant {
 			seen++
-			if seen == keepTurns {
+			if seen == keep {
 				return i
 			}
 		}
 	}
 	return 0
+}
+
+func tailTokens(msgs []intelligence.Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		n += messageTokens(m)
+	}
+	return n
 }
 
 // summarize asks the model for a summary of older: a model call outside the
