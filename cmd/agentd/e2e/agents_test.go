@@ -114,6 +114,9 @@ answer "unexpected"
 	if got := send("research"); !strings.HasPrefix(got, "researcher on its own model: You are a careful researcher.") {
 		t.Errorf("the research skill's root: %q", got)
 	}
+	if out, code := runCombined(t, "send", "--to", s.url, "--progress=false", "--skill", "research", "the question"); code != 0 || !strings.Contains(out, "researcher on its own model: You are a careful researcher.") {
+		t.Errorf("agentd send --skill research: exit %d\n%s", code, out)
+	}
 	got := send("")
 	if !strings.HasPrefix(got, "coder: You write small, tested changes.") || !strings.Contains(got, "child: researcher on its own model: You are a careful researcher.") {
 		t.Errorf("the default type's root and its researcher child: %q", got)
