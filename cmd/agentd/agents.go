@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync/atomic"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -18,9 +21,10 @@ import (
 // --agents, agentd runs as its flags say and the card is the default one.
 // Safe for concurrent use.
 type declared struct {
-	path string
-	log  *slog.Logger
-	cur  atomic.Pointer[declaredAgents]
+	path  string
+	log   *slog.Logger
+	peers []string // the configured providers (peer:NAME) a type's tools.peers may name
+	cur   atomic.Pointer[declaredAgents]
 	// base is the card's part that the file does not declare (its URL,
 	// instance, security), set once the main listener is open.
 	base atomic.Pointer[a2abind.CardConfig]
@@ -36,20 +40,38 @@ type declaredAgents struct {
 // e2e tests read it).
 const msgAgentsLoaded = "agents file loaded"
 
-// openAgents loads --agents at start: a file that does not load is bad
-// config (exit 2), the error naming the key. It returns nil without a file.
-func openAgents(path string, log *slog.Logger) (*declared, error) {
+// openAgents loads --agents at start: a file that does not load, or whose
+// types name a peer that is not configured (--peer), is bad config (exit 2),
+// the error naming the key. It returns nil without a file.
+func openAgents(path string, peers []string, log *slog.Logger) (*declared, error) {
 	if path == "" {
 		return nil, nil
 	}
-	cfg, err := agentsfile.Load(path)
+	d := &declared{path: path, log: log, peers: peers}
+	cfg, err := d.load()
 	if err != nil {
 		return nil, cli.UsageError("--agents %s: %v", path, err)
 	}
-	d := &declared{path: path, log: log}
 	d.cur.Store(&declaredAgents{cfg: cfg})
 	d.logLoaded("", cfg)
 	return d, nil
+}
+
+// load reads the file and checks its types' peers against the configured
+// ones.
+func (d *declared) load() (*agentsfile.Config, error) {
+	cfg, err := agentsfile.Load(d.path)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
+		for i, p := range cfg.Types[name].Peers {
+			if !slices.Contains(d.peers, p) {
+				return nil, fmt.Errorf("%w: agents.types.%s.tools.peers[%d]: %q is not a configured peer (--peer)", agentsfile.ErrInvalid, name, i, p)
+			}
+		}
+	}
+	return cfg, nil
 }
 
 func (d *declared) logLoaded(prefix string, cfg *agentsfile.Config) {
@@ -60,7 +82,7 @@ func (d *declared) logLoaded(prefix string, cfg *agentsfile.Config) {
 // the agents and the card in force at once; else they stay, logged at
 // ERROR naming the bad key and the version kept.
 func (d *declared) reload() {
-	cfg, err := agentsfile.Load(d.path)
+	cfg, err := d.load()
 	if err != nil {
 		d.log.Error("SIGHUP: the agents file did not load; the agents in force stay", "file", d.path, "version", d.cur.Load().cfg.Version, "err", err)
 		return

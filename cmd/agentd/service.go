@@ -127,7 +127,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		s.lease = l.LeaseTTL() / 2
 	}
 
-	if s.agents, err = openAgents(c.AgentsFile, log); err != nil {
+	if s.agents, err = openAgents(c.AgentsFile, c.Mesh.providers(), log); err != nil {
 		return nil, err
 	}
 	router := &delegate.Router{}

@@ -162,7 +162,8 @@ answer "unexpected"
 
 // TestAgentsFileBadAtStart: a file that does not load is bad config (exit
 // 2), naming the key: a bad value, an unknown key (the file is strict), a
-// reference to an undeclared type; and a missing file.
+// reference to an undeclared type, a peer no --peer configures; and a
+// missing file.
 func TestAgentsFileBadAtStart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -172,6 +173,7 @@ func TestAgentsFileBadAtStart(t *testing.T) {
 		"bad value":    {`"max_depth": 1`, `"max_depth": -1`, "agents.types.researcher.limits.max_depth: must be >= 0"},
 		"unknown key":  {`"max_depth": 1`, `"max_depht": 1`, "agents.types.researcher.limits.max_depht: unknown key"},
 		"unknown type": {`"agent": "coder"`, `"agent": "writer"`, `card.skills[1].agent: "writer" is not one of agents.types`},
+		"no such peer": {`"limits": {"max_steps": 5`, `"tools": {"peers": ["peer:nowhere"]}, "limits": {"max_steps": 5`, `agents.types.researcher.tools.peers[0]: "peer:nowhere" is not a configured peer`},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".json")
 		writeFile(t, path, strings.Replace(good, tc.old, tc.new, 1))
