@@ -425,6 +425,14 @@ func (f *File) resolveType(name string, t Type) (*api.AgentType, error) {
 	if err := typeLimits(key, t, out); err != nil {
 		return nil, err
 	}
+	if l := t.Limits; l != nil && l.MaxDepth != nil && *l.MaxDepth == 0 {
+		// A leaf: it nests nothing, wherever it runs.
+		self := out.SelfTools
+		if self == nil {
+			self = selfTools()
+		}
+		out.SelfTools = slices.DeleteFunc(slices.Clone(self), func(s string) bool { return s == api.ToolSpawn })
+	}
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package agentsfile
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,6 +24,16 @@ func TestParseTwoTypes(t *testing.T) {
 	}
 	if r.Limits.MaxSteps != 30 || r.Limits.MaxTokens != 100000 || r.Limits.DistillateBudget != 4000 || r.MaxDepth != 2 || r.Peers == nil || len(r.Peers) != 0 {
 		t.Errorf("researcher limits: %+v", r)
+	}
+	if r.SelfTools != nil {
+		t.Errorf("researcher self-tools: %v, want all (nil)", r.SelfTools)
+	}
+	leaf, err := Parse([]byte(`{"agents":{"types":{"leaf":{"limits":{"max_depth":0}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := leaf.Types["leaf"]; slices.Contains(l.SelfTools, api.ToolSpawn) || !slices.Contains(l.SelfTools, api.ToolAwait) {
+		t.Errorf("max_depth 0 is a leaf without subagent.spawn: %v", l.SelfTools)
 	}
 	if code := c.TypeFor("code"); code == nil || code.Name != "coder" || code.Intelligence.Compaction != api.CompactTrim {
 		t.Errorf("code: %+v", code)
