@@ -40,6 +40,11 @@ type SpawnPayload struct {
 	// model, so the child must be told where to. Secrets (the API key) never travel here;
 	// the child reads them from its environment.
 	Intelligence Intelligence `json:"intelligence"`
+
+	// Agent is the declared agent type the subagent runs as (the agents
+	// file; nil without one): its system prompt and the peers its spawns
+	// may use.
+	Agent *AgentRole `json:"agent,omitempty"`
 }
 
 // Intelligence names a model endpoint: "builtin:NAME" for a builtin
@@ -79,7 +84,20 @@ type Intelligence struct {
 	// children's reports: a fresh child starts from it instead of
 	// rediscovering a dead endpoint.
 	Breakers []EndpointBreaker `json:"breakers,omitempty"`
+	// ContextWindow is the model's context window in tokens; zero takes the
+	// window the model is known to have (docs/intelligence.md,
+	// "Compaction"), or none. Near it, older turns are compacted.
+	ContextWindow int64 `json:"context_window,omitempty"`
+	// Compaction is the policy that compacts older turns near the context
+	// window: CompactSummarize (the default when empty) or CompactTrim.
+	Compaction string `json:"compaction,omitempty"`
 }
+
+// Compaction policies (Intelligence.Compaction).
+const (
+	CompactSummarize = "summarize" // the model writes a summary of the older turns
+	CompactTrim      = "trim"      // the tool results of older turns are shortened
+)
 
 // Dialects of an HTTP intelligence (Intelligence.Dialect).
 const (
@@ -107,6 +125,10 @@ func (i Intelligence) Validate() error {
 		return errors.New("intelligence.retries must not be negative")
 	case i.RetryBackoff < 0:
 		return errors.New("intelligence.retry_backoff must not be negative")
+	case i.ContextWindow < 0:
+		return errors.New("intelligence.context_window must not be negative")
+	case i.Compaction != "" && i.Compaction != CompactSummarize && i.Compaction != CompactTrim:
+		return fmt.Errorf("intelligence.compaction %q: want summarize or trim", i.Compaction)
 	}
 	return i.validateFailover()
 }

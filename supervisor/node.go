@@ -595,6 +595,9 @@ func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) a
 		}
 	}()
 	if h, ok := s.selfTools[call.Tool]; ok {
+		if !n.payload.Agent.AllowsSelfTool(call.Tool) {
+			return api.TextResult(fmt.Sprintf("tool %q is not one of this subagent's agent type's self-tools", call.Tool), true)
+		}
 		return h(ctx, n, call.Args)
 	}
 	ref, ok := api.ParseToolRef(call.Tool)

@@ -44,6 +44,10 @@ type Config struct {
 	// (a remote A2A peer). cmd injects the delegation router's adapter, so this
 	// package never imports delegate or a2a.
 	Delegator Delegator
+	// AgentTypes, if set, looks up a declared agent type a spawn names
+	// (api.SpawnArgs.AgentType; the agents file, which SIGHUP may reload).
+	// Nil: a spawn naming a type is refused.
+	AgentTypes func(name string) (*api.AgentType, bool)
 	// Budget, if set, bounds the live subagent processes across the service:
 	// a nested local spawn takes a slot or is refused (capacity.go). Nil: no
 	// service-wide bound, only the per-tree caps.

@@ -162,7 +162,13 @@ func offeredTools(p *api.SpawnPayload) []intelligence.ToolSpec {
 		}
 	}
 	var out []intelligence.ToolSpec
-	for _, t := range append(api.SelfToolSpecs(), p.Tools...) {
+	var tools []api.ToolSpec
+	for _, t := range api.SelfToolSpecs() {
+		if p.Agent.AllowsSelfTool(t.Name) { // a declared agent type may offer fewer
+			tools = append(tools, t)
+		}
+	}
+	for _, t := range append(tools, p.Tools...) {
 		if t.Name == api.ToolResourceRead {
 			if len(servers) > 0 {
 				t.Description += " MCP servers whose resources you may read: " + strings.Join(servers, ", ") + "."

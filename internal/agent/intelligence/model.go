@@ -105,6 +105,11 @@ type Request struct {
 	// the whole text, or never. Response.Content is the whole text either
 	// way. It is called from Complete's goroutine and must not block.
 	OnText func(chunk string)
+	// Compaction marks the call that summarizes older turns to fit the
+	// context window (the loop's summarize policy): System asks for the
+	// summary, Messages hold the turns. A builtin model answers it without
+	// taking a step of its script.
+	Compaction bool
 }
 
 // FinishReason says why a model turn ended.
