@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -76,7 +77,7 @@ func newGRPC(h a2asrv.RequestHandler, maxMessage int) *grpc.Server {
 	return s
 }
 
-// grpcCode carries the JSON-RPC code of an answer from the RPC to the HTTP
+// grpcCodeKey carries the JSON-RPC code of an answer from the RPC to the HTTP
 // wrapper, which counts it (telemetry.NoteRPCCode) as for JSON-RPC.
 type grpcCodeKey struct{}
 
@@ -194,8 +195,8 @@ func malformed(v any) error {
 }
 
 func noteGRPCCode(ctx context.Context, code int) {
-	if p, ok := ctx.Value(grpcCodeKey{}).(*int); ok {
-		*p = code
+	if p, ok := ctx.Value(grpcCodeKey{}).(*atomic.Int64); ok {
+		p.Store(int64(code))
 	}
 }
 
@@ -560,11 +561,14 @@ func grpcHTTP(a *Auth, gs *grpc.Server, log *slog.Logger) http.Handler {
 		if id.Operator() && crossSite(r) {
 			id = &Identity{ID: id.ID, Auth: id.Auth, Role: tlsconfig.RolePeer}
 		}
-		code := -1
+		// The RPC notes its code here; ServeHTTP may return before a
+		// stream's handler does (the client went), so it is atomic.
+		var code atomic.Int64
+		code.Store(-1)
 		ctx := context.WithValue(WithIdentity(r.Context(), id, r.Header), grpcCodeKey{}, &code)
 		gs.ServeHTTP(w, r.WithContext(ctx))
-		if code >= 0 {
-			telemetry.NoteRPCCode(w, code)
+		if c := code.Load(); c >= 0 {
+			telemetry.NoteRPCCode(w, int(c))
 		}
 	})
 }

@@ -29,6 +29,8 @@ import (
 	"github.com/agentd/agentd/a2a/a2agrpc/a2apb"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/admit"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/supervisor/delegate"
 	"github.com/agentd/agentd/tlsconfig"
 )
@@ -248,4 +250,166 @@ func echoExecutor(t *testing.T) a2asrv.AgentExecutor {
 		t.Fatal(err)
 	}
 	return a2abind.NewExecutor(a2abind.ExecutorConfig{Router: router, Limits: api.Limits{MaxSteps: 1, MaxTokens: 100, Deadline: api.Duration(time.Minute), MaxChildren: 1}})
+}
+
+// TestGRPCStreamsAndShedding: SendStreamingMessage and SubscribeToTask
+// stream the task's events over h2c on loopback; SubscribeToTask on an ended
+// task is UNIMPLEMENTED (UnsupportedOperationError); past the admission
+// queue, SendMessage and SendStreamingMessage are RESOURCE_EXHAUSTED with a
+// RetryInfo of the admission's delay, and no stream starts; a client that
+// abandons a stream mid-way leaves no goroutine behind (TestMain's leak
+// check) and the task runs on, cancelable.
+func TestGRPCStreamsAndShedding(t *testing.T) {
+	ctrl, err := admit.New(admit.Config{Bounds: admit.Bounds{MaxRuns: 1, MaxLive: 1}, RunEstimate: 7 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), waitExec{}, nil, tasks.WithAdmission(ctrl, admit.Policy{}))
+	addr := grpcFront(t, Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})}))
+	c, err := a2agrpc.New(addr, a2agrpc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	// A stream abandoned after its first events: the task works on.
+	var taskID a2a.TaskID
+	for ev, err := range c.SendStreamingMessage(ctx, hello("s1")) {
+		if err != nil {
+			t.Fatalf("SendStreamingMessage: %v", err)
+		}
+		if u, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && u.Status.State == a2a.TaskStateWorking {
+			taskID = u.TaskID
+			break
+		}
+		if task, ok := ev.(*a2a.Task); ok {
+			taskID = task.ID
+		}
+	}
+	if taskID == "" {
+		t.Fatal("no task in the stream")
+	}
+	// Another subscriber sees it working, and abandons it too.
+	for ev, err := range c.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: taskID}) {
+		if err != nil {
+			t.Fatalf("SubscribeToTask: %v", err)
+		}
+		_ = ev
+		break
+	}
+	// Shed: one run is all the admission takes.
+	_, err = c.SendMessage(ctx, hello("s2"))
+	var ge *a2agrpc.Error
+	if !errors.As(err, &ge) || ge.Code != codes.ResourceExhausted || ge.RetryAfter != 7*time.Second || ge.Reason != "RESOURCE_EXHAUSTED" || !errors.Is(err, a2a.ErrServerError) {
+		t.Fatalf("SendMessage past the queue: %v (%+v), want RESOURCE_EXHAUSTED with RetryInfo 7s", err, ge)
+	}
+	n := 0
+	for _, err := range c.SendStreamingMessage(ctx, hello("s3")) {
+		n++
+		if grpcCode(err) != codes.ResourceExhausted {
+			t.Fatalf("SendStreamingMessage past the queue: %v, want RESOURCE_EXHAUSTED", err)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("a shed stream yielded %d items, want its one error", n)
+	}
+	// The abandoned task is still there, and cancels; then subscribing to it
+	// is refused.
+	task, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: taskID})
+	if err != nil || task.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("CancelTask: %v %v", task, err)
+	}
+	for _, err := range c.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: taskID}) {
+		if grpcCode(err) != codes.Unimplemented || !errors.Is(err, a2a.ErrUnsupportedOperation) {
+			t.Fatalf("SubscribeToTask of a canceled task: %v, want UNIMPLEMENTED (UnsupportedOperation)", err)
+		}
+	}
+	if !testkit.Poll(5*time.Second, func() bool { return engine.InFlight() == 0 }) {
+		t.Fatalf("%d tasks live after the cancel", engine.InFlight())
+	}
+}
+
+// TestGRPCCompletedStream: a stream runs to its end, the last event the
+// completed status; the push-config calls round-trip over the binding.
+func TestGRPCCompletedStream(t *testing.T) {
+	addr := grpcFront(t, v1Handler(t, echoExecutor(t), time.Minute))
+	c, err := a2agrpc.New(addr, a2agrpc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	var last a2a.Event
+	var text string
+	for ev, err := range c.SendStreamingMessage(ctx, hello("c1")) {
+		if err != nil {
+			t.Fatalf("SendStreamingMessage: %v", err)
+		}
+		if a, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
+			text = a.Artifact.Parts[0].(a2a.TextPart).Text
+		}
+		last = ev
+	}
+	u, ok := last.(*a2a.TaskStatusUpdateEvent)
+	if !ok || u.Status.State != a2a.TaskStateCompleted || !u.Final || !strings.Contains(text, "echo: hello") {
+		t.Fatalf("last event %#v, artifact %q", last, text)
+	}
+	cfg := &a2a.TaskPushConfig{TaskID: u.TaskID, Config: a2a.PushConfig{ID: "p1", URL: "http://127.0.0.1:9/hook", Token: "tok"}}
+	if got, err := c.SetTaskPushConfig(ctx, cfg); err != nil || got.Config.URL != cfg.Config.URL {
+		t.Fatalf("SetTaskPushConfig: %+v %v", got, err)
+	}
+	if got, err := c.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigParams{TaskID: u.TaskID, ConfigID: "p1"}); err != nil || got.Config.Token != "tok" {
+		t.Fatalf("GetTaskPushConfig: %+v %v", got, err)
+	}
+	if list, err := c.ListTaskPushConfig(ctx, &a2a.ListTaskPushConfigParams{TaskID: u.TaskID}); err != nil || len(list) != 1 {
+		t.Fatalf("ListTaskPushConfig: %+v %v", list, err)
+	}
+	if err := c.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigParams{TaskID: u.TaskID, ConfigID: "p1"}); err != nil {
+		t.Fatalf("DeleteTaskPushConfig: %v", err)
+	}
+	if _, err := c.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigParams{TaskID: u.TaskID, ConfigID: "p1"}); err == nil {
+		t.Fatal("GetTaskPushConfig after the delete: no error")
+	}
+}
+
+// TestH2COnlyOnLoopback: a plaintext listener speaks HTTP/2 without TLS (and
+// so gRPC) only on a loopback address; elsewhere it is HTTP/1.1 alone, and
+// a gRPC call over h2c fails.
+func TestH2COnlyOnLoopback(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		h2c  bool
+	}{
+		{"127.0.0.1:80", true}, {"[::1]:80", true}, {"10.1.2.3:80", false}, {"[2001:db8::1]:80", false}, {"0.0.0.0:80", false},
+	} {
+		a, err := net.ResolveTCPAddr("tcp", c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := PlainProtocols(a)
+		if p.UnencryptedHTTP2() != c.h2c || !p.HTTP1() || p.HTTP2() {
+			t.Errorf("%s: %v, want h2c %v", c.addr, p, c.h2c)
+		}
+	}
+	// A server with the protocols of a non-loopback address, reached on
+	// loopback: the gRPC call over h2c does not get through.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, _ := net.ResolveTCPAddr("tcp", "10.1.2.3:80")
+	srv := &http.Server{Handler: v1Handler(t, echoExecutor(t), time.Minute), Protocols: PlainProtocols(elsewhere), ErrorLog: log.New(io.Discard, "", 0)}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := a2agrpc.New(ln.Addr().String(), a2agrpc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.SendMessage(ctx, hello("h1")); err == nil || grpcCode(err) == codes.OK {
+		t.Fatal("gRPC over h2c reached a server whose protocols are a non-loopback address's")
+	}
 }
