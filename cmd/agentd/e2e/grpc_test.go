@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 
 	"github.com/agentd/agentd/a2a/a2agrpc"
 	"github.com/agentd/agentd/a2a/peer"
