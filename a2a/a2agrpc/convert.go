@@ -251,7 +251,7 @@ func ToMessage(m *a2av1.Message) (*a2apb.Message, error) {
 	}, nil
 }
 
-func status(s *a2apb.TaskStatus) (a2av1.TaskStatus, error) {
+func taskStatus(s *a2apb.TaskStatus) (a2av1.TaskStatus, error) {
 	st, err := State(s.GetState())
 	if err != nil {
 		return a2av1.TaskStatus{}, err
@@ -304,7 +304,7 @@ func toArtifact(a a2av1.Artifact) (*a2apb.Artifact, error) {
 
 // Task converts a task.
 func Task(t *a2apb.Task) (*a2av1.Task, error) {
-	st, err := status(t.GetStatus())
+	st, err := taskStatus(t.GetStatus())
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +397,7 @@ func StreamResponse(ev *a2apb.StreamResponse) (a2av1.StreamResponse, error) {
 		m, err := Message(p.Message)
 		return a2av1.StreamResponse{Message: m}, err
 	case *a2apb.StreamResponse_StatusUpdate:
-		st, err := status(p.StatusUpdate.GetStatus())
+		st, err := taskStatus(p.StatusUpdate.GetStatus())
 		return a2av1.StreamResponse{StatusUpdate: &a2av1.TaskStatusUpdateEvent{
 			TaskID: p.StatusUpdate.GetTaskId(), ContextID: p.StatusUpdate.GetContextId(), Status: st, Metadata: structMap(p.StatusUpdate.GetMetadata()),
 		}}, err
