@@ -94,7 +94,7 @@ func TestConversionRoundTrip(t *testing.T) {
 	text, url := "hi", "https://x.example/f"
 	raw := a2av1.Bytes("raw bytes")
 	msg := a2av1.Message{MessageID: "m1", ContextID: "c1", TaskID: "t1", Role: a2av1.RoleAgent, Metadata: map[string]any{"k": "v", "n": 2.5},
-		Parts: []a2av1.Part{{Text: &text}, {Raw: &raw, MediaType: "application/octet-stream", Filename: "f.bin"}, {URL: &url}, {Data: []byte(`{"a":[1,true,null]}`)}, {Data: []byte(`7`)}},
+		Parts:            []a2av1.Part{{Text: &text}, {Raw: &raw, MediaType: "application/octet-stream", Filename: "f.bin"}, {URL: &url}, {Data: []byte(`{"a":[1,true,null]}`)}, {Data: []byte(`7`)}},
 		ReferenceTaskIDs: []string{"t0"}}
 	task := &a2av1.Task{ID: "t1", ContextID: "c1", Status: a2av1.TaskStatus{State: a2av1.StateCompleted, Message: &msg, Timestamp: "2026-01-02T03:04:05.006Z"},
 		Artifacts: []a2av1.Artifact{{ArtifactID: "a1", Parts: msg.Parts}}, History: []a2av1.Message{msg}, Metadata: map[string]any{"agentd/status": "completed"}}
