@@ -10,7 +10,7 @@ MCP_DEPS := cmd/agentd/e2e/mcp/node_modules/.installed
 # GO_TAGS are the build tags of every agentd binary the Makefile, the image
 # (deploy/Dockerfile) and the e2e tests build: grpcnotrace leaves grpc's
 # golang.org/x/net/trace (and html/template) out, which agentd never uses
-# (grpc only carries the SPIFFE Workload API and a2a-go's client): 3.9 MB of
+# (grpc carries the SPIFFE Workload API and the A2A gRPC binding): 3.9 MB of
 # the stripped binary (docs/dependencies.md).
 GO_TAGS  := grpcnotrace
 

@@ -121,7 +121,8 @@ func Handler(cfg Config) http.Handler {
 
 // cardJSON encodes the card for both protocol versions: the A2A 0.3 fields
 // (url, protocolVersion, preferredTransport) and the A2A 1.0 supportedInterfaces,
-// which list the one JSON-RPC endpoint twice, 1.0 first, since it serves both.
+// which list the one JSON-RPC endpoint twice, 1.0 first, since it serves both,
+// then the 1.0 gRPC binding on the same listener, as a gRPC target (host:port).
 func cardJSON(card *a2a.AgentCard) ([]byte, error) {
 	if card == nil {
 		return []byte("null"), nil
