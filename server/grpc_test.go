@@ -413,3 +413,37 @@ func TestH2COnlyOnLoopback(t *testing.T) {
 		t.Fatal("gRPC over h2c reached a server whose protocols are a non-loopback address's")
 	}
 }
+
+// TestGRPCDeadline: the call's deadline (grpc-timeout) bounds a blocking
+// SendMessage: the caller gets DEADLINE_EXCEEDED when it passes, and the
+// task, which outlives its send as over JSON-RPC, is still there to cancel.
+func TestGRPCDeadline(t *testing.T) {
+	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), waitExec{}, nil)
+	addr := grpcFront(t, Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})}))
+	c, err := a2agrpc.New(addr, a2agrpc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.SendMessage(ctx, hello("d1")); grpcCode(err) != codes.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a blocking send past its deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	var id string
+	if !testkit.Poll(5*time.Second, func() bool {
+		page, err := engine.ListTasks(tasks.WithVersion(context.Background(), "1.0"), tasks.ListQuery{})
+		if err == nil && len(page.Tasks) == 1 {
+			id = string(page.Tasks[0].ID)
+		}
+		return id != ""
+	}) {
+		t.Fatal("the task of the send is not listed")
+	}
+	if task, err := c.CancelTask(context.Background(), &a2a.TaskIDParams{ID: a2a.TaskID(id)}); err != nil || task.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("CancelTask: %v %v", task, err)
+	}
+	if !testkit.Poll(5*time.Second, func() bool { return engine.InFlight() == 0 }) {
+		t.Fatalf("%d tasks live after the cancel", engine.InFlight())
+	}
+}
