@@ -10,11 +10,11 @@ MCP_DEPS := cmd/agentd/e2e/mcp/node_modules/.installed
 # GO_TAGS are the build tags of every agentd binary the Makefile, the image
 # (deploy/Dockerfile) and the e2e tests build: grpcnotrace leaves grpc's
 # golang.org/x/net/trace (and html/template) out, which agentd never uses
-# (grpc only carries the SPIFFE Workload API and a2a-go's client): 3.9 MB of
+# (grpc carries the SPIFFE Workload API and the A2A gRPC binding): 3.9 MB of
 # the stripped binary (docs/dependencies.md).
 GO_TAGS  := grpcnotrace
 
-.PHONY: all build run test test-deps pg-deps e2e-mcp-deps chromium lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 tck-1.0-dev test-spire spire
+.PHONY: all build run test test-deps pg-deps e2e-mcp-deps chromium lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 tck-1.0-dev test-spire spire proto
 
 all: build
 
@@ -219,6 +219,23 @@ spire:
 
 test-spire: spire
 	AGENTD_SPIRE_BIN="$$(bash cmd/agentd/spire/build.sh)" $(GO) test -race -count=1 -tags spire -run '^TestSPIRE$$' -v -timeout 10m ./cmd/agentd/e2e
+
+# proto: regenerates the A2A 1.0 gRPC binding's Go code (a2a/a2agrpc/a2apb)
+# from its .proto, with Debian's protoc (protobuf-compiler, and
+# libprotobuf-dev for the well-known types; installed when missing, as root)
+# and the Go plugins at pinned versions: protoc-gen-go at go.mod's
+# google.golang.org/protobuf, protoc-gen-go-grpc at PROTOC_GEN_GO_GRPC.
+PROTOC_GEN_GO_GRPC := v1.6.2
+PROTO_BIN          := $(abspath bin/proto)
+proto:
+	@command -v protoc >/dev/null && [ -f /usr/include/google/protobuf/struct.proto ] || \
+	  apt-get install -y --no-install-recommends protobuf-compiler libprotobuf-dev
+	GOBIN=$(PROTO_BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go
+	GOBIN=$(PROTO_BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC)
+	PATH=$(PROTO_BIN):$$PATH protoc -I. -I/usr/include \
+	  --go_out=. --go_opt=module=github.com/agentd/agentd \
+	  --go-grpc_out=. --go-grpc_opt=module=github.com/agentd/agentd \
+	  a2a/a2agrpc/a2apb/a2a.proto
 
 # bench: the table the README quotes (cmd/bench/, package doc). The binaries are
 # built as deployed (static, stripped); BENCH_FLAGS passes flags to the harness

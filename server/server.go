@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/agentd/agentd/a2a/a2agrpc"
 	"github.com/agentd/agentd/a2a/a2av1"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
@@ -69,8 +70,9 @@ const ConsolePath = "/ui/"
 // /.well-known/agent-card.json (and the older /.well-known/agent.json) the
 // card, /healthz and /readyz the probes, with Config.Blobs GET /blobs/{id}
 // the stored distillates, with Config.Metrics GET /metrics and with
-// Config.Console GET /ui/ for operators. Every request with an Origin header that is not loopback is
-// refused (403).
+// Config.Console GET /ui/ for operators, and every HTTP/2 request of
+// Content-Type application/grpc the A2A 1.0 gRPC binding (grpc.go). Every
+// request with an Origin header that is not loopback is refused (403).
 func Handler(cfg Config) http.Handler {
 	if cfg.MaxMessage <= 0 {
 		cfg.MaxMessage = api.DefaultMaxMessage
@@ -87,6 +89,7 @@ func Handler(cfg Config) http.Handler {
 	if auth == nil {
 		auth = &Auth{Open: true, Log: cfg.Log}
 	}
+	gs := telemetry.ServeA2A(cfg.Metrics, grpcHTTP(auth, newGRPC(cfg.Handler, cfg.MaxMessage), cfg.Log))
 	r := chi.NewRouter()
 	r.Use(checkOrigin)
 	r.Method(http.MethodPost, "/", telemetry.ServeA2A(cfg.Metrics, auth.Middleware(rpc)))
@@ -112,12 +115,19 @@ func Handler(cfg Config) http.Handler {
 		// authorization as tasks/get on the task that stored the blob.
 		r.Method(http.MethodGet, BlobPath, auth.Middleware(serveBlob(cfg.Blobs, cfg.Handler)))
 	}
-	return r
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if isGRPC(req) { // the gRPC binding (grpc.go), whatever the path
+			gs.ServeHTTP(w, req)
+			return
+		}
+		r.ServeHTTP(w, req)
+	})
 }
 
 // cardJSON encodes the card for both protocol versions: the A2A 0.3 fields
 // (url, protocolVersion, preferredTransport) and the A2A 1.0 supportedInterfaces,
-// which list the one JSON-RPC endpoint twice, 1.0 first, since it serves both.
+// which list the one JSON-RPC endpoint twice, 1.0 first, since it serves both,
+// then the 1.0 gRPC binding on the same listener, as a gRPC target (host:port).
 func cardJSON(card *a2a.AgentCard) ([]byte, error) {
 	if card == nil {
 		return []byte("null"), nil
@@ -133,6 +143,10 @@ func cardJSON(card *a2a.AgentCard) ([]byte, error) {
 	doc["supportedInterfaces"] = []a2av1.AgentInterface{
 		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: a2av1.Version},
 		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: tasks.Version03},
+	}
+	if target := a2agrpc.Target(card.URL); target != "" { // the same listener, as a gRPC target
+		doc["supportedInterfaces"] = append(doc["supportedInterfaces"].([]a2av1.AgentInterface),
+			a2av1.AgentInterface{URL: target, ProtocolBinding: string(a2a.TransportProtocolGRPC), ProtocolVersion: a2av1.Version})
 	}
 	return json.Marshal(doc)
 }

@@ -372,10 +372,14 @@ func TestCardAdvertisesBothVersions(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &card); err != nil {
 		t.Fatal(err)
 	}
-	if card.ProtocolVersion != "0.3.0" || len(card.SupportedInterfaces) != 2 ||
+	if card.ProtocolVersion != "0.3.0" || len(card.SupportedInterfaces) != 3 ||
 		card.SupportedInterfaces[0].ProtocolVersion != "1.0" || card.SupportedInterfaces[1].ProtocolVersion != "0.3" ||
 		card.SupportedInterfaces[0].URL != card.URL || card.SupportedInterfaces[0].ProtocolBinding != "JSONRPC" {
 		t.Fatalf("card: %s", rec.Body.String())
+	}
+	// The gRPC binding is on the same listener, named as a gRPC target.
+	if g := card.SupportedInterfaces[2]; g != (a2av1.AgentInterface{URL: "x:80", ProtocolBinding: "GRPC", ProtocolVersion: "1.0"}) {
+		t.Fatalf("gRPC interface %+v", g)
 	}
 	if !card.Capabilities.PushNotifications || len(card.Capabilities.Extensions) != 1 || card.Capabilities.Extensions[0].URI != a2abind.ContractExtensionURI ||
 		card.Capabilities.Extensions[0].Params["instance"] != "i1" {

@@ -86,7 +86,9 @@ func (s *service) openFront(c *serveConfig, id *identity, router *delegate.Route
 	}), s.log)
 	s.main.srv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	if id.src != nil {
-		s.main.srv.TLSConfig = tlsconfig.ServerConfig(id.src)
+		s.main.srv.TLSConfig = tlsconfig.ServerConfig(id.src) // ALPN h2 and http/1.1: gRPC rides h2
+	} else {
+		s.main.srv.Protocols = server.PlainProtocols(s.main.ln.Addr()) // h2c for gRPC on loopback only
 	}
 	if ui != nil {
 		// The console's streams end when the listener shuts down (after the

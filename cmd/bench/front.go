@@ -26,8 +26,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/a2agrpc"
+	"github.com/agentd/agentd/a2a/a2agrpc/a2apb"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
@@ -63,6 +68,10 @@ type frontRound struct {
 	Stock1   loadResult `json:"stock_1"`
 	Agentd16 loadResult `json:"agentd_16"`
 	Stock16  loadResult `json:"stock_16"`
+	// GRPC1 and GRPC16 are agentd's front over the A2A 1.0 gRPC binding
+	// (SendMessage), on the same listener, one HTTP/2 connection.
+	GRPC1  loadResult `json:"grpc_1"`
+	GRPC16 loadResult `json:"grpc_16"`
 }
 
 // instantProvider is the local provider of figure 2 (and of the task store's
@@ -378,6 +387,46 @@ var loads atomic.Int64
 // load runs conc workers, each sending message/send back to back on its own
 // keep-alive connection, for d.
 func load(ctx context.Context, c *http.Client, url string, conc int, d time.Duration) (loadResult, error) {
+	return loadWith(conc, d, func(run, w int, i int64) error { return sendOnce(ctx, c, url, sendBody(i, run|w, "hello")) })
+}
+
+// grpcLoad is load over the gRPC binding: SendMessage, each a new message,
+// the conc workers sharing one HTTP/2 connection. Like load's JSON-RPC
+// client, which checks the answer's bytes, it calls the generated stub and
+// checks the task's state, leaving a2agrpc.Client's conversion to a2a-go's
+// types (a client's cost, not the front's) out of the figure.
+func grpcLoad(ctx context.Context, c a2apb.A2AServiceClient, conc int, d time.Duration) (loadResult, error) {
+	ctx = metadata.AppendToOutgoingContext(ctx, "a2a-version", "1.0")
+	return loadWith(conc, d, func(run, w int, i int64) error {
+		res, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: &a2apb.Message{
+			MessageId: fmt.Sprintf("bench-%d-%d", run|w, i), Role: a2apb.Role_ROLE_USER,
+			Parts: []*a2apb.Part{{Content: &a2apb.Part_Text{Text: "hello"}}}}})
+		if err != nil {
+			return err
+		}
+		if st := res.GetTask().GetStatus().GetState(); st != a2apb.TaskState_TASK_STATE_COMPLETED {
+			return fmt.Errorf("SendMessage over gRPC: state %s, want completed", st)
+		}
+		return nil
+	})
+}
+
+// grpcBenchConn is a gRPC connection to the server at url presenting the
+// peer SVID of dir.
+func grpcBenchConn(dir, url string) (*grpc.ClientConn, error) {
+	src, err := tlsconfig.NewFileSource(tlsconfig.Files{
+		Cert: filepath.Join(dir, tlsconfig.DevPeerCert), Key: filepath.Join(dir, tlsconfig.DevPeerKey), Bundle: filepath.Join(dir, tlsconfig.DevBundle),
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	creds := credentials.NewTLS(tlsconfig.ClientConfig(src, src, spiffetls.AuthorizeMemberOf(benchTD)))
+	return grpc.NewClient("passthrough:///"+a2agrpc.Target(url), grpc.WithTransportCredentials(creds))
+}
+
+// loadWith runs conc workers, each calling send back to back (with the
+// load's run number, its worker number and its call number), for d.
+func loadWith(conc int, d time.Duration, send func(run, w int, i int64) error) (loadResult, error) {
 	run := int(loads.Add(1)) << 16
 	var (
 		wg   sync.WaitGroup
@@ -393,9 +442,8 @@ func load(ctx context.Context, c *http.Client, url string, conc int, d time.Dura
 			defer wg.Done()
 			var mine []time.Duration
 			for i := int64(1); time.Now().Before(end); i++ {
-				body := sendBody(i, run|w, "hello")
 				t0 := time.Now()
-				if err := sendOnce(ctx, c, url, body); err != nil {
+				if err := send(run, w, i); err != nil {
 					mu.Lock()
 					ferr = err
 					mu.Unlock()
@@ -438,11 +486,20 @@ func runFront(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 			return nil, err
 		}
 	}
+	conn, err := grpcBenchConn(dir, agentd.url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	gc := a2apb.NewA2AServiceClient(conn) // one connection, as a peer's client holds
 	// Warm up: connections, TLS sessions, code paths.
 	for _, r := range []*roleProc{agentd, stock} {
 		if _, err := load(ctx, clients[r], r.url, 16, min(cfg.FrontDuration/4, 500*time.Millisecond)); err != nil {
 			return nil, err
 		}
+	}
+	if _, err := grpcLoad(ctx, gc, 16, min(cfg.FrontDuration/4, 500*time.Millisecond)); err != nil {
+		return nil, err
 	}
 	var rounds []frontRound
 	for r := 0; r < cfg.Rounds; r++ {
@@ -468,6 +525,15 @@ func runFront(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 					fr.Stock16 = res
 				}
 			}
+			res, err := grpcLoad(ctx, gc, conc, cfg.FrontDuration)
+			if err != nil {
+				return nil, err
+			}
+			if conc == 1 {
+				fr.GRPC1 = res
+			} else {
+				fr.GRPC16 = res
+			}
 		}
 		rounds = append(rounds, fr)
 		fmt.Fprintf(logw, "bench: front round %d: %+v\n", r+1, fr)
@@ -485,11 +551,11 @@ func frontRows(raw json.RawMessage, cfg Config) ([]row, error) {
 	}
 	var rows []row
 	for _, c := range []struct {
-		conc          int
-		agentd, stock func(frontRound) loadResult
+		conc                int
+		agentd, stock, grpc func(frontRound) loadResult
 	}{
-		{1, func(r frontRound) loadResult { return r.Agentd1 }, func(r frontRound) loadResult { return r.Stock1 }},
-		{16, func(r frontRound) loadResult { return r.Agentd16 }, func(r frontRound) loadResult { return r.Stock16 }},
+		{1, func(r frontRound) loadResult { return r.Agentd1 }, func(r frontRound) loadResult { return r.Stock1 }, func(r frontRound) loadResult { return r.GRPC1 }},
+		{16, func(r frontRound) loadResult { return r.Agentd16 }, func(r frontRound) loadResult { return r.Stock16 }, func(r frontRound) loadResult { return r.GRPC16 }},
 	} {
 		x := medianOf(rounds, func(r frontRound) float64 { return ratio(c.agentd(r).RPS, c.stock(r).RPS) })
 		goal := "goal >= 1.5x: met"
@@ -507,6 +573,16 @@ func frontRows(raw json.RawMessage, cfg Config) ([]row, error) {
 				p99:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.stock(r).Lat.P99 })),
 				other: fmtRPS(medianOf(rounds, func(r frontRound) float64 { return c.stock(r).RPS }))},
 		)
+		g := medianOf(rounds, func(r frontRound) float64 { return ratio(c.grpc(r).RPS, c.agentd(r).RPS) })
+		goal = "goal >= 0.83x (within 1.2x): met"
+		if !(g >= 1/1.2) {
+			goal = "goal >= 0.83x (within 1.2x): missed"
+		}
+		rows = append(rows, row{fig: 2, what: fmt.Sprintf("A2A 1.0 SendMessage over gRPC, mTLS keep-alive, concurrency %d: agentd's front", c.conc),
+			p50:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.grpc(r).Lat.P50 })),
+			p99:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.grpc(r).Lat.P99 })),
+			other: fmtRPS(medianOf(rounds, func(r frontRound) float64 { return c.grpc(r).RPS })),
+			ratio: fmtX(g) + " JSON-RPC's req/s; " + goal})
 	}
 	return rows, nil
 }
