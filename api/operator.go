@@ -16,10 +16,13 @@ const (
 	// OpCloseBreaker closes a restart breaker: params CloseBreakerParams,
 	// result CloseBreakerResult.
 	OpCloseBreaker = "a2a.CloseBreaker"
+	// OpAudit lists the audit trail of operator actions, newest first:
+	// params AuditParams, result AuditResult.
+	OpAudit = "a2a.Audit"
 )
 
 // OperatorMethods lists the operator methods in a stable order.
-var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker}
+var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker, OpAudit}
 
 // DrainParams asks the service to drain, as the first SIGTERM does. DeadlineMS,
 // when set, is the drain budget in milliseconds instead of --drain-timeout; it
@@ -276,4 +279,41 @@ type CapsResult struct {
 	TreeTokenCeiling  int64   `json:"tree_token_ceiling"`
 
 	Admission *Admission `json:"admission,omitempty"`
+}
+
+// AuditParams filters the audit trail. Limit is at most MaxAuditLimit (zero
+// means DefaultAuditLimit); Before is the cursor of the previous page (the
+// Next of its result); Method and Caller, when set, match exactly.
+type AuditParams struct {
+	Limit  int    `json:"limit,omitempty"`
+	Before string `json:"before,omitempty"`
+	Method string `json:"method,omitempty"`
+	Caller string `json:"caller,omitempty"`
+}
+
+// Bounds of an a2a.Audit page.
+const (
+	DefaultAuditLimit = 50
+	MaxAuditLimit     = 500
+)
+
+// AuditRecord is one operator action: who (the caller's identity), what
+// (the a2a.* method or console action), on what (its target: a task, a
+// path, a breaker's key; empty for service-wide ones), and how it ended
+// (Outcome "ok" or "error", Detail the error's text).
+type AuditRecord struct {
+	Time     time.Time `json:"time"`
+	Caller   string    `json:"caller"`
+	Method   string    `json:"method"`
+	Target   string    `json:"target,omitempty"`
+	Outcome  string    `json:"outcome"`
+	Detail   string    `json:"detail,omitempty"`
+	Instance string    `json:"instance,omitempty"` // the replica that served it
+}
+
+// AuditResult is a page of the audit trail, newest first; Next, when set,
+// is the Before of the following page.
+type AuditResult struct {
+	Records []AuditRecord `json:"records"`
+	Next    string        `json:"next,omitempty"`
 }
