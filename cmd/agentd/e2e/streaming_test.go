@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,6 +21,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // sseChunk writes one Chat Completions stream chunk and flushes it.
@@ -410,5 +415,118 @@ func TestStreamCutMidway(t *testing.T) {
 	defer mu.Unlock()
 	if calls != 1 {
 		t.Errorf("%d model calls: a stream cut after its text went out is not retried", calls)
+	}
+}
+
+// startMockLLM runs the third-party OpenAI-compatible mock model server
+// (npm @dwmkerr/mock-llm, installed in js/node_modules by `make test-deps`)
+// with config (its YAML) on a free loopback port, and returns its base URL
+// (…/v1). It is killed and reaped at cleanup.
+func startMockLLM(t *testing.T, config string) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node (Node.js 20+) is required for the mock model server: install it, then run `make test-deps`")
+	}
+	dir, _ := filepath.Abs("js")
+	main := filepath.Join(dir, "node_modules", "@dwmkerr", "mock-llm", "dist", "main.js")
+	if _, err := os.Stat(main); err != nil {
+		t.Fatal("@dwmkerr/mock-llm is not installed in cmd/agentd/e2e/js/node_modules: run `make test-deps`")
+	}
+	cfg := filepath.Join(t.TempDir(), "mock-llm.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(node, main, "--config", cfg)
+	cmd.Env = append(os.Environ(), "HOST=127.0.0.1", fmt.Sprintf("PORT=%d", port))
+	var out testkit.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("mock-llm output:\n%s", out.String())
+		}
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	testkit.WaitFor(t, 20*time.Second, "mock-llm serving", func() bool {
+		resp, err := http.Get(url + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode < 500
+	})
+	return url + "/v1"
+}
+
+// TestStreamingFromTheMockLLM: the third-party mock model server streams
+// its answer in chunks of 6 characters 15 ms apart (its streaming.chunkSize
+// and chunkIntervalMs) to a real child; an A2A streaming client sees
+// several artifact-update events, the first starting the distillate
+// artifact and the others appended, the last lastChunk, then the final
+// status; their concatenation is the stored artifact's text.
+func TestStreamingFromTheMockLLM(t *testing.T) {
+	t.Parallel()
+	answer := "The quick brown fox jumps over the lazy dog, twice over."
+	url := startMockLLM(t, `streaming:
+  chunkSize: 6
+  chunkIntervalMs: 15
+rules:
+  - path: "/v1/chat/completions"
+    match: "@"
+    response:
+      status: 200
+      content: |
+        {"id": "chatcmpl-1", "object": "chat.completion", "model": "mock", "created": 1,
+         "choices": [{"index": 0, "message": {"role": "assistant", "content": "`+answer+`"}, "finish_reason": "stop"}]}
+`)
+	s := startService(t, "--intelligence", url, "--model", "mock")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := s.client(t)
+	var pieces []string
+	var appends, lasts []bool
+	var final a2a.TaskState
+	var id a2a.TaskID
+	for ev, err := range c.SendStreamingMessage(ctx, textMessage("say it")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch v := ev.(type) {
+		case *a2a.Task:
+			id = v.ID
+		case *a2a.TaskArtifactUpdateEvent:
+			var text string
+			for _, p := range v.Artifact.Parts {
+				text += p.(a2a.TextPart).Text
+			}
+			pieces, appends, lasts = append(pieces, text), append(appends, v.Append), append(lasts, v.LastChunk)
+		case *a2a.TaskStatusUpdateEvent:
+			if v.Status.State.Terminal() {
+				final = v.Status.State
+			}
+		}
+	}
+	if final != a2a.TaskStateCompleted || len(pieces) < 3 || strings.Join(pieces, "") != answer {
+		t.Fatalf("final %s, pieces %q: want completed after several pieces making %q", final, pieces, answer)
+	}
+	for i := range pieces {
+		if appends[i] != (i > 0) || lasts[i] != (i == len(pieces)-1) {
+			t.Errorf("piece %d: append %v lastChunk %v", i, appends[i], lasts[i])
+		}
+	}
+	task, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: id})
+	if err != nil || len(task.Artifacts) != 1 || artifactText(task) != answer {
+		t.Fatalf("tasks/get: %+v, %v", task, err)
 	}
 }
