@@ -530,3 +530,38 @@ rules:
 		t.Fatalf("tasks/get: %+v, %v", task, err)
 	}
 }
+
+// TestSendStreamPrintsTextAsItComes: `agentd send --stream` against a
+// scripted model whose answers stream a word at a time (builtin:script's
+// stream step, no network model): the root's answer prints on one line as
+// its pieces come, and so does its child's (whose text reached the root's
+// stream), named by its agent path.
+func TestSendStreamPrintsTextAsItComes(t *testing.T) {
+	t.Parallel()
+	script := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(script, []byte(`[depth 0]
+stream 15ms
+spawn sync "child objective"
+answer "The root says: {results} and done"
+[depth 1]
+stream 15ms
+answer "child words one two three four"
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, "--intelligence", "builtin:script="+script)
+	cmd := agentdCommand(t, "send", "--stream", "--progress=false", "--to", s.url, "go")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("send --stream: %v\n%s", err, out)
+	}
+	lines := strings.Split(string(out), "\n")
+	var root, child bool
+	for _, l := range lines {
+		root = root || (strings.HasPrefix(l, "artifact ") && strings.HasSuffix(l, ".distillate: The root says: child words one two three four and done"))
+		child = child || (strings.HasPrefix(l, "artifact ") && strings.HasSuffix(l, ".distillate (0.1): child words one two three four"))
+	}
+	if !root || !child {
+		t.Errorf("send --stream printed:\n%s\nwant the root's and the child's text each on a line of its own", out)
+	}
+}
