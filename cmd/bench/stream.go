@@ -164,8 +164,8 @@ func streamBody(id int64, text string) []byte {
 }
 
 // firstChunk sends one message/stream and returns the time from the model's
-// first token to the first artifact-update event read, then reads the stream
-// to its completed end.
+// first token to the first artifact-update event read that carries it, then
+// reads the stream to its completed end.
 func firstChunk(ctx context.Context, c *http.Client, url string, model *streamModel, body []byte) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -192,7 +192,7 @@ func firstChunk(ctx context.Context, c *http.Client, url string, model *streamMo
 		if !ok {
 			continue
 		}
-		if d == 0 && bytes.Contains(data, []byte(`"kind":"artifact-update"`)) {
+		if d == 0 && bytes.Contains(data, []byte(`"kind":"artifact-update"`)) && bytes.Contains(data, []byte(`"text":"First`)) {
 			at := time.Now()
 			select {
 			case t0 := <-model.first:
@@ -202,7 +202,10 @@ func firstChunk(ctx context.Context, c *http.Client, url string, model *streamMo
 			}
 			model.release <- struct{}{}
 		}
-		if bytes.Contains(data, []byte(`"state":"completed"`)) && bytes.Contains(data, []byte(`"final":true`)) {
+		if bytes.Contains(data, []byte(`"final":true`)) {
+			if !bytes.Contains(data, []byte(`"state":"completed"`)) {
+				return 0, fmt.Errorf("message/stream: the task did not complete: %.500s", data)
+			}
 			completed = true
 		}
 	}
