@@ -23,7 +23,7 @@ import (
 // ErrStreamCut is wrapped by the error of a streamed answer that ended before
 // it was finished: the connection closed (or the server stopped) after some
 // chunks, with neither a finish reason nor [DONE].
-var ErrStreamCut = errors.New("agent: the model's stream ended before its answer was finished")
+var ErrStreamCut = errors.New("intelligence: the model's stream ended before its answer was finished")
 
 // maxEventBytes bounds one server-sent event (a line of it, or its data).
 const maxEventBytes = 4 << 20
