@@ -181,3 +181,33 @@ func TestStreamedArtifact(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyAppendsTextToText: an artifact update appending text to an
+// artifact whose last part is text continues that part (a streamed answer
+// folded by Apply, as a peer's stream is, is one whole text part); other
+// parts are added as they are; the task applied to is not changed.
+func TestApplyAppendsTextToText(t *testing.T) {
+	art := func(parts ...a2a.Part) *a2a.Artifact { return &a2a.Artifact{ID: "a", Parts: parts} }
+	task := &a2a.Task{ID: "t"}
+	for i, ev := range []*a2a.TaskArtifactUpdateEvent{
+		{TaskID: "t", Artifact: art(a2a.TextPart{Text: "The "})},
+		{TaskID: "t", Append: true, Artifact: art(a2a.TextPart{Text: "whole "})},
+		{TaskID: "t", Append: true, Artifact: art(a2a.TextPart{Text: "answer"}, a2a.DataPart{Data: map[string]any{"k": 1.0}})},
+		{TaskID: "t", Append: true, Artifact: art(a2a.TextPart{Text: "."})},
+	} {
+		before := task
+		next, err := Apply(task, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 && before.Artifacts[0].Parts[0].(a2a.TextPart).Text != "The " {
+			t.Fatal("Apply changed the task it was given")
+		}
+		task = next
+	}
+	parts := task.Artifacts[0].Parts
+	if len(task.Artifacts) != 1 || len(parts) != 3 || parts[0].(a2a.TextPart).Text != "The whole answer" ||
+		parts[2].(a2a.TextPart).Text != "." {
+		t.Fatalf("artifact %+v", task.Artifacts[0])
+	}
+}
