@@ -280,7 +280,7 @@ func (o *TreeObserver) NodeText(n supervisor.NodeInfo, step int, text string) {
 
 // endText drops what NodeText keeps of a node that ended and, for a nested
 // one that streamed text, ends its stream in its parent's and its root's
-// tasks with its distillate, when that is text.
+// tasks with its distillate artifact.
 func (o *TreeObserver) endText(e *tasks.Engine, n supervisor.NodeInfo, res api.SubagentResult) {
 	o.textMu.Lock()
 	_, seen := o.steps[n.Handle]
@@ -290,11 +290,6 @@ func (o *TreeObserver) endText(e *tasks.Engine, n supervisor.NodeInfo, res api.S
 		return
 	}
 	art := DistillateArtifactAt(a2a.TaskID(n.Handle), res, o.PublicURL)
-	for _, p := range art.Parts {
-		if _, ok := p.(a2a.TextPart); !ok {
-			return
-		}
-	}
 	meta := map[string]any{api.MetaStreamTask: n.Handle, api.MetaAgentPath: n.AgentPath}
 	for _, t := range []string{n.ParentHandle, n.RootHandle} {
 		_ = e.Stream(context.Background(), a2a.TaskID(t), &a2a.TaskArtifactUpdateEvent{TaskID: a2a.TaskID(t), Artifact: art, LastChunk: true, Metadata: meta})

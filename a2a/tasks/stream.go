@@ -28,10 +28,11 @@ type artifactStream struct {
 
 // Stream shows a piece of an artifact's text to the task's subscribers.
 // ev.Artifact holds text parts only; with ev.Append unset the piece starts
-// the artifact's text over (a new stream), else it continues it; with
-// ev.LastChunk set too it is the whole text, ending the stream, shown as
-// the rest appended to a subscriber that saw the stream from its start (as
-// for an artifact written whole). A
+// the artifact's text over (a new stream), else it continues it. With
+// ev.LastChunk set and ev.Append unset, ev is the whole artifact (of any
+// parts), ending the stream: shown as the rest of its text appended to a
+// subscriber that saw the stream from its start, when it is that text
+// continued, else whole (as for an artifact written whole). A
 // subscriber that joined after the stream began is shown the text so far,
 // as a new artifact, in place of its first piece. The task itself is not
 // changed. An empty ev.ContextID is set to the task's. It is an error for a
@@ -40,10 +41,11 @@ func (e *Engine) Stream(ctx context.Context, id a2a.TaskID, ev *a2a.TaskArtifact
 	if ev.Artifact == nil || ev.TaskID != id {
 		return fmt.Errorf("tasks: bad streamed artifact for task %s", id)
 	}
+	closing := ev.LastChunk && !ev.Append
 	var piece strings.Builder
 	for _, p := range ev.Artifact.Parts {
 		t, ok := p.(a2a.TextPart)
-		if !ok {
+		if !ok && !closing {
 			return fmt.Errorf("tasks: streamed artifact %s of task %s has a %T part", ev.Artifact.ID, id, p)
 		}
 		piece.WriteString(t.Text)
@@ -61,8 +63,8 @@ func (e *Engine) Stream(ctx context.Context, id a2a.TaskID, ev *a2a.TaskArtifact
 		ev.ContextID = lt.task.ContextID
 	}
 	aid := ev.Artifact.ID
-	if ev.LastChunk && !ev.Append {
-		// The whole text, ending the stream.
+	if closing {
+		// The whole artifact, ending the stream.
 		for s := range lt.subs {
 			lt.sendLocked(s, lt.shownLocked(s, ev))
 		}

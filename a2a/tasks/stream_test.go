@@ -211,3 +211,60 @@ func TestApplyAppendsTextToText(t *testing.T) {
 		t.Fatalf("artifact %+v", task.Artifacts[0])
 	}
 }
+
+// TestStreamEndsWithAWholeArtifact: a stream ended with a whole artifact
+// that is not text (a child's JSON answer, shown in its root's stream) is
+// shown whole, and the stream is forgotten; a piece that is not text is
+// refused.
+func TestStreamEndsWithAWholeArtifact(t *testing.T) {
+	e := NewEngine(NewMemoryStore(10, time.Hour), fakeExec{}, nil)
+	ctx := context.Background()
+	task := &a2a.Task{ID: "n1", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	if err := e.OpenTask(ctx, task, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	var got []a2a.Event
+	subscribed, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev, err := range e.OnResubscribeToTask(ctx, &a2a.TaskIDParams{ID: "n1"}) {
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, ok := ev.(*a2a.Task); ok {
+				close(subscribed)
+				continue
+			}
+			got = append(got, ev)
+		}
+	}()
+	<-subscribed
+	art := func(parts ...a2a.Part) *a2a.Artifact { return &a2a.Artifact{ID: "child.distillate", Parts: parts} }
+	if err := e.Stream(ctx, "n1", &a2a.TaskArtifactUpdateEvent{TaskID: "n1", Artifact: art(a2a.TextPart{Text: `{"a":`})}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Stream(ctx, "n1", &a2a.TaskArtifactUpdateEvent{TaskID: "n1", Append: true, Artifact: art(a2a.DataPart{Data: map[string]any{}})}); err == nil {
+		t.Error("a piece that is not text was taken")
+	}
+	whole := &a2a.TaskArtifactUpdateEvent{TaskID: "n1", LastChunk: true, Artifact: art(a2a.DataPart{Data: map[string]any{"a": 1.0}})}
+	if err := e.Stream(ctx, "n1", whole); err != nil {
+		t.Fatal(err)
+	}
+	lt := e.getLive("n1")
+	lt.mu.Lock()
+	kept := len(lt.streams)
+	lt.mu.Unlock()
+	if kept != 0 {
+		t.Error("the ended stream is still kept")
+	}
+	end := a2a.NewStatusUpdateEvent(task, a2a.TaskStateCompleted, nil)
+	end.Final = true
+	if err := e.Update(ctx, "n1", end); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if len(got) != 3 || got[1] != whole || got[0].(*a2a.TaskArtifactUpdateEvent).ContextID != "c" {
+		t.Fatalf("events %+v: want the piece (with the task's context), the whole artifact as written, the end", got)
+	}
+}
