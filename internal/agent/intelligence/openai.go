@@ -165,7 +165,7 @@ func (m *openAIModel) post(ctx context.Context, body []byte, onText func(string)
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json")
 	if onText != nil {
-		hr.Header.Set("Accept", "text/event-stream")
+		hr.Header.Set("Accept", "text/event-stream, application/json") // a whole answer is read too
 	}
 	hr.Header.Set("User-Agent", "agentd")
 	if m.key != "" {
