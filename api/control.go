@@ -57,6 +57,11 @@ const (
 	EventStep     = "step"
 	EventModel    = "model"
 	EventToolCall = "tool_call"
+	// EventText carries the model's text of a step as it is produced (Text),
+	// with no usage: what a streaming endpoint has sent since the previous
+	// text event of the step. The result frame's distillate stays the
+	// answer; the text events only show it coming.
+	EventText = "text"
 )
 
 // LoopEvent reports progress and the token usage since the previous event.
@@ -64,6 +69,7 @@ type LoopEvent struct {
 	Step       int    `json:"step"`
 	Kind       string `json:"kind"`
 	UsageDelta Usage  `json:"usage_delta"`
+	Text       string `json:"text,omitempty"` // EventText only
 }
 
 // ToolCall is a child's request to run a tool; the supervisor executes it.

@@ -72,6 +72,13 @@ const (
 	MetaKind = "agentd/kind"
 )
 
+// MetaStreamTask is the key, on an artifact-update event of a streamed
+// model text shown in an ancestor's task (its parent's and its root's), of
+// the nested task whose text it is; MetaAgentPath names its subagent. The
+// event's artifact is that task's distillate artifact, and it is shown,
+// never kept: the ancestor's task never holds it.
+const MetaStreamTask = "agentd/stream_task"
+
 // MetaWrapped marks an A2A 0.3 data part that carries a non-object 1.0 value
 // as {"value": v}; converting back to 1.0 unwraps it (a2av1).
 const MetaWrapped = "agentd/wrapped"

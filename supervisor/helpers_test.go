@@ -53,6 +53,7 @@ var helpers = map[string]func() int{
 	"flaky-start":        helperFlakyStart,
 	"slow-reader":        helperSlowReader,
 	"no-read":            helperNoRead,
+	"streams":            helperStreams,
 }
 
 // Settings the helpers read from their environment (set through Config.Env).
@@ -353,6 +354,23 @@ func helperComplete() int {
 	fmt.Fprintf(os.Stderr, `{"level":"INFO","msg":"helper working","objective_len":%d}`+"\n", len(p.Contract.Objective))
 	_ = c.w.Send(api.MethodEvent, 0, api.LoopEvent{Step: 1, Kind: api.EventModel, UsageDelta: api.Usage{TokensIn: 30, TokensOut: 12, Steps: 1}})
 	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("echo: " + p.Contract.Objective), Usage: api.Usage{TokensIn: 1, TokensOut: 1, Steps: 1}})
+	return 0
+}
+
+// helperStreams streams its answer in three text events (one claiming usage,
+// which is not counted), reports the model call, then completes.
+func helperStreams() int {
+	c := helperIO()
+	c.start()
+	for _, ev := range []api.LoopEvent{
+		{Step: 1, Kind: api.EventText, Text: "streamed "},
+		{Step: 1, Kind: api.EventText, Text: "answer", UsageDelta: api.Usage{TokensIn: 5000}},
+		{Step: 2, Kind: api.EventText, Text: "next turn"},
+		{Step: 2, Kind: api.EventModel, UsageDelta: api.Usage{TokensIn: 30, TokensOut: 12, Steps: 1}},
+	} {
+		_ = c.w.Send(api.MethodEvent, 0, ev)
+	}
+	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("next turn"), Usage: api.Usage{TokensIn: 30, TokensOut: 12, Steps: 1}})
 	return 0
 }
 

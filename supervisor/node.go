@@ -491,6 +491,10 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 		if ev.UsageDelta.TokensIn < 0 || ev.UsageDelta.TokensOut < 0 || ev.UsageDelta.Steps < 0 {
 			return errors.New("loop/event with negative usage")
 		}
+		if ev.Kind == api.EventText {
+			s.text(n, ev)
+			return nil
+		}
 		n.mu.Lock()
 		n.usage = n.usage.Add(ev.UsageDelta)
 		used := n.usage.Tokens()

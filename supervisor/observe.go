@@ -294,3 +294,15 @@ func (s *Supervisor) admitted(ctx context.Context, child *node) {
 		s.stats.spawn(localProvider)
 	}
 }
+
+// text hands a text event of n's child to the Observer, if it hears text
+// (TextObserver). It changes nothing of the node: a text event's usage, if
+// any, is not counted.
+func (s *Supervisor) text(n *node, ev api.LoopEvent) {
+	if ev.Text == "" {
+		return
+	}
+	if o, ok := s.cfg.Observer.(TextObserver); ok {
+		o.NodeText(n.info(), ev.Step, ev.Text)
+	}
+}

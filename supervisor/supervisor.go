@@ -189,6 +189,15 @@ type Observer interface {
 	NodeFinished(n NodeInfo, r api.SubagentResult)
 }
 
+// TextObserver is an optional interface of an Observer: NodeText hears the
+// model's text of a node's step as the child streams it (api.EventText),
+// between the node's NodeProgress calls and before its NodeFinished, in the
+// order the child sent it. The text is shown, never accounted: the node's
+// result is its answer. Like every Observer call it must not block.
+type TextObserver interface {
+	NodeText(n NodeInfo, step int, text string)
+}
+
 // NodeInfo is a snapshot of one subagent.
 type NodeInfo struct {
 	Handle       string // the A2A task id of this subagent

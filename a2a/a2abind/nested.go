@@ -40,6 +40,9 @@ type TreeObserver struct {
 	mu         sync.Mutex        // guards opened, unrecorded; lock order: mu, then the engine's (OpenTask, Update)
 	opened     map[string]opened // nested tasks not yet final, by handle
 	unrecorded map[string]int    // by root handle, while the root's node lives: nested tasks refused
+
+	textMu sync.Mutex     // guards steps
+	steps  map[string]int // by handle, while the node lives: the step of its latest text (NodeText)
 }
 
 // opened is a nested task's state: refused ones were not recorded.
@@ -207,6 +210,7 @@ func (o *TreeObserver) NodeProgress(n supervisor.NodeInfo) {
 // NodeFinished writes the distillate artifact and the terminal status.
 func (o *TreeObserver) NodeFinished(n supervisor.NodeInfo, res api.SubagentResult) {
 	e := o.engine.Load()
+	o.endText(e, n, res)
 	if e == nil {
 		return
 	}
@@ -234,5 +238,65 @@ func (o *TreeObserver) NodeFinished(n supervisor.NodeInfo, res api.SubagentResul
 	}
 	if err := e.Update(context.Background(), info.ID, FinalStatus(info, res)); err != nil {
 		o.log().Warn("nested task final state not recorded", "task_id", n.Handle, "err", err)
+	}
+}
+
+var _ supervisor.TextObserver = (*TreeObserver)(nil)
+
+// NodeText shows a piece of a subagent's model text, as it streams, to the
+// streaming clients of its task (its distillate artifact growing: the first
+// piece of a step starts it over, the later ones append) and, for a nested
+// subagent, of its parent's and its root's tasks (its distillate artifact
+// too, with api.MetaStreamTask and api.MetaAgentPath naming it). Nothing is
+// stored: the artifact is written whole when the subagent ends
+// (tasks.Engine.Stream). A task that is not live here (not recorded, or
+// ended) is skipped.
+func (o *TreeObserver) NodeText(n supervisor.NodeInfo, step int, text string) {
+	e := o.engine.Load()
+	if e == nil {
+		return
+	}
+	o.textMu.Lock()
+	if o.steps == nil {
+		o.steps = make(map[string]int)
+	}
+	last, seen := o.steps[n.Handle]
+	o.steps[n.Handle] = step
+	o.textMu.Unlock()
+	id := a2a.TaskID(n.Handle)
+	ev := func(task a2a.TaskID, meta map[string]any) *a2a.TaskArtifactUpdateEvent {
+		return &a2a.TaskArtifactUpdateEvent{TaskID: task, Append: seen && last == step, Metadata: meta,
+			Artifact: &a2a.Artifact{ID: ArtifactID(id), Name: "distillate", Parts: a2a.ContentParts{a2a.TextPart{Text: text}}}}
+	}
+	ctx := context.Background()
+	_ = e.Stream(ctx, id, ev(id, nil))
+	if n.ParentHandle == "" {
+		return
+	}
+	meta := map[string]any{api.MetaStreamTask: n.Handle, api.MetaAgentPath: n.AgentPath}
+	_ = e.Stream(ctx, a2a.TaskID(n.ParentHandle), ev(a2a.TaskID(n.ParentHandle), meta))
+	if n.RootHandle != n.ParentHandle {
+		_ = e.Stream(ctx, a2a.TaskID(n.RootHandle), ev(a2a.TaskID(n.RootHandle), meta))
+	}
+}
+
+// endText drops what NodeText keeps of a node that ended and, for a nested
+// one that streamed text, ends its stream in its parent's and its root's
+// tasks with its distillate artifact.
+func (o *TreeObserver) endText(e *tasks.Engine, n supervisor.NodeInfo, res api.SubagentResult) {
+	o.textMu.Lock()
+	_, seen := o.steps[n.Handle]
+	delete(o.steps, n.Handle)
+	o.textMu.Unlock()
+	if !seen || n.ParentHandle == "" || e == nil {
+		return
+	}
+	art := DistillateArtifactAt(a2a.TaskID(n.Handle), res, o.PublicURL)
+	meta := map[string]any{api.MetaStreamTask: n.Handle, api.MetaAgentPath: n.AgentPath}
+	for _, t := range []string{n.ParentHandle, n.RootHandle} {
+		_ = e.Stream(context.Background(), a2a.TaskID(t), &a2a.TaskArtifactUpdateEvent{TaskID: a2a.TaskID(t), Artifact: art, LastChunk: true, Metadata: meta})
+		if n.RootHandle == n.ParentHandle {
+			break
+		}
 	}
 }

@@ -1,16 +1,19 @@
-package a2acall
+package a2acall_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/a2acall"
 	"github.com/agentd/agentd/a2a/a2atest"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/server"
@@ -36,10 +39,10 @@ func TestJSONRPCClientsBothVersions(t *testing.T) {
 	url := serveAgentd(t, &a2atest.Executor{})
 	for _, tc := range []struct {
 		name string
-		c    Transport
+		c    a2acall.Transport
 	}{
-		{"0.3", New(url, &http.Client{Timeout: a2atest.Wait}, Options{})},
-		{"1.0", NewV1(url, &http.Client{Timeout: a2atest.Wait}, Options{})},
+		{"0.3", a2acall.New(url, &http.Client{Timeout: a2atest.Wait}, a2acall.Options{})},
+		{"1.0", a2acall.NewV1(url, &http.Client{Timeout: a2atest.Wait}, a2acall.Options{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := ctxT(t)
@@ -88,7 +91,7 @@ func TestJSONRPCClientsBothVersions(t *testing.T) {
 			}
 
 			_, err = tc.c.GetTask(ctx, &a2a.TaskQueryParams{ID: "no-such-task"})
-			var rpc *Error
+			var rpc *a2acall.Error
 			if !errors.Is(err, a2a.ErrTaskNotFound) || !errors.As(err, &rpc) || rpc.Code != -32001 {
 				t.Fatalf("get of an unknown task: %v", err)
 			}
@@ -104,7 +107,7 @@ func TestJSONRPCClientsBothVersions(t *testing.T) {
 // SubscribeToTask ends with the canceled status CancelTask caused.
 func TestClientV1CancelAndSubscribe(t *testing.T) {
 	url := serveAgentd(t, &a2atest.Executor{Block: true})
-	c := NewV1(url, &http.Client{Timeout: a2atest.Wait}, Options{NonBlocking: true})
+	c := a2acall.NewV1(url, &http.Client{Timeout: a2atest.Wait}, a2acall.Options{NonBlocking: true})
 	ctx := ctxT(t)
 	res, err := c.SendMessage(ctx, a2atest.Msg("wait"))
 	if err != nil {
@@ -146,8 +149,8 @@ func BenchmarkSendMessage(b *testing.B) {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	for _, c := range []struct {
 		name string
-		t    Transport
-	}{{"0.3", New(srv.URL+"/", hc, Options{})}, {"1.0", NewV1(srv.URL+"/", hc, Options{})}} {
+		t    a2acall.Transport
+	}{{"0.3", a2acall.New(srv.URL+"/", hc, a2acall.Options{})}, {"1.0", a2acall.NewV1(srv.URL+"/", hc, a2acall.Options{})}} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := b.Context()
 			for b.Loop() {
@@ -157,4 +160,21 @@ func BenchmarkSendMessage(b *testing.B) {
 			}
 		})
 	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), a2atest.Wait)
+	t.Cleanup(cancel)
+	return ctx
+}
+func artifactText(t *a2a.Task) string {
+	var b strings.Builder
+	for _, a := range t.Artifacts {
+		for _, p := range a.Parts {
+			if tp, ok := p.(a2a.TextPart); ok {
+				b.WriteString(tp.Text)
+			}
+		}
+	}
+	return b.String()
 }

@@ -166,7 +166,7 @@ type FollowUpChecker interface {
 
 // liveTask is a task that has not reached a terminal state.
 type liveTask struct {
-	mu    sync.Mutex // guards task, subs, followUps, closed, push, pushKnown, dirty, durable, payload, flushing, pushChecked, lost
+	mu    sync.Mutex // guards task, subs, followUps, closed, push, pushKnown, dirty, durable, payload, flushing, pushChecked, lost, streams
 	task  *a2a.Task  // current snapshot, immutable
 	owner string     // who created it (for a nested task, its root's creator)
 	subs  map[*subscriber]struct{}
@@ -216,6 +216,11 @@ type liveTask struct {
 	// or one another process runs): done is closed, and a stream of it is
 	// the snapshot alone.
 	settled bool
+
+	// streams are the artifacts being streamed to subscribers (stream.go),
+	// by id; streamGen numbers each stream begun.
+	streams   map[a2a.ArtifactID]*artifactStream
+	streamGen uint64
 }
 
 // end closes the task's subscriptions and done without a terminal state: the
@@ -238,6 +243,7 @@ func (lt *liveTask) end() {
 type subscriber struct {
 	ch      chan a2a.Event
 	dropped bool
+	synced  map[a2a.ArtifactID]uint64 // the stream of each artifact it has been shown from its start (stream.go)
 }
 
 // NewEngine returns an engine running exec over store; log nil discards.
@@ -428,14 +434,9 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 		e.pusher.Enqueue(next.ID, ev, next)
 	}
 	for s := range lt.subs {
-		select {
-		case s.ch <- ev:
-		default:
-			s.dropped = true
-			close(s.ch)
-			delete(lt.subs, s)
-		}
+		lt.sendLocked(s, lt.shownLocked(s, ev))
 	}
+	lt.endStreamLocked(ev)
 	if next.Status.State.Terminal() {
 		for s := range lt.subs {
 			close(s.ch)

@@ -38,8 +38,20 @@ func Apply(old *a2a.Task, ev a2a.Event) (*a2a.Task, error) {
 		case i < 0:
 			t.Artifacts = append(slices.Clip(old.Artifacts), v.Artifact)
 		case v.Append:
+			// Text appended to text continues its part: a streamed answer
+			// folds into one whole text part, not a part per piece.
 			merged := *old.Artifacts[i]
-			merged.Parts = append(slices.Clip(merged.Parts), v.Artifact.Parts...)
+			add := v.Artifact.Parts
+			if n := len(merged.Parts); n > 0 && len(add) > 0 {
+				last, ok1 := merged.Parts[n-1].(a2a.TextPart)
+				next, ok2 := add[0].(a2a.TextPart)
+				if ok1 && ok2 {
+					last.Text += next.Text
+					merged.Parts = append(slices.Clone(merged.Parts[:n-1]), last)
+					add = add[1:]
+				}
+			}
+			merged.Parts = append(slices.Clip(merged.Parts), add...)
 			t.Artifacts = slices.Clone(old.Artifacts)
 			t.Artifacts[i] = &merged
 		default:

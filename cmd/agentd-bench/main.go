@@ -35,7 +35,7 @@ func main() {
 	fs.IntVar(&cfg.ThroughputConc, "throughput-conc", 32, "throughput: workers sending at once")
 	fs.DurationVar(&cfg.ThroughputDuration, "throughput-duration", 0, "throughput: load window per service and round (default 10s)")
 	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "front, store: write each server's CPU profile here (created)")
-	figures := fs.String("figures", "", "comma-separated figures to run (spawn, front, e2e, teardown, memory, store, throughput); default all")
+	figures := fs.String("figures", "", "comma-separated figures to run (spawn, front, e2e, teardown, memory, store, throughput, stream); default all")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}

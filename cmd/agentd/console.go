@@ -22,6 +22,7 @@ type observers []supervisor.Observer
 var (
 	_ supervisor.Observer          = observers(nil)
 	_ supervisor.AdmissionObserver = observers(nil)
+	_ supervisor.TextObserver      = observers(nil)
 )
 
 func (o observers) NodeStarted(n supervisor.NodeInfo) {
@@ -39,6 +40,14 @@ func (o observers) NodeProgress(n supervisor.NodeInfo) {
 func (o observers) NodeFinished(n supervisor.NodeInfo, r api.SubagentResult) {
 	for _, x := range o {
 		x.NodeFinished(n, r)
+	}
+}
+
+func (o observers) NodeText(n supervisor.NodeInfo, step int, text string) {
+	for _, x := range o {
+		if t, ok := x.(supervisor.TextObserver); ok {
+			t.NodeText(n, step, text)
+		}
 	}
 }
 

@@ -38,6 +38,10 @@
 //     back for ThroughputDuration: tasks/s, p50 and p99, errors, and the CPU
 //     per task of the service and of its children; the default store
 //     (SQLite) and --store memory, interleaved.
+//  8. stream: the time from a local streaming model server's first token
+//     (its flush) to the A2A client's first artifact-update event of a
+//     message/stream over mTLS keep-alive: the root's own model streaming,
+//     and its child's (one level down), interleaved.
 package bench
 
 import (
@@ -84,7 +88,7 @@ type Config struct {
 	ThroughputDuration time.Duration `json:"throughput_duration"` // throughput: the load window per service and round; default 10s
 
 	// Figures selects figures by name (spawn, front, e2e, teardown, memory,
-	// store, throughput); empty runs them all.
+	// store, throughput, stream); empty runs them all.
 	Figures []string `json:"figures"`
 	// ProfileDir, if set, receives a CPU profile of each server of
 	// figures 2 and 6 (front-agentd.pprof, front-stock.pprof,
@@ -128,7 +132,7 @@ type figure struct {
 }
 
 // figures in table order.
-var figures = []figure{spawnFigure, frontFigure, e2eFigure, teardownFigure, memoryFigure, storeFigure, throughputFigure}
+var figures = []figure{spawnFigure, frontFigure, e2eFigure, teardownFigure, memoryFigure, storeFigure, throughputFigure, streamFigure}
 
 // roles are helper processes a figure starts (the front's servers).
 var roles = map[string]func(ctx context.Context, cfg Config) error{

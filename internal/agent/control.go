@@ -190,3 +190,10 @@ func (c *control) event(step int, kind string, delta api.Usage) {
 		c.log.Warn("loop/event failed", "err", err)
 	}
 }
+
+// text sends a piece of the model's text of step upward (api.EventText).
+func (c *control) text(step int, text string) {
+	if err := c.w.Send(api.MethodEvent, 0, api.LoopEvent{Step: step, Kind: api.EventText, Text: text}); err != nil {
+		c.log.Warn("loop/event text failed", "err", err)
+	}
+}

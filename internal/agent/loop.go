@@ -51,6 +51,10 @@ type Loop struct {
 	// Hold, if set, is called before each model call and blocks while the
 	// supervisor has paused the tree; an error (ctx ended) stops the loop.
 	Hold func(ctx context.Context) error
+	// Stream, if set, gets the model's text as it is produced, and is
+	// flushed when each model call returns. The conversation never holds it
+	// before the call has returned.
+	Stream Streamer
 }
 
 // Run drives the loop to a terminal status. It never returns an error: every
@@ -188,7 +192,14 @@ func (r *run) ask(ctx context.Context) (*intelligence.Response, api.SubagentResu
 	r.usage.Steps++
 	r.l.logModelCall(r.usage.Steps, r.req, r.content)
 	mctx, mspan := startModelSpan(ctx, r.p, r.usage.Steps, r.req)
+	if st := r.l.Stream; st != nil {
+		step := r.usage.Steps
+		r.req.OnText = func(chunk string) { st.Text(step, chunk) }
+	}
 	resp, err := r.l.Model.Complete(mctx, r.req)
+	if r.l.Stream != nil {
+		r.l.Stream.Flush()
+	}
 	endModelSpan(mspan, resp, err, r.content)
 	if err != nil {
 		if ctx.Err() != nil {

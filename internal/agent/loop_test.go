@@ -121,8 +121,8 @@ func TestSystemPromptFromContract(t *testing.T) {
 	}
 }
 
-// TestServeOverPipes plays the supervisor against Serve: ready, spawn, a
-// loop/event, the result; then a cancelled run answers pings while blocked.
+// TestServeOverPipes plays the supervisor against Serve: ready, spawn, the
+// answer's text events, the model's loop/event, the result; then a cancelled run answers pings while blocked.
 func TestServeOverPipes(t *testing.T) {
 	run := func(endpoint string) (*api.FrameReader, *api.FrameWriter, <-chan int) {
 		r, w, _, code := serveOverPipes("", nil)
@@ -140,21 +140,36 @@ func TestServeOverPipes(t *testing.T) {
 
 	r, _, code := run("builtin:demo")
 	var methods []string
+	var text, answer string
 	for {
 		f, err := r.Read()
 		if err != nil {
 			break
 		}
-		methods = append(methods, f.Method)
-		if f.Method == api.MethodResult {
+		m := f.Method
+		switch f.Method {
+		case api.MethodResult:
 			var res api.SubagentResult
 			if err := api.DecodeParams(f, &res); err != nil || res.Status != api.StatusCompleted {
 				t.Fatalf("result %+v %v", res, err)
 			}
+			answer = res.Distillate.Text()
+		case api.MethodEvent:
+			var ev api.LoopEvent
+			if err := api.DecodeParams(f, &ev); err != nil {
+				t.Fatal(err)
+			}
+			m += " " + ev.Kind
+			text += ev.Text
+		}
+		if len(methods) == 0 || methods[len(methods)-1] != m {
+			methods = append(methods, m)
 		}
 	}
-	if strings.Join(methods, ",") != "loop/event,result" || <-code != 0 {
-		t.Fatalf("frames %v", methods)
+	// The answer streams (text events, the first word at once, the rest
+	// together), then the model's usage, then the result.
+	if strings.Join(methods, ",") != "loop/event text,loop/event model,result" || text != answer || <-code != 0 {
+		t.Fatalf("frames %v, text %q, answer %q", methods, text, answer)
 	}
 
 	r, w, code := run("builtin:wait")

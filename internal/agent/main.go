@@ -120,7 +120,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	ctx, stop := context.WithDeadline(ctx, deadline)
 	defer stop()
 	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
-	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait}
+	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait,
+		Stream: newTextStream(c.text)}
 	res := loop.Run(ctx)
 	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
 	return finish(res)

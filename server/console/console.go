@@ -60,6 +60,9 @@ type Snapshot struct {
 	Ended   []Ended `json:"ended"`
 	Gauges  []Gauge `json:"gauges"`
 	Service Service `json:"service"`
+	// Texts is the tail of each live subagent's streamed model text (of
+	// its latest step), by task id.
+	Texts map[string]string `json:"texts"`
 }
 
 // Event is what one stream event carries: the server's clock when it was
@@ -129,9 +132,10 @@ func (c *Console) Close() { c.once.Do(func() { close(c.close) }) }
 
 // Snapshot returns the service's state now.
 func (c *Console) Snapshot() Snapshot {
-	s := Snapshot{TreeResult: c.cfg.Tree(), Ended: []Ended{}, Gauges: []Gauge{}}
+	s := Snapshot{TreeResult: c.cfg.Tree(), Ended: []Ended{}, Gauges: []Gauge{}, Texts: map[string]string{}}
 	if c.cfg.Recent != nil {
 		s.Ended = c.cfg.Recent.Ended()
+		s.Texts = c.cfg.Recent.Texts()
 		// The supervisor reports a node's end just before it leaves the
 		// live tree: a node that ended is shown as ended only.
 		gone := make(map[string]bool, len(s.Ended))

@@ -195,12 +195,24 @@ func TestStreamPushesChanges(t *testing.T) {
 	if ev, ok := s.next(t, 200*time.Millisecond); ok {
 		t.Fatalf("an unchanged snapshot was sent again: %+v", ev.Snapshot)
 	}
+	// The child's model text streams: it is pushed, its tail shown.
+	recent.NodeText(supervisor.NodeInfo{Handle: "t1"}, 1, "thinking ")
+	recent.NodeText(supervisor.NodeInfo{Handle: "t1"}, 1, "aloud")
+	ev, ok = s.next(t, 5*time.Second)
+	if !ok || ev.Snapshot.Texts["t1"] != "thinking aloud" {
+		if ok && ev.Snapshot.Texts["t1"] == "thinking " { // the pieces came as two pushes
+			ev, ok = s.next(t, 5*time.Second)
+		}
+		if !ok || ev.Snapshot.Texts["t1"] != "thinking aloud" {
+			t.Fatalf("after the child's text: %+v %v", ev.Snapshot.Texts, ok)
+		}
+	}
 	// The child ends: the supervisor reports it before it leaves the live
 	// tree, and the console shows it as ended only.
 	recent.NodeFinished(supervisor.NodeInfo{Handle: "t1", AgentPath: "0.1", ParentHandle: "t0", RootHandle: "t0", Depth: 1, Objective: strings.Repeat("x", 500)},
 		api.SubagentResult{Status: api.StatusCancelled, Cause: "operator", Usage: api.Usage{TokensIn: 3}})
 	ev, ok = s.next(t, 5*time.Second)
-	if !ok || len(ev.Snapshot.Nodes) != 1 || len(ev.Snapshot.Ended) != 1 {
+	if !ok || len(ev.Snapshot.Nodes) != 1 || len(ev.Snapshot.Ended) != 1 || len(ev.Snapshot.Texts) != 0 {
 		t.Fatalf("after the end: %+v %v", ev.Snapshot, ok)
 	}
 	if e := ev.Snapshot.Ended[0]; e.TaskID != "t1" || e.Status != api.StatusCancelled || e.Provider != "local" ||
@@ -229,6 +241,26 @@ func TestStreamTick(t *testing.T) {
 	ev, ok := s.next(t, 5*time.Second)
 	if !ok || len(ev.Snapshot.Nodes) != 1 || ev.Snapshot.Nodes[0].Status != "paused" {
 		t.Fatalf("tick: %+v %v", ev.Snapshot, ok)
+	}
+}
+
+// TestRecentTexts: a live subagent's streamed text is kept to its last
+// MaxText characters, a new step's starts over, and its end drops it.
+func TestRecentTexts(t *testing.T) {
+	r := NewRecent(3)
+	n := supervisor.NodeInfo{Handle: "t1"}
+	r.NodeText(n, 1, strings.Repeat("a", MaxText))
+	r.NodeText(n, 1, "bé")
+	if got := []rune(r.Texts()["t1"]); len(got) != MaxText || got[0] != '…' || string(got[len(got)-2:]) != "bé" {
+		t.Errorf("tail %q", string(got))
+	}
+	r.NodeText(n, 2, "next step")
+	if got := r.Texts()["t1"]; got != "next step" {
+		t.Errorf("a new step: %q", got)
+	}
+	r.NodeFinished(n, api.SubagentResult{Status: api.StatusCompleted})
+	if got := r.Texts(); len(got) != 0 {
+		t.Errorf("after the end: %v", got)
 	}
 }
 

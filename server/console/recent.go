@@ -37,9 +37,20 @@ type Ended struct {
 type Recent struct {
 	max int
 
-	mu    sync.Mutex // guards ended, subs
+	mu    sync.Mutex // guards ended, subs, texts
 	ended []Ended    // oldest first, at most max
 	subs  map[chan struct{}]struct{}
+	texts map[string]liveText // by task id, while the subagent lives
+}
+
+// MaxText is how much of a live subagent's streamed model text the console
+// shows: the last MaxText characters of its latest step's.
+const MaxText = 280
+
+// liveText is the tail of a live subagent's streamed text.
+type liveText struct {
+	step int
+	text string
 }
 
 // NewRecent returns a Recent keeping the last max ended subagents
@@ -54,7 +65,46 @@ func NewRecent(max int) *Recent {
 var (
 	_ supervisor.Observer          = (*Recent)(nil)
 	_ supervisor.AdmissionObserver = (*Recent)(nil)
+	_ supervisor.TextObserver      = (*Recent)(nil)
 )
+
+// NodeText keeps the tail of the subagent's model text as it streams (a
+// new step's starts over) and reports a change.
+func (r *Recent) NodeText(n supervisor.NodeInfo, step int, text string) {
+	r.mu.Lock()
+	if r.texts == nil {
+		r.texts = make(map[string]liveText)
+	}
+	t := r.texts[n.Handle]
+	if t.step != step {
+		t = liveText{step: step}
+	}
+	t.text = tail(t.text+text, MaxText)
+	r.texts[n.Handle] = t
+	r.mu.Unlock()
+	r.Changed()
+}
+
+// Texts returns the tail of each live subagent's streamed model text, by
+// task id.
+func (r *Recent) Texts() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]string, len(r.texts))
+	for id, t := range r.texts {
+		out[id] = t.text
+	}
+	return out
+}
+
+// tail returns the last n characters of s, an ellipsis marking the cut.
+func tail(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return "…" + string(r[len(r)-n+1:])
+}
 
 // NodeAdmitted reports a change.
 func (r *Recent) NodeAdmitted(supervisor.NodeInfo) { r.Changed() }
@@ -77,6 +127,7 @@ func (r *Recent) NodeFinished(n supervisor.NodeInfo, res api.SubagentResult) {
 		MaxTokens: n.MaxTokens, Objective: clip(n.Objective, api.MaxTreeObjective), EndedAt: time.Now().UTC(),
 	}
 	r.mu.Lock()
+	delete(r.texts, n.Handle)
 	if len(r.ended) == r.max {
 		copy(r.ended, r.ended[1:])
 		r.ended = r.ended[:r.max-1]

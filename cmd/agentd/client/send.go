@@ -124,24 +124,53 @@ func redrawProgress(stream bool, stdout, stderr io.Writer) bool {
 
 // sendStreaming sends msg with message/stream, printing each event, and
 // returns the task as it ended.
+//
+// A streamed artifact (a model's answer as it is produced, a child's
+// included) prints as it comes: its first piece on a line of its own after
+// "artifact ID:" (and the child's agent path), the pieces appended to it on
+// the same line, until its last piece or another event.
 func sendStreaming(ctx context.Context, client *a2acall.Client, msg *a2a.MessageSendParams, stdout io.Writer) (*a2a.Task, error) {
 	var task *a2a.Task
+	var open a2a.ArtifactID // the artifact whose line is being written
+	endLine := func() {
+		if open != "" {
+			fmt.Fprintln(stdout)
+			open = ""
+		}
+	}
 	for ev, err := range client.SendStreamingMessage(ctx, msg) {
 		if err != nil {
+			endLine()
 			return nil, fmt.Errorf("stream: %w", err)
 		}
+		if a, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
+			if !a.Append || a.Artifact.ID != open {
+				endLine()
+				who := ""
+				if p, ok := a.Metadata[api.MetaAgentPath].(string); ok {
+					who = " (" + p + ")"
+				}
+				fmt.Fprintf(stdout, "artifact %s%s: ", a.Artifact.ID, who)
+				open = a.Artifact.ID
+			}
+			fmt.Fprint(stdout, partsText(a.Artifact.Parts))
+			if a.LastChunk {
+				endLine()
+			}
+			continue
+		}
+		endLine()
 		switch v := ev.(type) {
 		case *a2a.Task:
 			task = v
 			fmt.Fprintf(stdout, "task %s: %s\n", v.ID, v.Status.State)
 		case *a2a.TaskStatusUpdateEvent:
 			fmt.Fprintf(stdout, "status: %s%s\n", v.Status.State, statusText(v.Status))
-		case *a2a.TaskArtifactUpdateEvent:
-			fmt.Fprintf(stdout, "artifact %s: %s\n", v.Artifact.ID, partsText(v.Artifact.Parts))
 		case *a2a.Message:
 			fmt.Fprintf(stdout, "message: %s\n", partsText(v.Parts))
 		}
 	}
+	endLine()
 	if task == nil {
 		return nil, errors.New("the stream carried no task")
 	}

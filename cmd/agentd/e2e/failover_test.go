@@ -5,71 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/chromedp/chromedp"
-
-	"github.com/agentd/agentd/internal/testkit"
 )
-
-// mockLLM is one @dwmkerr/mock-llm server (the third-party OpenAI-compatible
-// mock, an npm test dependency in e2e/js), run with rules, on a port of
-// its own.
-type mockLLM struct {
-	url string // its base URL, ending in /v1
-}
-
-// startMockLLM runs mock-llm with the YAML rules; it is killed and reaped at
-// cleanup.
-func startMockLLM(t *testing.T, rules string) *mockLLM {
-	t.Helper()
-	main := filepath.Join("js", "node_modules", "@dwmkerr", "mock-llm", "dist", "main.js")
-	if _, err := os.Stat(main); err != nil {
-		t.Fatalf("@dwmkerr/mock-llm is not installed in cmd/agentd/e2e/js/node_modules: run `make test-deps`")
-	}
-	cfg := filepath.Join(t.TempDir(), "mock-llm.yaml")
-	if err := os.WriteFile(cfg, []byte(rules), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command("node", main, "--config", cfg)
-	cmd.Env = append(os.Environ(), "HOST=127.0.0.1", fmt.Sprintf("PORT=%d", port))
-	var out testkit.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("mock-llm on port %d:\n%s", port, out.String())
-		}
-	})
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	testkit.WaitFor(t, 20*time.Second, "mock-llm ready", func() bool {
-		resp, err := http.Get(base + "/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return &mockLLM{url: base + "/v1"}
-}
 
 // mockDown answers every chat completion 503.
 const mockDown = `rules:
@@ -105,8 +46,8 @@ func TestFailoverToTheSecondEndpoint(t *testing.T) {
 	primary, backup := startMockLLM(t, mockDown), startMockLLM(t, mockEcho)
 	const primaryKey, backupKey = "sk-primary-4711", "sk-backup-4712"
 	s := startServiceAs(t, agentdBin, []string{"AGENT_INTELLIGENCE_KEY=" + primaryKey, "E2E_BACKUP_KEY=" + backupKey},
-		"--intelligence", primary.url, "--model", "primary-model", "--intelligence-retries", "0",
-		"--intelligence-fallback", backup.url+",model=backup-model,key-env=E2E_BACKUP_KEY",
+		"--intelligence", primary, "--model", "primary-model", "--intelligence-retries", "0",
+		"--intelligence-fallback", backup+",model=backup-model,key-env=E2E_BACKUP_KEY",
 		"--intelligence-breaker-failures", "1", "--intelligence-breaker-cooldown", "10m",
 		"--metrics-addr", "127.0.0.1:0")
 	c := s.client(t)
@@ -123,19 +64,19 @@ func TestFailoverToTheSecondEndpoint(t *testing.T) {
 	}
 	m := scrape(t, s.metricsURL(t))
 	for series, want := range map[string]float64{
-		fmt.Sprintf(`agent_intelligence_calls_total{endpoint=%q,model="primary-model",outcome="server_error"}`, primary.url):                                 1,
-		fmt.Sprintf(`agent_intelligence_calls_total{endpoint=%q,model="backup-model",outcome="ok"}`, backup.url):                                             2,
-		fmt.Sprintf(`agent_intelligence_failovers_total{endpoint=%q,model="primary-model",to_endpoint=%q,to_model="backup-model"}`, primary.url, backup.url): 2,
-		fmt.Sprintf(`agent_intelligence_breaker_state{endpoint=%q,model="primary-model"}`, primary.url):                                                      2,
-		fmt.Sprintf(`agent_intelligence_breaker_state{endpoint=%q,model="backup-model"}`, backup.url):                                                        0,
+		fmt.Sprintf(`agent_intelligence_calls_total{endpoint=%q,model="primary-model",outcome="server_error"}`, primary):                             1,
+		fmt.Sprintf(`agent_intelligence_calls_total{endpoint=%q,model="backup-model",outcome="ok"}`, backup):                                         2,
+		fmt.Sprintf(`agent_intelligence_failovers_total{endpoint=%q,model="primary-model",to_endpoint=%q,to_model="backup-model"}`, primary, backup): 2,
+		fmt.Sprintf(`agent_intelligence_breaker_state{endpoint=%q,model="primary-model"}`, primary):                                                  2,
+		fmt.Sprintf(`agent_intelligence_breaker_state{endpoint=%q,model="backup-model"}`, backup):                                                    0,
 	} {
 		if got, ok := m[series]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
 		}
 	}
 	out, code := runCombined(t, "ctl", "a2a.Tree", "--to", s.url)
-	if code != 0 || !strings.Contains(out, "intelligence "+primary.url+" model primary-model: breaker open") ||
-		!strings.Contains(out, "intelligence "+backup.url+" model backup-model: breaker closed") {
+	if code != 0 || !strings.Contains(out, "intelligence "+primary+" model primary-model: breaker open") ||
+		!strings.Contains(out, "intelligence "+backup+" model backup-model: breaker closed") {
 		t.Errorf("ctl a2a.Tree: exit %d\n%s", code, out)
 	}
 	logs := s.logs.String()
@@ -161,8 +102,8 @@ func TestFailoverToTheSecondEndpoint(t *testing.T) {
 		default:
 			continue
 		}
-		if rec.Level != "WARN" || rec.Endpoint != primary.url || rec.Model != "primary-model" {
-			t.Errorf("%q logged at %s naming %s %s; want WARN naming %s primary-model", rec.Msg, rec.Level, rec.Endpoint, rec.Model, primary.url)
+		if rec.Level != "WARN" || rec.Endpoint != primary || rec.Model != "primary-model" {
+			t.Errorf("%q logged at %s naming %s %s; want WARN naming %s primary-model", rec.Msg, rec.Level, rec.Endpoint, rec.Model, primary)
 		}
 	}
 	if failovers != 2 || opened != 1 || failed != 1 {
@@ -178,8 +119,8 @@ func TestFailoverToTheSecondEndpoint(t *testing.T) {
 	b.wait(t, "the endpoints render", `document.querySelectorAll("#intel tbody tr").length === 2 && document.getElementById("intel-empty").hidden`)
 	rows := evalJS[[]string](t, b, `[...document.querySelectorAll("#intel tbody tr")].map(tr => tr.innerText.replace(/\s+/g, " "))`)
 	joined := strings.Join(rows, "\n")
-	if len(rows) != 2 || !strings.Contains(joined, primary.url+" primary-model open 1 ") || !strings.Contains(joined, "primary overloaded") ||
-		!strings.Contains(joined, backup.url+" backup-model closed 0") {
+	if len(rows) != 2 || !strings.Contains(joined, primary+" primary-model open 1 ") || !strings.Contains(joined, "primary overloaded") ||
+		!strings.Contains(joined, backup+" backup-model closed 0") {
 		t.Errorf("console rows %q", rows)
 	}
 	b.mu.Lock()

@@ -60,8 +60,11 @@ func TestStreamShowsWorkingThenCompleted(t *testing.T) {
 			states = append(states, v.Status.State)
 		case *a2a.TaskStatusUpdateEvent:
 			states = append(states, v.Status.State)
-		case *a2a.TaskArtifactUpdateEvent:
-			artifact = v.Artifact.Parts[0].(a2a.TextPart).Text
+		case *a2a.TaskArtifactUpdateEvent: // the answer streams: later pieces append
+			if !v.Append {
+				artifact = ""
+			}
+			artifact += v.Artifact.Parts[0].(a2a.TextPart).Text
 		}
 	}
 	idx := func(s a2a.TaskState) int {

@@ -307,7 +307,7 @@ func TestTCKMessagesAndTasks(t *testing.T) {
 func TestTCKStreaming(t *testing.T) {
 	t.Parallel()
 	s := tckService(t)
-	resp, events := stream(t, s, "message/stream", textParams("Stream test message", ""), 10)
+	resp, events := stream(t, s, "message/stream", textParams("Stream test message", ""), 100) // the answer streams: a piece or several
 	if resp.Header.Get("Content-Type") != "text/event-stream" || len(events) < 3 {
 		t.Fatalf("message/stream: %q, %d events", resp.Header.Get("Content-Type"), len(events))
 	}
@@ -356,7 +356,7 @@ func TestTCKStreaming(t *testing.T) {
 		_, start := stream(t, s, "message/stream", textParams("Test message for resubscribe", ""), 1)
 		var task wireTask
 		json.Unmarshal(start[0].Result, &task)
-		_, again := stream(t, s, "tasks/resubscribe", `{"id":"`+task.ID+`"}`, 10)
+		_, again := stream(t, s, "tasks/resubscribe", `{"id":"`+task.ID+`"}`, 100)
 		if len(again) < 2 {
 			t.Fatalf("resubscribe: %d events", len(again))
 		}

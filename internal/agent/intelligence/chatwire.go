@@ -11,6 +11,14 @@ type chatRequest struct {
 	Model    string        `json:"model"`
 	Messages []chatMessage `json:"messages"`
 	Tools    []chatTool    `json:"tools,omitempty"`
+	// Stream asks for the answer as server-sent events (stream.go), with
+	// the usage in a last chunk of its own.
+	Stream        bool               `json:"stream,omitempty"`
+	StreamOptions *chatStreamOptions `json:"stream_options,omitempty"`
+}
+
+type chatStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 // chatMessage is one turn of the conversation sent. Content is omitted (not

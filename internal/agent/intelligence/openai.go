@@ -95,15 +95,25 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 }
 
 // Complete sends one Chat Completions request, retrying as the type comment
-// says. An error after ctx ended is ctx's cause.
+// says. An error after ctx ended is ctx's cause. With req.OnText set the
+// answer is streamed (stream.go) and each piece of its text handed to OnText
+// as it arrives; an attempt that failed after some text was handed on is not
+// retried (the text would be handed on twice).
 func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, error) {
-	body, err := json.Marshal(m.chatRequest(req))
+	cr := m.chatRequest(req)
+	var emitted bool
+	onText := req.OnText
+	if onText != nil {
+		cr.Stream, cr.StreamOptions = true, &chatStreamOptions{IncludeUsage: true}
+		onText = func(s string) { emitted = true; req.OnText(s) }
+	}
+	body, err := json.Marshal(cr)
 	if err != nil {
 		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, m.timeout)
-		cr, err := m.post(actx, body)
+		cr, err := m.post(actx, body, onText)
 		timedOut := actx.Err() != nil
 		cancel()
 		if err == nil {
@@ -117,6 +127,9 @@ func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, er
 			err = fmt.Errorf("no answer within the request timeout of %s: %w", m.timeout, err)
 		}
 		wait, retryable := m.retryWait(err, attempt)
+		if emitted {
+			retryable = false
+		}
 		if !retryable || attempt >= m.retries {
 			return nil, m.failed(finalError(err, attempt))
 		}
@@ -145,14 +158,20 @@ func (m *openAIModel) failed(err error) error {
 // answer's body included. A non-2xx answer is an *httpStatusError carrying
 // the provider's message, whatever the error body's shape; a 2xx answer is
 // decoded as JSON whatever its Content-Type says, and one over
-// maxResponseBytes is an error.
-func (m *openAIModel) post(ctx context.Context, body []byte) (*chatResponse, error) {
+// maxResponseBytes is an error. With onText set the request asked for a
+// stream: an event stream is read as one (readStream), and a server that
+// answers with a whole JSON completion instead has its text handed to onText
+// at once.
+func (m *openAIModel) post(ctx context.Context, body []byte, onText func(string)) (*chatResponse, error) {
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json")
+	if onText != nil {
+		hr.Header.Set("Accept", "text/event-stream, application/json") // a whole answer is read too
+	}
 	hr.Header.Set("User-Agent", "agentd")
 	if m.key != "" {
 		hr.Header.Set("Authorization", "Bearer "+m.key)
@@ -169,6 +188,13 @@ func (m *openAIModel) post(ctx context.Context, body []byte) (*chatResponse, err
 		}
 		return nil, &httpStatusError{status: resp.StatusCode, header: resp.Header, message: errorMessage(b)}
 	}
+	if onText != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		cr, err := readStream(&limitedBody{rc: resp.Body, left: maxResponseBytes}, onText)
+		if err != nil {
+			return nil, fmt.Errorf("read streamed answer: %w", err)
+		}
+		return cr, nil
+	}
 	b, err := io.ReadAll(&limitedBody{rc: resp.Body, left: maxResponseBytes})
 	if err != nil {
 		return nil, fmt.Errorf("read answer: %w", err)
@@ -176,6 +202,9 @@ func (m *openAIModel) post(ctx context.Context, body []byte) (*chatResponse, err
 	var cr chatResponse
 	if err := json.Unmarshal(b, &cr); err != nil {
 		return nil, &answerError{fmt.Errorf("decode answer: %w", err)}
+	}
+	if onText != nil && len(cr.Choices) > 0 && cr.Choices[0].Message.Content.text() != "" {
+		onText(cr.Choices[0].Message.Content.text())
 	}
 	return &cr, nil
 }

@@ -37,6 +37,7 @@ import (
 //	await                                              subagent.await every async child not yet finished
 //	sleep DUR                                          wait (the run's cancellation still applies)
 //	usage IN [OUT]                                     the next model call reports these tokens
+//	stream DUR                                         later answers stream a word at a time, DUR apart
 //	answer "TEXT"                                      finish with TEXT
 //	refuse "TEXT"                                      finish refused, with TEXT
 //	repeat                                             start the section again (last step only)
@@ -65,6 +66,7 @@ const (
 	stepAnswer
 	stepRefuse
 	stepRepeat
+	stepStream
 )
 
 // step is one parsed script step.
@@ -74,7 +76,7 @@ type step struct {
 	tool   string          // call
 	args   json.RawMessage // call
 	spawns []api.SpawnArgs // spawn: one from a script, several from builtin:demo
-	d      time.Duration   // sleep
+	d      time.Duration   // sleep, stream
 	usage  api.Usage       // usage
 	text   string          // answer, refuse: a template
 	// answerFn, when set, computes an answer from the run (builtin:demo).
@@ -308,8 +310,11 @@ func parseStep(line string, n int) (step, error) {
 			return fail("takes no arguments")
 		}
 		st.kind = map[string]stepKind{"await": stepAwait, "repeat": stepRepeat}[verb]
-	case "sleep":
+	case "sleep", "stream":
 		st.kind = stepSleep
+		if verb == "stream" {
+			st.kind = stepStream
+		}
 		d, err := time.ParseDuration(rest)
 		if err != nil || d < 0 || d > api.MaxDeadline {
 			return fail("want a duration such as 250ms")
@@ -347,7 +352,7 @@ func parseStep(line string, n int) (step, error) {
 			return fail("quote the text")
 		}
 	default:
-		return step{}, fmt.Errorf("script line %d: unknown step %q (want call, spawn, await, sleep, usage, answer, refuse or repeat)", n, verb)
+		return step{}, fmt.Errorf("script line %d: unknown step %q (want call, spawn, await, sleep, stream, usage, answer, refuse or repeat)", n, verb)
 	}
 	return st, nil
 }
@@ -471,7 +476,8 @@ type scriptedModel struct {
 	pc         int
 	next       int // tool call ids
 	pending    map[string]pendingCall
-	usage      *api.Usage // from a usage step, for the next call
+	usage      *api.Usage    // from a usage step, for the next call
+	pace       time.Duration // from a stream step: between the words of an answer streamed
 	children   []scriptChild
 	transcript []string
 	req        *Request
@@ -559,6 +565,9 @@ func (m *scriptedModel) Complete(ctx context.Context, req *Request) (*Response, 
 				return nil, context.Cause(ctx)
 			}
 			m.pc++
+		case stepStream:
+			m.pace = st.d
+			m.pc++
 		case stepUsage:
 			u := st.usage
 			m.usage = &u
@@ -599,12 +608,53 @@ func (m *scriptedModel) Complete(ctx context.Context, req *Request) (*Response, 
 			if st.answerFn != nil {
 				text = st.answerFn(m)
 			}
+			if err := m.stream(ctx, req, text); err != nil {
+				return nil, err
+			}
 			return m.respond(req, &Response{Content: text, Finish: FinishStop}), nil
 		case stepRefuse:
 			text := m.expand(st.text)
 			return m.respond(req, &Response{Content: text, Refusal: text, Finish: FinishRefusal}), nil
 		}
 	}
+}
+
+// stream hands an answer's text to req.OnText (when set) a word at a time,
+// each word with the spaces after it, m.pace apart; the wait ends early when
+// ctx does.
+func (m *scriptedModel) stream(ctx context.Context, req *Request, text string) error {
+	if req.OnText == nil {
+		return nil
+	}
+	for i, w := range words(text) {
+		if i > 0 && m.pace > 0 {
+			t := time.NewTimer(m.pace)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return context.Cause(ctx)
+			}
+		}
+		req.OnText(w)
+	}
+	return nil
+}
+
+// words splits s after each run of white space: the pieces joined are s.
+func words(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if (s[i] == ' ' || s[i] == '\n') && (i+1 == len(s) || (s[i+1] != ' ' && s[i+1] != '\n')) {
+			out = append(out, s[start:i+1])
+			start = i + 1
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
 }
 
 // call makes one tool call of a turn, named as the model is offered it.

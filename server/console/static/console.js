@@ -204,6 +204,8 @@
     const path = el("span", { class: `path d${Math.min(n.depth, 8)}` }, el("span", { class: "mono", text: n.agent_path }));
     if (n.kind === "exec") path.append(" ", badge("kind", "exec"));
     if (n.objective) path.append(el("span", { class: "objective", text: n.objective }));
+    const said = snap && snap.texts && snap.texts[n.task_id];
+    if (said) path.append(el("span", { class: "said", text: said }));
     c[0].replaceChildren(path);
     c[1].replaceChildren(badge(`s-${n.status}`, n.status));
     const det = [];

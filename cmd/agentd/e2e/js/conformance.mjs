@@ -27,7 +27,8 @@ const v = version === '0.3'
       state: (task) => task.status.state,
       text: (task) => (task.artifacts ?? []).flatMap((a) => a.parts).filter((p) => p.kind === 'text').map((p) => p.text).join('\n'),
       completed: 'completed', canceled: 'canceled', working: ['submitted', 'working'],
-      event: (ev) => ({ kind: ev.kind, state: ev.kind === 'task' || ev.kind === 'status-update' ? ev.status.state : undefined, task: ev.kind === 'task' ? ev : undefined }),
+      event: (ev) => ({ kind: ev.kind, state: ev.kind === 'task' || ev.kind === 'status-update' ? ev.status.state : undefined, task: ev.kind === 'task' ? ev : undefined,
+        piece: ev.kind === 'artifact-update' ? { text: ev.artifact.parts.filter((p) => p.kind === 'text').map((p) => p.text).join(''), append: !!ev.append, last: !!ev.lastChunk } : undefined }),
     }
   : {
       message: (text, extra = {}) => ({ messageId: randomUUID(), contextId: '', taskId: '', role: core.Role.ROLE_USER, parts: [{ content: { $case: 'text', value: text } }], metadata: undefined, extensions: [], referenceTaskIds: [], ...extra }),
@@ -40,7 +41,10 @@ const v = version === '0.3'
       event: (ev) => {
         const p = ev.payload;
         const kinds = { task: 'task', statusUpdate: 'status-update', artifactUpdate: 'artifact-update', message: 'message' };
-        return { kind: kinds[p.$case], state: p.$case === 'task' || p.$case === 'statusUpdate' ? p.value.status.state : undefined, task: p.$case === 'task' ? p.value : undefined };
+        const piece = p.$case === 'artifactUpdate'
+          ? { text: p.value.artifact.parts.filter((x) => x.content?.$case === 'text').map((x) => x.content.value).join(''), append: !!p.value.append, last: !!p.value.lastChunk }
+          : undefined;
+        return { kind: kinds[p.$case], state: p.$case === 'task' || p.$case === 'statusUpdate' ? p.value.status.state : undefined, task: p.$case === 'task' ? p.value : undefined, piece };
       },
     };
 
@@ -88,17 +92,34 @@ await check('get', async () => {
   assert.ok(task.history.length <= 1, `historyLength 1 gave ${task.history.length} messages`);
 });
 
+// The answer streams: artifact updates, the first starting the artifact and
+// the others appended, the last lastChunk, then the final status; the pieces
+// folded are the stored artifact's text.
 await check('stream', async () => {
   const kinds = [];
+  const pieces = [];
   let last;
+  let id;
   for await (const raw of client.sendMessageStream(v.sendParams(v.message('alpha beta')))) {
     const ev = v.event(raw);
     kinds.push(ev.kind);
+    if (ev.task) id = ev.task.id;
+    if (ev.piece) pieces.push(ev.piece);
     if (ev.state !== undefined) last = ev.state;
   }
   assert.equal(kinds[0], 'task', `first event ${kinds[0]}`);
-  assert.ok(kinds.includes('artifact-update'), `no artifact in ${kinds}`);
+  assert.ok(pieces.length >= 2, `${pieces.length} artifact updates in ${kinds}`);
+  assert.equal(kinds.at(-1), 'status-update', `last event ${kinds.at(-1)}`);
   assert.equal(last, v.completed, `stream ended in ${last}`);
+  let folded = '';
+  pieces.forEach((p, i) => {
+    assert.equal(p.append, i > 0, `piece ${i} append ${p.append}`);
+    assert.equal(p.last, i === pieces.length - 1, `piece ${i} lastChunk ${p.last}`);
+    folded = p.append ? folded + p.text : p.text;
+  });
+  const task = await client.getTask({ id, tenant: '' });
+  assert.equal(folded, v.text(task));
+  assert.equal(folded, '"alpha beta" has 2 words and 10 characters');
 });
 
 await check('cancel', async () => {
