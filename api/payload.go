@@ -61,6 +61,10 @@ type Intelligence struct {
 	// none (Retry-After); it doubles on each retry up to MaxRetryBackoff. Zero
 	// means DefaultRetryBackoff.
 	RetryBackoff Duration `json:"retry_backoff,omitempty"`
+	// MaxOutputTokens caps one answer: the max_tokens every Messages request
+	// carries (the dialect requires it); zero means DefaultMaxOutputTokens.
+	// Chat Completions requests do not send it.
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
 }
 
 // Dialects of an HTTP intelligence (Intelligence.Dialect).
@@ -75,6 +79,9 @@ const (
 	DefaultRetries        = 3
 	DefaultRetryBackoff   = 500 * time.Millisecond
 	MaxRetryBackoff       = 30 * time.Second
+	// DefaultMaxOutputTokens is every Messages model's output limit or
+	// below it, so that no model refuses the default.
+	DefaultMaxOutputTokens = 4096
 )
 
 // Validate checks the intelligence's numbers: an endpoint, no negative
@@ -89,8 +96,18 @@ func (i Intelligence) Validate() error {
 		return errors.New("intelligence.retries must not be negative")
 	case i.RetryBackoff < 0:
 		return errors.New("intelligence.retry_backoff must not be negative")
+	case i.MaxOutputTokens < 0:
+		return errors.New("intelligence.max_output_tokens must not be negative")
 	}
 	return nil
+}
+
+// OutputTokens returns the cap on one answer's tokens in force.
+func (i Intelligence) OutputTokens() int64 {
+	if i.MaxOutputTokens > 0 {
+		return i.MaxOutputTokens
+	}
+	return DefaultMaxOutputTokens
 }
 
 // Timeout returns the per-attempt timeout in force.

@@ -187,9 +187,12 @@ func (r *run) ask(ctx context.Context) (*intelligence.Response, api.SubagentResu
 		return nil, res, true
 	}
 	r.l.logAnswer(r.usage.Steps, resp, r.content)
-	delta := api.Usage{TokensIn: resp.Usage.TokensIn, TokensOut: resp.Usage.TokensOut, Steps: 1}
+	delta := api.Usage{TokensIn: resp.Usage.TokensIn, TokensOut: resp.Usage.TokensOut, Steps: 1,
+		CacheReadTokens: resp.Usage.CacheReadTokens, CacheWriteTokens: resp.Usage.CacheWriteTokens}
 	r.usage.TokensIn += delta.TokensIn
 	r.usage.TokensOut += delta.TokensOut
+	r.usage.CacheReadTokens += delta.CacheReadTokens
+	r.usage.CacheWriteTokens += delta.CacheWriteTokens
 	r.l.Report.Event(r.usage.Steps, api.EventModel, delta)
 	if resp.Content != "" {
 		r.last = resp.Content
