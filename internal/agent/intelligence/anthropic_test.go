@@ -507,3 +507,23 @@ func FuzzMessageAnswer(f *testing.F) {
 		}
 	})
 }
+
+// TestAnthropicUnstreamedAnswerToOnText: a server that answers a streamed
+// request with a whole message (a proxy that does not stream) is read as
+// one, and its text reaches OnText once.
+func TestAnthropicUnstreamedAnswerToOnText(t *testing.T) {
+	whole := anthropictest.Message("end_turn", anthropictest.Usage{Input: 2, Output: 2}, anthropictest.Text("all at once"))
+	srv := newServer(t, func(w http.ResponseWriter, r *anthropictest.Request) {
+		r.Stream = false
+		whole(w, r)
+	})
+	m := newAnthropic(t, anthropicSpec(srv.BaseURL()), "")
+	var chunks []string
+	resp, err := m.Complete(context.Background(), &Request{Messages: []Message{{Role: RoleUser, Content: "go"}}, OnText: func(s string) { chunks = append(chunks, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !srv.Requests()[0].Stream || resp.Content != "all at once" || len(chunks) != 1 || chunks[0] != "all at once" {
+		t.Fatalf("response %+v, chunks %q", resp, chunks)
+	}
+}
