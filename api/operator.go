@@ -16,13 +16,14 @@ const (
 	// OpCloseBreaker closes a restart breaker: params CloseBreakerParams,
 	// result CloseBreakerResult.
 	OpCloseBreaker = "a2a.CloseBreaker"
-	// OpAudit lists the audit trail of operator actions, newest first:
+	// OpAudit lists the audit trail of operator actions, newest first
+	// (listed in OperatorMethods once served):
 	// params AuditParams, result AuditResult.
 	OpAudit = "a2a.Audit"
 )
 
 // OperatorMethods lists the operator methods in a stable order.
-var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker, OpAudit}
+var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker}
 
 // DrainParams asks the service to drain, as the first SIGTERM does. DeadlineMS,
 // when set, is the drain budget in milliseconds instead of --drain-timeout; it

@@ -91,6 +91,10 @@ type Intelligence struct {
 	// Compaction is the policy that compacts older turns near the context
 	// window: CompactSummarize (the default when empty) or CompactTrim.
 	Compaction string `json:"compaction,omitempty"`
+	// MaxOutputTokens caps one answer: the max_tokens every Messages request
+	// carries (the dialect requires it); zero means DefaultMaxOutputTokens.
+	// Chat Completions requests do not send it.
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
 }
 
 // Compaction policies (Intelligence.Compaction).
@@ -111,6 +115,9 @@ const (
 	DefaultRetries        = 3
 	DefaultRetryBackoff   = 500 * time.Millisecond
 	MaxRetryBackoff       = 30 * time.Second
+	// DefaultMaxOutputTokens is every Messages model's output limit or
+	// below it, so that no model refuses the default.
+	DefaultMaxOutputTokens = 4096
 )
 
 // Validate checks the intelligence's numbers: an endpoint, no negative
@@ -129,8 +136,18 @@ func (i Intelligence) Validate() error {
 		return errors.New("intelligence.context_window must not be negative")
 	case i.Compaction != "" && i.Compaction != CompactSummarize && i.Compaction != CompactTrim:
 		return fmt.Errorf("intelligence.compaction %q: want summarize or trim", i.Compaction)
+	case i.MaxOutputTokens < 0:
+		return errors.New("intelligence.max_output_tokens must not be negative")
 	}
 	return i.validateFailover()
+}
+
+// OutputTokens returns the cap on one answer's tokens in force.
+func (i Intelligence) OutputTokens() int64 {
+	if i.MaxOutputTokens > 0 {
+		return i.MaxOutputTokens
+	}
+	return DefaultMaxOutputTokens
 }
 
 // Timeout returns the per-attempt timeout in force.

@@ -97,11 +97,16 @@ type SubagentResult struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// Usage is token and step accounting.
+// Usage is token and step accounting. TokensIn counts every input token a
+// model read, those it read from or wrote to its prompt cache included;
+// CacheReadTokens and CacheWriteTokens say how many of TokensIn were which
+// (reported by the Messages dialect; zero otherwise).
 type Usage struct {
-	TokensIn  int64 `json:"tokens_in"`
-	TokensOut int64 `json:"tokens_out"`
-	Steps     int   `json:"steps"`
+	TokensIn         int64 `json:"tokens_in"`
+	TokensOut        int64 `json:"tokens_out"`
+	Steps            int   `json:"steps"`
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 }
 
 // Tokens is the total of input and output tokens.
@@ -109,7 +114,8 @@ func (u Usage) Tokens() int64 { return u.TokensIn + u.TokensOut }
 
 // Add returns u plus v.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{TokensIn: u.TokensIn + v.TokensIn, TokensOut: u.TokensOut + v.TokensOut, Steps: u.Steps + v.Steps}
+	return Usage{TokensIn: u.TokensIn + v.TokensIn, TokensOut: u.TokensOut + v.TokensOut, Steps: u.Steps + v.Steps,
+		CacheReadTokens: u.CacheReadTokens + v.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens}
 }
 
 // ResultBody is the distillate: an inline JSON value (a string for text and

@@ -22,7 +22,9 @@ import (
 type coreConfig struct {
 	Intelligence string
 	Model        string
-	KeyFile      string // --intelligence-key-file; else AGENT_INTELLIGENCE_KEY
+	Dialect      string // --intelligence-dialect: openai or anthropic
+	KeyFile      string // --intelligence-key-file; else AGENT_INTELLIGENCE_KEY (or ANTHROPIC_API_KEY for anthropic)
+	MaxOutput    int64  // --intelligence-max-output-tokens
 	IntelTimeout time.Duration
 	IntelRetries int
 	IntelBackoff time.Duration
@@ -87,7 +89,9 @@ type coreConfig struct {
 func addCore(f *cli.Flags, c *coreConfig) {
 	f.EnvString(&c.Intelligence, "intelligence", "AGENT_INTELLIGENCE", "builtin:demo", "the intelligence: builtin:demo[=THINK], builtin:wait, builtin:script=FILE, or an OpenAI-compatible base URL")
 	f.EnvString(&c.Model, "model", "AGENT_MODEL", "", "model name for an HTTP intelligence")
-	f.EnvString(&c.KeyFile, "intelligence-key-file", "AGENT_INTELLIGENCE_KEY_FILE", "", "file holding the intelligence API key (or set AGENT_INTELLIGENCE_KEY; never on argv)")
+	f.EnvString(&c.Dialect, "intelligence-dialect", "AGENT_INTELLIGENCE_DIALECT", api.DialectOpenAI, "the wire format of an HTTP intelligence: openai (Chat Completions) or anthropic (Messages)")
+	f.EnvString(&c.KeyFile, "intelligence-key-file", "AGENT_INTELLIGENCE_KEY_FILE", "", "file holding the intelligence API key (or set AGENT_INTELLIGENCE_KEY, or ANTHROPIC_API_KEY for the anthropic dialect; never on argv)")
+	f.EnvInt64(&c.MaxOutput, "intelligence-max-output-tokens", "AGENT_INTELLIGENCE_MAX_OUTPUT_TOKENS", api.DefaultMaxOutputTokens, "the cap on one model answer's tokens (max_tokens of every anthropic-dialect request)")
 	f.EnvInt(&c.Caps.MaxDepth, "max-depth", "AGENT_MAX_DEPTH", 4, "subagent tree depth cap")
 	f.EnvInt(&c.MaxSteps, "max-steps", "AGENT_MAX_STEPS", 50, "per-subagent step cap")
 	f.EnvInt64(&c.MaxTokens, "max-tokens", "AGENT_MAX_TOKENS", 200000, "token budget of a run's root subagent")
@@ -272,6 +276,14 @@ func (c *coreConfig) validateTimings() error {
 }
 
 func (c *coreConfig) validateIntelligence() error {
+	switch c.Dialect {
+	case api.DialectOpenAI, api.DialectAnthropic:
+	default:
+		return fmt.Errorf("--intelligence-dialect %q: want %s or %s", c.Dialect, api.DialectOpenAI, api.DialectAnthropic)
+	}
+	if c.MaxOutput <= 0 {
+		return fmt.Errorf("--intelligence-max-output-tokens must be positive (got %d)", c.MaxOutput)
+	}
 	if c.IntelTimeout <= 0 {
 		return fmt.Errorf("--intelligence-timeout must be a positive duration (got %s)", c.IntelTimeout)
 	}
@@ -333,13 +345,15 @@ func (c *coreConfig) rlimitAS() (uint64, error) {
 func (c *coreConfig) intelligenceSpec() api.Intelligence {
 	retries := c.IntelRetries
 	spec := api.Intelligence{
-		Endpoint:       c.Intelligence,
-		Model:          c.Model,
-		RequestTimeout: api.Duration(c.IntelTimeout),
-		Retries:        &retries,
-		RetryBackoff:   api.Duration(c.IntelBackoff),
-		ContextWindow:  c.ContextWindow,
-		Compaction:     c.Compaction,
+		Endpoint:        c.Intelligence,
+		Model:           c.Model,
+		Dialect:         c.Dialect,
+		MaxOutputTokens: c.MaxOutput,
+		RequestTimeout:  api.Duration(c.IntelTimeout),
+		Retries:         &retries,
+		RetryBackoff:    api.Duration(c.IntelBackoff),
+		ContextWindow:   c.ContextWindow,
+		Compaction:      c.Compaction,
 	}
 	c.Failover.apply(&spec)
 	return spec

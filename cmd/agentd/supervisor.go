@@ -144,8 +144,9 @@ func childLogs(aggregate bool, stderr io.Writer, cl *closers) (*os.File, error) 
 
 // loadIntelligence reads what the intelligence needs from files: a
 // builtin:script is read and checked, and the API key comes from
-// --intelligence-key-file, else AGENT_INTELLIGENCE_KEY (empty when neither is
-// set). An error is bad config.
+// --intelligence-key-file, else AGENT_INTELLIGENCE_KEY, else (for the
+// anthropic dialect) ANTHROPIC_API_KEY, the variable Anthropic's own tools
+// read; empty when none is set. An error is bad config.
 func loadIntelligence(c *coreConfig) (key string, err error) {
 	if c.scripted() {
 		if err := intelligence.Check(c.intelligenceSpec()); err != nil {
@@ -153,7 +154,11 @@ func loadIntelligence(c *coreConfig) (key string, err error) {
 		}
 	}
 	if c.KeyFile == "" {
-		return os.Getenv(api.EnvIntelligenceKey), nil
+		key := os.Getenv(api.EnvIntelligenceKey)
+		if key == "" && c.Dialect == api.DialectAnthropic {
+			key = os.Getenv(envAnthropicKey)
+		}
+		return key, nil
 	}
 	b, err := secretfile.Read(c.KeyFile)
 	if err != nil {
@@ -161,6 +166,9 @@ func loadIntelligence(c *coreConfig) (key string, err error) {
 	}
 	return strings.TrimSpace(string(b)), nil
 }
+
+// envAnthropicKey is the anthropic dialect's fallback key variable.
+const envAnthropicKey = "ANTHROPIC_API_KEY"
 
 // childEnv is the environment a subagent inherits: only what a Go process, TLS,
 // proxies and OpenTelemetry need. The supervisor's own settings (including

@@ -213,9 +213,12 @@ func (r *run) ask(ctx context.Context) (*intelligence.Response, api.SubagentResu
 	}
 	r.l.logAnswer(r.usage.Steps, resp, r.content)
 	r.lastTokens, r.lastLen = resp.Usage.TokensIn+resp.Usage.TokensOut, len(r.req.Messages)
-	delta := api.Usage{TokensIn: resp.Usage.TokensIn, TokensOut: resp.Usage.TokensOut, Steps: 1}
+	delta := api.Usage{TokensIn: resp.Usage.TokensIn, TokensOut: resp.Usage.TokensOut, Steps: 1,
+		CacheReadTokens: resp.Usage.CacheReadTokens, CacheWriteTokens: resp.Usage.CacheWriteTokens}
 	r.usage.TokensIn += delta.TokensIn
 	r.usage.TokensOut += delta.TokensOut
+	r.usage.CacheReadTokens += delta.CacheReadTokens
+	r.usage.CacheWriteTokens += delta.CacheWriteTokens
 	r.l.Report.Event(r.usage.Steps, api.EventModel, delta)
 	if resp.Content != "" {
 		r.last = resp.Content

@@ -1,7 +1,7 @@
 // Package intelligence holds the models a subagent's loop calls for its next
 // turn: the builtin deterministic ones (builtin:demo, builtin:wait,
-// builtin:script=FILE) and the client of OpenAI-compatible Chat Completions
-// endpoints. The loop (package agent) sees them through Model alone; this
+// builtin:script=FILE) and the clients of OpenAI-compatible Chat Completions
+// endpoints and of Anthropic's Messages API. The loop (package agent) sees them through Model alone; this
 // package imports api and never agent. Its errors keep the "agent:" prefix
 // they had when it was part of package agent: a subagent reports them as a
 // result's detail, and that text did not change.
@@ -138,14 +138,20 @@ type Response struct {
 var ErrUnreachable = errors.New("agent: intelligence endpoint unreachable")
 
 // New returns the intelligence named by spec: builtin:demo, builtin:wait,
-// or an OpenAI-compatible Chat Completions base URL (http or https, ending
-// before /chat/completions, e.g. http://127.0.0.1:11434/v1) with a model name.
-// key is the API key for an HTTP endpoint (from the environment or a file,
-// never argv); empty sends no Authorization header. An HTTP endpoint, and
-// any intelligence with fallbacks, is called through its endpoints' breakers
-// and fails over from one to the next (failover.go); a fallback's key comes
-// from the environment variable its KeyEnv names.
+// or an HTTP base URL with a model name: of OpenAI-compatible Chat
+// Completions (ending before /chat/completions, e.g.
+// http://127.0.0.1:11434/v1) when spec.Dialect is openai or empty, of
+// Anthropic's Messages API (ending before /messages, e.g.
+// https://api.anthropic.com/v1) when it is anthropic. Another dialect is an
+// error naming the setting. key is the API key for an HTTP endpoint (from
+// the environment or a file, never argv); empty sends none. An HTTP
+// endpoint, and any intelligence with fallbacks, is called through its
+// endpoints' breakers and fails over from one to the next (failover.go); a
+// fallback's key comes from the environment variable its KeyEnv names.
 func New(spec api.Intelligence, key string) (Model, error) {
+	if err := checkDialect(spec.Dialect); err != nil {
+		return nil, err
+	}
 	if len(spec.Fallbacks) > 0 || !strings.HasPrefix(spec.Endpoint, "builtin:") {
 		if err := spec.Validate(); err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
@@ -157,6 +163,9 @@ func New(spec api.Intelligence, key string) (Model, error) {
 
 // newEndpoint returns the model of one endpoint.
 func newEndpoint(spec api.Intelligence, key string) (Model, error) {
+	if err := checkDialect(spec.Dialect); err != nil {
+		return nil, err
+	}
 	name, arg, hasArg := strings.Cut(spec.Endpoint, "=")
 	switch name {
 	case "builtin:demo":
@@ -180,7 +189,19 @@ func newEndpoint(spec api.Intelligence, key string) (Model, error) {
 	if strings.HasPrefix(spec.Endpoint, "builtin:") {
 		return nil, fmt.Errorf("agent: unknown intelligence %q: the builtin ones are builtin:demo, builtin:wait and builtin:script=FILE", spec.Endpoint)
 	}
+	if spec.Dialect == api.DialectAnthropic {
+		return newAnthropicModel(spec, key)
+	}
 	return newOpenAIModel(spec, key)
+}
+
+// checkDialect refuses a dialect other than openai (or empty) and anthropic.
+func checkDialect(d string) error {
+	switch d {
+	case "", api.DialectOpenAI, api.DialectAnthropic:
+		return nil
+	}
+	return fmt.Errorf("agent: intelligence dialect %q: want %s or %s (--intelligence-dialect, AGENT_INTELLIGENCE_DIALECT)", d, api.DialectOpenAI, api.DialectAnthropic)
 }
 
 // Check validates an intelligence spec at startup, so that bad config fails
