@@ -11,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/agentd/agentd/a2a/a2arest"
 	"github.com/agentd/agentd/a2a/a2av1"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
@@ -85,6 +86,14 @@ func Handler(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(checkOrigin)
 	r.Method(http.MethodPost, "/", telemetry.ServeA2A(cfg.Metrics, auth.Middleware(rpc)))
+	// A2A 1.0's HTTP+JSON binding, at the root too (its interface URL is
+	// the card's URL): the same authentication, metrics and method table.
+	rest := telemetry.ServeA2A(cfg.Metrics, auth.Middleware(restHandler{rh: rpc}))
+	for _, p := range a2arest.Prefixes {
+		r.Handle(p, rest)
+		r.Handle(p+"/*", rest)
+	}
+	r.NotFound(a2arest.NotFound)
 	serveCard := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(card)
@@ -112,7 +121,9 @@ func Handler(cfg Config) http.Handler {
 
 // cardJSON encodes the card for both protocol versions: the A2A 0.3 fields
 // (url, protocolVersion, preferredTransport) and the A2A 1.0 supportedInterfaces,
-// which list the one JSON-RPC endpoint twice, 1.0 first, since it serves both.
+// which list the one JSON-RPC endpoint twice, 1.0 first, since it serves both,
+// and the HTTP+JSON binding of 1.0, whose routes are served from the same
+// URL (without its trailing slash, which clients would double).
 func cardJSON(card *a2a.AgentCard) ([]byte, error) {
 	if card == nil {
 		return []byte("null"), nil
@@ -128,6 +139,7 @@ func cardJSON(card *a2a.AgentCard) ([]byte, error) {
 	doc["supportedInterfaces"] = []a2av1.AgentInterface{
 		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: a2av1.Version},
 		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: tasks.Version03},
+		{URL: strings.TrimSuffix(card.URL, "/"), ProtocolBinding: string(a2a.TransportProtocolHTTPJSON), ProtocolVersion: a2av1.Version},
 	}
 	return json.Marshal(doc)
 }
