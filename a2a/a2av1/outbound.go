@@ -127,7 +127,7 @@ func EventTo(r *StreamResponse) (a2a.Event, error) {
 			return nil, fmt.Errorf("statusUpdate.status: %w", err)
 		}
 		return &a2a.TaskStatusUpdateEvent{TaskID: a2a.TaskID(u.TaskID), ContextID: u.ContextID, Status: status,
-			Final: status.State.Terminal() || status.State == a2a.TaskStateInputRequired || status.State == a2a.TaskStateAuthRequired,
+			Final:    status.State.Terminal() || status.State == a2a.TaskStateInputRequired || status.State == a2a.TaskStateAuthRequired,
 			Metadata: u.Metadata}, nil
 	}
 	u := r.ArtifactUpdate
