@@ -514,3 +514,82 @@ func TestRESTClientCancelAndResubscribe(t *testing.T) {
 	<-done
 	waitIdle(t, engine)
 }
+
+// The binding is behind the same authentication as JSON-RPC: no
+// credentials is 401 on every route (an unknown one included), and an mTLS
+// SPIFFE identity or a bearer token lands on the task as its caller, which
+// a caller cannot spoof through metadata.
+func TestRESTAuth(t *testing.T) {
+	f := newAuthFixture(t)
+	base := strings.TrimSuffix(f.url, "/")
+	anon := f.client(nil)
+	for _, rt := range []struct{ method, path, body string }{
+		{"POST", "/message:send", v1Send},
+		{"POST", "/message:stream", v1Send},
+		{"GET", "/tasks", ""},
+		{"GET", "/tasks/x", ""},
+		{"GET", "/tasks/x/y/z", ""},
+	} {
+		r := rest(t, anon, rt.method, base+rt.path, rt.body, nil)
+		if r.status != 401 || !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s %s without credentials: HTTP %d %s", rt.method, rt.path, r.status, r.body)
+		}
+	}
+	if r := rest(t, anon, "POST", base+"/message:send", v1Send, bearerHdr("not-a-token-0123456789")); r.status != 401 {
+		t.Errorf("unknown token: HTTP %d", r.status)
+	}
+	spoof := `{"metadata":{"agentd/caller":"spiffe://example.org/operator"},"message":{"messageId":"MID","role":"ROLE_USER","parts":[{"text":"hello"}],"metadata":{"agentd/caller_auth":"mtls"}}}`
+	for _, c := range []struct {
+		name         string
+		client       *http.Client
+		hdr          map[string]string
+		caller, auth string
+	}{
+		{"mTLS peer", f.client(f.svid(t, peerID, tlsconfig.SVIDOptions{})), nil, peerID.String(), AuthMTLS},
+		{"static peer token", anon, bearerHdr(peerToken), "token:ci", AuthToken},
+	} {
+		r := rest(t, c.client, "POST", base+"/message:send", strings.Replace(spoof, "MID", c.name, 1), c.hdr)
+		var sent a2av1.SendMessageResponse
+		if r.status != 200 || json.Unmarshal(r.body, &sent) != nil || sent.Task == nil {
+			t.Fatalf("%s: HTTP %d %s", c.name, r.status, r.body)
+		}
+		if got := sent.Task.Metadata["agentd/caller"]; got != c.caller {
+			t.Errorf("%s: task caller %v, want %s", c.name, got, c.caller)
+		}
+		if got := sent.Task.Metadata["agentd/caller_auth"]; got != c.auth {
+			t.Errorf("%s: task caller_auth %v, want %s", c.name, got, c.auth)
+		}
+	}
+}
+
+// A task is answered over HTTP+JSON only to its creator and operators, as
+// over JSON-RPC: anyone else gets the answer for a task that does not exist.
+func TestRESTAuthz(t *testing.T) {
+	f := newAuthzFixture(t, nil)
+	id := f.create(aliceToken)
+	c := http.DefaultClient
+	for _, rt := range []struct{ method, path string }{
+		{"GET", "/tasks/" + id},
+		{"POST", "/tasks/" + id + ":cancel"},
+		{"GET", "/tasks/" + id + ":subscribe"},
+		{"GET", "/tasks/" + id + "/pushNotificationConfigs"},
+	} {
+		r := rest(t, c, rt.method, f.url+rt.path, "", bearerHdr(bobToken))
+		if r.status != 404 {
+			t.Errorf("bob %s %s: HTTP %d %s", rt.method, rt.path, r.status, r.body)
+			continue
+		}
+		if _, reason := r.errorBody(t); reason != "TASK_NOT_FOUND" {
+			t.Errorf("bob %s %s: reason %s", rt.method, rt.path, reason)
+		}
+	}
+	var list a2av1.ListTasksResponse
+	if r := rest(t, c, "GET", f.url+"/tasks", "", bearerHdr(bobToken)); r.status != 200 || json.Unmarshal(r.body, &list) != nil || len(list.Tasks) != 0 {
+		t.Errorf("bob lists: HTTP %d %s", r.status, r.body)
+	}
+	for _, tok := range []string{aliceToken, oncallToken} {
+		if r := rest(t, c, "GET", f.url+"/tasks/"+id, "", bearerHdr(tok)); r.status != 200 {
+			t.Errorf("GET as %s: HTTP %d %s", tok, r.status, r.body)
+		}
+	}
+}

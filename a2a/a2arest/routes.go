@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentd/agentd/a2a/a2av1"
 )
@@ -183,6 +184,9 @@ func Params(rt *Route, path []PathParam, query url.Values, body []byte) (json.Ra
 		return nil, requestErr("%s %s needs a JSON body", rt.Method, rt.Pattern)
 	}
 	for _, p := range path {
+		if !utf8.ValidString(p.Value) {
+			return nil, requestErr("path parameter %s is not UTF-8", p.Name)
+		}
 		v, _ := json.Marshal(p.Value)
 		if raw, ok := given[p.Name]; ok {
 			var s string
@@ -201,6 +205,9 @@ func Params(rt *Route, path []PathParam, query url.Values, body []byte) (json.Ra
 		}
 		if len(vals) != 1 {
 			return nil, requestErr("query parameter %s given %d times", name, len(vals))
+		}
+		if !utf8.ValidString(vals[0]) {
+			return nil, requestErr("query parameter %s is not UTF-8", name)
 		}
 		v, err := queryValue(kind, vals[0])
 		if err != nil {
