@@ -372,10 +372,14 @@ func TestCardAdvertisesBothVersions(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &card); err != nil {
 		t.Fatal(err)
 	}
-	if card.ProtocolVersion != "0.3.0" || len(card.SupportedInterfaces) != 2 ||
+	if card.ProtocolVersion != "0.3.0" || len(card.SupportedInterfaces) != 3 ||
 		card.SupportedInterfaces[0].ProtocolVersion != "1.0" || card.SupportedInterfaces[1].ProtocolVersion != "0.3" ||
 		card.SupportedInterfaces[0].URL != card.URL || card.SupportedInterfaces[0].ProtocolBinding != "JSONRPC" {
 		t.Fatalf("card: %s", rec.Body.String())
+	}
+	// The HTTP+JSON binding's routes hang off the same URL.
+	if rest := card.SupportedInterfaces[2]; rest.ProtocolBinding != "HTTP+JSON" || rest.ProtocolVersion != "1.0" || rest.URL != strings.TrimSuffix(card.URL, "/") {
+		t.Fatalf("HTTP+JSON interface: %+v", rest)
 	}
 	if !card.Capabilities.PushNotifications || len(card.Capabilities.Extensions) != 1 || card.Capabilities.Extensions[0].URI != a2abind.ContractExtensionURI ||
 		card.Capabilities.Extensions[0].Params["instance"] != "i1" {
