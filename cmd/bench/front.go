@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,12 +58,15 @@ type loadResult struct {
 	Lat Summary `json:"lat"`
 }
 
-// frontRound is one round of figure 2: each server at concurrency 1 and 16.
+// frontRound is one round of figure 2: each server at concurrency 1 and 16,
+// and agentd's A2A 1.0 SendMessage over the HTTP+JSON binding (REST).
 type frontRound struct {
 	Agentd1  loadResult `json:"agentd_1"`
 	Stock1   loadResult `json:"stock_1"`
 	Agentd16 loadResult `json:"agentd_16"`
 	Stock16  loadResult `json:"stock_16"`
+	REST1    loadResult `json:"rest_1"`
+	REST16   loadResult `json:"rest_16"`
 }
 
 // instantProvider is the local provider of figure 2 (and of the task store's
@@ -370,6 +374,25 @@ func sendOnce(ctx context.Context, c *http.Client, url string, body []byte) erro
 	return nil
 }
 
+// restSendBody is one A2A 1.0 SendMessage request of the HTTP+JSON binding
+// (POST /message:send).
+func restSendBody(worker, id int64, text string) []byte {
+	return fmt.Appendf(nil, `{"message":{"messageId":"bench-rest-%d-%d","role":"ROLE_USER","parts":[{"text":%q}]}}`, worker, id, text)
+}
+
+// restSendOnce posts one SendMessage to base's /message:send and checks
+// that the task completed.
+func restSendOnce(ctx context.Context, c *http.Client, base string, body []byte) error {
+	b, status, err := post(ctx, c, strings.TrimSuffix(base, "/")+"/message:send", body)
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK || !bytes.Contains(b, []byte(`"state":"TASK_STATE_COMPLETED"`)) {
+		return fmt.Errorf("POST /message:send: HTTP %d: %.300s", status, b)
+	}
+	return nil
+}
+
 // loads numbers the load calls: each sends messages of its own, so that no
 // send repeats a messageId an earlier call sent (a duplicate returns the
 // task it made and starts nothing: the store's cheapest path, not a send).
@@ -378,6 +401,17 @@ var loads atomic.Int64
 // load runs conc workers, each sending message/send back to back on its own
 // keep-alive connection, for d.
 func load(ctx context.Context, c *http.Client, url string, conc int, d time.Duration) (loadResult, error) {
+	return loadOf(ctx, conc, d, func(w int, i int64) error { return sendOnce(ctx, c, url, sendBody(i, w, "hello")) })
+}
+
+// restLoad is load over the HTTP+JSON binding's SendMessage.
+func restLoad(ctx context.Context, c *http.Client, url string, conc int, d time.Duration) (loadResult, error) {
+	return loadOf(ctx, conc, d, func(w int, i int64) error { return restSendOnce(ctx, c, url, restSendBody(int64(w), i, "hello")) })
+}
+
+// loadOf runs conc workers, each calling send back to back (with its worker
+// number, unique to the call, and its request number) for d.
+func loadOf(ctx context.Context, conc int, d time.Duration, send func(worker int, i int64) error) (loadResult, error) {
 	run := int(loads.Add(1)) << 16
 	var (
 		wg   sync.WaitGroup
@@ -393,9 +427,8 @@ func load(ctx context.Context, c *http.Client, url string, conc int, d time.Dura
 			defer wg.Done()
 			var mine []time.Duration
 			for i := int64(1); time.Now().Before(end); i++ {
-				body := sendBody(i, run|w, "hello")
 				t0 := time.Now()
-				if err := sendOnce(ctx, c, url, body); err != nil {
+				if err := send(run|w, i); err != nil {
 					mu.Lock()
 					ferr = err
 					mu.Unlock()
@@ -438,11 +471,21 @@ func runFront(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 			return nil, err
 		}
 	}
+	// agentd's HTTP+JSON binding gets a client of its own, so each binding
+	// keeps its own keep-alive connections.
+	restClient, err := benchClient(dir, 16)
+	if err != nil {
+		return nil, err
+	}
+	defer restClient.CloseIdleConnections()
 	// Warm up: connections, TLS sessions, code paths.
 	for _, r := range []*roleProc{agentd, stock} {
 		if _, err := load(ctx, clients[r], r.url, 16, min(cfg.FrontDuration/4, 500*time.Millisecond)); err != nil {
 			return nil, err
 		}
+	}
+	if _, err := restLoad(ctx, restClient, agentd.url, 16, min(cfg.FrontDuration/4, 500*time.Millisecond)); err != nil {
+		return nil, err
 	}
 	var rounds []frontRound
 	for r := 0; r < cfg.Rounds; r++ {
@@ -468,6 +511,16 @@ func runFront(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 					fr.Stock16 = res
 				}
 			}
+			// The same run: agentd's SendMessage over HTTP+JSON.
+			res, err := restLoad(ctx, restClient, agentd.url, conc, cfg.FrontDuration)
+			if err != nil {
+				return nil, err
+			}
+			if conc == 1 {
+				fr.REST1 = res
+			} else {
+				fr.REST16 = res
+			}
 		}
 		rounds = append(rounds, fr)
 		fmt.Fprintf(logw, "bench: front round %d: %+v\n", r+1, fr)
@@ -485,11 +538,11 @@ func frontRows(raw json.RawMessage, cfg Config) ([]row, error) {
 	}
 	var rows []row
 	for _, c := range []struct {
-		conc          int
-		agentd, stock func(frontRound) loadResult
+		conc                int
+		agentd, stock, rest func(frontRound) loadResult
 	}{
-		{1, func(r frontRound) loadResult { return r.Agentd1 }, func(r frontRound) loadResult { return r.Stock1 }},
-		{16, func(r frontRound) loadResult { return r.Agentd16 }, func(r frontRound) loadResult { return r.Stock16 }},
+		{1, func(r frontRound) loadResult { return r.Agentd1 }, func(r frontRound) loadResult { return r.Stock1 }, func(r frontRound) loadResult { return r.REST1 }},
+		{16, func(r frontRound) loadResult { return r.Agentd16 }, func(r frontRound) loadResult { return r.Stock16 }, func(r frontRound) loadResult { return r.REST16 }},
 	} {
 		x := medianOf(rounds, func(r frontRound) float64 { return ratio(c.agentd(r).RPS, c.stock(r).RPS) })
 		goal := "goal >= 1.5x: met"
@@ -507,6 +560,21 @@ func frontRows(raw json.RawMessage, cfg Config) ([]row, error) {
 				p99:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.stock(r).Lat.P99 })),
 				other: fmtRPS(medianOf(rounds, func(r frontRound) float64 { return c.stock(r).RPS }))},
 		)
+		if c.rest(rounds[0]).RPS == 0 {
+			continue // a run from before the HTTP+JSON binding
+		}
+		// HTTP+JSON against JSON-RPC: the goal is at most 1.2x slower, a
+		// ratio of at least 1/1.2.
+		xr := medianOf(rounds, func(r frontRound) float64 { return ratio(c.rest(r).RPS, c.agentd(r).RPS) })
+		goal = "goal >= 0.83x (within 1.2x): met"
+		if !(xr >= 1/1.2) {
+			goal = "goal >= 0.83x (within 1.2x): missed"
+		}
+		rows = append(rows, row{fig: 2, what: fmt.Sprintf("A2A 1.0 SendMessage over HTTP+JSON, mTLS keep-alive, concurrency %d: agentd's front", c.conc),
+			p50:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.rest(r).Lat.P50 })),
+			p99:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.rest(r).Lat.P99 })),
+			other: fmtRPS(medianOf(rounds, func(r frontRound) float64 { return c.rest(r).RPS })),
+			ratio: fmtX(xr) + " agentd's JSON-RPC req/s; " + goal})
 	}
 	return rows, nil
 }
