@@ -593,3 +593,31 @@ func TestRESTAuthz(t *testing.T) {
 		}
 	}
 }
+
+// The client over mTLS with a SPIFFE identity and over a bearer token (the
+// header added through Options.Header): the server records each as the
+// caller; without credentials the client's error is the 401.
+func TestRESTClientIdentity(t *testing.T) {
+	f := newAuthFixture(t)
+	ctx := context.Background()
+	send := func(cl *a2arest.Client) (*a2a.Task, error) {
+		res, err := cl.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "hello"})})
+		if err != nil {
+			return nil, err
+		}
+		return res.(*a2a.Task), nil
+	}
+	mtls := a2arest.New(f.url, f.client(f.svid(t, peerID, tlsconfig.SVIDOptions{})), a2acall.Options{})
+	task, err := send(mtls)
+	if err != nil || task.Metadata["agentd/caller"] != peerID.String() || task.Metadata["agentd/caller_auth"] != AuthMTLS {
+		t.Fatalf("mTLS: %+v %v", task, err)
+	}
+	bearer := a2arest.New(f.url, f.client(nil), a2acall.Options{Header: func(_ context.Context, h http.Header) { h.Set("Authorization", "Bearer "+peerToken) }})
+	if task, err = send(bearer); err != nil || task.Metadata["agentd/caller"] != "token:ci" {
+		t.Fatalf("bearer: %+v %v", task, err)
+	}
+	var re *a2arest.Error
+	if _, err := send(a2arest.New(f.url, f.client(nil), a2acall.Options{})); !errors.As(err, &re) || re.HTTPStatus != 401 {
+		t.Fatalf("no credentials: %v", err)
+	}
+}
