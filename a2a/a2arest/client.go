@@ -55,11 +55,11 @@ func New(url string, hc *http.Client, opts a2acall.Options) *Client {
 // SendMessage calls SendMessage (POST /message:send) and returns the task or
 // the message the agent answered.
 func (c *Client) SendMessage(ctx context.Context, p *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
-	var out a2av1.SendMessageResponse
-	if err := c.unary(ctx, a2av1.MethodSendMessage, nil, nil, c.sendRequest(p), &out); err != nil {
+	raw, err := c.unary(ctx, a2av1.MethodSendMessage, nil, nil, c.sendRequest(p))
+	if err != nil {
 		return nil, err
 	}
-	res, err := a2av1.SendResultTo(&out)
+	res, err := a2av1.DecodeSendResult(raw)
 	if err != nil {
 		return nil, fmt.Errorf("a2arest: %s: the answer: %w", a2av1.MethodSendMessage, err)
 	}
@@ -115,37 +115,38 @@ func (c *Client) ResubscribeToTask(ctx context.Context, p *a2a.TaskIDParams) ite
 // /tasks/{taskId}/pushNotificationConfigs).
 func (c *Client) SetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
 	body := a2av1.PushConfigFrom(p.TaskID, p.Config)
-	var out a2av1.TaskPushNotificationConfig
-	if err := c.unary(ctx, a2av1.MethodCreatePushConfig, map[string]string{"taskId": string(p.TaskID)}, nil, &body, &out); err != nil {
+	raw, err := c.unary(ctx, a2av1.MethodCreatePushConfig, map[string]string{"taskId": string(p.TaskID)}, nil, &body)
+	if err != nil {
 		return nil, err
 	}
-	return pushConfigTo(a2av1.MethodCreatePushConfig, &out, p.TaskID)
+	return pushConfigTo(a2av1.MethodCreatePushConfig, raw, p.TaskID)
 }
 
 // GetTaskPushConfig calls GetTaskPushNotificationConfig (GET
 // /tasks/{taskId}/pushNotificationConfigs/{id}).
 func (c *Client) GetTaskPushConfig(ctx context.Context, p *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
-	var out a2av1.TaskPushNotificationConfig
-	if err := c.unary(ctx, a2av1.MethodGetPushConfig, map[string]string{"taskId": string(p.TaskID), "id": p.ConfigID}, nil, nil, &out); err != nil {
+	raw, err := c.unary(ctx, a2av1.MethodGetPushConfig, map[string]string{"taskId": string(p.TaskID), "id": p.ConfigID}, nil, nil)
+	if err != nil {
 		return nil, err
 	}
-	return pushConfigTo(a2av1.MethodGetPushConfig, &out, p.TaskID)
+	return pushConfigTo(a2av1.MethodGetPushConfig, raw, p.TaskID)
 }
 
 // ListTaskPushConfig calls ListTaskPushNotificationConfigs (GET
 // /tasks/{taskId}/pushNotificationConfigs).
 func (c *Client) ListTaskPushConfig(ctx context.Context, p *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
-	var out a2av1.ListTaskPushNotificationConfigsResponse
-	if err := c.unary(ctx, a2av1.MethodListPushConfigs, map[string]string{"taskId": string(p.TaskID)}, nil, nil, &out); err != nil {
+	raw, err := c.unary(ctx, a2av1.MethodListPushConfigs, map[string]string{"taskId": string(p.TaskID)}, nil, nil)
+	if err != nil {
 		return nil, err
 	}
-	list := make([]*a2a.TaskPushConfig, 0, len(out.Configs))
-	for i := range out.Configs {
-		cfg, err := pushConfigTo(a2av1.MethodListPushConfigs, &out.Configs[i], p.TaskID)
-		if err != nil {
-			return nil, err
+	list, err := a2av1.DecodePushConfigList(raw)
+	if err != nil {
+		return nil, fmt.Errorf("a2arest: %s: the answer: %w", a2av1.MethodListPushConfigs, err)
+	}
+	for _, cfg := range list {
+		if cfg.TaskID == "" {
+			cfg.TaskID = p.TaskID
 		}
-		list = append(list, cfg)
 	}
 	return list, nil
 }
@@ -153,26 +154,29 @@ func (c *Client) ListTaskPushConfig(ctx context.Context, p *a2a.ListTaskPushConf
 // DeleteTaskPushConfig calls DeleteTaskPushNotificationConfig (DELETE
 // /tasks/{taskId}/pushNotificationConfigs/{id}).
 func (c *Client) DeleteTaskPushConfig(ctx context.Context, p *a2a.DeleteTaskPushConfigParams) error {
-	return c.unary(ctx, a2av1.MethodDeletePushConfig, map[string]string{"taskId": string(p.TaskID), "id": p.ConfigID}, nil, nil, nil)
+	_, err := c.unary(ctx, a2av1.MethodDeletePushConfig, map[string]string{"taskId": string(p.TaskID), "id": p.ConfigID}, nil, nil)
+	return err
 }
 
-func pushConfigTo(op string, c *a2av1.TaskPushNotificationConfig, taskID a2a.TaskID) (*a2a.TaskPushConfig, error) {
-	cfg, err := a2av1.PushConfigTo(c)
+// pushConfigTo reads a push config answer; one that names no task is the
+// request's task's.
+func pushConfigTo(op string, raw []byte, taskID a2a.TaskID) (*a2a.TaskPushConfig, error) {
+	cfg, err := a2av1.DecodePushConfig(raw)
 	if err != nil {
 		return nil, fmt.Errorf("a2arest: %s: the answer: %w", op, err)
 	}
-	if c.TaskID != "" {
-		taskID = a2a.TaskID(c.TaskID)
+	if cfg.TaskID == "" {
+		cfg.TaskID = taskID
 	}
-	return &a2a.TaskPushConfig{TaskID: taskID, Config: cfg}, nil
+	return cfg, nil
 }
 
 func (c *Client) task(ctx context.Context, op string, path map[string]string, q url.Values, body any) (*a2a.Task, error) {
-	var out a2av1.Task
-	if err := c.unary(ctx, op, path, q, body, &out); err != nil {
+	raw, err := c.unary(ctx, op, path, q, body)
+	if err != nil {
 		return nil, err
 	}
-	t, err := a2av1.TaskTo(&out)
+	t, err := a2av1.DecodeTask(raw)
 	if err != nil {
 		return nil, fmt.Errorf("a2arest: %s: the answer: %w", op, err)
 	}
@@ -224,28 +228,22 @@ func (c *Client) do(ctx context.Context, op string, path map[string]string, q ur
 	return resp, nil
 }
 
-// unary sends op's request and decodes its JSON answer into out (nil: the
-// answer is not read).
-func (c *Client) unary(ctx context.Context, op string, path map[string]string, q url.Values, body, out any) error {
+// unary sends op's request and returns its answer's body, at most
+// maxAnswer bytes.
+func (c *Client) unary(ctx context.Context, op string, path map[string]string, q url.Values, body any) ([]byte, error) {
 	resp, err := c.do(ctx, op, path, q, body, "application/json")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(maxAnswer)+1))
 	if err != nil {
-		return fmt.Errorf("a2arest: %s: read the answer: %w", op, err)
+		return nil, fmt.Errorf("a2arest: %s: read the answer: %w", op, err)
 	}
 	if len(b) > maxAnswer {
-		return fmt.Errorf("a2arest: %s: %w (%d bytes)", op, a2acall.ErrTooLarge, maxAnswer)
+		return nil, fmt.Errorf("a2arest: %s: %w (%d bytes)", op, a2acall.ErrTooLarge, maxAnswer)
 	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("a2arest: %s: the answer: %w", op, err)
-	}
-	return nil
+	return b, nil
 }
 
 // stream sends op's request and yields the events of its text/event-stream
@@ -272,12 +270,7 @@ func (c *Client) stream(ctx context.Context, op string, path map[string]string, 
 				yield(nil, ReadError(op, resp.StatusCode, ev.data))
 				return
 			}
-			var sr a2av1.StreamResponse
-			if err := json.Unmarshal(ev.data, &sr); err != nil {
-				yield(nil, fmt.Errorf("a2arest: %s: an event: %w", op, err))
-				return
-			}
-			out, err := a2av1.EventTo(&sr)
+			out, err := a2av1.DecodeEvent(ev.data)
 			if err != nil {
 				yield(nil, fmt.Errorf("a2arest: %s: an event: %w", op, err))
 				return
