@@ -86,14 +86,6 @@ func Handler(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(checkOrigin)
 	r.Method(http.MethodPost, "/", telemetry.ServeA2A(cfg.Metrics, auth.Middleware(rpc)))
-	// A2A 1.0's HTTP+JSON binding, at the root too (its interface URL is
-	// the card's URL): the same authentication, metrics and method table.
-	rest := telemetry.ServeA2A(cfg.Metrics, auth.Middleware(restHandler{rh: rpc}))
-	for _, p := range a2arest.Prefixes {
-		r.Handle(p, rest)
-		r.Handle(p+"/*", rest)
-	}
-	r.NotFound(a2arest.NotFound)
 	serveCard := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(card)
@@ -102,6 +94,14 @@ func Handler(cfg Config) http.Handler {
 	r.Get("/.well-known/agent.json", serveCard) // the pre-0.3 location
 	r.Get("/healthz", probe(cfg.Healthy))
 	r.Get("/readyz", probe(cfg.Ready))
+	// A2A 1.0's HTTP+JSON binding, at the root too (its interface URL is
+	// the card's URL): the same authentication, metrics and method table.
+	rest := telemetry.ServeA2A(cfg.Metrics, auth.Middleware(restHandler{rh: rpc}))
+	for _, p := range a2arest.Prefixes {
+		r.Handle(p, rest)
+		r.Handle(p+"/*", rest)
+	}
+	r.NotFound(a2arest.NotFound)
 	if cfg.Metrics != nil {
 		r.Method(http.MethodGet, MetricsPath, auth.Middleware(operatorHTTP(cfg.Metrics.Handler())))
 	}
