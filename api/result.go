@@ -78,6 +78,10 @@ const (
 	// CausePongTimeout: the child left too many ctrl/ping unanswered in a row
 	// (Detector C); the status is stalled.
 	CausePongTimeout = "pong_timeout"
+	// CausePeerUnsupported: a remote peer refused the A2A protocol version
+	// or binding it was called in (the detail says which, and what its card
+	// offers); the status is crashed.
+	CausePeerUnsupported = "peer_unsupported"
 )
 
 // SubagentResult is what a subagent hands back: a terminal status, the

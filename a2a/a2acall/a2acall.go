@@ -1,7 +1,8 @@
 // Package a2acall is agentd's A2A client: the JSON-RPC calls of A2A 0.3 that
 // agentd makes to another agent (message/send, message/stream, tasks/get,
-// tasks/cancel, tasks/resubscribe), each one HTTP POST over the caller's
-// http.Client, the answers decoded into a2a-go's types.
+// tasks/cancel, tasks/resubscribe, the push config methods), each one HTTP
+// POST over the caller's http.Client, the answers decoded into a2a-go's
+// types; and the same calls in A2A 1.0 (ClientV1).
 //
 // a2a-go's own client (a2aclient) does the same over JSON-RPC, but the
 // package also holds its gRPC transport, which agentd never uses: linking it
@@ -45,6 +46,10 @@ const (
 	MethodGetTask     = "tasks/get"
 	MethodCancelTask  = "tasks/cancel"
 	MethodResubscribe = "tasks/resubscribe"
+	MethodSetPush     = "tasks/pushNotificationConfig/set"
+	MethodGetPush     = "tasks/pushNotificationConfig/get"
+	MethodListPush    = "tasks/pushNotificationConfig/list"
+	MethodDeletePush  = "tasks/pushNotificationConfig/delete"
 )
 
 // Options configure a Client. The zero value sends blocking message/send
@@ -62,10 +67,11 @@ type Options struct {
 // Client calls one agent's JSON-RPC endpoint. It is safe for concurrent use;
 // create it with New.
 type Client struct {
-	url  string
-	hc   *http.Client
-	opts Options
-	ids  atomic.Uint64
+	url     string
+	hc      *http.Client
+	opts    Options
+	ids     atomic.Uint64
+	version string // the A2A-Version header; "" sends none (0.3's default)
 }
 
 // New returns a client of the JSON-RPC endpoint at url over hc
@@ -96,6 +102,21 @@ func (e *Error) Error() string {
 	return s
 }
 
+// HTTPError is an answer whose HTTP status is not 200: the agent did not
+// take the request at all (a route or a content type it does not serve, an
+// authentication refused, ...).
+type HTTPError struct {
+	Method string
+	Code   int    // the HTTP status code
+	Status string // the status line's text, "404 Not Found"
+	Body   string // the first 512 bytes of the body, trimmed
+}
+
+// Error implements error.
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("a2acall: %s: HTTP %s: %s", e.Method, e.Status, e.Body)
+}
+
 // Unwrap returns the sentinel error of the code, or nil.
 func (e *Error) Unwrap() error { return codeErrors[e.Code] }
 
@@ -115,7 +136,19 @@ var codeErrors = map[int]error{
 	-32005: a2a.ErrUnsupportedContentType,
 	-32006: a2a.ErrInvalidAgentResponse,
 	-32007: a2a.ErrAuthenticatedExtendedCardNotConfigured,
+	-32008: ErrExtensionRequired,
+	-32009: ErrVersionNotSupported,
 }
+
+// Errors of A2A 1.0's codes, which a2a-go 0.3 has no sentinel for.
+var (
+	// ErrVersionNotSupported: the agent does not speak the protocol version
+	// it was called with (-32009).
+	ErrVersionNotSupported = errors.New("a2acall: the agent does not support this protocol version")
+	// ErrExtensionRequired: the agent requires an extension the call did
+	// not declare (-32008).
+	ErrExtensionRequired = errors.New("a2acall: the agent requires an extension")
+)
 
 // request is a JSON-RPC request.
 type request struct {
@@ -139,18 +172,7 @@ type response struct {
 // SendMessage sends message/send and returns the task or the message the
 // agent answered.
 func (c *Client) SendMessage(ctx context.Context, p *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
-	if c.opts.NonBlocking && (p.Config == nil || p.Config.Blocking == nil) {
-		q := *p
-		cfg := a2a.MessageSendConfig{}
-		if p.Config != nil {
-			cfg = *p.Config
-		}
-		blocking := false
-		cfg.Blocking = &blocking
-		q.Config = &cfg
-		p = &q
-	}
-	raw, err := c.call(ctx, MethodSend, p)
+	raw, err := c.call(ctx, MethodSend, c.withBlocking(p), false)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +189,28 @@ func (c *Client) SendMessage(ctx context.Context, p *a2a.MessageSendParams) (a2a
 	return nil, fmt.Errorf("a2acall: %s: the result is a %T, not a task or a message", MethodSend, ev)
 }
 
+// withBlocking returns p with configuration.blocking false when the client
+// is NonBlocking and p does not say.
+func (c *Client) withBlocking(p *a2a.MessageSendParams) *a2a.MessageSendParams {
+	if !c.opts.NonBlocking || (p.Config != nil && p.Config.Blocking != nil) {
+		return p
+	}
+	q := *p
+	cfg := a2a.MessageSendConfig{}
+	if p.Config != nil {
+		cfg = *p.Config
+	}
+	blocking := false
+	cfg.Blocking = &blocking
+	q.Config = &cfg
+	return &q
+}
+
+// resultErr is the error of a result of method that does not decode.
+func resultErr(method string, err error) error {
+	return fmt.Errorf("a2acall: %s: the result: %w", method, err)
+}
+
 // GetTask sends tasks/get.
 func (c *Client) GetTask(ctx context.Context, p *a2a.TaskQueryParams) (*a2a.Task, error) {
 	return c.task(ctx, MethodGetTask, p)
@@ -180,17 +224,17 @@ func (c *Client) CancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task
 // SendStreamingMessage sends message/stream and yields the stream's events
 // until it ends, an error (the last yield), or the caller stops.
 func (c *Client) SendStreamingMessage(ctx context.Context, p *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
-	return c.stream(ctx, MethodStream, p)
+	return c.stream(ctx, MethodStream, p, a2a.UnmarshalEventJSON)
 }
 
 // ResubscribeToTask sends tasks/resubscribe and yields the task's events as
 // SendStreamingMessage does.
 func (c *Client) ResubscribeToTask(ctx context.Context, p *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
-	return c.stream(ctx, MethodResubscribe, p)
+	return c.stream(ctx, MethodResubscribe, p, a2a.UnmarshalEventJSON)
 }
 
 func (c *Client) task(ctx context.Context, method string, params any) (*a2a.Task, error) {
-	raw, err := c.call(ctx, method, params)
+	raw, err := c.call(ctx, method, params, false)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +243,47 @@ func (c *Client) task(ctx context.Context, method string, params any) (*a2a.Task
 		return nil, fmt.Errorf("a2acall: %s: the result: %w", method, err)
 	}
 	return &t, nil
+}
+
+// SetTaskPushConfig sends tasks/pushNotificationConfig/set and returns the
+// config as the agent stored it.
+func (c *Client) SetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
+	raw, err := c.call(ctx, MethodSetPush, p, false)
+	return result[a2a.TaskPushConfig](MethodSetPush, raw, err)
+}
+
+// GetTaskPushConfig sends tasks/pushNotificationConfig/get.
+func (c *Client) GetTaskPushConfig(ctx context.Context, p *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	raw, err := c.call(ctx, MethodGetPush, p, false)
+	return result[a2a.TaskPushConfig](MethodGetPush, raw, err)
+}
+
+// ListTaskPushConfig sends tasks/pushNotificationConfig/list.
+func (c *Client) ListTaskPushConfig(ctx context.Context, p *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
+	raw, err := c.call(ctx, MethodListPush, p, false)
+	list, err := result[[]*a2a.TaskPushConfig](MethodListPush, raw, err)
+	if err != nil {
+		return nil, err
+	}
+	return *list, nil
+}
+
+// DeleteTaskPushConfig sends tasks/pushNotificationConfig/delete.
+func (c *Client) DeleteTaskPushConfig(ctx context.Context, p *a2a.DeleteTaskPushConfigParams) error {
+	_, err := c.call(ctx, MethodDeletePush, p, true)
+	return err
+}
+
+// result decodes the result raw of a call to method that answered err.
+func result[T any](method string, raw json.RawMessage, err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out T
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("a2acall: %s: the result: %w", method, err)
+	}
+	return &out, nil
 }
 
 // post sends one request and returns the response once its status is 200.
@@ -214,6 +299,9 @@ func (c *Client) post(ctx context.Context, method string, params any, accept str
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
+	if c.version != "" {
+		req.Header.Set(VersionHeader, c.version)
+	}
 	if c.opts.Header != nil {
 		c.opts.Header(ctx, req.Header)
 	}
@@ -224,13 +312,14 @@ func (c *Client) post(ctx context.Context, method string, params any, accept str
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, "", fmt.Errorf("a2acall: %s: HTTP %s: %s", method, resp.Status, bytes.TrimSpace(snippet))
+		return nil, "", &HTTPError{Method: method, Code: resp.StatusCode, Status: resp.Status, Body: string(bytes.TrimSpace(snippet))}
 	}
 	return resp, id, nil
 }
 
-// call sends one request and returns its result.
-func (c *Client) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+// call sends one request and returns its result; with allowEmpty, a null
+// or absent result is a nil one, not an error.
+func (c *Client) call(ctx context.Context, method string, params any, allowEmpty bool) (json.RawMessage, error) {
 	resp, id, err := c.post(ctx, method, params, "application/json")
 	if err != nil {
 		return nil, err
@@ -243,13 +332,13 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 	if len(body) > maxAnswer {
 		return nil, fmt.Errorf("a2acall: %s: %w (%d bytes)", method, ErrTooLarge, maxAnswer)
 	}
-	return decode(method, id, body)
+	return decode(method, id, body, allowEmpty)
 }
 
 // decode reads one JSON-RPC response: its result, or its error as an *Error.
 // A response that names another request id is an error (one without an id
 // is taken as the request's).
-func decode(method, id string, body []byte) (json.RawMessage, error) {
+func decode(method, id string, body []byte, allowEmpty bool) (json.RawMessage, error) {
 	var r response
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, fmt.Errorf("a2acall: %s: the answer is not a JSON-RPC response: %w", method, err)
@@ -266,6 +355,9 @@ func decode(method, id string, body []byte) (json.RawMessage, error) {
 		return nil, &Error{Method: method, Code: r.Error.Code, Message: r.Error.Message, Data: r.Error.Data}
 	}
 	if len(r.Result) == 0 || string(r.Result) == "null" {
+		if allowEmpty {
+			return nil, nil
+		}
 		return nil, fmt.Errorf("a2acall: %s: the answer has neither a result nor an error", method)
 	}
 	return r.Result, nil
@@ -274,7 +366,7 @@ func decode(method, id string, body []byte) (json.RawMessage, error) {
 // stream sends one streaming request and yields the events of its
 // text/event-stream answer: each event's data is a JSON-RPC response with
 // the request's id.
-func (c *Client) stream(ctx context.Context, method string, params any) iter.Seq2[a2a.Event, error] {
+func (c *Client) stream(ctx context.Context, method string, params any, event func([]byte) (a2a.Event, error)) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		resp, id, err := c.post(ctx, method, params, "text/event-stream")
 		if err != nil {
@@ -287,12 +379,12 @@ func (c *Client) stream(ctx context.Context, method string, params any) iter.Seq
 				yield(nil, fmt.Errorf("a2acall: %s: the stream: %w", method, err))
 				return
 			}
-			raw, err := decode(method, id, data)
+			raw, err := decode(method, id, data, false)
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			ev, err := a2a.UnmarshalEventJSON(raw)
+			ev, err := event(raw)
 			if err != nil {
 				yield(nil, fmt.Errorf("a2acall: %s: an event: %w", method, err))
 				return

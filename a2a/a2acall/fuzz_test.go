@@ -52,7 +52,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		res, err := decode("tasks/get", "7", in)
+		res, err := decode("tasks/get", "7", in, false)
 		if (err == nil) == (res == nil) {
 			t.Fatalf("decode(%q) = %q, %v: want exactly one of a result and an error", in, res, err)
 		}

@@ -19,6 +19,15 @@ type Transport interface {
 	GetTask(ctx context.Context, p *a2a.TaskQueryParams) (*a2a.Task, error)
 	CancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task, error)
 	ResubscribeToTask(ctx context.Context, p *a2a.TaskIDParams) iter.Seq2[a2a.Event, error]
+	// The task's push notification configs: set (create) one, read one,
+	// list them, delete one.
+	SetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error)
+	GetTaskPushConfig(ctx context.Context, p *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error)
+	ListTaskPushConfig(ctx context.Context, p *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error)
+	DeleteTaskPushConfig(ctx context.Context, p *a2a.DeleteTaskPushConfigParams) error
 }
 
-var _ Transport = (*Client)(nil)
+var (
+	_ Transport = (*Client)(nil)
+	_ Transport = (*ClientV1)(nil)
+)

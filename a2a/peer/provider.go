@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
 	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/a2a/a2acall"
@@ -23,8 +22,15 @@ import (
 // Prefix prefixes the provider name of every remote peer: "peer:NAME".
 const Prefix = "peer:"
 
-// cardTTL is how long a peer's agent card is trusted before it is read again.
+// cardTTL is how long a peer's agent card is trusted before it is read again
+// when its answer has no Cache-Control max-age.
 const cardTTL = 5 * time.Minute
+
+// Transports returns the registry of the transports a peer may be called
+// over: A2A 1.0 and 0.3 over JSON-RPC.
+func Transports() a2acall.Registry {
+	return a2acall.JSONRPC()
+}
 
 // Provider is the delegation provider for one remote A2A peer, over
 // a2acall and one shared keep-alive http.Client. Its capabilities come from
@@ -35,12 +41,16 @@ type Provider struct {
 	cfg Config
 	hc  *http.Client
 	log *slog.Logger
+	reg a2acall.Registry
 
-	mu       sync.Mutex // guards card, read, client, instance
+	mu       sync.Mutex // guards card, read, ttl, client, iface, offered, instance
 	card     *a2a.AgentCard
 	read     time.Time
-	client   *a2acall.Client
-	instance string // the peer's agentd instance id, from its card
+	ttl      time.Duration // how long card is trusted (its Cache-Control)
+	client   a2acall.Transport
+	iface    Interface   // what client calls
+	offered  []Interface // what the card offers
+	instance string      // the peer's agentd instance id, from its card
 
 	started atomic.Int64 // delegations started, for the spawn metric
 }
@@ -65,11 +75,23 @@ func New(cfg Config, newClient HTTPClientFunc) (*Provider, error) {
 	if newClient == nil {
 		newClient = DefaultClient
 	}
+	reg := Transports()
+	if len(calls(reg, cfg.Version, cfg.Binding)) == 0 {
+		return nil, fmt.Errorf("peer %s: version=%s, binding=%s: agentd calls no such transport (it calls %s)",
+			cfg.Name, orAny(cfg.Version), orAny(cfg.Binding), orNone(calls(reg, "", "")))
+	}
 	hc, err := newClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{cfg: cfg, hc: hc, log: cfg.Log.With("peer", cfg.Name)}, nil
+	return &Provider{cfg: cfg, hc: hc, reg: reg, log: cfg.Log.With("peer", cfg.Name)}, nil
+}
+
+func orAny(s string) string {
+	if s == "" {
+		return "any"
+	}
+	return s
 }
 
 // Name returns "peer:NAME".
@@ -94,11 +116,11 @@ func hasContractExtension(card *a2a.AgentCard) bool {
 	return slices.ContainsFunc(card.Capabilities.Extensions, func(e a2a.AgentExtension) bool { return e.URI == a2abind.ContractExtensionURI })
 }
 
-// Prepare reads the peer's agent card if it has not been read in the last
-// five minutes.
+// Prepare reads the peer's agent card if the last one read is stale: older
+// than its Cache-Control max-age allowed (five minutes without one).
 func (p *Provider) Prepare(ctx context.Context) error {
 	p.mu.Lock()
-	fresh := p.card != nil && time.Since(p.read) < cardTTL
+	fresh := p.card != nil && time.Since(p.read) < p.ttl
 	p.mu.Unlock()
 	if fresh {
 		return nil
@@ -106,17 +128,25 @@ func (p *Provider) Prepare(ctx context.Context) error {
 	return p.Refresh(ctx)
 }
 
-// Refresh reads the peer's agent card now and rebuilds the client from it.
+// Refresh reads the peer's agent card now and rebuilds the client from it:
+// the version and binding choose picks from the card, at the interface's URL
+// when it is on the configured origin (endpoint).
 func (p *Provider) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	card, err := agentcard.NewResolver(p.hc).Resolve(ctx, p.cfg.URL)
+	pc, ttl, err := fetchCard(ctx, p.hc, p.cfg.URL)
 	if err != nil {
 		return fmt.Errorf("read the agent card of %s: %w", p.cfg.URL, err)
 	}
-	// message/send answers at once (not blocking): the run follows the
-	// task by stream or by tasks/get.
-	client := a2acall.New(p.endpoint(card), p.hc, a2acall.Options{NonBlocking: true, Header: traceHeader})
+	in, err := choose(pc.interfaces, p.reg, p.cfg.Version, p.cfg.Binding)
+	if err != nil {
+		return fmt.Errorf("peer %s: %w", p.cfg.Name, err)
+	}
+	in.URL = p.endpoint(in.URL)
+	// A send answers at once (not blocking): the run follows the task by
+	// stream or by polling.
+	client := p.reg[in.Key()](in.URL, p.hc, a2acall.Options{NonBlocking: true, Header: traceHeader})
+	card := pc.card
 	inst := ""
 	for _, e := range card.Capabilities.Extensions {
 		if e.URI == a2abind.ContractExtensionURI {
@@ -124,27 +154,49 @@ func (p *Provider) Refresh(ctx context.Context) error {
 		}
 	}
 	p.mu.Lock()
-	p.card, p.read, p.client, p.instance = card, time.Now(), client, inst
+	changed := p.iface != in
+	p.card, p.read, p.ttl, p.client, p.iface, p.offered, p.instance = card, time.Now(), ttl, client, in, pc.interfaces, inst
 	p.mu.Unlock()
+	if changed {
+		p.log.Info(LogInterfaceChosen, "version", in.Version, "binding", in.Binding, "url", in.URL, "card_ttl", ttl)
+	}
 	return nil
 }
 
-// endpoint is the JSON-RPC URL to call: the card's, when it is on the
+// LogInterfaceChosen is the message of the log line naming the version,
+// binding and URL a peer is called over, each time they change.
+const LogInterfaceChosen = "peer interface chosen"
+
+// endpoint is the URL to call for an interface at u: u, when it is on the
 // configured origin; else the configured URL. A card cannot send agentd's
 // calls (and credentials) to another host.
-func (p *Provider) endpoint(card *a2a.AgentCard) string {
-	cu, err1 := url.Parse(card.URL)
+func (p *Provider) endpoint(u string) string {
+	cu, err1 := url.Parse(u)
 	pu, err2 := url.Parse(p.cfg.URL)
 	if err1 == nil && err2 == nil && cu.Scheme == pu.Scheme && cu.Host == pu.Host {
-		return card.URL
+		return u
 	}
 	return p.cfg.URL
 }
 
-func (p *Provider) state() (*a2acall.Client, *a2a.AgentCard, string) {
+// offers says what the peer's card offers: "its card offers 1.0/JSONRPC,
+// 0.3/JSONRPC".
+func (p *Provider) offers() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.client, p.card, p.instance
+	var l []string
+	for _, in := range p.offered {
+		if k := in.Key().String(); !slices.Contains(l, k) {
+			l = append(l, k)
+		}
+	}
+	return "its card offers " + orNone(l)
+}
+
+func (p *Provider) state() (a2acall.Transport, Interface, *a2a.AgentCard, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.client, p.iface, p.card, p.instance
 }
 
 // Start sends the delegation to the peer and returns at once; the run follows
@@ -156,7 +208,7 @@ func (p *Provider) Start(ctx context.Context, req delegate.Request) (delegate.Ru
 	if err := p.Prepare(ctx); err != nil {
 		return nil, err
 	}
-	client, card, inst := p.state()
+	client, iface, card, inst := p.state()
 	if inst != "" && slices.Contains(req.Hops, inst) {
 		return nil, fmt.Errorf("%w: %s (%s) is already on the delegation path %v", a2abind.ErrCycle, p.Name(), inst, req.Hops)
 	}
@@ -190,6 +242,7 @@ func (p *Provider) Start(ctx context.Context, req delegate.Request) (delegate.Ru
 		msg.Parts = msg.Parts[:1] // a plain peer gets the objective as text and the metadata
 		msg.Extensions = nil
 	}
+	msg.ID = MessageID(req)
 	deadline := req.Payload.Limits.Deadline.D()
 	if deadline <= 0 {
 		deadline = api.MaxDeadline
@@ -199,6 +252,7 @@ func (p *Provider) Start(ctx context.Context, req delegate.Request) (delegate.Ru
 		span:     span,
 		p:        p,
 		client:   client,
+		iface:    iface,
 		handle:   req.Handle,
 		agentd:   agentd,
 		stream:   card.Capabilities.Streaming,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -28,7 +29,8 @@ func (c runCancelled) Error() string { return "cancelled: " + c.reason }
 type remoteRun struct {
 	span     trace.Span // the delegation's client span; ends with the run
 	p        *Provider
-	client   *a2acall.Client
+	client   a2acall.Transport
+	iface    Interface // what client calls
 	handle   string
 	agentd   bool
 	stream   bool
@@ -69,6 +71,12 @@ func (r *remoteRun) loop(ctx context.Context, msg *a2a.Message) {
 	case err != nil:
 		r.p.log.Warn("delegation to peer failed", "task_id", r.handle, "err", err)
 		r.result = r.partial(api.StatusCrashed, "peer "+r.p.cfg.Name+": "+err.Error())
+		if refused(err) {
+			// The peer does not speak what it was called in: say which,
+			// and what its card offers, beside its own words.
+			r.result.Cause = api.CausePeerUnsupported
+			r.result.Detail = fmt.Sprintf("peer %s refused A2A %s over %s (%s): %v", r.p.cfg.Name, r.iface.Version, r.iface.Binding, r.p.offers(), err)
+		}
 	default:
 		r.mu.Lock()
 		t := r.task
@@ -90,7 +98,7 @@ func (r *remoteRun) follow(ctx context.Context, msg *a2a.Message) error {
 	res, err := r.client.SendMessage(sendCtx, &a2a.MessageSendParams{Message: msg})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("message/send: %w", err)
+		return fmt.Errorf("send: %w", err)
 	}
 	switch v := res.(type) {
 	case *a2a.Message:
@@ -169,7 +177,7 @@ func (r *remoteRun) refresh(ctx context.Context) error {
 	defer cancel()
 	t, err := r.client.GetTask(getCtx, &a2a.TaskQueryParams{ID: r.remote()})
 	if err != nil {
-		return fmt.Errorf("tasks/get: %w", err)
+		return fmt.Errorf("get the task: %w", err)
 	}
 	r.setTask(t)
 	return nil
@@ -223,6 +231,18 @@ func (r *remoteRun) stopped() bool {
 
 func stopped(s a2a.TaskState) bool {
 	return s.Terminal() || s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
+}
+
+// refused reports whether err is the peer refusing the protocol version or
+// binding it was called in: A2A's VersionNotSupported (-32009), a method it
+// does not know (-32601: a 1.0-only peer asked in 0.3, or the reverse), or
+// an HTTP status that says the route or the content type is not served.
+func refused(err error) bool {
+	if errors.Is(err, a2acall.ErrVersionNotSupported) || errors.Is(err, a2a.ErrMethodNotFound) {
+		return true
+	}
+	var h *a2acall.HTTPError
+	return errors.As(err, &h) && (h.Code == http.StatusNotFound || h.Code == http.StatusMethodNotAllowed || h.Code == http.StatusUnsupportedMediaType)
 }
 
 // partial is the result of a run this side ended: the status it ended with,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,8 +29,21 @@ type Config struct {
 	// Timeout bounds each unary call to the peer (card, send, get, cancel) and
 	// the connection setup; it never cuts a stream. Default 30s.
 	Timeout time.Duration
+	// Version, if set, pins the protocol version the peer is called in
+	// ("0.3" or "1.0"); else the newest its card offers that agentd calls.
+	Version string
+	// Binding, if set, pins the protocol binding ("JSONRPC", "HTTP+JSON",
+	// "GRPC"); else the first in the card's order that agentd calls.
+	Binding string
 	Log     *slog.Logger
 }
+
+// Versions and Bindings are the values a peer's version= and binding= may
+// take.
+var (
+	Versions = []string{"0.3", "1.0"}
+	Bindings = []string{"JSONRPC", "HTTP+JSON", "GRPC"}
+)
 
 // Validate checks a peer's configuration: a name, an absolute http(s) URL,
 // plain http only to a loopback host.
@@ -45,6 +59,12 @@ func (c Config) Validate() error {
 		if !loopback.Host(u.Hostname()) {
 			return fmt.Errorf("peer %s: plain http is only allowed to a loopback host; use https for %s", c.Name, u.Host)
 		}
+	}
+	if c.Version != "" && !slices.Contains(Versions, c.Version) {
+		return fmt.Errorf("peer %s: version=%q: want one of %s", c.Name, c.Version, strings.Join(Versions, ", "))
+	}
+	if c.Binding != "" && !slices.Contains(Bindings, c.Binding) {
+		return fmt.Errorf("peer %s: binding=%q: want one of %s", c.Name, c.Binding, strings.Join(Bindings, ", "))
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("peer %s: negative timeout", c.Name)
@@ -62,14 +82,14 @@ func (c Config) Validate() error {
 
 // ParseSpec parses a peer as the --peer flag writes it:
 //
-//	NAME=URL[,spiffe=SPIFFE_ID][,token-file=PATH][,timeout=DURATION]
+//	NAME=URL[,spiffe=SPIFFE_ID][,token-file=PATH][,timeout=DURATION][,version=0.3|1.0][,binding=JSONRPC|HTTP+JSON|GRPC]
 //
 // and validates it (Config.Validate).
 func ParseSpec(s string) (Config, error) {
 	fields := strings.Split(s, ",")
 	name, rawURL, ok := strings.Cut(fields[0], "=")
 	if !ok {
-		return Config{}, fmt.Errorf("peer %q: want NAME=URL[,spiffe=ID][,token-file=PATH][,timeout=DURATION]", s)
+		return Config{}, fmt.Errorf("peer %q: want NAME=URL[,spiffe=ID][,token-file=PATH][,timeout=DURATION][,version=V][,binding=B]", s)
 	}
 	c := Config{Name: strings.TrimSpace(name), URL: strings.TrimSpace(rawURL)}
 	seen := map[string]bool{}
@@ -97,8 +117,12 @@ func ParseSpec(s string) (Config, error) {
 				return Config{}, fmt.Errorf("peer %s: timeout=%q: want a positive duration", c.Name, v)
 			}
 			c.Timeout = d
+		case "version":
+			c.Version = v
+		case "binding":
+			c.Binding = strings.ToUpper(v)
 		default:
-			return Config{}, fmt.Errorf("peer %s: unknown option %q (want spiffe, token-file or timeout)", c.Name, k)
+			return Config{}, fmt.Errorf("peer %s: unknown option %q (want spiffe, token-file, timeout, version or binding)", c.Name, k)
 		}
 	}
 	if err := c.Validate(); err != nil {

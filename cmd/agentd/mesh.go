@@ -25,7 +25,7 @@ type meshConfig struct {
 }
 
 func addMesh(f *cli.Flags, m *meshConfig) {
-	f.EnvFuncList("peer", "AGENT_PEERS", "a remote A2A peer, NAME=URL[,spiffe=ID][,token-file=PATH][,timeout=DURATION]; repeatable (env: ';'-separated); its provider is peer:NAME", func(s string) error {
+	f.EnvFuncList("peer", "AGENT_PEERS", "a remote A2A peer, NAME=URL[,spiffe=ID][,token-file=PATH][,timeout=DURATION][,version=0.3|1.0][,binding=JSONRPC|HTTP+JSON|GRPC]; repeatable (env: ';'-separated); its provider is peer:NAME", func(s string) error {
 		p, err := peer.ParseSpec(s)
 		if err != nil {
 			return err

@@ -165,6 +165,9 @@ func TestMeshFlagsAreValidated(t *testing.T) {
 		{[]string{"--peer", "b=http://user:secret@127.0.0.1:1/"}, "token-file"},                    // no secret on argv
 		{[]string{"--peer", "b=https://127.0.0.1:1/,spiffe=spiffe://example.org/b"}, "--tls-cert"}, // mTLS needs an SVID of our own
 		{[]string{"--peer", "b=http://127.0.0.1:1/,spiffe=spiffe://example.org/b"}, "https"},
+		{[]string{"--peer", "b=http://127.0.0.1:1/,version=2.0"}, "version="},
+		{[]string{"--peer", "b=http://127.0.0.1:1/,binding=SOAP"}, "binding="},
+		{[]string{"--peer", "b=http://127.0.0.1:1/,version=0.3,binding=GRPC"}, "--peer b"}, // a transport agentd does not call
 		{[]string{"--route", "x=peer:nobody"}, "--route"},
 		{[]string{"--route", "nonsense"}, "--route"},
 		{[]string{"--push-allow-net", "10.0.0.0/33"}, "--push-allow-net"},

@@ -113,9 +113,10 @@ answer "{path} did {objective}"
 		byID[s.SpanID] = s
 	}
 	// A's request, delegation, three spawns (root, local child, remote
-	// child); B's request, delegation and spawn; three child runs.
+	// child); B's request (A calls B in A2A 1.0), delegation and spawn;
+	// three child runs.
 	for name, min := range map[string]int{
-		"message/send": 2, "agentd.delegate": 2, "agentd.spawn": 4, "agentd.run": 3,
+		"message/send": 1, "SendMessage": 1, "agentd.delegate": 2, "agentd.spawn": 4, "agentd.run": 3,
 		"a2a.delegate peer:b": 1, "tool/call subagent.spawn": 2, "execute_tool subagent.spawn": 2, "chat builtin:script": 5,
 	} {
 		if count[name] < min {
@@ -129,7 +130,7 @@ answer "{path} did {objective}"
 	// B's request is a child of A's peer call.
 	crossed := false
 	for _, s := range spans {
-		if s.Name == "message/send" && byID[s.ParentSpanID].Name == "a2a.delegate peer:b" {
+		if s.Name == "SendMessage" && byID[s.ParentSpanID].Name == "a2a.delegate peer:b" {
 			crossed = true
 		}
 	}

@@ -1,0 +1,80 @@
+// An A2A 1.0 agent built on the JavaScript SDK 1.3.0's server (express, its
+// JSON-RPC handler, the in-memory task store), as its sample ships: agentd
+// delegates to it as a peer (e2e/js_peer_test.go).
+//
+//   node peer-server.mjs [--compat]
+//
+// It listens on a free 127.0.0.1 port and prints "listening http://..." on
+// its first line. --compat turns on the SDK's A2A 0.3 compatibility (and the
+// card lists a 0.3 JSON-RPC interface beside the 1.0 one).
+//
+// Its executor answers each message with one task: working, then an artifact
+// "echo: TEXT" (TEXT the first text part), then completed. A text starting
+// "slow" stays working until it is cancelled; each cancel prints
+// "cancelled TASK_ID".
+import express from 'express';
+import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from 'a2a-js-10/server';
+import { agentCardHandler, jsonRpcHandler, UserBuilder } from 'a2a-js-10/server/express';
+
+const compat = process.argv.includes('--compat');
+const TASK_STATE_WORKING = 2, TASK_STATE_COMPLETED = 3, TASK_STATE_CANCELED = 5, ROLE_AGENT = 2;
+
+const cancelled = new Set();
+
+const executor = {
+  async execute(ctx, bus) {
+    const text = ctx.userMessage.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
+    const base = { taskId: ctx.taskId, contextId: ctx.contextId, metadata: undefined };
+    bus.publish(AgentEvent.task({
+      id: ctx.taskId, contextId: ctx.contextId, artifacts: [], history: [ctx.userMessage], metadata: undefined,
+      status: { state: TASK_STATE_WORKING, message: undefined, timestamp: new Date().toISOString() },
+    }));
+    if (text.startsWith('slow')) {
+      while (!cancelled.has(ctx.taskId)) await new Promise((r) => setTimeout(r, 20));
+      bus.finished();
+      return;
+    }
+    bus.publish(AgentEvent.artifactUpdate({
+      ...base, append: false, lastChunk: true,
+      artifact: { artifactId: 'answer', name: 'answer', description: '', metadata: undefined, extensions: [],
+        parts: [{ content: { $case: 'text', value: 'echo: ' + text }, metadata: undefined, filename: '', mediaType: 'text/plain' }] },
+    }));
+    bus.publish(AgentEvent.statusUpdate({
+      ...base, status: { state: TASK_STATE_COMPLETED, message: undefined, timestamp: new Date().toISOString() },
+    }));
+    bus.finished();
+  },
+  async cancelTask(taskId, bus) {
+    cancelled.add(taskId);
+    console.log('cancelled ' + taskId);
+    bus.publish(AgentEvent.statusUpdate({
+      taskId, contextId: '', metadata: undefined,
+      status: { state: TASK_STATE_CANCELED, message: undefined, timestamp: new Date().toISOString() },
+    }));
+    bus.finished();
+  },
+};
+
+const app = express();
+const server = app.listen(0, '127.0.0.1', () => {
+  const base = `http://127.0.0.1:${server.address().port}`;
+  const interfaces = [{ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }];
+  if (compat) interfaces.push({ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' });
+  const card = {
+    name: 'js-peer', description: 'echoes its input (the JavaScript SDK 1.3.0 server)', version: '1.0.0',
+    supportedInterfaces: interfaces, provider: undefined, documentationUrl: undefined,
+    capabilities: { streaming: true, pushNotifications: false, extensions: [] },
+    securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'],
+    defaultOutputModes: ['text/plain'], skills: [], signatures: [], iconUrl: undefined,
+  };
+  const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor);
+  app.use('/.well-known/agent-card.json', agentCardHandler({
+    agentCardProvider: handler, ...(compat ? { legacyCompat: { enabled: true } } : {}),
+  }));
+  app.use('/', jsonRpcHandler({
+    requestHandler: handler, userBuilder: UserBuilder.noAuthentication,
+    ...(compat ? { legacyCompat: { enabled: true } } : {}),
+  }));
+  console.log('listening ' + base);
+});
+process.on('SIGTERM', () => server.close(() => process.exit(0)));
