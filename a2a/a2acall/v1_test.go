@@ -1,4 +1,6 @@
-package a2acall
+// An external test package: these tests serve agentd's own front (server),
+// which imports a2arest, which imports a2acall.
+package a2acall_test
 
 import (
 	"errors"
@@ -11,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/a2acall"
 	"github.com/agentd/agentd/a2a/a2atest"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/server"
@@ -36,23 +39,23 @@ func TestJSONRPCClientsBothVersions(t *testing.T) {
 	url := serveAgentd(t, &a2atest.Executor{})
 	for _, tc := range []struct {
 		name string
-		c    Transport
+		c    a2acall.Transport
 	}{
-		{"0.3", New(url, &http.Client{Timeout: a2atest.Wait}, Options{})},
-		{"1.0", NewV1(url, &http.Client{Timeout: a2atest.Wait}, Options{})},
+		{"0.3", a2acall.New(url, &http.Client{Timeout: a2atest.Wait}, a2acall.Options{})},
+		{"1.0", a2acall.NewV1(url, &http.Client{Timeout: a2atest.Wait}, a2acall.Options{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := a2acall.CtxT(t)
 			res, err := tc.c.SendMessage(ctx, a2atest.Msg("hi"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			task, ok := res.(*a2a.Task)
-			if !ok || task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hi" {
+			if !ok || task.Status.State != a2a.TaskStateCompleted || a2acall.ArtifactText(task) != "echo: hi" {
 				t.Fatalf("send: %#v", res)
 			}
 			got, err := tc.c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
-			if err != nil || got.ID != task.ID || artifactText(got) != "echo: hi" || len(got.History) == 0 {
+			if err != nil || got.ID != task.ID || a2acall.ArtifactText(got) != "echo: hi" || len(got.History) == 0 {
 				t.Fatalf("get: %+v, %v", got, err)
 			}
 			var last a2a.Event
@@ -88,7 +91,7 @@ func TestJSONRPCClientsBothVersions(t *testing.T) {
 			}
 
 			_, err = tc.c.GetTask(ctx, &a2a.TaskQueryParams{ID: "no-such-task"})
-			var rpc *Error
+			var rpc *a2acall.Error
 			if !errors.Is(err, a2a.ErrTaskNotFound) || !errors.As(err, &rpc) || rpc.Code != -32001 {
 				t.Fatalf("get of an unknown task: %v", err)
 			}
@@ -104,8 +107,8 @@ func TestJSONRPCClientsBothVersions(t *testing.T) {
 // SubscribeToTask ends with the canceled status CancelTask caused.
 func TestClientV1CancelAndSubscribe(t *testing.T) {
 	url := serveAgentd(t, &a2atest.Executor{Block: true})
-	c := NewV1(url, &http.Client{Timeout: a2atest.Wait}, Options{NonBlocking: true})
-	ctx := ctxT(t)
+	c := a2acall.NewV1(url, &http.Client{Timeout: a2atest.Wait}, a2acall.Options{NonBlocking: true})
+	ctx := a2acall.CtxT(t)
 	res, err := c.SendMessage(ctx, a2atest.Msg("wait"))
 	if err != nil {
 		t.Fatal(err)
@@ -146,8 +149,8 @@ func BenchmarkSendMessage(b *testing.B) {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	for _, c := range []struct {
 		name string
-		t    Transport
-	}{{"0.3", New(srv.URL+"/", hc, Options{})}, {"1.0", NewV1(srv.URL+"/", hc, Options{})}} {
+		t    a2acall.Transport
+	}{{"0.3", a2acall.New(srv.URL+"/", hc, a2acall.Options{})}, {"1.0", a2acall.NewV1(srv.URL+"/", hc, a2acall.Options{})}} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := b.Context()
 			for b.Loop() {

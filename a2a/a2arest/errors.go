@@ -9,6 +9,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentd/agentd/a2a/a2acall"
 	"github.com/agentd/agentd/a2a/a2av1"
 )
 
@@ -32,8 +33,8 @@ var errorKinds = []errorKind{
 	{-32005, http.StatusUnsupportedMediaType, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED", a2a.ErrUnsupportedContentType},
 	{-32006, http.StatusBadGateway, "INTERNAL", "INVALID_AGENT_RESPONSE", a2a.ErrInvalidAgentResponse},
 	{-32007, http.StatusBadRequest, "FAILED_PRECONDITION", "EXTENDED_AGENT_CARD_NOT_CONFIGURED", a2a.ErrAuthenticatedExtendedCardNotConfigured},
-	{-32008, http.StatusBadRequest, "FAILED_PRECONDITION", "EXTENSION_SUPPORT_REQUIRED", nil},
-	{-32009, http.StatusBadRequest, "UNIMPLEMENTED", "VERSION_NOT_SUPPORTED", nil},
+	{-32008, http.StatusBadRequest, "FAILED_PRECONDITION", "EXTENSION_SUPPORT_REQUIRED", a2acall.ErrExtensionRequired},
+	{-32009, http.StatusBadRequest, "UNIMPLEMENTED", "VERSION_NOT_SUPPORTED", a2acall.ErrVersionNotSupported},
 	// JSON-RPC's own codes, for the same failures on this binding.
 	{-32700, http.StatusBadRequest, "INVALID_ARGUMENT", "PARSE_ERROR", a2a.ErrParseError},
 	{-32600, http.StatusBadRequest, "INVALID_ARGUMENT", "INVALID_REQUEST", a2a.ErrInvalidRequest},
@@ -135,7 +136,11 @@ func joinComma(s []string) string { return strings.Join(s, ", ") }
 // Error is an error answer of the binding, as the client reads it: the
 // HTTP status, and the body's status, message and details. It wraps
 // a2a-go's sentinel for the A2A error its ErrorInfo names (or, without
-// one, for its HTTP status), so errors.Is works on it.
+// one, for its HTTP status; a2acall's for the errors a2a-go has none for),
+// so errors.Is works on it; unless it names an A2A-specific error (a task
+// not found, ...), it wraps an *a2acall.HTTPError with its status too, as
+// a2acall's clients report an answer that is not the protocol's (a route
+// or a content type the agent does not serve).
 type Error struct {
 	Op         string // the 1.0 operation called
 	HTTPStatus int
@@ -160,14 +165,35 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Unwrap returns a2a-go's sentinel error of the answer, or nil.
-func (e *Error) Unwrap() error {
-	if e.Reason != "" {
-		for _, k := range errorKinds {
-			if k.reason == e.Reason {
-				return k.sentinel
-			}
+// Unwrap returns a2a-go's sentinel error of the answer, if it has one, and
+// the *a2acall.HTTPError of its status unless it names an A2A-specific
+// error.
+func (e *Error) Unwrap() []error {
+	var out []error
+	if s := e.sentinel(); s != nil {
+		out = append(out, s)
+	}
+	if k, ok := e.kind(); !ok || k.code < -32009 || k.code > -32001 {
+		out = append(out, &a2acall.HTTPError{Method: e.Op, Code: e.HTTPStatus, Status: strconv.Itoa(e.HTTPStatus) + " " + http.StatusText(e.HTTPStatus), Body: e.Message})
+	}
+	return out
+}
+
+// kind is the error kind its ErrorInfo's reason names.
+func (e *Error) kind() (errorKind, bool) {
+	for _, k := range errorKinds {
+		if e.Reason != "" && k.reason == e.Reason {
+			return k, true
 		}
+	}
+	return errorKind{}, false
+}
+
+// sentinel is the answer's sentinel error, by its reason, else by its
+// status.
+func (e *Error) sentinel() error {
+	if k, ok := e.kind(); ok {
+		return k.sentinel
 	}
 	switch {
 	case e.HTTPStatus == http.StatusUnsupportedMediaType:

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/a2a/a2acall"
 	"github.com/agentd/agentd/a2a/a2av1"
 )
 
@@ -173,5 +176,20 @@ func TestErrorMapping(t *testing.T) {
 	}
 	if e := ReadError("Op", http.StatusBadGateway, []byte("<html>")); e.Reason != "" || !strings.Contains(e.Error(), "502") {
 		t.Errorf("non-JSON error body: %v", e)
+	}
+	// An answer that is not an A2A error (a route the agent does not
+	// serve) is an *a2acall.HTTPError too, as a2acall reports it; an A2A
+	// error of the same status is not.
+	var h *a2acall.HTTPError
+	if e := ReadError("Op", 404, []byte("404 page not found")); !errors.As(e, &h) || h.Code != 404 {
+		t.Errorf("a plain 404: %v does not wrap an HTTPError", e)
+	}
+	b, _ := json.Marshal(ErrorBody{Error: StatusOf(-32001, "gone", nil, 0)})
+	if e := ReadError("Op", 404, b); errors.As(e, &h) || !errors.Is(e, a2a.ErrTaskNotFound) {
+		t.Errorf("task not found: %v", e)
+	}
+	b, _ = json.Marshal(ErrorBody{Error: StatusOf(-32009, "no", nil, 0)})
+	if e := ReadError("Op", 400, b); !errors.Is(e, a2acall.ErrVersionNotSupported) {
+		t.Errorf("version not supported: %v", e)
 	}
 }
