@@ -14,7 +14,7 @@ MCP_DEPS := cmd/agentd/e2e/mcp/node_modules/.installed
 # the stripped binary (docs/dependencies.md).
 GO_TAGS  := grpcnotrace
 
-.PHONY: all build run test test-deps pg-deps e2e-mcp-deps chromium lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 test-spire spire
+.PHONY: all build run test test-deps pg-deps e2e-mcp-deps chromium lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 tck-1.0-dev test-spire spire
 
 all: build
 
@@ -163,6 +163,24 @@ tck-1.0: build
 	$(TCK_CONFIG) TCK10_DIR=$(TCK10_DIR) TMPDIR=$(TCK10_OUT)/header A2A_AUTH_HEADERS='{"A2A-Version":"1.0"}' \
 		$(TCK10_SCRIPT) --agentd $(CURDIR)/$(BIN) mandatory capabilities
 
+# tck-1.0-dev: the newer A2A TCK (a2aproject/a2a-tck branch 1.0-dev at 357c4a8,
+# spec 1.0.0) over TCKDEV_TRANSPORT: jsonrpc (the default), http_json, grpc, a
+# comma list, or all (every transport the card declares; one run each). agentd
+# runs in its default config (a blocking send answers when the task ends, which
+# this TCK's artifact and data-model checks read) with webhooks allowed on
+# loopback (the TCK's receiver); the runner gives it a state directory of its
+# own. Needs a checkout at 357c4a8 in TCKDEV_DIR (made from a clone as the
+# runner's header says); the runner fetches its Debian python packages itself.
+# Each run's logs are in TCKDEV_OUT. Not part of `make test`.
+TCKDEV_SCRIPT ?= ../shared/tools/a2a-tck-1.0-dev.sh
+TCKDEV_DIR ?= $(HOME)/.cache/a2a-tck-1.0-dev
+TCKDEV_OUT ?= $(CURDIR)/bin/tck-1.0-dev
+TCKDEV_TRANSPORT ?= jsonrpc
+tck-1.0-dev: build
+	@mkdir -p $(TCKDEV_OUT)
+	AGENT_PUSH_ALLOW_NET=127.0.0.0/8,::1/128 TCKDEV_DIR=$(TCKDEV_DIR) TMPDIR=$(TCKDEV_OUT) \
+		$(TCKDEV_SCRIPT) --agentd $(CURDIR)/$(BIN) --transport $(TCKDEV_TRANSPORT)
+
 # fuzz: run each fuzz target for FUZZTIME (the seed corpora under testdata/
 # run on every `make test`).
 fuzz:
@@ -171,6 +189,7 @@ fuzz:
 	$(GO) test ./internal/agent/intelligence -run '^$$' -fuzz FuzzParseScript -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/agentd -run '^$$' -fuzz FuzzParseSize -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz FuzzParseBlobURI -fuzztime $(FUZZTIME)
+	$(GO) test ./api -run '^$$' -fuzz FuzzParseEndpointSpec -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/agent/intelligence -run '^$$' -fuzz FuzzParseRetryAfter -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/agent -run '^$$' -fuzz FuzzJSONAnswer -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/agent/intelligence -run '^$$' -fuzz FuzzChatResponse -fuzztime $(FUZZTIME)

@@ -17,7 +17,7 @@ const (
 	MetaHops     = "agentd/hops"      // instance ids the delegation passed through, oldest first
 	MetaBudget   = "agentd/budget"    // {max_tokens, max_steps, deadline_ms}
 	MetaProvider = "agentd/provider"  // routing: the provider to use ("local", "peer:NAME")
-	MetaSkill    = "agentd/skill"     // routing: the skill rules match on
+	MetaSkill    = "agentd/skill"     // routing: the skill rules match on; with --agents, the declared skill whose agent type runs the root
 )
 
 // DataKeyDelegation is the key of the data part that carries the structured

@@ -93,6 +93,10 @@ type TreeResult struct {
 	// trigger's ("trigger:loop", "trigger:schedule",
 	// "trigger:reactive:SERVER=URI"). a2a.CloseBreaker closes one.
 	Breakers []Breaker `json:"breakers"`
+	// IntelligenceBreakers are the model endpoints' circuit breakers,
+	// service-wide, as subagents reported them (docs/intelligence.md);
+	// absent before any report.
+	IntelligenceBreakers []EndpointBreaker `json:"intelligence_breakers,omitempty"`
 	// WarmPool is the warm pool's state; absent when there is none.
 	WarmPool *WarmPool `json:"warm_pool,omitempty"`
 }

@@ -40,6 +40,11 @@ type SpawnPayload struct {
 	// model, so the child must be told where to. Secrets (the API key) never travel here;
 	// the child reads them from its environment.
 	Intelligence Intelligence `json:"intelligence"`
+
+	// Agent is the declared agent type the subagent runs as (the agents
+	// file; nil without one): its system prompt and the peers its spawns
+	// may use.
+	Agent *AgentRole `json:"agent,omitempty"`
 }
 
 // Intelligence names a model endpoint: "builtin:NAME" for a builtin
@@ -61,7 +66,38 @@ type Intelligence struct {
 	// none (Retry-After); it doubles on each retry up to MaxRetryBackoff. Zero
 	// means DefaultRetryBackoff.
 	RetryBackoff Duration `json:"retry_backoff,omitempty"`
+
+	// KeyEnv names the environment variable the child reads this endpoint's
+	// API key from; empty means the key of EnvIntelligenceKey. Only the
+	// name travels: the supervisor puts the value in the child's
+	// environment (api/intelligence.go).
+	KeyEnv string `json:"key_env,omitempty"`
+	// Fallbacks are the endpoints tried after this one, in order, when its
+	// breaker is open or a call to it fails (each with its own model,
+	// dialect, timings and key source; their own Fallbacks are ignored).
+	Fallbacks []Intelligence `json:"fallbacks,omitempty"`
+	// Breaker is the policy of every endpoint's circuit breaker; the zero
+	// value is the defaults.
+	Breaker BreakerPolicy `json:"breaker,omitzero"`
+	// Breakers is the service-wide state of the endpoints' breakers when
+	// the child was spawned, as the supervisor aggregates it from the
+	// children's reports: a fresh child starts from it instead of
+	// rediscovering a dead endpoint.
+	Breakers []EndpointBreaker `json:"breakers,omitempty"`
+	// ContextWindow is the model's context window in tokens; zero takes the
+	// window the model is known to have (docs/intelligence.md,
+	// "Compaction"), or none. Near it, older turns are compacted.
+	ContextWindow int64 `json:"context_window,omitempty"`
+	// Compaction is the policy that compacts older turns near the context
+	// window: CompactSummarize (the default when empty) or CompactTrim.
+	Compaction string `json:"compaction,omitempty"`
 }
+
+// Compaction policies (Intelligence.Compaction).
+const (
+	CompactSummarize = "summarize" // the model writes a summary of the older turns
+	CompactTrim      = "trim"      // the tool results of older turns are shortened
+)
 
 // Dialects of an HTTP intelligence (Intelligence.Dialect).
 const (
@@ -89,8 +125,12 @@ func (i Intelligence) Validate() error {
 		return errors.New("intelligence.retries must not be negative")
 	case i.RetryBackoff < 0:
 		return errors.New("intelligence.retry_backoff must not be negative")
+	case i.ContextWindow < 0:
+		return errors.New("intelligence.context_window must not be negative")
+	case i.Compaction != "" && i.Compaction != CompactSummarize && i.Compaction != CompactTrim:
+		return fmt.Errorf("intelligence.compaction %q: want summarize or trim", i.Compaction)
 	}
-	return nil
+	return i.validateFailover()
 }
 
 // Timeout returns the per-attempt timeout in force.

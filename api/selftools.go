@@ -42,6 +42,10 @@ type SpawnArgs struct {
 	// Provider names where the child runs: "" or "local" for a re-exec'd child
 	// of this supervisor, anything else for the delegation router (a peer).
 	Provider string `json:"provider,omitempty"`
+	// AgentType names a declared agent type for the child (the agents
+	// file): its system prompt, intelligence, tools and limits, which only
+	// narrow what the parent can grant.
+	AgentType string `json:"agent_type,omitempty"`
 
 	// Discarded at the chokepoint.
 	AgentID   string `json:"agent_id,omitempty"`
@@ -197,7 +201,8 @@ const spawnSchema = `{
       }
     },
     "disposition": {"type": "string", "enum": ["sync", "async", "detach"]},
-    "provider": {"type": "string", "description": "where the child runs: local (default) or a configured peer"}
+    "provider": {"type": "string", "description": "where the child runs: local (default) or a configured peer"},
+    "agent_type": {"type": "string", "description": "a declared agent type for the child (the deployment's agents file); it only narrows the tools and limits"}
   },
   "required": ["contract"]
 }`

@@ -297,9 +297,12 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // with the request's id: conv shapes a result, errConv an error (which ends
 // the stream). An idle stream gets an SSE comment every keepAlive so proxies
 // and clients with read timeouts keep it open. A stream whose first item is
-// a shed (the service is at capacity) is no stream: it is answered as any
-// shed request is, HTTP 429 with Retry-After and the JSON-RPC error.
-func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.RawMessage, events iter.Seq2[a2a.Event, error], conv func(a2a.Event) any, errConv func(error) *RPCError) {
+// an error is no stream when plainErrors is set (A2A 1.0): it is one plain
+// JSON-RPC error response (application/json), as for a unary method;
+// otherwise (A2A 0.3) the error is the stream's one event. A first item that
+// is a shed (the service is at capacity) is answered as any shed request is,
+// HTTP 429 with Retry-After and the JSON-RPC error, either way.
+func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.RawMessage, events iter.Seq2[a2a.Event, error], conv func(a2a.Event) any, errConv func(error) *RPCError, plainErrors bool) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeRPC(w, id, nil, &RPCError{Code: CodeInternalError, Message: "streaming is not supported on this connection"}, errConv)
@@ -335,8 +338,8 @@ func (rh *rpcHandler) writeSSE(w http.ResponseWriter, r *http.Request, id json.R
 		return
 	}
 	if first != nil && first.err != nil {
-		if rerr := errConv(first.err); rerr.retryAfter > 0 {
-			writeRPC(w, id, nil, rerr, errConv)
+		if plainErrors || errConv(first.err).retryAfter > 0 {
+			writeRPC(w, id, nil, first.err, errConv)
 			return
 		}
 	}

@@ -223,14 +223,17 @@ func (rh *rpcHandler) serveMethod(w http.ResponseWriter, r *http.Request, id jso
 	}
 	arg, err := rh.prepare(m, params)
 	if m.events != nil {
-		// Every answer to a streaming method is a stream: an error found
-		// before any event (bad params, an unknown task) is a single error
-		// event, which is what streaming clients read.
+		// An error found before the first event (bad params, an unknown or
+		// ended task) is, for A2A 1.0, one plain JSON-RPC error response,
+		// which 1.0 clients and the 1.0.0 TCK read; for A2A 0.3 it is the
+		// one event of a stream, the form 0.3 clients read (a2a-go 0.3's
+		// client takes a JSON body for an empty stream; the 0.3 TCK and the
+		// JavaScript SDK 0.3 refuse it). writeSSE tells them apart.
 		events := failed(err)
 		if err == nil {
 			events = m.events(ctx, rh.h, arg)
 		}
-		rh.writeSSE(w, r.WithContext(ctx), id, events, event, shape)
+		rh.writeSSE(w, r.WithContext(ctx), id, events, event, shape, v1)
 		return
 	}
 	var res any

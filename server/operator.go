@@ -204,6 +204,9 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 		})
 	}
 	res := api.TreeResult{Paused: paused, Draining: sup.Draining(), Nodes: []api.TreeNode{}, Breakers: Breakers(sup)}
+	if ib := sup.IntelligenceBreakers(); len(ib) > 0 {
+		res.IntelligenceBreakers = ib
+	}
 	if pool := sup.Pool(); pool.Size > 0 {
 		res.WarmPool = &api.WarmPool{Size: pool.Size, Idle: pool.Idle, Starting: pool.Starting, Assigned: pool.Assigned, Cold: pool.Cold}
 	}

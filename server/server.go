@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -24,6 +25,10 @@ type Config struct {
 	Handler a2asrv.RequestHandler
 	// Card is the agent card served at /.well-known/agent-card.json.
 	Card *a2a.AgentCard
+	// CardFunc, if set, is asked for the card on each request instead of
+	// Card (the agents file's card, which SIGHUP may replace); a card it
+	// returns again is not encoded again.
+	CardFunc func() *a2a.AgentCard
 	// Methods are extra JSON-RPC methods (the a2a.* operator family), served
 	// whatever the request's A2A-Version says.
 	Methods map[string]Method
@@ -86,9 +91,9 @@ func Handler(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(checkOrigin)
 	r.Method(http.MethodPost, "/", telemetry.ServeA2A(cfg.Metrics, auth.Middleware(rpc)))
-	serveCard := func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(card)
+	serveCard := cachedJSON(card, time.Now()) // cardcache.go: Cache-Control, ETag, 304
+	if cfg.CardFunc != nil {
+		serveCard = dynamicCard(cfg.CardFunc, cfg.Log)
 	}
 	r.Get("/.well-known/agent-card.json", serveCard)
 	r.Get("/.well-known/agent.json", serveCard) // the pre-0.3 location
@@ -142,6 +147,31 @@ func cardJSON(card *a2a.AgentCard) ([]byte, error) {
 		{URL: strings.TrimSuffix(card.URL, "/"), ProtocolBinding: string(a2a.TransportProtocolHTTPJSON), ProtocolVersion: a2av1.Version},
 	}
 	return json.Marshal(doc)
+}
+
+// dynamicCard serves the card get returns, encoded as cardJSON does, once
+// per card.
+func dynamicCard(get func() *a2a.AgentCard, log *slog.Logger) http.HandlerFunc {
+	type encoded struct {
+		card  *a2a.AgentCard
+		serve http.HandlerFunc // cachedJSON of the card's bytes
+	}
+	var last atomic.Pointer[encoded]
+	return func(w http.ResponseWriter, r *http.Request) {
+		card := get()
+		e := last.Load()
+		if e == nil || e.card != card {
+			b, err := cardJSON(card)
+			if err != nil {
+				log.Error("the agent card does not encode", "err", err)
+				http.Error(w, "the agent card does not encode", http.StatusInternalServerError)
+				return
+			}
+			e = &encoded{card: card, serve: cachedJSON(b, time.Now())}
+			last.Store(e)
+		}
+		e.serve(w, r)
+	}
 }
 
 // ProbeHandler serves only /healthz and /readyz: the separate probe listener.

@@ -241,11 +241,11 @@ func TestV1StreamShapes(t *testing.T) {
 		Result a2av1.StreamResponse `json:"result"`
 	}
 	json.Unmarshal([]byte(events[0]), &first)
-	// Subscribing to a finished task is an UnsupportedOperation in 1.0.
-	events, _ = sseEvents(t, h, a2av1.MethodSubscribeToTask, `{"id":"`+first.Result.Task.ID+`"}`)
-	var r rpcReply
-	if len(events) != 1 || json.Unmarshal([]byte(events[0]), &r) != nil || r.Error == nil || r.Error.Code != CodeUnsupportedOp || errorReason(t, r.Error) != "UNSUPPORTED_OPERATION" {
-		t.Fatalf("subscribe to a finished task: %v", events)
+	// Subscribing to a finished task is an UnsupportedOperation in 1.0,
+	// answered as plain JSON (no stream starts).
+	resp, r := call(t, h, "1.0", a2av1.MethodSubscribeToTask, `{"id":"`+first.Result.Task.ID+`"}`)
+	if resp.Header.Get("Content-Type") != "application/json" || r.Error == nil || r.Error.Code != CodeUnsupportedOp || errorReason(t, r.Error) != "UNSUPPORTED_OPERATION" {
+		t.Fatalf("subscribe to a finished task: %+v", r)
 	}
 }
 

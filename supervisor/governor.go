@@ -33,6 +33,12 @@ const (
 	// OutcomeCrashBeforeReady is a child that ended before its ctrl/ready frame
 	// (or could not be started): the fork-bomb early warning, weighted heavier.
 	OutcomeCrashBeforeReady
+	// OutcomeOutage is a life that ended because every model endpoint was
+	// down (a result crashed, cause intelligence_unreachable): its backoff
+	// grows as a failure's does, but it does not count toward the breaker,
+	// since a restart is no worse than waiting for the endpoints (whose own
+	// breakers keep a fresh child from calling a dead one).
+	OutcomeOutage
 )
 
 // String names the outcome as Breakers reports it.
@@ -44,6 +50,8 @@ func (o Outcome) String() string {
 		return "failure"
 	case OutcomeCrashBeforeReady:
 		return "crash_before_ready"
+	case OutcomeOutage:
+		return "outage"
 	}
 	return "unknown"
 }
@@ -212,6 +220,12 @@ func (g *Governor) Record(key string, o Outcome) Decision {
 			}
 		}
 		return Decision{NotBefore: now, Open: st.open}
+	}
+	if o == OutcomeOutage && !trial {
+		st.consecutive++
+		delay := g.backoff(st.consecutive)
+		st.notBefore = now.Add(delay)
+		return Decision{Delay: delay, NotBefore: st.notBefore, Open: st.open}
 	}
 	w := 1
 	if o == OutcomeCrashBeforeReady {

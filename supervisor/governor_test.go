@@ -344,3 +344,28 @@ func TestBreakerCoolDownDefaults(t *testing.T) {
 		}
 	})
 }
+
+// Outages (every model endpoint down) back off as failures do, doubling,
+// but never open the breaker however many come in the window; a failure
+// after them counts alone, and a clean run resets the backoff.
+func TestGovernorOutagesBackOffWithoutOpening(t *testing.T) {
+	g := NewGovernor(GovernorConfig{Rand: fixedRand(0), BaseBackoff: 10 * time.Millisecond, MaxBackoff: time.Second})
+	want := 10 * time.Millisecond
+	for i := range 20 {
+		d := g.Record("k", OutcomeOutage)
+		if d.Open || d.Delay != min(want, time.Second) {
+			t.Fatalf("outage %d: %+v, want delay %s, closed", i+1, d, min(want, time.Second))
+		}
+		want *= 2
+	}
+	b := g.Breaker("k")
+	if b.Open || b.Failures != 0 || b.Consecutive != 20 || b.LastOutcome != "outage" {
+		t.Fatalf("breaker %+v", b)
+	}
+	if d := g.Record("k", OutcomeFailure); d.Open || g.Breaker("k").Failures != 1 {
+		t.Fatalf("a failure after the outages: %+v, %+v", d, g.Breaker("k"))
+	}
+	if d := g.Record("k", OutcomeClean); d.Delay != 0 || g.Breaker("k").Consecutive != 0 {
+		t.Fatalf("clean: %+v", d)
+	}
+}

@@ -60,6 +60,7 @@ type progReport struct {
 	Limits    api.Limits      `json:"limits"`
 	Telemetry api.Telemetry   `json:"telemetry"`
 	Seed      []api.SeedSlice `json:"seed,omitempty"`
+	Agent     *api.AgentRole  `json:"agent,omitempty"`
 	Results   []progResult    `json:"results"`
 }
 
@@ -228,7 +229,7 @@ func helperProg() int {
 	}
 	pc := &progClient{c: c, waiting: map[uint64]chan json.RawMessage{}, cancel: make(chan struct{})}
 	go pc.read()
-	rep := progReport{AgentID: p.AgentID, AgentPath: p.AgentPath, Depth: p.Depth, Scope: p.Scope.Allow, Tags: p.Scope.Tags, Limits: p.Limits, Telemetry: p.Telemetry, Seed: p.Seed.Slices, Results: []progResult{}}
+	rep := progReport{AgentID: p.AgentID, AgentPath: p.AgentPath, Depth: p.Depth, Scope: p.Scope.Allow, Tags: p.Scope.Tags, Limits: p.Limits, Telemetry: p.Telemetry, Seed: p.Seed.Slices, Agent: p.Agent, Results: []progResult{}}
 	for _, t := range p.Tools {
 		rep.Tools = append(rep.Tools, t.Name)
 	}

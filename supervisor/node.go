@@ -318,6 +318,7 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 	// to see as its slices; n.payload keeps the references.
 	payload := n.payload
 	payload.Seed = s.resolveSeed(n, payload.Seed, log)
+	payload.Intelligence.Breakers = s.intel.breakersFor(payload.Intelligence)
 	if err := p.w.Send(api.MethodSpawn, 0, payload); err != nil {
 		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "write spawn payload: " + err.Error()}, log)
 	}
@@ -531,6 +532,12 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 			return err
 		}
 		go s.serveBlobPut(n, p, f.ID, put, log)
+	case api.MethodIntelligence:
+		var r api.IntelligenceReport
+		if err := api.DecodeParams(f, &r); err != nil {
+			return err
+		}
+		s.intel.note(n.payload.Intelligence, r, log)
 	case api.MethodPong:
 	case api.MethodReady:
 		return errors.New("ctrl/ready sent twice")
@@ -588,6 +595,9 @@ func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) a
 		}
 	}()
 	if h, ok := s.selfTools[call.Tool]; ok {
+		if !n.payload.Agent.AllowsSelfTool(call.Tool) {
+			return api.TextResult(fmt.Sprintf("tool %q is not one of this subagent's agent type's self-tools", call.Tool), true)
+		}
 		return h(ctx, n, call.Args)
 	}
 	ref, ok := api.ParseToolRef(call.Tool)

@@ -181,6 +181,8 @@ func refusalReason(text string) string {
 		{"spawn denied: max_inflight ", ReasonMaxInflight},
 		{refuseUnknownProvider, ReasonUnknownProvider},
 		{refuseBadArguments, ReasonBadArguments},
+		{refuseUnknownAgentType, ReasonBadArguments},
+		{refusePeerNotAllowed, ReasonUnknownProvider},
 	} {
 		if strings.HasPrefix(text, p.prefix) {
 			return p.reason
@@ -193,6 +195,12 @@ func refusalReason(text string) string {
 const (
 	refuseUnknownProvider = "spawn denied: unknown provider "
 	refuseBadArguments    = "spawn denied: bad arguments: "
+	// refuseUnknownAgentType: the spawn names an agent type the agents
+	// file does not declare.
+	refuseUnknownAgentType = "spawn denied: unknown agent type "
+	// refusePeerNotAllowed: the parent's agent type may not delegate to
+	// the provider the spawn names.
+	refusePeerNotAllowed = "spawn denied: the agent type may not use provider "
 )
 
 // heartbeat is the supervisor's own liveness: a goroutine that, every

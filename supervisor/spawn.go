@@ -131,7 +131,20 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 		if s.cfg.Delegator == nil {
 			return nil, fmt.Sprintf(refuseUnknownProvider+"%q", p)
 		}
+		if !parent.payload.Agent.AllowsProvider(p) {
+			return nil, fmt.Sprintf(refusePeerNotAllowed+"%q", p)
+		}
 		provider, remote = p, true
+	}
+	var agentType *api.AgentType
+	if name := strings.TrimSpace(args.AgentType); name != "" {
+		var ok bool
+		if s.cfg.AgentTypes != nil {
+			agentType, ok = s.cfg.AgentTypes(name)
+		}
+		if !ok {
+			return nil, fmt.Sprintf(refuseUnknownAgentType+"%q", name)
+		}
 	}
 
 	path := parent.payload.AgentPath + "." + strconv.Itoa(nchildren+1) // dense over admitted spawns
@@ -146,6 +159,13 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 		Telemetry:    childTelemetry(parent),
 		Tools:        s.toolSpecs(scope.Allow),
 		Intelligence: parent.payload.Intelligence,
+		Agent:        parent.payload.Agent, // a child keeps its parent's type unless it names one
+	}
+	if agentType != nil {
+		// After the narrowing and the clamp: a type only narrows further.
+		agentType.Apply(&payload, parent.payload.Agent)
+		payload.Scope.Tags = intersectTags(ScopeTags(payload.Scope.Allow, s.cfg.ToolTags), parent.payload.Scope.Tags)
+		payload.Tools = s.toolSpecs(payload.Scope.Allow)
 	}
 	s.capDeadline(&payload) // already within the parent's remaining time, itself capped
 	if err := payload.Validate(); err != nil {

@@ -44,6 +44,10 @@ type Config struct {
 	// (a remote A2A peer). cmd injects the delegation router's adapter, so this
 	// package never imports delegate or a2a.
 	Delegator Delegator
+	// AgentTypes, if set, looks up a declared agent type a spawn names
+	// (api.SpawnArgs.AgentType; the agents file, which SIGHUP may reload).
+	// Nil: a spawn naming a type is refused.
+	AgentTypes func(name string) (*api.AgentType, bool)
 	// Budget, if set, bounds the live subagent processes across the service:
 	// a nested local spawn takes a slot or is refused (capacity.go). Nil: no
 	// service-wide bound, only the per-tree caps.
@@ -289,9 +293,10 @@ type Supervisor struct {
 	pause pauseGate // a2a.Pause / a2a.Resume; see pause.go
 	hb    heartbeat // see observe.go
 
-	env     []string // every child's environment: Config.Env plus the subagent marker and our pid
-	execEnv []string // an exec child's environment: Config.Env without any AGENT_ variable
-	pool    *pool    // nil without a warm pool
+	env     []string  // every child's environment: Config.Env plus the subagent marker and our pid
+	execEnv []string  // an exec child's environment: Config.Env without any AGENT_ variable
+	pool    *pool     // nil without a warm pool
+	intel   intelView // the intelligence endpoints as children report them; see intelligence.go
 }
 
 // New returns a supervisor. It starts the process-wide reaper.

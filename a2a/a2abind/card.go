@@ -26,6 +26,10 @@ type CardConfig struct {
 	// token). Either one is enough.
 	MutualTLS bool
 	Bearer    bool
+	// DocumentationURL and Skills, when set, are the deployment's (the
+	// agents file); nil Skills is the one skill "delegate".
+	DocumentationURL string
+	Skills           []a2a.AgentSkill
 }
 
 // Card returns the agent card served at /.well-known/agent-card.json. It
@@ -69,6 +73,10 @@ func Card(c CardConfig) *a2a.AgentCard {
 			OutputModes: []string{"text/plain", "application/json"},
 		}},
 	}
+	if c.Skills != nil {
+		card.Skills = c.Skills
+	}
+	card.DocumentationURL = c.DocumentationURL
 	schemes := a2a.NamedSecuritySchemes{}
 	if c.MutualTLS {
 		schemes["mtls"] = a2a.MutualTLSSecurityScheme{Description: "a SPIFFE X.509 SVID as the TLS client certificate"}

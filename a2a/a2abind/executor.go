@@ -59,7 +59,13 @@ type ExecutorConfig struct {
 	// that would take the next turn over it is refused (CheckFollowUp).
 	// Zero is api.DefaultMaxFrame.
 	MaxFrame int
-	Log      *slog.Logger
+	// AgentType, if set, is asked per message for the declared agent type
+	// its root runs as, by the skill the message names (api.MetaSkill; ""
+	// for none): the type's system prompt, intelligence, tools and limits,
+	// which only narrow the root grant. Nil, or a nil answer, runs the root
+	// as configured.
+	AgentType func(skill string) *api.AgentType
+	Log       *slog.Logger
 }
 
 // Executor is the a2asrv.AgentExecutor that turns an A2A message into a
@@ -193,9 +199,11 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 			return nil // refused: the task already ended
 		}
 		res := t.res
-		art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifactAt(reqCtx.TaskID, res, x.cfg.PublicURL), LastChunk: true}
-		if err := q.Write(ctx, art); err != nil {
-			return err
+		if HasArtifact(res) {
+			art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifactAt(reqCtx.TaskID, res, x.cfg.PublicURL), LastChunk: true}
+			if err := q.Write(ctx, art); err != nil {
+				return err
+			}
 		}
 		var next []*a2a.Message
 		if fu != nil {
@@ -402,6 +410,13 @@ func (x *Executor) request(reqCtx *a2asrv.RequestContext, in Inbound) (delegate.
 	if err := payload.Contract.Validate(); err != nil {
 		return delegate.Request{}, err
 	}
+	depthLimit := 0
+	if x.cfg.AgentType != nil {
+		if t := x.cfg.AgentType(in.Skill); t != nil {
+			t.Apply(&payload, nil)
+			depthLimit = t.MaxDepth
+		}
+	}
 	hops := slices.Clone(in.Hops)
 	if x.cfg.Instance != "" {
 		hops = append(hops, x.cfg.Instance)
@@ -414,6 +429,8 @@ func (x *Executor) request(reqCtx *a2asrv.RequestContext, in Inbound) (delegate.
 		Hops:     hops,
 		Depth:    in.Depth,
 		MaxDepth: maxDepth,
+
+		DepthLimit: depthLimit,
 	}, nil
 }
 

@@ -252,6 +252,50 @@ func TestExecutorCancelStopsTheTurn(t *testing.T) {
 	if err != nil || got.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("cancel: %v %v", got, err)
 	}
+	// The turn produced nothing: no artifact (an empty one was published),
+	// and the status message says why, the status named once.
+	final := a2atest.WaitTerminal(t, e, task.ID)
+	if len(final.Artifacts) != 0 {
+		t.Errorf("the cancelled task has artifacts %+v, want none", final.Artifacts)
+	}
+	if final.Status.Message == nil || len(final.Status.Message.Parts) != 1 {
+		t.Fatalf("status message %+v", final.Status.Message)
+	}
+	if text := final.Status.Message.Parts[0].(a2a.TextPart).Text; text != "cancelled: at the client's request" {
+		t.Errorf("status message %q, want %q", text, "cancelled: at the client's request")
+	}
+}
+
+// A result's status message names its status once, whether or not the detail
+// already starts with it (the supervisor words a cancellation "cancelled:
+// ..."; a peer's detail is its status message), and only a completed result
+// or one with a distillate publishes an artifact.
+func TestFinalStatusAndArtifact(t *testing.T) {
+	info := &a2a.Task{ID: "t", ContextID: "c"}
+	for _, tc := range []struct {
+		res      api.SubagentResult
+		text     string
+		artifact bool
+	}{
+		{api.SubagentResult{Status: api.StatusCancelled, Detail: "cancelled: at the client's request"}, "cancelled: at the client's request", false},
+		{api.SubagentResult{Status: api.StatusCancelled, Detail: "at the client's request", Distillate: api.InlineText("")}, "cancelled: at the client's request", false},
+		{api.SubagentResult{Status: api.StatusCancelled, Detail: "cancelled: its parent ended", Distillate: api.InlineText("half an answer")}, "cancelled: its parent ended", true},
+		{api.SubagentResult{Status: api.StatusDeadline, Detail: "deadline of 1s passed", Distillate: api.ResultBody{Inline: []byte("null")}}, "deadline: deadline of 1s passed", false},
+		{api.SubagentResult{Status: api.StatusCrashed, Distillate: api.ResultBody{Reference: &api.Reference{URI: "agent://blob/x"}}}, "crashed", true},
+		{api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("")}, "", true},
+	} {
+		ev := FinalStatus(info, tc.res)
+		text := ""
+		if ev.Status.Message != nil {
+			text = ev.Status.Message.Parts[0].(a2a.TextPart).Text
+		}
+		if text != tc.text {
+			t.Errorf("%+v: status message %q, want %q", tc.res, text, tc.text)
+		}
+		if got := HasArtifact(tc.res); got != tc.artifact {
+			t.Errorf("%+v: HasArtifact %v, want %v", tc.res, got, tc.artifact)
+		}
+	}
 }
 
 // startProvider's Start blocks until its context ends (a peer whose card is

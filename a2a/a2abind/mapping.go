@@ -75,6 +75,23 @@ func DistillateArtifactAt(taskID a2a.TaskID, res api.SubagentResult, publicURL s
 	return art
 }
 
+// HasArtifact reports whether a result publishes the task's artifact: a
+// completed result always does (its answer, even an empty one), any other
+// only what the subagent produced, a distillate that is not empty. A task
+// cancelled, failed or refused before its subagent wrote anything publishes
+// none (artifacts are a task's outputs, a2a.proto's Artifact), and says why
+// in its status message.
+func HasArtifact(res api.SubagentResult) bool {
+	if res.Status == api.StatusCompleted || res.Distillate.Reference != nil {
+		return true
+	}
+	switch strings.TrimSpace(string(res.Distillate.Inline)) {
+	case "", `""`, "null":
+		return false
+	}
+	return true
+}
+
 // ResultMetadata is the task metadata recording how a subagent ended.
 func ResultMetadata(res api.SubagentResult) map[string]any {
 	m := map[string]any{
@@ -128,9 +145,13 @@ func now() *time.Time {
 }
 
 // statusText is a result's status with its detail, if any: "deadline: ...".
+// A detail that starts with the status already ("cancelled: its parent
+// ended", as the supervisor words a cancellation, or a peer's status message)
+// names it once.
 func statusText(res api.SubagentResult) string {
-	if res.Detail != "" {
-		return fmt.Sprintf("%s: %s", res.Status, res.Detail)
+	detail := strings.TrimPrefix(res.Detail, string(res.Status)+": ")
+	if detail != "" {
+		return fmt.Sprintf("%s: %s", res.Status, detail)
 	}
 	return string(res.Status)
 }

@@ -225,10 +225,12 @@ func (o *TreeObserver) NodeFinished(n supervisor.NodeInfo, res api.SubagentResul
 		return
 	}
 	info := taskInfo(e, n.Handle)
-	art := &a2a.TaskArtifactUpdateEvent{TaskID: info.ID, ContextID: info.ContextID, Artifact: DistillateArtifactAt(info.ID, res, o.PublicURL), LastChunk: true}
-	if err := e.Update(context.Background(), info.ID, art); err != nil {
-		o.log().Warn("nested task artifact not recorded", "task_id", n.Handle, "err", err)
-		return
+	if HasArtifact(res) {
+		art := &a2a.TaskArtifactUpdateEvent{TaskID: info.ID, ContextID: info.ContextID, Artifact: DistillateArtifactAt(info.ID, res, o.PublicURL), LastChunk: true}
+		if err := e.Update(context.Background(), info.ID, art); err != nil {
+			o.log().Warn("nested task artifact not recorded", "task_id", n.Handle, "err", err)
+			return
+		}
 	}
 	if err := e.Update(context.Background(), info.ID, FinalStatus(info, res)); err != nil {
 		o.log().Warn("nested task final state not recorded", "task_id", n.Handle, "err", err)

@@ -6,9 +6,13 @@ package a2av1
 // lowerCamelCase JSON name on output, and a parser accepts that name or the
 // original proto field name (task_id as well as taskId). agentd's request
 // types carry both: the JSON name in the `json` tag, the proto name in the
-// `proto` tag. A parser rejects unknown fields by default; agentd does, at
-// every level of a request (inside a google.protobuf.Struct or Value, such as
-// metadata or a data part, any key goes). A field given twice, by the same
+// `proto` tag. An unrecognized field is ignored, at every level of a request,
+// as A2A 1.0 §5.7 asks for forward compatibility (ProtoJSON parsers refuse
+// one by default; this one does not): its value must still be JSON, and the
+// whole request within the server's size and depth limits, but it sets
+// nothing, so a name that differs from a field's only in case is no way to
+// set it. Inside a google.protobuf.Struct or Value (metadata, a data part)
+// every key is kept as sent. A field given twice, by the same
 // name or by both, is refused even when both values agree: protobuf's
 // conformance suite wants parsers to refuse both (its FieldNameDuplicate and
 // FieldNameDuplicateDifferentCasing tests), so such a request is not
@@ -263,7 +267,7 @@ func decodeMessage(data []byte, rv reflect.Value, where at) error {
 		}
 		n, ok := m.byName[string(key)]
 		if !ok {
-			return fieldErr(where, "unknown field %q", key)
+			continue // an unrecognized field: ignored (A2A 1.0 §5.7)
 		}
 		f := m.fields[n]
 		if path == "" {
@@ -491,8 +495,9 @@ func isJSONNumber(s string) bool {
 }
 
 // UnmarshalJSON decodes the params of SendMessage and SendStreamingMessage as
-// ProtoJSON: JSON or proto field names, unknown or repeated fields refused
-// with a *FieldError. The same holds for every request message below.
+// ProtoJSON: JSON or proto field names, unrecognized fields ignored, a
+// field given twice or a value of the wrong type refused with a *FieldError.
+// The same holds for every request message below.
 func (r *SendMessageRequest) UnmarshalJSON(b []byte) error { return decodeRequest(b, r) }
 
 // UnmarshalJSON decodes the message as ProtoJSON (see SendMessageRequest).

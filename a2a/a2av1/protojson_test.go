@@ -119,16 +119,42 @@ func TestProtoNamesDecodeAsJSONNames(t *testing.T) {
 	}
 }
 
+// Unrecognized fields are ignored at every level of a request (A2A 1.0 §5.7),
+// a 0.3 part's kind and a name that differs from a field's only in case among
+// them: the request decodes as it would without them.
+func TestProtoJSONIgnoresUnknownFields(t *testing.T) {
+	for _, tc := range []struct {
+		name, with, without string
+		into                func() any
+	}{
+		{"top level", `{"id":"t","history":3,"future":{"a":[1,{"b":null}]}}`, `{"id":"t"}`, func() any { return new(GetTaskRequest) }},
+		{"0.3 kind in a 1.0 part", `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"kind":"text","text":"x"}]}}`, `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}`, func() any { return new(SendMessageRequest) }},
+		{"deep down", `{"message":{"messageId":"m"},"configuration":{"taskPushNotificationConfig":{"url":"u","authentication":{"scheme":"s","schemes":["s"]}}}}`, `{"message":{"messageId":"m"},"configuration":{"taskPushNotificationConfig":{"url":"u","authentication":{"scheme":"s"}}}}`, func() any { return new(SendMessageRequest) }},
+		{"a spelling a2a.proto does not have", `{"task_Id":"x","TaskId":"y","taskId":"t","id":"c"}`, `{"taskId":"t","id":"c"}`, func() any { return new(GetTaskPushNotificationConfigRequest) }},
+		{"in a message", `{"message":{"messageId":"m","tckUnknownField":"x","role":"ROLE_USER","parts":[{"text":"x"}]}}`, `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}`, func() any { return new(SendMessageRequest) }},
+	} {
+		with, without := tc.into(), tc.into()
+		if err := json.Unmarshal([]byte(tc.with), with); err != nil {
+			t.Errorf("%s: %s: %v", tc.name, tc.with, err)
+			continue
+		}
+		if err := json.Unmarshal([]byte(tc.without), without); err != nil {
+			t.Fatalf("%s: %s: %v", tc.name, tc.without, err)
+		}
+		if !reflect.DeepEqual(with, without) {
+			t.Errorf("%s: %+v, want %+v", tc.name, with, without)
+		}
+	}
+}
+
 func TestProtoJSONRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
 		into       func() any
 		path, says string
 	}{
-		{"unknown field", `{"id":"t","history":3}`, func() any { return new(GetTaskRequest) }, "", `unknown field "history"`},
-		{"0.3 field in a 1.0 part", `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"kind":"text","text":"x"}]}}`, func() any { return new(SendMessageRequest) }, "message.parts[0]", `unknown field "kind"`},
-		{"unknown field deep down", `{"message":{"messageId":"m"},"configuration":{"taskPushNotificationConfig":{"url":"u","authentication":{"scheme":"s","schemes":["s"]}}}}`, func() any { return new(SendMessageRequest) }, "configuration.taskPushNotificationConfig.authentication", `unknown field "schemes"`},
-		{"a camelCase spelling a2a.proto does not have", `{"task_Id":"t","id":"c"}`, func() any { return new(GetTaskPushNotificationConfigRequest) }, "", `unknown field "task_Id"`},
+		{"a known field of the wrong type beside an unknown one", `{"id":5,"history":3}`, func() any { return new(GetTaskRequest) }, "id", "want a string, got a number"},
+		{"unknown field, then a known one given twice", `{"x":1,"id":"a","id":"a"}`, func() any { return new(GetTaskRequest) }, "id", "given twice"},
 		{"both names, different values", `{"taskId":"a","task_id":"b","id":"c"}`, func() any { return new(GetTaskPushNotificationConfigRequest) }, "taskId", `given twice, as "taskId" and "task_id"`},
 		{"both names, the same value", `{"task_id":"a","taskId":"a","id":"c"}`, func() any { return new(GetTaskPushNotificationConfigRequest) }, "taskId", `given twice, as "task_id" and "taskId"`},
 		{"one name twice", `{"id":"a","id":"a"}`, func() any { return new(GetTaskRequest) }, "id", "given twice"},
@@ -175,8 +201,8 @@ func TestProtoJSONRefuses(t *testing.T) {
 func TestRefusedRequestChangesNothing(t *testing.T) {
 	n := 4
 	r := GetTaskRequest{ID: "before", HistoryLength: &n}
-	if err := json.Unmarshal([]byte(`{"id":"after","history_length":1,"bogus":1}`), &r); err == nil {
-		t.Fatal("an unknown field was accepted")
+	if err := json.Unmarshal([]byte(`{"id":"after","history_length":1,"bogus":1,"tenant":5}`), &r); err == nil {
+		t.Fatal("a string field given a number was accepted")
 	}
 	if r.ID != "before" || r.HistoryLength != &n || n != 4 {
 		t.Fatalf("the refused request changed the value: %+v", r)
@@ -314,9 +340,9 @@ func FuzzDecodeRequest(f *testing.F) {
 
 func ExampleFieldError() {
 	var r GetTaskPushNotificationConfigRequest
-	err := json.Unmarshal([]byte(`{"task_id":"t1","id":"c1","config_id":"c1"}`), &r)
+	err := json.Unmarshal([]byte(`{"task_id":"t1","id":"c1","taskId":"t2"}`), &r)
 	fmt.Println(err)
-	// Output: unknown field "config_id"
+	// Output: taskId: given twice, as "task_id" and "taskId"
 }
 
 // BenchmarkDecodeSendMessageRequest is the strict ProtoJSON decoding of a

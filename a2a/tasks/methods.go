@@ -237,7 +237,7 @@ func (e *Engine) runsElsewhere(ctx context.Context, t *a2a.Task) error {
 // errCancelRequested is the cause an executor's context carries after
 // tasks/cancel. Its text reaches callers: an executor reports the cause in the
 // cancelled task's status message.
-var errCancelRequested = errors.New("task cancelled by tasks/cancel")
+var errCancelRequested = errors.New("at the client's request")
 
 // pushTarget checks a webhook registration against the address policy.
 func (e *Engine) pushTarget(ctx context.Context, c *a2a.PushConfig) (PushTarget, error) {

@@ -26,6 +26,12 @@ type coreConfig struct {
 	IntelTimeout time.Duration
 	IntelRetries int
 	IntelBackoff time.Duration
+	// Failover is the fallback endpoints and the breakers' policy.
+	Failover failoverConfig
+	// ContextWindow and Compaction are --context-window and --compaction:
+	// the window older turns are compacted against, and how.
+	ContextWindow int64
+	Compaction    string
 
 	// Caps are the subagent.spawn chokepoint's caps (--max-depth,
 	// --max-children, --max-total-subagents, ...).
@@ -110,6 +116,9 @@ func addCore(f *cli.Flags, c *coreConfig) {
 	f.EnvDuration(&c.IntelTimeout, "intelligence-timeout", "AGENT_INTELLIGENCE_TIMEOUT", api.DefaultRequestTimeout, "timeout of one model request attempt (each also ends at the subagent's deadline)")
 	f.EnvInt(&c.IntelRetries, "intelligence-retries", "AGENT_INTELLIGENCE_RETRIES", api.DefaultRetries, "retries of a model request on 429, 5xx, a timeout or a connection error")
 	f.EnvDuration(&c.IntelBackoff, "intelligence-backoff", "AGENT_INTELLIGENCE_BACKOFF", api.DefaultRetryBackoff, "wait before the first retry when the server sends no Retry-After; doubles per retry")
+	addFailover(f, &c.Failover)
+	f.EnvInt64(&c.ContextWindow, "context-window", "AGENT_CONTEXT_WINDOW", 0, "the model's context window in tokens, past 80% of which older turns are compacted (0: the window known for --model, or none)")
+	f.EnvString(&c.Compaction, "compaction", "AGENT_COMPACTION", "", "how older turns are compacted near the context window: summarize (the default: the model writes a summary, its tokens counted) or trim (older tool results shortened)")
 	f.EnvInt(&c.MaxRepeats, "max-repeats", "AGENT_MAX_REPEATS", api.DefaultMaxRepeats, "loop_detected after the same tool call with the same arguments this many times in a row")
 	f.EnvInt(&c.DistillateBudget, "distillate-budget", "AGENT_DISTILLATE_BUDGET", api.DefaultDistillateBudget, "characters a result carries inline; a larger one is stored and returned as a reference with a summary")
 	addMCPFlags(f, &c.MCP)
@@ -278,6 +287,15 @@ func (c *coreConfig) validateIntelligence() error {
 	if c.DistillateBudget < minDistillateBudget {
 		return fmt.Errorf("--distillate-budget must be at least %d characters (got %d)", minDistillateBudget, c.DistillateBudget)
 	}
+	if err := c.Failover.validate(c); err != nil {
+		return err
+	}
+	if c.ContextWindow < 0 {
+		return fmt.Errorf("--context-window must not be negative (got %d)", c.ContextWindow)
+	}
+	if c.Compaction != "" && c.Compaction != api.CompactSummarize && c.Compaction != api.CompactTrim {
+		return fmt.Errorf("--compaction %q: want summarize or trim", c.Compaction)
+	}
 	if c.scripted() {
 		if c.Intelligence == scriptPrefix+"=" || !strings.HasPrefix(c.Intelligence, scriptPrefix+"=") {
 			return fmt.Errorf("--intelligence %q: want %s=FILE", c.Intelligence, scriptPrefix)
@@ -314,13 +332,17 @@ func (c *coreConfig) rlimitAS() (uint64, error) {
 
 func (c *coreConfig) intelligenceSpec() api.Intelligence {
 	retries := c.IntelRetries
-	return api.Intelligence{
+	spec := api.Intelligence{
 		Endpoint:       c.Intelligence,
 		Model:          c.Model,
 		RequestTimeout: api.Duration(c.IntelTimeout),
 		Retries:        &retries,
 		RetryBackoff:   api.Duration(c.IntelBackoff),
+		ContextWindow:  c.ContextWindow,
+		Compaction:     c.Compaction,
 	}
+	c.Failover.apply(&spec)
+	return spec
 }
 
 // limits is the root grant of a run.

@@ -18,7 +18,7 @@ import (
 // its deliveries in a durable store.
 func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate.Router, lineages *delegate.Lineages, cardURL, instance string) *tasks.Engine {
 	sup := s.sup
-	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{
+	cfg := a2abind.ExecutorConfig{
 		Router:       router,
 		CancelHandle: sup.Cancel,
 		Limits:       c.Core.limits(),
@@ -30,7 +30,11 @@ func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate
 		Lineages:     lineages,
 		MaxFrame:     api.FrameLimit(s.budgets.maxMessage), // the supervisor's: a follow-up the next turn cannot carry is refused
 		Log:          s.log,
-	})
+	}
+	if s.agents != nil {
+		cfg.AgentType = s.agents.typeFor
+	}
+	exec := a2abind.NewExecutor(cfg)
 	pushAllow, _ := c.Mesh.pushAllow() // checked by Validate
 	journal, _ := store.(tasks.PushJournal)
 	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: pushAllow}, Log: s.log, Journal: journal}, store.ListPush)

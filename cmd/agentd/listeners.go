@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
 	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/server/console"
@@ -52,19 +54,26 @@ func (s *service) openFront(c *serveConfig, id *identity, router *delegate.Route
 	if c.Console {
 		ui = newConsole(consoleParts{sup: s.sup, engine: s.engine, lameDuck: lameDuck, recent: recent, admission: s.admission.ctrl, taskCapacity: c.TaskCapacity}, s.log)
 	}
+	cardCfg := a2abind.CardConfig{
+		Name:        "agentd",
+		Description: "An A2A mesh service that runs each task as a tree of supervised subagents.",
+		URL:         cardURL,
+		Version:     version,
+		Instance:    instance,
+		MaxDepth:    c.Core.Caps.MaxDepth,
+		Push:        s.engine.PushEnabled(),
+		MutualTLS:   id.src != nil,
+		Bearer:      id.auth.JWT || id.auth.Tokens != nil, // a tokens file, even one SIGHUP has yet to fill
+	}
+	var cardFunc func() *a2a.AgentCard
+	if s.agents != nil {
+		s.agents.base.Store(&cardCfg)
+		cardFunc = s.agents.card
+	}
 	s.main.srv = s.budgets.conns.Server(server.Handler(server.Config{
-		Handler: s.engine,
-		Card: a2abind.Card(a2abind.CardConfig{
-			Name:        "agentd",
-			Description: "An A2A mesh service that runs each task as a tree of supervised subagents.",
-			URL:         cardURL,
-			Version:     version,
-			Instance:    instance,
-			MaxDepth:    c.Core.Caps.MaxDepth,
-			Push:        s.engine.PushEnabled(),
-			MutualTLS:   id.src != nil,
-			Bearer:      id.auth.JWT || id.auth.Tokens != nil, // a tokens file, even one SIGHUP has yet to fill
-		}),
+		Handler:    s.engine,
+		Card:       a2abind.Card(cardCfg),
+		CardFunc:   cardFunc,
 		Methods:    poked(op.Methods(), recent),
 		Auth:       id.auth,
 		Healthy:    s.sup.Healthy,

@@ -115,3 +115,12 @@ func (m *meshConfig) registerPeers(ctx context.Context, router *delegate.Router,
 	router.SetRules(m.Routes)
 	return nil
 }
+
+// providers are the providers the --peer flags make (peer:NAME).
+func (m *meshConfig) providers() []string {
+	var out []string
+	for _, p := range m.Peers {
+		out = append(out, "peer:"+p.Name)
+	}
+	return out
+}

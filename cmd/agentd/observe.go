@@ -129,6 +129,7 @@ func newMetrics(sup *supervisor.Supervisor, router *delegate.Router, engine *tas
 		InFlight:     engine.InFlight,
 		HeartbeatAge: func() time.Duration { return time.Since(sup.LastHeartbeat()) },
 	})
+	m.ObserveIntelligence(func() telemetry.IntelligenceMetrics { return intelligenceMetrics(sup) })
 	return m
 }
 

@@ -167,8 +167,10 @@ func (r *runRecord) started(ctx context.Context, runID string) {
 
 // finish records the run's distillate and terminal status.
 func (r *runRecord) finish(ctx context.Context, res api.SubagentResult) {
-	art := &a2a.TaskArtifactUpdateEvent{TaskID: r.task.ID, ContextID: r.task.ContextID, Artifact: a2abind.DistillateArtifact(r.task.ID, res), LastChunk: true}
-	err := r.apply(ctx, art)
+	var err error
+	if a2abind.HasArtifact(res) {
+		err = r.apply(ctx, &a2a.TaskArtifactUpdateEvent{TaskID: r.task.ID, ContextID: r.task.ContextID, Artifact: a2abind.DistillateArtifact(r.task.ID, res), LastChunk: true})
+	}
 	if err == nil {
 		err = r.apply(ctx, a2abind.FinalStatus(r.task, res))
 	}

@@ -195,9 +195,11 @@ func (t *taskRunner) admit(ctx context.Context, ev trigger.Event) (*admit.Ticket
 
 // finish writes the artifact and the terminal status of a triggered task.
 func (t *taskRunner) finish(ctx context.Context, info *a2a.Task, res api.SubagentResult) {
-	art := &a2a.TaskArtifactUpdateEvent{TaskID: info.ID, ContextID: info.ContextID, Artifact: a2abind.DistillateArtifactAt(info.ID, res, t.publicURL), LastChunk: true}
-	if err := t.engine.Update(ctx, info.ID, art); err != nil {
-		t.log.Warn("triggered task artifact not recorded", "task_id", string(info.ID), "err", err)
+	if a2abind.HasArtifact(res) {
+		art := &a2a.TaskArtifactUpdateEvent{TaskID: info.ID, ContextID: info.ContextID, Artifact: a2abind.DistillateArtifactAt(info.ID, res, t.publicURL), LastChunk: true}
+		if err := t.engine.Update(ctx, info.ID, art); err != nil {
+			t.log.Warn("triggered task artifact not recorded", "task_id", string(info.ID), "err", err)
+		}
 	}
 	if err := t.engine.Update(ctx, info.ID, a2abind.FinalStatus(info, res)); err != nil {
 		t.log.Warn("triggered task final state not recorded", "task_id", string(info.ID), "err", err)

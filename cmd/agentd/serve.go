@@ -39,6 +39,9 @@ type serveConfig struct {
 	Observe     observeConfig
 	Store       storeConfig
 	Budgets     budgetConfig
+	// AgentsFile is --agents: the declared card and agent types, reloaded
+	// on SIGHUP (agents.go); "" runs as the flags say.
+	AgentsFile string
 }
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -59,6 +62,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	addIdentity(f, &c.Identity)
 	addObserve(f, &c.Observe)
 	addBudgets(f, &c.Budgets)
+	f.EnvString(&c.AgentsFile, "agents", "AGENT_AGENTS_FILE", "", "the declared agents file (JSON): the card's name, description and skills, and named agent types (intelligence, system prompt, tools, limits); reloaded on SIGHUP")
 	if err := f.Parse(args); err != nil {
 		return nil, err
 	}

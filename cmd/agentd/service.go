@@ -60,7 +60,8 @@ type service struct {
 	log       *slog.Logger
 	budgets   budgets
 	id        *identity
-	tokens    string // --bearer-tokens-file, reloaded on SIGHUP
+	tokens    string    // --bearer-tokens-file, reloaded on SIGHUP
+	agents    *declared // --agents, reloaded on SIGHUP; nil without
 	closers   closers
 	engine    *tasks.Engine
 	admission *admission
@@ -126,6 +127,9 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		s.lease = l.LeaseTTL() / 2
 	}
 
+	if s.agents, err = openAgents(c.AgentsFile, c.Mesh.providers(), log); err != nil {
+		return nil, err
+	}
 	router := &delegate.Router{}
 	lineages := &delegate.Lineages{}
 	// Every nested subagent is an A2A task too; the observer records them in
@@ -147,6 +151,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		blobBackend:   blobs,
 		blobs:         s.budgets.blobs,
 		maxFrame:      api.FrameLimit(s.budgets.maxMessage), // the frame holds the largest message the front admits
+		agentTypes:    s.agentTypes(),
 	})
 	if err != nil {
 		return nil, err
@@ -271,12 +276,17 @@ func (s *service) drain() error {
 	return nil
 }
 
-// Reload is SIGHUP: the bearer tokens file is read again (its mode checked
+// Reload is SIGHUP: the agents file (--agents) is loaded again, and the
+// bearer tokens file is read again (its mode checked
 // as at start) and its tokens replace the old ones at once; a file that does
-// not load leaves the old tokens in force. Nothing else is reloaded: the
+// not load leaves the old tokens in force (a bad agents file, the old
+// agents and card). Nothing else is reloaded: the
 // other settings are flags and environment variables, which a running
 // process cannot be given anew. Each outcome is one log line.
 func (s *service) Reload() {
+	if s.agents != nil {
+		s.agents.reload()
+	}
 	if s.tokens == "" || s.id == nil || s.id.auth.Tokens == nil {
 		s.log.Info("SIGHUP: nothing to reload (no --bearer-tokens-file)")
 		return
@@ -288,4 +298,13 @@ func (s *service) Reload() {
 	}
 	s.id.auth.Tokens.Replace(t)
 	s.log.Info("SIGHUP: bearer tokens reloaded", "file", s.tokens, "tokens", t.Len())
+}
+
+// agentTypes is the supervisor's lookup of the agent type a spawn names:
+// nil without --agents.
+func (s *service) agentTypes() func(string) (*api.AgentType, bool) {
+	if s.agents == nil {
+		return nil
+	}
+	return s.agents.typeNamed
 }

@@ -28,6 +28,9 @@ type treeOptions struct {
 	blobBackend   blob.Backend             // where stored distillates are kept; nil: in memory
 	blobs         blob.Config              // the blob store's bounds (serve's budgets); zero fields are the defaults
 	maxFrame      int                      // the control frame limit (api.FrameLimit of serve's --max-message); 0 is the default
+	// agentTypes looks up the agent type a spawn names (--agents); nil
+	// refuses every named type.
+	agentTypes func(name string) (*api.AgentType, bool)
 }
 
 // openSupervisor builds the supervisor of c: it checks a builtin:script file,
@@ -51,6 +54,12 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 	if key != "" {
 		env = append(env, api.EnvIntelligenceKey+"="+key)
 	}
+	fallbackKeys, err := c.Failover.keyEnv()
+	if err != nil {
+		tools.close()
+		return nil, nil, err
+	}
+	env = append(env, fallbackKeys...)
 	var servers map[string]supervisor.ToolServer
 	if tools.set != nil {
 		servers = tools.set.ToolServers()
@@ -90,6 +99,7 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		LogContent:  c.LogContent,
 		ChildStderr: opt.childStderr,
 		Budget:      opt.budget,
+		AgentTypes:  opt.agentTypes,
 	})
 	if err != nil {
 		tools.close()

@@ -181,6 +181,7 @@ type childRun struct {
 	events    []api.LoopEvent
 	toolCalls []api.ToolCall
 	blobs     []api.BlobPut
+	intel     []api.IntelligenceReport
 	exit      int
 }
 
@@ -265,6 +266,12 @@ func runChild(t *testing.T, p *api.SpawnPayload, key string, se superEnd) childR
 				}
 				resp, _ := api.NewResponse(f.ID, api.BlobRef{URI: api.BlobURI(fmt.Sprintf("blob%d", len(run.blobs))), Size: len(put.Content)})
 				w.Write(resp)
+			case api.MethodIntelligence:
+				var r api.IntelligenceReport
+				if err := api.DecodeParams(f, &r); err != nil {
+					t.Errorf("intelligence/report: %v", err)
+				}
+				run.intel = append(run.intel, r)
 			case api.MethodResult:
 				if err := api.DecodeParams(f, &run.result); err != nil {
 					t.Errorf("result: %v", err)

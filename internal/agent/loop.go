@@ -58,7 +58,9 @@ type Loop struct {
 // cancellation cause (ErrCancelled, ErrControlClosed, context.DeadlineExceeded).
 //
 // The stop conditions, in the order they are checked on each step: ctx done
-// (deadline or cancelled); the step cap (exhausted_steps); a model error
+// (deadline or cancelled); the step cap (exhausted_steps); a context window
+// too small for the system prompt (crashed; near the window the older turns
+// are compacted instead, compact.go); a model error
 // (crashed, with cause intelligence_unreachable when the endpoint cannot be
 // reached); the token grant (exhausted_tokens); a refusal or content filter
 // (refused); an answer cut at its length limit (exhausted_tokens); empty
@@ -79,6 +81,9 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 	}
 	for {
 		if res, done := r.beforeStep(ctx); done {
+			return res
+		}
+		if res, done := r.compact(ctx); done {
 			return res
 		}
 		resp, res, done := r.ask(ctx)
@@ -116,6 +121,15 @@ type run struct {
 	empty    int    // empty answers in a row
 	lastCall string // wire name and canonical arguments of the latest tool call
 	repeats  int    // how many times in a row lastCall was asked for
+
+	// Compaction (compact.go): the context window (0: none), whether the
+	// system prompt and objective fit it, the last call's reported tokens
+	// and the conversation's length then, and how many compactions ran.
+	window      int64
+	fits        bool
+	lastTokens  int64
+	lastLen     int
+	compactions int
 }
 
 // begin compiles the output format's schema and builds the first request:
@@ -134,7 +148,7 @@ func (l *Loop) begin() (*run, error) {
 		AgentPath: p.AgentPath,
 		Depth:     p.Depth,
 	}
-	return &run{l: l, p: p, schema: schema, req: req, content: p.Telemetry.LogContent}, nil
+	return &run{l: l, p: p, schema: schema, req: req, content: p.Telemetry.LogContent, window: l.contextWindow()}, nil
 }
 
 // result is the run's result with status s: the partial distillate (the
@@ -187,6 +201,7 @@ func (r *run) ask(ctx context.Context) (*intelligence.Response, api.SubagentResu
 		return nil, res, true
 	}
 	r.l.logAnswer(r.usage.Steps, resp, r.content)
+	r.lastTokens, r.lastLen = resp.Usage.TokensIn+resp.Usage.TokensOut, len(r.req.Messages)
 	delta := api.Usage{TokensIn: resp.Usage.TokensIn, TokensOut: resp.Usage.TokensOut, Steps: 1}
 	r.usage.TokensIn += delta.TokensIn
 	r.usage.TokensOut += delta.TokensOut
@@ -477,10 +492,15 @@ func toolText(r api.ToolResult) string {
 	return t
 }
 
-// SystemPrompt assembles the system prompt from the output contract and nothing
-// else: the objective, the required format, tool guidance and boundaries.
+// SystemPrompt assembles the system prompt from the output contract: the
+// objective, the required format, tool guidance and boundaries, after the
+// declared agent type's own prompt when the payload has one.
 func SystemPrompt(p *api.SpawnPayload) string {
 	var b strings.Builder
+	if p.Agent != nil && strings.TrimSpace(p.Agent.SystemPrompt) != "" {
+		// The declared agent type's prompt first; the contract's parts follow.
+		b.WriteString(strings.TrimSpace(p.Agent.SystemPrompt) + "\n\n")
+	}
 	b.WriteString("You are a subagent with one objective. Work toward it and reply with the result only.\n\n")
 	fmt.Fprintf(&b, "Objective:\n%s\n\n", p.Contract.Objective)
 	switch p.Contract.OutputFormat.Kind {

@@ -111,6 +111,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	if m, ok := model.(interface{ SetLogger(*slog.Logger, bool) }); ok {
 		m.SetLogger(log, p.Telemetry.LogContent)
 	}
+	if m, ok := model.(reporterSetter); ok {
+		m.SetReporter(c.reportIntelligence)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go c.serve(cancel)
@@ -159,7 +162,13 @@ func offeredTools(p *api.SpawnPayload) []intelligence.ToolSpec {
 		}
 	}
 	var out []intelligence.ToolSpec
-	for _, t := range append(api.SelfToolSpecs(), p.Tools...) {
+	var tools []api.ToolSpec
+	for _, t := range api.SelfToolSpecs() {
+		if p.Agent.AllowsSelfTool(t.Name) { // a declared agent type may offer fewer
+			tools = append(tools, t)
+		}
+	}
+	for _, t := range append(tools, p.Tools...) {
 		if t.Name == api.ToolResourceRead {
 			if len(servers) > 0 {
 				t.Description += " MCP servers whose resources you may read: " + strings.Join(servers, ", ") + "."

@@ -221,3 +221,18 @@ func TestOfferedToolsIncludeSelfTools(t *testing.T) {
 		t.Fatalf("offered %v", names)
 	}
 }
+
+// TestOfferedToolsOfAnAgentType: a declared agent type that lists its
+// self-tools is offered only those (and its granted tools).
+func TestOfferedToolsOfAnAgentType(t *testing.T) {
+	p := payload()
+	p.Tools = []api.ToolSpec{{Name: "github/search", InputSchema: json.RawMessage(`{"type":"object"}`)}}
+	p.Agent = &api.AgentRole{Type: "reader", SelfTools: []string{api.ToolResourceRead}}
+	var names []string
+	for _, s := range offeredTools(p) {
+		names = append(names, s.Wire)
+	}
+	if strings.Join(names, ",") != "resource.read,github/search" {
+		t.Fatalf("offered %v", names)
+	}
+}

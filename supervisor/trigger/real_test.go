@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,12 +44,19 @@ type realRunner struct {
 	sup *supervisor.Supervisor
 	// intelligence is the root's; empty is builtin:demo.
 	intelligence string
+	// full, if set, is the root's intelligence instead.
+	full *api.Intelligence
+	// started, if set, hears of each run as it starts.
+	started func(Event)
 
 	mu   sync.Mutex
 	pids []int
 }
 
 func (r *realRunner) Start(ctx context.Context, ev Event) (Run, error) {
+	if r.started != nil {
+		r.started(ev)
+	}
 	run, err := r.sup.Start(ctx, supervisor.StartRequest{Payload: api.SpawnPayload{
 		Contract:     api.OutputContract{Objective: "crash at start", OutputFormat: api.OutputFormat{Kind: api.FormatText}},
 		Limits:       api.Limits{MaxSteps: 5, MaxTokens: 1000, Deadline: api.Duration(time.Minute), MaxChildren: 1},
@@ -60,6 +69,9 @@ func (r *realRunner) Start(ctx context.Context, ev Event) (Run, error) {
 }
 
 func (r *realRunner) spec() api.Intelligence {
+	if r.full != nil {
+		return *r.full
+	}
 	if r.intelligence == "" {
 		return api.Intelligence{Endpoint: "builtin:demo"}
 	}
@@ -133,21 +145,30 @@ func TestLoopBreakerOpensOnRealCrashBeforeReady(t *testing.T) {
 	}
 }
 
-// A loop whose model is down: each run is a real subagent that reports
-// crashed (intelligence_unreachable) and exits 0. Each counts as a failure for
-// the governor, so the loop backs off between them and its breaker opens,
-// where it restarted at once, every run clean (350 runs in 7s).
-func TestLoopBacksOffWhenTheModelIsDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// A loop whose every model endpoint is down: each run is a real subagent
+// that reports crashed (intelligence_unreachable) and exits 0. Each is an
+// outage for the governor: the loop backs off between runs, the wait
+// doubling from run to run, and the session's breaker stays closed (where
+// it once restarted at once, every run clean, 350 runs in 7s, and then
+// opened the breaker, which only an operator could close). The first run
+// opens both endpoints' breakers and the supervisor hands their state to
+// every later child: no later run calls either endpoint.
+func TestLoopBacksOffWhileEveryEndpointIsDown(t *testing.T) {
+	var hits [2]atomic.Int64
+	var urls [2]string
+	for i := range hits {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits[i].Add(1)
+			http.Error(w, `{"error":{"message":"down"}}`, http.StatusServiceUnavailable)
+		}))
+		t.Cleanup(s.Close)
+		urls[i] = s.URL + "/v1"
 	}
-	down := "http://" + ln.Addr().String() + "/v1"
-	ln.Close()
+	base := 2 * time.Millisecond
 	sup, err := supervisor.New(supervisor.Config{
 		Logger:  slog.New(slog.DiscardHandler),
 		Env:     []string{envRealAgent + "=1"},
-		Restart: supervisor.GovernorConfig{BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond},
+		Restart: supervisor.GovernorConfig{BaseBackoff: base, MaxBackoff: time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -159,20 +180,50 @@ func TestLoopBacksOffWhenTheModelIsDown(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	r := &realRunner{sup: sup, intelligence: down}
-	l := &Loop{Options: Options{Runner: r, Governor: sup.Governor(), Logger: slog.New(slog.DiscardHandler), StopOnBreaker: true}, MaxRuns: 20}
-	res, err := l.Run(context.Background())
-	if !errors.Is(err, ErrBreakerOpen) || res.Status != api.StatusCrashed || res.Cause != api.CauseIntelligenceUnreachable {
-		t.Fatalf("Run = %+v, %v; want intelligence_unreachable and ErrBreakerOpen", res, err)
-	}
-	for _, b := range sup.Breakers() {
-		if b.Key == LoopKey && (!b.Open || b.Failures != 6 || b.LastOutcome != "failure") {
-			t.Fatalf("breaker %+v", b)
+	none := 0
+	spec := api.Intelligence{Endpoint: urls[0], Model: "a", Retries: &none,
+		Breaker:   api.BreakerPolicy{Failures: 1, CoolDown: api.Duration(time.Minute)},
+		Fallbacks: []api.Intelligence{{Endpoint: urls[1], Model: "b", Retries: &none}}}
+	var delays []time.Duration // the governor's wait before each run after the first
+	r := &realRunner{sup: sup, full: &spec, started: func(ev Event) {
+		if ev.Seq > 1 {
+			b := sup.Governor().Breaker(LoopKey)
+			delays = append(delays, b.NextStart.Sub(b.LastAt))
 		}
+	}}
+	const runs = 6
+	l := &Loop{Options: Options{Runner: r, Governor: sup.Governor(), Logger: slog.New(slog.DiscardHandler), StopOnBreaker: true}, MaxRuns: runs}
+	res, err := l.Run(context.Background())
+	if err != nil || res.Status != api.StatusCrashed || res.Cause != api.CauseIntelligenceUnreachable {
+		t.Fatalf("Run = %+v, %v; want intelligence_unreachable after %d runs, no breaker", res, err, runs)
+	}
+	b := sup.Governor().Breaker(LoopKey)
+	if b.Open || b.Consecutive != runs || b.Failures != 0 || b.LastOutcome != "outage" {
+		t.Fatalf("breaker %+v; want closed, %d outages in a row, none counted as failures", b, runs)
+	}
+	for i, d := range delays {
+		if lo, hi := base<<i, base<<i+base<<i/4; d < lo || d > hi {
+			t.Errorf("wait before run %d: %s, want %s to %s (doubling)", i+2, d, lo, hi)
+		}
+	}
+	if len(delays) != runs-1 {
+		t.Fatalf("%d waits, want %d", len(delays), runs-1)
+	}
+	if h0, h1 := hits[0].Load(), hits[1].Load(); h0 != 1 || h1 != 1 {
+		t.Fatalf("endpoints called %d and %d times over %d runs; want once each (the first run), the breakers' state handed to later children", h0, h1, runs)
+	}
+	ib := sup.IntelligenceBreakers()
+	if len(ib) != 2 || ib[0].State != api.BreakerOpen || ib[1].State != api.BreakerOpen {
+		t.Fatalf("service-wide breakers %+v; want both open", ib)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.pids) != 6 {
-		t.Fatalf("%d runs, want 6 (the sixth failure opens the breaker)", len(r.pids))
+	if len(r.pids) != runs {
+		t.Fatalf("%d runs, want %d", len(r.pids), runs)
+	}
+	for _, pid := range r.pids {
+		if pid <= 0 || !errors.Is(unix.Kill(-pid, 0), unix.ESRCH) {
+			t.Fatalf("process group %d is not gone", pid)
+		}
 	}
 }

@@ -187,7 +187,15 @@ func runOnce(ctx context.Context, o *Options, ev Event) (api.SubagentResult, sup
 // outcome, except that a run that ended crashed is a failure even when its
 // process exited cleanly after reporting it (a model or a required MCP
 // server that is down): restarted at once, such a session would spin.
+//
+// A run that crashed because every model endpoint was down
+// (intelligence_unreachable) is an outage: restarted after a growing
+// backoff, never opening the session's breaker, so the session comes back
+// by itself when an endpoint does.
 func weigh(res api.SubagentResult, out supervisor.Outcome) supervisor.Outcome {
+	if out == supervisor.OutcomeClean && res.Status == api.StatusCrashed && res.Cause == api.CauseIntelligenceUnreachable {
+		return supervisor.OutcomeOutage
+	}
 	if out == supervisor.OutcomeClean && res.Status == api.StatusCrashed {
 		return supervisor.OutcomeFailure
 	}

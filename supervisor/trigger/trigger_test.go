@@ -543,3 +543,24 @@ func TestParseSubscriptionAndOverlap(t *testing.T) {
 		t.Fatal("ParseMode accepted a bad mode")
 	}
 }
+
+// weigh: a run that crashed because every model endpoint was down is an
+// outage (backoff without the breaker), whichever trigger ran it; another
+// crash reported by a clean exit is a failure; the process's own outcome
+// stands otherwise.
+func TestWeighOutage(t *testing.T) {
+	for _, tc := range []struct {
+		res  api.SubagentResult
+		out  supervisor.Outcome
+		want supervisor.Outcome
+	}{
+		{api.SubagentResult{Status: api.StatusCrashed, Cause: api.CauseIntelligenceUnreachable}, supervisor.OutcomeClean, supervisor.OutcomeOutage},
+		{api.SubagentResult{Status: api.StatusCrashed, Cause: api.CauseIntelligenceUnreachable}, supervisor.OutcomeFailure, supervisor.OutcomeFailure},
+		{api.SubagentResult{Status: api.StatusCrashed}, supervisor.OutcomeClean, supervisor.OutcomeFailure},
+		{api.SubagentResult{Status: api.StatusCompleted}, supervisor.OutcomeClean, supervisor.OutcomeClean},
+	} {
+		if got := weigh(tc.res, tc.out); got != tc.want {
+			t.Errorf("weigh(%s/%s, %s) = %s, want %s", tc.res.Status, tc.res.Cause, tc.out, got, tc.want)
+		}
+	}
+}

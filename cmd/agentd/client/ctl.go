@@ -328,6 +328,7 @@ func printTree(w io.Writer, t *api.TreeResult, now time.Time) {
 		state += ", draining"
 	}
 	fmt.Fprintf(w, "%d live subagents (%s)\n", len(t.Nodes), state)
+	defer printIntelligenceBreakers(w, t.IntelligenceBreakers, now)
 	defer printBreakers(w, t.Breakers, now)
 	defer printAdmission(w, t.Admission)
 	depthOf := map[string]int{}
@@ -396,6 +397,17 @@ func printBreakers(w io.Writer, bs []api.Breaker, now time.Time) {
 			line += ", trial under way"
 		}
 		line += fmt.Sprintf(" (%d openings, %d failures in the window, last %s)", b.Openings, b.Failures, b.LastOutcome)
+		fmt.Fprintln(w, line)
+	}
+}
+
+// printIntelligenceBreakers prints one line per model endpoint's breaker.
+func printIntelligenceBreakers(w io.Writer, bs []api.EndpointBreaker, now time.Time) {
+	for _, b := range bs {
+		line := fmt.Sprintf("intelligence %s model %s: breaker %s since %s, %d failures in a row", b.Endpoint, b.Model, b.State, b.Since.Format(time.RFC3339), b.Failures)
+		if b.State == api.BreakerOpen {
+			line += fmt.Sprintf(", half-opens in %s", b.Until.Sub(now).Round(time.Millisecond))
+		}
 		fmt.Fprintln(w, line)
 	}
 }

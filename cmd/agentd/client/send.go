@@ -23,7 +23,10 @@ type sendConfig struct {
 	// (agentd peers only).
 	Progress bool
 	Text     string // the arguments, joined
-	Client   clientConfig
+	// Skill names the skill the message asks for (api.MetaSkill): with an
+	// agents file, the agent type its root runs as.
+	Skill  string
+	Client clientConfig
 }
 
 func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
@@ -32,6 +35,7 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	addClientFlags(f, &c.Client, "AGENT_SEND_TO", "base URL of the agent (its card is read from /.well-known/agent-card.json)", 15*time.Minute)
 	f.BoolVar(&c.Stream, "stream", false, "stream: print status updates as they arrive")
 	f.EnvBool(&c.Progress, "progress", "AGENT_SEND_PROGRESS", true, "show the tree's progress on stderr while the task runs (an agentd peer's children starting and finishing): redrawn on a terminal, a line per change otherwise and with --stream on the same terminal")
+	f.EnvString(&c.Skill, "skill", "AGENT_SEND_SKILL", "", "the skill of the agent's card to ask for (message metadata agentd/skill): on an agentd with --agents, it picks the agent type that runs the task")
 	f.Operands = "TEXT"
 	if err := f.Parse(args); err != nil {
 		return nil, err
@@ -73,6 +77,9 @@ func Send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	client := a2acall.New(endpoint, hc, a2acall.Options{})
 	msg := &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: c.Text})}
+	if c.Skill != "" {
+		msg.Message.Metadata = map[string]any{api.MetaSkill: c.Skill}
+	}
 	send := sendBlocking
 	if c.Stream {
 		send = sendStreaming

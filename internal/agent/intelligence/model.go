@@ -105,6 +105,11 @@ type Request struct {
 	// the whole text, or never. Response.Content is the whole text either
 	// way. It is called from Complete's goroutine and must not block.
 	OnText func(chunk string)
+	// Compaction marks the call that summarizes older turns to fit the
+	// context window (the loop's summarize policy): System asks for the
+	// summary, Messages hold the turns. A builtin model answers it without
+	// taking a step of its script.
+	Compaction bool
 }
 
 // FinishReason says why a model turn ended.
@@ -136,8 +141,22 @@ var ErrUnreachable = errors.New("agent: intelligence endpoint unreachable")
 // or an OpenAI-compatible Chat Completions base URL (http or https, ending
 // before /chat/completions, e.g. http://127.0.0.1:11434/v1) with a model name.
 // key is the API key for an HTTP endpoint (from the environment or a file,
-// never argv); empty sends no Authorization header.
+// never argv); empty sends no Authorization header. An HTTP endpoint, and
+// any intelligence with fallbacks, is called through its endpoints' breakers
+// and fails over from one to the next (failover.go); a fallback's key comes
+// from the environment variable its KeyEnv names.
 func New(spec api.Intelligence, key string) (Model, error) {
+	if len(spec.Fallbacks) > 0 || !strings.HasPrefix(spec.Endpoint, "builtin:") {
+		if err := spec.Validate(); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		return newFailover(spec, key, time.Now)
+	}
+	return newEndpoint(spec, key)
+}
+
+// newEndpoint returns the model of one endpoint.
+func newEndpoint(spec api.Intelligence, key string) (Model, error) {
 	name, arg, hasArg := strings.Cut(spec.Endpoint, "=")
 	switch name {
 	case "builtin:demo":

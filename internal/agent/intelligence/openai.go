@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -49,6 +50,9 @@ type openAIModel struct {
 	// the URL is refused).
 	endpoint string
 	log      *slog.Logger // set by SetLogger; discards until then
+	// jitter returns a number in [0, 1): up to a quarter of a backoff is
+	// added at random, so that children retrying together spread out.
+	jitter func() float64
 }
 
 // SetLogger gives the model the subagent's logger: each retry is logged at
@@ -86,6 +90,7 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 
 		endpoint: spec.Endpoint,
 		log:      slog.New(slog.DiscardHandler),
+		jitter:   rand.Float64,
 	}, nil
 }
 
@@ -170,7 +175,7 @@ func (m *openAIModel) post(ctx context.Context, body []byte) (*chatResponse, err
 	}
 	var cr chatResponse
 	if err := json.Unmarshal(b, &cr); err != nil {
-		return nil, fmt.Errorf("decode answer: %w", err)
+		return nil, &answerError{fmt.Errorf("decode answer: %w", err)}
 	}
 	return &cr, nil
 }
@@ -192,11 +197,16 @@ func (e *httpStatusError) Error() string {
 
 // retryWait says whether err is worth another attempt and how long to wait:
 // the server's Retry-After (or Retry-After-Ms) when it names one, else an
-// exponential backoff from m.backoff, capped at api.MaxRetryBackoff.
+// exponential backoff from m.backoff with up to a quarter of it added at
+// random, capped at api.MaxRetryBackoff.
 func (m *openAIModel) retryWait(err error, attempt int) (time.Duration, bool) {
 	backoff := time.Duration(float64(m.backoff) * math.Pow(2, float64(attempt)))
 	if backoff <= 0 || backoff > api.MaxRetryBackoff {
 		backoff = api.MaxRetryBackoff
+	}
+	if m.jitter != nil {
+		backoff += time.Duration(m.jitter() * float64(backoff) / 4)
+		backoff = min(backoff, api.MaxRetryBackoff)
 	}
 	var se *httpStatusError
 	if errors.As(err, &se) {
@@ -235,7 +245,7 @@ func finalError(err error, attempt int) error {
 		if se.message != "" {
 			s += ": " + se.message
 		}
-		return errors.New(s)
+		return &finalStatusError{text: s, status: se}
 	}
 	return fmt.Errorf("intelligence call failed%s: %w", tries, err)
 }
@@ -333,7 +343,7 @@ func toolParameters(schema json.RawMessage) json.RawMessage {
 // convertCompletion turns the first choice of a completion into a Response.
 func convertCompletion(cr *chatResponse, req *Request) (*Response, error) {
 	if len(cr.Choices) == 0 {
-		return nil, errors.New("intelligence answered with no choices")
+		return nil, &answerError{errors.New("intelligence answered with no choices")}
 	}
 	ch := cr.Choices[0]
 	out := &Response{Content: ch.Message.Content.text(), Refusal: ch.Message.Refusal}

@@ -22,6 +22,7 @@ import (
 // format (docs/intelligence.md, "Scripted intelligence"):
 //
 //	# a comment line
+//	window N           before any section: the model's context window, N tokens (a longer request is an error)
 //	[default]          steps for every agent no other section matches
 //	[depth 1]          steps for the agents at depth 1
 //	[path 0.2]         steps for the agent at agent path 0.2 (beats depth, which beats default)
@@ -31,6 +32,7 @@ import (
 //	call TOOL [JSON]                                   call a tool by its wire name; args default to {}
 //	spawn sync|async|detach "OBJECTIVE" [key=value]... subagent.spawn; keys: scope=S/T,S/T max_tokens=N
 //	                                                   max_steps=N deadline=DUR provider=NAME format=text|markdown|json
+//	                                                   type=AGENT_TYPE (a declared agent type for the child)
 //	                                                   ref=LABEL=URI (a resource_ref seed slice; repeatable)
 //	await                                              subagent.await every async child not yet finished
 //	sleep DUR                                          wait (the run's cancellation still applies)
@@ -41,8 +43,11 @@ import (
 //
 // TEXT may use {objective}, {path}, {depth}, {results} (finished children's
 // distillates, in spawn order, one per line), {handles} (spawned handles),
-// {transcript} (every tool result seen, one per line) and {prompt} (the first
-// user turn: the objective and the seed slices as the agent was handed them). Running out of steps
+// {transcript} (every tool result seen, one per line), {prompt} (the first
+// user turn: the objective and the seed slices as the agent was handed them),
+// {system} (the system prompt) and {messages} (how many messages the model
+// was sent). A compaction call (Request.Compaction) is answered with a
+// summary naming the size of the turns it summarizes, and takes no step. Running out of steps
 // answers "". Every tool result the script sees is logged ("script observed"),
 // its text only with log content on.
 
@@ -105,6 +110,7 @@ type section struct {
 // script is a parsed builtin:script program.
 type script struct {
 	sections []section
+	window   int64 // the declared context window; 0 for none
 }
 
 // parseScript parses a script. Every error names its line.
@@ -123,7 +129,13 @@ func parseScript(src []byte) (*script, error) {
 		}
 		line := strings.TrimSpace(raw)
 		if line != "" && !strings.HasPrefix(line, "#") {
-			if strings.HasPrefix(line, "[") {
+			if rest, ok := strings.CutPrefix(line, "window "); ok && cur == nil {
+				w, perr := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+				if perr != nil || w <= 0 || sc.window != 0 {
+					return nil, fmt.Errorf("script line %d: window: want one positive token count, before any section", n)
+				}
+				sc.window = w
+			} else if strings.HasPrefix(line, "[") {
 				sec, key, perr := parseHeader(line, n)
 				if perr != nil {
 					return nil, perr
@@ -381,6 +393,8 @@ func spawnOption(a *api.SpawnArgs, kv string) error {
 		a.Limits.Deadline = api.Duration(d)
 	case "provider":
 		a.Provider = v
+	case "type":
+		a.AgentType = v
 	case "ref":
 		label, uri, ok := strings.Cut(v, "=")
 		if !ok || label == "" || uri == "" {
@@ -455,7 +469,6 @@ type scriptedModel struct {
 	started    bool
 	steps      []step
 	pc         int
-	seen       int // messages of the conversation already read
 	next       int // tool call ids
 	pending    map[string]pendingCall
 	usage      *api.Usage // from a usage step, for the next call
@@ -481,12 +494,40 @@ type scriptChild struct {
 // results it sees may be logged.
 func (m *scriptedModel) SetLogger(l *slog.Logger, content bool) { m.log, m.content = l, content }
 
+// ContextWindow is the script's declared window (Windowed); 0 for none.
+func (m *scriptedModel) ContextWindow() int64 {
+	if m.sc == nil {
+		return 0
+	}
+	return m.sc.window
+}
+
+// summarize answers a compaction call: a deterministic summary that names
+// the size of what it stands for, with the estimated usage.
+func (m *scriptedModel) summarize(req *Request) *Response {
+	var n int
+	for _, msg := range req.Messages {
+		n += len(msg.Content)
+	}
+	text := fmt.Sprintf("summary of the earlier turns (%d characters)", n)
+	return &Response{Content: text, Finish: FinishStop, Usage: usageOf(req, text)}
+}
+
 // Complete plays the script: it reads the tool results that arrived since the
 // last call, runs the steps that need no turn (sleep, usage), and returns the
 // next turn.
 func (m *scriptedModel) Complete(ctx context.Context, req *Request) (*Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if w := m.ContextWindow(); w > 0 {
+		// As a real model would: a request over the window is an error.
+		if n := estimateTokens(requestText(req)); n > w {
+			return nil, fmt.Errorf("agent: builtin:script: the request of about %d tokens exceeds the context window of %d tokens", n, w)
+		}
+	}
+	if req.Compaction {
+		return m.summarize(req), nil
 	}
 	m.req = req
 	if !m.started {
@@ -602,10 +643,9 @@ func (m *scriptedModel) respond(req *Request, r *Response) *Response {
 // observe reads the tool results added to the conversation since the last
 // call and updates what the script knows about its children.
 func (m *scriptedModel) observe(req *Request) {
-	if m.seen > len(req.Messages) {
-		m.seen = 0
-	}
-	for _, msg := range req.Messages[m.seen:] {
+	// Every message is read each time: compaction may have shortened the
+	// conversation, and a result is taken once (pending is keyed by call).
+	for _, msg := range req.Messages {
 		if msg.Role != RoleTool {
 			continue
 		}
@@ -641,7 +681,6 @@ func (m *scriptedModel) observe(req *Request) {
 			}
 		}
 	}
-	m.seen = len(req.Messages)
 }
 
 // expand fills a text template.
@@ -670,5 +709,7 @@ func (m *scriptedModel) expand(s string) string {
 		"{handles}", strings.Join(handles, " "),
 		"{transcript}", strings.Join(m.transcript, "\n"),
 		"{prompt}", prompt,
+		"{system}", m.req.System,
+		"{messages}", strconv.Itoa(len(m.req.Messages)),
 	).Replace(s)
 }

@@ -1,6 +1,7 @@
 package intelligence
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -105,4 +106,35 @@ func FuzzParseScript(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestScriptWindow: a script declares its context window before any
+// section, refuses a request over it as a real model would, and answers a
+// compaction call without taking a step.
+func TestScriptWindow(t *testing.T) {
+	for _, bad := range []string{"window 0\n[default]\n", "[default]\nwindow 10\n", "window 5\nwindow 6\n[default]\n"} {
+		if _, err := parseScript([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	sc, err := parseScript([]byte("window 20\n[default]\nanswer \"{system}|{messages}\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &scriptedModel{sc: sc}
+	if m.ContextWindow() != 20 {
+		t.Fatalf("window %d", m.ContextWindow())
+	}
+	ctx := context.Background()
+	if _, err := m.Complete(ctx, &Request{System: strings.Repeat("x", 100)}); err == nil || !strings.Contains(err.Error(), "exceeds the context window of 20 tokens") {
+		t.Fatalf("an oversized request: %v", err)
+	}
+	sum, err := m.Complete(ctx, &Request{Compaction: true, Messages: []Message{{Role: RoleUser, Content: "older"}}})
+	if err != nil || !strings.HasPrefix(sum.Content, "summary of the earlier turns") {
+		t.Fatalf("compaction call: %+v %v", sum, err)
+	}
+	resp, err := m.Complete(ctx, &Request{System: "sys", Messages: []Message{{Role: RoleUser, Content: "go"}}})
+	if err != nil || resp.Content != "sys|1" {
+		t.Fatalf("the step after the compaction call: %+v %v", resp, err)
+	}
 }

@@ -314,6 +314,22 @@
     tr.close_.setAttribute("aria-label", `Close the breaker ${b.key}`);
   }
 
+  function intelRow(b) {
+    const tr = el("tr");
+    for (let i = 0; i < 6; i++) tr.append(el("td"));
+    return tr;
+  }
+  function fillIntel(tr, b) {
+    const c = tr.cells;
+    c[0].textContent = b.endpoint;
+    c[0].className = "mono";
+    c[1].textContent = b.model || "";
+    c[2].replaceChildren(badge(b.state === "closed" ? "s-running" : "s-crashed", b.state));
+    c[3].textContent = String(b.failures || 0);
+    c[4].textContent = b.state === "open" && b.until ? new Date(b.until).toLocaleTimeString() : "";
+    c[5].textContent = b.last_error || "";
+  }
+
   // ---- the whole page ----
   function render(s) {
     snap = s;
@@ -344,6 +360,10 @@
     renderRows($("breakers").tBodies[0], breakers, (b) => b.key, breakerRow, fillBreaker);
     $("breakers").hidden = breakers.length === 0;
     $("breakers-empty").hidden = breakers.length > 0;
+    const intel = s.intelligence_breakers || [];
+    renderRows($("intel").tBodies[0], intel, (b) => `${b.endpoint} ${b.model || ""}`, intelRow, fillIntel);
+    $("intel").hidden = intel.length === 0;
+    $("intel-empty").hidden = intel.length > 0;
 
     if (detailID) {
       const live = nodes.find((n) => n.task_id === detailID);
