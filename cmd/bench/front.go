@@ -401,17 +401,19 @@ var loads atomic.Int64
 // load runs conc workers, each sending message/send back to back on its own
 // keep-alive connection, for d.
 func load(ctx context.Context, c *http.Client, url string, conc int, d time.Duration) (loadResult, error) {
-	return loadOf(ctx, conc, d, func(w int, i int64) error { return sendOnce(ctx, c, url, sendBody(i, w, "hello")) })
+	return loadWith(conc, d, func(run, w int, i int64) error { return sendOnce(ctx, c, url, sendBody(i, run|w, "hello")) })
 }
 
 // restLoad is load over the HTTP+JSON binding's SendMessage.
 func restLoad(ctx context.Context, c *http.Client, url string, conc int, d time.Duration) (loadResult, error) {
-	return loadOf(ctx, conc, d, func(w int, i int64) error { return restSendOnce(ctx, c, url, restSendBody(int64(w), i, "hello")) })
+	return loadWith(conc, d, func(run, w int, i int64) error {
+		return restSendOnce(ctx, c, url, restSendBody(int64(run|w), i, "hello"))
+	})
 }
 
-// loadOf runs conc workers, each calling send back to back (with its worker
-// number, unique to the call, and its request number) for d.
-func loadOf(ctx context.Context, conc int, d time.Duration, send func(worker int, i int64) error) (loadResult, error) {
+// loadWith runs conc workers, each calling send back to back (with the
+// load's run number, its worker number and its call number), for d.
+func loadWith(conc int, d time.Duration, send func(run, w int, i int64) error) (loadResult, error) {
 	run := int(loads.Add(1)) << 16
 	var (
 		wg   sync.WaitGroup
@@ -428,7 +430,7 @@ func loadOf(ctx context.Context, conc int, d time.Duration, send func(worker int
 			var mine []time.Duration
 			for i := int64(1); time.Now().Before(end); i++ {
 				t0 := time.Now()
-				if err := send(run|w, i); err != nil {
+				if err := send(run, w, i); err != nil {
 					mu.Lock()
 					ferr = err
 					mu.Unlock()
