@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +55,49 @@ func checkContentType(ct string) error {
 	}
 	return nil
 }
+
+// The refusals of readBody.
+var (
+	errBodyTooLarge = errors.New("server: request body over the limit")
+	errBodyTimeout  = errors.New("server: request body not received within the body deadline")
+)
+
+// readBody reads a request's body into buf, at most rh.maxBody bytes: a
+// bigger one is errBodyTooLarge (its message names the limits), one that
+// does not arrive within the body deadline (a trickle) errBodyTimeout, and
+// the connection then goes too (Connection: close; the deadline that passed
+// stays, so the rest is not waited for). Once the body is in, the body
+// deadline is lifted (bodyRead). Both bindings read their bodies here.
+func (rh *rpcHandler) readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) error {
+	body := http.MaxBytesReader(w, r.Body, rh.maxBody)
+	if n := r.ContentLength; n > 0 && n <= rh.maxBody {
+		buf.Grow(int(n) + bytes.MinRead) // one read to EOF, no regrowth
+	}
+	_, err := buf.ReadFrom(body)
+	if err == nil {
+		bodyRead(w)
+		return nil
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return &bodyError{errBodyTooLarge, fmt.Sprintf("request body over the %d-byte limit (the message size limit, %d bytes, plus %d for the request around the message)", rh.maxBody, rh.maxMessage, BodyEnvelope)}
+	case isTimeout(err):
+		w.Header().Set("Connection", "close")
+		return &bodyError{errBodyTimeout, "request body not received within the body deadline"}
+	}
+	return fmt.Errorf("read the request body: %w", err)
+}
+
+// bodyError is a refusal of readBody: its kind, and the message its answer
+// carries.
+type bodyError struct {
+	kind error
+	msg  string
+}
+
+func (e *bodyError) Error() string        { return e.msg }
+func (e *bodyError) Is(target error) bool { return target == e.kind }
 
 // bodyRead lifts the body deadline (ConnLimits.BodyTimeout) once the body is
 // in: a long answer (a blocking send, an event stream) must not meet a read

@@ -240,7 +240,6 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUnsupportedMediaType, err.Error())
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, rh.maxBody)
 	buf := bodyBufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer func() {
@@ -248,21 +247,12 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			bodyBufs.Put(buf)
 		}
 	}()
-	if n := r.ContentLength; n > 0 && n <= rh.maxBody {
-		buf.Grow(int(n) + bytes.MinRead) // one read to EOF, no regrowth
-	}
-	if _, err := buf.ReadFrom(body); err == nil {
-		bodyRead(w)
-	} else {
-		var tooBig *http.MaxBytesError
+	if err := rh.readBody(w, r, buf); err != nil {
 		switch {
-		case errors.As(err, &tooBig):
-			http.Error(w, fmt.Sprintf("request body over the %d-byte limit (the message size limit, %d bytes, plus %d for the request around the message)", rh.maxBody, rh.maxMessage, BodyEnvelope), http.StatusRequestEntityTooLarge)
-		case isTimeout(err):
-			// The body did not arrive within the body deadline (a trickle):
-			// the connection goes too.
-			w.Header().Set("Connection", "close")
-			httpError(w, http.StatusRequestTimeout, "request body not received within the body deadline")
+		case errors.Is(err, errBodyTooLarge):
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+		case errors.Is(err, errBodyTimeout):
+			httpError(w, http.StatusRequestTimeout, err.Error())
 		default:
 			writeRPC(w, nullID, nil, &RPCError{Code: CodeParseError, Message: "could not read the request body"}, toRPCError)
 		}

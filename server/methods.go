@@ -221,10 +221,7 @@ func (rh *rpcHandler) serveMethod(w http.ResponseWriter, r *http.Request, id jso
 		w.Header().Set(VersionHeader, a2av1.Version)
 		shape, event = toV1Error, func(ev a2a.Event) any { return a2av1.EventFrom(ev) }
 	}
-	arg, err := m.decode(params)
-	if send, ok := arg.(*a2a.MessageSendParams); ok && err == nil {
-		err = rh.admitMessage(send, params)
-	}
+	arg, err := rh.prepare(m, params)
 	if m.events != nil {
 		// An error found before the first event (bad params, an unknown or
 		// ended task) is, for A2A 1.0, one plain JSON-RPC error response,
@@ -244,6 +241,17 @@ func (rh *rpcHandler) serveMethod(w http.ResponseWriter, r *http.Request, id jso
 		res, err = m.call(ctx, rh.h, arg)
 	}
 	writeRPC(w, id, res, err, shape)
+}
+
+// prepare decodes a request's params for m into its handler's argument, and
+// admits the message of a send (admitMessage): what every binding does
+// before a method runs.
+func (rh *rpcHandler) prepare(m rpcMethod, params json.RawMessage) (any, error) {
+	arg, err := m.decode(params)
+	if send, ok := arg.(*a2a.MessageSendParams); ok && err == nil {
+		err = rh.admitMessage(send, params)
+	}
+	return arg, err
 }
 
 // failed is a stream of one error.

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agentd/agentd/a2a/a2agrpc"
+	"github.com/agentd/agentd/a2a/a2arest"
 	"github.com/agentd/agentd/a2a/a2av1"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
@@ -101,6 +102,14 @@ func Handler(cfg Config) http.Handler {
 	r.Get("/.well-known/agent.json", serveCard) // the pre-0.3 location
 	r.Get("/healthz", probe(cfg.Healthy))
 	r.Get("/readyz", probe(cfg.Ready))
+	// A2A 1.0's HTTP+JSON binding, at the root too (its interface URL is
+	// the card's URL): the same authentication, metrics and method table.
+	rest := telemetry.ServeA2A(cfg.Metrics, auth.Middleware(restHandler{rh: rpc}))
+	for _, p := range a2arest.Prefixes {
+		r.Handle(p, rest)
+		r.Handle(p+"/*", rest)
+	}
+	r.NotFound(a2arest.NotFound)
 	if cfg.Metrics != nil {
 		r.Method(http.MethodGet, MetricsPath, auth.Middleware(operatorHTTP(cfg.Metrics.Handler())))
 	}
@@ -127,7 +136,9 @@ func Handler(cfg Config) http.Handler {
 // cardJSON encodes the card for both protocol versions: the A2A 0.3 fields
 // (url, protocolVersion, preferredTransport) and the A2A 1.0 supportedInterfaces,
 // which list the one JSON-RPC endpoint twice, 1.0 first, since it serves both,
-// then the 1.0 gRPC binding on the same listener, as a gRPC target (host:port).
+// the HTTP+JSON binding of 1.0, whose routes are served from the same URL
+// (without its trailing slash, which clients would double), then the 1.0
+// gRPC binding on the same listener, as a gRPC target (host:port).
 func cardJSON(card *a2a.AgentCard) ([]byte, error) {
 	if card == nil {
 		return []byte("null"), nil
@@ -143,6 +154,7 @@ func cardJSON(card *a2a.AgentCard) ([]byte, error) {
 	doc["supportedInterfaces"] = []a2av1.AgentInterface{
 		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: a2av1.Version},
 		{URL: card.URL, ProtocolBinding: string(a2a.TransportProtocolJSONRPC), ProtocolVersion: tasks.Version03},
+		{URL: strings.TrimSuffix(card.URL, "/"), ProtocolBinding: string(a2a.TransportProtocolHTTPJSON), ProtocolVersion: a2av1.Version},
 	}
 	if target := a2agrpc.Target(card.URL); target != "" { // the same listener, as a gRPC target
 		doc["supportedInterfaces"] = append(doc["supportedInterfaces"].([]a2av1.AgentInterface),

@@ -372,13 +372,17 @@ func TestCardAdvertisesBothVersions(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &card); err != nil {
 		t.Fatal(err)
 	}
-	if card.ProtocolVersion != "0.3.0" || len(card.SupportedInterfaces) != 3 ||
+	if card.ProtocolVersion != "0.3.0" || len(card.SupportedInterfaces) != 4 ||
 		card.SupportedInterfaces[0].ProtocolVersion != "1.0" || card.SupportedInterfaces[1].ProtocolVersion != "0.3" ||
 		card.SupportedInterfaces[0].URL != card.URL || card.SupportedInterfaces[0].ProtocolBinding != "JSONRPC" {
 		t.Fatalf("card: %s", rec.Body.String())
 	}
+	// The HTTP+JSON binding's routes hang off the same URL.
+	if rest := card.SupportedInterfaces[2]; rest.ProtocolBinding != "HTTP+JSON" || rest.ProtocolVersion != "1.0" || rest.URL != strings.TrimSuffix(card.URL, "/") {
+		t.Fatalf("HTTP+JSON interface: %+v", rest)
+	}
 	// The gRPC binding is on the same listener, named as a gRPC target.
-	if g := card.SupportedInterfaces[2]; g != (a2av1.AgentInterface{URL: "x:80", ProtocolBinding: "GRPC", ProtocolVersion: "1.0"}) {
+	if g := card.SupportedInterfaces[3]; g != (a2av1.AgentInterface{URL: "x:80", ProtocolBinding: "GRPC", ProtocolVersion: "1.0"}) {
 		t.Fatalf("gRPC interface %+v", g)
 	}
 	if !card.Capabilities.PushNotifications || len(card.Capabilities.Extensions) != 1 || card.Capabilities.Extensions[0].URI != a2abind.ContractExtensionURI ||

@@ -1,12 +1,12 @@
+// An external test package: these tests serve agentd's own front (server),
+// which imports a2arest, which imports a2acall.
 package a2acall_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -45,17 +45,17 @@ func TestJSONRPCClientsBothVersions(t *testing.T) {
 		{"1.0", a2acall.NewV1(url, &http.Client{Timeout: a2atest.Wait}, a2acall.Options{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := a2acall.CtxT(t)
 			res, err := tc.c.SendMessage(ctx, a2atest.Msg("hi"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			task, ok := res.(*a2a.Task)
-			if !ok || task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hi" {
+			if !ok || task.Status.State != a2a.TaskStateCompleted || a2acall.ArtifactText(task) != "echo: hi" {
 				t.Fatalf("send: %#v", res)
 			}
 			got, err := tc.c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
-			if err != nil || got.ID != task.ID || artifactText(got) != "echo: hi" || len(got.History) == 0 {
+			if err != nil || got.ID != task.ID || a2acall.ArtifactText(got) != "echo: hi" || len(got.History) == 0 {
 				t.Fatalf("get: %+v, %v", got, err)
 			}
 			var last a2a.Event
@@ -108,7 +108,7 @@ func TestJSONRPCClientsBothVersions(t *testing.T) {
 func TestClientV1CancelAndSubscribe(t *testing.T) {
 	url := serveAgentd(t, &a2atest.Executor{Block: true})
 	c := a2acall.NewV1(url, &http.Client{Timeout: a2atest.Wait}, a2acall.Options{NonBlocking: true})
-	ctx := ctxT(t)
+	ctx := a2acall.CtxT(t)
 	res, err := c.SendMessage(ctx, a2atest.Msg("wait"))
 	if err != nil {
 		t.Fatal(err)
@@ -160,21 +160,4 @@ func BenchmarkSendMessage(b *testing.B) {
 			}
 		})
 	}
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), a2atest.Wait)
-	t.Cleanup(cancel)
-	return ctx
-}
-func artifactText(t *a2a.Task) string {
-	var b strings.Builder
-	for _, a := range t.Artifacts {
-		for _, p := range a.Parts {
-			if tp, ok := p.(a2a.TextPart); ok {
-				b.WriteString(tp.Text)
-			}
-		}
-	}
-	return b.String()
 }

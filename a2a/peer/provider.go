@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/a2a/a2acall"
+	"github.com/agentd/agentd/a2a/a2arest"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/supervisor/delegate"
 )
@@ -27,9 +28,13 @@ const Prefix = "peer:"
 const cardTTL = 5 * time.Minute
 
 // Transports returns the registry of the transports a peer may be called
-// over: A2A 1.0 and 0.3 over JSON-RPC.
+// over: A2A 1.0 and 0.3 over JSON-RPC, and 1.0 over HTTP+JSON (a2arest).
 func Transports() a2acall.Registry {
-	return a2acall.JSONRPC()
+	reg := a2acall.JSONRPC()
+	reg[a2acall.Key{Version: a2acall.Version10, Binding: a2acall.BindingHTTPJSON}] = func(url string, hc *http.Client, opts a2acall.Options) a2acall.Transport {
+		return a2arest.New(url, hc, opts)
+	}
+	return reg
 }
 
 // Provider is the delegation provider for one remote A2A peer, over

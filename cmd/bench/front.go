@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,7 +63,8 @@ type loadResult struct {
 	Lat Summary `json:"lat"`
 }
 
-// frontRound is one round of figure 2: each server at concurrency 1 and 16.
+// frontRound is one round of figure 2: each server at concurrency 1 and 16,
+// and agentd's A2A 1.0 SendMessage over the HTTP+JSON binding (REST).
 type frontRound struct {
 	Agentd1  loadResult `json:"agentd_1"`
 	Stock1   loadResult `json:"stock_1"`
@@ -72,6 +74,8 @@ type frontRound struct {
 	// (SendMessage), on the same listener, one HTTP/2 connection.
 	GRPC1  loadResult `json:"grpc_1"`
 	GRPC16 loadResult `json:"grpc_16"`
+	REST1  loadResult `json:"rest_1"`
+	REST16 loadResult `json:"rest_16"`
 }
 
 // instantProvider is the local provider of figure 2 (and of the task store's
@@ -379,6 +383,25 @@ func sendOnce(ctx context.Context, c *http.Client, url string, body []byte) erro
 	return nil
 }
 
+// restSendBody is one A2A 1.0 SendMessage request of the HTTP+JSON binding
+// (POST /message:send).
+func restSendBody(worker, id int64, text string) []byte {
+	return fmt.Appendf(nil, `{"message":{"messageId":"bench-rest-%d-%d","role":"ROLE_USER","parts":[{"text":%q}]}}`, worker, id, text)
+}
+
+// restSendOnce posts one SendMessage to base's /message:send and checks
+// that the task completed.
+func restSendOnce(ctx context.Context, c *http.Client, base string, body []byte) error {
+	b, status, err := post(ctx, c, strings.TrimSuffix(base, "/")+"/message:send", body)
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK || !bytes.Contains(b, []byte(`"state":"TASK_STATE_COMPLETED"`)) {
+		return fmt.Errorf("POST /message:send: HTTP %d: %.300s", status, b)
+	}
+	return nil
+}
+
 // loads numbers the load calls: each sends messages of its own, so that no
 // send repeats a messageId an earlier call sent (a duplicate returns the
 // task it made and starts nothing: the store's cheapest path, not a send).
@@ -422,6 +445,13 @@ func grpcBenchConn(dir, url string) (*grpc.ClientConn, error) {
 	}
 	creds := credentials.NewTLS(tlsconfig.ClientConfig(src, src, spiffetls.AuthorizeMemberOf(benchTD)))
 	return grpc.NewClient("passthrough:///"+a2agrpc.Target(url), grpc.WithTransportCredentials(creds))
+}
+
+// restLoad is load over the HTTP+JSON binding's SendMessage.
+func restLoad(ctx context.Context, c *http.Client, url string, conc int, d time.Duration) (loadResult, error) {
+	return loadWith(conc, d, func(run, w int, i int64) error {
+		return restSendOnce(ctx, c, url, restSendBody(int64(run|w), i, "hello"))
+	})
 }
 
 // loadWith runs conc workers, each calling send back to back (with the
@@ -492,6 +522,13 @@ func runFront(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 	}
 	defer conn.Close()
 	gc := a2apb.NewA2AServiceClient(conn) // one connection, as a peer's client holds
+	// agentd's HTTP+JSON binding gets a client of its own, so each binding
+	// keeps its own keep-alive connections.
+	restClient, err := benchClient(dir, 16)
+	if err != nil {
+		return nil, err
+	}
+	defer restClient.CloseIdleConnections()
 	// Warm up: connections, TLS sessions, code paths.
 	for _, r := range []*roleProc{agentd, stock} {
 		if _, err := load(ctx, clients[r], r.url, 16, min(cfg.FrontDuration/4, 500*time.Millisecond)); err != nil {
@@ -499,6 +536,9 @@ func runFront(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 		}
 	}
 	if _, err := grpcLoad(ctx, gc, 16, min(cfg.FrontDuration/4, 500*time.Millisecond)); err != nil {
+		return nil, err
+	}
+	if _, err := restLoad(ctx, restClient, agentd.url, 16, min(cfg.FrontDuration/4, 500*time.Millisecond)); err != nil {
 		return nil, err
 	}
 	var rounds []frontRound
@@ -525,14 +565,19 @@ func runFront(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 					fr.Stock16 = res
 				}
 			}
-			res, err := grpcLoad(ctx, gc, conc, cfg.FrontDuration)
+			// The same run: agentd's SendMessage over gRPC and over HTTP+JSON.
+			gres, err := grpcLoad(ctx, gc, conc, cfg.FrontDuration)
+			if err != nil {
+				return nil, err
+			}
+			rres, err := restLoad(ctx, restClient, agentd.url, conc, cfg.FrontDuration)
 			if err != nil {
 				return nil, err
 			}
 			if conc == 1 {
-				fr.GRPC1 = res
+				fr.GRPC1, fr.REST1 = gres, rres
 			} else {
-				fr.GRPC16 = res
+				fr.GRPC16, fr.REST16 = gres, rres
 			}
 		}
 		rounds = append(rounds, fr)
@@ -551,11 +596,11 @@ func frontRows(raw json.RawMessage, cfg Config) ([]row, error) {
 	}
 	var rows []row
 	for _, c := range []struct {
-		conc                int
-		agentd, stock, grpc func(frontRound) loadResult
+		conc                      int
+		agentd, stock, grpc, rest func(frontRound) loadResult
 	}{
-		{1, func(r frontRound) loadResult { return r.Agentd1 }, func(r frontRound) loadResult { return r.Stock1 }, func(r frontRound) loadResult { return r.GRPC1 }},
-		{16, func(r frontRound) loadResult { return r.Agentd16 }, func(r frontRound) loadResult { return r.Stock16 }, func(r frontRound) loadResult { return r.GRPC16 }},
+		{1, func(r frontRound) loadResult { return r.Agentd1 }, func(r frontRound) loadResult { return r.Stock1 }, func(r frontRound) loadResult { return r.GRPC1 }, func(r frontRound) loadResult { return r.REST1 }},
+		{16, func(r frontRound) loadResult { return r.Agentd16 }, func(r frontRound) loadResult { return r.Stock16 }, func(r frontRound) loadResult { return r.GRPC16 }, func(r frontRound) loadResult { return r.REST16 }},
 	} {
 		x := medianOf(rounds, func(r frontRound) float64 { return ratio(c.agentd(r).RPS, c.stock(r).RPS) })
 		goal := "goal >= 1.5x: met"
@@ -583,6 +628,21 @@ func frontRows(raw json.RawMessage, cfg Config) ([]row, error) {
 			p99:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.grpc(r).Lat.P99 })),
 			other: fmtRPS(medianOf(rounds, func(r frontRound) float64 { return c.grpc(r).RPS })),
 			ratio: fmtX(g) + " JSON-RPC's req/s; " + goal})
+		if c.rest(rounds[0]).RPS == 0 {
+			continue // a run from before the HTTP+JSON binding
+		}
+		// HTTP+JSON against JSON-RPC: the goal is at most 1.2x slower, a
+		// ratio of at least 1/1.2.
+		xr := medianOf(rounds, func(r frontRound) float64 { return ratio(c.rest(r).RPS, c.agentd(r).RPS) })
+		goal = "goal >= 0.83x (within 1.2x): met"
+		if !(xr >= 1/1.2) {
+			goal = "goal >= 0.83x (within 1.2x): missed"
+		}
+		rows = append(rows, row{fig: 2, what: fmt.Sprintf("A2A 1.0 SendMessage over HTTP+JSON, mTLS keep-alive, concurrency %d: agentd's front", c.conc),
+			p50:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.rest(r).Lat.P50 })),
+			p99:   fmtMS(medianOf(rounds, func(r frontRound) float64 { return c.rest(r).Lat.P99 })),
+			other: fmtRPS(medianOf(rounds, func(r frontRound) float64 { return c.rest(r).RPS })),
+			ratio: fmtX(xr) + " agentd's JSON-RPC req/s; " + goal})
 	}
 	return rows, nil
 }

@@ -21,6 +21,15 @@ import (
 // stopped and reaped at cleanup.
 func startJSPeer(t *testing.T, compat bool) (string, *testkit.Buffer) {
 	t.Helper()
+	if compat {
+		return startJSPeerWith(t, "--compat")
+	}
+	return startJSPeerWith(t)
+}
+
+// startJSPeerWith is startJSPeer with peer-server.mjs's flags.
+func startJSPeerWith(t *testing.T, flags ...string) (string, *testkit.Buffer) {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node (Node.js 20+) is required for the JavaScript SDK tests: install it, then run `make test`")
@@ -31,11 +40,7 @@ func startJSPeer(t *testing.T, compat bool) (string, *testkit.Buffer) {
 			t.Fatalf("%s is not installed in cmd/agentd/e2e/js/node_modules: run `make test-deps` (it runs npm ci there)", mod)
 		}
 	}
-	args := []string{"peer-server.mjs"}
-	if compat {
-		args = append(args, "--compat")
-	}
-	cmd := exec.Command(node, args...)
+	cmd := exec.Command(node, append([]string{"peer-server.mjs"}, flags...)...)
 	cmd.Dir = dir
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -172,4 +177,37 @@ answer "root saw: {transcript}"
 	if v03, v10 := chosen(b, "js03"), chosen(b, "js"); v03 != "0.3/JSONRPC" || v10 != "1.0/JSONRPC" {
 		t.Fatalf("with the 0.3 compatibility on: chose %q (pinned 0.3) and %q; want 0.3/JSONRPC and 1.0/JSONRPC", v03, v10)
 	}
+}
+
+// The JavaScript SDK 1.3.0's server as a peer over HTTP+JSON (its
+// restHandler, which its card lists first): agentd chooses 1.0 over
+// HTTP+JSON from the card, a routed message and a spawn come back with its
+// answer, and past a deadline its task is cancelled over the binding.
+func TestJavaScriptSDKServerAsPeerOverHTTPJSON(t *testing.T) {
+	t.Parallel()
+	js, jsOut := startJSPeerWith(t, "--rest")
+	a := startService(t, "--peer", "js="+js,
+		"--intelligence", "builtin:script="+writeScript(t, `[depth 0]
+usage 0 0
+spawn sync "remote work" provider=peer:js
+answer "root saw: {transcript}"
+`))
+	task := sendWithMeta(t, a, "hello rest", map[string]any{"agentd/provider": "peer:js"})
+	if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hello rest" {
+		t.Fatalf("routed message: %s %q %v", task.Status.State, artifactText(task), task.Status.Message)
+	}
+	if got := chosen(a, "js"); got != "1.0/HTTP+JSON" {
+		t.Fatalf("agentd chose %q for the JavaScript peer, want 1.0/HTTP+JSON", got)
+	}
+	root := sendWithMeta(t, a, "go", nil)
+	if remote := nestedTask(t, a, "0.1"); root.Status.State != a2a.TaskStateCompleted || remote.Status.State != a2a.TaskStateCompleted || artifactText(remote) != "echo: remote work" {
+		t.Fatalf("spawn on the JavaScript peer: root %s %q, child %s %q", root.Status.State, artifactText(root), remote.Status.State, artifactText(remote))
+	}
+
+	c := startService(t, "--peer", "js="+js+",binding=HTTP+JSON", "--deadline", "700ms")
+	slow := sendWithMeta(t, c, "slow down", map[string]any{"agentd/provider": "peer:js"})
+	if slow.Status.State != a2a.TaskStateFailed || slow.Metadata["agentd/status"] != "deadline" {
+		t.Fatalf("past the deadline: %s %v", slow.Status.State, slow.Metadata)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the JavaScript peer's cancel", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // TestJavaScriptSDK drives agentd with the JavaScript A2A SDK at a spec 0.3
-// release (0.3.14) and a spec 1.0 release (1.3.0): card, send, stream, get,
+// release (0.3.14) and a spec 1.0 release (1.3.0), the latter over JSON-RPC
+// and over HTTP+JSON (1.0-rest): card, send, stream, get,
 // cancel and the error for an unknown task (cmd/agentd/e2e/js/conformance.mjs). `make
 // test` installs the SDKs; without node or them this test fails, it does not
 // skip.
@@ -29,7 +30,7 @@ func TestJavaScriptSDK(t *testing.T) {
 	// A think time keeps a non-blocking send's task running long enough to
 	// cancel it.
 	s := startService(t, "--intelligence", "builtin:demo=300ms")
-	for _, version := range []string{"0.3", "1.0"} {
+	for _, version := range []string{"0.3", "1.0", "1.0-rest"} {
 		t.Run(version, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()

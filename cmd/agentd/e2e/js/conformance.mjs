@@ -1,5 +1,6 @@
 // Drives agentd with the JavaScript A2A SDK: `node conformance.mjs VERSION URL`,
-// VERSION 0.3 (@a2a-js/sdk 0.3.14) or 1.0 (@a2a-js/sdk 1.3.0). Checks the agent
+// VERSION 0.3 (@a2a-js/sdk 0.3.14), 1.0 (@a2a-js/sdk 1.3.0) or 1.0-rest (1.3.0
+// over the HTTP+JSON binding). Checks the agent
 // card, a blocking send, a stream, a get, a cancel, and the error for an unknown
 // task. The server must answer objectives with builtin:demo (with a think time,
 // so a non-blocking send can still be cancelled). Prints one line per check;
@@ -8,11 +9,14 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 
-const [version, base] = process.argv.slice(2);
-if (!['0.3', '1.0'].includes(version) || !base) {
-  console.error('usage: node conformance.mjs 0.3|1.0 URL');
+const [mode, base] = process.argv.slice(2);
+if (!['0.3', '1.0', '1.0-rest'].includes(mode) || !base) {
+  console.error('usage: node conformance.mjs 0.3|1.0|1.0-rest URL');
   process.exit(2);
 }
+// 1.0-rest: the 1.0 SDK over the card's HTTP+JSON interface instead of JSON-RPC.
+const version = mode === '1.0-rest' ? '1.0' : mode;
+const binding = mode === '1.0-rest' ? 'HTTP+JSON' : 'JSONRPC';
 
 const sdk = version === '0.3' ? await import('a2a-js-03/client') : await import('a2a-js-10/client');
 const core = version === '1.0' ? await import('a2a-js-10') : null;
@@ -51,14 +55,16 @@ const v = version === '0.3'
 const check = async (name, fn) => {
   try {
     await fn();
-    console.log(`ok   ${version} ${name}`);
+    console.log(`ok   ${mode} ${name}`);
   } catch (err) {
-    console.log(`FAIL ${version} ${name}: ${err?.stack ?? err}`);
+    console.log(`FAIL ${mode} ${name}: ${err?.stack ?? err}`);
     process.exitCode = 1;
   }
 };
 
-const factory = new sdk.ClientFactory();
+const factory = binding === 'JSONRPC'
+  ? new sdk.ClientFactory()
+  : new sdk.ClientFactory(sdk.ClientFactoryOptions.createFrom(sdk.ClientFactoryOptions.default, { preferredTransports: [binding] }));
 const client = await factory.createFromUrl(base);
 
 await check('card', async () => {
@@ -69,6 +75,7 @@ await check('card', async () => {
   assert.ok(uris.some((u) => u.includes('agentd')), `no agentd contract extension in ${uris}`);
   if (version === '1.0') {
     assert.equal(client.protocolVersion, '1.0', 'the 1.0 SDK did not pick the 1.0 interface');
+    assert.equal(client.transport.protocolName, binding, `the 1.0 SDK picked ${client.transport.protocolName}, not ${binding}`);
     assert.ok(card.supportedInterfaces.some((i) => i.protocolVersion === '0.3'), 'the card does not list the 0.3 interface');
   } else {
     assert.equal(card.protocolVersion, '0.3.0');

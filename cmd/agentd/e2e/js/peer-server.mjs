@@ -2,11 +2,12 @@
 // JSON-RPC handler, the in-memory task store), as its sample ships: agentd
 // delegates to it as a peer (e2e/js_peer_test.go).
 //
-//   node peer-server.mjs [--compat]
+//   node peer-server.mjs [--compat] [--rest]
 //
 // It listens on a free 127.0.0.1 port and prints "listening http://..." on
 // its first line. --compat turns on the SDK's A2A 0.3 compatibility (and the
-// card lists a 0.3 JSON-RPC interface beside the 1.0 one).
+// card lists a 0.3 JSON-RPC interface beside the 1.0 one). --rest serves the
+// SDK's HTTP+JSON handler too, at /rest, and the card lists it first.
 //
 // Its executor answers each message with one task: working, then an artifact
 // "echo: TEXT" (TEXT the first text part), then completed. A text starting
@@ -14,9 +15,10 @@
 // "cancelled TASK_ID".
 import express from 'express';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from 'a2a-js-10/server';
-import { agentCardHandler, jsonRpcHandler, UserBuilder } from 'a2a-js-10/server/express';
+import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from 'a2a-js-10/server/express';
 
 const compat = process.argv.includes('--compat');
+const rest = process.argv.includes('--rest');
 const TASK_STATE_WORKING = 2, TASK_STATE_COMPLETED = 3, TASK_STATE_CANCELED = 5, ROLE_AGENT = 2;
 
 const cancelled = new Set();
@@ -60,6 +62,7 @@ const server = app.listen(0, '127.0.0.1', () => {
   const base = `http://127.0.0.1:${server.address().port}`;
   const interfaces = [{ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }];
   if (compat) interfaces.push({ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' });
+  if (rest) interfaces.unshift({ url: base + '/rest', protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' });
   const card = {
     name: 'js-peer', description: 'echoes its input (the JavaScript SDK 1.3.0 server)', version: '1.0.0',
     supportedInterfaces: interfaces, provider: undefined, documentationUrl: undefined,
@@ -71,6 +74,7 @@ const server = app.listen(0, '127.0.0.1', () => {
   app.use('/.well-known/agent-card.json', agentCardHandler({
     agentCardProvider: handler, ...(compat ? { legacyCompat: { enabled: true } } : {}),
   }));
+  if (rest) app.use('/rest', restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
   app.use('/', jsonRpcHandler({
     requestHandler: handler, userBuilder: UserBuilder.noAuthentication,
     ...(compat ? { legacyCompat: { enabled: true } } : {}),
