@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -212,10 +213,11 @@ func TestTCK10AgentCardURLs(t *testing.T) {
 		t.Fatalf("card url %q, want the address served, %q", card.URL, s.url+"/")
 	}
 	// The HTTP+JSON interface's URL is the same without its trailing slash
-	// (its routes are appended to it).
+	// (its routes are appended to it); the gRPC one is its host:port, a gRPC
+	// target.
 	for i, in := range card.Interfaces {
-		if strings.TrimSuffix(in.URL, "/") != strings.TrimSuffix(card.URL, "/") {
-			t.Fatalf("supportedInterfaces[%d].url %q, want %q", i, in.URL, card.URL)
+		if !sameEndpoint(in.ProtocolBinding, in.URL, card.URL) {
+			t.Fatalf("supportedInterfaces[%d] %s url %q, want %q", i, in.ProtocolBinding, in.URL, card.URL)
 		}
 	}
 
@@ -241,10 +243,21 @@ func TestTCK10AgentCardURLs(t *testing.T) {
 		t.Fatal("the card lists no supportedInterfaces")
 	}
 	for i, in := range card.Interfaces {
-		if strings.TrimSuffix(in.URL, "/") != strings.TrimSuffix(public, "/") {
-			t.Fatalf("supportedInterfaces[%d].url %q with --public-url %s", i, in.URL, public)
+		if !sameEndpoint(in.ProtocolBinding, in.URL, public) {
+			t.Fatalf("supportedInterfaces[%d] %s url %q with --public-url %s", i, in.ProtocolBinding, in.URL, public)
 		}
 	}
+}
+
+// sameEndpoint says whether an interface's url names the endpoint at base:
+// base itself, without its trailing slash for HTTP+JSON, its host:port for
+// gRPC.
+func sameEndpoint(binding, addr, base string) bool {
+	if binding == "GRPC" {
+		u, err := url.Parse(base)
+		return err == nil && addr == u.Host
+	}
+	return strings.TrimSuffix(addr, "/") == strings.TrimSuffix(base, "/")
 }
 
 // v1Card is the part of the agent card the URL checks read.
@@ -252,6 +265,7 @@ type v1Card struct {
 	URL        string `json:"url"`
 	Interfaces []struct {
 		URL             string `json:"url"`
+		ProtocolBinding string `json:"protocolBinding"`
 		ProtocolVersion string `json:"protocolVersion"`
 	} `json:"supportedInterfaces"`
 	raw []byte

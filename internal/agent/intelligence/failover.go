@@ -232,7 +232,21 @@ func classify(err error) string {
 	var se *httpStatusError
 	var ae *answerError
 	var syn *json.SyntaxError
+	var cse *streamEventError
+	var mse *streamError
 	switch {
+	case errors.As(err, &cse):
+		return api.CallServerError
+	case errors.As(err, &mse):
+		switch {
+		case mse.typ == "rate_limit_error":
+			return api.CallRateLimited
+		case mse.retryable():
+			return api.CallServerError
+		}
+		return api.CallClientError
+	case errors.Is(err, ErrStreamCut):
+		return api.CallBadAnswer
 	case errors.As(err, &se):
 		switch s := se.status; {
 		case s == http.StatusTooManyRequests:

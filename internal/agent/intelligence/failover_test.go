@@ -3,6 +3,7 @@ package intelligence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -482,5 +483,25 @@ func TestNoFailoverAfterStreamedText(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 		})
+	}
+}
+
+// TestClassifyStreamErrors: an error met inside a stream that began with
+// 200 counts as what it is (a server error, a rate limit, a cut answer),
+// not as an unknown error: the breakers and the metrics read it so.
+func TestClassifyStreamErrors(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("read streamed answer: %w", &streamEventError{message: "overloaded"}), api.CallServerError},
+		{&streamError{typ: "overloaded_error"}, api.CallServerError},
+		{&streamError{typ: "rate_limit_error"}, api.CallRateLimited},
+		{&streamError{typ: "invalid_request_error"}, api.CallClientError},
+		{fmt.Errorf("%w (after 3 chunks)", ErrStreamCut), api.CallBadAnswer},
+	} {
+		if got := classify(c.err); got != c.want {
+			t.Errorf("classify(%v) = %s, want %s", c.err, got, c.want)
+		}
 	}
 }

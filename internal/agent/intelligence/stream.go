@@ -25,6 +25,15 @@ import (
 // chunks, with neither a finish reason nor [DONE].
 var ErrStreamCut = errors.New("intelligence: the model's stream ended before its answer was finished")
 
+// streamEventError is an error event in a Chat Completions stream: the
+// server failed after its 200 answer began (failover counts it as a server
+// error).
+type streamEventError struct{ message string }
+
+func (e *streamEventError) Error() string {
+	return "the model's stream reported an error: " + e.message
+}
+
 // maxEventBytes bounds one server-sent event (a line of it, or its data).
 const maxEventBytes = 4 << 20
 
@@ -85,7 +94,7 @@ func readStream(body io.Reader, onText func(string)) (*chatResponse, error) {
 			if msg == "" {
 				msg = clip(string(c.Error))
 			}
-			return false, fmt.Errorf("the model's stream reported an error: %s", msg)
+			return false, &streamEventError{message: msg}
 		}
 		if c.Usage != nil {
 			cr.Usage = c.Usage
