@@ -125,9 +125,6 @@ func TestDocsExampleParses(t *testing.T) {
 		t.Fatal("no JSON example in the Declared agents section")
 	}
 	c, err := Parse([]byte(example))
-	if err != nil && strings.Contains(err.Error(), "intelligences.main.fallbacks: unknown key") {
-		t.Skip("api.Intelligence has no fallbacks yet (the failover branch adds them)")
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
