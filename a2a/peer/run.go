@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/a2a/a2acall"
+	"github.com/agentd/agentd/a2a/a2agrpc"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 )
@@ -29,6 +30,7 @@ func (c runCancelled) Error() string { return "cancelled: " + c.reason }
 type remoteRun struct {
 	span     trace.Span // the delegation's client span; ends with the run
 	p        *Provider
+	held     *held // client's; released when the run ends
 	client   a2acall.Transport
 	iface    Interface // what client calls
 	handle   string
@@ -53,6 +55,7 @@ func (r *remoteRun) Cancel(reason string) { r.cancel(runCancelled{reason: reason
 
 func (r *remoteRun) loop(ctx context.Context, msg *a2a.Message) {
 	defer close(r.done)
+	defer r.p.release(r.held, false)
 	defer r.cancel(nil)
 	defer func() { endPeerSpan(r.span, r.remote(), r.result) }()
 	dctx, stop := context.WithTimeoutCause(ctx, r.deadline, errRunDeadline)
@@ -236,9 +239,15 @@ func stopped(s a2a.TaskState) bool {
 // refused reports whether err is the peer refusing the protocol version or
 // binding it was called in: A2A's VersionNotSupported (-32009), a method it
 // does not know (-32601: a 1.0-only peer asked in 0.3, or the reverse), or
-// an HTTP status that says the route or the content type is not served.
+// an HTTP status that says the route or the content type is not served, or
+// a gRPC status of VERSION_NOT_SUPPORTED or UNIMPLEMENTED (no such service
+// or method; a2agrpc reads the latter as a2a.ErrMethodNotFound).
 func refused(err error) bool {
 	if errors.Is(err, a2acall.ErrVersionNotSupported) || errors.Is(err, a2a.ErrMethodNotFound) {
+		return true
+	}
+	var g *a2agrpc.Error
+	if errors.As(err, &g) && g.Reason == "VERSION_NOT_SUPPORTED" {
 		return true
 	}
 	var h *a2acall.HTTPError
