@@ -3,8 +3,8 @@ package peer
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -76,10 +76,10 @@ type Provider struct {
 	card     *a2a.AgentCard
 	read     time.Time
 	ttl      time.Duration // how long card is trusted (its Cache-Control)
-	client   *held       // nil before the card is read, and after Close
-	iface    Interface   // what client calls
-	offered  []Interface // what the card offers
-	instance string      // the peer's agentd instance id, from its card
+	client   *held         // nil before the card is read, and after Close
+	iface    Interface     // what client calls
+	offered  []Interface   // what the card offers
+	instance string        // the peer's agentd instance id, from its card
 
 	started atomic.Int64 // delegations started, for the spawn metric
 }
