@@ -281,3 +281,35 @@ func TestEndpointGRPC(t *testing.T) {
 		}
 	}
 }
+
+// A remote task's artifact updates reach the request's OnText as the
+// child's text: a piece that starts the artifact over is a new step, an
+// appended one the same step; the whole artifact at once (the answer when
+// the task ends) and another task's text (an agentd peer's grandchild) are
+// not shown; nothing but artifact updates is.
+func TestRemoteRunText(t *testing.T) {
+	type got struct {
+		step int
+		text string
+	}
+	var seen []got
+	r := &remoteRun{onText: func(step int, text string) { seen = append(seen, got{step, text}) }}
+	art := func(s string) *a2a.Artifact {
+		return &a2a.Artifact{ID: "t.distillate", Parts: a2a.ContentParts{a2a.TextPart{Text: s}}}
+	}
+	for _, ev := range []a2a.Event{
+		&a2a.TaskStatusUpdateEvent{Status: a2a.TaskStatus{State: a2a.TaskStateWorking}},
+		&a2a.TaskArtifactUpdateEvent{Artifact: art("one ")},
+		&a2a.TaskArtifactUpdateEvent{Artifact: art("two"), Append: true},
+		&a2a.TaskArtifactUpdateEvent{Artifact: art("grandchild"), Append: true, Metadata: map[string]any{api.MetaStreamTask: "x"}},
+		&a2a.TaskArtifactUpdateEvent{Artifact: art("again")},
+		&a2a.TaskArtifactUpdateEvent{Artifact: art(""), Append: true, LastChunk: true},
+		&a2a.TaskArtifactUpdateEvent{Artifact: art("one two again"), LastChunk: true},
+	} {
+		r.text(ev)
+	}
+	want := []got{{1, "one "}, {1, "two"}, {2, "again"}}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("OnText got %v, want %v", seen, want)
+	}
+}

@@ -356,6 +356,7 @@ func (p *Provider) Start(ctx context.Context, req delegate.Request) (delegate.Ru
 		handle:   req.Handle,
 		agentd:   agentd,
 		stream:   card.Capabilities.Streaming,
+		onText:   req.OnText,
 		done:     make(chan struct{}),
 		cancel:   cancel,
 		deadline: deadline,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,8 @@ type remoteRun struct {
 	handle   string
 	agentd   bool
 	stream   bool
+	onText   func(step int, text string) // the request's OnText; nil: not shown
+	steps    int                         // the pieces of text that started it over; the run's goroutine only
 	deadline time.Duration
 	cancel   context.CancelCauseFunc
 	done     chan struct{}
@@ -141,6 +144,7 @@ func (r *remoteRun) subscribe(ctx context.Context) {
 		if err != nil {
 			return
 		}
+		r.text(ev)
 		r.mu.Lock()
 		if t, ok := ev.(*a2a.Task); ok {
 			r.task = t
@@ -153,6 +157,34 @@ func (r *remoteRun) subscribe(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// text hands the text of a streamed piece of the remote task's artifact to
+// the request's OnText: an artifact update that appends, or that starts an
+// artifact over without being its last chunk (a peer's growing distillate:
+// agentd streams its model's text so). An update that is the whole artifact
+// at once (not appended, the last chunk: the answer written when the task
+// ends) is the result's, not shown twice, and an update an agentd peer marks
+// as another task's (a grandchild's text, api.MetaStreamTask) is not this
+// child's.
+func (r *remoteRun) text(ev a2a.Event) {
+	u, ok := ev.(*a2a.TaskArtifactUpdateEvent)
+	if !ok || r.onText == nil || u.Artifact == nil || (u.LastChunk && !u.Append) || u.Metadata[api.MetaStreamTask] != nil {
+		return
+	}
+	var b strings.Builder
+	for _, p := range u.Artifact.Parts {
+		if tp, ok := p.(a2a.TextPart); ok {
+			b.WriteString(tp.Text)
+		}
+	}
+	if b.Len() == 0 {
+		return
+	}
+	if !u.Append || r.steps == 0 {
+		r.steps++
+	}
+	r.onText(r.steps, b.String())
 }
 
 // poll reads the remote task with backoff until it ends or stops.
