@@ -262,16 +262,18 @@ func TestPeerGRPCFirstInTheCard(t *testing.T) {
 	}
 }
 
-// A gRPC interface (host:port) is on the configured origin when its host and
-// port are the configured URL's; it is then called with that URL's scheme
-// (TLS for https), else at the configured URL.
+// A gRPC interface (host:port) is on the configured origin when its host is
+// the configured URL's, on any port; it is then called with that URL's
+// scheme (TLS for https), else at the configured URL.
 func TestEndpointGRPC(t *testing.T) {
 	for _, tc := range []struct{ cfg, iface, want string }{
 		{"https://b.example:8443/a2a/", "b.example:8443", "https://b.example:8443"},
 		{"https://b.example/", "b.example:443", "https://b.example:443"},
 		{"http://127.0.0.1:8080/", "127.0.0.1:8080", "http://127.0.0.1:8080"},
 		{"https://b.example:8443/a2a/", "evil.example:8443", "https://b.example:8443/a2a/"},
-		{"https://b.example:8443/", "b.example:9000", "https://b.example:8443/"},
+		{"https://b.example:8443/", "b.example:9000", "https://b.example:9000"},
+		{"http://127.0.0.1:8080/", "[::1]:8080", "http://127.0.0.1:8080/"},
+		{"https://b.example:8443/", "b.example.evil:8443", "https://b.example:8443/"},
 		{"https://b.example:8443/", "https://b.example:8443/", "https://b.example:8443"},
 		{"https://b.example:8443/", "not a target", "https://b.example:8443/"},
 	} {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -245,17 +246,19 @@ const LogInterfaceChosen = "peer interface chosen"
 // endpoint is the URL to call for an interface: its URL, when it is on the
 // configured origin; else the configured URL. A card cannot send agentd's
 // calls (and credentials) to another host. A gRPC interface's URL is a
-// target (host:port, no scheme): it is on the origin when its host and port
-// are the configured URL's (80 or 443 when that names none), and is called
-// as that URL's scheme and its host:port, so an https peer is called over
-// TLS and an http one in plaintext.
+// target (host:port, no scheme): it is on the origin when its host is the
+// configured URL's, on any port (an agent may serve gRPC on a port of its
+// own, as the JavaScript SDK does; a2agrpc sends the bearer token to that
+// host alike), and is called as that URL's scheme and its host:port, so an
+// https peer is called over TLS and an http one in plaintext.
 func (p *Provider) endpoint(in Interface) string {
 	pu, err := url.Parse(p.cfg.URL)
 	if err != nil {
 		return p.cfg.URL
 	}
 	if in.Binding == a2acall.BindingGRPC {
-		if t := a2agrpc.Target(in.URL); t != "" && t == a2agrpc.Target(p.cfg.URL) {
+		t := a2agrpc.Target(in.URL)
+		if host, _, err := net.SplitHostPort(t); err == nil && host == pu.Hostname() {
 			return pu.Scheme + "://" + t
 		}
 		return p.cfg.URL

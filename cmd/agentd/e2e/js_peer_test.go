@@ -211,3 +211,52 @@ answer "root saw: {transcript}"
 	}
 	testkit.WaitFor(t, 10*time.Second, "the JavaScript peer's cancel", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
 }
+
+// The JavaScript SDK 1.3.0's server as a peer over gRPC (its grpcService on
+// @grpc/grpc-js, on a port of its own, which its card lists first as
+// host:port): agentd chooses 1.0 over gRPC from the card, unpinned, and
+// calls that port on the peer's host; a routed message and a spawn come
+// back with its answer, and past a deadline its task is cancelled over the
+// binding. With the SDK's 0.3 compatibility on (its legacy gRPC service and
+// 0.3 JSON-RPC beside), the card still leads to 1.0 over gRPC, and a peer
+// pinned to 0.3 goes over JSON-RPC.
+func TestJavaScriptSDKServerAsPeerOverGRPC(t *testing.T) {
+	t.Parallel()
+	js, jsOut := startJSPeerWith(t, "--grpc")
+	a := startService(t, "--peer", "js="+js,
+		"--intelligence", "builtin:script="+writeScript(t, `[depth 0]
+usage 0 0
+spawn sync "remote work" provider=peer:js
+answer "root saw: {transcript}"
+`))
+	task := sendWithMeta(t, a, "hello grpc", map[string]any{"agentd/provider": "peer:js"})
+	if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hello grpc" {
+		t.Fatalf("routed message: %s %q %v", task.Status.State, artifactText(task), task.Status.Message)
+	}
+	if got := chosen(a, "js"); got != "1.0/GRPC" {
+		t.Fatalf("agentd chose %q for the JavaScript peer, want 1.0/GRPC", got)
+	}
+	root := sendWithMeta(t, a, "go", nil)
+	if remote := nestedTask(t, a, "0.1"); root.Status.State != a2a.TaskStateCompleted || remote.Status.State != a2a.TaskStateCompleted || artifactText(remote) != "echo: remote work" {
+		t.Fatalf("spawn on the JavaScript peer: root %s %q, child %s %q", root.Status.State, artifactText(root), remote.Status.State, artifactText(remote))
+	}
+
+	c := startService(t, "--peer", "js="+js+",binding=GRPC", "--deadline", "700ms")
+	slow := sendWithMeta(t, c, "slow down", map[string]any{"agentd/provider": "peer:js"})
+	if slow.Status.State != a2a.TaskStateFailed || slow.Metadata["agentd/status"] != "deadline" {
+		t.Fatalf("past the deadline: %s %v", slow.Status.State, slow.Metadata)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the JavaScript peer's cancel", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
+
+	compat, _ := startJSPeerWith(t, "--grpc", "--compat")
+	b := startService(t, "--peer", "js="+compat, "--peer", "js03="+compat+",version=0.3")
+	for _, peer := range []string{"js", "js03"} {
+		task := sendWithMeta(t, b, "hello "+peer, map[string]any{"agentd/provider": "peer:" + peer})
+		if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hello "+peer {
+			t.Fatalf("routed to %s (0.3 compatibility on): %s %q %v", peer, task.Status.State, artifactText(task), task.Status.Message)
+		}
+	}
+	if v10, v03 := chosen(b, "js"), chosen(b, "js03"); v10 != "1.0/GRPC" || v03 != "0.3/JSONRPC" {
+		t.Fatalf("with the 0.3 compatibility on: chose %q and %q (pinned 0.3); want 1.0/GRPC and 0.3/JSONRPC", v10, v03)
+	}
+}
