@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -17,9 +18,11 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
+	"google.golang.org/grpc/codes"
 
 	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/a2a/a2acall"
+	"github.com/agentd/agentd/a2a/a2agrpc"
 	"github.com/agentd/agentd/a2a/a2atest"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
@@ -313,5 +316,24 @@ func TestRemoteRunText(t *testing.T) {
 	want := []got{{1, "one "}, {1, "two"}, {2, "again"}}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("OnText got %v, want %v", seen, want)
+	}
+}
+
+// A gRPC peer's refusal of the version (VERSION_NOT_SUPPORTED in its
+// ErrorInfo) or of the method (UNIMPLEMENTED) is a refusal; its other
+// errors are not.
+func TestRefusedGRPC(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&a2agrpc.Error{Method: "SendMessage", Code: codes.Unimplemented, Reason: "VERSION_NOT_SUPPORTED", Domain: "a2a-protocol.org"}, true},
+		{&a2agrpc.Error{Method: "SendMessage", Code: codes.Unimplemented}, true},
+		{&a2agrpc.Error{Method: "SendMessage", Code: codes.Unavailable}, false},
+		{&a2agrpc.Error{Method: "GetTask", Code: codes.NotFound, Reason: "TASK_NOT_FOUND", Domain: "a2a-protocol.org"}, false},
+	} {
+		if got := refused(fmt.Errorf("send: %w", tc.err)); got != tc.want {
+			t.Errorf("refused(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

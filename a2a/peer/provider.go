@@ -284,6 +284,14 @@ func (p *Provider) offers() string {
 	return "its card offers " + orNone(l)
 }
 
+// cardOffers reports whether the peer's card offers in's version and binding
+// (a pinned pair is called even when it does not).
+func (p *Provider) cardOffers(in Interface) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.ContainsFunc(p.offered, func(o Interface) bool { return o.Key() == in.Key() })
+}
+
 // state returns what a run calls the peer with; the transport is held for
 // the run, which releases it when it ends.
 func (p *Provider) state() (*held, Interface, *a2a.AgentCard, string, error) {

@@ -77,9 +77,10 @@ func (r *remoteRun) loop(ctx context.Context, msg *a2a.Message) {
 	case err != nil:
 		r.p.log.Warn("delegation to peer failed", "task_id", r.handle, "err", err)
 		r.result = r.partial(api.StatusCrashed, "peer "+r.p.cfg.Name+": "+err.Error())
-		if refused(err) {
-			// The peer does not speak what it was called in: say which,
-			// and what its card offers, beside its own words.
+		if refused(err) || !r.p.cardOffers(r.iface) {
+			// The peer does not speak what it was called in (or was called,
+			// pinned, in what its card does not offer, and failed): say
+			// which, and what its card offers, beside its own words.
 			r.result.Cause = api.CausePeerUnsupported
 			r.result.Detail = fmt.Sprintf("peer %s refused A2A %s over %s (%s): %v", r.p.cfg.Name, r.iface.Version, r.iface.Binding, r.p.offers(), err)
 		}

@@ -219,7 +219,8 @@ answer "root saw: {transcript}"
 // back with its answer, and past a deadline its task is cancelled over the
 // binding. With the SDK's 0.3 compatibility on (its legacy gRPC service and
 // 0.3 JSON-RPC beside), the card still leads to 1.0 over gRPC, and a peer
-// pinned to 0.3 goes over JSON-RPC.
+// pinned to 0.3 goes over JSON-RPC. Pinned to gRPC, a peer serving none
+// refuses with a cause.
 func TestJavaScriptSDKServerAsPeerOverGRPC(t *testing.T) {
 	t.Parallel()
 	js, jsOut := startJSPeerWith(t, "--grpc")
@@ -258,5 +259,21 @@ answer "root saw: {transcript}"
 	}
 	if v10, v03 := chosen(b, "js"), chosen(b, "js03"); v10 != "1.0/GRPC" || v03 != "0.3/JSONRPC" {
 		t.Fatalf("with the 0.3 compatibility on: chose %q and %q (pinned 0.3); want 1.0/GRPC and 0.3/JSONRPC", v10, v03)
+	}
+
+	// Pinned to gRPC, a peer that serves none (the SDK's sample as it
+	// ships: JSON-RPC only) is called at its URL and answers as HTTP/1.1:
+	// the delegation fails with cause peer_unsupported, its status naming
+	// the binding called, what the card offers and the transport's error.
+	plain, _ := startJSPeer(t, false)
+	d := startService(t, "--peer", "js="+plain+",version=1.0,binding=GRPC")
+	refused := sendWithMeta(t, d, "over grpc please", map[string]any{"agentd/provider": "peer:js"})
+	status := ""
+	if refused.Status.Message != nil {
+		status = refused.Status.Message.Parts[0].(a2a.TextPart).Text
+	}
+	if refused.Status.State != a2a.TaskStateFailed || refused.Metadata["agentd/cause"] != "peer_unsupported" ||
+		!strings.Contains(status, "refused A2A 1.0 over GRPC") || !strings.Contains(status, "its card offers 1.0/JSONRPC") {
+		t.Fatalf("a binding the peer does not serve: %s, cause %v, status %q", refused.Status.State, refused.Metadata["agentd/cause"], status)
 	}
 }
