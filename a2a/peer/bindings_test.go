@@ -337,3 +337,86 @@ func TestRefusedGRPC(t *testing.T) {
 		}
 	}
 }
+
+// countingCloser is a transport that counts its Close calls.
+type countingCloser struct {
+	a2acall.Transport
+	mu     sync.Mutex
+	closed int
+}
+
+func (c *countingCloser) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed++
+	return nil
+}
+
+func (c *countingCloser) n() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// A transport that holds resources (an io.Closer, as a2agrpc's client) is
+// closed once the provider no longer calls it: when the card moves the calls
+// to another binding, after the last delegation using it ends (not under
+// it), and at Close; each exactly once.
+func TestProviderClosesReplacedTransports(t *testing.T) {
+	hold := make(chan struct{})
+	engine := agentdPushEngine(t, &a2atest.Provider{Caps: a2atest.FullCaps, Hold: hold, Result: a2atest.Echo})
+	var mu sync.Mutex
+	first := "JSONRPC"
+	url, _ := serveAllBindingsCard(t, engine, "B", func(url string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		jsonrpc := `{"url":"` + url + `/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}`
+		rest := `{"url":"` + url + `","protocolBinding":"HTTP+JSON","protocolVersion":"1.0"}`
+		if first != "JSONRPC" {
+			jsonrpc, rest = rest, jsonrpc
+		}
+		return `{"name":"b","supportedInterfaces":[` + jsonrpc + `,` + rest + `],"capabilities":{"streaming":true}}`
+	})
+	p := newPeer(t, url, nil)
+	var built []*countingCloser
+	for _, k := range []a2acall.Key{{Version: "1.0", Binding: "JSONRPC"}, {Version: "1.0", Binding: "HTTP+JSON"}} {
+		next := p.reg[k]
+		p.reg[k] = func(u string, hc *http.Client, o a2acall.Options) (a2acall.Transport, error) {
+			tr, err := next(u, hc, o)
+			c := &countingCloser{Transport: tr}
+			mu.Lock()
+			built = append(built, c)
+			mu.Unlock()
+			return c, err
+		}
+	}
+	run, err := p.Start(context.Background(), peerRequest("wait", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	first = "HTTP+JSON"
+	mu.Unlock()
+	if err := p.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	old, cur := built[0], built[1]
+	mu.Unlock()
+	if old.n() != 0 {
+		t.Fatal("the replaced transport was closed under its running delegation")
+	}
+	close(hold)
+	if res := runResult(t, run); res.Status != api.StatusCompleted {
+		t.Fatalf("result %+v", res)
+	}
+	testkit.WaitFor(t, a2atest.Wait, "the replaced transport closed", func() bool { return old.n() == 1 })
+	if cur.n() != 0 {
+		t.Fatal("the current transport was closed")
+	}
+	p.Close()
+	p.Close()
+	if old.n() != 1 || cur.n() != 1 {
+		t.Fatalf("closed %d and %d times, want once each", old.n(), cur.n())
+	}
+}

@@ -182,7 +182,8 @@ answer "root saw: {transcript}"
 // The JavaScript SDK 1.3.0's server as a peer over HTTP+JSON (its
 // restHandler, which its card lists first): agentd chooses 1.0 over
 // HTTP+JSON from the card, a routed message and a spawn come back with its
-// answer, and past a deadline its task is cancelled over the binding.
+// answer, and past a deadline its task is cancelled over the binding; with
+// its 0.3 compatibility on, the same, and 0.3 pinned goes over JSON-RPC.
 func TestJavaScriptSDKServerAsPeerOverHTTPJSON(t *testing.T) {
 	t.Parallel()
 	js, jsOut := startJSPeerWith(t, "--rest")
@@ -210,6 +211,20 @@ answer "root saw: {transcript}"
 		t.Fatalf("past the deadline: %s %v", slow.Status.State, slow.Metadata)
 	}
 	testkit.WaitFor(t, 10*time.Second, "the JavaScript peer's cancel", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
+
+	// With its 0.3 compatibility on, the card still leads to 1.0 over
+	// HTTP+JSON, and a peer pinned to 0.3 goes over JSON-RPC.
+	compat, _ := startJSPeerWith(t, "--rest", "--compat")
+	b := startService(t, "--peer", "js="+compat, "--peer", "js03="+compat+",version=0.3")
+	for _, peer := range []string{"js", "js03"} {
+		task := sendWithMeta(t, b, "hello "+peer, map[string]any{"agentd/provider": "peer:" + peer})
+		if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hello "+peer {
+			t.Fatalf("routed to %s (0.3 compatibility on): %s %q %v", peer, task.Status.State, artifactText(task), task.Status.Message)
+		}
+	}
+	if v10, v03 := chosen(b, "js"), chosen(b, "js03"); v10 != "1.0/HTTP+JSON" || v03 != "0.3/JSONRPC" {
+		t.Fatalf("with the 0.3 compatibility on: chose %q and %q (pinned 0.3); want 1.0/HTTP+JSON and 0.3/JSONRPC", v10, v03)
+	}
 }
 
 // The JavaScript SDK 1.3.0's server as a peer over gRPC (its grpcService on
