@@ -183,7 +183,8 @@ answer "root saw: {transcript}"
 // restHandler, which its card lists first): agentd chooses 1.0 over
 // HTTP+JSON from the card, a routed message and a spawn come back with its
 // answer, and past a deadline its task is cancelled over the binding; with
-// its 0.3 compatibility on, the same, and 0.3 pinned goes over JSON-RPC.
+// its 0.3 compatibility on, the same, and 0.3 pinned goes over JSON-RPC;
+// pinned to HTTP+JSON, a peer serving none refuses with a cause.
 func TestJavaScriptSDKServerAsPeerOverHTTPJSON(t *testing.T) {
 	t.Parallel()
 	js, jsOut := startJSPeerWith(t, "--rest")
@@ -224,6 +225,20 @@ answer "root saw: {transcript}"
 	}
 	if v10, v03 := chosen(b, "js"), chosen(b, "js03"); v10 != "1.0/HTTP+JSON" || v03 != "0.3/JSONRPC" {
 		t.Fatalf("with the 0.3 compatibility on: chose %q and %q (pinned 0.3); want 1.0/HTTP+JSON and 0.3/JSONRPC", v10, v03)
+	}
+
+	// Pinned to HTTP+JSON, a peer that serves none (the sample as it ships)
+	// refuses with a cause naming the binding and what its card offers.
+	plain, _ := startJSPeer(t, false)
+	d := startService(t, "--peer", "js="+plain+",version=1.0,binding=HTTP+JSON")
+	refused := sendWithMeta(t, d, "over rest please", map[string]any{"agentd/provider": "peer:js"})
+	status := ""
+	if refused.Status.Message != nil {
+		status = refused.Status.Message.Parts[0].(a2a.TextPart).Text
+	}
+	if refused.Status.State != a2a.TaskStateFailed || refused.Metadata["agentd/cause"] != "peer_unsupported" ||
+		!strings.Contains(status, "refused A2A 1.0 over HTTP+JSON") || !strings.Contains(status, "its card offers 1.0/JSONRPC") {
+		t.Fatalf("a binding the peer does not serve: %s, cause %v, status %q", refused.Status.State, refused.Metadata["agentd/cause"], status)
 	}
 }
 
