@@ -306,3 +306,23 @@ func (s *Supervisor) text(n *node, ev api.LoopEvent) {
 		o.NodeText(n.info(), ev.Step, ev.Text)
 	}
 }
+
+// remoteTextKey is the context key of a remote child's text function.
+type remoteTextKey struct{}
+
+// withRemoteText returns ctx carrying fn, the function a remote child's
+// streamed text goes to.
+func withRemoteText(ctx context.Context, fn func(step int, text string)) context.Context {
+	return context.WithValue(ctx, remoteTextKey{}, fn)
+}
+
+// RemoteText returns the function a Delegator hands the text of the remote
+// child it was asked to start (the ctx of Delegator.Delegate) to, as the peer
+// streams it: step counts the pieces that start the text over (a new model
+// step), text is one piece. It shows the text where a local child's goes
+// (TextObserver), never in the parent's context; it may block until the
+// Observer heard the child start. Nil when ctx carries none.
+func RemoteText(ctx context.Context) func(step int, text string) {
+	fn, _ := ctx.Value(remoteTextKey{}).(func(step int, text string))
+	return fn
+}

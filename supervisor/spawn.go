@@ -418,6 +418,19 @@ func (s *Supervisor) superviseRemote(n *node, log *slog.Logger) api.SubagentResu
 	log = log.With("provider", n.nest.provider)
 	ctx, cancel := context.WithDeadline(trace.ContextWithSpan(context.Background(), n.span), n.deadline)
 	defer cancel()
+	// The child's text, as the peer streams it, goes where a local child's
+	// goes (the Observer's NodeText), never into the parent's context; not
+	// before the Observer heard the node start.
+	started := make(chan struct{})
+	ctx = withRemoteText(ctx, func(step int, text string) {
+		select {
+		case <-started:
+			if ctx.Err() == nil { // not once the child's result is taken
+				s.text(n, api.LoopEvent{Kind: api.EventText, Step: step, Text: text})
+			}
+		case <-ctx.Done():
+		}
+	})
 	r, err := s.cfg.Delegator.Delegate(ctx, n.nest.provider, n.handle, n.payload)
 	if err != nil {
 		log.Warn("delegation failed", "err", err)
@@ -428,6 +441,7 @@ func (s *Supervisor) superviseRemote(n *node, log *slog.Logger) api.SubagentResu
 		s.cfg.Observer.NodeStarted(n.info())
 		s.cfg.Observer.NodeProgress(n.info())
 	}
+	close(started)
 	deadline := time.NewTimer(time.Until(n.deadline))
 	defer deadline.Stop()
 	select {

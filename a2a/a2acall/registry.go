@@ -27,8 +27,11 @@ type Key struct {
 func (k Key) String() string { return k.Version + "/" + k.Binding }
 
 // NewTransport builds the transport of one agent interface: its url, the
-// peer's shared http.Client and the caller's options.
-type NewTransport func(url string, hc *http.Client, opts Options) Transport
+// peer's shared http.Client and the caller's options. A transport that holds
+// connections of its own (gRPC's) implements io.Closer, and its owner closes
+// it when done with it; an interface it cannot call (a malformed URL, say)
+// is an error.
+type NewTransport func(url string, hc *http.Client, opts Options) (Transport, error)
 
 // Registry is the transports agentd can call, by version and binding. It is
 // a plain map: build it once, then only read it (reads are safe for
@@ -39,8 +42,8 @@ type Registry map[Key]NewTransport
 // Client (0.3) and ClientV1 (1.0).
 func JSONRPC() Registry {
 	return Registry{
-		{Version03, BindingJSONRPC}: func(url string, hc *http.Client, opts Options) Transport { return New(url, hc, opts) },
-		{Version10, BindingJSONRPC}: func(url string, hc *http.Client, opts Options) Transport { return NewV1(url, hc, opts) },
+		{Version03, BindingJSONRPC}: func(url string, hc *http.Client, opts Options) (Transport, error) { return New(url, hc, opts), nil },
+		{Version10, BindingJSONRPC}: func(url string, hc *http.Client, opts Options) (Transport, error) { return NewV1(url, hc, opts), nil },
 	}
 }
 

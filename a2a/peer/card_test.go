@@ -85,7 +85,7 @@ func TestParseCardRefuses(t *testing.T) {
 
 func TestChoose(t *testing.T) {
 	jsonrpc := a2acall.JSONRPC()
-	stub := func(string, *http.Client, a2acall.Options) a2acall.Transport { return nil }
+	stub := func(string, *http.Client, a2acall.Options) (a2acall.Transport, error) { return nil, nil }
 	all := a2acall.JSONRPC()
 	all[a2acall.Key{Version: "1.0", Binding: "GRPC"}] = stub
 	all[a2acall.Key{Version: "1.0", Binding: "HTTP+JSON"}] = stub
@@ -179,7 +179,8 @@ func TestCardCachedAsItsMaxAgeAllows(t *testing.T) {
 	if n := len(reads); n != 1 {
 		t.Fatalf("the card was read %d times within its max-age, want 1", n)
 	}
-	_, in, _, _ := p.state()
+	h, in, _, _, _ := p.state()
+	p.release(h, false)
 	if in.URL != srv.URL || in.Version != "1.0" {
 		t.Fatalf("calls go to %+v; want the configured origin %s in 1.0", in, srv.URL)
 	}

@@ -3,7 +3,9 @@ package peer
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/a2a/a2acall"
+	"github.com/agentd/agentd/a2a/a2agrpc"
 	"github.com/agentd/agentd/a2a/a2arest"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/supervisor/delegate"
@@ -28,13 +31,35 @@ const Prefix = "peer:"
 const cardTTL = 5 * time.Minute
 
 // Transports returns the registry of the transports a peer may be called
-// over: A2A 1.0 and 0.3 over JSON-RPC, and 1.0 over HTTP+JSON (a2arest).
+// over: A2A 1.0 and 0.3 over JSON-RPC, 1.0 over HTTP+JSON (a2arest) and 1.0
+// over gRPC (a2agrpc, with the TLS config, dialer and bearer token of the
+// peer's http.Client; it holds connections of its own, so it is closed when
+// the provider is done with it).
 func Transports() a2acall.Registry {
 	reg := a2acall.JSONRPC()
-	reg[a2acall.Key{Version: a2acall.Version10, Binding: a2acall.BindingHTTPJSON}] = func(url string, hc *http.Client, opts a2acall.Options) a2acall.Transport {
-		return a2arest.New(url, hc, opts)
+	reg[a2acall.Key{Version: a2acall.Version10, Binding: a2acall.BindingHTTPJSON}] = func(url string, hc *http.Client, opts a2acall.Options) (a2acall.Transport, error) {
+		return a2arest.New(url, hc, opts), nil
+	}
+	reg[a2acall.Key{Version: a2acall.Version10, Binding: a2acall.BindingGRPC}] = func(url string, hc *http.Client, opts a2acall.Options) (a2acall.Transport, error) {
+		return a2agrpc.NewFromHTTP(url, hc, a2agrpc.Options{NonBlocking: opts.NonBlocking, Header: opts.Header})
 	}
 	return reg
+}
+
+// held is a transport and the runs using it. A transport the provider
+// replaced (the card changed) or dropped (Close) is retired, and closed, if
+// it is an io.Closer, when its last run ends.
+type held struct {
+	t       a2acall.Transport
+	refs    int  // runs using t; guarded by Provider.mu
+	retired bool // no new run gets t; guarded by Provider.mu
+}
+
+// closeTransport closes t if it holds resources of its own.
+func closeTransport(t a2acall.Transport) {
+	if c, ok := t.(io.Closer); ok {
+		_ = c.Close()
+	}
 }
 
 // Provider is the delegation provider for one remote A2A peer, over
@@ -52,10 +77,10 @@ type Provider struct {
 	card     *a2a.AgentCard
 	read     time.Time
 	ttl      time.Duration // how long card is trusted (its Cache-Control)
-	client   a2acall.Transport
-	iface    Interface   // what client calls
-	offered  []Interface // what the card offers
-	instance string      // the peer's agentd instance id, from its card
+	client   *held         // nil before the card is read, and after Close
+	iface    Interface     // what client calls
+	offered  []Interface   // what the card offers
+	instance string        // the peer's agentd instance id, from its card
 
 	started atomic.Int64 // delegations started, for the spawn metric
 }
@@ -147,10 +172,7 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("peer %s: %w", p.cfg.Name, err)
 	}
-	in.URL = p.endpoint(in.URL)
-	// A send answers at once (not blocking): the run follows the task by
-	// stream or by polling.
-	client := p.reg[in.Key()](in.URL, p.hc, a2acall.Options{NonBlocking: true, Header: traceHeader})
+	in.URL = p.endpoint(in)
 	card := pc.card
 	inst := ""
 	for _, e := range card.Capabilities.Extensions {
@@ -159,12 +181,61 @@ func (p *Provider) Refresh(ctx context.Context) error {
 		}
 	}
 	p.mu.Lock()
-	changed := p.iface != in
-	p.card, p.read, p.ttl, p.client, p.iface, p.offered, p.instance = card, time.Now(), ttl, client, in, pc.interfaces, inst
+	changed := p.iface != in || p.client == nil
 	p.mu.Unlock()
+	var client *held
+	if changed {
+		// A send answers at once (not blocking): the run follows the task
+		// by stream or by polling.
+		t, err := p.reg[in.Key()](in.URL, p.hc, a2acall.Options{NonBlocking: true, Header: traceHeader})
+		if err != nil {
+			return fmt.Errorf("peer %s: A2A %s over %s at %s: %w", p.cfg.Name, in.Version, in.Binding, in.URL, err)
+		}
+		client = &held{t: t}
+	}
+	p.mu.Lock()
+	var old *held
+	if client != nil {
+		old, p.client, p.iface = p.client, client, in
+	}
+	p.card, p.read, p.ttl, p.offered, p.instance = card, time.Now(), ttl, pc.interfaces, inst
+	p.mu.Unlock()
+	p.release(old, true)
 	if changed {
 		p.log.Info(LogInterfaceChosen, "version", in.Version, "binding", in.Binding, "url", in.URL, "card_ttl", ttl)
 	}
+	return nil
+}
+
+// release ends one use of h (a run's; none when retire is set, which
+// retires h instead), and closes h's transport when it is retired and no
+// run uses it any more. A nil h is nothing to release.
+func (p *Provider) release(h *held, retire bool) {
+	if h == nil {
+		return
+	}
+	p.mu.Lock()
+	if retire {
+		h.retired = true
+	} else {
+		h.refs--
+	}
+	done := h.retired && h.refs == 0
+	p.mu.Unlock()
+	if done {
+		closeTransport(h.t)
+	}
+}
+
+// Close drops the provider's transport (a gRPC client's connections): at
+// once when no delegation uses it, else when the last one ends. A later
+// delegation reads the card again and builds a new one.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	h := p.client
+	p.client, p.card = nil, nil
+	p.mu.Unlock()
+	p.release(h, true)
 	return nil
 }
 
@@ -172,14 +243,29 @@ func (p *Provider) Refresh(ctx context.Context) error {
 // binding and URL a peer is called over, each time they change.
 const LogInterfaceChosen = "peer interface chosen"
 
-// endpoint is the URL to call for an interface at u: u, when it is on the
+// endpoint is the URL to call for an interface: its URL, when it is on the
 // configured origin; else the configured URL. A card cannot send agentd's
-// calls (and credentials) to another host.
-func (p *Provider) endpoint(u string) string {
-	cu, err1 := url.Parse(u)
-	pu, err2 := url.Parse(p.cfg.URL)
-	if err1 == nil && err2 == nil && cu.Scheme == pu.Scheme && cu.Host == pu.Host {
-		return u
+// calls (and credentials) to another host. A gRPC interface's URL is a
+// target (host:port, no scheme): it is on the origin when its host is the
+// configured URL's, on any port (an agent may serve gRPC on a port of its
+// own, as the JavaScript SDK does; a2agrpc sends the bearer token to that
+// host alike), and is called as that URL's scheme and its host:port, so an
+// https peer is called over TLS and an http one in plaintext.
+func (p *Provider) endpoint(in Interface) string {
+	pu, err := url.Parse(p.cfg.URL)
+	if err != nil {
+		return p.cfg.URL
+	}
+	if in.Binding == a2acall.BindingGRPC {
+		t := a2agrpc.Target(in.URL)
+		if host, _, err := net.SplitHostPort(t); err == nil && host == pu.Hostname() {
+			return pu.Scheme + "://" + t
+		}
+		return p.cfg.URL
+	}
+	cu, err := url.Parse(in.URL)
+	if err == nil && cu.Scheme == pu.Scheme && cu.Host == pu.Host {
+		return in.URL
 	}
 	return p.cfg.URL
 }
@@ -198,10 +284,24 @@ func (p *Provider) offers() string {
 	return "its card offers " + orNone(l)
 }
 
-func (p *Provider) state() (a2acall.Transport, Interface, *a2a.AgentCard, string) {
+// cardOffers reports whether the peer's card offers in's version and binding
+// (a pinned pair is called even when it does not).
+func (p *Provider) cardOffers(in Interface) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.client, p.iface, p.card, p.instance
+	return slices.ContainsFunc(p.offered, func(o Interface) bool { return o.Key() == in.Key() })
+}
+
+// state returns what a run calls the peer with; the transport is held for
+// the run, which releases it when it ends.
+func (p *Provider) state() (*held, Interface, *a2a.AgentCard, string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client == nil || p.card == nil {
+		return nil, Interface{}, nil, "", fmt.Errorf("peer %s: closed", p.cfg.Name)
+	}
+	p.client.refs++
+	return p.client, p.iface, p.card, p.instance, nil
 }
 
 // Start sends the delegation to the peer and returns at once; the run follows
@@ -213,14 +313,19 @@ func (p *Provider) Start(ctx context.Context, req delegate.Request) (delegate.Ru
 	if err := p.Prepare(ctx); err != nil {
 		return nil, err
 	}
-	client, iface, card, inst := p.state()
+	client, iface, card, inst, err := p.state()
+	if err != nil {
+		return nil, err
+	}
 	if inst != "" && slices.Contains(req.Hops, inst) {
+		p.release(client, false)
 		return nil, fmt.Errorf("%w: %s (%s) is already on the delegation path %v", a2abind.ErrCycle, p.Name(), inst, req.Hops)
 	}
 	// The hop is a level: the peer's root sits one deeper than the
 	// delegation. The cap is inclusive, as max_depth is within one agentd.
 	depth := req.Depth + 1
 	if req.MaxDepth > 0 && depth > req.MaxDepth {
+		p.release(client, false)
 		return nil, fmt.Errorf("%w: %s would run at depth %d, past a cap of %d", a2abind.ErrDepthExhausted, p.Name(), depth, req.MaxDepth)
 	}
 	// A depth limit on the delegate travels as a tighter mesh cap.
@@ -256,11 +361,13 @@ func (p *Provider) Start(ctx context.Context, req delegate.Request) (delegate.Ru
 	r := &remoteRun{
 		span:     span,
 		p:        p,
-		client:   client,
+		held:     client,
+		client:   client.t,
 		iface:    iface,
 		handle:   req.Handle,
 		agentd:   agentd,
 		stream:   card.Capabilities.Streaming,
+		onText:   req.OnText,
 		done:     make(chan struct{}),
 		cancel:   cancel,
 		deadline: deadline,

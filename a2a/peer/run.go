@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/a2a/a2acall"
+	"github.com/agentd/agentd/a2a/a2agrpc"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 )
@@ -29,11 +31,14 @@ func (c runCancelled) Error() string { return "cancelled: " + c.reason }
 type remoteRun struct {
 	span     trace.Span // the delegation's client span; ends with the run
 	p        *Provider
+	held     *held // client's; released when the run ends
 	client   a2acall.Transport
 	iface    Interface // what client calls
 	handle   string
 	agentd   bool
 	stream   bool
+	onText   func(step int, text string) // the request's OnText; nil: not shown
+	steps    int                         // the pieces of text that started it over; the run's goroutine only
 	deadline time.Duration
 	cancel   context.CancelCauseFunc
 	done     chan struct{}
@@ -53,6 +58,7 @@ func (r *remoteRun) Cancel(reason string) { r.cancel(runCancelled{reason: reason
 
 func (r *remoteRun) loop(ctx context.Context, msg *a2a.Message) {
 	defer close(r.done)
+	defer r.p.release(r.held, false)
 	defer r.cancel(nil)
 	defer func() { endPeerSpan(r.span, r.remote(), r.result) }()
 	dctx, stop := context.WithTimeoutCause(ctx, r.deadline, errRunDeadline)
@@ -71,9 +77,10 @@ func (r *remoteRun) loop(ctx context.Context, msg *a2a.Message) {
 	case err != nil:
 		r.p.log.Warn("delegation to peer failed", "task_id", r.handle, "err", err)
 		r.result = r.partial(api.StatusCrashed, "peer "+r.p.cfg.Name+": "+err.Error())
-		if refused(err) {
-			// The peer does not speak what it was called in: say which,
-			// and what its card offers, beside its own words.
+		if refused(err) || !r.p.cardOffers(r.iface) {
+			// The peer does not speak what it was called in (or was called,
+			// pinned, in what its card does not offer, and failed): say
+			// which, and what its card offers, beside its own words.
 			r.result.Cause = api.CausePeerUnsupported
 			r.result.Detail = fmt.Sprintf("peer %s refused A2A %s over %s (%s): %v", r.p.cfg.Name, r.iface.Version, r.iface.Binding, r.p.offers(), err)
 		}
@@ -138,6 +145,7 @@ func (r *remoteRun) subscribe(ctx context.Context) {
 		if err != nil {
 			return
 		}
+		r.text(ev)
 		r.mu.Lock()
 		if t, ok := ev.(*a2a.Task); ok {
 			r.task = t
@@ -150,6 +158,34 @@ func (r *remoteRun) subscribe(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// text hands the text of a streamed piece of the remote task's artifact to
+// the request's OnText: an artifact update that appends, or that starts an
+// artifact over without being its last chunk (a peer's growing distillate:
+// agentd streams its model's text so). An update that is the whole artifact
+// at once (not appended, the last chunk: the answer written when the task
+// ends) is the result's, not shown twice, and an update an agentd peer marks
+// as another task's (a grandchild's text, api.MetaStreamTask) is not this
+// child's.
+func (r *remoteRun) text(ev a2a.Event) {
+	u, ok := ev.(*a2a.TaskArtifactUpdateEvent)
+	if !ok || r.onText == nil || u.Artifact == nil || (u.LastChunk && !u.Append) || u.Metadata[api.MetaStreamTask] != nil {
+		return
+	}
+	var b strings.Builder
+	for _, p := range u.Artifact.Parts {
+		if tp, ok := p.(a2a.TextPart); ok {
+			b.WriteString(tp.Text)
+		}
+	}
+	if b.Len() == 0 {
+		return
+	}
+	if !u.Append || r.steps == 0 {
+		r.steps++
+	}
+	r.onText(r.steps, b.String())
 }
 
 // poll reads the remote task with backoff until it ends or stops.
@@ -236,9 +272,15 @@ func stopped(s a2a.TaskState) bool {
 // refused reports whether err is the peer refusing the protocol version or
 // binding it was called in: A2A's VersionNotSupported (-32009), a method it
 // does not know (-32601: a 1.0-only peer asked in 0.3, or the reverse), or
-// an HTTP status that says the route or the content type is not served.
+// an HTTP status that says the route or the content type is not served, or
+// a gRPC status of VERSION_NOT_SUPPORTED or UNIMPLEMENTED (no such service
+// or method; a2agrpc reads the latter as a2a.ErrMethodNotFound).
 func refused(err error) bool {
 	if errors.Is(err, a2acall.ErrVersionNotSupported) || errors.Is(err, a2a.ErrMethodNotFound) {
+		return true
+	}
+	var g *a2agrpc.Error
+	if errors.As(err, &g) && g.Reason == "VERSION_NOT_SUPPORTED" {
 		return true
 	}
 	var h *a2acall.HTTPError

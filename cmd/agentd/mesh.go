@@ -110,6 +110,8 @@ func (m *meshConfig) registerPeers(ctx context.Context, router *delegate.Router,
 			if err := p.Refresh(ctx); err != nil && ctx.Err() == nil {
 				log.Warn("peer card not read yet; retried on first use", "peer", pc.Name, "err", err)
 			}
+			<-ctx.Done()
+			p.Close() // a gRPC client's connections, once its last delegation ends
 		}()
 	}
 	router.SetRules(m.Routes)

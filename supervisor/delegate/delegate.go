@@ -67,6 +67,10 @@ type Request struct {
 	// owner; "" when anonymous): what the tree stores counts against its
 	// quotas.
 	Caller string
+	// OnText, if set, is handed the delegate's text as it streams (a peer's
+	// artifact updates): step counts the pieces that start it over, text is
+	// one piece. It is shown, never part of the result. Nil: not streamed.
+	OnText func(step int, text string) `json:"-"`
 }
 
 // MeshMaxDepth is the deepest mesh depth a delegate whose root sits at depth

@@ -85,6 +85,7 @@ func (d Delegator) Delegate(ctx context.Context, provider, handle string, payloa
 		Hops:     lin.Hops,
 		Depth:    lin.Depth + payload.Depth,
 		MaxDepth: lin.MaxDepth,
+		OnText:   supervisor.RemoteText(ctx),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delegate %s to %s: %w", handle, provider, err)

@@ -182,7 +182,9 @@ answer "root saw: {transcript}"
 // The JavaScript SDK 1.3.0's server as a peer over HTTP+JSON (its
 // restHandler, which its card lists first): agentd chooses 1.0 over
 // HTTP+JSON from the card, a routed message and a spawn come back with its
-// answer, and past a deadline its task is cancelled over the binding.
+// answer, and past a deadline its task is cancelled over the binding; with
+// its 0.3 compatibility on, the same, and 0.3 pinned goes over JSON-RPC;
+// pinned to HTTP+JSON, a peer serving none refuses with a cause.
 func TestJavaScriptSDKServerAsPeerOverHTTPJSON(t *testing.T) {
 	t.Parallel()
 	js, jsOut := startJSPeerWith(t, "--rest")
@@ -210,4 +212,98 @@ answer "root saw: {transcript}"
 		t.Fatalf("past the deadline: %s %v", slow.Status.State, slow.Metadata)
 	}
 	testkit.WaitFor(t, 10*time.Second, "the JavaScript peer's cancel", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
+
+	// With its 0.3 compatibility on, the card still leads to 1.0 over
+	// HTTP+JSON, and a peer pinned to 0.3 goes over JSON-RPC.
+	compat, _ := startJSPeerWith(t, "--rest", "--compat")
+	b := startService(t, "--peer", "js="+compat, "--peer", "js03="+compat+",version=0.3")
+	for _, peer := range []string{"js", "js03"} {
+		task := sendWithMeta(t, b, "hello "+peer, map[string]any{"agentd/provider": "peer:" + peer})
+		if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hello "+peer {
+			t.Fatalf("routed to %s (0.3 compatibility on): %s %q %v", peer, task.Status.State, artifactText(task), task.Status.Message)
+		}
+	}
+	if v10, v03 := chosen(b, "js"), chosen(b, "js03"); v10 != "1.0/HTTP+JSON" || v03 != "0.3/JSONRPC" {
+		t.Fatalf("with the 0.3 compatibility on: chose %q and %q (pinned 0.3); want 1.0/HTTP+JSON and 0.3/JSONRPC", v10, v03)
+	}
+
+	// Pinned to HTTP+JSON, a peer that serves none (the sample as it ships)
+	// refuses with a cause naming the binding and what its card offers.
+	plain, _ := startJSPeer(t, false)
+	d := startService(t, "--peer", "js="+plain+",version=1.0,binding=HTTP+JSON")
+	refused := sendWithMeta(t, d, "over rest please", map[string]any{"agentd/provider": "peer:js"})
+	status := ""
+	if refused.Status.Message != nil {
+		status = refused.Status.Message.Parts[0].(a2a.TextPart).Text
+	}
+	if refused.Status.State != a2a.TaskStateFailed || refused.Metadata["agentd/cause"] != "peer_unsupported" ||
+		!strings.Contains(status, "refused A2A 1.0 over HTTP+JSON") || !strings.Contains(status, "its card offers 1.0/JSONRPC") {
+		t.Fatalf("a binding the peer does not serve: %s, cause %v, status %q", refused.Status.State, refused.Metadata["agentd/cause"], status)
+	}
+}
+
+// The JavaScript SDK 1.3.0's server as a peer over gRPC (its grpcService on
+// @grpc/grpc-js, on a port of its own, which its card lists first as
+// host:port): agentd chooses 1.0 over gRPC from the card, unpinned, and
+// calls that port on the peer's host; a routed message and a spawn come
+// back with its answer, and past a deadline its task is cancelled over the
+// binding. With the SDK's 0.3 compatibility on (its legacy gRPC service and
+// 0.3 JSON-RPC beside), the card still leads to 1.0 over gRPC, and a peer
+// pinned to 0.3 goes over JSON-RPC. Pinned to gRPC, a peer serving none
+// refuses with a cause.
+func TestJavaScriptSDKServerAsPeerOverGRPC(t *testing.T) {
+	t.Parallel()
+	js, jsOut := startJSPeerWith(t, "--grpc")
+	a := startService(t, "--peer", "js="+js,
+		"--intelligence", "builtin:script="+writeScript(t, `[depth 0]
+usage 0 0
+spawn sync "remote work" provider=peer:js
+answer "root saw: {transcript}"
+`))
+	task := sendWithMeta(t, a, "hello grpc", map[string]any{"agentd/provider": "peer:js"})
+	if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hello grpc" {
+		t.Fatalf("routed message: %s %q %v", task.Status.State, artifactText(task), task.Status.Message)
+	}
+	if got := chosen(a, "js"); got != "1.0/GRPC" {
+		t.Fatalf("agentd chose %q for the JavaScript peer, want 1.0/GRPC", got)
+	}
+	root := sendWithMeta(t, a, "go", nil)
+	if remote := nestedTask(t, a, "0.1"); root.Status.State != a2a.TaskStateCompleted || remote.Status.State != a2a.TaskStateCompleted || artifactText(remote) != "echo: remote work" {
+		t.Fatalf("spawn on the JavaScript peer: root %s %q, child %s %q", root.Status.State, artifactText(root), remote.Status.State, artifactText(remote))
+	}
+
+	c := startService(t, "--peer", "js="+js+",binding=GRPC", "--deadline", "700ms")
+	slow := sendWithMeta(t, c, "slow down", map[string]any{"agentd/provider": "peer:js"})
+	if slow.Status.State != a2a.TaskStateFailed || slow.Metadata["agentd/status"] != "deadline" {
+		t.Fatalf("past the deadline: %s %v", slow.Status.State, slow.Metadata)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the JavaScript peer's cancel", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
+
+	compat, _ := startJSPeerWith(t, "--grpc", "--compat")
+	b := startService(t, "--peer", "js="+compat, "--peer", "js03="+compat+",version=0.3")
+	for _, peer := range []string{"js", "js03"} {
+		task := sendWithMeta(t, b, "hello "+peer, map[string]any{"agentd/provider": "peer:" + peer})
+		if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "echo: hello "+peer {
+			t.Fatalf("routed to %s (0.3 compatibility on): %s %q %v", peer, task.Status.State, artifactText(task), task.Status.Message)
+		}
+	}
+	if v10, v03 := chosen(b, "js"), chosen(b, "js03"); v10 != "1.0/GRPC" || v03 != "0.3/JSONRPC" {
+		t.Fatalf("with the 0.3 compatibility on: chose %q and %q (pinned 0.3); want 1.0/GRPC and 0.3/JSONRPC", v10, v03)
+	}
+
+	// Pinned to gRPC, a peer that serves none (the SDK's sample as it
+	// ships: JSON-RPC only) is called at its URL and answers as HTTP/1.1:
+	// the delegation fails with cause peer_unsupported, its status naming
+	// the binding called, what the card offers and the transport's error.
+	plain, _ := startJSPeer(t, false)
+	d := startService(t, "--peer", "js="+plain+",version=1.0,binding=GRPC")
+	refused := sendWithMeta(t, d, "over grpc please", map[string]any{"agentd/provider": "peer:js"})
+	status := ""
+	if refused.Status.Message != nil {
+		status = refused.Status.Message.Parts[0].(a2a.TextPart).Text
+	}
+	if refused.Status.State != a2a.TaskStateFailed || refused.Metadata["agentd/cause"] != "peer_unsupported" ||
+		!strings.Contains(status, "refused A2A 1.0 over GRPC") || !strings.Contains(status, "its card offers 1.0/JSONRPC") {
+		t.Fatalf("a binding the peer does not serve: %s, cause %v, status %q", refused.Status.State, refused.Metadata["agentd/cause"], status)
+	}
 }

@@ -2,12 +2,15 @@
 // JSON-RPC handler, the in-memory task store), as its sample ships: agentd
 // delegates to it as a peer (e2e/js_peer_test.go).
 //
-//   node peer-server.mjs [--compat] [--rest]
+//   node peer-server.mjs [--compat] [--rest] [--grpc]
 //
 // It listens on a free 127.0.0.1 port and prints "listening http://..." on
 // its first line. --compat turns on the SDK's A2A 0.3 compatibility (and the
 // card lists a 0.3 JSON-RPC interface beside the 1.0 one). --rest serves the
 // SDK's HTTP+JSON handler too, at /rest, and the card lists it first.
+// --grpc serves the SDK's gRPC service (grpcService, on @grpc/grpc-js;
+// with --compat its 0.3 legacyGrpcService beside it) in plaintext on a
+// second free 127.0.0.1 port, and the card lists it first, as host:port.
 //
 // Its executor answers each message with one task: working, then an artifact
 // "echo: TEXT" (TEXT the first text part), then completed. A text starting
@@ -19,6 +22,7 @@ import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from 'a2a-
 
 const compat = process.argv.includes('--compat');
 const rest = process.argv.includes('--rest');
+const withGRPC = process.argv.includes('--grpc');
 const TASK_STATE_WORKING = 2, TASK_STATE_COMPLETED = 3, TASK_STATE_CANCELED = 5, ROLE_AGENT = 2;
 
 const cancelled = new Set();
@@ -57,12 +61,35 @@ const executor = {
   },
 };
 
+// startGRPC serves the SDK's gRPC service for the handler get returns (set
+// once the card is made) on a free loopback port, and returns the server and
+// its port; null without --grpc. The SDK's gRPC modules, and @grpc/grpc-js,
+// are loaded only then.
+async function startGRPC(get) {
+  if (!withGRPC) return null;
+  const grpc = await import('@grpc/grpc-js');
+  const { A2AService, grpcService } = await import('a2a-js-10/server/grpc');
+  const srv = new grpc.Server();
+  const lazy = (svc) => new Proxy({}, { get: (_, name) => (...args) => svc()[name](...args) });
+  srv.addService(A2AService, lazy(() => grpcService({ requestHandler: get(), userBuilder: UserBuilder.noAuthentication })));
+  if (compat) {
+    const { LegacyA2AService, legacyGrpcService } = await import('a2a-js-10/compat/v0_3/server/grpc');
+    srv.addService(LegacyA2AService, lazy(() => legacyGrpcService({ requestHandler: get(), userBuilder: UserBuilder.noAuthentication })));
+  }
+  const port = await new Promise((resolve, reject) =>
+    srv.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+  return { srv, port };
+}
+
+let handler;
+const g = await startGRPC(() => handler);
 const app = express();
 const server = app.listen(0, '127.0.0.1', () => {
   const base = `http://127.0.0.1:${server.address().port}`;
   const interfaces = [{ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }];
   if (compat) interfaces.push({ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' });
   if (rest) interfaces.unshift({ url: base + '/rest', protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' });
+  if (g) interfaces.unshift({ url: `127.0.0.1:${g.port}`, protocolBinding: 'GRPC', tenant: '', protocolVersion: '1.0' });
   const card = {
     name: 'js-peer', description: 'echoes its input (the JavaScript SDK 1.3.0 server)', version: '1.0.0',
     supportedInterfaces: interfaces, provider: undefined, documentationUrl: undefined,
@@ -70,7 +97,7 @@ const server = app.listen(0, '127.0.0.1', () => {
     securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'],
     defaultOutputModes: ['text/plain'], skills: [], signatures: [], iconUrl: undefined,
   };
-  const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor);
+  handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor);
   app.use('/.well-known/agent-card.json', agentCardHandler({
     agentCardProvider: handler, ...(compat ? { legacyCompat: { enabled: true } } : {}),
   }));
@@ -81,4 +108,7 @@ const server = app.listen(0, '127.0.0.1', () => {
   }));
   console.log('listening ' + base);
 });
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
+process.on('SIGTERM', () => {
+  g?.srv.forceShutdown();
+  server.close(() => process.exit(0));
+});
