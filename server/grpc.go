@@ -541,7 +541,7 @@ func optInt(p *int32) *int {
 // gs; an admitted one reaches it with its Identity in the context, as on the
 // JSON-RPC route. The method and the answer's code are noted for the metrics
 // (telemetry.ServeA2A).
-func grpcHTTP(a *Auth, gs *grpc.Server, log *slog.Logger) http.Handler {
+func grpcHTTP(a *Auth, gs *grpc.Server, unary *grpcUnaryServer, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		telemetry.NoteRPCMethod(w, grpcMethod(r.URL.Path))
 		if o := r.Header.Get("Origin"); o != "" && !loopback.URL(o) {
@@ -566,7 +566,11 @@ func grpcHTTP(a *Auth, gs *grpc.Server, log *slog.Logger) http.Handler {
 		var code atomic.Int64
 		code.Store(-1)
 		ctx := context.WithValue(WithIdentity(r.Context(), id, r.Header), grpcCodeKey{}, &code)
-		gs.ServeHTTP(w, r.WithContext(ctx))
+		if m, ok := unary.method(r); ok {
+			unary.serve(w, r.WithContext(ctx), m)
+		} else {
+			gs.ServeHTTP(w, r.WithContext(ctx))
+		}
 		if c := code.Load(); c >= 0 {
 			telemetry.NoteRPCCode(w, int(c))
 		}
