@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -97,7 +98,9 @@ func (u *grpcUnaryServer) serve(w http.ResponseWriter, r *http.Request, m unaryR
 		return
 	}
 	ctx = metadata.NewIncomingContext(ctx, md)
-	msg, st := u.readMessage(r.Body)
+	buf := msgBufs.Get().(*[]byte)
+	defer msgBufs.Put(buf) // the request is decoded (copied) before the handler returns
+	msg, st := u.readMessage(r.Body, *buf)
 	if st != nil {
 		grpcWriteStatus(w, st)
 		return
@@ -125,35 +128,45 @@ func (u *grpcUnaryServer) serve(w http.ResponseWriter, r *http.Request, m unaryR
 
 // readMessage reads the one length-prefixed message of a unary call's body:
 // a message over maxRecv is RESOURCE_EXHAUSTED before it is read, a missing
-// or cut one INTERNAL, as grpc's transport answers them.
-func (u *grpcUnaryServer) readMessage(body io.Reader) ([]byte, *status.Status) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(body, hdr[:]); err != nil {
+// or cut one INTERNAL, as grpc's transport answers them. A small message is
+// read in one Read (each Read of an HTTP/2 body wakes the connection's
+// serve loop to credit the flow-control window), into buf when it fits.
+func (u *grpcUnaryServer) readMessage(body io.Reader, buf []byte) ([]byte, *status.Status) {
+	n, err := io.ReadAtLeast(body, buf, 5)
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, status.New(codes.Internal, "grpc: the request has no message")
 		}
 		return nil, readStatus(err)
 	}
-	if hdr[0] != 0 {
+	if buf[0] != 0 {
 		return nil, status.New(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
 	}
-	n := binary.BigEndian.Uint32(hdr[1:])
-	if int64(n) > int64(u.maxRecv) {
-		return nil, status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, u.maxRecv)
+	size := binary.BigEndian.Uint32(buf[1:5])
+	if int64(size) > int64(u.maxRecv) {
+		return nil, status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, u.maxRecv)
 	}
-	msg := make([]byte, n)
-	if _, err := io.ReadFull(body, msg); err != nil {
+	if end := 5 + int(size); end <= n {
+		return buf[5:end], nil
+	}
+	msg := make([]byte, size)
+	got := copy(msg, buf[5:n])
+	if _, err := io.ReadFull(body, msg[got:]); err != nil {
 		return nil, readStatus(err)
 	}
 	return msg, nil
 }
+
+// msgBufs are readMessage's buffers: room for a message in one HTTP/2 DATA
+// frame of the default size.
+var msgBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // readStatus is the status of a body that could not be read.
 func readStatus(err error) *status.Status {
 	switch {
 	case isTimeout(err):
 		return status.New(codes.DeadlineExceeded, "the request was not received within the body deadline")
-	case errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return status.New(codes.Internal, "grpc: the request message is cut short")
 	}
 	return status.New(codes.Canceled, "read the request: "+err.Error())

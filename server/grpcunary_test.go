@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +228,30 @@ func TestGRPCUnaryDrain(t *testing.T) {
 	}
 	if got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID}); err != nil || got.ID != task.ID {
 		t.Fatalf("GetTask while draining: %v %v", got, err)
+	}
+}
+
+// TestGRPCUnaryLargeMessage: a message bigger than readMessage's buffer,
+// which arrives in several HTTP/2 DATA frames, is read whole: the task's
+// history holds its text, every byte.
+func TestGRPCUnaryLargeMessage(t *testing.T) {
+	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), doneExec{}, nil)
+	addr := grpcFront(t, Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})}))
+	c, err := a2agrpc.New(addr, a2agrpc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	text := strings.Repeat("0123456789abcdef", 5000) // 80,000 bytes
+	res, err := c.SendMessage(context.Background(), &a2a.MessageSendParams{Message: &a2a.Message{ID: "large", Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.TextPart{Text: text}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok || task.Status.State != a2a.TaskStateCompleted || len(task.History) == 0 {
+		t.Fatalf("SendMessage: %#v", res)
+	}
+	if p, ok := task.History[0].Parts[0].(a2a.TextPart); !ok || p.Text != text {
+		t.Fatalf("the stored message's first part is not the text sent (%T)", task.History[0].Parts[0])
 	}
 }
