@@ -38,8 +38,10 @@ import (
 
 // The gRPC binding of A2A 1.0 (service lf.a2a.v1.A2AService), served on the
 // main listener beside JSON-RPC: a request over HTTP/2 whose Content-Type is
-// application/grpc goes to a grpc.Server through its ServeHTTP, so it shares
-// the listener's TLS (ALPN h2), connection budgets and body deadline. Every
+// application/grpc is served on it, a unary RPC by grpcUnaryServer
+// (grpcunary.go), a streaming one by a grpc.Server through its ServeHTTP, so
+// it shares the listener's TLS (ALPN h2), connection budgets and body
+// deadline. Every
 // RPC is the JSON-RPC 1.0 method of the same name: the request becomes the
 // same a2av1 value (a2agrpc), meets the same checks (the message size limit,
 // the reserved metadata), reaches the same RequestHandler, and its errors are
@@ -538,10 +540,10 @@ func optInt(p *int32) *int {
 // grpcHTTP serves gRPC calls under a's authentication: a caller refused is
 // answered UNAUTHENTICATED (no or bad credentials) or PERMISSION_DENIED (an
 // identity the policy does not allow, a non-loopback Origin) without reaching
-// gs; an admitted one reaches it with its Identity in the context, as on the
-// JSON-RPC route. The method and the answer's code are noted for the metrics
+// a method; an admitted one reaches unary (a unary RPC) or gs (any other
+// call) with its Identity in the context, as on the JSON-RPC route. The method and the answer's code are noted for the metrics
 // (telemetry.ServeA2A).
-func grpcHTTP(a *Auth, gs *grpc.Server, log *slog.Logger) http.Handler {
+func grpcHTTP(a *Auth, gs *grpc.Server, unary *grpcUnaryServer, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		telemetry.NoteRPCMethod(w, grpcMethod(r.URL.Path))
 		if o := r.Header.Get("Origin"); o != "" && !loopback.URL(o) {
@@ -566,7 +568,11 @@ func grpcHTTP(a *Auth, gs *grpc.Server, log *slog.Logger) http.Handler {
 		var code atomic.Int64
 		code.Store(-1)
 		ctx := context.WithValue(WithIdentity(r.Context(), id, r.Header), grpcCodeKey{}, &code)
-		gs.ServeHTTP(w, r.WithContext(ctx))
+		if m, ok := unary.method(r); ok {
+			unary.serve(w, r.WithContext(ctx), m)
+		} else {
+			gs.ServeHTTP(w, r.WithContext(ctx))
+		}
 		if c := code.Load(); c >= 0 {
 			telemetry.NoteRPCCode(w, int(c))
 		}

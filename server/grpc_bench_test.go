@@ -20,7 +20,7 @@ import (
 
 // BenchmarkGRPCSendMessage is one blocking SendMessage over the gRPC
 // binding on loopback h2c, with the engine of BenchmarkMessageSend: through
-// the front (net/http's HTTP/2 server, grpc's ServeHTTP, authentication), and,
+// the front (net/http's HTTP/2 server, authentication, grpcUnaryServer), and,
 // for comparison, through grpc's own HTTP/2 transport serving the same
 // service (grpc.Server.Serve, no front), which the binding does not use; the
 // difference is what serving gRPC on the front's listener costs.
