@@ -14,7 +14,7 @@ MCP_DEPS := cmd/agentd/e2e/mcp/node_modules/.installed
 # the stripped binary (docs/dependencies.md).
 GO_TAGS  := grpcnotrace
 
-.PHONY: all build run test test-deps pg-deps e2e-mcp-deps chromium lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 tck-1.0-dev test-spire spire proto
+.PHONY: all build image run test test-deps pg-deps e2e-mcp-deps chromium lint vet fmt-check staticcheck unit deploy-test fuzz bench bench-go clean tck tck-1.0 tck-1.0-dev test-spire spire proto
 
 all: build
 
@@ -23,6 +23,31 @@ build:
 
 run: build
 	./$(BIN) serve --listen $(LISTEN)
+
+# image: the container image IMAGE, built by podman (daemonless; installed
+# from Debian when missing, as root, with runc, which it runs containers
+# with here) without a registry: deploy/Containerfile.local puts a static
+# binary (CGO_ENABLED=0, stripped, GO_TAGS, as deploy/Dockerfile's stage 1
+# builds it), the host's CA bundle and a passwd naming uid 65532 on an empty
+# base, from the context IMAGE_CTX. deploy/Dockerfile's two stages build the
+# same image where golang and distroless are reachable. podman reads
+# CONTAINERS_CONF when it is set (the image test's runtime and ulimits).
+VERSION   ?= 0.1.0
+IMAGE     ?= localhost/agentd:$(VERSION)
+IMAGE_CTX ?= bin/image
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+image:
+	@command -v podman >/dev/null || { \
+		if [ "$$(id -u)" != 0 ]; then echo "podman is missing: as root, run apt-get update && apt-get install -y podman runc"; exit 1; fi; \
+		apt-cache policy podman 2>/dev/null | grep -q 'Candidate: [0-9]' || { $(APT_UPDATE); }; \
+		$(APT_INSTALL) podman runc; }
+	@test -s $(CA_BUNDLE) || { echo "$(CA_BUNDLE) is missing: the image carries the host's CA bundle (apt-get install ca-certificates)"; exit 1; }
+	rm -rf $(IMAGE_CTX) && mkdir -p $(IMAGE_CTX)
+	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o $(IMAGE_CTX)/agentd ./cmd/agentd
+	cp $(CA_BUNDLE) $(IMAGE_CTX)/ca-certificates.crt
+	printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > $(IMAGE_CTX)/passwd
+	printf 'root:x:0:\nnonroot:x:65532:\n' > $(IMAGE_CTX)/group
+	podman build --pull=never -f deploy/Containerfile.local -t $(IMAGE) $(IMAGE_CTX)
 
 # test: formatting, vet, staticcheck, then every package with the race detector (after
 # installing the npm packages the e2e tests drive agentd with), then the

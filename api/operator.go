@@ -16,14 +16,13 @@ const (
 	// OpCloseBreaker closes a restart breaker: params CloseBreakerParams,
 	// result CloseBreakerResult.
 	OpCloseBreaker = "a2a.CloseBreaker"
-	// OpAudit lists the audit trail of operator actions, newest first
-	// (listed in OperatorMethods once served):
+	// OpAudit lists the audit trail of operator actions, newest first:
 	// params AuditParams, result AuditResult.
 	OpAudit = "a2a.Audit"
 )
 
 // OperatorMethods lists the operator methods in a stable order.
-var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker}
+var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker, OpAudit}
 
 // DrainParams asks the service to drain, as the first SIGTERM does. DeadlineMS,
 // when set, is the drain budget in milliseconds instead of --drain-timeout; it
@@ -301,7 +300,9 @@ const (
 // AuditRecord is one operator action: who (the caller's identity), what
 // (the a2a.* method or console action), on what (its target: a task, a
 // path, a breaker's key; empty for service-wide ones), and how it ended
-// (Outcome "ok" or "error", Detail the error's text).
+// (Outcome "ok" or "error", Detail the error's text, or the params of an
+// action that succeeded). Caller is "anonymous" for the unauthenticated
+// caller of the development mode.
 type AuditRecord struct {
 	Time     time.Time `json:"time"`
 	Caller   string    `json:"caller"`

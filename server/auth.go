@@ -189,7 +189,10 @@ func (a *Auth) authorize(id *Identity) (*Identity, int, string) {
 // outcome: ok, error (the method failed: bad params, a refused value) or
 // refused (the caller is not an operator and got -32601); unless ok, code
 // (the JSON-RPC error code) and err; and params, the params as sent (at most
-// maxAuditParams bytes). ok and error are logged at info, refused at warn.
+// maxAuditParams bytes); target, what it acts on (a2a.Cancel's handle,
+// a2a.CloseBreaker's key; "" for the service-wide methods). ok and error are
+// logged at info, refused at warn. An operator's actions are also stored
+// (Operator.Audit, audit.go).
 const LogOperatorCall = "operator call"
 
 // maxAuditParams bounds the params an audit record quotes.
@@ -229,7 +232,7 @@ func auditCall(ctx context.Context, log *slog.Logger, method string, id *Identit
 	if len(p) > maxAuditParams {
 		p = p[:maxAuditParams] + "..."
 	}
-	attrs := []any{"method", method, "spiffe_id", id.ID, "caller_auth", id.Auth, "role", id.Role.String(), "outcome", outcome, "params", p}
+	attrs := []any{"method", method, "spiffe_id", id.ID, "caller_auth", id.Auth, "role", id.Role.String(), "target", auditTarget(method, params), "outcome", outcome, "params", p}
 	level := slog.LevelInfo
 	if outcome == "refused" {
 		level = slog.LevelWarn

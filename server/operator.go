@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/supervisor"
@@ -24,11 +26,22 @@ type Operator struct {
 	// Admission, if set, is the service's admission control: a2a.Tree and
 	// a2a.Caps show it and a2a.Caps adjusts its bounds.
 	Admission *admit.Controller
+	// Audit, if set, keeps the audit trail: each operator action is
+	// appended to it (audit.go) and a2a.Audit reads it. Without it a2a.Audit
+	// answers that there is none.
+	Audit tasks.Auditor
+	// Instance names this replica in the records it appends.
+	Instance string
+	// Now is the records' clock; default time.Now.
+	Now func() time.Time
+	// Log receives a warning for a record the store refused; nil discards.
+	Log *slog.Logger
 }
 
 // Methods returns the operator methods by name, for Config.Methods.
+// Each call that acts is appended to Audit (audit.go).
 func (o *Operator) Methods() map[string]Method {
-	return map[string]Method{
+	m := map[string]Method{
 		api.OpDrain:    o.drain,
 		api.OpLameDuck: o.lameDuck,
 		api.OpPause:    o.pause,
@@ -36,9 +49,14 @@ func (o *Operator) Methods() map[string]Method {
 		api.OpCancel:   o.cancel,
 		api.OpTree:     o.tree,
 		api.OpCaps:     o.caps,
+		api.OpAudit:    o.audit,
 
 		api.OpCloseBreaker: o.closeBreaker,
 	}
+	for name, f := range m {
+		m[name] = o.recorded(name, f)
+	}
+	return m
 }
 
 // decodeOptional decodes params that may be absent (or null) into v, strictly:

@@ -35,9 +35,13 @@ type MemoryStore struct {
 	led       *budget.Ledger[a2a.TaskID]
 	retention time.Duration
 	now       func() time.Time
+	audit     auditTrail // the operators' audit trail (Auditor)
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store   = (*MemoryStore)(nil)
+	_ Auditor = (*MemoryStore)(nil)
+)
 
 // messageKey is a caller's message id: a task's idempotency key.
 type messageKey struct{ owner, id string }
@@ -78,6 +82,10 @@ type MemoryLimits struct {
 	// Retention is how long a finished task is kept; 0 keeps it until it is
 	// evicted.
 	Retention time.Duration
+	// AuditKeep and AuditMaxAge bound the audit trail (Auditor); default
+	// DefaultAuditKeep and DefaultAuditMaxAge.
+	AuditKeep   int
+	AuditMaxAge time.Duration
 }
 
 func (l MemoryLimits) withDefaults() MemoryLimits {
@@ -119,6 +127,7 @@ func NewMemoryStoreLimits(l MemoryLimits) *MemoryStore {
 		led:       budget.New[a2a.TaskID](budget.Limits{MaxCount: l.Capacity, MaxBytes: l.Bytes, QuotaCount: l.QuotaTasks, QuotaBytes: l.QuotaBytes}),
 		retention: l.Retention,
 		now:       time.Now,
+		audit:     auditTrail{keep: l.AuditKeep, maxAge: l.AuditMaxAge},
 	}
 }
 

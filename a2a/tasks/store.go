@@ -2,12 +2,17 @@ package tasks
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
 )
 
@@ -330,4 +335,85 @@ type SharedQueue interface {
 	// Runner returns the process that runs an unfinished task, "" for one
 	// queued or finished.
 	Runner(ctx context.Context, id a2a.TaskID) (string, error)
+}
+
+// Auditor is implemented by a store that keeps the audit trail of operator
+// actions (a2a.Audit reads it): every store agentd ships does, so replicas
+// on one PostgreSQL share one trail. The trail is bounded: a store keeps at
+// most its AuditKeep newest records (default DefaultAuditKeep) and none
+// older than its AuditMaxAge (default DefaultAuditMaxAge) by its clock;
+// AppendAudit drops the others. Implementations are safe for concurrent
+// use.
+type Auditor interface {
+	// AppendAudit adds a record to the trail (its text made storable by
+	// CleanAudit).
+	AppendAudit(ctx context.Context, r api.AuditRecord) error
+	// ListAudit returns a page of the trail, newest first (the order of
+	// AppendAudit), of at most q.Limit records (the caller checked it is in
+	// 1..api.MaxAuditLimit); q.Method and q.Caller, when set, match
+	// exactly, and a filter no store can hold (Storable) matches nothing.
+	// q.Before is the Next of an earlier page; one the store did not issue
+	// is an error wrapping ErrAuditCursor and a2a.ErrInvalidParams.
+	ListAudit(ctx context.Context, q api.AuditParams) (api.AuditResult, error)
+}
+
+// Retention of the audit trail (Auditor): a store's defaults.
+const (
+	DefaultAuditKeep   = 10000
+	DefaultAuditMaxAge = 90 * 24 * time.Hour
+)
+
+// MaxAuditDetail bounds the bytes of an audit record's Detail and Target as
+// stored (CleanAudit).
+const MaxAuditDetail = 1024
+
+// ErrAuditCursor is wrapped (with a2a.ErrInvalidParams) by ListAudit's
+// refusal of a Before it did not issue.
+var ErrAuditCursor = errors.New("tasks: not a cursor of the audit trail")
+
+// auditCursorPrefix marks the cursors of the audit trail.
+const auditCursorPrefix = "audit."
+
+// AuditCursor is the opaque cursor of the records older than the one at
+// seq, the position of a record in a store's trail (increasing).
+func AuditCursor(seq int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(auditCursorPrefix + strconv.FormatInt(seq, 10)))
+}
+
+// ParseAuditCursor returns the position of an AuditCursor; any other text
+// is an error wrapping ErrAuditCursor and a2a.ErrInvalidParams.
+func ParseAuditCursor(s string) (int64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		if rest, ok := strings.CutPrefix(string(b), auditCursorPrefix); ok {
+			if seq, err := strconv.ParseInt(rest, 10, 64); err == nil && seq > 0 {
+				return seq, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%w: %w (before %.40q)", ErrAuditCursor, a2a.ErrInvalidParams, s)
+}
+
+// CleanAudit returns r with text every store holds: invalid UTF-8 and NUL
+// bytes replaced by U+FFFD, Target and Detail cut to MaxAuditDetail bytes.
+func CleanAudit(r api.AuditRecord) api.AuditRecord {
+	clean := func(s string, max int) string {
+		s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+		if max > 0 && len(s) > max {
+			cut := max
+			for cut > 0 && !utf8.RuneStart(s[cut]) {
+				cut--
+			}
+			s = s[:cut] + "…"
+		}
+		return s
+	}
+	r.Caller = clean(r.Caller, MaxAuditDetail)
+	r.Method = clean(r.Method, MaxAuditDetail)
+	r.Target = clean(r.Target, MaxAuditDetail)
+	r.Outcome = clean(r.Outcome, MaxAuditDetail)
+	r.Detail = clean(r.Detail, MaxAuditDetail)
+	r.Instance = clean(r.Instance, MaxAuditDetail)
+	r.Time = r.Time.UTC()
+	return r
 }

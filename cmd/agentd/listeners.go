@@ -49,7 +49,8 @@ func (s *service) openFront(c *serveConfig, id *identity, router *delegate.Route
 		return id.ready() && !s.drainer.Draining() && lameDuck.Ready() && s.tools.ready()
 	}
 	metrics := newMetrics(s.sup, router, s.engine, s.admission.ctrl)
-	op := &server.Operator{Sup: s.sup, InFlight: s.engine.InFlight, Drain: s.drainer, LameDuck: lameDuck, Admission: s.admission.ctrl}
+	op := &server.Operator{Sup: s.sup, InFlight: s.engine.InFlight, Drain: s.drainer, LameDuck: lameDuck, Admission: s.admission.ctrl,
+		Audit: s.auditor, Instance: instance, Log: s.log}
 	var ui *console.Console
 	if c.Console {
 		ui = newConsole(consoleParts{sup: s.sup, engine: s.engine, lameDuck: lameDuck, recent: recent, admission: s.admission.ctrl, taskCapacity: c.TaskCapacity}, s.log)

@@ -64,6 +64,7 @@ type service struct {
 	agents    *declared // --agents, reloaded on SIGHUP; nil without
 	closers   closers
 	engine    *tasks.Engine
+	auditor   tasks.Auditor // the store's audit trail of operator actions; nil if it keeps none
 	admission *admission
 	drainer   *server.Drainer
 	main      *endpoint
@@ -123,6 +124,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		return nil, err
 	}
 	blobs, _ := store.(blob.Backend)
+	s.auditor, _ = store.(tasks.Auditor)
 	if l, ok := store.(interface{ LeaseTTL() time.Duration }); ok {
 		s.lease = l.LeaseTTL() / 2
 	}

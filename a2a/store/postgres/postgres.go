@@ -64,6 +64,12 @@ type Options struct {
 	// (default 10000; 0 keeps finished tasks until capacity evicts them).
 	Capacity  int
 	Retention time.Duration
+	// AuditKeep and AuditMaxAge bound the audit trail of operator actions
+	// (tasks.Auditor): at most AuditKeep records, none older than
+	// AuditMaxAge; default tasks.DefaultAuditKeep and
+	// tasks.DefaultAuditMaxAge.
+	AuditKeep   int
+	AuditMaxAge time.Duration
 	// Bytes bounds the bytes of the tasks' snapshots and retained payloads
 	// (0: no byte bound; a running task's payload, which repeats its
 	// message, counts once beside its snapshot: the larger of the two; a

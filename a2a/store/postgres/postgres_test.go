@@ -20,7 +20,7 @@ import (
 
 func open(t *testing.T, dsn string, cfg storetest.Config) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), dsn, Options{Capacity: cfg.Capacity, Retention: cfg.Retention, QuotaTasks: cfg.QuotaTasks, Bytes: cfg.Bytes, Now: cfg.Clock, LeaseTTL: 3 * time.Second})
+	s, err := Open(context.Background(), dsn, Options{Capacity: cfg.Capacity, Retention: cfg.Retention, QuotaTasks: cfg.QuotaTasks, Bytes: cfg.Bytes, Now: cfg.Clock, LeaseTTL: 3 * time.Second, AuditKeep: cfg.AuditKeep, AuditMaxAge: cfg.AuditMaxAge})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,12 @@ type Options struct {
 	// Retention is how long a finished task stays; 0 keeps it until
 	// Capacity pushes it out.
 	Retention time.Duration
+	// AuditKeep and AuditMaxAge bound the audit trail of operator actions
+	// (tasks.Auditor): at most AuditKeep records, none older than
+	// AuditMaxAge; default tasks.DefaultAuditKeep and
+	// tasks.DefaultAuditMaxAge.
+	AuditKeep   int
+	AuditMaxAge time.Duration
 	// Now is the store's clock (retention, eviction order); default
 	// time.Now.
 	Now func() time.Time

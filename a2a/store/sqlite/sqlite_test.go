@@ -20,7 +20,7 @@ import (
 
 func open(t *testing.T, dir string, cfg storetest.Config) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), dir, Options{Capacity: cfg.Capacity, Retention: cfg.Retention, QuotaTasks: cfg.QuotaTasks, Bytes: cfg.Bytes, Now: cfg.Clock})
+	s, err := Open(context.Background(), dir, Options{Capacity: cfg.Capacity, Retention: cfg.Retention, QuotaTasks: cfg.QuotaTasks, Bytes: cfg.Bytes, Now: cfg.Clock, AuditKeep: cfg.AuditKeep, AuditMaxAge: cfg.AuditMaxAge})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,9 @@ type Config struct {
 	Bytes int64
 	// Clock is the store's clock for retention and eviction order.
 	Clock func() time.Time
+	// AuditKeep and AuditMaxAge bound the audit trail (tasks.Auditor).
+	AuditKeep   int
+	AuditMaxAge time.Duration
 }
 
 // Backend opens the stores of one implementation for the suite.
@@ -77,6 +80,8 @@ func Run(t *testing.T, b Backend) {
 		{"EndJournal", testEndJournal},
 		{"BlobCallers", testBlobCallers},
 		{"UnstorableText", testUnstorableText},
+		{"Audit", testAudit},
+		{"AuditRetention", testAuditRetention},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })

@@ -12,6 +12,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/cmd/agentd/internal/cli"
@@ -117,6 +119,31 @@ var ctlMethods = map[string]ctlMethod{
 			return func(map[string]bool) map[string]any { return map[string]any{"key": *key} }
 		},
 		result: func() any { return &api.CloseBreakerResult{} },
+	},
+	api.OpAudit: {
+		summary: "list the audit trail of operator actions, newest first (--before NEXT for the next page)",
+		flags: func(f *cli.Flags) func(map[string]bool) map[string]any {
+			limit := f.Int("limit", 0, fmt.Sprintf("records per page, at most %d (default %d)", api.MaxAuditLimit, api.DefaultAuditLimit))
+			before := f.String("before", "", "the next cursor a page printed: the records older than that page")
+			method := f.String("method", "", "only this method's records (exactly, such as a2a.Cancel)")
+			caller := f.String("caller", "", "only this caller's records (exactly: a SPIFFE ID, token:NAME or anonymous)")
+			return func(set map[string]bool) map[string]any {
+				p := map[string]any{}
+				if set["limit"] {
+					p["limit"] = *limit
+				}
+				for n, v := range map[string]string{"before": *before, "method": *method, "caller": *caller} {
+					if v != "" {
+						p[n] = v
+					}
+				}
+				if len(p) == 0 {
+					return nil
+				}
+				return p
+			}
+		},
+		result: func() any { return &api.AuditResult{} },
 	},
 }
 
@@ -242,6 +269,8 @@ func Ctl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		r.Admission = nil
 		printFields(stdout, r)
 		printAdmission(stdout, adm)
+	case *api.AuditResult:
+		printAudit(stdout, r)
 	case *api.CloseBreakerResult:
 		fmt.Fprintf(stdout, "key: %s\nknown: %v\nwas_open: %v\nwas: %s\n", r.Key, r.Known, r.WasOpen, r.Was)
 		printBreakers(stdout, []api.Breaker{r.Breaker}, time.Now())
@@ -349,6 +378,7 @@ func printTree(w io.Writer, t *api.TreeResult, now time.Time) {
 		}
 		if n.Kind == "exec" {
 			fmt.Fprintf(w, "%s%s  %s  [%s]  pid %s  exec  deadline in %s\n", prefix, n.AgentPath, n.TaskID, n.Status, pid, left)
+			printObjective(w, level, n.Objective)
 			continue
 		}
 		tokens := fmt.Sprint(n.Usage.Tokens())
@@ -367,7 +397,63 @@ func printTree(w io.Writer, t *api.TreeResult, now time.Time) {
 		}
 		fmt.Fprintf(w, "%s%s  %s  [%s]  pid %s  depth %d  steps %d  tokens %s  deadline in %s  via %s%s\n",
 			prefix, n.AgentPath, n.TaskID, n.Status, pid, n.Depth, n.Usage.Steps, tokens, left, n.Provider, detect)
+		printObjective(w, level, n.Objective)
 	}
+}
+
+// maxObjectiveLine is how many characters of a node's objective the tree
+// shows.
+const maxObjectiveLine = 96
+
+// printObjective prints a node's objective under its line, indented to its
+// level, on one line cut to maxObjectiveLine characters; nothing when it is
+// empty.
+func printObjective(w io.Writer, level int, objective string) {
+	if o := oneLine(objective, maxObjectiveLine); o != "" {
+		fmt.Fprintf(w, "%s   objective: %s\n", strings.Repeat("   ", level), o)
+	}
+}
+
+// printAudit prints one line per audit record, then the next page's cursor.
+func printAudit(w io.Writer, r *api.AuditResult) {
+	if len(r.Records) == 0 {
+		fmt.Fprintln(w, "no audit records")
+	}
+	for _, a := range r.Records {
+		line := fmt.Sprintf("%s  %s  %s", a.Time.Format(time.RFC3339), oneLine(a.Caller, 200), oneLine(a.Method, 60))
+		if a.Target != "" {
+			line += "  target " + oneLine(a.Target, 80)
+		}
+		line += "  " + oneLine(a.Outcome, 20)
+		if a.Detail != "" {
+			line += "  " + oneLine(a.Detail, 120)
+		}
+		if a.Instance != "" {
+			line += "  on " + oneLine(a.Instance, 80)
+		}
+		fmt.Fprintln(w, line)
+	}
+	if r.Next != "" {
+		fmt.Fprintf(w, "next: --before %s\n", r.Next)
+	}
+}
+
+// oneLine returns s on one line (each run of white space, line breaks
+// included, one space; any other control character, such as a terminal's
+// escape, U+FFFD), cut to at most n characters with an ellipsis.
+func oneLine(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && !unicode.IsSpace(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
 }
 
 // printAdmission prints the admission gauges on a few lines; nothing without

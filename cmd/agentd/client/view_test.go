@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentd/agentd/a2a/a2av1"
 	"github.com/agentd/agentd/api"
@@ -39,7 +40,7 @@ func TestPrintSnapshot(t *testing.T) {
 		Gauges: []console.Gauge{{Name: "task store", Value: 3, Max: 10}, {Name: "tasks in flight", Value: 1}},
 	}}
 	var b bytes.Buffer
-	printSnapshot(&b, ev, "http://127.0.0.1:8080")
+	printSnapshot(&b, ev, "http://127.0.0.1:8080", ev.At)
 	out := b.String()
 	for _, want := range []string{
 		"2 live subagents (running)",
@@ -95,5 +96,83 @@ func TestPathLess(t *testing.T) {
 	sort.Slice(paths, func(i, j int) bool { return pathLess(paths[i], paths[j]) })
 	if got := strings.Join(paths, " "); got != "0 0.1 0.1.3 0.2 0.2.1 0.10" {
 		t.Fatalf("order %s", got)
+	}
+}
+
+// TestWatchTicks: on a terminal the watch redraws its last snapshot on each
+// tick with its ages advanced by the time passed since it arrived (issue 34:
+// "last event 0s ago" froze on a quiet child), and shows each node's
+// objective on one line, cut; off a terminal a tick draws nothing (each
+// snapshot is printed once). The clock is fake: no wall time is measured.
+func TestWatchTicks(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	local := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) // skewed from the server's clock on purpose
+	long := "summarise the logs\nof every\tservice " + strings.Repeat("and more ", 30)
+	ev := &console.Event{At: at, Snapshot: console.Snapshot{TreeResult: api.TreeResult{Nodes: []api.TreeNode{
+		{AgentPath: "0", TaskID: "root", PID: 10, Status: "running", Deadline: at.Add(time.Minute), Provider: "local",
+			Health: "busy_healthy", LastProgress: &at, Objective: long},
+		{AgentPath: "0.1", TaskID: "kid", ParentTaskID: "root", Depth: 1, Status: "running", Deadline: at.Add(time.Minute), Provider: "local",
+			Objective: "read \x1b[2Jthe file"},
+	}}}}
+	for _, tty := range []bool{true, false} {
+		var b bytes.Buffer
+		now := local
+		v := &treeView{w: &b, base: "http://127.0.0.1:8080", tty: tty, now: func() time.Time { return now }}
+		if err := v.tick(); err != nil || b.Len() != 0 {
+			t.Fatalf("tty %v: a tick before any snapshot drew %q (%v)", tty, b.String(), err)
+		}
+		if err := v.snapshot(ev); err != nil {
+			t.Fatal(err)
+		}
+		first := b.String()
+		for _, want := range []string{
+			"(last event 0s ago)", "deadline in 1m0s",
+			"\n   objective: summarise the logs of every service and more and more",
+			"\n      objective: read \uFFFD[2Jthe file\n",
+		} {
+			if !strings.Contains(first, want) {
+				t.Errorf("tty %v: the first draw lacks %q:\n%s", tty, want, first)
+			}
+		}
+		for _, line := range strings.Split(first, "\n") {
+			if strings.Contains(line, "objective: summarise") && utf8.RuneCountInString(strings.TrimSpace(line)) > len("objective: ")+maxObjectiveLine {
+				t.Errorf("the objective's line is not cut: %q", line)
+			}
+		}
+		b.Reset()
+		now = now.Add(7 * time.Second)
+		if err := v.tick(); err != nil {
+			t.Fatal(err)
+		}
+		got := b.String()
+		if !tty {
+			if got != "" {
+				t.Fatalf("off a terminal a tick drew:\n%s", got)
+			}
+			continue
+		}
+		for _, want := range []string{"\x1b[H\x1b[2J", "at " + at.Add(7*time.Second).Local().Format("15:04:05"), "(last event 7s ago)", "deadline in 53s"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("the tick's draw lacks %q:\n%s", want, got)
+			}
+		}
+	}
+}
+
+// TestPrintAudit: a page of the audit trail, one line a record, hostile
+// text (a terminal escape, line breaks) made harmless, then the next
+// page's flag.
+func TestPrintAudit(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var b bytes.Buffer
+	printAudit(&b, &api.AuditResult{Records: []api.AuditRecord{
+		{Time: at, Caller: "token:admin", Method: api.OpCancel, Target: "t1", Outcome: "ok", Detail: `{"handle":"t1"}`, Instance: "i1"},
+		{Time: at, Caller: "spiffe://x/\x1b[31mred", Method: api.OpCaps, Outcome: "error", Detail: "invalid params:\nmax_depth"},
+	}, Next: "CURSOR"})
+	want := "2026-01-02T03:04:05Z  token:admin  a2a.Cancel  target t1  ok  {\"handle\":\"t1\"}  on i1\n" +
+		"2026-01-02T03:04:05Z  spiffe://x/\uFFFD[31mred  a2a.Caps  error  invalid params: max_depth\n" +
+		"next: --before CURSOR\n"
+	if b.String() != want {
+		t.Fatalf("audit page:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

@@ -301,3 +301,43 @@ func TestOperatorDrainRefusesNewWorkAndExits(t *testing.T) {
 		t.Error("the drain did not escalate to SIGKILL for the stopped child")
 	}
 }
+
+// TestOperatorAuditTrail: `agentd serve` keeps each operator action in its
+// task store's audit trail (the default store, SQLite), and `agentd ctl
+// a2a.Audit` pages through it, newest first, filtered by method and caller
+// (issue 34.4); a peer's refused call is not in it.
+func TestOperatorAuditTrail(t *testing.T) {
+	t.Parallel()
+	s := startOpService(t)
+	ctl := func(args ...string) string {
+		t.Helper()
+		out, err := agentdCommand(t, append(append([]string{"ctl"}, args...), "--to", s.url, "--token-file", s.tokenFile)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	ctl("a2a.LameDuck")
+	ctl("a2a.LameDuck", "--ready")
+	ctl("a2a.Cancel", "--handle", "no-such-task", "--reason", "audit test")
+	ctl("a2a.Tree")
+	if r, err := callRPC(t, http.DefaultClient, s.url, api.OpPause, nil, peerAuth); err != nil || r.Error == nil || r.Error.Code != -32601 {
+		t.Fatalf("a peer's a2a.Pause: %v %+v", err, r.Error)
+	}
+	page := ctl("a2a.Audit", "--limit", "2")
+	lines := strings.Split(strings.TrimSpace(page), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "  token:admin  a2a.Cancel  target no-such-task  ok  ") ||
+		!strings.Contains(lines[1], "  token:admin  a2a.LameDuck  ok  {\"ready\":true}") || !strings.HasPrefix(lines[2], "next: --before ") {
+		t.Fatalf("the first page:\n%s", page)
+	}
+	rest := ctl("a2a.Audit", "--before", strings.TrimPrefix(lines[2], "next: --before "))
+	if lines := strings.Split(strings.TrimSpace(rest), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "  token:admin  a2a.LameDuck  ok  {\"ready\":false}  on ") {
+		t.Fatalf("the second page:\n%s", rest)
+	}
+	if got := ctl("a2a.Audit", "--method", "a2a.Cancel", "--caller", "token:admin"); strings.Count(got, "\n") != 1 || !strings.Contains(got, "a2a.Cancel") {
+		t.Fatalf("filtered:\n%s", got)
+	}
+	if got := ctl("a2a.Audit", "--caller", "' OR 1=1 --"); strings.TrimSpace(got) != "no audit records" {
+		t.Fatalf("a hostile caller filter:\n%s", got)
+	}
+}
