@@ -272,7 +272,9 @@ func (s *MemoryStore) List(_ context.Context, q ListQuery) (ListPage, error) {
 		if (!q.AnyOwner && st.owner != q.Owner) ||
 			(q.ContextID != "" && t.ContextID != q.ContextID) ||
 			(q.State != "" && t.Status.State != q.State) ||
-			(!q.UpdatedAfter.IsZero() && stamp(t).Before(q.UpdatedAfter)) {
+			(!q.UpdatedAfter.IsZero() && stamp(t).Before(q.UpdatedAfter)) ||
+			(!q.UpdatedBefore.IsZero() && !stamp(t).Before(q.UpdatedBefore)) ||
+			(q.Text != "" && !containsText(t, q.Text)) {
 			continue
 		}
 		matched = append(matched, t)

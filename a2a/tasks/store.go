@@ -121,6 +121,14 @@ type ListQuery struct {
 	ContextID    string        // only this context, when set
 	State        a2a.TaskState // only this state, when set
 	UpdatedAfter time.Time     // only tasks whose status changed at or after this, when set (a2a.proto: "greater than or equal to")
+	// UpdatedBefore, when set, keeps only tasks whose status changed
+	// before it (the console's time range).
+	UpdatedBefore time.Time
+	// Text, when set, keeps only tasks whose stored snapshot (the task's
+	// A2A JSON: its id, its objective and every other message, artifact
+	// and metadata value) contains it, ignoring the case of ASCII letters.
+	// It is data, never a pattern: no character is special.
+	Text string
 	PageSize     int           // 1..MaxPageSize; 0 means DefaultPageSize (to Engine.ListTasks)
 	PageToken    string        // from a previous page's NextPageToken
 	// HistoryLength, when set, keeps at most that many history messages of

@@ -322,6 +322,20 @@ func testListFilters(t *testing.T, b Backend) {
 		// UpdatedAfter keeps a task updated at exactly that time.
 		{tasks.ListQuery{UpdatedAfter: c.now().Add(4 * time.Second)}, "[t1 t5 t4]"},
 		{tasks.ListQuery{ContextID: "none"}, "[]"},
+		// UpdatedBefore drops a task updated at exactly that time.
+		{tasks.ListQuery{UpdatedBefore: c.now().Add(2 * time.Second)}, "[t0]"}, // t1 moved on
+		{tasks.ListQuery{UpdatedAfter: c.now().Add(2 * time.Second), UpdatedBefore: c.now().Add(4 * time.Second)}, "[t3 t2]"},
+		// Text: the objective's text or the id, ASCII case folded, no
+		// character special; hostile text selects nothing and breaks nothing.
+		{tasks.ListQuery{Text: "DO T4"}, "[t4]"},
+		{tasks.ListQuery{Text: "t3"}, "[t3]"},
+		{tasks.ListQuery{Text: "do t", State: a2a.TaskStateCompleted}, "[t1]"},
+		{tasks.ListQuery{Text: "%"}, "[]"},
+		{tasks.ListQuery{Text: "_"}, "[]"},
+		{tasks.ListQuery{Text: "' OR 1=1 --"}, "[]"},
+		{tasks.ListQuery{Text: "\x00\u0000"}, "[]"},
+		{tasks.ListQuery{Text: "a\x00b"}, "[]"},
+		{tasks.ListQuery{Text: "\xff\xfe"}, "[]"},
 	} {
 		q.q.PageSize = tasks.DefaultPageSize
 		page, err := s.List(ctx, q.q)
