@@ -128,9 +128,9 @@ type ListQuery struct {
 	// A2A JSON: its id, its objective and every other message, artifact
 	// and metadata value) contains it, ignoring the case of ASCII letters.
 	// It is data, never a pattern: no character is special.
-	Text string
-	PageSize     int           // 1..MaxPageSize; 0 means DefaultPageSize (to Engine.ListTasks)
-	PageToken    string        // from a previous page's NextPageToken
+	Text      string
+	PageSize  int    // 1..MaxPageSize; 0 means DefaultPageSize (to Engine.ListTasks)
+	PageToken string // from a previous page's NextPageToken
 	// HistoryLength, when set, keeps at most that many history messages of
 	// each task listed, the latest.
 	HistoryLength *int
