@@ -46,6 +46,7 @@ type storedTask struct {
 	task  *a2a.Task
 	owner string       // the authenticated caller that created it; "" for none
 	push  []PushTarget // webhooks, in registration order
+	steps stepLog      // what its tree did (StepStore), gone with it
 
 	// The size of a prefix of the task's history, so a snapshot that only
 	// appends to it is sized by its new messages (and its status and

@@ -339,3 +339,29 @@ type SharedQueue interface {
 	// queued or finished.
 	Runner(ctx context.Context, id a2a.TaskID) (string, error)
 }
+
+// StepStore is implemented by a store that keeps what each task's tree did,
+// step by step (api.Step: model calls, tool calls, each subagent's start and
+// end), for the console's task page once the tree is gone from memory. A
+// tree's steps are bounded by a byte budget (the declared retention: a tree
+// keeps at most budget bytes of steps, the oldest; the first step past it is
+// kept as one api.StepDropped marker, the later ones are not kept) and live
+// and die with the task: when the store deletes the task (expiry, eviction),
+// its steps go with it. Implementations are safe for concurrent use.
+type StepStore interface {
+	// AddSteps appends recs (Seq ignored) to the steps of stored task root,
+	// in order, within budget bytes of Body in all. The steps of a task
+	// the store does not hold are dropped, without an error.
+	AddSteps(ctx context.Context, root a2a.TaskID, recs []StepRecord, budget int64) error
+	// Steps returns at most limit of root's steps after sequence number
+	// after (0: from the first), in order; none for an unknown task.
+	Steps(ctx context.Context, root a2a.TaskID, after int64, limit int) ([]StepRecord, error)
+}
+
+// StepRecord is one stored step: its sequence number in its tree (from 1,
+// increasing), its kind (api.Step's) and its api.Step JSON.
+type StepRecord struct {
+	Seq  int64
+	Kind string
+	Body []byte
+}

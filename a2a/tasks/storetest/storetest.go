@@ -77,6 +77,8 @@ func Run(t *testing.T, b Backend) {
 		{"EndJournal", testEndJournal},
 		{"BlobCallers", testBlobCallers},
 		{"UnstorableText", testUnstorableText},
+		{"Steps", testSteps},
+		{"StepsExpire", testStepsExpire},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
@@ -938,5 +940,71 @@ func testBlobCallers(t *testing.T, b Backend) {
 	}
 	if len(callers) != 2 || callers["root"] != "alice" || callers["gone"] != "" {
 		t.Fatalf("the distillates' callers: %v", callers)
+	}
+}
+
+// A tree's steps: kept in order and paged by sequence number, within the
+// byte budget (the first step past it a StepDropped marker, the rest not
+// kept), none for an unknown task, and gone with their task.
+func testSteps(t *testing.T, b Backend) {
+	c, s, ss := openAs[tasks.StepStore](t, b, "the store keeps no steps")
+	_ = s
+	rec := func(kind, body string) tasks.StepRecord { return tasks.StepRecord{Kind: kind, Body: []byte(body)} }
+	must(t, ss.AddSteps(ctx, "nobody", []tasks.StepRecord{rec(api.StepStart, `{"kind":"start"}`)}, 1000))
+	if got, err := ss.Steps(ctx, "nobody", 0, 10); err != nil || len(got) != 0 {
+		t.Fatalf("steps of an unknown task: %v, %v", got, err)
+	}
+	must(t, s.Create(ctx, task("t0", a2a.TaskStateWorking, "c", c.now()), ""))
+	must(t, s.Create(ctx, task("t1", a2a.TaskStateWorking, "c", c.now()), ""))
+	must(t, ss.AddSteps(ctx, "t0", []tasks.StepRecord{rec(api.StepStart, `{"n":1}`), rec(api.StepModel, `{"n":2}`)}, 40))
+	must(t, ss.AddSteps(ctx, "t1", []tasks.StepRecord{rec(api.StepStart, `{"other":true}`)}, 40))
+	must(t, ss.AddSteps(ctx, "t0", []tasks.StepRecord{rec(api.StepTool, `{"n":3}`)}, 40))
+	// 3 steps of 7 bytes: 21; the next 21 bytes pass 40.
+	must(t, ss.AddSteps(ctx, "t0", []tasks.StepRecord{rec(api.StepTool, `{"n":4,"pad":"xxxxxxxx"}`), rec(api.StepEnd, `{"n":5}`)}, 40))
+	must(t, ss.AddSteps(ctx, "t0", []tasks.StepRecord{rec(api.StepEnd, `{"n":6}`)}, 40))
+	got, err := ss.Steps(ctx, "t0", 0, 100)
+	must(t, err)
+	var line []string
+	for i, r := range got {
+		if r.Seq != int64(i+1) {
+			t.Fatalf("step %d has seq %d", i, r.Seq)
+		}
+		line = append(line, r.Kind+" "+string(r.Body))
+	}
+	want := `start {"n":1}|model {"n":2}|tool {"n":3}|dropped {"kind":"dropped"}`
+	if strings.Join(line, "|") != want {
+		t.Fatalf("steps:\n got %s\nwant %s", strings.Join(line, "|"), want)
+	}
+	page, err := ss.Steps(ctx, "t0", 1, 2)
+	must(t, err)
+	if len(page) != 2 || page[0].Seq != 2 || page[1].Seq != 3 {
+		t.Fatalf("steps after 1, 2 of them: %+v", page)
+	}
+	if page, _ := ss.Steps(ctx, "t1", 0, 10); len(page) != 1 || string(page[0].Body) != `{"other":true}` {
+		t.Fatalf("another tree's steps: %+v", page)
+	}
+	if page, _ := ss.Steps(ctx, "t0", 4, 10); len(page) != 0 {
+		t.Fatalf("steps past the last: %+v", page)
+	}
+}
+
+// A task's steps go with it (here: past the retention window).
+func testStepsExpire(t *testing.T, b Backend) {
+	c := newClock()
+	s := b.Open(t, Config{Retention: time.Minute, Clock: c.now})
+	ss, ok := s.(tasks.StepStore)
+	if !ok {
+		t.Skip("the store keeps no steps")
+	}
+	must(t, s.Create(ctx, task("t0", a2a.TaskStateWorking, "c", c.now()), ""))
+	must(t, ss.AddSteps(ctx, "t0", []tasks.StepRecord{{Kind: api.StepStart, Body: []byte(`{}`)}}, 1000))
+	must(t, s.Put(ctx, task("t0", a2a.TaskStateCompleted, "c", c.now())))
+	if got, _ := ss.Steps(ctx, "t0", 0, 10); len(got) != 1 {
+		t.Fatalf("steps of a finished task: %+v", got)
+	}
+	c.add(2 * time.Minute)
+	must(t, s.Create(ctx, task("t1", a2a.TaskStateWorking, "c", c.now()), ""))
+	if got, err := ss.Steps(ctx, "t0", 0, 10); err != nil || len(got) != 0 {
+		t.Fatalf("steps of an expired task: %+v, %v", got, err)
 	}
 }
