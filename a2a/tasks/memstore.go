@@ -275,7 +275,8 @@ func (s *MemoryStore) List(_ context.Context, q ListQuery) (ListPage, error) {
 			(q.State != "" && t.Status.State != q.State) ||
 			(!q.UpdatedAfter.IsZero() && stamp(t).Before(q.UpdatedAfter)) ||
 			(!q.UpdatedBefore.IsZero() && !stamp(t).Before(q.UpdatedBefore)) ||
-			(q.Text != "" && !containsText(t, q.Text)) {
+			(q.Text != "" && !containsText(t, q.Text)) ||
+			(q.Caller != nil && st.owner != *q.Caller) {
 			continue
 		}
 		matched = append(matched, t)

@@ -121,6 +121,9 @@ type ListQuery struct {
 	ContextID    string        // only this context, when set
 	State        a2a.TaskState // only this state, when set
 	UpdatedAfter time.Time     // only tasks whose status changed at or after this, when set (a2a.proto: "greater than or equal to")
+	// Caller, when set, keeps only the tasks that caller created ("" for
+	// none), within what Owner and AnyOwner select (an operator's filter).
+	Caller *string
 	// UpdatedBefore, when set, keeps only tasks whose status changed
 	// before it (the console's time range).
 	UpdatedBefore time.Time

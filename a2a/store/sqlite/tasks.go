@@ -374,6 +374,9 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 	if !q.UpdatedAfter.IsZero() {
 		where, args = append(where, "updated_ns >= ?"), append(args, store.Nanos(q.UpdatedAfter))
 	}
+	if q.Caller != nil {
+		where, args = append(where, "owner = ?"), append(args, *q.Caller)
+	}
 	if !q.UpdatedBefore.IsZero() {
 		where, args = append(where, "updated_ns < ?"), append(args, store.Nanos(q.UpdatedBefore))
 	}

@@ -365,6 +365,12 @@ func testListOwners(t *testing.T, b Backend) {
 		{tasks.ListQuery{Owner: "bob"}, "[b1]"},
 		{tasks.ListQuery{Owner: ""}, "[n1]"},
 		{tasks.ListQuery{Owner: "alice", AnyOwner: true}, "[n1 b1 a1]"},
+		// Caller: an operator's filter by the creator, within what is listed.
+		{tasks.ListQuery{AnyOwner: true, Caller: ptr("bob")}, "[b1]"},
+		{tasks.ListQuery{AnyOwner: true, Caller: ptr("")}, "[n1]"},
+		{tasks.ListQuery{Owner: "alice", Caller: ptr("bob")}, "[]"},
+		{tasks.ListQuery{AnyOwner: true, Caller: ptr("' OR ''='")}, "[]"},
+		{tasks.ListQuery{AnyOwner: true, Caller: ptr("a\x00")}, "[]"},
 	} {
 		q.q.PageSize = tasks.DefaultPageSize
 		page, err := s.List(ctx, q.q)
@@ -1008,3 +1014,5 @@ func testStepsExpire(t *testing.T, b Backend) {
 		t.Fatalf("steps of an expired task: %+v, %v", got, err)
 	}
 }
+
+func ptr(s string) *string { return &s }
