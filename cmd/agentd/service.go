@@ -147,7 +147,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	obs := observers{nested, recent}
 	if ss, ok := store.(tasks.StepStore); ok {
 		// Each tree's steps, in the store (closed after the tree, below).
-		rec := tasks.NewStepRecorder(ss, 0, log)
+		rec := console.NewStepRecorder(ss, 0, log)
 		s.closers.add(rec.Close)
 		s.steps, obs = ss, append(obs, rec)
 	}

@@ -1,4 +1,4 @@
-package tasks
+package console
 
 import (
 	"context"
@@ -10,12 +10,14 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/supervisor"
 )
 
 // DefaultStepBudget is how many bytes of steps a tree keeps by default
-// (StepStore's budget): about a thousand tool calls of a few hundred bytes.
+// (tasks.StepStore's budget): about a thousand tool calls of a few hundred
+// bytes.
 const DefaultStepBudget = 1 << 20
 
 // stepQueue is how many steps wait for their write before the recorder
@@ -24,12 +26,13 @@ const DefaultStepBudget = 1 << 20
 const stepQueue = 4096
 
 // StepRecorder is the supervisor's StepObserver that keeps every tree's
-// steps in a StepStore: each subagent's start and end, its model calls and
-// its tool calls, in the order the supervisor heard them, written by one
-// goroutine of its own in batches. Its Observer methods never block. Create
+// steps in a tasks.StepStore, where the console's task pages read them:
+// each subagent's start and end, its model calls and its tool calls, in
+// the order the supervisor heard them, written by one goroutine of its own
+// in batches. Its Observer methods never block. Create
 // it with NewStepRecorder and Close it after the supervisor stops.
 type StepRecorder struct {
-	store   StepStore
+	store   tasks.StepStore
 	budget  int64
 	log     *slog.Logger
 	ch      chan queuedStep
@@ -41,7 +44,7 @@ type StepRecorder struct {
 
 type queuedStep struct {
 	root a2a.TaskID
-	rec  StepRecord
+	rec  tasks.StepRecord
 }
 
 var (
@@ -51,7 +54,7 @@ var (
 
 // NewStepRecorder returns a recorder writing to s, each tree within budget
 // bytes (DefaultStepBudget when budget <= 0).
-func NewStepRecorder(s StepStore, budget int64, log *slog.Logger) *StepRecorder {
+func NewStepRecorder(s tasks.StepStore, budget int64, log *slog.Logger) *StepRecorder {
 	if budget <= 0 {
 		budget = DefaultStepBudget
 	}
@@ -92,7 +95,7 @@ func (r *StepRecorder) run() {
 	defer close(r.done)
 	for q := range r.ch {
 		n := int64(1)
-		batch := map[a2a.TaskID][]StepRecord{q.root: {q.rec}}
+		batch := map[a2a.TaskID][]tasks.StepRecord{q.root: {q.rec}}
 		order := []a2a.TaskID{q.root}
 	more:
 		for range 255 {
@@ -138,7 +141,7 @@ func (r *StepRecorder) add(n supervisor.NodeInfo, s api.Step) {
 		}
 	}()
 	select {
-	case r.ch <- queuedStep{root: a2a.TaskID(n.RootHandle), rec: StepRecord{Kind: s.Kind, Body: b}}:
+	case r.ch <- queuedStep{root: a2a.TaskID(n.RootHandle), rec: tasks.StepRecord{Kind: s.Kind, Body: b}}:
 	default:
 		r.pending.Add(-1)
 		r.dropped.Add(1)
