@@ -270,3 +270,43 @@ func TestConsoleTaskPagesAreOperators(t *testing.T) {
 	_ = fmt.Sprint
 	_ = time.Second
 }
+
+// TestConsoleTaskPageLive: a running tree's page follows it without a
+// reload: its running subagents' bars grow (striped), and when an operator
+// cancels the slow child its bar turns cancelled and the root's completes.
+func TestConsoleTaskPageLive(t *testing.T) {
+	t.Parallel()
+	b := startBrowser(t)
+	script := filepath.Join(t.TempDir(), "tree.txt")
+	if err := os.WriteFile(script, []byte(consoleScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, "--intelligence", "builtin:script="+script)
+	r, err := callRPC(t, http.DefaultClient, s.url, "message/send", sendParams("go", false), nil)
+	if err != nil || r.Error != nil {
+		t.Fatalf("message/send: %v %+v", err, r.Error)
+	}
+	var root struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(r.Result, &root)
+	b.do(t, "open the running task's page", chromedp.Navigate(s.url+"/ui/tasks/"+root.ID))
+	b.wait(t, "the tree runs", `document.querySelectorAll("#timeline .tl-row").length === 3 &&
+		document.querySelectorAll("#timeline .tl-bar.live").length >= 2 &&
+		document.getElementById("task-status").innerText === "Running: the page follows it live."`)
+	b.do(t, "mark the page", chromedp.Evaluate[chromedp.Void](`window.__sameDocument = true`))
+	b.wait(t, "the quick child ends live", `[...document.querySelectorAll("#timeline .tl-row")].some(r => r.innerText.startsWith("0.1") && r.dataset.status === "completed")`)
+	slow := evalJS[string](t, b, `[...document.querySelectorAll("#timeline .tl-row")].find(r => r.innerText.startsWith("0.2")).dataset.taskId`)
+	w0 := evalJS[float64](t, b, `document.querySelector('#timeline .tl-row[data-task-id="`+slow+`"] .tl-bar').getBoundingClientRect().width`)
+	b.wait(t, "the slow child's bar grows", `document.querySelector('#timeline .tl-row[data-task-id="`+slow+`"] .tl-bar').getBoundingClientRect().width > `+strconv.FormatFloat(w0, 'f', 2, 64)+` ||
+		document.querySelector('#timeline .tl-row[data-task-id="`+slow+`"] .tl-bar').style.width === "100%"`)
+	if r, err := callRPC(t, http.DefaultClient, s.url, "a2a.Cancel", map[string]any{"handle": slow, "reason": "test"}, nil); err != nil || r.Error != nil {
+		t.Fatalf("a2a.Cancel: %v %+v", err, r.Error)
+	}
+	b.wait(t, "the tree ends live", `document.querySelector('#timeline .tl-row[data-task-id="`+slow+`"]').dataset.status === "cancelled" &&
+		document.querySelector("#timeline .tl-row").dataset.status === "completed" && document.querySelectorAll("#timeline .tl-bar.live").length === 0 &&
+		document.getElementById("task-status").innerText === ""`)
+	if !evalJS[bool](t, b, `window.__sameDocument === true`) {
+		t.Fatal("the page reloaded")
+	}
+}
