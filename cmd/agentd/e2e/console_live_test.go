@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -11,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/server/console"
 )
@@ -186,5 +190,73 @@ func TestConsoleLiveStatesAndAudit(t *testing.T) {
 			continue // the stream's loss, logged by the browser
 		}
 		t.Errorf("the page reported: %s", p)
+	}
+}
+
+// memTasks is console.Tasks over a real MemoryStore, read as an operator.
+type memTasks struct{ s *tasks.MemoryStore }
+
+func (m memTasks) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, error) {
+	q.AnyOwner = true
+	return m.s.List(ctx, q)
+}
+
+func (m memTasks) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	t, _, err := m.s.Get(ctx, id)
+	return t, err
+}
+
+func (m memTasks) Steps(ctx context.Context, root a2a.TaskID, after int64, limit int) ([]tasks.StepRecord, error) {
+	return m.s.Steps(ctx, root, after, limit)
+}
+
+// TestConsoleHugeHistory: 2000 stored tasks, each with a long objective: the
+// page holds one page of rows at a time (at most 100, whatever the address
+// asks), pages through them by position, and a request past the bound is
+// refused with what is wrong.
+func TestConsoleHugeHistory(t *testing.T) {
+	t.Parallel()
+	b := startBrowser(t)
+	s := tasks.NewMemoryStore(5000, 0)
+	base := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	long := strings.Repeat("a long objective line\n", 100)
+	for i := range 2000 {
+		ts := base.Add(time.Duration(i) * time.Second)
+		if err := s.Create(context.Background(), &a2a.Task{ID: a2a.TaskID(fmt.Sprintf("t-%04d", i)), ContextID: "c",
+			Status:  a2a.TaskStatus{State: a2a.TaskStateCompleted, Timestamp: &ts},
+			History: []*a2a.Message{{ID: fmt.Sprintf("m-%d", i), Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.TextPart{Text: long}}}}}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := console.New(console.Config{
+		Tree:  func() api.TreeResult { return api.TreeResult{Nodes: []api.TreeNode{}, Breakers: []api.Breaker{}} },
+		Tasks: memTasks{s},
+	})
+	srv := httptest.NewServer(c)
+	t.Cleanup(func() { c.Close(); srv.Close() })
+	b.do(t, "open the history", chromedp.Navigate(srv.URL+"/ui/#history"))
+	b.wait(t, "a first page", `document.querySelectorAll("#history tbody tr").length === 25 &&
+		document.getElementById("history-status").innerText === "Tasks 1–25 of 2000, newest first."`)
+	b.do(t, "100 a page", setValue("#f-size", "100"), chromedp.Click(chromedp.CSS("#f-apply")))
+	for page := 1; page <= 5; page++ {
+		b.wait(t, fmt.Sprintf("page %d", page), fmt.Sprintf(`document.querySelectorAll("#history tbody tr").length === 100 &&
+			document.getElementById("history-pos").innerText === "page %d of 20" &&
+			document.querySelector("#history tbody tr").dataset.taskId === "t-%04d"`, page, 2000-(page-1)*100-1))
+		b.do(t, "older", chromedp.Click(chromedp.CSS("#history-older")))
+	}
+	if n := evalJS[int](t, b, `document.querySelectorAll("#history tr").length`); n > 101 {
+		t.Errorf("the page holds %d rows", n)
+	}
+	// The objective is cut to console.MaxObjective characters.
+	if n := evalJS[int](t, b, `document.querySelector("#history tbody .objective").textContent.length`); n > console.MaxObjective {
+		t.Errorf("an objective of %d characters", n)
+	}
+	resp, err := http.Get(srv.URL + "/ui/api/tasks?size=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("a page of 5000: HTTP %d", resp.StatusCode)
 	}
 }
