@@ -70,6 +70,11 @@ type LoopEvent struct {
 	Kind       string `json:"kind"`
 	UsageDelta Usage  `json:"usage_delta"`
 	Text       string `json:"text,omitempty"` // EventText only
+	// DurationMS and Endpoint are a model event's call: how long it took
+	// and the endpoint that answered (EventModel only; absent from a child
+	// that does not send them).
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Endpoint   string `json:"endpoint,omitempty"`
 }
 
 // ToolCall is a child's request to run a tool; the supervisor executes it.

@@ -53,6 +53,7 @@ const (
 	MetaAgentPath  = "agentd/agent_path"  // the subagent's place in its tree
 	MetaParentTask = "agentd/parent_task" // a nested subagent's parent task id
 	MetaRunID      = "agentd/run_id"
+	MetaStarted    = "agentd/started" // when the task started working (RFC 3339, UTC): the console's start time and duration
 )
 
 // Metadata keys of nested tasks (a2abind's TreeObserver). Nested tasks also

@@ -14,7 +14,7 @@ func TestCallerMaySet(t *testing.T) {
 		}
 	}
 	for _, k := range []string{
-		MetaCaller, MetaCallerAuth, MetaStatus, MetaCause, MetaUsage, MetaAgentPath, MetaParentTask, MetaRunID,
+		MetaCaller, MetaCallerAuth, MetaStatus, MetaCause, MetaUsage, MetaAgentPath, MetaParentTask, MetaRunID, MetaStarted,
 		MetaNestedUnrecorded, MetaDisposition, MetaKind, MetaWrapped, MetaOffloaded, MetaAttempt,
 		MetaQueuePosition, MetaInterrupted, MetaInterruptions, DataKeyDelegation,
 		MetaTrigger, MetaTriggerSession, MetaTriggerSeq, MetaTriggerAttempt, MetaTriggerTick,

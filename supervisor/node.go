@@ -503,6 +503,10 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.NodeProgress(n.info())
 		}
+		if so, ok := s.cfg.Observer.(StepObserver); ok && ev.Kind == api.EventModel {
+			so.NodeStep(n.info(), api.Step{At: time.Now().UTC(), Kind: api.StepModel, Step: ev.Step,
+				TokensIn: ev.UsageDelta.TokensIn, TokensOut: ev.UsageDelta.TokensOut, DurationMS: ev.DurationMS, Endpoint: ev.Endpoint})
+		}
 	case api.MethodToolCall:
 		if f.ID == 0 {
 			return errors.New("tool/call without an id")
@@ -556,8 +560,12 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, log *slog.Logger) {
 	defer p.live.toolCall()() // Detector B waits while the supervisor serves the call
 	ctx, span := startToolSpan(n, call)
+	began := time.Now()
 	res := s.callTool(ctx, n, call)
 	endToolSpan(span, res)
+	if so, ok := s.cfg.Observer.(StepObserver); ok {
+		so.NodeStep(n.info(), toolStep(call, res, began))
+	}
 	if err := p.w.Respond(id, res); err != nil {
 		log.Warn("tool/call response not delivered", "tool", call.Tool, "err", err)
 	}
@@ -619,4 +627,16 @@ func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) a
 		return api.TextResult(fmt.Sprintf("tool server %q is not configured", ref.Server), true)
 	}
 	return srv.Call(ctx, n.info(), ref.Tool, call.Args)
+}
+
+// toolStep is the api.StepTool record of a tool call served from began.
+func toolStep(call api.ToolCall, res api.ToolResult, began time.Time) api.Step {
+	args, cutA := api.ClipStepText(string(call.Args))
+	text := res.Text()
+	if text == "" && len(res.StructuredContent) > 0 {
+		text = string(res.StructuredContent)
+	}
+	result, cutR := api.ClipStepText(text)
+	return api.Step{At: began.UTC(), Kind: api.StepTool, Tool: call.Tool, Args: args, Result: result, IsError: res.IsError,
+		DurationMS: time.Since(began).Milliseconds(), Cut: cutA + cutR}
 }

@@ -198,6 +198,16 @@ type TextObserver interface {
 	NodeText(n NodeInfo, step int, text string)
 }
 
+// StepObserver is an optional interface of an Observer: NodeStep hears each
+// model call a node's child reports (api.StepModel, with its tokens,
+// duration and endpoint) and each tool call the supervisor serves for it
+// (api.StepTool, with its arguments and result, each cut to
+// api.MaxStepText), between its NodeStarted and NodeFinished. Like every
+// Observer call it must not block.
+type StepObserver interface {
+	NodeStep(n NodeInfo, s api.Step)
+}
+
 // NodeInfo is a snapshot of one subagent.
 type NodeInfo struct {
 	Handle       string // the A2A task id of this subagent

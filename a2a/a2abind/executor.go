@@ -285,6 +285,7 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		working := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)
 		if !rerun {
 			working.Metadata = CallerMetadata(ctx) // who asked, on the task
+			working.Metadata[api.MetaStarted] = time.Now().UTC().Format(time.RFC3339Nano)
 		}
 		provider := req.Provider
 		if p, err := x.cfg.Router.Route(req); err == nil {

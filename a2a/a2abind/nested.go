@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
@@ -111,6 +112,7 @@ func (o *TreeObserver) openOnce(e *tasks.Engine, n supervisor.NodeInfo) (opened,
 			api.MetaProvider:    n.Provider,
 			api.MetaDisposition: string(n.Disposition),
 			api.MetaKind:        n.Kind,
+			api.MetaStarted:     time.Now().UTC().Format(time.RFC3339Nano),
 		},
 	}
 	if err := e.OpenTask(context.Background(), task, a2a.TaskID(n.RootHandle)); err != nil {

@@ -92,3 +92,25 @@ func StatusTime(t *a2a.Task) time.Time { return stamp(t) }
 // TrimHistory returns t with at most n of its latest history messages (all
 // of them when n is nil), sharing everything else.
 func TrimHistory(t *a2a.Task, n *int) *a2a.Task { return trimHistory(t, n) }
+
+// containsText reports whether t's A2A JSON contains text, ignoring the case
+// of ASCII letters: ListQuery.Text as the memory store applies it (the
+// durable stores search the same JSON, which they store).
+func containsText(t *a2a.Task, text string) bool {
+	b, err := t.MarshalJSON()
+	if err != nil {
+		return false
+	}
+	return strings.Contains(asciiLower(string(b)), asciiLower(text))
+}
+
+// asciiLower lowers the ASCII letters of s only, as SQLite's lower() does,
+// so that every store folds the same letters.
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
+}

@@ -50,6 +50,7 @@ type storedTask struct {
 	task  *a2a.Task
 	owner string       // the authenticated caller that created it; "" for none
 	push  []PushTarget // webhooks, in registration order
+	steps stepLog      // what its tree did (StepStore), gone with it
 
 	// The size of a prefix of the task's history, so a snapshot that only
 	// appends to it is sized by its new messages (and its status and
@@ -281,7 +282,10 @@ func (s *MemoryStore) List(_ context.Context, q ListQuery) (ListPage, error) {
 		if (!q.AnyOwner && st.owner != q.Owner) ||
 			(q.ContextID != "" && t.ContextID != q.ContextID) ||
 			(q.State != "" && t.Status.State != q.State) ||
-			(!q.UpdatedAfter.IsZero() && stamp(t).Before(q.UpdatedAfter)) {
+			(!q.UpdatedAfter.IsZero() && stamp(t).Before(q.UpdatedAfter)) ||
+			(!q.UpdatedBefore.IsZero() && !stamp(t).Before(q.UpdatedBefore)) ||
+			(q.Text != "" && !containsText(t, q.Text)) ||
+			(q.Caller != nil && st.owner != *q.Caller) {
 			continue
 		}
 		matched = append(matched, t)

@@ -126,8 +126,19 @@ type ListQuery struct {
 	ContextID    string        // only this context, when set
 	State        a2a.TaskState // only this state, when set
 	UpdatedAfter time.Time     // only tasks whose status changed at or after this, when set (a2a.proto: "greater than or equal to")
-	PageSize     int           // 1..MaxPageSize; 0 means DefaultPageSize (to Engine.ListTasks)
-	PageToken    string        // from a previous page's NextPageToken
+	// Caller, when set, keeps only the tasks that caller created ("" for
+	// none), within what Owner and AnyOwner select (an operator's filter).
+	Caller *string
+	// UpdatedBefore, when set, keeps only tasks whose status changed
+	// before it (the console's time range).
+	UpdatedBefore time.Time
+	// Text, when set, keeps only tasks whose stored snapshot (the task's
+	// A2A JSON: its id, its objective and every other message, artifact
+	// and metadata value) contains it, ignoring the case of ASCII letters.
+	// It is data, never a pattern: no character is special.
+	Text      string
+	PageSize  int    // 1..MaxPageSize; 0 means DefaultPageSize (to Engine.ListTasks)
+	PageToken string // from a previous page's NextPageToken
 	// HistoryLength, when set, keeps at most that many history messages of
 	// each task listed, the latest.
 	HistoryLength *int
@@ -416,4 +427,30 @@ func CleanAudit(r api.AuditRecord) api.AuditRecord {
 	r.Instance = clean(r.Instance, MaxAuditDetail)
 	r.Time = r.Time.UTC()
 	return r
+}
+
+// StepStore is implemented by a store that keeps what each task's tree did,
+// step by step (api.Step: model calls, tool calls, each subagent's start and
+// end), for the console's task page once the tree is gone from memory. A
+// tree's steps are bounded by a byte budget (the declared retention: a tree
+// keeps at most budget bytes of steps, the oldest; the first step past it is
+// kept as one api.StepDropped marker, the later ones are not kept) and live
+// and die with the task: when the store deletes the task (expiry, eviction),
+// its steps go with it. Implementations are safe for concurrent use.
+type StepStore interface {
+	// AddSteps appends recs (Seq ignored) to the steps of stored task root,
+	// in order, within budget bytes of Body in all. The steps of a task
+	// the store does not hold are dropped, without an error.
+	AddSteps(ctx context.Context, root a2a.TaskID, recs []StepRecord, budget int64) error
+	// Steps returns at most limit of root's steps after sequence number
+	// after (0: from the first), in order; none for an unknown task.
+	Steps(ctx context.Context, root a2a.TaskID, after int64, limit int) ([]StepRecord, error)
+}
+
+// StepRecord is one stored step: its sequence number in its tree (from 1,
+// increasing), its kind (api.Step's) and its api.Step JSON.
+type StepRecord struct {
+	Seq  int64
+	Kind string
+	Body []byte
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
@@ -23,6 +25,7 @@ var (
 	_ supervisor.Observer          = observers(nil)
 	_ supervisor.AdmissionObserver = observers(nil)
 	_ supervisor.TextObserver      = observers(nil)
+	_ supervisor.StepObserver      = observers(nil)
 )
 
 func (o observers) NodeStarted(n supervisor.NodeInfo) {
@@ -51,6 +54,14 @@ func (o observers) NodeText(n supervisor.NodeInfo, step int, text string) {
 	}
 }
 
+func (o observers) NodeStep(n supervisor.NodeInfo, st api.Step) {
+	for _, x := range o {
+		if s, ok := x.(supervisor.StepObserver); ok {
+			s.NodeStep(n, st)
+		}
+	}
+}
+
 func (o observers) NodeAdmitted(n supervisor.NodeInfo) {
 	for _, x := range o {
 		if a, ok := x.(supervisor.AdmissionObserver); ok {
@@ -67,6 +78,31 @@ type consoleParts struct {
 	recent       *console.Recent
 	admission    *admit.Controller // nil without admission control
 	taskCapacity int
+	steps        tasks.StepStore // nil when the store keeps none
+}
+
+// consoleTasks is what the console reads of the stored tasks: through the
+// engine, as tasks/list and tasks/get authorize the request's caller (the
+// console is an operator's: every task), and each tree's steps.
+type consoleTasks struct {
+	engine *tasks.Engine
+	steps  tasks.StepStore
+}
+
+func (c consoleTasks) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, error) {
+	return c.engine.ListTasks(ctx, q)
+}
+
+func (c consoleTasks) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	n := 50
+	return c.engine.OnGetTask(ctx, &a2a.TaskQueryParams{ID: id, HistoryLength: &n})
+}
+
+func (c consoleTasks) Steps(ctx context.Context, root a2a.TaskID, after int64, limit int) ([]tasks.StepRecord, error) {
+	if c.steps == nil {
+		return nil, nil
+	}
+	return c.steps.Steps(ctx, root, after, limit)
 }
 
 // newConsole builds the operator console over the service's parts: the
@@ -82,6 +118,7 @@ func newConsole(p consoleParts, log *slog.Logger) *console.Console {
 			return t
 		},
 		Recent: p.recent,
+		Tasks:  consoleTasks{engine: p.engine, steps: p.steps},
 		Log:    log,
 		Service: func() console.Service {
 			return console.Service{Ready: p.lameDuck.Ready(), InFlight: p.engine.InFlight()}

@@ -53,7 +53,7 @@ func (s *service) openFront(c *serveConfig, id *identity, router *delegate.Route
 		Audit: s.auditor, Instance: instance, Log: s.log}
 	var ui *console.Console
 	if c.Console {
-		ui = newConsole(consoleParts{sup: s.sup, engine: s.engine, lameDuck: lameDuck, recent: recent, admission: s.admission.ctrl, taskCapacity: c.TaskCapacity}, s.log)
+		ui = newConsole(consoleParts{sup: s.sup, engine: s.engine, lameDuck: lameDuck, recent: recent, admission: s.admission.ctrl, taskCapacity: c.TaskCapacity, steps: s.steps}, s.log)
 	}
 	cardCfg := a2abind.CardConfig{
 		Name:        "agentd",

@@ -82,6 +82,9 @@ type service struct {
 	// lease, for PostgreSQL replicas, is how often Run looks for the tasks
 	// of a replica whose lease expired (half the lease); 0 for none.
 	lease time.Duration
+	// steps keeps what each tree did for the console's task pages (nil
+	// when the store keeps no steps).
+	steps tasks.StepStore
 }
 
 func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr io.Writer) (_ *service, err error) {
@@ -143,8 +146,15 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	}
 	// The console hears of every change of the tree, to push it at once.
 	recent := console.NewRecent(0)
+	obs := observers{nested, recent}
+	if ss, ok := store.(tasks.StepStore); ok {
+		// Each tree's steps, in the store (closed after the tree, below).
+		rec := console.NewStepRecorder(ss, 0, log)
+		s.closers.add(rec.Close)
+		s.steps, obs = ss, append(obs, rec)
+	}
 	s.tree, err = openTree(&c.Core, log, treeOptions{
-		observer:      observers{nested, recent},
+		observer:      obs,
 		delegator:     delegate.Delegator{Router: router, Lineages: lineages},
 		warmPool:      c.WarmPool,
 		blobRetention: c.TaskRetention, // a stored distillate stays readable as long as its task

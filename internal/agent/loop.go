@@ -27,6 +27,12 @@ type Reporter interface {
 	Event(step int, kind string, delta api.Usage)
 }
 
+// ModelReporter is a Reporter that takes a model event with its call's
+// duration and the endpoint that answered, in place of Event.
+type ModelReporter interface {
+	ModelEvent(step int, delta api.Usage, took time.Duration, endpoint string)
+}
+
 // BlobStore keeps a distillate too large to inline and returns its uri. In a
 // subagent it is the control channel: the supervisor keeps the blob.
 type BlobStore interface {
@@ -196,7 +202,9 @@ func (r *run) ask(ctx context.Context) (*intelligence.Response, api.SubagentResu
 		step := r.usage.Steps
 		r.req.OnText = func(chunk string) { st.Text(step, chunk) }
 	}
+	began := time.Now()
 	resp, err := r.l.Model.Complete(mctx, r.req)
+	took := time.Since(began)
 	if r.l.Stream != nil {
 		r.l.Stream.Flush()
 	}
@@ -219,7 +227,15 @@ func (r *run) ask(ctx context.Context) (*intelligence.Response, api.SubagentResu
 	r.usage.TokensOut += delta.TokensOut
 	r.usage.CacheReadTokens += delta.CacheReadTokens
 	r.usage.CacheWriteTokens += delta.CacheWriteTokens
-	r.l.Report.Event(r.usage.Steps, api.EventModel, delta)
+	if mr, ok := r.l.Report.(ModelReporter); ok {
+		endpoint := resp.Endpoint
+		if endpoint == "" {
+			endpoint = r.p.Intelligence.Endpoint
+		}
+		mr.ModelEvent(r.usage.Steps, delta, took, endpoint)
+	} else {
+		r.l.Report.Event(r.usage.Steps, api.EventModel, delta)
+	}
 	if resp.Content != "" {
 		r.last = resp.Content
 	}

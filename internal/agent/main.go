@@ -149,6 +149,15 @@ func (c *control) CallTool(ctx context.Context, name string, args json.RawMessag
 // Event implements Reporter over the control channel.
 func (c *control) Event(step int, kind string, delta api.Usage) { c.event(step, kind, delta) }
 
+// ModelEvent implements ModelReporter: a model event with its call's
+// duration and endpoint.
+func (c *control) ModelEvent(step int, delta api.Usage, took time.Duration, endpoint string) {
+	ev := api.LoopEvent{Step: step, Kind: api.EventModel, UsageDelta: delta, DurationMS: took.Milliseconds(), Endpoint: endpoint}
+	if err := c.w.Send(api.MethodEvent, 0, ev); err != nil {
+		c.log.Warn("loop/event failed", "err", err)
+	}
+}
+
 // offeredTools is what the loop offers its model: the self-tools every
 // subagent has (subagent.spawn, status, await, cancel, resource.read and
 // resource.wait), then the granted tools the supervisor described in the

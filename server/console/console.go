@@ -4,6 +4,7 @@ import (
 	"embed"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +85,9 @@ type Config struct {
 	// pushes of the supervisor's changes. Without it the stream pushes on
 	// the tick only.
 	Recent *Recent
+	// Tasks, if set, serves the history (TasksPath) and the task pages
+	// (TaskPath); without it they answer 404.
+	Tasks Tasks
 	// Tick is how often a stream diffs the snapshot for changes no hook
 	// reports; default DefaultTick.
 	Tick time.Duration
@@ -175,11 +179,24 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if r.URL.Path == EventsPath {
+	switch {
+	case r.URL.Path == EventsPath:
 		c.serveEvents(w, r)
+		return
+	case (r.URL.Path == TasksPath || r.URL.Path == TaskPath) && c.cfg.Tasks != nil:
+		if r.URL.Path == TasksPath {
+			c.serveHistory(w, r)
+		} else {
+			c.serveTask(w, r)
+		}
 		return
 	}
 	f, ok := staticFiles[r.URL.Path]
+	if !ok && strings.HasPrefix(r.URL.Path, TaskPagePath) && len(r.URL.Path) > len(TaskPagePath) {
+		// A task's own page is the console's page, which routes on the
+		// path (so a reload keeps it).
+		f, ok = staticFiles[Path], true
+	}
 	if !ok {
 		http.NotFound(w, r)
 		return

@@ -382,7 +382,18 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 	if q.ContextID != "" {
 		where = append(where, "context_id = "+arg(q.ContextID))
 	}
-	if (!q.AnyOwner && !tasks.Storable(q.Owner)) || !tasks.Storable(q.ContextID) {
+	caller := ""
+	if q.Caller != nil {
+		caller = *q.Caller
+		where = append(where, "owner = "+arg(caller))
+	}
+	if q.Text != "" {
+		// position, not LIKE: the text is data, no character of it a
+		// wildcard. Only ASCII letters fold, as in SQLite and memory.
+		where = append(where, "position(translate("+arg(q.Text)+", 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') in "+
+			"translate(convert_from(snapshot, 'UTF8'), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')) > 0")
+	}
+	if (!q.AnyOwner && !tasks.Storable(q.Owner)) || !tasks.Storable(q.ContextID) || !tasks.Storable(q.Text) || !tasks.Storable(caller) {
 		// No task has such a caller or context (tasks.Storable), and the
 		// database refuses the text: none is selected, without it.
 		args, where = args[:1], []string{where[0], "false"}
@@ -392,6 +403,9 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 	}
 	if !q.UpdatedAfter.IsZero() {
 		where = append(where, "updated_ns >= "+arg(store.Nanos(q.UpdatedAfter)))
+	}
+	if !q.UpdatedBefore.IsZero() {
+		where = append(where, "updated_ns < "+arg(store.Nanos(q.UpdatedBefore)))
 	}
 	cond := strings.Join(where, " AND ")
 	countArgs := append([]any(nil), args...)

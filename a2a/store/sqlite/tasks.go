@@ -374,6 +374,16 @@ func (s *Store) List(ctx context.Context, q tasks.ListQuery) (tasks.ListPage, er
 	if !q.UpdatedAfter.IsZero() {
 		where, args = append(where, "updated_ns >= ?"), append(args, store.Nanos(q.UpdatedAfter))
 	}
+	if q.Caller != nil {
+		where, args = append(where, "owner = ?"), append(args, *q.Caller)
+	}
+	if !q.UpdatedBefore.IsZero() {
+		where, args = append(where, "updated_ns < ?"), append(args, store.Nanos(q.UpdatedBefore))
+	}
+	if q.Text != "" {
+		// instr, not LIKE: the text is data, no character of it a wildcard.
+		where, args = append(where, "instr(lower(CAST(snapshot AS TEXT)), lower(?)) > 0"), append(args, q.Text)
+	}
 	cond := strings.Join(where, " AND ")
 	pageCond, pageArgs := cond, args
 	if q.PageToken != "" {

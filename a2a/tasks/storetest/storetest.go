@@ -82,6 +82,8 @@ func Run(t *testing.T, b Backend) {
 		{"UnstorableText", testUnstorableText},
 		{"Audit", testAudit},
 		{"AuditRetention", testAuditRetention},
+		{"Steps", testSteps},
+		{"StepsExpire", testStepsExpire},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
@@ -327,6 +329,20 @@ func testListFilters(t *testing.T, b Backend) {
 		// UpdatedAfter keeps a task updated at exactly that time.
 		{tasks.ListQuery{UpdatedAfter: c.now().Add(4 * time.Second)}, "[t1 t5 t4]"},
 		{tasks.ListQuery{ContextID: "none"}, "[]"},
+		// UpdatedBefore drops a task updated at exactly that time.
+		{tasks.ListQuery{UpdatedBefore: c.now().Add(2 * time.Second)}, "[t0]"}, // t1 moved on
+		{tasks.ListQuery{UpdatedAfter: c.now().Add(2 * time.Second), UpdatedBefore: c.now().Add(4 * time.Second)}, "[t3 t2]"},
+		// Text: the objective's text or the id, ASCII case folded, no
+		// character special; hostile text selects nothing and breaks nothing.
+		{tasks.ListQuery{Text: "DO T4"}, "[t4]"},
+		{tasks.ListQuery{Text: "t3"}, "[t3]"},
+		{tasks.ListQuery{Text: "do t", State: a2a.TaskStateCompleted}, "[t1]"},
+		{tasks.ListQuery{Text: "%"}, "[]"},
+		{tasks.ListQuery{Text: "_"}, "[]"},
+		{tasks.ListQuery{Text: "' OR 1=1 --"}, "[]"},
+		{tasks.ListQuery{Text: "\x00\u0000"}, "[]"},
+		{tasks.ListQuery{Text: "a\x00b"}, "[]"},
+		{tasks.ListQuery{Text: "\xff\xfe"}, "[]"},
 	} {
 		q.q.PageSize = tasks.DefaultPageSize
 		page, err := s.List(ctx, q.q)
@@ -354,6 +370,12 @@ func testListOwners(t *testing.T, b Backend) {
 		{tasks.ListQuery{Owner: "bob"}, "[b1]"},
 		{tasks.ListQuery{Owner: ""}, "[n1]"},
 		{tasks.ListQuery{Owner: "alice", AnyOwner: true}, "[n1 b1 a1]"},
+		// Caller: an operator's filter by the creator, within what is listed.
+		{tasks.ListQuery{AnyOwner: true, Caller: ptr("bob")}, "[b1]"},
+		{tasks.ListQuery{AnyOwner: true, Caller: ptr("")}, "[n1]"},
+		{tasks.ListQuery{Owner: "alice", Caller: ptr("bob")}, "[]"},
+		{tasks.ListQuery{AnyOwner: true, Caller: ptr("' OR ''='")}, "[]"},
+		{tasks.ListQuery{AnyOwner: true, Caller: ptr("a\x00")}, "[]"},
 	} {
 		q.q.PageSize = tasks.DefaultPageSize
 		page, err := s.List(ctx, q.q)
@@ -931,3 +953,71 @@ func testBlobCallers(t *testing.T, b Backend) {
 		t.Fatalf("the distillates' callers: %v", callers)
 	}
 }
+
+// A tree's steps: kept in order and paged by sequence number, within the
+// byte budget (the first step past it a StepDropped marker, the rest not
+// kept), none for an unknown task, and gone with their task.
+func testSteps(t *testing.T, b Backend) {
+	c, s, ss := openAs[tasks.StepStore](t, b, "the store keeps no steps")
+	_ = s
+	rec := func(kind, body string) tasks.StepRecord { return tasks.StepRecord{Kind: kind, Body: []byte(body)} }
+	must(t, ss.AddSteps(ctx, "nobody", []tasks.StepRecord{rec(api.StepStart, `{"kind":"start"}`)}, 1000))
+	if got, err := ss.Steps(ctx, "nobody", 0, 10); err != nil || len(got) != 0 {
+		t.Fatalf("steps of an unknown task: %v, %v", got, err)
+	}
+	must(t, s.Create(ctx, task("t0", a2a.TaskStateWorking, "c", c.now()), ""))
+	must(t, s.Create(ctx, task("t1", a2a.TaskStateWorking, "c", c.now()), ""))
+	must(t, ss.AddSteps(ctx, "t0", []tasks.StepRecord{rec(api.StepStart, `{"n":1}`), rec(api.StepModel, `{"n":2}`)}, 40))
+	must(t, ss.AddSteps(ctx, "t1", []tasks.StepRecord{rec(api.StepStart, `{"other":true}`)}, 40))
+	must(t, ss.AddSteps(ctx, "t0", []tasks.StepRecord{rec(api.StepTool, `{"n":3}`)}, 40))
+	// 3 steps of 7 bytes: 21; the next 21 bytes pass 40.
+	must(t, ss.AddSteps(ctx, "t0", []tasks.StepRecord{rec(api.StepTool, `{"n":4,"pad":"xxxxxxxx"}`), rec(api.StepEnd, `{"n":5}`)}, 40))
+	must(t, ss.AddSteps(ctx, "t0", []tasks.StepRecord{rec(api.StepEnd, `{"n":6}`)}, 40))
+	got, err := ss.Steps(ctx, "t0", 0, 100)
+	must(t, err)
+	var line []string
+	for i, r := range got {
+		if r.Seq != int64(i+1) {
+			t.Fatalf("step %d has seq %d", i, r.Seq)
+		}
+		line = append(line, r.Kind+" "+string(r.Body))
+	}
+	want := `start {"n":1}|model {"n":2}|tool {"n":3}|dropped {"kind":"dropped"}`
+	if strings.Join(line, "|") != want {
+		t.Fatalf("steps:\n got %s\nwant %s", strings.Join(line, "|"), want)
+	}
+	page, err := ss.Steps(ctx, "t0", 1, 2)
+	must(t, err)
+	if len(page) != 2 || page[0].Seq != 2 || page[1].Seq != 3 {
+		t.Fatalf("steps after 1, 2 of them: %+v", page)
+	}
+	if page, _ := ss.Steps(ctx, "t1", 0, 10); len(page) != 1 || string(page[0].Body) != `{"other":true}` {
+		t.Fatalf("another tree's steps: %+v", page)
+	}
+	if page, _ := ss.Steps(ctx, "t0", 4, 10); len(page) != 0 {
+		t.Fatalf("steps past the last: %+v", page)
+	}
+}
+
+// A task's steps go with it (here: past the retention window).
+func testStepsExpire(t *testing.T, b Backend) {
+	c := newClock()
+	s := b.Open(t, Config{Retention: time.Minute, Clock: c.now})
+	ss, ok := s.(tasks.StepStore)
+	if !ok {
+		t.Skip("the store keeps no steps")
+	}
+	must(t, s.Create(ctx, task("t0", a2a.TaskStateWorking, "c", c.now()), ""))
+	must(t, ss.AddSteps(ctx, "t0", []tasks.StepRecord{{Kind: api.StepStart, Body: []byte(`{}`)}}, 1000))
+	must(t, s.Put(ctx, task("t0", a2a.TaskStateCompleted, "c", c.now())))
+	if got, _ := ss.Steps(ctx, "t0", 0, 10); len(got) != 1 {
+		t.Fatalf("steps of a finished task: %+v", got)
+	}
+	c.add(2 * time.Minute)
+	must(t, s.Create(ctx, task("t1", a2a.TaskStateWorking, "c", c.now()), ""))
+	if got, err := ss.Steps(ctx, "t0", 0, 10); err != nil || len(got) != 0 {
+		t.Fatalf("steps of an expired task: %+v, %v", got, err)
+	}
+}
+
+func ptr(s string) *string { return &s }

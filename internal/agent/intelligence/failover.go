@@ -132,6 +132,9 @@ func (m *failoverModel) Complete(ctx context.Context, req *Request) (*Response, 
 		if err == nil {
 			m.call(ep, api.CallOK, nil)
 			m.changed(ep, ep.br.success())
+			if resp.Endpoint == "" {
+				resp.Endpoint = ep.name()
+			}
 			return resp, nil
 		}
 		if ctx.Err() != nil {

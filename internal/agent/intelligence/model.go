@@ -131,6 +131,9 @@ type Response struct {
 	Usage     api.Usage // tokens of this call; Steps is ignored
 	Finish    FinishReason
 	Refusal   string
+	// Endpoint names the endpoint that answered (its URL and model) when
+	// the call went through failover; empty otherwise.
+	Endpoint string
 }
 
 // ErrUnreachable wraps failures to reach the intelligence endpoint at all. The

@@ -11,6 +11,7 @@
   const REASON = "operator console";
 
   let snap = null; // the last snapshot
+  let live = false; // the stream is up and a snapshot came on it
   let skew = 0; // the server's clock minus ours, in ms
   let detailID = ""; // the task shown in the detail panel
   let detailTimer = 0;
@@ -184,6 +185,7 @@
     tr.cells[8].className = "id";
     const details = el("button", { type: "button", text: "Details", "data-action": "details" });
     details.addEventListener("click", () => showDetail(tr.dataset.taskId));
+    const pageLink = el("a", { href: taskURL(n.task_id), text: "Page", "data-route": "task" });
     const cancel = el("button", { type: "button", text: "Cancel subtree", class: "danger", "data-action": "cancel" });
     cancel.addEventListener("click", () => {
       const path = tr.dataset.path;
@@ -192,7 +194,7 @@
         "Cancel subtree", "a2a.Cancel", { handle: tr.dataset.taskId, reason: REASON },
         (r) => r.cancelled ? `Cancelled the subtree of ${path}: ${r.subtree_size} subagents.` : `${path} had already ended.`);
     });
-    tr.cells[9].append(details, " ", cancel);
+    tr.cells[9].append(pageLink, " ", details, " ", cancel);
     tr.details_ = details;
     tr.cancel_ = cancel;
     return tr;
@@ -240,7 +242,7 @@
     tr.cells[5].className = "id";
     const details = el("button", { type: "button", text: "Details", "data-action": "details" });
     details.addEventListener("click", () => showDetail(tr.dataset.taskId));
-    tr.cells[6].append(details);
+    tr.cells[6].append(el("a", { href: taskURL(e.task_id), text: "Page", "data-route": "task" }), " ", details);
     tr.details_ = details;
     return tr;
   }
@@ -335,6 +337,7 @@
   // ---- the whole page ----
   function render(s) {
     snap = s;
+    for (const p of document.querySelectorAll("[data-when-live]")) p.textContent = p.dataset.whenLive;
     const nodes = s.nodes || [];
     const ended = s.ended || [];
     const breakers = s.breakers || [];
@@ -351,6 +354,7 @@
     $("act-lameduck").hidden = !ready;
     $("act-ready").hidden = ready;
     $("act-drain").disabled = !!s.draining;
+    for (const id of ["act-pause", "act-resume", "act-lameduck", "act-ready", "act-cancel-all"]) $(id).disabled = false;
 
     renderRows($("trees").tBodies[0], nodes, (n) => n.task_id, nodeRow, fillNode);
     $("trees").hidden = nodes.length === 0;
@@ -376,6 +380,23 @@
         clearTimeout(detailTimer);
         detailTimer = setTimeout(() => loadDetail(false), 150);
       }
+    }
+    liveChanged();
+    taskSnapshot(s);
+  }
+
+  // liveChanged disables every action while the page has no live stream:
+  // what it shows may be stale, so it acts on nothing.
+  function liveChanged() {
+    document.body.classList.toggle("stale", !live);
+    for (const b of document.querySelectorAll(".actions button, #trees button[data-action=cancel], #breakers button")) {
+      if (!live) b.disabled = true;
+    }
+    if (live && snap) {
+      $("act-drain").disabled = !!snap.draining;
+      for (const id of ["act-pause", "act-resume", "act-lameduck", "act-ready", "act-cancel-all"]) $(id).disabled = false;
+      for (const tr of $("trees").tBodies[0].rows) if (tr.cancel_) tr.cancel_.disabled = tr.dataset.status === "stopping";
+      for (const tr of $("breakers").tBodies[0].rows) if (tr.close_) tr.close_.disabled = !(snap.breakers || []).some((b) => b.key === tr.dataset.key && b.open);
     }
   }
 
@@ -466,24 +487,405 @@
   }
 
   // ---- the stream ----
+  // Until the first snapshot the page says it is connecting and acts on
+  // nothing; a lost stream says so, and EventSource reconnects by itself.
   function connect() {
     const conn = $("conn");
-    const es = new EventSource("events");
+    const es = new EventSource("/ui/events");
     es.addEventListener("snapshot", (e) => {
       const ev = JSON.parse(e.data);
       skew = Date.parse(ev.at) - Date.now();
+      live = true;
       conn.textContent = "Live";
       conn.className = "conn live";
       render(ev.snapshot);
     });
     es.addEventListener("error", () => {
+      live = false;
       conn.className = "conn down";
       if (es.readyState === EventSource.CLOSED) {
         conn.textContent = "Refused: the console is for operators (docs/security.md). Reload to try again.";
       } else {
-        conn.textContent = "Reconnecting…";
+        conn.textContent = snap ? "Connection lost: reconnecting… (what is shown may be stale)" : "Connecting…";
       }
+      liveChanged();
     });
+  }
+
+  // ---- views and routes ----
+  // The page is one document: /ui/ (the live view), /ui/#history,
+  // /ui/#audit, and a task's own page /ui/tasks/{id}, which the server
+  // answers with this page too, so a link or a reload lands on it.
+  const TASKS = "/ui/tasks/";
+  function taskURL(id) { return TASKS + encodeURIComponent(id); }
+  let view = "";
+  function route() {
+    let v = "live";
+    let id = "";
+    if (location.pathname.startsWith(TASKS) && location.pathname.length > TASKS.length) {
+      v = "task";
+      try { id = decodeURIComponent(location.pathname.slice(TASKS.length)); } catch (_) { id = ""; }
+    } else if (location.hash === "#history") v = "history";
+    else if (location.hash === "#audit") v = "audit";
+    for (const name of ["live", "history", "task", "audit"]) $(`view-${name}`).hidden = name !== v;
+    for (const a of document.querySelectorAll(".views a")) {
+      if (a.dataset.route === v) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+    view = v;
+    document.title = { live: "agentd console", history: "Task history · agentd", audit: "Audit · agentd", task: `Task ${id} · agentd` }[v];
+    if (v === "history") loadHistory(false);
+    if (v === "audit") loadAudit(false);
+    if (v === "task") openTask(id);
+    else task.id = "";
+  }
+  function go(href) {
+    history.pushState(null, "", href);
+    route();
+  }
+  // Links inside the page route without a reload (a middle click or a
+  // modified click opens a new tab as usual).
+  document.addEventListener("click", (e) => {
+    const a = e.target.closest && e.target.closest("a[data-route]");
+    if (!a || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+    e.preventDefault();
+    go(a.getAttribute("href"));
+  });
+  window.addEventListener("popstate", route);
+
+  async function getJSON(url) {
+    const resp = await fetch(url, { credentials: "same-origin", cache: "no-store" });
+    let body = null;
+    try { body = await resp.json(); } catch (_) { /* not JSON */ }
+    if (!resp.ok) {
+      const err = new Error((body && body.error) || `HTTP ${resp.status}`);
+      err.status = resp.status;
+      throw err;
+    }
+    return body;
+  }
+  function when(iso) {
+    if (!iso) return "";
+    const d = new Date(iso);
+    return isNaN(d) ? "" : d.toLocaleString();
+  }
+  function span(ms) {
+    if (!ms || ms < 0) return "";
+    if (ms < 1000) return `${ms} ms`;
+    return duration(ms);
+  }
+  function statusBadge(t) {
+    const st = t.status || t.state;
+    return badge(`s-${st}`, st);
+  }
+
+  // ---- the history ----
+  // Pages are read from the server a page at a time (a position token, not
+  // an offset); the page keeps the tokens of the pages before, to go back.
+  const hist = { tokens: [""], at: 0, seq: 0 };
+  function historyParams() {
+    const p = new URLSearchParams();
+    const f = (id) => $(id).value.trim();
+    if (f("f-q")) p.set("q", f("f-q"));
+    if (f("f-state")) p.set("state", f("f-state"));
+    if (f("f-caller")) p.set("caller", f("f-caller"));
+    if (f("f-context")) p.set("context", f("f-context"));
+    for (const [id, key] of [["f-after", "after"], ["f-before", "before"]]) {
+      const v = f(id);
+      if (v) {
+        const d = new Date(v); // local time, as the control shows it
+        if (!isNaN(d)) p.set(key, d.toISOString().replace(/\.\d+Z$/, "Z"));
+      }
+    }
+    p.set("size", f("f-size") || "25");
+    return p;
+  }
+  async function loadHistory(keepPage) {
+    if (!keepPage) { hist.tokens = [""]; hist.at = 0; }
+    const p = historyParams();
+    const token = hist.tokens[hist.at];
+    if (token) p.set("page", token);
+    const seq = ++hist.seq;
+    const status = $("history-status");
+    status.textContent = "Loading…";
+    try {
+      const page = await getJSON("/ui/api/tasks?" + p.toString());
+      if (seq !== hist.seq) return; // a later request answers
+      renderHistory(page);
+    } catch (err) {
+      if (seq !== hist.seq) return;
+      $("history").hidden = true;
+      status.textContent = `The history could not be read: ${err.message}`;
+      $("history-older").disabled = true;
+    }
+  }
+  function renderHistory(page) {
+    const tbody = $("history").tBodies[0];
+    tbody.replaceChildren(...page.tasks.map((t) => {
+      const idCell = el("td", { class: "id" },
+        el("a", { href: taskURL(t.id), text: short(t.id), title: t.id, "data-route": "task", "aria-label": `Task ${t.id}` }));
+      if (t.agent_path) idCell.append(el("span", { class: "sub", text: `path ${t.agent_path}` }));
+      if (t.parent_task) idCell.append(el("span", { class: "sub" }, "parent ", el("a", { href: taskURL(t.parent_task), text: short(t.parent_task), title: t.parent_task, "data-route": "task" })));
+      const st = el("td", {}, statusBadge(t));
+      if (t.cause) st.append(el("span", { class: "sub", text: t.cause }));
+      const tok = (t.usage.tokens_in || 0) + (t.usage.tokens_out || 0);
+      return el("tr", { "data-task-id": t.id, "data-state": t.state },
+        idCell,
+        el("td", {}, el("span", { class: "objective text", text: t.objective })),
+        st,
+        el("td", { class: "nowrap", text: when(t.started), title: t.started || "" }),
+        el("td", { class: "num", text: span(t.duration_ms) }),
+        el("td", { class: "num", text: String(tok), title: `${t.usage.tokens_in || 0} in, ${t.usage.tokens_out || 0} out, ${t.usage.steps || 0} steps` }),
+        el("td", { class: "mono", text: t.caller || "(anonymous)" }));
+    }));
+    $("history").hidden = page.tasks.length === 0;
+    const from = hist.at * page.page_size + 1;
+    $("history-status").textContent = page.tasks.length === 0 ? "No stored task matches." :
+      `Tasks ${from}–${from + page.tasks.length - 1} of ${page.total}, newest first.`;
+    $("history-pos").textContent = `page ${hist.at + 1} of ${Math.max(1, Math.ceil(page.total / page.page_size))}`;
+    hist.tokens.length = hist.at + 1;
+    if (page.next_page) hist.tokens.push(page.next_page);
+    $("history-older").disabled = !page.next_page;
+    $("history-newer").disabled = hist.at === 0;
+  }
+
+  // ---- a task's page ----
+  const task = { id: "", seq: 0, data: null, timer: 0, tick: 0 };
+  async function openTask(id) {
+    if (task.id === id && task.data) return;
+    task.id = id;
+    task.data = null;
+    $("task-h").textContent = `Task ${id}`;
+    $("task-body").hidden = true;
+    $("task-status").textContent = id ? "Loading…" : "No task id in the address.";
+    if (id) await loadTask(true);
+  }
+  async function loadTask(focus) {
+    const id = task.id;
+    const seq = ++task.seq;
+    try {
+      const data = await getJSON("/ui/api/task?id=" + encodeURIComponent(id));
+      // Steps past the first page, read on while there are more (bounded).
+      for (let n = 0; data.next_after && n < 20; n++) {
+        const more = await getJSON(`/ui/api/task?id=${encodeURIComponent(id)}&after=${data.next_after}`);
+        data.steps.push(...more.steps);
+        data.next_after = more.next_after;
+      }
+      if (seq !== task.seq || id !== task.id) return;
+      task.data = data;
+      renderTask(data);
+      if (focus) $("task-h").focus();
+    } catch (err) {
+      if (seq !== task.seq) return;
+      $("task-body").hidden = true;
+      $("task-status").textContent = err.status === 404 ?
+        `No task ${id} here: it is unknown, expired, or not yours to see.` :
+        `The task could not be read: ${err.message}`;
+      $("task-h").textContent = "Task not found";
+    }
+  }
+  // taskSnapshot reloads the open task's page while its tree runs: on a
+  // snapshot that shows one of its subagents, or while it is not ended.
+  function taskSnapshot(s) {
+    if (view !== "task" || !task.data) return;
+    const ids = new Set(task.data.steps.map((st) => st.task_id));
+    ids.add(task.data.task.id);
+    const running = (s.nodes || []).some((n) => ids.has(n.task_id)) || !terminal(task.data.task.state);
+    if (!running && task.data.live === false) return;
+    task.data.live = running;
+    clearTimeout(task.timer);
+    task.timer = setTimeout(() => loadTask(false), 250);
+  }
+  function terminal(state) { return ["completed", "canceled", "failed", "rejected"].includes(state); }
+
+  function renderTask(d) {
+    const t = d.task;
+    $("task-status").textContent = terminal(t.state) ? "" : "Running: the page follows it live.";
+    $("task-h").textContent = `Task ${t.agent_path ? t.agent_path + " " : ""}${t.id}`;
+    const dl = $("task-fields");
+    dl.replaceChildren();
+    const field = (k, v, node) => {
+      if (!node && (v === undefined || v === null || v === "")) return;
+      dl.append(el("dt", { text: k }), node ? el("dd", {}, node) : el("dd", { text: String(v) }));
+    };
+    field("State", null, statusBadge(t));
+    field("Cause", t.cause);
+    field("Started", when(t.started));
+    field("Duration", span(t.duration_ms));
+    field("Tokens", `${(t.usage.tokens_in || 0) + (t.usage.tokens_out || 0)} (${t.usage.tokens_in || 0} in, ${t.usage.tokens_out || 0} out), ${t.usage.steps || 0} steps`);
+    field("Caller", t.caller || "(anonymous)");
+    field("Context", t.context_id);
+    if (t.parent_task) field("Parent", null, el("a", { href: taskURL(t.parent_task), text: t.parent_task, "data-route": "task", class: "mono" }));
+    if (d.root_id !== t.id) field("Tree's root", null, el("a", { href: taskURL(d.root_id), text: d.root_id, "data-route": "task", class: "mono" }));
+    $("task-objective").textContent = t.objective || "(none)";
+    renderTimeline(d);
+    renderSteps(d);
+    const arts = $("task-artifacts");
+    arts.replaceChildren(...d.artifacts.map((a) => el("div", {}, el("h4", { text: a.role || "artifact" }), el("pre", { class: "text", text: a.text }))));
+    if (!d.artifacts.length) arts.append(el("p", { class: "empty", text: "No artifact." }));
+    $("task-history").replaceChildren(...d.history.map((m) => el("li", {}, el("strong", { text: `${m.role}:` }), el("pre", { class: "text", text: m.text }))));
+    $("task-body").hidden = false;
+    clearInterval(task.tick);
+    if (!terminal(t.state)) task.tick = setInterval(() => { if (task.data === d) renderTimeline(d); }, 1000);
+  }
+
+  // subagents gathers the tree's subagents from its steps: start and end,
+  // path, parent, status; in tree order (by path).
+  function subagents(steps) {
+    const by = new Map();
+    for (const st of steps) {
+      if (!st.task_id) continue;
+      let a = by.get(st.task_id);
+      if (!a) {
+        a = { id: st.task_id, path: st.agent_path, parent: st.parent_id, depth: st.depth || 0, start: null, end: null, status: "running", steps: [], children: [] };
+        by.set(st.task_id, a);
+      }
+      if (st.kind === "start") { a.start = Date.parse(st.at); a.objective = st.objective; }
+      if (st.kind === "end") { a.end = Date.parse(st.at); a.status = st.status; a.cause = st.cause; }
+      if (a.start === null) a.start = Date.parse(st.at);
+      a.steps.push(st);
+    }
+    for (const a of by.values()) {
+      const p = by.get(a.parent);
+      if (p) p.children.push(a);
+    }
+    const key = (p) => (p || "").split(".").map((x) => x.padStart(6, "0")).join(".");
+    return [...by.values()].sort((x, y) => (key(x.path) < key(y.path) ? -1 : key(x.path) > key(y.path) ? 1 : 0));
+  }
+  function renderTimeline(d) {
+    const box = $("timeline");
+    const subs = subagents(d.steps);
+    if (!subs.length) {
+      box.replaceChildren(el("p", { class: "empty", text: "No step of this tree is stored (a store that keeps none, or the task ran before steps were kept)." }));
+      return;
+    }
+    const now = Date.now() + skew;
+    const t0 = Math.min(...subs.map((a) => a.start));
+    const t1 = Math.max(...subs.map((a) => a.end || now), t0 + 1);
+    box.replaceChildren(el("div", { class: "tl-scale", "aria-hidden": "true" },
+      el("span", { text: new Date(t0).toLocaleTimeString() }), el("span", { text: `${span(t1 - t0) || "0 ms"}` })));
+    for (const a of subs) {
+      const end = a.end || now;
+      const bar = el("a", { class: `tl-bar s-${a.status}${a.end ? "" : " live"}`, href: `#sub-${a.id}`,
+        "aria-label": `${a.path}: ${a.status}, ${span(end - a.start) || "0 ms"}` });
+      bar.style.left = `${((a.start - t0) / (t1 - t0)) * 100}%`;
+      bar.style.width = `${Math.max(0.6, ((end - a.start) / (t1 - t0)) * 100)}%`;
+      bar.title = `${a.path} ${a.status} · ${span(end - a.start) || "0 ms"}`;
+      bar.addEventListener("click", (e) => { e.preventDefault(); const s = document.getElementById(`sub-${a.id}`); if (s) s.scrollIntoView(); });
+      box.append(el("div", { class: "tl-row", role: "listitem", "data-task-id": a.id, "data-status": a.status },
+        el("span", { class: `tl-label mono d${Math.min(a.depth, 8)}`, text: a.path }),
+        el("span", { class: "tl-track" }, bar)));
+    }
+  }
+  // clipped shows a long text cut, with a control to see it all.
+  const CLIP = 400;
+  function clipped(text, cls) {
+    const pre = el("pre", { class: `text ${cls || ""}`, text: text.length > CLIP ? text.slice(0, CLIP) + "…" : text });
+    if (text.length <= CLIP) return pre;
+    const btn = el("button", { type: "button", class: "link", text: `Show all ${text.length} characters`, "aria-expanded": "false" });
+    btn.addEventListener("click", () => {
+      const open = btn.getAttribute("aria-expanded") === "true";
+      pre.textContent = open ? text.slice(0, CLIP) + "…" : text;
+      btn.setAttribute("aria-expanded", String(!open));
+      btn.textContent = open ? `Show all ${text.length} characters` : "Show less";
+    });
+    return el("div", {}, pre, btn);
+  }
+  function stepItem(st) {
+    const li = el("li", { class: `step k-${st.kind}`, "data-kind": st.kind });
+    const at = el("span", { class: "sub", text: new Date(st.at).toLocaleTimeString() });
+    switch (st.kind) {
+      case "start":
+        li.append(el("strong", { text: "started" }), at);
+        break;
+      case "model":
+        li.append(el("strong", { text: `model call${st.step ? " · step " + st.step : ""}` }), " ",
+          el("span", { text: `${st.tokens_in || 0} in / ${st.tokens_out || 0} out tokens · ${span(st.duration_ms) || "0 ms"}` }),
+          st.endpoint ? el("span", { class: "sub mono", text: st.endpoint }) : null, at);
+        break;
+      case "tool": {
+        const name = st.tool || "";
+        const what = /spawn/.test(name) ? "spawn" : /await/.test(name) ? "await" : "tool call";
+        li.append(el("strong", { text: `${what} ${name}` }), " ", el("span", { text: span(st.duration_ms) || "0 ms" }), at);
+        if (st.args) li.append(el("span", { class: "sub", text: "arguments" }), clipped(st.args));
+        li.append(el("span", { class: "sub", text: st.is_error ? "error" : "result" }), clipped(st.result || "", st.is_error ? "error" : ""));
+        break;
+      }
+      case "end":
+        li.append(el("strong", { text: "ended " }), badge(`s-${st.status}`, st.status), st.cause ? ` ${st.cause}` : "", at);
+        if (st.usage) li.append(el("span", { class: "sub", text: `${(st.usage.tokens_in || 0) + (st.usage.tokens_out || 0)} tokens, ${st.usage.steps || 0} steps` }));
+        li.append(el("span", { class: "sub", text: "distillate" }), clipped(st.distillate || ""));
+        break;
+      case "dropped":
+        li.append(el("strong", { text: "The tree's step budget ran out here: later steps were not kept." }));
+        break;
+      default:
+        li.append(el("strong", { text: st.kind }), at);
+    }
+    if (st.cut) li.append(el("span", { class: "sub", text: `${st.cut} bytes were cut when it was stored.` }));
+    return li;
+  }
+  function renderSteps(d) {
+    const box = $("task-steps");
+    const subs = subagents(d.steps);
+    $("steps-note").textContent = d.steps.length ? `${d.steps.length} steps of the tree of ${d.root_id}, in the order the supervisor heard them.` : "";
+    box.replaceChildren(...subs.map((a) => {
+      const sec = el("section", { class: "subagent", id: `sub-${a.id}`, "aria-label": `Subagent ${a.path}` });
+      const h = el("h4", {}, el("span", { class: "mono", text: a.path }), " ", badge(`s-${a.status}`, a.status), " ",
+        el("a", { href: taskURL(a.id), text: "its page", "data-route": "task" }));
+      sec.append(h);
+      if (a.parent) sec.append(el("p", { class: "sub" }, "parent ", el("a", { href: `#sub-${a.parent}`, text: (subs.find((x) => x.id === a.parent) || {}).path || short(a.parent) })));
+      if (a.children.length) {
+        sec.append(el("p", { class: "sub" }, "children ", ...a.children.flatMap((c, i) => [i ? ", " : "", el("a", { href: `#sub-${c.id}`, text: c.path })])));
+      }
+      if (a.objective) sec.append(el("pre", { class: "text objective", text: a.objective }));
+      sec.append(el("ol", { class: "steps" }, ...a.steps.map(stepItem)));
+      return sec;
+    }));
+  }
+
+  // ---- the audit trail (a2a.Audit) ----
+  const audit = { next: "", seq: 0 };
+  async function loadAudit(more) {
+    const params = { limit: 50 };
+    const m = $("a-method").value.trim();
+    const c = $("a-caller").value.trim();
+    if (m) params.method = m;
+    if (c) params.caller = c;
+    if (more && audit.next) params.before = audit.next;
+    const seq = ++audit.seq;
+    $("audit-status").textContent = "Loading…";
+    try {
+      const res = await rpc("a2a.Audit", params);
+      if (seq !== audit.seq) return;
+      const recs = (res && res.records) || [];
+      const rows = recs.map((r) => el("tr", { "data-method": r.method, "data-outcome": r.outcome },
+        el("td", { class: "nowrap", text: when(r.time), title: r.time }),
+        el("td", { class: "mono", text: r.caller || "(anonymous)" }),
+        el("td", { class: "mono", text: r.method }),
+        el("td", { class: "mono", text: r.target || "" }),
+        el("td", {}, badge(r.outcome === "ok" ? "s-completed" : "s-crashed", r.outcome), r.detail ? el("span", { class: "sub", text: r.detail }) : ""),
+        el("td", { class: "mono", text: r.instance ? short(r.instance) : "" })));
+      const tbody = $("audit").tBodies[0];
+      if (more) tbody.append(...rows); else tbody.replaceChildren(...rows);
+      audit.next = (res && res.next) || "";
+      $("audit-more").hidden = !audit.next;
+      $("audit").hidden = tbody.rows.length === 0;
+      $("audit-status").textContent = tbody.rows.length ? `${tbody.rows.length} operator actions, newest first.` : "No operator action is recorded.";
+    } catch (err) {
+      if (seq !== audit.seq) return;
+      $("audit").hidden = true;
+      $("audit-status").textContent = `The audit trail could not be read: ${err.message}`;
+    }
+  }
+
+  function wireViews() {
+    $("history-form").addEventListener("submit", (e) => { e.preventDefault(); loadHistory(false); });
+    $("history-form").addEventListener("reset", () => setTimeout(() => loadHistory(false), 0));
+    $("history-older").addEventListener("click", () => { if (hist.tokens[hist.at + 1] !== undefined) { hist.at++; loadHistory(true); } });
+    $("history-newer").addEventListener("click", () => { if (hist.at > 0) { hist.at--; loadHistory(true); } });
+    $("audit-form").addEventListener("submit", (e) => { e.preventDefault(); loadAudit(false); });
+    $("audit-more").addEventListener("click", () => loadAudit(true));
   }
 
   function wire() {
@@ -514,6 +916,8 @@
   }
 
   wire();
+  wireViews();
+  route();
   connect();
   setInterval(tick, 1000);
 })();
