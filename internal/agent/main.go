@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -121,7 +122,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	defer stop()
 	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
 	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait,
-		Stream: newTextStream(c.text)}
+		Stream: newTextStream(c.text), Idle: debug.FreeOSMemory, IdleAfter: idleAfter}
 	res := loop.Run(ctx)
 	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
 	return finish(res)
@@ -131,6 +132,12 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 // rehearses: a cold spawn's payload follows its ctrl/ready within a
 // fraction of a millisecond on an idle machine, a warm child's after a take.
 const rehearseAfter = 5 * time.Millisecond
+
+// idleAfter is how long a model call runs before the child returns its
+// free memory to the system (Loop.Idle): a model answers in seconds, so a
+// call still running after this is a wait, and the forced collection it
+// costs (about a millisecond on a child's heap) is small beside it.
+const idleAfter = 100 * time.Millisecond
 
 // finish writes the result frame; it is the child's last word.
 func (c *control) finish(res api.SubagentResult) int {
