@@ -221,14 +221,6 @@ func filler(n int) string {
 
 func (m *slowModel) url() string { return "http://" + m.ln.Addr().String() + "/v1" }
 
-// reset starts a new hold: the next calls wait until the next releaseAll.
-func (m *slowModel) reset() {
-	m.mu.Lock()
-	m.release = make(chan struct{})
-	m.mu.Unlock()
-	m.held.Store(0)
-}
-
 func (m *slowModel) releaseAll() {
 	m.mu.Lock()
 	close(m.release)
