@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ const envHelper = "SUPERVISOR_TEST_HELPER"
 
 var helpers = map[string]func() int{
 	"complete":           helperComplete,
+	"gcenv":              helperGCEnv,
 	"cooperative":        helperCooperative,
 	"ignore-term":        helperIgnoreTerm,
 	"bad-frame":          helperBadFrame,
@@ -354,6 +356,18 @@ func helperComplete() int {
 	fmt.Fprintf(os.Stderr, `{"level":"INFO","msg":"helper working","objective_len":%d}`+"\n", len(p.Contract.Objective))
 	_ = c.w.Send(api.MethodEvent, 0, api.LoopEvent{Step: 1, Kind: api.EventModel, UsageDelta: api.Usage{TokensIn: 30, TokensOut: 12, Steps: 1}})
 	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("echo: " + p.Contract.Objective), Usage: api.Usage{TokensIn: 1, TokensOut: 1, Steps: 1}})
+	return 0
+}
+
+// helperGCEnv completes with the Go runtime's settings it started with: its
+// memory limit and GOGC, as the runtime applied them.
+func helperGCEnv() int {
+	c := helperIO()
+	c.start()
+	limit := debug.SetMemoryLimit(-1)
+	gogc := debug.SetGCPercent(-1)
+	debug.SetGCPercent(gogc)
+	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(fmt.Sprintf("limit=%d gogc=%d", limit, gogc)), Usage: api.Usage{Steps: 1}})
 	return 0
 }
 

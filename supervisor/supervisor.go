@@ -71,6 +71,16 @@ type Config struct {
 	RlimitAS  uint64 // per-child RLIMIT_AS in bytes; 0 inherits
 	RlimitCPU uint64 // per-child RLIMIT_CPU in seconds; 0 inherits
 
+	// ChildMemoryLimit, if positive, is every agentd child's Go memory limit
+	// in bytes (GOMEMLIMIT in its environment): the share of memory a child
+	// is admitted with, so a child near it collects harder and returns its
+	// free pages before it grows past it. ChildGOGC, if positive, is every
+	// agentd child's GOGC. Either, when set, replaces the variable Env carries
+	// (the supervisor's own settings are for its heap, not a child's); exec
+	// children keep Env's.
+	ChildMemoryLimit int64
+	ChildGOGC        int
+
 	// ChildDeadline caps every child's deadline on top of its payload's
 	// (Detector A); the child is told the capped value. Default 600s.
 	ChildDeadline time.Duration
@@ -337,7 +347,7 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: blobs}
 	s.selfTools = s.selfToolTable()
-	s.env = append(append(make([]string, 0, len(cfg.Env)+3), cfg.Env...),
+	s.env = append(childGC(cfg.Env, cfg.ChildMemoryLimit, cfg.ChildGOGC),
 		api.EnvSubagent+"=1",
 		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
 		api.EnvMaxFrame+"="+strconv.Itoa(cfg.MaxFrame), // both ends refuse the same frames
@@ -347,6 +357,26 @@ func New(cfg Config) (*Supervisor, error) {
 		s.pool = newPool(s, cfg.WarmPool)
 	}
 	return s, nil
+}
+
+// childGC is env with the Go runtime's settings of an agentd child: GOMEMLIMIT
+// and GOGC replaced by limit (bytes) and gogc where positive.
+func childGC(env []string, limit int64, gogc int) []string {
+	out := make([]string, 0, len(env)+5)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if (k == "GOMEMLIMIT" && limit > 0) || (k == "GOGC" && gogc > 0) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	if limit > 0 {
+		out = append(out, "GOMEMLIMIT="+strconv.FormatInt(limit, 10))
+	}
+	if gogc > 0 {
+		out = append(out, "GOGC="+strconv.Itoa(gogc))
+	}
+	return out
 }
 
 // StartRequest asks for a new tree: a root subagent with this payload. The

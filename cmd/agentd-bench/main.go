@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -35,9 +36,18 @@ func main() {
 	fs.IntVar(&cfg.ThroughputConc, "throughput-conc", 32, "throughput: workers sending at once")
 	fs.DurationVar(&cfg.ThroughputDuration, "throughput-duration", 0, "throughput: load window per service and round (default 10s)")
 	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "front, store: write each server's CPU profile here (created)")
-	figures := fs.String("figures", "", "comma-separated figures to run (spawn, front, e2e, teardown, memory, store, throughput, stream); default all")
+	liveN := fs.String("live-n", "50,100,200", "live: comma-separated numbers of subagents held in a model call at once (e.g. 50,100,200,400)")
+	figures := fs.String("figures", "", "comma-separated figures to run (spawn, front, e2e, teardown, memory, store, throughput, stream, live); default all")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
+	}
+	for _, f := range strings.Split(*liveN, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "agentd-bench: -live-n: %q is not a positive number\n", f)
+			os.Exit(2)
+		}
+		cfg.LiveN = append(cfg.LiveN, n)
 	}
 	if *figures != "" {
 		cfg.Figures = strings.Split(*figures, ",")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/cmd/agentd/internal/cli"
+	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/supervisor"
@@ -32,6 +33,13 @@ type treeOptions struct {
 	// refuses every named type.
 	agentTypes func(name string) (*api.AgentType, bool)
 }
+
+// childGOGC is every agentd child's GOGC: the runtime's default, set so that
+// the supervisor's own tuning never reaches a child. Figure 9 measured 25 and
+// 50 no smaller than 100 for a child in a model call (its heap stays under the
+// runtime's 4 MB minimum goal either way); the memory limit is what returns
+// its free pages.
+const childGOGC = 100
 
 // openSupervisor builds the supervisor of c: it checks a builtin:script file,
 // reads the intelligence key, makes this process the subreaper of its tree,
@@ -92,7 +100,11 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		PingMiss:        c.PingMiss,
 		RlimitAS:        rlimitAS,
 		RlimitCPU:       uint64((c.RlimitCPU + time.Second - 1) / time.Second),
-		WarmPool:        opt.warmPool,
+		// A child's Go runtime is set for a child's share, not for the
+		// supervisor's heap (whose GOGC and GOMEMLIMIT childEnv passes on).
+		ChildMemoryLimit: admit.ChildCost,
+		ChildGOGC:        childGOGC,
+		WarmPool:         opt.warmPool,
 
 		AllowExec:   c.AllowExec,
 		LogLevel:    c.level(),

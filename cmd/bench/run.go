@@ -42,6 +42,12 @@
 //     (its flush) to the A2A client's first artifact-update event of a
 //     message/stream over mTLS keep-alive: the root's own model streaming,
 //     and its child's (one level down), interleaved.
+//  9. live: LiveN subagents at once, each blocked in a model call to a local
+//     slow model server with a 64 KiB conversation and a 16 KiB tool result
+//     (live.go): the supervisor's RSS and Go heap, the children's PSS and
+//     private memory, summed and per child, flat and in trees of a root and
+//     8 children; beside it the floor waiting on its pipe and an idle
+//     warm-pool child.
 package bench
 
 import (
@@ -83,12 +89,13 @@ type Config struct {
 	Tasks         int           `json:"tasks"`          // memory: completed tasks put through the store; default 100000
 	TaskCapacity  int           `json:"task_capacity"`  // memory: the store's capacity; default 10000 (serve's default)
 	StoreTasks    int           `json:"store_tasks"`    // store: completed tasks the durable stores hold before figure 6 measures (memory holds Tasks); default 10000
+	LiveN         []int         `json:"live_n"`         // live: the numbers of subagents held in a model call; default 50, 100, 200
 
 	ThroughputConc     int           `json:"throughput_conc"`     // throughput: workers sending at once; default 32
 	ThroughputDuration time.Duration `json:"throughput_duration"` // throughput: the load window per service and round; default 10s
 
 	// Figures selects figures by name (spawn, front, e2e, teardown, memory,
-	// store, throughput, stream); empty runs them all.
+	// store, throughput, stream, live); empty runs them all.
 	Figures []string `json:"figures"`
 	// ProfileDir, if set, receives a CPU profile of each server of
 	// figures 2 and 6 (front-agentd.pprof, front-stock.pprof,
@@ -120,6 +127,9 @@ func (c *Config) setDefaults() {
 	def(&c.ThroughputConc, 32)
 	defD(&c.ThroughputDuration, 10*time.Second)
 	def(&c.StoreTasks, 10000)
+	if len(c.LiveN) == 0 {
+		c.LiveN = []int{50, 100, 200}
+	}
 }
 
 // figure is one section of the table.
@@ -132,7 +142,7 @@ type figure struct {
 }
 
 // figures in table order.
-var figures = []figure{spawnFigure, frontFigure, e2eFigure, teardownFigure, memoryFigure, storeFigure, throughputFigure, streamFigure}
+var figures = []figure{spawnFigure, frontFigure, e2eFigure, teardownFigure, memoryFigure, storeFigure, throughputFigure, streamFigure, liveFigure}
 
 // roles are helper processes a figure starts (the front's servers).
 var roles = map[string]func(ctx context.Context, cfg Config) error{

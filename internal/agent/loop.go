@@ -61,6 +61,14 @@ type Loop struct {
 	// flushed when each model call returns. The conversation never holds it
 	// before the call has returned.
 	Stream Streamer
+	// Idle, if set, is called (on a goroutine of its own) once a model call
+	// has lasted IdleAfter, at most once a call: the run is waiting on its
+	// model, as a subagent does most of its life, and Serve returns the
+	// child's free memory to the system then (debug.FreeOSMemory), so a
+	// waiting child keeps only what it uses. A call that answers sooner pays
+	// nothing.
+	Idle      func()
+	IdleAfter time.Duration
 }
 
 // Run drives the loop to a terminal status. It never returns an error: every
@@ -202,9 +210,16 @@ func (r *run) ask(ctx context.Context) (*intelligence.Response, api.SubagentResu
 		step := r.usage.Steps
 		r.req.OnText = func(chunk string) { st.Text(step, chunk) }
 	}
+	var idle *time.Timer
+	if r.l.Idle != nil {
+		idle = time.AfterFunc(r.l.IdleAfter, r.l.Idle)
+	}
 	began := time.Now()
 	resp, err := r.l.Model.Complete(mctx, r.req)
 	took := time.Since(began)
+	if idle != nil {
+		idle.Stop()
+	}
 	if r.l.Stream != nil {
 		r.l.Stream.Flush()
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentd/agentd/api"
@@ -188,7 +189,7 @@ func (f *Flags) explain(err error) string {
 		} else if near := f.closest(name); near != "" {
 			fmt.Fprintf(&b, "\ndid you mean --%s?", near)
 		}
-	} else if m := badValue.FindStringSubmatch(msg); m != nil {
+	} else if m := badValue().FindStringSubmatch(msg); m != nil {
 		// The flag package says "parse error" for a malformed number or
 		// duration: say what the flag wants.
 		why := m[3]
@@ -219,8 +220,11 @@ var kinds = map[string]string{
 }
 
 // badValue matches the flag package's error for a value its flag refuses:
-// the value (quoted), the flag and why.
-var badValue = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]+): (.*)$`)
+// the value (quoted), the flag and why. It is compiled on the first bad
+// flag, not at init: a subagent (the same binary) never parses a flag.
+var badValue = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]+): (.*)$`)
+})
 
 // secretHintApplies reports whether the flags hint names are flags of this
 // command (a key file hint is no help to a command without it).

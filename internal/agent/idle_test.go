@@ -1,0 +1,52 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/agent/intelligence"
+)
+
+// waitingModel answers its first call only once the loop has called Idle
+// (the run waiting on its model), and its later calls at once.
+type waitingModel struct {
+	idle  chan struct{}
+	calls int
+}
+
+func (m *waitingModel) Complete(ctx context.Context, req *intelligence.Request) (*intelligence.Response, error) {
+	m.calls++
+	if m.calls == 1 {
+		select {
+		case <-m.idle:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return toolTurn(), nil
+	}
+	return &intelligence.Response{Content: "done", Finish: intelligence.FinishStop}, nil
+}
+
+// A model call that lasts IdleAfter calls Idle while the call is still
+// running: Serve gives the child's free memory back then.
+func TestLoopIdleWhileWaitingOnModel(t *testing.T) {
+	m := &waitingModel{idle: make(chan struct{})}
+	var idles atomic.Int32
+	l := &Loop{Payload: payload(), Model: m, Caller: &nopTools{}, Report: &events{}, Log: slog.New(slog.DiscardHandler),
+		IdleAfter: time.Millisecond,
+		Idle: func() {
+			if idles.Add(1) == 1 {
+				close(m.idle)
+			}
+		}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res := l.Run(ctx)
+	if res.Status != api.StatusCompleted {
+		t.Fatalf("status %s (%s): the first model call never saw Idle", res.Status, res.Detail)
+	}
+}
