@@ -134,3 +134,11 @@ var callerInput = map[string]bool{
 func CallerMaySet(key string) bool {
 	return !strings.HasPrefix(key, ReservedPrefix) || callerInput[key]
 }
+
+// Metadata keys of a question (subagent.ask): on the status message of a task
+// that is input-required, which subagent asks (its agent path), and the
+// choices it offers, when it offers some.
+const (
+	MetaAskPath    = "agentd/ask_path"
+	MetaAskChoices = "agentd/ask_choices"
+)

@@ -41,13 +41,14 @@ type node struct {
 	settleOnce sync.Once
 	final      api.SubagentResult
 
-	mu        sync.Mutex // guards proc, verdict, result, usage, children, killing
+	mu        sync.Mutex // guards proc, verdict, result, usage, children, killing, ask
 	proc      *proc
 	verdict   *verdict
 	result    *api.SubagentResult
 	usage     api.Usage
 	children  []*node
 	killing   bool          // a kill ladder has been started for this node
+	ask       askState      // the question it waits on (ask.go)
 	killed    chan struct{} // closed when killing is set
 	abandoned chan struct{} // closed (once, by its ladder) when the ladder gives up on an unreapable process
 

@@ -360,6 +360,10 @@ type StartRequest struct {
 	// Caller is who asked for the tree (the task's owner, "" when
 	// anonymous): the blobs the tree stores count against its quota.
 	Caller string
+	// Questions makes the tree's root questions arrive on Run.Questions,
+	// which the starter must then read; without it a root's subagent.ask
+	// is refused.
+	Questions bool
 }
 
 // Run is a handle on a started subagent. It is safe for concurrent use.
@@ -427,6 +431,9 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 		n.nest.workflow, n.nest.provider = req.Workflow, WorkflowProvider
 	}
 	t.caller = req.Caller
+	if req.Questions {
+		t.questions = make(chan *Question)
+	}
 	if req.MeshMaxDepth > 0 {
 		t.depthCap = max(req.MeshMaxDepth-req.MeshDepth, 0)
 	}

@@ -67,6 +67,10 @@ type Request struct {
 	// owner; "" when anonymous): what the tree stores counts against its
 	// quotas.
 	Caller string
+	// Asks says the requester takes the root's questions (subagent.ask):
+	// a provider whose Run is an AskingRun hands them over on Questions,
+	// which the requester must then read.
+	Asks bool
 }
 
 // MeshMaxDepth is the deepest mesh depth a delegate whose root sits at depth
