@@ -1,13 +1,20 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // Issue 32.1: a subagent asks (subagent.ask), the question reaches the
@@ -81,4 +88,227 @@ func TestAskBlocking03(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A stream shows working, input-required (with the question), working again
+// once the answer is taken, and completed; the webhook is told of the
+// input-required state; the answer (a non-blocking send) is answered with
+// the task working again.
+func TestAskStreamAndPush03(t *testing.T) {
+	t.Parallel()
+	hook := newHeldHook(t)
+	hook.release()
+	s := startService(t, "--intelligence", "builtin:script="+writeScript(t, askScripts[1].script), "--push-allow-net", "127.0.0.0/8")
+	c := s.client(t)
+	ctx := context.Background()
+	msg := textMessage("pick a color")
+	msg.Config = &a2a.MessageSendConfig{PushConfig: &a2a.PushConfig{URL: hook.URL + "/hook"}}
+	var states []a2a.TaskState
+	var final *a2a.TaskStatusUpdateEvent
+	for ev, err := range c.SendStreamingMessage(ctx, msg) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch v := ev.(type) {
+		case *a2a.Task:
+			states = append(states, v.Status.State)
+		case *a2a.TaskStatusUpdateEvent:
+			states = append(states, v.Status.State)
+			final = v
+			if v.Status.State != a2a.TaskStateInputRequired {
+				continue
+			}
+			questionOf(t, &a2a.Task{ID: v.TaskID, ContextID: v.ContextID, Status: v.Status}, "0.1")
+			testkit.WaitFor(t, 10*time.Second, "the webhook told of input-required", func() bool { return hook.toldOf(string(v.TaskID), "input-required") })
+			res, err := c.SendMessage(ctx, nonBlocking(answerTo(&a2a.Task{ID: v.TaskID, ContextID: v.ContextID}, "blue")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.(*a2a.Task).Status.State; got != a2a.TaskStateWorking {
+				t.Fatalf("the answer's send: %s, want working", got)
+			}
+		}
+	}
+	i := slices.Index(states, a2a.TaskStateInputRequired)
+	if i < 1 || !slices.Contains(states[:i], a2a.TaskStateWorking) || !slices.Contains(states[i:], a2a.TaskStateWorking) || states[len(states)-1] != a2a.TaskStateCompleted {
+		t.Fatalf("states = %v, want working, input-required, working, completed", states)
+	}
+	if final == nil || !final.Final {
+		t.Fatalf("the stream's last status: %+v", final)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the webhook told of the end", func() bool { return hook.toldOf(string(final.TaskID), "completed") })
+}
+
+// The 1.0 JSON-RPC binding: a blocking SendMessage returns the task
+// TASK_STATE_INPUT_REQUIRED with the question; a SendMessage naming the task
+// answers it and returns it completed.
+func TestAskBlocking10(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "--intelligence", "builtin:script="+writeScript(t, askScripts[0].script))
+	type v1Task struct {
+		Task struct {
+			ID        string `json:"id"`
+			ContextID string `json:"contextId"`
+			Status    struct {
+				State   string `json:"state"`
+				Message struct {
+					Parts []struct {
+						Text string `json:"text"`
+					} `json:"parts"`
+					Metadata map[string]any `json:"metadata"`
+				} `json:"message"`
+			} `json:"status"`
+			Artifacts []struct {
+				Parts []struct {
+					Text string `json:"text"`
+				} `json:"parts"`
+			} `json:"artifacts"`
+		} `json:"task"`
+	}
+	var asked v1Task
+	if e := rpc(t, s, "1.0", "SendMessage", `{"message":{"messageId":"ask10-1","role":"ROLE_USER","parts":[{"text":"pick a color"}]}}`, &asked); e != nil {
+		t.Fatalf("SendMessage: %+v", e)
+	}
+	st := asked.Task.Status
+	if st.State != "TASK_STATE_INPUT_REQUIRED" || len(st.Message.Parts) != 1 || st.Message.Parts[0].Text != "Which color?" ||
+		st.Message.Metadata[api.MetaAskPath] != "0" || fmt.Sprint(st.Message.Metadata[api.MetaAskChoices]) != "[red blue]" {
+		t.Fatalf("the blocking send: %+v, want input-required with the question", asked.Task)
+	}
+	var done v1Task
+	params := fmt.Sprintf(`{"message":{"messageId":"ask10-2","role":"ROLE_USER","taskId":%q,"parts":[{"text":"blue"}]}}`, asked.Task.ID)
+	if e := rpc(t, s, "1.0", "SendMessage", params, &done); e != nil {
+		t.Fatalf("SendMessage (the answer): %+v", e)
+	}
+	if done.Task.Status.State != "TASK_STATE_COMPLETED" || len(done.Task.Artifacts) != 1 || done.Task.Artifacts[0].Parts[0].Text != "root got blue" {
+		t.Fatalf("after the answer: %+v", done.Task)
+	}
+}
+
+// The parent's model answers its child's question itself (subagent.answer):
+// the task never goes input-required.
+func TestAskAnsweredByTheParent(t *testing.T) {
+	t.Parallel()
+	script := "[depth 0]\nspawn async \"child\"\nawait\nreply 1 \"green, says the root\"\nawait\nanswer \"root: {results}\"\n" +
+		"[depth 1]\nask \"Which color?\"\nanswer \"child got {answer}\"\n"
+	s := startService(t, "--intelligence", "builtin:script="+writeScript(t, script))
+	c := s.client(t)
+	var states []a2a.TaskState
+	var id a2a.TaskID
+	for ev, err := range c.SendStreamingMessage(context.Background(), textMessage("go")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := ev.(*a2a.TaskStatusUpdateEvent); ok {
+			states, id = append(states, v.Status.State), v.TaskID
+		}
+	}
+	if slices.Contains(states, a2a.TaskStateInputRequired) || states[len(states)-1] != a2a.TaskStateCompleted {
+		t.Fatalf("states = %v, want completed and never input-required", states)
+	}
+	task, err := c.GetTask(context.Background(), &a2a.TaskQueryParams{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := artifactText(task); got != "root: child got green, says the root" {
+		t.Fatalf("artifact = %q", got)
+	}
+}
+
+// rpcAs calls method as the caller of token (0.3) and decodes its result
+// into out; it returns the error object, if any.
+func rpcAs(t *testing.T, s *service, token, method string, params any, out any) *rpcError {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	req, _ := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r rpcReply
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	if r.Error == nil && out != nil {
+		if err := json.Unmarshal(r.Result, out); err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+	}
+	return r.Error
+}
+
+// answerParams is a non-blocking message/send naming task id.
+func answerParams(id, text string) map[string]any {
+	return map[string]any{
+		"message":       map[string]any{"messageId": fmt.Sprintf("a-%d", time.Now().UnixNano()), "taskId": id, "role": "user", "parts": []any{map[string]any{"kind": "text", "text": text}}},
+		"configuration": map[string]any{"blocking": false},
+	}
+}
+
+// Bad answers change nothing: one from another caller is told the task does
+// not exist, one over api.MaxAnswer is invalid params (the task stays
+// input-required, its history as it was); the caller's answer then works; an
+// answer to the task once it has ended is refused, and the task is unchanged.
+func TestAskBadAnswers(t *testing.T) {
+	t.Parallel()
+	s := startAdmService(t, "--intelligence", "builtin:script="+writeScript(t, askScripts[0].script))
+	var task wireTask
+	if e := rpcAs(t, s.service, floodToken, "message/send", sendParams("pick a color", false), &task); e != nil {
+		t.Fatalf("send: %+v", e)
+	}
+	get := func() wireTask {
+		t.Helper()
+		var got wireTask
+		if e := rpcAs(t, s.service, floodToken, "tasks/get", map[string]any{"id": task.ID}, &got); e != nil {
+			t.Fatalf("tasks/get: %+v", e)
+		}
+		return got
+	}
+	testkit.WaitFor(t, 20*time.Second, "the task input-required", func() bool { return get().Status.State == "input-required" })
+	before := get()
+	if e := rpcAs(t, s.service, otherToken, "message/send", answerParams(task.ID, "red"), nil); e == nil || e.Code != -32001 {
+		t.Errorf("an answer from another caller: %+v, want -32001 (task not found)", e)
+	}
+	if e := rpcAs(t, s.service, floodToken, "message/send", answerParams(task.ID, strings.Repeat("b", api.MaxAnswer+1)), nil); e == nil || e.Code != -32602 || !strings.Contains(e.Message+string(e.Data), "over the limit") {
+		t.Errorf("an answer over the limit: %+v, want -32602 naming the limit", e)
+	}
+	if after := get(); after.Status.State != "input-required" || len(after.History) != len(before.History) {
+		t.Fatalf("after the bad answers: %s with %d history messages, want input-required with %d", after.Status.State, len(after.History), len(before.History))
+	}
+	if e := rpcAs(t, s.service, floodToken, "message/send", answerParams(task.ID, "blue"), nil); e != nil {
+		t.Fatalf("the answer: %+v", e)
+	}
+	testkit.WaitFor(t, 20*time.Second, "the task completed", func() bool { return get().Status.State == "completed" })
+	done := get()
+	if e := rpcAs(t, s.service, floodToken, "message/send", answerParams(task.ID, "red"), nil); e == nil || e.Code != -32004 {
+		t.Errorf("an answer to a finished task: %+v, want -32004", e)
+	}
+	if after := get(); after.Status.State != "completed" || len(after.History) != len(done.History) {
+		t.Fatalf("after the late answer: %s with %d history messages, want completed with %d", after.Status.State, len(after.History), len(done.History))
+	}
+}
+
+// A question no one answers within --input-timeout fails the task: status
+// deadline, cause input_timeout; the asking subagent's process is gone.
+func TestAskInputTimeout(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "--intelligence", "builtin:script="+writeScript(t, askScripts[0].script), "--input-timeout", "300ms")
+	c := s.client(t)
+	res, err := c.SendMessage(context.Background(), textMessage("pick a color"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	questionOf(t, task, "0")
+	var got *a2a.Task
+	testkit.WaitFor(t, 20*time.Second, "the task ended", func() bool {
+		got, err = c.GetTask(context.Background(), &a2a.TaskQueryParams{ID: task.ID})
+		return err == nil && got.Status.State.Terminal()
+	})
+	if got.Status.State != a2a.TaskStateFailed || got.Metadata[api.MetaStatus] != string(api.StatusDeadline) || got.Metadata[api.MetaCause] != api.CauseInputTimeout {
+		t.Fatalf("after the input timeout: %s %v, want failed, deadline, input_timeout", got.Status.State, got.Metadata)
+	}
+	testkit.WaitFor(t, 10*time.Second, "no child left", func() bool { return len(testkit.Children(s.cmd.Process.Pid)) == 0 })
 }
