@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
