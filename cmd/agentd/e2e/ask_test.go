@@ -5,7 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -311,4 +315,75 @@ func TestAskInputTimeout(t *testing.T) {
 		t.Fatalf("after the input timeout: %s %v, want failed, deadline, input_timeout", got.Status.State, got.Metadata)
 	}
 	testkit.WaitFor(t, 10*time.Second, "no child left", func() bool { return len(testkit.Children(s.cmd.Process.Pid)) == 0 })
+}
+
+// The third-party OpenAI-compatible mock model asks through a real tool
+// call of subagent_ask (offered to it among the tools of the request), and
+// answers with the tool result it is then sent: the caller's answer.
+// mock-llm 0.1.29 streams only an answer's text (its streamed chunks drop
+// tool_calls), so the requests reach it through a proxy that takes
+// "stream": true out: it answers with whole completions, which agentd
+// reads as it reads any server that does not stream.
+func TestAskFromTheMockLLM(t *testing.T) {
+	t.Parallel()
+	url := unstreamed(t, startMockLLM(t, `rules:
+  - path: "/v1/chat/completions"
+    match: "contains(body.tools[*].function.name, 'subagent_ask')"
+    response:
+      status: 200
+      content: |
+        {"id": "chatcmpl-1", "object": "chat.completion", "model": "mock", "created": 1,
+         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "",
+           "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "subagent_ask",
+             "arguments": "{\"question\": \"Which color?\", \"choices\": [\"red\", \"blue\"]}"}}]}}]}
+  - path: "/v1/chat/completions"
+    match: "body.messages[-1].role == 'tool'"
+    response:
+      status: 200
+      content: |
+        {"id": "chatcmpl-2", "object": "chat.completion", "model": "mock", "created": 1,
+         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "the person chose {{jmes request body.messages[-1].content}}"}}]}
+`))
+	s := startService(t, "--intelligence", url, "--model", "mock")
+	c := s.client(t)
+	ctx := context.Background()
+	res, err := c.SendMessage(ctx, textMessage("pick a color"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	questionOf(t, task, "0")
+	res, err = c.SendMessage(ctx, answerTo(task, "blue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := res.(*a2a.Task); done.Status.State != a2a.TaskStateCompleted || artifactText(done) != "the person chose blue" {
+		t.Fatalf("after the answer: %s %q", done.Status.State, artifactText(done))
+	}
+}
+
+// unstreamed is a proxy to the Chat Completions endpoint at target (…/v1)
+// that removes "stream" and "stream_options" from each request body.
+func unstreamed(t *testing.T, target string) string {
+	t.Helper()
+	u, err := neturl.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(&neturl.URL{Scheme: u.Scheme, Host: u.Host})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		delete(body, "stream")
+		delete(body, "stream_options")
+		b, _ := json.Marshal(body)
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		r.Header.Del("Accept")
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + u.Path
 }
