@@ -387,3 +387,28 @@ func unstreamed(t *testing.T, target string) string {
 	t.Cleanup(srv.Close)
 	return srv.URL + u.Path
 }
+
+// tasks/cancel of a task that waits for an answer ends it canceled, with
+// the waiting subagents' processes gone.
+func TestAskCancelWhileWaiting(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "--intelligence", "builtin:script="+writeScript(t, askScripts[2].script))
+	c := s.client(t)
+	ctx := context.Background()
+	res, err := c.SendMessage(ctx, textMessage("pick a color"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	questionOf(t, task, "0.1.1")
+	// Every subagent of the tree is a child of agentd's, and all three stay
+	// while the leaf waits: the leaf and the two that pass its question up.
+	if n := len(testkit.Children(s.cmd.Process.Pid)); n != 3 {
+		t.Fatalf("%d child processes of agentd while the leaf asks, want 3", n)
+	}
+	got, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: task.ID})
+	if err != nil || got.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("cancel: %+v %v", got, err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "no child left", func() bool { return len(testkit.Children(s.cmd.Process.Pid)) == 0 })
+}
