@@ -85,8 +85,9 @@ type EngineOption func(*Engine)
 // WithSendWait bounds how long a blocking message/send (or SendMessage) holds
 // the request: past d it answers with the task as it stands (working), and the
 // client follows it with tasks/get, a subscription or push notifications. Zero
-// (the default) waits until the task ends, as both protocol versions describe
-// a blocking send (A2A 1.0 §3.2.2: until a terminal or interrupted state). A
+// (the default) waits until the task ends or is interrupted (input-required:
+// answer.go), as both protocol versions describe a blocking send (A2A 1.0
+// §3.2.2: until a terminal or interrupted state). A
 // non-zero d is an operator's deliberate deviation from that, for 0.3 and 1.0
 // alike; a client that wants the running task at once asks for it instead
 // (0.3 blocking false, 1.0 returnImmediately).
