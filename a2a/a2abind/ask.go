@@ -27,7 +27,7 @@ import (
 
 // errInputTimeout is the cause a run is cancelled with when its question
 // waited past the input timeout.
-var errInputTimeout = errors.New("no answer to the task's question within the input timeout")
+var errInputTimeout = errors.New("a2abind: no answer to the task's question within the input timeout")
 
 // errAskTimedOut is ask's answer when it cancelled the run at the input
 // timeout: the turn's result is then deadline, cause input_timeout.

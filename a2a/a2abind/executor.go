@@ -345,7 +345,7 @@ wait:
 	t.res, t.ran = result(), true
 	if timedOut && t.res.Status == api.StatusCancelled {
 		t.res.Status, t.res.Cause = api.StatusDeadline, api.CauseInputTimeout
-		t.res.Detail = fmt.Sprintf("%v (%s)", errInputTimeout, x.cfg.InputTimeout)
+		t.res.Detail = fmt.Sprintf("no answer to the task's question within the input timeout (%s)", x.cfg.InputTimeout)
 	}
 	spanTurn(ctx, req.Provider, t.res)
 	return t, nil
