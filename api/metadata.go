@@ -141,4 +141,8 @@ func CallerMaySet(key string) bool {
 const (
 	MetaAskPath    = "agentd/ask_path"
 	MetaAskChoices = "agentd/ask_choices"
+	// An approval gate's question (a tool call that waits for a person's
+	// yes) also names the tool and the call's arguments.
+	MetaAskTool      = "agentd/ask_tool"
+	MetaAskArguments = "agentd/ask_arguments"
 )

@@ -259,6 +259,10 @@ type Question struct {
 	Choices   []string `json:"choices,omitempty"`
 	AgentPath string   `json:"agent_path"`
 	Handle    string   `json:"handle"`
+	// Tool and Arguments make it an approval: the asker's call of Tool
+	// waits for a person's yes (an approval gate).
+	Tool      string          `json:"tool,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // Bounds of a question and of an answer.

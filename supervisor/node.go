@@ -599,6 +599,11 @@ func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) a
 		case <-ctx.Done():
 		}
 	}()
+	if s.cfg.Gates.holds(call) && s.grants(n, call) {
+		if denied := s.approve(ctx, n, call); denied != nil {
+			return *denied
+		}
+	}
 	if h, ok := s.selfTools[call.Tool]; ok {
 		if !n.payload.Agent.AllowsSelfTool(call.Tool) {
 			return api.TextResult(fmt.Sprintf("tool %q is not one of this subagent's agent type's self-tools", call.Tool), true)

@@ -83,6 +83,9 @@ type Config struct {
 	// zero value, every exec call is refused as a tool result, and Start
 	// refuses a root whose scope holds api.ExecRef.
 	AllowExec bool
+	// Gates marks the tool calls that wait for a person's yes (gate.go);
+	// the zero value gates nothing.
+	Gates Gates
 	// ExecOutput caps the bytes kept of an exec child's stdout, and separately
 	// of its stderr; the rest is read and discarded, and a note marks the cut.
 	// Default 64 KiB.

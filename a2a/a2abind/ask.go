@@ -2,6 +2,7 @@ package a2abind
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -44,6 +45,13 @@ func QuestionStatus(info a2a.TaskInfoProvider, q api.Question) *a2a.TaskStatusUp
 			choices[i] = c
 		}
 		msg.Metadata[api.MetaAskChoices] = choices
+	}
+	if q.Tool != "" {
+		var args any
+		if json.Unmarshal(q.Arguments, &args) != nil {
+			args = string(q.Arguments)
+		}
+		msg.Metadata[api.MetaAskTool], msg.Metadata[api.MetaAskArguments] = q.Tool, args
 	}
 	return a2a.NewStatusUpdateEvent(info, a2a.TaskStateInputRequired, msg)
 }

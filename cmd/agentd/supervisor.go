@@ -95,6 +95,7 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		WarmPool:        opt.warmPool,
 
 		AllowExec:   c.AllowExec,
+		Gates:       c.Gates,
 		LogLevel:    c.level(),
 		LogContent:  c.LogContent,
 		ChildStderr: opt.childStderr,

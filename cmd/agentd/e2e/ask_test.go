@@ -412,3 +412,56 @@ func TestAskCancelWhileWaiting(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, "no child left", func() bool { return len(testkit.Children(s.cmd.Process.Pid)) == 0 })
 }
+
+// Issue 32.3: with --approve exec, the root's subagent.exec waits for a
+// person's yes: the task goes input-required naming the call (tool,
+// arguments, the subagent); "yes" runs the command, "no" is an error result
+// the model sees (the command never runs), and no answer within
+// --input-timeout fails the task.
+func TestApprovalGateExec(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, "[depth 0]\ncall subagent.exec {\"argv\":[\"echo\",\"gated-hello\"]}\nanswer \"{transcript}\"\n")
+	s := startService(t, "--intelligence", "builtin:script="+script, "--allow-exec", "--approve", "exec")
+	c := s.client(t)
+	ctx := context.Background()
+	for _, tc := range []struct{ answer, want, not string }{
+		{"yes", "gated-hello", "was not run"},
+		{"no", `subagent.exec was not run: the person asked did not approve it (answered "no")`, "gated-hello"},
+	} {
+		res, err := c.SendMessage(ctx, textMessage("run it"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := res.(*a2a.Task)
+		m := task.Status.Message
+		if task.Status.State != a2a.TaskStateInputRequired || m == nil || m.Metadata[api.MetaAskTool] != api.ToolExec ||
+			fmt.Sprint(m.Metadata[api.MetaAskArguments]) != "map[argv:[echo gated-hello]]" || m.Metadata[api.MetaAskPath] != "0" ||
+			fmt.Sprint(m.Metadata[api.MetaAskChoices]) != "[yes no]" {
+			t.Fatalf("the gated call: %s %+v, want input-required naming subagent.exec and its arguments", task.Status.State, m)
+		}
+		res, err = c.SendMessage(ctx, answerTo(task, tc.answer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := res.(*a2a.Task)
+		if got := artifactText(done); done.Status.State != a2a.TaskStateCompleted || !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {
+			t.Fatalf("answered %q: %s %q, want completed with %q", tc.answer, done.Status.State, got, tc.want)
+		}
+	}
+
+	timed := startService(t, "--intelligence", "builtin:script="+script, "--allow-exec", "--approve", "exec", "--input-timeout", "300ms")
+	tc := timed.client(t)
+	res, err := tc.SendMessage(ctx, textMessage("run it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	var got *a2a.Task
+	testkit.WaitFor(t, 20*time.Second, "the task ended", func() bool {
+		got, err = tc.GetTask(ctx, &a2a.TaskQueryParams{ID: id})
+		return err == nil && got.Status.State.Terminal()
+	})
+	if got.Status.State != a2a.TaskStateFailed || got.Metadata[api.MetaCause] != api.CauseInputTimeout {
+		t.Fatalf("an approval no one gave: %s %v, want failed, input_timeout", got.Status.State, got.Metadata)
+	}
+}
