@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/agentd/agentd/api"
 )
@@ -61,6 +62,33 @@ func (q *Question) abandon() { q.once.Do(func() { close(q.done) }) }
 type askState struct {
 	q    *Question
 	wake chan struct{} // closed when the node next asks; nil until someone waits for it
+
+	// The deadline moves by the time questions waited (unless
+	// Config.AskChargesDeadline): waited so far, since when the wait in
+	// progress (zero: none), and moved, told (cap 1) when a wait ends.
+	waited time.Duration
+	since  time.Time
+	moved  chan struct{}
+}
+
+// deadlineNow is n's deadline moved by its questions' waits so far (the
+// one in progress included).
+func (n *node) deadlineNow() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d := n.deadline.Add(n.ask.waited)
+	if !n.ask.since.IsZero() {
+		d = d.Add(time.Since(n.ask.since))
+	}
+	return d
+}
+
+// waitsUncharged reports whether a question's wait that does not count
+// against the deadline is in progress.
+func (n *node) waitsUncharged() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !n.ask.since.IsZero()
 }
 
 // Questions returns the channel a root's questions arrive on, one at a
@@ -107,6 +135,10 @@ func (s *Supervisor) pose(ctx context.Context, n *node, q api.Question) (string,
 		return "", errors.New("a question of this subagent is already waiting")
 	}
 	n.ask.q = qq
+	uncharged := !s.cfg.AskChargesDeadline && n.ask.since.IsZero()
+	if uncharged {
+		n.ask.since = time.Now()
+	}
 	if n.ask.wake != nil {
 		close(n.ask.wake)
 		n.ask.wake = nil
@@ -118,7 +150,17 @@ func (s *Supervisor) pose(ctx context.Context, n *node, q api.Question) (string,
 		if n.ask.q == qq {
 			n.ask.q = nil
 		}
+		if uncharged {
+			n.ask.waited += time.Since(n.ask.since)
+			n.ask.since = time.Time{}
+		}
 		n.mu.Unlock()
+		if uncharged {
+			select {
+			case n.ask.moved <- struct{}{}:
+			default:
+			}
+		}
 	}()
 	log := s.nodeLogger(n)
 	log.Info("subagent asks", "asker_path", q.AgentPath, "choices", len(q.Choices))

@@ -83,6 +83,10 @@ type Config struct {
 	// zero value, every exec call is refused as a tool result, and Start
 	// refuses a root whose scope holds api.ExecRef.
 	AllowExec bool
+	// AskChargesDeadline counts a question's wait (subagent.ask) against
+	// the asking subagent's deadline; by default the deadline moves by
+	// the time waited (ask.go).
+	AskChargesDeadline bool
 	// Gates marks the tool calls that wait for a person's yes (gate.go);
 	// the zero value gates nothing.
 	Gates Gates

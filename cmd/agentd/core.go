@@ -66,6 +66,9 @@ type coreConfig struct {
 	AllowExec bool
 	// Gates are the tool calls that wait for a person's yes (--approve).
 	Gates supervisor.Gates
+	// AskChargesDeadline counts a question's wait against the asking
+	// subagent's deadline (--input-charges-deadline).
+	AskChargesDeadline bool
 
 	LogLevel string
 	// LogContent lets prompts, model answers and tool arguments and results
@@ -112,6 +115,7 @@ func addCore(f *cli.Flags, c *coreConfig) {
 	f.EnvFuncList("approve", "AGENT_APPROVE", "a tool call that waits for a person's yes before it runs (the task goes input-required with the call): exec, tool:SERVER/TOOL or peer:NAME (a spawn on that peer); repeatable (env: ';'-separated); none by default", func(s string) error {
 		return c.Gates.Add(s)
 	})
+	f.EnvBool(&c.AskChargesDeadline, "input-charges-deadline", "AGENT_INPUT_CHARGES_DEADLINE", false, "count the time a subagent's question (subagent.ask) waits for its answer against its deadline (by default the deadline moves by the wait; --input-timeout bounds a task's question)")
 	f.EnvString(&c.LogFormat, "log-format", "AGENT_LOG_FORMAT", "", "log format: text or json (default: text when stderr is a terminal, JSON otherwise; children always log JSON to the supervisor, which renders their lines in this format)")
 
 	f.EnvDuration(&c.ChildDeadline, "child-deadline", "AGENT_CHILD_DEADLINE", 600*time.Second, "Detector A: every child's deadline is capped at this (the root's included)")

@@ -94,13 +94,15 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		RlimitCPU:       uint64((c.RlimitCPU + time.Second - 1) / time.Second),
 		WarmPool:        opt.warmPool,
 
-		AllowExec:   c.AllowExec,
-		Gates:       c.Gates,
-		LogLevel:    c.level(),
-		LogContent:  c.LogContent,
-		ChildStderr: opt.childStderr,
-		Budget:      opt.budget,
-		AgentTypes:  opt.agentTypes,
+		AllowExec: c.AllowExec,
+		Gates:     c.Gates,
+
+		AskChargesDeadline: c.AskChargesDeadline,
+		LogLevel:           c.level(),
+		LogContent:         c.LogContent,
+		ChildStderr:        opt.childStderr,
+		Budget:             opt.budget,
+		AgentTypes:         opt.agentTypes,
 	})
 	if err != nil {
 		tools.close()

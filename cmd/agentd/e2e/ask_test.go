@@ -465,3 +465,52 @@ func TestApprovalGateExec(t *testing.T) {
 		t.Fatalf("an approval no one gave: %s %v, want failed, input_timeout", got.Status.State, got.Metadata)
 	}
 }
+
+// The wait for an answer does not count against the asker's deadline: a
+// root with a 1.5 s deadline waits 2.5 s for its answer, then completes
+// with it. With --input-charges-deadline it counts: the run ends at its
+// deadline while it waits.
+func TestAskWaitNotChargedToTheDeadline(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, askScripts[0].script)
+	s := startService(t, "--intelligence", "builtin:script="+script, "--deadline", "1500ms")
+	c := s.client(t)
+	ctx := context.Background()
+	sent := time.Now()
+	res, err := c.SendMessage(ctx, textMessage("pick a color"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	questionOf(t, task, "0")
+	testkit.WaitFor(t, 20*time.Second, "2.5 s past the send, the task still waiting", func() bool {
+		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
+		if err != nil || got.Status.State != a2a.TaskStateInputRequired {
+			t.Fatalf("while it waits: %+v %v", got, err)
+		}
+		return time.Since(sent) > 2500*time.Millisecond
+	})
+	res, err = c.SendMessage(ctx, answerTo(task, "blue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := res.(*a2a.Task); done.Status.State != a2a.TaskStateCompleted || artifactText(done) != "root got blue" {
+		t.Fatalf("after the answer: %s %q", done.Status.State, artifactText(done))
+	}
+
+	charged := startService(t, "--intelligence", "builtin:script="+script, "--deadline", "1500ms", "--input-charges-deadline")
+	cc := charged.client(t)
+	res, err = cc.SendMessage(ctx, textMessage("pick a color"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	var got *a2a.Task
+	testkit.WaitFor(t, 20*time.Second, "the charged task ended", func() bool {
+		got, err = cc.GetTask(ctx, &a2a.TaskQueryParams{ID: id})
+		return err == nil && got.Status.State.Terminal()
+	})
+	if got.Status.State != a2a.TaskStateFailed || got.Metadata[api.MetaStatus] != string(api.StatusDeadline) {
+		t.Fatalf("with --input-charges-deadline: %s %v, want failed, deadline", got.Status.State, got.Metadata)
+	}
+}
