@@ -183,6 +183,8 @@ const (
 	ToolStatus = "subagent.status"
 	ToolAwait  = "subagent.await"
 	ToolCancel = "subagent.cancel"
+	ToolAsk    = "subagent.ask"
+	ToolAnswer = "subagent.answer"
 )
 
 // ToolSpec describes one tool a subagent may call: its wire name (a self-tool

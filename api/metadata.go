@@ -135,3 +135,15 @@ var callerInput = map[string]bool{
 func CallerMaySet(key string) bool {
 	return !strings.HasPrefix(key, ReservedPrefix) || callerInput[key]
 }
+
+// Metadata keys of a question (subagent.ask): on the status message of a task
+// that is input-required, which subagent asks (its agent path), and the
+// choices it offers, when it offers some.
+const (
+	MetaAskPath    = "agentd/ask_path"
+	MetaAskChoices = "agentd/ask_choices"
+	// An approval gate's question (a tool call that waits for a person's
+	// yes) also names the tool and the call's arguments.
+	MetaAskTool      = "agentd/ask_tool"
+	MetaAskArguments = "agentd/ask_arguments"
+)

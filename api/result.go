@@ -69,6 +69,9 @@ const (
 	CauseExitedWithoutResult     = "exited_without_result"
 	CauseTreeTokenCeiling        = "tree_token_ceiling"
 	CauseSchemaMismatch          = "schema_mismatch"
+	// CauseInputTimeout: a question of the task waited past the input
+	// timeout without an answer (status deadline).
+	CauseInputTimeout = "input_timeout"
 	// CauseSupervisorLost: agentd lost the process tree running the task
 	// (it restarted, or its replica went away) and did not run it again.
 	CauseSupervisorLost = "supervisor_lost"

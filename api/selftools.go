@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -73,6 +74,7 @@ const MaxAwait = 30 * time.Second
 const (
 	ChildRunning  = "running"  // not yet ended (starting, working or stopping)
 	ChildFinished = "finished" // ended; Status, Distillate and Usage are final
+	ChildAsking   = "asking"   // not ended, and waiting for the answer to its Question (subagent.answer)
 )
 
 // ChildReport is what the self-tools answer about one child: its handle and
@@ -93,6 +95,9 @@ type ChildReport struct {
 	Cancelled *bool `json:"cancelled,omitempty"`
 	// SubtreeSize is set by subagent.cancel: how many subagents it stopped.
 	SubtreeSize int `json:"subtree_size,omitempty"`
+	// Question is the question the child (or a subagent below it that
+	// passed it up) waits on, in state asking.
+	Question *Question `json:"question,omitempty"`
 }
 
 // ResourceURI is the agent:// resource of a child's handle; a child's completion
@@ -131,8 +136,32 @@ func SelfToolSpecs() []ToolSpec {
 		{Name: ToolStatus, Description: "Report a child subagent's state by handle; a finished child's report carries its result.", InputSchema: json.RawMessage(handleSchema)},
 		{Name: ToolAwait, Description: "Wait for a child subagent (from an async spawn) to finish, at most timeout_ms (default and maximum 30000). Returns its result, or its report in state running if it has not finished yet.", InputSchema: json.RawMessage(awaitSchema)},
 		{Name: ToolCancel, Description: "Stop a child subagent and everything it spawned.", InputSchema: json.RawMessage(handleSchema)},
+		{Name: ToolAsk, Description: askDescription, InputSchema: json.RawMessage(askSchema)},
+		{Name: ToolAnswer, Description: "Answer the question a child subagent asked (its report is in state asking, with the question): the answer is the result of its subagent.ask, and it goes on.", InputSchema: json.RawMessage(answerSchema)},
 	}, resourceToolSpecs()...)
 }
+
+const askDescription = "Ask the one who gave you your objective a question, and wait for the answer, which is this call's result. " +
+	"Ask only what you cannot find out or decide yourself; offer choices when the answer is one of a few. " +
+	"With handle (and no question), pass up the question a child subagent asked: the answer you get is given to the child as well."
+
+const askSchema = `{
+  "type": "object",
+  "properties": {
+    "question": {"type": "string", "description": "the question, self-contained: the one who answers sees nothing else of your work"},
+    "choices": {"type": "array", "items": {"type": "string"}, "description": "the answers to choose from, if it is one of a few"},
+    "handle": {"type": "string", "description": "pass up this child's question instead of asking your own"}
+  }
+}`
+
+const answerSchema = `{
+  "type": "object",
+  "properties": {
+    "handle": {"type": "string"},
+    "answer": {"type": "string"}
+  },
+  "required": ["handle", "answer"]
+}`
 
 const spawnDescription = "Delegate a sub-task to a new child subagent. Give it a specific objective and the output format you need; " +
 	"pass only the context it needs as labeled seed slices; list the tools it may use (a subset of yours). " +
@@ -221,3 +250,61 @@ const awaitSchema = `{
   },
   "required": ["handle"]
 }`
+
+// Question is what a subagent asks with subagent.ask: the text, the choices
+// it offers (none: any text), and who asks (its agent path and handle). A
+// question passed up keeps the asker it was first asked by.
+type Question struct {
+	Text      string   `json:"text"`
+	Choices   []string `json:"choices,omitempty"`
+	AgentPath string   `json:"agent_path"`
+	Handle    string   `json:"handle"`
+	// Tool and Arguments make it an approval: the asker's call of Tool
+	// waits for a person's yes (an approval gate).
+	Tool      string          `json:"tool,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// Bounds of a question and of an answer.
+const (
+	MaxQuestion = 16 << 10 // bytes of a question's text
+	MaxChoices  = 16       // choices of one question
+	MaxChoice   = 256      // bytes of one choice
+	MaxAnswer   = 64 << 10 // bytes of an answer
+)
+
+// AskArgs are the arguments of subagent.ask: a question (with choices), or
+// the handle of a child whose question to pass up.
+type AskArgs struct {
+	Question string   `json:"question,omitempty"`
+	Choices  []string `json:"choices,omitempty"`
+	Handle   string   `json:"handle,omitempty"`
+}
+
+// Validate checks the arguments: a question or a handle, within the bounds.
+func (a AskArgs) Validate() error {
+	switch {
+	case a.Handle != "" && (a.Question != "" || len(a.Choices) > 0):
+		return fmt.Errorf("give a question or a handle, not both")
+	case a.Handle != "":
+		return nil
+	case strings.TrimSpace(a.Question) == "":
+		return fmt.Errorf("the question is empty")
+	case len(a.Question) > MaxQuestion:
+		return fmt.Errorf("the question is %d bytes, over the limit of %d", len(a.Question), MaxQuestion)
+	case len(a.Choices) > MaxChoices:
+		return fmt.Errorf("%d choices, over the limit of %d", len(a.Choices), MaxChoices)
+	}
+	for _, c := range a.Choices {
+		if strings.TrimSpace(c) == "" || len(c) > MaxChoice {
+			return fmt.Errorf("choice %q: want 1 to %d bytes of text", c, MaxChoice)
+		}
+	}
+	return nil
+}
+
+// AnswerArgs are the arguments of subagent.answer.
+type AnswerArgs struct {
+	Handle string `json:"handle"`
+	Answer string `json:"answer"`
+}

@@ -41,13 +41,14 @@ type node struct {
 	settleOnce sync.Once
 	final      api.SubagentResult
 
-	mu        sync.Mutex // guards proc, verdict, result, usage, children, killing
+	mu        sync.Mutex // guards proc, verdict, result, usage, children, killing, ask
 	proc      *proc
 	verdict   *verdict
 	result    *api.SubagentResult
 	usage     api.Usage
 	children  []*node
 	killing   bool          // a kill ladder has been started for this node
+	ask       askState      // the question it waits on (ask.go)
 	killed    chan struct{} // closed when killing is set
 	abandoned chan struct{} // closed (once, by its ladder) when the ladder gives up on an unreapable process
 
@@ -72,6 +73,7 @@ func newNode(handle string, parent *node, p api.SpawnPayload) *node {
 		settled:   make(chan struct{}),
 		abandoned: make(chan struct{}),
 		killed:    make(chan struct{}),
+		ask:       askState{moved: make(chan struct{}, 1)},
 	}
 }
 
@@ -369,7 +371,16 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 			return s.finish(n, p, verdict{})
 		case <-n.abandoned:
 			return s.finish(n, p, verdict{})
+		case <-n.ask.moved: // a question's wait ended: the deadline moved by it
+			deadline.Reset(time.Until(n.deadlineNow()))
 		case <-deadline.C:
+			if n.waitsUncharged() {
+				continue // re-armed when the wait ends (n.ask.moved)
+			}
+			if d := n.deadlineNow(); time.Now().Before(d) {
+				deadline.Reset(time.Until(d)) // moved by the waits so far
+				continue
+			}
 			log.Warn("deadline passed: killing subtree", "deadline", n.payload.Limits.Deadline.String())
 			s.killSubtree(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed", n.payload.Limits.Deadline)}, "deadline")
 		case <-eofWait:
@@ -597,7 +608,12 @@ func (s *Supervisor) blobPutAnswer(n *node, id uint64, put api.BlobPut, log *slo
 // grant holds, on the tool server that serves it. ctx carries the call's span;
 // the call ends at n's deadline or when n ends.
 func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) api.ToolResult {
-	ctx, cancel := context.WithDeadline(ctx, n.deadline)
+	var cancel context.CancelFunc
+	if call.Tool == api.ToolAsk && !s.cfg.AskChargesDeadline {
+		ctx, cancel = context.WithCancel(ctx) // the wait does not count against the deadline (ask.go)
+	} else {
+		ctx, cancel = context.WithDeadline(ctx, n.deadlineNow())
+	}
 	defer cancel()
 	go func() { // a call outlives no caller: it ends when the node does
 		select {
@@ -606,6 +622,11 @@ func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) a
 		case <-ctx.Done():
 		}
 	}()
+	if s.cfg.Gates.holds(call) && s.grants(n, call) {
+		if denied := s.approve(ctx, n, call); denied != nil {
+			return *denied
+		}
+	}
 	if h, ok := s.selfTools[call.Tool]; ok {
 		if !n.payload.Agent.AllowsSelfTool(call.Tool) {
 			return api.TextResult(fmt.Sprintf("tool %q is not one of this subagent's agent type's self-tools", call.Tool), true)

@@ -17,6 +17,8 @@ func (s *Supervisor) selfToolTable() map[string]selfTool {
 		api.ToolStatus: s.toolStatus,
 		api.ToolAwait:  s.toolAwait,
 		api.ToolCancel: s.toolCancel,
+		api.ToolAsk:    s.toolAsk,
+		api.ToolAnswer: s.toolAnswer,
 
 		api.ToolResourceRead: s.toolResourceRead,
 		api.ToolResourceWait: s.toolResourceWait,
@@ -81,11 +83,14 @@ func (s *Supervisor) toolAwait(ctx context.Context, caller *node, raw json.RawMe
 	return childReport(c).ToolResult()
 }
 
-// waitEnded waits until c has ended, d passes or ctx ends.
+// waitEnded waits until c has ended or asks a question, d passes or ctx
+// ends.
 func waitEnded(ctx context.Context, c *node, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	_, asked := c.asking()
 	select {
+	case <-asked:
 	case <-c.done:
 	case <-t.C:
 	case <-ctx.Done():

@@ -57,8 +57,11 @@ func (s *Supervisor) toolSpawn(ctx context.Context, parent *node, raw json.RawMe
 	if child.nest.disposition != api.DispositionSync {
 		return childReport(child).ToolResult()
 	}
+	_, asked := child.asking()
 	select {
 	case <-child.done:
+		return childReport(child).ToolResult()
+	case <-asked: // its report in state asking: answer it, then await it
 		return childReport(child).ToolResult()
 	case <-ctx.Done():
 		return api.TextResult("subagent.spawn: the caller stopped before its child "+child.handle+" ended", true)
@@ -407,7 +410,7 @@ func childReport(c *node) api.ChildReport {
 	if c.ended() {
 		r.ReportResult(c.final)
 	}
-	return r
+	return withQuestion(r, c)
 }
 
 // superviseRemote runs a child on a non-local provider through the Delegator.

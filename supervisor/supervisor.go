@@ -93,6 +93,13 @@ type Config struct {
 	// zero value, every exec call is refused as a tool result, and Start
 	// refuses a root whose scope holds api.ExecRef.
 	AllowExec bool
+	// AskChargesDeadline counts a question's wait (subagent.ask) against
+	// the asking subagent's deadline; by default the deadline moves by
+	// the time waited (ask.go).
+	AskChargesDeadline bool
+	// Gates marks the tool calls that wait for a person's yes (gate.go);
+	// the zero value gates nothing.
+	Gates Gates
 	// ExecOutput caps the bytes kept of an exec child's stdout, and separately
 	// of its stderr; the rest is read and discarded, and a note marks the cut.
 	// Default 64 KiB.
@@ -400,6 +407,10 @@ type StartRequest struct {
 	// Caller is who asked for the tree (the task's owner, "" when
 	// anonymous): the blobs the tree stores count against its quota.
 	Caller string
+	// Questions makes the tree's root questions arrive on Run.Questions,
+	// which the starter must then read; without it a root's subagent.ask
+	// is refused.
+	Questions bool
 }
 
 // Run is a handle on a started subagent. It is safe for concurrent use.
@@ -467,6 +478,9 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 		n.nest.workflow, n.nest.provider = req.Workflow, WorkflowProvider
 	}
 	t.caller = req.Caller
+	if req.Questions {
+		t.questions = make(chan *Question)
+	}
 	if req.MeshMaxDepth > 0 {
 		t.depthCap = max(req.MeshMaxDepth-req.MeshDepth, 0)
 	}

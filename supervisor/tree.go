@@ -31,6 +31,10 @@ type tree struct {
 	// (StartRequest.MeshMaxDepth less MeshDepth), or -1 when only max_depth
 	// applies. Immutable.
 	depthCap int
+
+	// questions carries the root's questions to whoever started the tree
+	// (Run.Questions); nil when the starter takes none. Immutable.
+	questions chan *Question
 }
 
 // nest is a node's part of the nesting bookkeeping. tree, disposition, provider,

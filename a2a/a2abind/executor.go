@@ -19,6 +19,7 @@ import (
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/supervisor/delegate"
 )
 
@@ -65,7 +66,12 @@ type ExecutorConfig struct {
 	// which only narrow the root grant. Nil, or a nil answer, runs the root
 	// as configured.
 	AgentType func(skill string) *api.AgentType
-	Log       *slog.Logger
+	// InputTimeout, if positive, bounds how long a question of the task
+	// (input-required) waits for its caller's answer: past it the task
+	// ends failed, cause input_timeout. Zero waits as long as the asker's
+	// own deadline allows.
+	InputTimeout time.Duration
+	Log          *slog.Logger
 }
 
 // Executor is the a2asrv.AgentExecutor that turns an A2A message into a
@@ -265,6 +271,8 @@ type turnOutcome struct {
 // runTurn starts one turn and waits for its result. A turn that cannot start
 // ends the task with a refusal and reports ran false.
 func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first, rerun bool) (turnOutcome, error) {
+	answers, _ := q.(tasks.Answers)
+	req.Asks = answers != nil // the root's questions go to the task's caller (ask.go)
 	run, err := x.cfg.Router.Start(ctx, req)
 	if err != nil {
 		status, text := api.StatusCrashed, "the delegation did not start: "+err.Error()
@@ -307,13 +315,39 @@ func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		settled, result = sr.Settled(), sr.SettledResult
 	}
 	t.reaped = run.Done()
-	select {
-	case <-settled:
-	case <-ctx.Done():
-		run.Cancel(context.Cause(ctx).Error())
-		<-settled
+	var questions <-chan *supervisor.Question
+	timedOut := false
+	if ar, ok := run.(delegate.AskingRun); ok && answers != nil {
+		questions = ar.Questions()
+	}
+wait:
+	for {
+		select {
+		case <-settled:
+			break wait
+		case <-ctx.Done():
+			run.Cancel(context.Cause(ctx).Error())
+			<-settled
+			break wait
+		case qq := <-questions:
+			err := x.ask(ctx, reqCtx, q, answers, qq, settled, run)
+			if errors.Is(err, errAskTimedOut) {
+				timedOut, questions = true, nil
+				continue
+			}
+			if err != nil {
+				run.Cancel("task event refused")
+				<-settled
+				t.res, t.ran = result(), true
+				return t, err
+			}
+		}
 	}
 	t.res, t.ran = result(), true
+	if timedOut && t.res.Status == api.StatusCancelled {
+		t.res.Status, t.res.Cause = api.StatusDeadline, api.CauseInputTimeout
+		t.res.Detail = fmt.Sprintf("no answer to the task's question within the input timeout (%s)", x.cfg.InputTimeout)
+	}
 	spanTurn(ctx, req.Provider, t.res)
 	return t, nil
 }

@@ -85,8 +85,9 @@ type EngineOption func(*Engine)
 // WithSendWait bounds how long a blocking message/send (or SendMessage) holds
 // the request: past d it answers with the task as it stands (working), and the
 // client follows it with tasks/get, a subscription or push notifications. Zero
-// (the default) waits until the task ends, as both protocol versions describe
-// a blocking send (A2A 1.0 §3.2.2: until a terminal or interrupted state). A
+// (the default) waits until the task ends or is interrupted (input-required:
+// answer.go), as both protocol versions describe a blocking send (A2A 1.0
+// §3.2.2: until a terminal or interrupted state). A
 // non-zero d is an operator's deliberate deviation from that, for 0.3 and 1.0
 // alike; a client that wants the running task at once asks for it instead
 // (0.3 blocking false, 1.0 returnImmediately).
@@ -198,6 +199,8 @@ type liveTask struct {
 	// fenced: another replica took the task over; its run is being stopped
 	// and nothing of it is this engine's to end (fence.go).
 	fenced atomic.Bool
+	// asking: the task waits for an answer (answer.go).
+	asking asking
 	// durable: a write of the task that the engine waited for has
 	// returned, which made the task's creation durable too (Syncer): what
 	// is shown of it needs no Sync.
@@ -403,6 +406,13 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 	if err != nil {
 		return err
 	}
+	return e.commitLocked(ctx, lt, ev, next)
+}
+
+// commitLocked stores next, the task after ev, makes it the task's snapshot
+// and fans ev out (subscribers, push). lt.mu is held.
+func (e *Engine) commitLocked(ctx context.Context, lt *liveTask, ev a2a.Event, next *a2a.Task) error {
+	var err error
 	push, ask := e.pushed(ctx, lt, next.ID, next.Status.State.Terminal())
 	var seq int64 // the end's notification, journaled by its write
 	if next.Status.State.Terminal() || push || len(lt.subs) > 0 || e.writeDelay <= 0 {
@@ -427,6 +437,7 @@ func (e *Engine) apply(ctx context.Context, lt *liveTask, ev a2a.Event) error {
 		e.deferLocked(lt) // no one sees this change yet
 	}
 	lt.task = next
+	lt.noteStateLocked(next.Status.State)
 	switch {
 	case seq > 0:
 		e.pusher.EnqueueJournaled(next.ID, ev, next, seq)
@@ -871,6 +882,9 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 	}
 	if hasMessage(cur, msg.ID) {
 		return lt, nil // sent before: it is in the history already
+	}
+	if lt.asking.answers != nil {
+		return e.answerLocked(ctx, lt, msg, early)
 	}
 	if lt.closed || cur.Status.State.Terminal() {
 		return nil, fmt.Errorf("task %s is finishing and takes no more messages: %w", id, a2a.ErrUnsupportedOperation)

@@ -57,9 +57,9 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 			return trimHistory(t, hist), nil
 		}
 	}
-	// The task's end, unless its writes wait for an unavailable store for
-	// the store wait.
-	if err := e.waitEnd(ctx, lt, timeout); err != nil {
+	// The task's end or interruption (input-required), unless its writes
+	// wait for an unavailable store for the store wait.
+	if err := e.waitStop(ctx, lt, timeout, lt.interrupted()); err != nil {
 		return nil, err
 	}
 	t, err := e.seen(ctx, lt, e.answerBy())

@@ -91,6 +91,12 @@ func (s *stall) state() (time.Time, <-chan struct{}) {
 // ErrStoreUnavailable once a write of lt has waited for the store for the
 // store wait (the task cannot move on meanwhile).
 func (e *Engine) waitEnd(ctx context.Context, lt *liveTask, timeout <-chan time.Time) error {
+	return e.waitStop(ctx, lt, timeout, nil)
+}
+
+// waitStop is waitEnd that also returns when interrupted is closed (the
+// task is input-required: answer.go).
+func (e *Engine) waitStop(ctx context.Context, lt *liveTask, timeout <-chan time.Time, interrupted <-chan struct{}) error {
 	for {
 		since, begun := lt.stall.state()
 		var giveUp <-chan time.Time
@@ -101,6 +107,7 @@ func (e *Engine) waitEnd(ctx context.Context, lt *liveTask, timeout <-chan time.
 		}
 		select {
 		case <-lt.done:
+		case <-interrupted:
 		case <-timeout:
 		case <-ctx.Done():
 			return ctx.Err()

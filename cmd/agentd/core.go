@@ -64,6 +64,11 @@ type coreConfig struct {
 	// grant then holds subagent/exec, which counts as sensitive and egress in
 	// the Rule of Two.
 	AllowExec bool
+	// Gates are the tool calls that wait for a person's yes (--approve).
+	Gates supervisor.Gates
+	// AskChargesDeadline counts a question's wait against the asking
+	// subagent's deadline (--input-charges-deadline).
+	AskChargesDeadline bool
 
 	LogLevel string
 	// LogContent lets prompts, model answers and tool arguments and results
@@ -107,6 +112,10 @@ func addCore(f *cli.Flags, c *coreConfig) {
 	f.EnvBool(&c.LogContent, "log-content", "AGENT_LOG_CONTENT", false, "let prompts, model answers and tool arguments and results into the logs (the debug lines of each model and tool call) and span attributes of every process of a tree")
 	f.EnvBool(&c.AggregateLogs, "aggregate-logs", "AGENT_AGGREGATE_LOGS", true, "forward each subagent's log lines through the supervisor (marked child=true); =false: subagents write their own lines to agentd's stderr")
 	f.EnvBool(&c.AllowExec, "allow-exec", "AGENT_ALLOW_EXEC", false, "turn on the exec self-tool: the root (and any child it grants subagent/exec) may run commands as supervised exec children, each with --exec-deadline; exec counts as sensitive and egress in the Rule of Two")
+	f.EnvFuncList("approve", "AGENT_APPROVE", "a tool call that waits for a person's yes before it runs (the task goes input-required with the call): exec, tool:SERVER/TOOL or peer:NAME (a spawn on that peer); repeatable (env: ';'-separated); none by default", func(s string) error {
+		return c.Gates.Add(s)
+	})
+	f.EnvBool(&c.AskChargesDeadline, "input-charges-deadline", "AGENT_INPUT_CHARGES_DEADLINE", false, "count the time a subagent's question (subagent.ask) waits for its answer against its deadline (by default the deadline moves by the wait; --input-timeout bounds a task's question)")
 	f.EnvString(&c.LogFormat, "log-format", "AGENT_LOG_FORMAT", "", "log format: text or json (default: text when stderr is a terminal, JSON otherwise; children always log JSON to the supervisor, which renders their lines in this format)")
 
 	f.EnvDuration(&c.ChildDeadline, "child-deadline", "AGENT_CHILD_DEADLINE", 600*time.Second, "Detector A: every child's deadline is capped at this (the root's included)")

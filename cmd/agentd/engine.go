@@ -29,6 +29,7 @@ func (s *service) openEngine(c *serveConfig, store tasks.Store, router *delegate
 		MaxDepth:     func() int { return sup.Caps().MaxDepth },
 		Lineages:     lineages,
 		MaxFrame:     api.FrameLimit(s.budgets.maxMessage), // the supervisor's: a follow-up the next turn cannot carry is refused
+		InputTimeout: c.Mesh.InputTimeout,
 		Log:          s.log,
 	}
 	if s.agents != nil {

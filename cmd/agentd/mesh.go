@@ -22,6 +22,7 @@ type meshConfig struct {
 	Routes       []delegate.Rule // --route, parsed as given
 	PushAllowNet string          // comma-separated CIDRs
 	SendWait     time.Duration
+	InputTimeout time.Duration // how long a task's question waits for its caller's answer (0: the asker's deadline)
 }
 
 func addMesh(f *cli.Flags, m *meshConfig) {
@@ -42,6 +43,7 @@ func addMesh(f *cli.Flags, m *meshConfig) {
 		return nil
 	})
 	f.EnvString(&m.PushAllowNet, "push-allow-net", "AGENT_PUSH_ALLOW_NET", "", "comma-separated CIDRs push webhooks may reach although loopback, link-local or private (all refused by default)")
+	f.EnvDuration(&m.InputTimeout, "input-timeout", "AGENT_INPUT_TIMEOUT", 0, "longest a task's question (input-required) waits for its caller's answer before the task fails, cause input_timeout (0: no bound; the wait does not count against the asking subagent's deadline unless --input-charges-deadline)")
 	f.EnvDuration(&m.SendWait, "send-wait", "AGENT_SEND_WAIT", 0, "longest a blocking send (message/send, SendMessage) holds the request before answering with the running task (0: until the task ends, as A2A 0.3 and 1.0 say; a bound departs from that, for both)")
 }
 
@@ -71,6 +73,9 @@ func (m *meshConfig) validate(tlsOn bool) error {
 	}
 	if _, err := m.pushAllow(); err != nil {
 		return err
+	}
+	if m.InputTimeout < 0 {
+		return fmt.Errorf("--input-timeout must not be negative (got %s)", m.InputTimeout)
 	}
 	if m.SendWait < 0 {
 		return fmt.Errorf("--send-wait must not be negative (got %s)", m.SendWait)

@@ -106,12 +106,15 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		ChildGOGC:        childGOGC,
 		WarmPool:         opt.warmPool,
 
-		AllowExec:   c.AllowExec,
-		LogLevel:    c.level(),
-		LogContent:  c.LogContent,
-		ChildStderr: opt.childStderr,
-		Budget:      opt.budget,
-		AgentTypes:  opt.agentTypes,
+		AllowExec: c.AllowExec,
+		Gates:     c.Gates,
+
+		AskChargesDeadline: c.AskChargesDeadline,
+		LogLevel:           c.level(),
+		LogContent:         c.LogContent,
+		ChildStderr:        opt.childStderr,
+		Budget:             opt.budget,
+		AgentTypes:         opt.agentTypes,
 	})
 	if err != nil {
 		tools.close()

@@ -34,6 +34,10 @@ type control struct {
 	closed  bool
 
 	hold gate // closed between ctrl/pause and ctrl/resume
+
+	// clock is the run's deadline, paused while a question waits; nil
+	// before the run starts.
+	clock *pausableDeadline
 }
 
 // newControl returns the control channel over r and w, with the frame limit
@@ -123,6 +127,10 @@ func (c *control) serve(cancel context.CancelCauseFunc) {
 // call sends a tool/call request and waits for its answer.
 func (c *control) call(ctx context.Context, tool string, args json.RawMessage) (api.ToolResult, error) {
 	var r api.ToolResult
+	if tool == api.ToolAsk && c.clock != nil {
+		c.clock.pause()
+		defer c.clock.resume()
+	}
 	call := api.ToolCall{Tool: tool, Args: args, Traceparent: telemetry.Traceparent(ctx)}
 	if err := c.request(ctx, api.MethodToolCall, call, &r); err != nil {
 		return api.ToolResult{}, err

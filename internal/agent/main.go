@@ -119,8 +119,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go c.serve(cancel)
-	ctx, stop := context.WithDeadline(ctx, deadline)
+	ctx, clock, stop := withPausableDeadline(ctx, deadline)
 	defer stop()
+	c.clock = clock // a question's wait does not count (subagent.ask)
 	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
 	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait,
 		Stream: newTextStream(c.text), Idle: releaseIdle, IdleAfter: idleAfter}

@@ -71,6 +71,10 @@ type Request struct {
 	// artifact updates): step counts the pieces that start it over, text is
 	// one piece. It is shown, never part of the result. Nil: not streamed.
 	OnText func(step int, text string) `json:"-"`
+	// Asks says the requester takes the root's questions (subagent.ask):
+	// a provider whose Run is an AskingRun hands them over on Questions,
+	// which the requester must then read.
+	Asks bool
 }
 
 // MeshMaxDepth is the deepest mesh depth a delegate whose root sits at depth

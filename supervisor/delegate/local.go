@@ -31,17 +31,29 @@ func (Local) InheritsParentContext() bool { return false }
 // than the mesh allows: to req.MaxDepth, counted from req.Depth, and at most
 // req.DepthLimit levels when one is asked for.
 func (l Local) Start(ctx context.Context, req Request) (Run, error) {
-	r, err := l.Sup.Start(ctx, supervisor.StartRequest{Handle: req.Handle, Payload: req.Payload, MeshDepth: req.Depth, MeshMaxDepth: MeshMaxDepth(req.Depth, req.MaxDepth, req.DepthLimit), Caller: req.Caller})
+	r, err := l.Sup.Start(ctx, supervisor.StartRequest{Handle: req.Handle, Payload: req.Payload, MeshDepth: req.Depth, MeshMaxDepth: MeshMaxDepth(req.Depth, req.MaxDepth, req.DepthLimit), Caller: req.Caller, Questions: req.Asks})
 	if err != nil {
 		return nil, err
 	}
 	return localRun{r: r, sup: l.Sup}, nil
 }
 
+// AskingRun is implemented by a Run whose root may ask its requester a
+// question (Request.Asks): each arrives on Questions, and its asker waits
+// until it is answered (supervisor.Question.Answer).
+type AskingRun interface {
+	Questions() <-chan *supervisor.Question
+}
+
 var (
 	_ TreeRun    = localRun{}
 	_ SettledRun = localRun{}
+	_ AskingRun  = localRun{}
 )
+
+// Questions carries the root's questions when the request asked for them
+// (AskingRun); nil otherwise.
+func (l localRun) Questions() <-chan *supervisor.Question { return l.r.Questions() }
 
 type localRun struct {
 	r   *supervisor.Run

@@ -66,12 +66,12 @@ func TestOpenRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "UPDATE agentd_schema SET version = 9"); err != nil {
+	if _, err := c.Exec(ctx, "UPDATE agentd_schema SET version = 99"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Open(ctx, dsn, Options{})
 	var se *store.SchemaError
-	if !errors.As(err, &se) || se.Found != 9 {
+	if !errors.As(err, &se) || se.Found != 99 {
 		t.Fatalf("newer schema: %v", err)
 	}
 	ro := srv.Database(t)

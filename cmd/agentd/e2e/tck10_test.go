@@ -536,8 +536,8 @@ func TestTCK10ProtoJSONNames(t *testing.T) {
 
 // TestTCK10BlockingSend pins how a blocking send answers. By default it waits
 // for the task to end, as A2A 1.0 §3.2.2 says a SendMessage without
-// returnImmediately must (agentd's tasks never stop for input, so "terminal
-// or interrupted" is "terminal"), and as 0.3's blocking message/send does.
+// returnImmediately must (a task that asks its caller a question is the
+// interrupted case: TestAskBlocking10), and as 0.3's blocking message/send does.
 // --send-wait is an operator's deliberate deviation, for both versions alike:
 // past it a blocking send answers with the task still running. The TCK's
 // documented config sets it, because the TCK cancels and follows up the task

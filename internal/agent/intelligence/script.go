@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +35,11 @@ import (
 //	                                                   max_steps=N deadline=DUR provider=NAME format=text|markdown|json
 //	                                                   type=AGENT_TYPE (a declared agent type for the child)
 //	                                                   ref=LABEL=URI (a resource_ref seed slice; repeatable)
-//	await                                              subagent.await every async child not yet finished
+//	await                                              subagent.await every async child not yet finished; ends early
+//	                                                   when a child asks a question (its report in state asking)
+//	ask "QUESTION" [choices=A,B]                       subagent.ask: wait for the answer ({answer} afterwards)
+//	reply N "TEXT"                                     subagent.answer: answer the question of the Nth child spawned
+//	pass N                                             subagent.ask with the Nth child's handle: pass its question up
 //	sleep DUR                                          wait (the run's cancellation still applies)
 //	usage IN [OUT]                                     the next model call reports these tokens
 //	stream DUR                                         later answers stream a word at a time, DUR apart
@@ -42,7 +47,7 @@ import (
 //	refuse "TEXT"                                      finish refused, with TEXT
 //	repeat                                             start the section again (last step only)
 //
-// TEXT may use {objective}, {path}, {depth}, {results} (finished children's
+// TEXT may use {answer} (the latest answer to subagent.ask), {objective}, {path}, {depth}, {results} (finished children's
 // distillates, in spawn order, one per line), {handles} (spawned handles),
 // {transcript} (every tool result seen, one per line), {prompt} (the first
 // user turn: the objective and the seed slices as the agent was handed them),
@@ -67,6 +72,9 @@ const (
 	stepRefuse
 	stepRepeat
 	stepStream
+	stepAsk
+	stepReply
+	stepPass
 )
 
 // step is one parsed script step.
@@ -78,7 +86,9 @@ type step struct {
 	spawns []api.SpawnArgs // spawn: one from a script, several from builtin:demo
 	d      time.Duration   // sleep, stream
 	usage  api.Usage       // usage
-	text   string          // answer, refuse: a template
+	text   string          // answer, refuse, reply: a template; ask: the question
+	child  int             // reply, pass: the child's index (0-based)
+	ask    api.AskArgs     // ask
 	// answerFn, when set, computes an answer from the run (builtin:demo).
 	answerFn func(*scriptedModel) string
 }
@@ -87,7 +97,7 @@ type step struct {
 // changing state before one).
 func (s step) turns() bool {
 	switch s.kind {
-	case stepCall, stepSpawn, stepAnswer, stepRefuse:
+	case stepCall, stepSpawn, stepAnswer, stepRefuse, stepAsk, stepReply, stepPass:
 		return true
 	}
 	return false
@@ -351,8 +361,52 @@ func parseStep(line string, n int) (step, error) {
 		default:
 			return fail("quote the text")
 		}
+	case "ask":
+		st.kind = stepAsk
+		toks, err := tokens(rest)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if len(toks) < 1 || len(toks) > 2 {
+			return fail("want a quoted question and, optionally, choices=A,B")
+		}
+		st.ask.Question = toks[0]
+		if len(toks) == 2 {
+			c, ok := strings.CutPrefix(toks[1], "choices=")
+			if !ok || c == "" {
+				return fail("want choices=A,B, got %q", toks[1])
+			}
+			st.ask.Choices = strings.Split(c, ",")
+		}
+		if err := st.ask.Validate(); err != nil {
+			return fail("%v", err)
+		}
+	case "reply", "pass":
+		st.kind = stepReply
+		if verb == "pass" {
+			st.kind = stepPass
+		}
+		toks, err := tokens(rest)
+		if err != nil {
+			return fail("%v", err)
+		}
+		want := 2
+		if verb == "pass" {
+			want = 1
+		}
+		if len(toks) != want {
+			return fail("want the child's number (1 for the first spawned)%s", map[bool]string{true: " and a quoted text", false: ""}[verb == "reply"])
+		}
+		i, err := strconv.Atoi(toks[0])
+		if err != nil || i < 1 {
+			return fail("child %q: want a number from 1", toks[0])
+		}
+		st.child = i - 1
+		if verb == "reply" {
+			st.text = toks[1]
+		}
 	default:
-		return step{}, fmt.Errorf("script line %d: unknown step %q (want call, spawn, await, sleep, stream, usage, answer, refuse or repeat)", n, verb)
+		return step{}, fmt.Errorf("script line %d: unknown step %q (want call, spawn, await, ask, reply, pass, sleep, stream, usage, answer, refuse or repeat)", n, verb)
 	}
 	return st, nil
 }
@@ -480,6 +534,7 @@ type scriptedModel struct {
 	pace       time.Duration // from a stream step: between the words of an answer streamed
 	children   []scriptChild
 	transcript []string
+	answer     string // the latest answer to subagent.ask
 	req        *Request
 }
 
@@ -494,6 +549,7 @@ type scriptChild struct {
 	handle    string
 	refusal   string
 	report    *api.ChildReport // once finished
+	asking    bool             // its latest report was in state asking, not yet replied to or passed up
 }
 
 // SetLogger gives the script its logger; content says whether the tool
@@ -590,6 +646,10 @@ func (m *scriptedModel) Complete(ctx context.Context, req *Request) (*Response, 
 			}
 			return m.respond(req, &Response{ToolCalls: calls, Finish: FinishToolCalls}), nil
 		case stepAwait:
+			if slices.ContainsFunc(m.children, func(c scriptChild) bool { return c.asking }) {
+				m.pc++ // a child asks: the next steps reply to it or pass it up
+				continue
+			}
 			var calls []ToolCall
 			for _, c := range m.children {
 				if c.handle != "" && c.report == nil {
@@ -603,6 +663,26 @@ func (m *scriptedModel) Complete(ctx context.Context, req *Request) (*Response, 
 			}
 			// The step stays current until every child has finished.
 			return m.respond(req, &Response{ToolCalls: calls, Finish: FinishToolCalls}), nil
+		case stepAsk:
+			m.pc++
+			b, _ := json.Marshal(st.ask)
+			return m.respond(req, &Response{ToolCalls: []ToolCall{m.call(req, api.ToolAsk, b, -1)}, Finish: FinishToolCalls}), nil
+		case stepReply, stepPass:
+			m.pc++
+			if st.child >= len(m.children) || m.children[st.child].handle == "" {
+				return nil, fmt.Errorf("agent: builtin:script line %d: no child %d spawned", st.line, st.child+1)
+			}
+			c := &m.children[st.child]
+			c.asking = false
+			var b []byte
+			wire := api.ToolAnswer
+			if st.kind == stepReply {
+				b, _ = json.Marshal(api.AnswerArgs{Handle: c.handle, Answer: m.expand(st.text)})
+			} else {
+				wire = api.ToolAsk
+				b, _ = json.Marshal(api.AskArgs{Handle: c.handle})
+			}
+			return m.respond(req, &Response{ToolCalls: []ToolCall{m.call(req, wire, b, -1)}, Finish: FinishToolCalls}), nil
 		case stepAnswer:
 			text := m.expand(st.text)
 			if st.answerFn != nil {
@@ -713,8 +793,18 @@ func (m *scriptedModel) observe(req *Request) {
 				m.log.Info("script observed", "tool", pc.tool, "is_error", isErr)
 			}
 		}
+		if pc.tool == api.ToolAsk && !isErr {
+			m.answer = text
+		}
 		var rep api.ChildReport
 		parsed := !isErr && json.Unmarshal([]byte(text), &rep) == nil && rep.Handle != ""
+		if parsed && rep.State == api.ChildAsking {
+			for i := range m.children {
+				if m.children[i].handle == rep.Handle || i == pc.child {
+					m.children[i].asking = true
+				}
+			}
+		}
 		switch {
 		case pc.child >= 0 && !parsed:
 			m.children[pc.child].refusal = text
@@ -753,6 +843,7 @@ func (m *scriptedModel) expand(s string) string {
 	}
 	return strings.NewReplacer(
 		"{objective}", m.req.Objective,
+		"{answer}", m.answer,
 		"{path}", m.req.AgentPath,
 		"{depth}", strconv.Itoa(m.req.Depth),
 		"{results}", strings.Join(results, "\n"),

@@ -138,3 +138,33 @@ func TestScriptWindow(t *testing.T) {
 		t.Fatalf("the step after the compaction call: %+v %v", resp, err)
 	}
 }
+
+// TestParseScriptAskSteps: ask (with choices), reply and pass parse, and
+// their bad forms name the line and what is wrong.
+func TestParseScriptAskSteps(t *testing.T) {
+	sc, err := parseScript([]byte("[default]\nask \"Which?\" choices=red,blue\nspawn async \"c\"\nawait\nreply 1 \"{answer}\"\npass 1\nanswer \"x\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sc.sections[0].steps
+	if st[0].kind != stepAsk || st[0].ask.Question != "Which?" || strings.Join(st[0].ask.Choices, "|") != "red|blue" {
+		t.Fatalf("ask step = %+v", st[0])
+	}
+	if st[3].kind != stepReply || st[3].child != 0 || st[3].text != "{answer}" || st[4].kind != stepPass || st[4].child != 0 {
+		t.Fatalf("reply, pass steps = %+v %+v", st[3], st[4])
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"[default]\nask", "line 2: ask: want a quoted question"},
+		{"[default]\nask \"\"", "line 2: ask: the question is empty"},
+		{"[default]\nask \"q\" colors=a", "line 2: ask: want choices=A,B"},
+		{"[default]\nask \"q\" choices=a,,b", "line 2: ask: choice"},
+		{"[default]\nreply 1", "line 2: reply: want the child's number"},
+		{"[default]\nreply 0 \"x\"", "line 2: reply: child \"0\""},
+		{"[default]\npass one", "line 2: pass: child \"one\""},
+	} {
+		_, err := parseScript([]byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.src, err, tc.want)
+		}
+	}
+}
