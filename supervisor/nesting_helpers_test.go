@@ -3,6 +3,7 @@ package supervisor
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +63,11 @@ type progReport struct {
 	Seed      []api.SeedSlice `json:"seed,omitempty"`
 	Agent     *api.AgentRole  `json:"agent,omitempty"`
 	Results   []progResult    `json:"results"`
+	// Endpoint and Breakers are the payload's intelligence's; Keys the
+	// child's environment entries that carry intelligence keys.
+	Endpoint string                `json:"endpoint,omitempty"`
+	Breakers []api.EndpointBreaker `json:"breakers,omitempty"`
+	Keys     []string              `json:"keys,omitempty"`
 }
 
 type progResult struct {
@@ -232,6 +238,12 @@ func helperProg() int {
 	rep := progReport{AgentID: p.AgentID, AgentPath: p.AgentPath, Depth: p.Depth, Scope: p.Scope.Allow, Tags: p.Scope.Tags, Limits: p.Limits, Telemetry: p.Telemetry, Seed: p.Seed.Slices, Agent: p.Agent, Results: []progResult{}}
 	for _, t := range p.Tools {
 		rep.Tools = append(rep.Tools, t.Name)
+	}
+	rep.Endpoint, rep.Breakers = p.Intelligence.Endpoint, p.Intelligence.Breakers
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, api.EnvIntelligenceKey) {
+			rep.Keys = append(rep.Keys, kv)
+		}
 	}
 	finish := func(status api.TerminalStatus) int {
 		text := pr.Answer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +86,8 @@ type pool struct {
 
 type poolEntry struct {
 	p       *proc
-	claimed chan struct{} // closed when a spawn takes the child
+	envs    *envSet       // the environment it started with (keyenv.go)
+	claimed chan struct{} // closed when a spawn takes the child, or it is retired
 }
 
 func newPool(s *Supervisor, size int) *pool {
@@ -131,6 +133,10 @@ func (pl *pool) take() *proc {
 		pl.idle = pl.idle[1:]
 		if e.p.exited() {
 			continue // its watcher counts the death and replaces it
+		}
+		if !pl.s.current(e.envs) {
+			pl.retireLocked(e) // started with keys no longer in force
+			continue
 		}
 		delete(pl.members, e.p)
 		close(e.claimed)
@@ -207,14 +213,15 @@ func (pl *pool) refill() {
 // startOne starts one child and, once it is ready, adds it to the pool. It
 // reports whether the child reached ctrl/ready.
 func (pl *pool) startOne() bool {
-	p, err := startProc(pl.s.procSpec(pl.log))
+	spec := pl.s.procSpec(pl.log)
+	p, err := startProc(spec)
 	if err != nil {
 		pl.failed.Add(1)
 		pl.log.Error("warm pool: start failed", "err", err)
 		pl.s.gov.Record(PoolKey, OutcomeCrashBeforeReady)
 		return false
 	}
-	e := &poolEntry{p: p, claimed: make(chan struct{})}
+	e := &poolEntry{p: p, envs: spec.envs, claimed: make(chan struct{})}
 	pl.mu.Lock()
 	if pl.closed {
 		pl.mu.Unlock()
@@ -241,7 +248,10 @@ func (pl *pool) startOne() bool {
 	// breaker's window).
 	pl.s.gov.Record(PoolKey, OutcomeClean)
 	pl.mu.Lock()
-	if pl.closed {
+	if pl.closed || !pl.s.current(e.envs) {
+		// Closed, or the keys changed while it started: the next
+		// refill starts one with the keys in force.
+		delete(pl.members, p)
 		pl.mu.Unlock()
 		pl.discard(p)
 		return true
@@ -305,6 +315,39 @@ func (pl *pool) watchIdle(e *poolEntry) {
 	pl.log.Warn("warm pool: idle child died; replacing it", "pid", e.p.pid, "exit", e.p.status.String())
 	pl.s.gov.Record(PoolKey, OutcomeFailure)
 	pl.wake()
+}
+
+// retireStale retires every idle child started with an environment no
+// longer in force (Supervisor.SetKeyEnv); the refill loop replaces them. A
+// child still starting is checked once it is ready (startOne).
+func (pl *pool) retireStale() {
+	if pl == nil {
+		return
+	}
+	pl.mu.Lock()
+	for _, e := range slices.Clone(pl.idle) {
+		if !pl.s.current(e.envs) {
+			pl.retireLocked(e)
+		}
+	}
+	pl.mu.Unlock()
+	pl.wake()
+}
+
+// retireLocked takes the idle child e out of the pool (its watcher returns)
+// and discards it in the background, counted in wg. The caller holds mu, and
+// the pool is not closed (it has members).
+func (pl *pool) retireLocked(e *poolEntry) {
+	delete(pl.members, e.p)
+	pl.idle = slices.DeleteFunc(pl.idle, func(x *poolEntry) bool { return x == e })
+	close(e.claimed)
+	pl.wg.Add(1) // the refill loop's own count is held, so this cannot race Wait
+	go func() {
+		defer pl.wg.Done()
+		pl.log.Info("warm pool: idle child retired: the children's keys changed", "pid", e.p.pid)
+		pl.discard(e.p)
+		pl.wake()
+	}()
 }
 
 // discard SIGKILLs a child that will not serve and waits for its reap,

@@ -327,8 +327,8 @@ func TestPoolBreakerHalfOpensAfterCoolDown(t *testing.T) {
 func TestPayloadOverFrameLimitKeepsWarmChild(t *testing.T) {
 	s, _ := newSupervisor(t, "complete", withPool(1), func(c *Config) { c.MaxFrame = 4096 })
 	idle := waitIdle(t, s, 1)
-	if !slices.Contains(s.env, api.EnvMaxFrame+"=4096") {
-		t.Fatalf("the children are not told the frame limit: %v", s.env)
+	if !slices.Contains(s.env.Load().vars, api.EnvMaxFrame+"=4096") {
+		t.Fatalf("the children are not told the frame limit: %v", s.env.Load().vars)
 	}
 	_, err := s.Start(context.Background(), StartRequest{Payload: testPayload(strings.Repeat("x", 8192), time.Minute)})
 	if !errors.Is(err, api.ErrFrameTooLarge) || !strings.Contains(err.Error(), "limit 4096") {

@@ -54,6 +54,7 @@ type proc struct {
 type procSpec struct {
 	exe       string
 	env       []string // complete, the subagent marker included; shared, never modified
+	envs      *envSet  // the version env is of (a warm child with an older one is retired)
 	maxFrame  int
 	rlimitAS  uint64       // bytes; 0 leaves the inherited limit
 	rlimitCPU uint64       // seconds; 0 leaves the inherited limit
@@ -70,9 +71,11 @@ type procSpec struct {
 // procSpec returns the start of one child: every child, cold or warm, gets the
 // same binary, environment, rlimits and frame limit. log receives its stderr.
 func (s *Supervisor) procSpec(log *slog.Logger) procSpec {
+	envs := s.env.Load()
 	return procSpec{
 		exe:       s.cfg.Executable,
-		env:       s.env,
+		env:       envs.vars,
+		envs:      envs,
 		maxFrame:  s.cfg.MaxFrame,
 		rlimitAS:  s.cfg.RlimitAS,
 		rlimitCPU: s.cfg.RlimitCPU,

@@ -29,6 +29,10 @@ type Config struct {
 	// Env is the environment children start with (the supervisor adds the
 	// subagent marker and its own pid). Secrets for the child go here, never argv.
 	Env []string
+	// KeyEnv are more entries (VAR=value) subagents start with: the API keys
+	// of declared endpoints, which SetKeyEnv replaces (keyenv.go). Exec
+	// children never get them.
+	KeyEnv []string
 	// Logger receives the supervisor's log and the forwarded child logs.
 	Logger *slog.Logger
 	// Observer, if set, hears about every node's start, progress and end.
@@ -329,10 +333,13 @@ type Supervisor struct {
 	pause pauseGate // a2a.Pause / a2a.Resume; see pause.go
 	hb    heartbeat // see observe.go
 
-	env     []string  // every child's environment: Config.Env plus the subagent marker and our pid
 	execEnv []string  // an exec child's environment: Config.Env without any AGENT_ variable
 	pool    *pool     // nil without a warm pool
 	intel   intelView // the intelligence endpoints as children report them; see intelligence.go
+
+	baseEnv []string               // Config.Env plus the subagent marker, our pid and the frame limit
+	env     atomic.Pointer[envSet] // every child's environment: baseEnv plus the KeyEnv in force; see keyenv.go
+	keyMu   sync.Mutex             // serializes SetKeyEnv
 }
 
 // New returns a supervisor. It starts the process-wide reaper.
@@ -354,11 +361,12 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: blobs}
 	s.selfTools = s.selfToolTable()
-	s.env = append(childGC(cfg.Env, cfg.ChildMemoryLimit, cfg.ChildGOGC),
+	s.baseEnv = append(childGC(cfg.Env, cfg.ChildMemoryLimit, cfg.ChildGOGC),
 		api.EnvSubagent+"=1",
 		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
 		api.EnvMaxFrame+"="+strconv.Itoa(cfg.MaxFrame), // both ends refuse the same frames
 	)
+	s.env.Store(s.newEnvSet(cfg.KeyEnv))
 	s.execEnv = execEnv(cfg.Env)
 	if cfg.WarmPool > 0 {
 		s.pool = newPool(s, cfg.WarmPool)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync/atomic"
 
@@ -25,6 +26,10 @@ type declared struct {
 	log   *slog.Logger
 	peers []string // the configured providers (peer:NAME) a type's tools.peers may name
 	cur   atomic.Pointer[declaredAgents]
+	// setKeys hands the keys of a file that loads to the children started
+	// from then on (Supervisor.SetKeyEnv): set once the supervisor is built,
+	// before any reload.
+	setKeys func(env []string)
 	// base is the card's part that the file does not declare (its URL,
 	// instance, security), set once the main listener is open.
 	base atomic.Pointer[a2abind.CardConfig]
@@ -33,6 +38,7 @@ type declared struct {
 // declaredAgents is one loaded version of the file and the card it makes.
 type declaredAgents struct {
 	cfg  *agentsfile.Config
+	keys []string                      // the child environment entries of its endpoints' keys (agentsfile.Config.ReadKeys); never logged
 	card atomic.Pointer[a2a.AgentCard] // made on first use, once base is set
 }
 
@@ -40,26 +46,28 @@ type declaredAgents struct {
 // e2e tests read it).
 const msgAgentsLoaded = "agents file loaded"
 
-// openAgents loads --agents at start: a file that does not load, or whose
-// types name a peer that is not configured (--peer), is bad config (exit 2),
-// the error naming the key. It returns nil without a file.
+// openAgents loads --agents at start: a file that does not load, whose
+// types name a peer that is not configured (--peer), or one of whose
+// endpoints' keys cannot be read (an unset key_env, an unreadable or empty
+// key_file) is bad config (exit 2), the error naming the key. It returns nil
+// without a file.
 func openAgents(path string, peers []string, log *slog.Logger) (*declared, error) {
 	if path == "" {
 		return nil, nil
 	}
 	d := &declared{path: path, log: log, peers: peers}
-	cfg, err := d.load()
+	cur, err := d.load()
 	if err != nil {
 		return nil, cli.UsageError("--agents %s: %v", path, err)
 	}
-	d.cur.Store(&declaredAgents{cfg: cfg})
-	d.logLoaded("", cfg)
+	d.cur.Store(cur)
+	d.logLoaded("", cur.cfg)
 	return d, nil
 }
 
-// load reads the file and checks its types' peers against the configured
-// ones.
-func (d *declared) load() (*agentsfile.Config, error) {
+// load reads the file, checks its types' peers against the configured ones
+// and reads its endpoints' keys.
+func (d *declared) load() (*declaredAgents, error) {
 	cfg, err := agentsfile.Load(d.path)
 	if err != nil {
 		return nil, err
@@ -71,7 +79,20 @@ func (d *declared) load() (*agentsfile.Config, error) {
 			}
 		}
 	}
-	return cfg, nil
+	keys, err := cfg.ReadKeys(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return &declaredAgents{cfg: cfg, keys: keys}, nil
+}
+
+// keyEnv is the child environment entries of the keys of the file in force;
+// nil without --agents.
+func (d *declared) keyEnv() []string {
+	if d == nil {
+		return nil
+	}
+	return d.cur.Load().keys
 }
 
 func (d *declared) logLoaded(prefix string, cfg *agentsfile.Config) {
@@ -81,14 +102,23 @@ func (d *declared) logLoaded(prefix string, cfg *agentsfile.Config) {
 // reload is SIGHUP: the file is loaded again and, when it loads, replaces
 // the agents and the card in force at once; else they stay, logged at
 // ERROR naming the bad key and the version kept.
+//
+// The keys are handed to the supervisor before the types that name their
+// variables are in force, so no child of a new type starts without its key.
+// A child that inherits its parent's intelligence after a reload gets the
+// key its source holds now, or none when the file no longer names the
+// source.
 func (d *declared) reload() {
-	cfg, err := d.load()
+	cur, err := d.load()
 	if err != nil {
 		d.log.Error("SIGHUP: the agents file did not load; the agents in force stay", "file", d.path, "version", d.cur.Load().cfg.Version, "err", err)
 		return
 	}
-	d.cur.Store(&declaredAgents{cfg: cfg})
-	d.logLoaded("SIGHUP: ", cfg)
+	if d.setKeys != nil {
+		d.setKeys(cur.keys)
+	}
+	d.cur.Store(cur)
+	d.logLoaded("SIGHUP: ", cur.cfg)
 }
 
 // typeFor is the agent type a root message naming skill runs as.

@@ -164,11 +164,15 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 		blobs:         s.budgets.blobs,
 		maxFrame:      api.FrameLimit(s.budgets.maxMessage), // the frame holds the largest message the front admits
 		agentTypes:    s.agentTypes(),
+		keyEnv:        s.agents.keyEnv(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.closers.add(s.tree.close)
+	if s.agents != nil {
+		s.agents.setKeys = s.sup.SetKeyEnv
+	}
 	bg, stopBg := context.WithCancel(context.Background())
 	s.bg = bg
 	s.closers.add(stopBg)

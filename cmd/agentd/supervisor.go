@@ -32,6 +32,9 @@ type treeOptions struct {
 	// agentTypes looks up the agent type a spawn names (--agents); nil
 	// refuses every named type.
 	agentTypes func(name string) (*api.AgentType, bool)
+	// keyEnv are the child environment entries of the declared endpoints'
+	// keys (--agents); a reload replaces them (Supervisor.SetKeyEnv).
+	keyEnv []string
 }
 
 // childGOGC is every agentd child's GOGC: the runtime's default, set so that
@@ -115,6 +118,7 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		ChildStderr:        opt.childStderr,
 		Budget:             opt.budget,
 		AgentTypes:         opt.agentTypes,
+		KeyEnv:             opt.keyEnv,
 	})
 	if err != nil {
 		tools.close()

@@ -4,6 +4,11 @@
 // agent types, each an intelligence, a system prompt, tools, limits and a
 // budget. The file is JSON, decoded strictly: an unknown key is an error, and
 // every error names the key it is about (agents.types.researcher.limits.max_depth).
+//
+// An endpoint's API key is never in the file: key_env names a variable of the
+// supervisor's that holds it, key_file a file of the supervisor's. Resolved,
+// an endpoint's KeyEnv names instead the variable its key reaches children in
+// (KeyVar), and Config.Keys lists where each is read (Config.ReadKeys).
 package agentsfile
 
 import (
@@ -24,6 +29,7 @@ import (
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/agent/intelligence"
+	"github.com/agentd/agentd/internal/secretfile"
 )
 
 // MaxSize bounds an agents file.
@@ -34,9 +40,28 @@ var ErrInvalid = errors.New("agentsfile: invalid agents file")
 
 // File is the agents file as written.
 type File struct {
-	Card          Card                        `json:"card"`
-	Intelligences map[string]api.Intelligence `json:"intelligences"`
-	Agents        Agents                      `json:"agents"`
+	Card          Card                    `json:"card"`
+	Intelligences map[string]Intelligence `json:"intelligences"`
+	Agents        Agents                  `json:"agents"`
+}
+
+// Intelligence is an intelligence as the file writes it: the fields of
+// api.Intelligence, where key_env names the supervisor's variable that holds
+// its endpoint's API key, plus key_file, a file of the supervisor's that
+// holds it instead; each fallback likewise. An endpoint with neither sends
+// the service's key (AGENT_INTELLIGENCE_KEY, --intelligence-key-file), a
+// fallback with neither none.
+type Intelligence struct {
+	api.Intelligence
+	KeyFile   string     `json:"key_file"`
+	Fallbacks []Endpoint `json:"fallbacks"`
+}
+
+// Endpoint is one fallback of an Intelligence as written, with its key
+// source.
+type Endpoint struct {
+	api.Intelligence
+	KeyFile string `json:"key_file"`
 }
 
 // Card is what the agent card says: every field optional, an empty one keeps
@@ -82,7 +107,7 @@ type Type struct {
 // (--intelligence).
 type IntelRef struct {
 	Name   string
-	Inline *api.Intelligence
+	Inline *Intelligence
 }
 
 // UnmarshalJSON reads a name (a string) or an intelligence (an object).
@@ -95,7 +120,7 @@ func (r *IntelRef) UnmarshalJSON(b []byte) error {
 		return json.Unmarshal(b, &r.Name)
 	}
 	if len(b) > 0 && b[0] == '{' {
-		r.Inline = &api.Intelligence{}
+		r.Inline = &Intelligence{}
 		return json.Unmarshal(b, r.Inline)
 	}
 	return errors.New("want the name of an intelligence or an intelligence object")
@@ -141,6 +166,73 @@ type Config struct {
 	// Types are the resolved agent types by name.
 	Types   map[string]*api.AgentType
 	Default string
+	// Keys are the key sources of the endpoints, in the file's order
+	// (intelligences by name, then types' own by type name).
+	Keys []KeyRef
+}
+
+// KeyRef is where the supervisor reads one declared endpoint's API key, and
+// the variable it hands the key to children in, which the endpoint's KeyEnv
+// names once resolved.
+type KeyRef struct {
+	// At is the endpoint's key in the file (intelligences.main,
+	// agents.types.coder.intelligence.fallbacks[0]).
+	At     string
+	Source api.KeySource
+	Var    string // KeyVar(Source)
+}
+
+// Name is the dotted key of the source: At.key_env or At.key_file.
+func (k KeyRef) Name() string {
+	if k.Source.Env != "" {
+		return k.At + ".key_env"
+	}
+	return k.At + ".key_file"
+}
+
+// KeyVar is the variable a child is handed the key of src in:
+// AGENT_INTELLIGENCE_KEY_DECL_ and 12 hex digits of the SHA-256 of the
+// source (never of the key), so the same source keeps its variable across
+// reloads and endpoints that share a source share it, and it is never the
+// supervisor's own variable or a --intelligence-fallback's
+// (AGENT_INTELLIGENCE_KEY_N).
+func KeyVar(src api.KeySource) string {
+	sum := sha256.Sum256([]byte("env\x00" + src.Env + "\x00file\x00" + src.File))
+	return api.EnvIntelligenceKey + "_DECL_" + strings.ToUpper(hex.EncodeToString(sum[:6]))
+}
+
+// ReadKeys reads every endpoint's key from its source, getenv looking up the
+// supervisor's variables, and returns the environment entries (VAR=key) that
+// hand them to children, one per variable, sorted. An unset or empty
+// variable, an unreadable file, one its group or others may open
+// (secretfile), or an empty one is an error naming its key
+// (intelligences.main.key_env); it wraps ErrInvalid.
+func (c *Config) ReadKeys(getenv func(string) string) ([]string, error) {
+	seen := map[string]bool{}
+	var env []string
+	for _, k := range c.Keys {
+		if seen[k.Var] {
+			continue
+		}
+		seen[k.Var] = true
+		var key string
+		if k.Source.Env != "" {
+			if key = getenv(k.Source.Env); key == "" {
+				return nil, fmt.Errorf("%w: %s: %s is not set", ErrInvalid, k.Name(), k.Source.Env)
+			}
+		} else {
+			b, err := secretfile.Read(k.Source.File)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, k.Name(), err)
+			}
+			if key = strings.TrimSpace(string(b)); key == "" {
+				return nil, fmt.Errorf("%w: %s: %s is empty", ErrInvalid, k.Name(), k.Source.File)
+			}
+		}
+		env = append(env, k.Var+"="+key)
+	}
+	sort.Strings(env)
+	return env, nil
 }
 
 // Load reads and parses the file at path.
@@ -202,7 +294,7 @@ func checkKeys(v any, t reflect.Type, path string) error {
 	}
 	if t == intelRef {
 		if _, ok := v.(map[string]any); ok {
-			return checkKeys(v, reflect.TypeFor[api.Intelligence](), path)
+			return checkKeys(v, reflect.TypeFor[Intelligence](), path)
 		}
 		return nil
 	}
@@ -215,18 +307,7 @@ func checkKeys(v any, t reflect.Type, path string) error {
 		if !ok {
 			return nil // a type error, which decoding names
 		}
-		fields := map[string]reflect.Type{}
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" || !f.IsExported() {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			fields[name] = f.Type
-		}
+		fields := jsonFields(t)
 		for _, k := range sortedKeys(obj) {
 			ft, ok := fields[k]
 			if !ok {
@@ -258,6 +339,35 @@ func checkKeys(v any, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// jsonFields are the JSON names of struct type t's fields and their types:
+// an embedded struct without a name contributes its own, which t's own
+// fields of the same name override (as encoding/json decodes them).
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	var own []reflect.StructField
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported():
+		case name == "" && f.Anonymous && f.Type.Kind() == reflect.Struct:
+			for k, ft := range jsonFields(f.Type) {
+				fields[k] = ft
+			}
+		default:
+			own = append(own, f)
+		}
+	}
+	for _, f := range own {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	return fields
 }
 
 func sortedKeys(m map[string]any) []string {
@@ -308,21 +418,26 @@ func (f *File) resolve() (*Config, error) {
 	if err := f.checkCard(); err != nil {
 		return nil, err
 	}
+	named := map[string]api.Intelligence{}
 	for _, name := range slices.Sorted(mapKeys(f.Intelligences)) {
 		key := "intelligences." + name
 		if !validName(name) {
 			return nil, fmt.Errorf("%s: a name is lowercase letters, digits, - and _", key)
 		}
-		if err := checkIntelligence(f.Intelligences[name]); err != nil {
-			return nil, fmt.Errorf("%s: %v", key, err)
+		i, keys, err := resolveIntelligence(key, f.Intelligences[name])
+		if err != nil {
+			return nil, err
 		}
+		named[name] = i
+		c.Keys = append(c.Keys, keys...)
 	}
 	for _, name := range slices.Sorted(mapKeys(f.Agents.Types)) {
-		t, err := f.resolveType(name, f.Agents.Types[name])
+		t, keys, err := resolveType(name, f.Agents.Types[name], named)
 		if err != nil {
 			return nil, err
 		}
 		c.Types[name] = t
+		c.Keys = append(c.Keys, keys...)
 	}
 	if f.Agents.Default != "" {
 		if _, ok := c.Types[f.Agents.Default]; !ok {
@@ -382,32 +497,63 @@ func (f *File) checkCard() error {
 	return nil
 }
 
-// checkIntelligence checks an intelligence as --intelligence is checked
-// (a builtin:script file is read).
-func checkIntelligence(i api.Intelligence) error {
-	if err := i.Validate(); err != nil {
-		return err
+// resolveIntelligence checks the intelligence written at key as
+// --intelligence is checked (a builtin:script file is read) and returns it as
+// a payload carries it: each endpoint with a key source names the variable
+// its key reaches children in (KeyVar) as its KeyEnv, one without none; and
+// the key sources.
+func resolveIntelligence(key string, in Intelligence) (api.Intelligence, []KeyRef, error) {
+	out := in.Intelligence
+	out.Fallbacks = nil
+	sources := []KeyRef{{At: key, Source: api.KeySource{Env: in.KeyEnv, File: in.KeyFile}}}
+	for n, e := range in.Fallbacks {
+		out.Fallbacks = append(out.Fallbacks, e.Intelligence)
+		sources = append(sources, KeyRef{At: key + ".fallbacks[" + strconv.Itoa(n) + "]", Source: api.KeySource{Env: e.KeyEnv, File: e.KeyFile}})
 	}
-	return intelligence.Check(i)
+	if err := out.Validate(); err != nil {
+		return api.Intelligence{}, nil, fmt.Errorf("%s: %v", key, err)
+	}
+	if err := intelligence.Check(out); err != nil {
+		return api.Intelligence{}, nil, fmt.Errorf("%s: %v", key, err)
+	}
+	var keys []KeyRef
+	for n, k := range sources {
+		if err := k.Source.Validate(); err != nil {
+			return api.Intelligence{}, nil, fmt.Errorf("%s: %v", k.At, err)
+		}
+		v := ""
+		if k.Source != (api.KeySource{}) {
+			k.Var = KeyVar(k.Source)
+			v = k.Var
+			keys = append(keys, k)
+		}
+		if n == 0 {
+			out.KeyEnv = v
+		} else {
+			out.Fallbacks[n-1].KeyEnv = v
+		}
+	}
+	return out, keys, nil
 }
 
-func (f *File) resolveType(name string, t Type) (*api.AgentType, error) {
+func resolveType(name string, t Type, named map[string]api.Intelligence) (*api.AgentType, []KeyRef, error) {
 	key := "agents.types." + name
 	if !validName(name) {
-		return nil, fmt.Errorf("%s: a name is lowercase letters, digits, - and _", key)
+		return nil, nil, fmt.Errorf("%s: a name is lowercase letters, digits, - and _", key)
 	}
 	out := &api.AgentType{Name: name, SystemPrompt: t.SystemPrompt}
+	var keys []KeyRef
 	switch ref := t.Intelligence; {
 	case ref.Inline != nil:
-		if err := checkIntelligence(*ref.Inline); err != nil {
-			return nil, fmt.Errorf("%s.intelligence: %v", key, err)
+		i, k, err := resolveIntelligence(key+".intelligence", *ref.Inline)
+		if err != nil {
+			return nil, nil, err
 		}
-		i := *ref.Inline
-		out.Intelligence = &i
+		out.Intelligence, keys = &i, k
 	case ref.Name != "":
-		i, ok := f.Intelligences[ref.Name]
+		i, ok := named[ref.Name]
 		if !ok {
-			return nil, fmt.Errorf("%s.intelligence: %q is not one of intelligences", key, ref.Name)
+			return nil, nil, fmt.Errorf("%s.intelligence: %q is not one of intelligences", key, ref.Name)
 		}
 		out.Intelligence = &i
 	}
@@ -415,17 +561,17 @@ func (f *File) resolveType(name string, t Type) (*api.AgentType, error) {
 		for i, pat := range tools.MCP {
 			server, tool, ok := strings.Cut(pat, "/")
 			if !ok || server == "" || tool == "" || strings.Contains(tool, "/") {
-				return nil, fmt.Errorf("%s.tools.mcp[%d]: %q: want SERVER/TOOL or SERVER/*", key, i, pat)
+				return nil, nil, fmt.Errorf("%s.tools.mcp[%d]: %q: want SERVER/TOOL or SERVER/*", key, i, pat)
 			}
 		}
 		for i, p := range tools.Peers {
 			if n, ok := strings.CutPrefix(p, "peer:"); !ok || n == "" {
-				return nil, fmt.Errorf("%s.tools.peers[%d]: %q: want peer:NAME", key, i, p)
+				return nil, nil, fmt.Errorf("%s.tools.peers[%d]: %q: want peer:NAME", key, i, p)
 			}
 		}
 		for i, name := range tools.Self {
 			if !isSelfTool(name) {
-				return nil, fmt.Errorf("%s.tools.self[%d]: %q is not a self-tool (%s)", key, i, name, strings.Join(selfTools(), ", "))
+				return nil, nil, fmt.Errorf("%s.tools.self[%d]: %q is not a self-tool (%s)", key, i, name, strings.Join(selfTools(), ", "))
 			}
 		}
 		if tools.Self != nil {
@@ -440,7 +586,7 @@ func (f *File) resolveType(name string, t Type) (*api.AgentType, error) {
 		out.Exec = tools.Exec
 	}
 	if err := typeLimits(key, t, out); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if l := t.Limits; l != nil && l.MaxDepth != nil && *l.MaxDepth == 0 {
 		// A leaf: it nests nothing, wherever it runs.
@@ -450,7 +596,7 @@ func (f *File) resolveType(name string, t Type) (*api.AgentType, error) {
 		}
 		out.SelfTools = slices.DeleteFunc(slices.Clone(self), func(s string) bool { return s == api.ToolSpawn })
 	}
-	return out, nil
+	return out, keys, nil
 }
 
 func typeLimits(key string, t Type, out *api.AgentType) error {

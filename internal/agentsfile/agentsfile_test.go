@@ -1,6 +1,7 @@
 package agentsfile
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"slices"
@@ -132,3 +133,88 @@ func TestDocsExampleParses(t *testing.T) {
 		t.Fatalf("example: %+v", c)
 	}
 }
+
+// TestKeySources: an endpoint's key_env or key_file (the supervisor's) is
+// resolved to the variable its key reaches children in, the same for the
+// same source; neither the supervisor's variable nor the file's path nor a
+// key is in what a payload carries. ReadKeys reads each source once, and a
+// source that gives no key is an error naming its key.
+func TestKeySources(t *testing.T) {
+	dir := t.TempDir()
+	keyFile, emptyFile := dir+"/key", dir+"/empty"
+	for path, content := range map[string]string{keyFile: "sk-from-file\n", emptyFile: " \n"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := `{
+  "intelligences": {
+    "a": {"endpoint": "http://a.invalid/v1", "model": "ma", "key_env": "E2E_A_KEY",
+          "fallbacks": [{"endpoint": "http://b.invalid/v1", "model": "mb", "key_file": "` + keyFile + `"},
+                        {"endpoint": "http://c.invalid/v1", "model": "mc"}]},
+    "shared": {"endpoint": "http://d.invalid/v1", "model": "md", "key_env": "E2E_A_KEY"},
+    "plain": {"endpoint": "http://e.invalid/v1", "model": "me"}
+  },
+  "agents": {"types": {
+    "x": {"intelligence": "a"},
+    "y": {"intelligence": {"endpoint": "http://f.invalid/v1", "model": "mf", "key_file": "` + keyFile + `"}},
+    "z": {"intelligence": "plain"}
+  }}
+}`
+	c, err := Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	envVar, fileVar := KeyVar(api.KeySource{Env: "E2E_A_KEY"}), KeyVar(api.KeySource{File: keyFile})
+	if envVar == fileVar || !strings.HasPrefix(envVar, api.EnvIntelligenceKey+"_DECL_") || len(envVar) != len(api.EnvIntelligenceKey+"_DECL_")+12 {
+		t.Fatalf("variables %s %s", envVar, fileVar)
+	}
+	x, y, z := c.Types["x"].Intelligence, c.Types["y"].Intelligence, c.Types["z"].Intelligence
+	if x.KeyEnv != envVar || x.Fallbacks[0].KeyEnv != fileVar || x.Fallbacks[1].KeyEnv != "" || y.KeyEnv != fileVar || z.KeyEnv != "" {
+		t.Errorf("resolved key variables: x %q %q %q, y %q, z %q", x.KeyEnv, x.Fallbacks[0].KeyEnv, x.Fallbacks[1].KeyEnv, y.KeyEnv, z.KeyEnv)
+	}
+	b, _ := json.Marshal(c.Types)
+	if strings.Contains(string(b), "E2E_A_KEY") || strings.Contains(string(b), keyFile) || strings.Contains(string(b), "key_file") {
+		t.Errorf("a resolved type names the supervisor's source: %s", b)
+	}
+	getenv := func(v string) string { return map[string]string{"E2E_A_KEY": "sk-from-env"}[v] }
+	env, err := c.ReadKeys(getenv)
+	if want := []string{envVar + "=sk-from-env", fileVar + "=sk-from-file"}; err != nil || !slices.Equal(env, sortedCopy(want)) {
+		t.Fatalf("ReadKeys = %v, %v; want %v", env, err, want)
+	}
+	if _, err := c.ReadKeys(func(string) string { return "" }); err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "intelligences.a.key_env: E2E_A_KEY is not set") {
+		t.Errorf("an unset variable: %v", err)
+	}
+
+	for name, tc := range map[string]struct{ old, new, want string }{
+		"missing file": {`"key_file": "` + keyFile + `"},`, `"key_file": "` + dir + `/nonesuch"},`, "intelligences.a.fallbacks[0].key_file: open " + dir + "/nonesuch"},
+		"empty file":   {`"key_file": "` + keyFile + `"},`, `"key_file": "` + emptyFile + `"},`, "intelligences.a.fallbacks[0].key_file: " + emptyFile + " is empty"},
+		"inline":       {`"mf", "key_file": "` + keyFile, `"mf", "key_file": "` + emptyFile, "agents.types.y.intelligence.key_file"},
+	} {
+		c, err := Parse([]byte(strings.Replace(src, tc.old, tc.new, 1)))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := c.ReadKeys(getenv); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "sk-from") {
+			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
+		}
+	}
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReadKeys(getenv); err == nil || !strings.Contains(err.Error(), "intelligences.a.fallbacks[0].key_file") || strings.Contains(err.Error(), "sk-from") {
+		t.Errorf("a key file others may read: %v", err)
+	}
+
+	for name, tc := range map[string]struct{ old, new, want string }{
+		"both":     {`"mb", "key_file"`, `"mb", "key_env": "X", "key_file"`, "intelligences.a.fallbacks[0]: give key_env or key_file, not both"},
+		"bad name": {`"key_env": "E2E_A_KEY",`, `"key_env": "A-KEY",`, "intelligences.a: intelligence.key_env"},
+		"unknown":  {`"mb", "key_file"`, `"mb", "key": "sk", "key_file"`, "intelligences.a.fallbacks[0].key: unknown key"},
+	} {
+		if _, err := Parse([]byte(strings.Replace(src, tc.old, tc.new, 1))); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
+		}
+	}
+}
+
+func sortedCopy(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
