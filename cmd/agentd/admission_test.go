@@ -61,7 +61,7 @@ func TestOpenAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur, ceiling := a.ctrl.Bounds()
-	if cur != (admit.Bounds{MaxRuns: 23, MaxLive: 46, QueueCapacity: 92}) || ceiling != (admit.Bounds{MaxRuns: 238, MaxLive: 238, QueueCapacity: 368}) {
+	if cur != (admit.Bounds{MaxRuns: 47, MaxLive: 94, QueueCapacity: 188}) || ceiling != (admit.Bounds{MaxRuns: 238, MaxLive: 238, QueueCapacity: 752}) {
 		t.Fatalf("a 1 GiB budget: bounds %+v, ceiling %+v", cur, ceiling)
 	}
 	a, err = openAdmission(&admissionConfig{MaxLive: 8, MaxRuns: 8, QueueCapacity: 32, MemoryLimit: "1GiB"}, 0, log)
