@@ -25,14 +25,15 @@ import "fmt"
 // message when no other message is being read.
 
 // Message byte factors, measured on agentd's binary (docs/admission.md):
-// one 3 MB message took the supervisor's RSS from 37 to 120 MiB (28 times its
-// size: the body, its decoding, the task's snapshot and its store's
-// encoding), and a child carrying it held 33.5 MiB private against 2.8 idle
-// (11 times).
+// 24 concurrent 3 MB messages took the supervisor's RSS to 712 MiB (10 times
+// their bytes each: the body, its decoding, the task's snapshot and its
+// store's encoding; one message alone, 28 times, its heap doubling from a
+// small start), and a child carrying one held 33.5 MiB private against 2.8
+// idle (11 times).
 const (
 	// MessageFrontFactor is what the front reserves per byte of a request
-	// body before reading it: the supervisor's 28 with its margin.
-	MessageFrontFactor = 32
+	// body before reading it: the supervisor's 10 with its margin.
+	MessageFrontFactor = 16
 	// MessageChildFactor is what a run reserves per byte of its message,
 	// beside ChildCost: the child's 11 with its margin.
 	MessageChildFactor = 12
