@@ -25,7 +25,7 @@ import "fmt"
 // message when no other message is being read.
 
 // Message byte factors, measured on agentd's binary (docs/admission.md):
-// 24 concurrent 3 MB messages took the supervisor's RSS to 712 MiB (10 times
+// 24 concurrent 3 MB messages took the supervisor's RSS to 696 MiB (10 times
 // their bytes each: the body, its decoding, the task's snapshot and its
 // store's encoding; one message alone, 28 times, its heap doubling from a
 // small start), and a child carrying one held 33.5 MiB private against 2.8
