@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -21,10 +22,12 @@ type MemoryPolicy struct {
 	Interval time.Duration
 	// ChildLimit stops a child whose PSS passes it; 0: no per-child limit.
 	ChildLimit uint64
-	// Limit and ChildCost: when the pod's memory in use passes Limit less
-	// ChildCost (within one child of the limit), the largest child whose PSS
-	// is over ChildCost is stopped, one a sample. Limit 0: no such pressure.
-	Limit, ChildCost uint64
+	// Limit, ChildCost and ChildFactor: when the pod's memory in use passes
+	// Limit less ChildCost (within one child of the limit), the child
+	// furthest over its share (ChildCost plus ChildFactor times its
+	// payload's encoded bytes: what admission reserved for it) is stopped,
+	// one a sample. Limit 0: no such pressure.
+	Limit, ChildCost, ChildFactor uint64
 	// Usage reads the pod's memory in use (a cgroup's working set); nil: the
 	// process tree's, this process's RSS plus each child's PSS.
 	Usage func() (uint64, error)
@@ -96,22 +99,41 @@ func (s *Supervisor) sampleMemory(p MemoryPolicy) error {
 	if p.Observe != nil {
 		p.Observe(total, me.RSS)
 	}
-	var largest *child
+	pressure := p.Limit > 0 && total+p.ChildCost > p.Limit
+	var worst *child
+	var worstShare, worstOver uint64
 	for i := range kids {
 		k := &kids[i]
 		if p.ChildLimit > 0 && k.pss > p.ChildLimit {
 			s.overMemory(k.n, fmt.Sprintf("memory exceeded: its PSS of %d MiB passed its limit of %d MiB", k.pss>>20, p.ChildLimit>>20), p.Log)
 			continue
 		}
-		if largest == nil || k.pss > largest.pss {
-			largest = k
+		if !pressure {
+			continue
+		}
+		share := p.ChildCost + p.ChildFactor*uint64(k.n.encodedSize())
+		if k.pss > share && k.pss-share > worstOver {
+			worst, worstShare, worstOver = k, share, k.pss-share
 		}
 	}
-	if p.Limit > 0 && total+p.ChildCost > p.Limit && largest != nil && largest.pss > p.ChildCost {
-		s.overMemory(largest.n, fmt.Sprintf("memory exceeded: the pod held %d of its %d MiB and this child, the largest, %d MiB, over its share of %d MiB",
-			total>>20, p.Limit>>20, largest.pss>>20, p.ChildCost>>20), p.Log)
+	if worst != nil {
+		s.overMemory(worst.n, fmt.Sprintf("memory exceeded: the pod held %d of its %d MiB and this child, %d MiB, was the furthest over its share of %d MiB",
+			total>>20, p.Limit>>20, worst.pss>>20, worstShare>>20), p.Log)
 	}
 	return nil
+}
+
+// encodedSize is n's payload encoded, in bytes (computed once).
+func (n *node) encodedSize() int64 {
+	if v := n.payloadBytes.Load(); v > 0 {
+		return v
+	}
+	b, err := json.Marshal(&n.payload)
+	if err != nil {
+		return 0
+	}
+	n.payloadBytes.Store(int64(len(b)))
+	return int64(len(b))
 }
 
 // overMemory stops n for the memory policy: crashed, memory_exceeded, at once.

@@ -64,10 +64,13 @@ func TestMemoryPolicyPressure(t *testing.T) {
 		pss = ru.PSS
 		return err == nil && ru.PSS > 40<<20
 	})
-	// A share above the child's size: no act, whatever the pressure.
+	// A share above the child's size: no act, whatever the pressure (and the
+	// share counts the payload's bytes: 1 MiB a child and 1 MiB a byte is
+	// above it too).
 	quiet := &atomic.Int64{}
-	for range 3 {
-		if err := s.sampleMemory(MemoryPolicy{Limit: 1, ChildCost: 64 << 20, Log: s.log, Observe: func(uint64, uint64) { quiet.Add(1) }}); err != nil {
+	for _, p := range []MemoryPolicy{{Limit: 1, ChildCost: 64 << 20}, {Limit: 1, ChildCost: 1 << 20, ChildFactor: 1 << 20}, {Limit: 1 << 40, ChildCost: 1 << 20}} {
+		p.Log, p.Observe = s.log, func(uint64, uint64) { quiet.Add(1) }
+		if err := s.sampleMemory(p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,7 +80,7 @@ func TestMemoryPolicyPressure(t *testing.T) {
 	// The pod at its limit, the child over a 16 MiB share: it is stopped.
 	watch(t, s, MemoryPolicy{Interval: 10 * time.Millisecond, ChildCost: 16 << 20, Usage: func() (uint64, error) { return 1 << 30, nil }, Limit: 1 << 30})
 	res := result(t, r, 30*time.Second)
-	if res.Status != api.StatusCrashed || res.Cause != api.CauseMemoryExceeded || !strings.Contains(res.Detail, "the largest") {
+	if res.Status != api.StatusCrashed || res.Cause != api.CauseMemoryExceeded || !strings.Contains(res.Detail, "furthest over its share of 16 MiB") {
 		t.Fatalf("result = %+v (child PSS %d MiB), want crashed with cause %s", res, pss>>20, api.CauseMemoryExceeded)
 	}
 }

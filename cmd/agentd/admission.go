@@ -38,7 +38,7 @@ func addAdmission(f *cli.Flags, c *admissionConfig) {
 	f.EnvInt(&c.QueueCapacity, "queue-capacity", "AGENT_QUEUE_CAPACITY", 0, "runs that may wait for a slot (a caller at most half of them); past it a send is answered 429 with Retry-After; 0 derives it, -1 queues none")
 	f.EnvString(&c.MemoryLimit, "memory-limit", "AGENT_MEMORY_LIMIT", "0", "the memory the default bounds are derived from, e.g. 1GiB, at most the limit this process runs under; 0 is that limit (cgroup v2 memory.max, cgroup v1 memory.limit_in_bytes, else the machine's memory)")
 	f.EnvDuration(&c.SampleInterval, "memory-sample-interval", "AGENT_MEMORY_SAMPLE_INTERVAL", 250*time.Millisecond, "how often the memory in use (the cgroup's working set, else the supervisor's RSS plus its children's PSS) is sampled for admission and the per-child memory policy")
-	f.EnvString(&c.ChildMemory, "child-memory", "AGENT_CHILD_MEMORY", "0", "the PSS a subagent process may reach before it is stopped (crashed, cause memory_exceeded); 0 derives it: the admission's cost of a child plus 12 times --max-message")
+	f.EnvString(&c.ChildMemory, "child-memory", "AGENT_CHILD_MEMORY", "0", "the PSS a subagent process may reach before it is stopped (crashed, cause memory_exceeded); 0 derives it: twice the admission's cost of a child plus 12 times --max-message")
 	f.EnvString(&c.PriorityCaps, "priority-caps", "AGENT_PRIORITY_CAPS", admit.DefaultPolicy, "the highest priority (low, normal, high; asked with message metadata agentd/priority) each caller may have: peer=P, operator=P, and CALLER=P for a SPIFFE ID, token:NAME or anonymous")
 }
 
@@ -148,13 +148,15 @@ func memorySource(l memlimit.Limit) string {
 }
 
 // childMemory is the PSS a child may reach before the memory policy stops
-// it: --child-memory, or what admission reserves for a run with the largest
-// message (admit.ChildCost plus MessageChildFactor times maxMessage).
+// it: --child-memory, or twice what admission reserves for a run with the
+// largest message, 2 x (admit.ChildCost + MessageChildFactor x maxMessage):
+// a child holds its message and may write an answer as large (builtin:demo
+// quoting 3 MB in 3 MB out peaked at 64 MiB of PSS).
 func (c *admissionConfig) childMemory(maxMessage uint64) uint64 {
 	if n, _ := parseSize(c.ChildMemory); n > 0 { // checked by validate
 		return n
 	}
-	return admit.ChildCost + admit.MessageChildFactor*maxMessage
+	return 2 * (admit.ChildCost + admit.MessageChildFactor*maxMessage)
 }
 
 // watchMemory starts the supervisor's memory watch until ctx ends: each
@@ -167,8 +169,10 @@ func (a *admission) watchMemory(ctx context.Context, sup *supervisor.Supervisor,
 		ChildLimit: c.childMemory(maxMessage),
 		Limit:      a.budget,
 		ChildCost:  admit.ChildCost,
-		Observe:    func(total, self uint64) { a.ctrl.Observe(admit.Sample{Total: total, Self: self}) },
-		Log:        log,
+		// A child's share under pressure: what its run reserved.
+		ChildFactor: admit.MessageChildFactor,
+		Observe:     func(total, self uint64) { a.ctrl.Observe(admit.Sample{Total: total, Self: self}) },
+		Log:         log,
 	}
 	if read, ok := memlimit.CgroupUsage("/", a.limit); ok {
 		p.Usage = read

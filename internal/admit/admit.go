@@ -175,7 +175,10 @@ type Controller struct {
 
 	sample   Sample // the last memory sample (Observe)
 	reserved uint64 // the running runs' and nested subagents' memory reservations
-	held     uint64 // the front's reservations for messages being read
+	held     uint64 // the front's reservations for messages being read, or read since the last sample
+	// lingering is the part of held whose requests were answered: it goes
+	// at the next sample.
+	lingering uint64
 }
 
 // caller is one caller's share of the queue.

@@ -12,7 +12,9 @@ import "fmt"
 // message's bytes), every nested subagent ChildCost, both until they end; and
 // the front reserves, before it reads a request's body, what decoding and
 // storing its message may cost the supervisor (FrontFactor times its bytes),
-// until the request is answered. The memory the pod may come to hold is
+// until the request is answered and a sample has been taken since (what the
+// request left in the supervisor's heap is then in the sample). The memory
+// the pod may come to hold is
 //
 //	max(in use, the supervisor's own + the runs' reservations) + the front's reservations
 //
@@ -37,6 +39,11 @@ const (
 	// MessageChildFactor is what a run reserves per byte of its message,
 	// beside ChildCost: the child's 11 with its margin.
 	MessageChildFactor = 12
+	// MessageReserveMin is the smallest body the front reserves for: a
+	// smaller request (a tasks/get, an operator's call, a short message)
+	// costs the supervisor what its reserve already holds room for, and is
+	// never shed for memory.
+	MessageReserveMin = 64 << 10
 )
 
 // ReasonMemory sheds a message when the memory in use, with what is admitted,
@@ -81,7 +88,7 @@ type MemoryStats struct {
 	InUse    uint64 // the last sample's total
 	Self     uint64 // the last sample's supervisor RSS
 	Reserved uint64 // the runs' and nested subagents' reservations
-	Held     uint64 // the front's reservations for messages being read
+	Held     uint64 // the front's reservations for messages being read, or read since the last sample
 	Estimate uint64 // what the gate counts as taken: max(InUse, Self+Reserved) + Held
 }
 
@@ -91,6 +98,8 @@ func (c *Controller) Observe(s Sample) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sample = s
+	c.held -= c.lingering
+	c.lingering = 0
 	c.dispatchLocked()
 }
 
@@ -118,11 +127,12 @@ func (c *Controller) runCost(messageBytes int64) uint64 {
 
 // ReserveMessage reserves, before a request's body of n bytes is read, what
 // decoding and storing its message may cost the supervisor. It returns the
-// function that gives the reservation back (once the request is answered;
-// idempotent), or a *ShedError with ReasonMemory when the memory in use and
+// function that gives the reservation back once the request is answered
+// (idempotent; the reservation lingers until the next sample, Observe, which
+// sees what the request left behind), or a *ShedError with ReasonMemory when the memory in use and
 // admitted leaves no room for it (while another message is being read).
 func (c *Controller) ReserveMessage(n int64) (release func(), err error) {
-	if c.cfg.Memory.Limit == 0 || n <= 0 {
+	if c.cfg.Memory.Limit == 0 || n < MessageReserveMin {
 		return func() {}, nil
 	}
 	cost := uint64(n) * c.cfg.Memory.FrontFactor
@@ -138,8 +148,7 @@ func (c *Controller) ReserveMessage(n int64) (release func(), err error) {
 		defer c.mu.Unlock()
 		if !done {
 			done = true
-			c.held -= cost
-			c.dispatchLocked()
+			c.lingering += cost
 		}
 	}, nil
 }

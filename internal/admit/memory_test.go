@@ -152,11 +152,20 @@ func TestReserveMessage(t *testing.T) {
 	first()
 	first() // idempotent
 	second()
-	if st := c.MemoryStats(); st.Held != 0 {
-		t.Fatalf("held %d after the releases", st.Held)
+	// Released, the reservations linger until a sample has seen what the
+	// requests left behind.
+	if st := c.MemoryStats(); st.Held != 60*MiB {
+		t.Fatalf("held %d MiB after the releases, before a sample; want 60", st.Held>>20)
 	}
-	if got := c.Stats().Shed[ReasonMemory]; got != 1 {
-		t.Fatalf("shed for memory %d, want 1", got)
+	if _, err := c.ReserveMessage(6 * MiB); err == nil {
+		t.Fatal("a message was reserved in the room of released ones no sample has seen go")
+	}
+	c.Observe(Sample{Total: 40 * MiB, Self: 40 * MiB})
+	if st := c.MemoryStats(); st.Held != 0 {
+		t.Fatalf("held %d after the releases and a sample", st.Held)
+	}
+	if got := c.Stats().Shed[ReasonMemory]; got != 2 {
+		t.Fatalf("shed for memory %d, want 2", got)
 	}
 	// Without a gate nothing is reserved or shed.
 	off, err := New(Config{Bounds: Bounds{MaxRuns: 1, MaxLive: 1}})
@@ -165,5 +174,10 @@ func TestReserveMessage(t *testing.T) {
 	}
 	if _, err := off.ReserveMessage(1 << 40); err != nil {
 		t.Fatal(err)
+	}
+	// A small body reserves nothing and is never shed.
+	c.Observe(Sample{Total: 200 * MiB, Self: 200 * MiB})
+	if _, err := c.ReserveMessage(MessageReserveMin - 1); err != nil {
+		t.Fatalf("a small body was shed: %v", err)
 	}
 }
