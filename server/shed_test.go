@@ -151,7 +151,7 @@ func TestShedForMemoryBeforeTheBodyIsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"` + strings.Repeat("x", 200_000) + `"}]}}}`
+	big := `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"configuration":{"blocking":false},"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"` + strings.Repeat("x", 200_000) + `"}]}}}`
 	for _, tc := range []struct{ name, path, version string }{
 		{"JSON-RPC 0.3", "/", ""},
 		{"JSON-RPC 1.0", "/", "1.0"},
@@ -183,7 +183,7 @@ func TestShedForMemoryBeforeTheBodyIsRead(t *testing.T) {
 	release()
 	ctrl.Observe(admit.Sample{Total: 20 << 20, Self: 20 << 20})
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, newPost(strings.NewReader(strings.Replace(big, `"params":{`, `"params":{"configuration":{"blocking":false},`, 1))))
+	h.ServeHTTP(rec, newPost(strings.NewReader(big)))
 	if rec.Code != 200 {
 		t.Fatalf("with room: HTTP %d: %.200s", rec.Code, rec.Body.String())
 	}
