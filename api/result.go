@@ -85,6 +85,11 @@ const (
 	// or binding it was called in (the detail says which, and what its card
 	// offers); the status is crashed.
 	CausePeerUnsupported = "peer_unsupported"
+	// CauseMemoryExceeded: the supervisor's memory policy stopped the child
+	// (SIGKILL): its PSS passed its own limit, or it was the largest child
+	// over its share when the pod neared its memory limit; the status is
+	// crashed.
+	CauseMemoryExceeded = "memory_exceeded"
 )
 
 // SubagentResult is what a subagent hands back: a terminal status, the

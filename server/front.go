@@ -62,6 +62,20 @@ var (
 	errBodyTimeout  = errors.New("server: request body not received within the body deadline")
 )
 
+// reserveBody asks Config.ReserveMessage for the memory a body may cost
+// before it is read: its Content-Length, or the body limit when the length is
+// not given (chunked). It returns the release, or the shed error to answer.
+func (rh *rpcHandler) reserveBody(r *http.Request) (release func(), err error) {
+	if rh.reserve == nil {
+		return func() {}, nil
+	}
+	n := r.ContentLength
+	if n < 0 || n > rh.maxBody {
+		n = rh.maxBody
+	}
+	return rh.reserve(n)
+}
+
 // readBody reads a request's body into buf, at most rh.maxBody bytes: a
 // bigger one is errBodyTooLarge (its message names the limits), one that
 // does not arrive within the body deadline (a trickle) errBodyTimeout, and

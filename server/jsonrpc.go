@@ -219,10 +219,11 @@ type Method func(ctx context.Context, params json.RawMessage) (any, error)
 // rpcHandler serves the JSON-RPC endpoint.
 type rpcHandler struct {
 	h          a2asrv.RequestHandler
-	methods    map[string]rpcMethod // the method table (methodTable)
-	maxMessage int                  // the largest message admitted, encoded (Config.MaxMessage)
-	maxBody    int64                // BodyLimit(maxMessage)
-	keepAlive  time.Duration        // SSE comment interval on idle streams
+	methods    map[string]rpcMethod        // the method table (methodTable)
+	maxMessage int                         // the largest message admitted, encoded (Config.MaxMessage)
+	maxBody    int64                       // BodyLimit(maxMessage)
+	reserve    func(int64) (func(), error) // Config.ReserveMessage; nil reserves nothing
+	keepAlive  time.Duration               // SSE comment interval on idle streams
 }
 
 // bodyBufs recycles request body and response buffers: nothing decoded from a
@@ -240,6 +241,16 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUnsupportedMediaType, err.Error())
 		return
 	}
+	release, err := rh.reserveBody(r)
+	if err != nil {
+		shape := toRPCError
+		if v, _ := requestVersion(r.Header); v == a2av1.Version {
+			shape = toV1Error
+		}
+		writeRPC(w, nullID, nil, err, shape)
+		return
+	}
+	defer release()
 	buf := bodyBufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer func() {

@@ -64,6 +64,12 @@ func (h restHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if r.ContentLength != 0 { // a body, of a length or chunked
+		release, err := h.rh.reserveBody(r)
+		if err != nil {
+			h.writeError(w, err)
+			return
+		}
+		defer release()
 		if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
 			w.Header().Set("Accept-Post", "application/json")
 			st := a2arest.StatusOf(CodeInvalidRequest, err.Error(), nil, 0)

@@ -41,6 +41,13 @@ type Config struct {
 	// is api.FrameLimit of the same value, so an admitted message always
 	// reaches its child.
 	MaxMessage int
+	// ReserveMessage, if set, is asked before a request's body is read (the
+	// JSON-RPC and HTTP+JSON bindings) for the memory its n bytes may cost
+	// (n is the Content-Length, or the body limit when the length is not
+	// given); an error (an *admit.ShedError) is answered 429 with Retry-After
+	// without reading the body, and release is called once the request is
+	// answered. The admission control's ReserveMessage.
+	ReserveMessage func(n int64) (release func(), err error)
 	// Blobs, if set, serves stored distillates at GET /blobs/{id}, each to
 	// whoever may read (Handler.OnGetTask) the task that stored it.
 	Blobs BlobSource
@@ -85,7 +92,7 @@ func Handler(cfg Config) http.Handler {
 	if err != nil {
 		panic("server: agent card does not encode: " + err.Error())
 	}
-	rpc := &rpcHandler{h: cfg.Handler, methods: methodTable(cfg.Methods, cfg.Log), maxMessage: cfg.MaxMessage, maxBody: BodyLimit(cfg.MaxMessage), keepAlive: cfg.SSEKeepAlive}
+	rpc := &rpcHandler{h: cfg.Handler, methods: methodTable(cfg.Methods, cfg.Log), maxMessage: cfg.MaxMessage, maxBody: BodyLimit(cfg.MaxMessage), keepAlive: cfg.SSEKeepAlive, reserve: cfg.ReserveMessage}
 	auth := cfg.Auth
 	if auth == nil {
 		auth = &Auth{Open: true, Log: cfg.Log}

@@ -124,3 +124,79 @@ func TestShedAnswers429WithRetryAfter(t *testing.T) {
 		t.Fatalf("%d tasks live after the cancel", n)
 	}
 }
+
+// readFlag is a body that records whether anyone read it.
+type readFlag struct {
+	r    *strings.Reader
+	read bool
+}
+
+func (b *readFlag) Read(p []byte) (int, error) { b.read = true; return b.r.Read(p) }
+
+// A body the memory gate has no room for is answered 429 with Retry-After
+// and reason memory before it is read, in the JSON-RPC binding (0.3 and 1.0
+// shapes) and the HTTP+JSON one; the reservation is given back once the
+// request is answered.
+func TestShedForMemoryBeforeTheBodyIsRead(t *testing.T) {
+	ctrl, err := admit.New(admit.Config{Bounds: admit.Bounds{MaxRuns: 4, MaxLive: 4},
+		Memory: admit.MemoryConfig{Limit: 100 << 20, FrontFactor: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl.Observe(admit.Sample{Total: 80 << 20, Self: 80 << 20})
+	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), waitExec{}, nil, tasks.WithAdmission(ctrl, admit.Policy{}))
+	h := Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"}), ReserveMessage: ctrl.ReserveMessage})
+	// One body is being read: 16 MiB held, 96 of 100.
+	release, err := ctrl.ReserveMessage(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"configuration":{"blocking":false},"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"` + strings.Repeat("x", 200_000) + `"}]}}}`
+	for _, tc := range []struct{ name, path, version string }{
+		{"JSON-RPC 0.3", "/", ""},
+		{"JSON-RPC 1.0", "/", "1.0"},
+		{"HTTP+JSON", "/message:send", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := &readFlag{r: strings.NewReader(big)}
+			req := httptest.NewRequest("POST", tc.path, body)
+			req.Header.Set("Content-Type", "application/json")
+			if tc.version != "" {
+				req.Header.Set(VersionHeader, tc.version)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != 429 || rec.Header().Get("Retry-After") == "" {
+				t.Fatalf("HTTP %d, Retry-After %q, want 429 with one: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+			}
+			if body.read {
+				t.Fatal("the body was read before it was shed")
+			}
+			if !strings.Contains(rec.Body.String(), `"memory"`) {
+				t.Fatalf("the answer does not name the reason memory: %s", rec.Body.String())
+			}
+		})
+	}
+	if n := engine.InFlight(); n != 0 {
+		t.Fatalf("%d tasks were created for shed bodies", n)
+	}
+	release()
+	ctrl.Observe(admit.Sample{Total: 20 << 20, Self: 20 << 20})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, newPost(strings.NewReader(big)))
+	if rec.Code != 200 {
+		t.Fatalf("with room: HTTP %d: %.200s", rec.Code, rec.Body.String())
+	}
+	if st := ctrl.MemoryStats(); st.Held == 0 || st.Reserved == 0 {
+		t.Fatalf("after an admitted body: %+v, want its reservation lingering and its run's reserved", st)
+	}
+	var r rpcReply
+	_ = json.Unmarshal(rec.Body.Bytes(), &r)
+	var task a2a.Task
+	_ = json.Unmarshal(r.Result, &task)
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, newPost(strings.NewReader(`{"jsonrpc":"2.0","id":8,"method":"tasks/cancel","params":{"id":"`+string(task.ID)+`"}}`)))
+	if rec.Code != 200 {
+		t.Fatalf("cancel: HTTP %d", rec.Code)
+	}
+}

@@ -56,6 +56,7 @@ var helpers = map[string]func() int{
 	"slow-reader":        helperSlowReader,
 	"no-read":            helperNoRead,
 	"streams":            helperStreams,
+	"grow":               helperGrow,
 }
 
 // Settings the helpers read from their environment (set through Config.Env).
@@ -68,6 +69,7 @@ const (
 	envCounter    = "HELPER_COUNTER"     // flaky-start: a file with one byte per start
 	envCrashes    = "HELPER_CRASHES"     // flaky-start: how many starts crash before ready
 	envReadPace   = "HELPER_READ_PACE"   // slow-reader: the pause between two reads of control-in
+	envGrow       = "HELPER_GROW"        // grow: the bytes of heap it allocates and touches
 )
 
 var (
@@ -209,6 +211,30 @@ func helperResponsive() int {
 		os.Exit(0)
 	})
 	sleepForever()
+	return 0
+}
+
+// helperGrow answers pings, allocates HELPER_GROW bytes of heap and writes
+// every page of them (so they are resident), and waits, holding them; on
+// ctrl/cancel it reports cancelled.
+func helperGrow() int {
+	c := helperIO()
+	c.start()
+	c.serve(func(string) {
+		_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCancelled, Distillate: api.InlineText("stopped")})
+		os.Exit(0)
+	})
+	n, err := strconv.Atoi(os.Getenv(envGrow))
+	if err != nil {
+		return 98
+	}
+	held := make([]byte, n)
+	for i := 0; i < n; i += 4096 {
+		held[i] = 1
+	}
+	_ = c.w.Send(api.MethodEvent, 0, api.LoopEvent{Step: 1, Kind: api.EventModel, UsageDelta: api.Usage{Steps: 1}})
+	sleepForever()
+	runtime.KeepAlive(held)
 	return 0
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -61,6 +62,9 @@ type node struct {
 	// span is the spawn span, from admission to reap (observe.go); set before
 	// the node's goroutine starts, ended by it.
 	span trace.Span
+	// payloadBytes is the payload's encoded size, for the memory policy
+	// (memory.go); 0 until it is first needed.
+	payloadBytes atomic.Int64
 }
 
 func newNode(handle string, parent *node, p api.SpawnPayload) *node {

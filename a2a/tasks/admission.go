@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -37,7 +38,31 @@ func (e *Engine) admit(ctx context.Context, params *a2a.MessageSendParams) (*adm
 		return nil, err
 	}
 	name := callerName(ctx)
-	return e.admission.Enqueue(name, e.policy.Effective(name, isOperator(ctx), asked))
+	return e.admission.EnqueueMessage(name, e.policy.Effective(name, isOperator(ctx), asked), messageBytes(params.Message))
+}
+
+// messageBytes is the size of a message's content, what its run's child will
+// hold: its text, its files' bytes and its data parts encoded.
+func messageBytes(m *a2a.Message) int64 {
+	if m == nil {
+		return 0
+	}
+	var n int64
+	for _, p := range m.Parts {
+		switch p := p.(type) {
+		case a2a.TextPart:
+			n += int64(len(p.Text))
+		case a2a.FilePart:
+			if fb, ok := p.File.(a2a.FileBytes); ok {
+				n += int64(len(fb.Bytes))
+			}
+		case a2a.DataPart:
+			if b, err := json.Marshal(p.Data); err == nil {
+				n += int64(len(b))
+			}
+		}
+	}
+	return n
 }
 
 // askedPriority reads api.MetaPriority from the message's metadata, else the

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime/debug"
+	"time"
 
 	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/memlimit"
+	"github.com/agentd/agentd/supervisor"
 )
 
 // admissionConfig is serve's admission control: the bounds on runs and on
@@ -19,6 +24,12 @@ type admissionConfig struct {
 	QueueCapacity int    // 0: derived; -1: no queue
 	MemoryLimit   string // a size; "0": the limit this process runs under
 	PriorityCaps  string
+	// SampleInterval is how often the memory in use is sampled (the memory
+	// gate and the per-child policy).
+	SampleInterval time.Duration
+	// ChildMemory is the PSS a child may reach before the memory policy
+	// stops it (a size; "0": derived, see childMemory).
+	ChildMemory string
 }
 
 func addAdmission(f *cli.Flags, c *admissionConfig) {
@@ -26,6 +37,8 @@ func addAdmission(f *cli.Flags, c *admissionConfig) {
 	f.EnvInt(&c.MaxLive, "max-live-subagents", "AGENT_MAX_LIVE_SUBAGENTS", 0, "live subagent processes across the service, every run's root included; a nested spawn past it is refused; 0 derives it from the memory limit")
 	f.EnvInt(&c.QueueCapacity, "queue-capacity", "AGENT_QUEUE_CAPACITY", 0, "runs that may wait for a slot (a caller at most half of them); past it a send is answered 429 with Retry-After; 0 derives it, -1 queues none")
 	f.EnvString(&c.MemoryLimit, "memory-limit", "AGENT_MEMORY_LIMIT", "0", "the memory the default bounds are derived from, e.g. 1GiB, at most the limit this process runs under; 0 is that limit (cgroup v2 memory.max, cgroup v1 memory.limit_in_bytes, else the machine's memory)")
+	f.EnvDuration(&c.SampleInterval, "memory-sample-interval", "AGENT_MEMORY_SAMPLE_INTERVAL", 250*time.Millisecond, "how often the memory in use (the cgroup's working set, else the supervisor's RSS plus its children's PSS) is sampled for admission and the per-child memory policy")
+	f.EnvString(&c.ChildMemory, "child-memory", "AGENT_CHILD_MEMORY", "0", "the PSS a subagent process may reach before it is stopped (crashed, cause memory_exceeded); 0 derives it: twice the admission's cost of a child plus 12 times --max-message")
 	f.EnvString(&c.PriorityCaps, "priority-caps", "AGENT_PRIORITY_CAPS", admit.DefaultPolicy, "the highest priority (low, normal, high; asked with message metadata agentd/priority) each caller may have: peer=P, operator=P, and CALLER=P for a SPIFFE ID, token:NAME or anonymous")
 }
 
@@ -48,6 +61,14 @@ func (c *admissionConfig) validate() error {
 	if _, err := parseSize(c.MemoryLimit); err != nil {
 		return fmt.Errorf("--memory-limit: %v", err)
 	}
+	if c.SampleInterval < minSampleInterval || c.SampleInterval > maxSampleInterval {
+		return fmt.Errorf("--memory-sample-interval must be in [%s, %s] (got %s)", minSampleInterval, maxSampleInterval, c.SampleInterval)
+	}
+	if n, err := parseSize(c.ChildMemory); err != nil {
+		return fmt.Errorf("--child-memory: %v", err)
+	} else if n != 0 && n < admit.ChildCost {
+		return fmt.Errorf("--child-memory %s is below the cost admission assumes of a child (%s): every child would be stopped (0 derives it)", c.ChildMemory, formatSize(admit.ChildCost))
+	}
 	if _, err := admit.ParsePolicy(c.PriorityCaps); err != nil {
 		return fmt.Errorf("--priority-caps: %v", err)
 	}
@@ -61,7 +82,18 @@ type admission struct {
 	policy  admit.Policy
 	derived admit.Derived
 	limit   memlimit.Limit
+	budget  uint64 // the memory limit admission holds the pod to
+	// goLimit is the Go memory limit set for the supervisor (its share,
+	// derived.Reserve), or -1 when GOMEMLIMIT set one.
+	goLimit int64
 }
+
+// The memory sample interval's range: a sample reads a file per child, so
+// not much more often; and rarely enough lets a pod grow unseen.
+const (
+	minSampleInterval = 10 * time.Millisecond
+	maxSampleInterval = 10 * time.Second
+)
 
 // openAdmission reads the memory limit, derives the bounds for it and a warm
 // pool of pool, applies the explicit settings over them and builds the
@@ -83,7 +115,8 @@ func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, 
 	if err != nil {
 		return nil, cli.UsageError("%s (%s)", flagError(err), d)
 	}
-	ctrl, err := admit.New(admit.Config{Bounds: b, Ceiling: d.Ceiling})
+	mem := admit.MemoryConfig{Limit: budget}
+	ctrl, err := admit.New(admit.Config{Bounds: b, Ceiling: d.Ceiling, Memory: mem})
 	if err != nil {
 		return nil, cli.UsageError("%v", err)
 	}
@@ -92,7 +125,64 @@ func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, 
 		"max_live_runs", b.MaxRuns, "max_live_subagents", b.MaxLive, "queue_capacity", b.QueueCapacity,
 		"ceiling_max_live_runs", d.Ceiling.MaxRuns, "ceiling_max_live_subagents", d.Ceiling.MaxLive, "ceiling_queue_capacity", d.Ceiling.QueueCapacity,
 		"priority_caps", policy.String())
-	return &admission{ctrl: ctrl, policy: policy, derived: d, limit: found}, nil
+	// The supervisor's Go heap is held to its share of the limit (the
+	// reserve): past it the collector works harder and returns memory to the
+	// system, rather than let the heap double (GOGC) into the children's.
+	goLimit := int64(-1)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		goLimit = int64(d.Reserve)
+		debug.SetMemoryLimit(goLimit)
+	}
+	log.Info("memory", "gate_limit_mib", ctrl.MemoryStats().Limit>>20, "go_memory_limit_mib", goLimit>>20, "child_cost_mib", admit.ChildCost>>20,
+		"sample_interval", c.SampleInterval.String(), "source", memorySource(found))
+	return &admission{ctrl: ctrl, policy: policy, derived: d, limit: found, budget: budget, goLimit: goLimit}, nil
+}
+
+// memorySource names what the memory sample reads: the cgroup whose limit
+// binds, else the process tree.
+func memorySource(l memlimit.Limit) string {
+	if _, ok := memlimit.CgroupUsage("/", l); ok {
+		return string(l.Source) + " working set"
+	}
+	return "process tree (RSS + children's PSS)"
+}
+
+// childMemory is the PSS a child may reach before the memory policy stops
+// it: --child-memory, or twice what admission reserves for a run with the
+// largest message, 2 x (admit.ChildCost + MessageChildFactor x maxMessage):
+// a child holds its message and may write an answer as large (builtin:demo
+// quoting 3 MB in 3 MB out peaked at 64 MiB of PSS).
+func (c *admissionConfig) childMemory(maxMessage uint64) uint64 {
+	if n, _ := parseSize(c.ChildMemory); n > 0 { // checked by validate
+		return n
+	}
+	return 2 * (admit.ChildCost + admit.MessageChildFactor*maxMessage)
+}
+
+// watchMemory starts the supervisor's memory watch until ctx ends: each
+// sample goes to the admission control, and a child over its share is
+// stopped (supervisor.MemoryPolicy). It returns the function that waits for
+// the watch to end.
+func (a *admission) watchMemory(ctx context.Context, sup *supervisor.Supervisor, c *admissionConfig, maxMessage uint64, log *slog.Logger) (wait func()) {
+	p := supervisor.MemoryPolicy{
+		Interval:   c.SampleInterval,
+		ChildLimit: c.childMemory(maxMessage),
+		Limit:      a.budget,
+		ChildCost:  admit.ChildCost,
+		// A child's share under pressure: what its run reserved.
+		ChildFactor: admit.MessageChildFactor,
+		Observe:     func(total, self uint64) { a.ctrl.Observe(admit.Sample{Total: total, Self: self}) },
+		Log:         log,
+	}
+	if read, ok := memlimit.CgroupUsage("/", a.limit); ok {
+		p.Usage = read
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sup.WatchMemory(ctx, p)
+	}()
+	return func() { <-done }
 }
 
 // flagError names the flag of a bound that Resolve refused.

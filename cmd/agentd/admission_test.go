@@ -3,8 +3,12 @@ package main
 import (
 	"errors"
 	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/cmd/agentd/internal/cli"
@@ -23,22 +27,26 @@ func TestAdmissionValidate(t *testing.T) {
 		{"--memory-limit", func(c *serveConfig) { c.Admission.MemoryLimit = "lots" }},
 		{"--priority-caps", func(c *serveConfig) { c.Admission.PriorityCaps = "peer=urgent" }},
 		{"--priority-caps", func(c *serveConfig) { c.Admission.PriorityCaps = "somebody=high" }},
+		{"--memory-sample-interval", func(c *serveConfig) { c.Admission.SampleInterval = time.Millisecond }},
+		{"--memory-sample-interval", func(c *serveConfig) { c.Admission.SampleInterval = time.Minute }},
+		{"--child-memory", func(c *serveConfig) { c.Admission.ChildMemory = "big" }},
+		{"--child-memory", func(c *serveConfig) { c.Admission.ChildMemory = "1MiB" }},
 	})
 }
 
 // The defaults are derived; the flags and their env vars set them.
 func TestAdmissionFlags(t *testing.T) {
 	c := defaultServe(t)
-	if c.Admission != (admissionConfig{MemoryLimit: "0", PriorityCaps: admit.DefaultPolicy}) {
+	if c.Admission != (admissionConfig{MemoryLimit: "0", PriorityCaps: admit.DefaultPolicy, SampleInterval: 250 * time.Millisecond, ChildMemory: "0"}) {
 		t.Fatalf("defaults %+v", c.Admission)
 	}
 	t.Setenv("AGENT_MAX_LIVE_SUBAGENTS", "12")
 	t.Setenv("AGENT_PRIORITY_CAPS", "peer=low")
-	c, err := parseServe([]string{"--max-live-runs", "3", "--queue-capacity", "-1", "--memory-limit", "512MiB"}, nil)
+	c, err := parseServe([]string{"--max-live-runs", "3", "--queue-capacity", "-1", "--memory-limit", "512MiB", "--memory-sample-interval", "1s", "--child-memory", "64MiB"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := admissionConfig{MaxRuns: 3, MaxLive: 12, QueueCapacity: -1, MemoryLimit: "512MiB", PriorityCaps: "peer=low"}
+	want := admissionConfig{MaxRuns: 3, MaxLive: 12, QueueCapacity: -1, MemoryLimit: "512MiB", PriorityCaps: "peer=low", SampleInterval: time.Second, ChildMemory: "64MiB"}
 	if c.Admission != want {
 		t.Fatalf("parsed %+v, want %+v", c.Admission, want)
 	}
@@ -48,6 +56,7 @@ func TestAdmissionFlags(t *testing.T) {
 // --memory-limit, and refuses a bound above its ceiling or a memory limit
 // above the one found, naming the setting (exit 2).
 func TestOpenAdmission(t *testing.T) {
+	t.Cleanup(func() { debug.SetMemoryLimit(math.MaxInt64) })
 	found, err := memlimit.Read()
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +70,18 @@ func TestOpenAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur, ceiling := a.ctrl.Bounds()
-	if cur != (admit.Bounds{MaxRuns: 23, MaxLive: 46, QueueCapacity: 92}) || ceiling != (admit.Bounds{MaxRuns: 238, MaxLive: 238, QueueCapacity: 368}) {
+	if cur != (admit.Bounds{MaxRuns: 47, MaxLive: 94, QueueCapacity: 188}) || ceiling != (admit.Bounds{MaxRuns: 238, MaxLive: 238, QueueCapacity: 752}) {
 		t.Fatalf("a 1 GiB budget: bounds %+v, ceiling %+v", cur, ceiling)
+	}
+	// The supervisor's Go heap is held to its share, the reserve, and the
+	// memory gate to the budget.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if got := debug.SetMemoryLimit(-1); got != 256<<20 || a.goLimit != got {
+			t.Fatalf("Go memory limit %d (recorded %d), want the reserve, 256 MiB", got, a.goLimit)
+		}
+	}
+	if m := a.ctrl.MemoryStats(); m.Limit != 1<<30 {
+		t.Fatalf("the memory gate's limit is %d, want 1 GiB", m.Limit)
 	}
 	a, err = openAdmission(&admissionConfig{MaxLive: 8, MaxRuns: 8, QueueCapacity: 32, MemoryLimit: "1GiB"}, 0, log)
 	if err != nil {
@@ -77,7 +96,7 @@ func TestOpenAdmission(t *testing.T) {
 	}{
 		{admissionConfig{MaxLive: 239, MemoryLimit: "1GiB"}, "--max-live-subagents 239 is above its ceiling of 238"},
 		{admissionConfig{MaxRuns: 239, MemoryLimit: "1GiB"}, "--max-live-runs 239 is above its ceiling of 238"},
-		{admissionConfig{QueueCapacity: 369, MemoryLimit: "1GiB"}, "--queue-capacity 369 is above its ceiling of 368"},
+		{admissionConfig{QueueCapacity: 753, MemoryLimit: "1GiB"}, "--queue-capacity 753 is above its ceiling of 752"},
 		{admissionConfig{MemoryLimit: formatSize(found.Bytes + 1<<30)}, "--memory-limit"},
 	} {
 		_, err := openAdmission(&tc.c, 2, log)

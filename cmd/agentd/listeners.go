@@ -84,6 +84,8 @@ func (s *service) openFront(c *serveConfig, id *identity, router *delegate.Route
 		Console:    consoleHandler(ui),
 		Log:        s.log,
 		MaxMessage: s.budgets.maxMessage,
+		// Before a body is read, the memory its message may cost.
+		ReserveMessage: s.admission.ctrl.ReserveMessage,
 	}), s.log)
 	s.main.srv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	if id.src != nil {

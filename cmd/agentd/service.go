@@ -176,6 +176,9 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	bg, stopBg := context.WithCancel(context.Background())
 	s.bg = bg
 	s.closers.add(stopBg)
+	watching, stopWatch := context.WithCancel(bg)
+	waitWatch := s.admission.watchMemory(watching, s.sup, &c.Admission, uint64(s.budgets.maxMessage), log)
+	s.closers.add(func() { stopWatch(); waitWatch() })
 
 	if err := router.Register(delegate.Local{Sup: s.sup}); err != nil {
 		return nil, err

@@ -110,6 +110,8 @@ type Config struct {
 	RunEstimate time.Duration
 	// Clock reads the time; default time.Now.
 	Clock func() time.Time
+	// Memory is the memory gate (memory.go); the zero value turns it off.
+	Memory MemoryConfig
 }
 
 // Shedding reasons, as ShedError.Reason and Stats.Shed name them.
@@ -117,6 +119,7 @@ const (
 	ReasonQueueFull       = "queue_full"        // the queue holds QueueCapacity runs
 	ReasonCallerQueueFull = "caller_queue_full" // the caller holds QueuePerCaller queued runs
 	ReasonClosed          = "closed"            // the service drains: nothing is admitted
+	// ReasonMemory (memory.go): the memory in use leaves no room for a message.
 )
 
 // ErrShed is the error every shed request wraps: the service is at capacity.
@@ -125,7 +128,7 @@ var ErrShed = errors.New("admit: service at capacity")
 // ShedError is a request the service did not take: no slot, no room in the
 // queue. The client may come back after RetryAfter.
 type ShedError struct {
-	Reason     string        // ReasonQueueFull, ReasonCallerQueueFull or ReasonClosed
+	Reason     string        // ReasonQueueFull, ReasonCallerQueueFull, ReasonClosed or ReasonMemory
 	RetryAfter time.Duration // whole seconds, at least RetryMin
 	Queued     int           // runs queued when it was shed
 }
@@ -169,6 +172,13 @@ type Controller struct {
 	cancelled int64
 	refused   int64
 	shed      map[string]int64
+
+	sample   Sample // the last memory sample (Observe)
+	reserved uint64 // the running runs' and nested subagents' memory reservations
+	held     uint64 // the front's reservations for messages being read, or read since the last sample
+	// lingering is the part of held whose requests were answered: it goes
+	// at the next sample.
+	lingering uint64
 }
 
 // caller is one caller's share of the queue.
@@ -212,6 +222,7 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	cfg.Memory.defaults()
 	return &Controller{
 		cfg:      cfg,
 		b:        cfg.Bounds,
@@ -219,7 +230,7 @@ func New(cfg Config) (*Controller, error) {
 		callers:  map[string]*caller{},
 		closedCh: make(chan struct{}),
 		freed:    make(chan struct{}, 1),
-		shed:     map[string]int64{ReasonQueueFull: 0, ReasonCallerQueueFull: 0, ReasonClosed: 0},
+		shed:     map[string]int64{ReasonQueueFull: 0, ReasonCallerQueueFull: 0, ReasonClosed: 0, ReasonMemory: 0},
 	}, nil
 }
 
@@ -234,6 +245,7 @@ type Ticket struct {
 	ready   chan struct{}
 	state   ticketState // guarded by c.mu
 	started time.Time   // guarded by c.mu
+	cost    uint64      // the memory the run reserves while it runs
 }
 
 type ticketState int8
@@ -250,6 +262,13 @@ const (
 // queue has no room (or the controller is closed). The caller must end every
 // ticket with Done.
 func (c *Controller) Enqueue(callerName string, prio Priority) (*Ticket, error) {
+	return c.EnqueueMessage(callerName, prio, 0)
+}
+
+// EnqueueMessage is Enqueue for a run whose message has messageBytes: the run
+// reserves ChildCost plus ChildFactor times those bytes of memory while it
+// runs, and waits in the queue while the memory gate has no room for that.
+func (c *Controller) EnqueueMessage(callerName string, prio Priority, messageBytes int64) (*Ticket, error) {
 	if prio < Low || prio > High {
 		prio = Normal
 	}
@@ -260,17 +279,18 @@ func (c *Controller) Enqueue(callerName string, prio Priority) (*Ticket, error) 
 	}
 	c.pos = nil
 	cq := c.callers[callerName]
-	if c.queued == 0 && c.freeLocked() {
+	cost := c.runCost(messageBytes)
+	if c.queued == 0 && c.freeLocked() && c.runFitsLocked(cost) {
 		// The fast path: a slot is free and nobody waits for it.
 		if cq == nil {
 			cq = &caller{name: callerName}
 			c.callers[callerName] = cq
 		}
-		t := &Ticket{c: c, caller: callerName, prio: prio, ready: admittedAtOnce, state: stateRunning, started: c.cfg.Clock()}
-		c.startLocked(cq)
+		t := &Ticket{c: c, caller: callerName, prio: prio, ready: admittedAtOnce, state: stateRunning, started: c.cfg.Clock(), cost: cost}
+		c.startLocked(cq, cost)
 		return t, nil
 	}
-	if !c.freeLocked() {
+	if !c.freeLocked() || !c.runFitsLocked(cost) {
 		if c.queued >= c.b.QueueCapacity {
 			return nil, c.shedLocked(ReasonQueueFull)
 		}
@@ -282,7 +302,7 @@ func (c *Controller) Enqueue(callerName string, prio Priority) (*Ticket, error) 
 		cq = &caller{name: callerName}
 		c.callers[callerName] = cq
 	}
-	t := &Ticket{c: c, caller: callerName, prio: prio, ready: make(chan struct{})}
+	t := &Ticket{c: c, caller: callerName, prio: prio, ready: make(chan struct{}), cost: cost}
 	if len(cq.q[prio]) == 0 {
 		c.rings[prio] = append(c.rings[prio], cq)
 	}
@@ -336,17 +356,22 @@ func (c *Controller) dispatchLocked() {
 	}()
 	for c.queued > 0 && c.freeLocked() {
 		t := c.pickLocked()
+		if !c.runFitsLocked(t.cost) {
+			return // the next sample, or an end, dispatches it
+		}
 		c.unqueueLocked(t, true)
 		t.state = stateRunning
 		t.started = c.cfg.Clock()
-		c.startLocked(c.callers[t.caller])
+		c.startLocked(c.callers[t.caller], t.cost)
 		close(t.ready)
 	}
 }
 
-// startLocked counts a run of cq as holding its slots.
-func (c *Controller) startLocked(cq *caller) {
+// startLocked counts a run of cq as holding its slots and cost bytes of
+// memory.
+func (c *Controller) startLocked(cq *caller, cost uint64) {
 	c.pos = nil
+	c.reserved += cost
 	cq.running++
 	c.runs++
 	c.live++
@@ -509,6 +534,7 @@ func (t *Ticket) Done() {
 		cq.running--
 		c.runs--
 		c.live--
+		c.reserved -= t.cost
 		d := c.cfg.Clock().Sub(t.started)
 		if c.ended == 0 {
 			c.runEst = d
@@ -528,11 +554,12 @@ func (t *Ticket) Done() {
 func (c *Controller) TryAcquire() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.live >= c.b.MaxLive {
+	if c.live >= c.b.MaxLive || !c.roomLocked(c.cfg.Memory.ChildCost) {
 		c.refused++
 		return false
 	}
 	c.live++
+	c.reserved += c.cfg.Memory.ChildCost
 	return true
 }
 
@@ -543,6 +570,7 @@ func (c *Controller) Release() {
 	defer c.mu.Unlock()
 	if c.live > 0 {
 		c.live--
+		c.reserved -= min(c.reserved, c.cfg.Memory.ChildCost)
 	}
 	c.dispatchLocked()
 }

@@ -3,20 +3,21 @@ package admit
 import "fmt"
 
 // Memory figures of the derivation (see Derive), measured on agentd's own
-// binary: one idle subagent (builtin:wait, waiting on its model call) costs
-// 2.7 MiB of private memory, about 0.2 MiB of page tables and five threads'
-// kernel stacks, and about 0.1 MiB in the supervisor (goroutines, pipes,
-// buffers); its 21 MiB of binary text are shared page cache, charged once. So
-// an idle child's marginal cost is about 3.2 MiB (its RSS reads 24 MiB, its
-// PSS 3.7 MiB with a few siblings).
+// binary (docs/admission.md, "The cost of a child"): a child in a model call
+// carrying a 64 KB conversation, sampled through the whole turn (the request
+// encoded, the answer read), peaks at 3.8 MiB of private memory and 5.3 MiB
+// of PSS with ten siblings (an idle child: 2.7 MiB private); the supervisor
+// holds about 0.3 MiB more per child. Its 21 MiB of binary text are shared
+// page cache, charged once.
 const (
 	MiB = 1 << 20
 
-	// ChildCost is the figure a default bound assumes per live subagent:
-	// five times the idle child's marginal cost, room for a working heap
-	// (the conversation, the model client's buffers, tool results) without
-	// counting on the binary's pages being shared.
-	ChildCost = 16 * MiB
+	// ChildCost is the figure a default bound assumes per live subagent: a
+	// working child's measured peak (5.3 MiB PSS, 0.3 MiB in the supervisor)
+	// with a margin of about 40% (a 16 KB tool result, a longer
+	// conversation, a collection that comes late), rounded up to 8 MiB. A
+	// child carrying a large message costs more: MessageChildFactor.
+	ChildCost = 8 * MiB
 	// ChildFloor is the ceiling's figure per subagent: the idle child's
 	// marginal cost, rounded up. More children than the ceiling allows
 	// would not fit in the limit even idle.
@@ -73,8 +74,8 @@ func (d Derived) String() string {
 //
 // The divisions round down, and a limit below what is subtracted from it
 // leaves 0 (then the "at least" applies). For a 1 GiB pod with the default
-// warm pool of 2: reserve 256 MiB, max_live_subagents (1024-256-32)/16 = 46,
-// max_live_runs 23, queue_capacity 92; ceilings 238 live, 238 runs, 368
+// warm pool of 2: reserve 256 MiB, max_live_subagents (1024-256-16)/8 = 94,
+// max_live_runs 47, queue_capacity 188; ceilings 238 live, 238 runs, 752
 // queued.
 func Derive(limit uint64, pool int) Derived {
 	pool = max(pool, 0)

@@ -17,7 +17,8 @@ func (c *Controller) TryStart(callerName string, prio Priority) *Ticket {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.queued > 0 || !c.freeLocked() {
+	cost := c.runCost(0)
+	if c.queued > 0 || !c.freeLocked() || !c.runFitsLocked(cost) {
 		return nil
 	}
 	cq := c.callers[callerName]
@@ -25,8 +26,8 @@ func (c *Controller) TryStart(callerName string, prio Priority) *Ticket {
 		cq = &caller{name: callerName}
 		c.callers[callerName] = cq
 	}
-	t := &Ticket{c: c, caller: callerName, prio: prio, ready: admittedAtOnce, state: stateRunning, started: c.cfg.Clock()}
-	c.startLocked(cq)
+	t := &Ticket{c: c, caller: callerName, prio: prio, ready: admittedAtOnce, state: stateRunning, started: c.cfg.Clock(), cost: cost}
+	c.startLocked(cq, cost)
 	return t
 }
 

@@ -465,8 +465,8 @@ func printAdmission(w io.Writer, a *api.Admission) {
 	fmt.Fprintf(w, "admission: runs %d/%d (ceiling %d), process slots %d/%d (ceiling %d), processes %d, queued %d/%d (ceiling %d; high %d, normal %d, low %d)\n",
 		a.Runs, a.MaxRuns, a.Ceiling.MaxRuns, a.Slots, a.MaxLiveSubagents, a.Ceiling.MaxLiveSubagents, a.LiveProcesses,
 		a.Queued, a.QueueCapacity, a.Ceiling.QueueCapacity, a.QueuedByPriority["high"], a.QueuedByPriority["normal"], a.QueuedByPriority["low"])
-	fmt.Fprintf(w, "admission: %d callers, %d admitted, %d left the queue unrun, %d nested spawns refused, shed %d queue_full %d caller_queue_full %d closed, retry after %ds\n",
-		a.Callers, a.Admitted, a.Cancelled, a.Refused, a.Shed["queue_full"], a.Shed["caller_queue_full"], a.Shed["closed"], a.RetryAfterSeconds)
+	fmt.Fprintf(w, "admission: %d callers, %d admitted, %d left the queue unrun, %d nested spawns refused, shed %d queue_full %d caller_queue_full %d closed %d memory, retry after %ds\n",
+		a.Callers, a.Admitted, a.Cancelled, a.Refused, a.Shed["queue_full"], a.Shed["caller_queue_full"], a.Shed["closed"], a.Shed["memory"], a.RetryAfterSeconds)
 }
 
 // printBreakers prints one line per restart breaker.

@@ -56,6 +56,12 @@ type sendAnswer struct {
 func (s *admService) sendAs(token string, i int) sendAnswer {
 	s.t.Helper()
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": i, "method": "message/send", "params": sendParams(fmt.Sprintf("wait %d", i), false)})
+	return s.post(token, i, body)
+}
+
+// post sends one JSON-RPC request body as token and reads the answer.
+func (s *admService) post(token string, i int, body []byte) sendAnswer {
+	s.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)

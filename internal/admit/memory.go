@@ -1,0 +1,173 @@
+package admit
+
+import "fmt"
+
+// # Memory
+//
+// Beside its slots, the controller holds the memory actually in use under the
+// pod's limit (Config.Memory). A sampler (the supervisor's memory watch, at
+// an interval) reports what is in use (Observe): the cgroup's working set, or
+// the supervisor's RSS plus its children's PSS. Every admitted run reserves
+// what its child may come to hold (ChildCost, plus ChildFactor times its
+// message's bytes), every nested subagent ChildCost, both until they end; and
+// the front reserves, before it reads a request's body, what decoding and
+// storing its message may cost the supervisor (FrontFactor times its bytes),
+// until the request is answered and a sample has been taken since (what the
+// request left in the supervisor's heap is then in the sample). The memory
+// the pod may come to hold is
+//
+//	max(in use, the supervisor's own + the runs' reservations) + the front's reservations
+//
+// and a run, a nested spawn or a message is admitted only if that plus its
+// own reservation stays within the limit: a run that does not fit waits in
+// the queue (or is shed when the queue is full), a nested spawn is refused, a
+// message is shed with ReasonMemory before its body is read. So admission
+// stops before the limit is reached, not after. Two exceptions keep the
+// service live: a run is admitted for memory when no run holds a slot, and a
+// message when no other message is being read.
+
+// Message byte factors, measured on agentd's binary (docs/admission.md):
+// 24 concurrent 3 MB messages took the supervisor's RSS to 696 MiB (10 times
+// their bytes each: the body, its decoding, the task's snapshot and its
+// store's encoding; one message alone, 28 times, its heap doubling from a
+// small start), and a child carrying one held 33.5 MiB private against 2.8
+// idle (11 times).
+const (
+	// MessageFrontFactor is what the front reserves per byte of a request
+	// body before reading it: the supervisor's 10 with its margin.
+	MessageFrontFactor = 16
+	// MessageChildFactor is what a run reserves per byte of its message,
+	// beside ChildCost: the child's 11 with its margin.
+	MessageChildFactor = 12
+	// MessageReserveMin is the smallest body the front reserves for: a
+	// smaller request (a tasks/get, an operator's call, a short message)
+	// costs the supervisor what its reserve already holds room for, and is
+	// never shed for memory.
+	MessageReserveMin = 64 << 10
+)
+
+// ReasonMemory sheds a message when the memory in use, with what is admitted,
+// leaves no room for it.
+const ReasonMemory = "memory"
+
+// MemoryConfig is the memory gate of a Controller. The zero value turns it
+// off (only the slots bound the service).
+type MemoryConfig struct {
+	// Limit is what the pod's memory must stay within, in bytes; 0: no gate.
+	Limit uint64
+	// ChildCost is reserved per run and per nested subagent; default
+	// ChildCost.
+	ChildCost uint64
+	// FrontFactor and ChildFactor are what a message reserves per byte, in
+	// the supervisor while it is read and in the run's child; defaults
+	// MessageFrontFactor and MessageChildFactor.
+	FrontFactor, ChildFactor uint64
+}
+
+func (m *MemoryConfig) defaults() {
+	if m.ChildCost == 0 {
+		m.ChildCost = ChildCost
+	}
+	if m.FrontFactor == 0 {
+		m.FrontFactor = MessageFrontFactor
+	}
+	if m.ChildFactor == 0 {
+		m.ChildFactor = MessageChildFactor
+	}
+}
+
+// Sample is one reading of the memory in use.
+type Sample struct {
+	Total uint64 // the pod's: the cgroup's working set, or the supervisor's RSS plus its children's PSS
+	Self  uint64 // the supervisor's own RSS
+}
+
+// MemoryStats is the memory gate's state, in bytes.
+type MemoryStats struct {
+	Limit    uint64 // 0: no gate
+	InUse    uint64 // the last sample's total
+	Self     uint64 // the last sample's supervisor RSS
+	Reserved uint64 // the runs' and nested subagents' reservations
+	Held     uint64 // the front's reservations for messages being read, or read since the last sample
+	Estimate uint64 // what the gate counts as taken: max(InUse, Self+Reserved) + Held
+}
+
+// Observe records a sample of the memory in use and dispatches the queued
+// runs it leaves room for.
+func (c *Controller) Observe(s Sample) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sample = s
+	c.held -= c.lingering
+	c.lingering = 0
+	c.dispatchLocked()
+}
+
+// estimateLocked is the memory the pod may come to hold with what is
+// admitted (see the package doc's Memory).
+func (c *Controller) estimateLocked() uint64 {
+	return max(c.sample.Total, c.sample.Self+c.reserved) + c.held
+}
+
+// roomLocked reports whether cost more bytes fit under the limit.
+func (c *Controller) roomLocked(cost uint64) bool {
+	return c.cfg.Memory.Limit == 0 || c.estimateLocked()+cost <= c.cfg.Memory.Limit
+}
+
+// runFitsLocked reports whether a run reserving cost may start for memory:
+// it fits, or no run holds a slot (so the service is never stuck).
+func (c *Controller) runFitsLocked(cost uint64) bool {
+	return c.runs == 0 || c.roomLocked(cost)
+}
+
+// runCost is what a run whose message has messageBytes reserves.
+func (c *Controller) runCost(messageBytes int64) uint64 {
+	return c.cfg.Memory.ChildCost + uint64(max(messageBytes, 0))*c.cfg.Memory.ChildFactor
+}
+
+// ReserveMessage reserves, before a request's body of n bytes is read, what
+// decoding and storing its message may cost the supervisor. It returns the
+// function that gives the reservation back once the request is answered
+// (idempotent; the reservation lingers until the next sample, Observe, which
+// sees what the request left behind), or a *ShedError with ReasonMemory when the memory in use and
+// admitted leaves no room for it (while another message is being read).
+func (c *Controller) ReserveMessage(n int64) (release func(), err error) {
+	if c.cfg.Memory.Limit == 0 || n < MessageReserveMin {
+		return func() {}, nil
+	}
+	cost := uint64(n) * c.cfg.Memory.FrontFactor
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held > 0 && !c.roomLocked(cost) {
+		return nil, c.shedLocked(ReasonMemory)
+	}
+	c.held += cost
+	done := false
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !done {
+			done = true
+			c.lingering += cost
+		}
+	}, nil
+}
+
+// MemoryStats returns the memory gate's state.
+func (c *Controller) MemoryStats() MemoryStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return MemoryStats{
+		Limit: c.cfg.Memory.Limit, InUse: c.sample.Total, Self: c.sample.Self,
+		Reserved: c.reserved, Held: c.held, Estimate: c.estimateLocked(),
+	}
+}
+
+// String shows the memory gate for the log.
+func (m MemoryConfig) String() string {
+	if m.Limit == 0 {
+		return "off"
+	}
+	return fmt.Sprintf("limit %d MiB, %d MiB a child, %dx a message's bytes in the supervisor, %dx in its child",
+		m.Limit/MiB, m.ChildCost/MiB, m.FrontFactor, m.ChildFactor)
+}

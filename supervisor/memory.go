@@ -1,0 +1,144 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/memlimit"
+)
+
+// MemoryPolicy is the supervisor's memory watch (WatchMemory): how often it
+// samples the memory in use, whom it tells, and which child it stops when a
+// child outgrows its share. The policy is declared, and acts on the child,
+// not on the pod: a child stopped for memory ends crashed with cause
+// memory_exceeded (api.CauseMemoryExceeded) in its own result, its subtree
+// cancelled, before the kernel's OOM killer would pick a process of its own.
+type MemoryPolicy struct {
+	// Interval is the time between samples; default 250ms.
+	Interval time.Duration
+	// ChildLimit stops a child whose PSS passes it; 0: no per-child limit.
+	ChildLimit uint64
+	// Limit, ChildCost and ChildFactor: when the pod's memory in use passes
+	// Limit less ChildCost (within one child of the limit), the child
+	// furthest over its share (ChildCost plus ChildFactor times its
+	// payload's encoded bytes: what admission reserved for it) is stopped,
+	// one a sample. Limit 0: no such pressure.
+	Limit, ChildCost, ChildFactor uint64
+	// Usage reads the pod's memory in use (a cgroup's working set); nil: the
+	// process tree's, this process's RSS plus each child's PSS.
+	Usage func() (uint64, error)
+	// Observe, if set, is given each sample: the pod's total and this
+	// process's RSS.
+	Observe func(total, self uint64)
+	// Log receives the policy's acts; default the supervisor's.
+	Log *slog.Logger
+}
+
+// WatchMemory samples the memory in use every p.Interval and applies p until
+// ctx ends. A sample that cannot be read is skipped (logged once).
+func (s *Supervisor) WatchMemory(ctx context.Context, p MemoryPolicy) {
+	if p.Interval <= 0 {
+		p.Interval = 250 * time.Millisecond
+	}
+	if p.Log == nil {
+		p.Log = s.log
+	}
+	tick := time.NewTicker(p.Interval)
+	defer tick.Stop()
+	warned := false
+	for {
+		if err := s.sampleMemory(p); err != nil && !warned {
+			warned = true
+			p.Log.Warn("memory sample not read", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// sampleMemory takes one sample and applies the policy.
+func (s *Supervisor) sampleMemory(p MemoryPolicy) error {
+	me, err := memlimit.ReadRollup(0)
+	if err != nil {
+		return err
+	}
+	type child struct {
+		n   *node
+		pss uint64
+	}
+	var kids []child
+	for _, n := range s.liveNodes() {
+		pr := n.getProc()
+		if pr == nil || pr.pid <= 0 || n.stopping() {
+			continue
+		}
+		select {
+		case <-pr.done:
+			continue
+		default:
+		}
+		if r, err := memlimit.ReadRollup(pr.pid); err == nil {
+			kids = append(kids, child{n, r.PSS})
+		}
+	}
+	var total uint64
+	if p.Usage != nil {
+		if total, err = p.Usage(); err != nil {
+			return err
+		}
+	} else if total, _, err = memlimit.TreeUsage(); err != nil {
+		return err
+	}
+	if p.Observe != nil {
+		p.Observe(total, me.RSS)
+	}
+	pressure := p.Limit > 0 && total+p.ChildCost > p.Limit
+	var worst *child
+	var worstShare, worstOver uint64
+	for i := range kids {
+		k := &kids[i]
+		if p.ChildLimit > 0 && k.pss > p.ChildLimit {
+			s.overMemory(k.n, fmt.Sprintf("memory exceeded: its PSS of %d MiB passed its limit of %d MiB", k.pss>>20, p.ChildLimit>>20), p.Log)
+			continue
+		}
+		if !pressure {
+			continue
+		}
+		share := p.ChildCost + p.ChildFactor*uint64(k.n.encodedSize())
+		if k.pss > share && k.pss-share > worstOver {
+			worst, worstShare, worstOver = k, share, k.pss-share
+		}
+	}
+	if worst != nil {
+		s.overMemory(worst.n, fmt.Sprintf("memory exceeded: the pod held %d of its %d MiB and this child, %d MiB, was the furthest over its share of %d MiB",
+			total>>20, p.Limit>>20, worst.pss>>20, worstShare>>20), p.Log)
+	}
+	return nil
+}
+
+// encodedSize is n's payload encoded, in bytes (computed once).
+func (n *node) encodedSize() int64 {
+	if v := n.payloadBytes.Load(); v > 0 {
+		return v
+	}
+	b, err := json.Marshal(&n.payload)
+	if err != nil {
+		return 0
+	}
+	n.payloadBytes.Store(int64(len(b)))
+	return int64(len(b))
+}
+
+// overMemory stops n for the memory policy: crashed, memory_exceeded, at once.
+func (s *Supervisor) overMemory(n *node, detail string, log *slog.Logger) {
+	in := n.info()
+	log.Warn("memory policy: stopping a child", "run_id", in.RunID, "agent_path", in.AgentPath, "pid", in.PID, "cause", api.CauseMemoryExceeded, "detail", detail)
+	s.killAtOnce(n, verdict{status: api.StatusCrashed, cause: api.CauseMemoryExceeded, detail: detail}, "memory exceeded")
+}

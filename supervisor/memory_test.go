@@ -1,0 +1,86 @@
+package supervisor
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/memlimit"
+	"github.com/agentd/agentd/internal/testkit"
+)
+
+// growing returns a supervisor whose children hold mib MiB of heap.
+func growing(t *testing.T, mib int) *Supervisor {
+	t.Helper()
+	s, _ := newSupervisor(t, "grow", func(c *Config) {
+		c.Env = append(c.Env, envGrow+"="+strconv.Itoa(mib<<20))
+	})
+	return s
+}
+
+// watch runs the memory watch with p until the test ends.
+func watch(t *testing.T, s *Supervisor, p MemoryPolicy) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.WatchMemory(ctx, p) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// A child whose PSS passes its own limit is the one the memory policy stops:
+// crashed, memory_exceeded, in its own result.
+func TestMemoryPolicyChildLimit(t *testing.T) {
+	s := growing(t, 64)
+	var samples atomic.Int64
+	watch(t, s, MemoryPolicy{Interval: 10 * time.Millisecond, ChildLimit: 32 << 20, Observe: func(total, self uint64) {
+		if total > self {
+			samples.Add(1)
+		}
+	}})
+	r := start(t, s, testPayload("grow", time.Minute))
+	res := result(t, r, 30*time.Second)
+	if res.Status != api.StatusCrashed || res.Cause != api.CauseMemoryExceeded || !strings.Contains(res.Detail, "limit of 32 MiB") {
+		t.Fatalf("result = %+v, want crashed with cause %s", res, api.CauseMemoryExceeded)
+	}
+	if samples.Load() == 0 {
+		t.Fatal("no sample counted a child beside the supervisor")
+	}
+	wantVerdicts(t, s, map[string]int64{api.CauseMemoryExceeded: 1})
+}
+
+// Under pressure (the pod within one child's cost of its limit) the largest
+// child over its share is stopped, and a child within its share is not.
+func TestMemoryPolicyPressure(t *testing.T) {
+	s := growing(t, 48)
+	r := start(t, s, testPayload("grow", time.Minute))
+	pid := waitPID(t, r)
+	var pss uint64
+	testkit.WaitFor(t, 20*time.Second, "the child to grow", func() bool {
+		ru, err := memlimit.ReadRollup(pid)
+		pss = ru.PSS
+		return err == nil && ru.PSS > 40<<20
+	})
+	// A share above the child's size: no act, whatever the pressure (and the
+	// share counts the payload's bytes: 1 MiB a child and 1 MiB a byte is
+	// above it too).
+	quiet := &atomic.Int64{}
+	for _, p := range []MemoryPolicy{{Limit: 1, ChildCost: 64 << 20}, {Limit: 1, ChildCost: 1 << 20, ChildFactor: 1 << 20}, {Limit: 1 << 40, ChildCost: 1 << 20}} {
+		p.Log, p.Observe = s.log, func(uint64, uint64) { quiet.Add(1) }
+		if err := s.sampleMemory(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if isDone(r) || quiet.Load() != 3 {
+		t.Fatalf("a child within its share was stopped (done %v) or samples were missed (%d)", isDone(r), quiet.Load())
+	}
+	// The pod at its limit, the child over a 16 MiB share: it is stopped.
+	watch(t, s, MemoryPolicy{Interval: 10 * time.Millisecond, ChildCost: 16 << 20, Usage: func() (uint64, error) { return 1 << 30, nil }, Limit: 1 << 30})
+	res := result(t, r, 30*time.Second)
+	if res.Status != api.StatusCrashed || res.Cause != api.CauseMemoryExceeded || !strings.Contains(res.Detail, "furthest over its share of 16 MiB") {
+		t.Fatalf("result = %+v (child PSS %d MiB), want crashed with cause %s", res, pss>>20, api.CauseMemoryExceeded)
+	}
+}
