@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -273,6 +274,9 @@ type turnOutcome struct {
 func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first, rerun bool) (turnOutcome, error) {
 	answers, _ := q.(tasks.Answers)
 	req.Asks = answers != nil // the root's questions go to the task's caller (ask.go)
+	if shower, ok := q.(tasks.Shower); ok {
+		req.OnText = showText(shower, reqCtx) // a peer's streamed text (a local tree's goes through the TreeObserver)
+	}
 	run, err := x.cfg.Router.Start(ctx, req)
 	if err != nil {
 		status, text := api.StatusCrashed, "the delegation did not start: "+err.Error()
@@ -530,4 +534,22 @@ func nonEmpty(s string) string {
 		return "(empty)"
 	}
 	return s
+}
+
+// showText is the OnText of a delegation routed to a peer: each piece of the
+// remote task's streamed text is shown to the task's streaming clients as its
+// distillate artifact growing (the first piece of a step starts it over, the
+// later ones append), as a local tree's text is (TreeObserver.NodeText);
+// nothing is stored, the result is written whole when the delegation ends.
+func showText(s tasks.Shower, reqCtx *a2asrv.RequestContext) func(step int, text string) {
+	var mu sync.Mutex
+	last, seen := 0, false
+	return func(step int, text string) {
+		mu.Lock()
+		appendTo := seen && last == step
+		last, seen = step, true
+		mu.Unlock()
+		_ = s.Show(context.Background(), &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Append: appendTo,
+			Artifact: &a2a.Artifact{ID: ArtifactID(reqCtx.TaskID), Name: "distillate", Parts: a2a.ContentParts{a2a.TextPart{Text: text}}}})
+	}
 }

@@ -144,3 +144,16 @@ func (lt *liveTask) endStreamLocked(ev a2a.Event) {
 		delete(lt.streams, au.Artifact.ID)
 	}
 }
+
+// Shower is implemented by the queue an executor writes a task's events to:
+// Show shows a piece of the task's artifact to its streaming clients, as
+// Engine.Stream does, without storing it (a routed delegation's remote text,
+// say, before its result is written whole).
+type Shower interface {
+	Show(ctx context.Context, ev *a2a.TaskArtifactUpdateEvent) error
+}
+
+// Show implements Shower.
+func (q queue) Show(ctx context.Context, ev *a2a.TaskArtifactUpdateEvent) error {
+	return q.e.Stream(ctx, q.lt.snapshot().ID, ev)
+}

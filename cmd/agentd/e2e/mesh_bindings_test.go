@@ -107,6 +107,42 @@ func TestMeshOverEachBinding(t *testing.T) {
 		}
 	}
 
+	// A message routed to B over each binding, streamed: B's text reaches
+	// A's caller as it comes, as A's own root's would (the remote task's
+	// artifact updates shown as this task's distillate growing), then the
+	// whole result.
+	for _, mb := range meshBindings {
+		p := textMessage("streamed over " + mb.name)
+		p.Message.Metadata = map[string]any{"agentd/provider": "peer:b-" + mb.name}
+		var got []string
+		appended, ended := 0, false
+		for ev, err := range client.SendStreamingMessage(ctx, p) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch v := ev.(type) {
+			case *a2a.TaskArtifactUpdateEvent:
+				if ended {
+					t.Errorf("routed over %s: an artifact update after the final status", mb.name)
+				}
+				if v.Append {
+					appended++
+				}
+				for _, part := range v.Artifact.Parts {
+					if tp, ok := part.(a2a.TextPart); ok {
+						got = append(got, tp.Text)
+					}
+				}
+			case *a2a.TaskStatusUpdateEvent:
+				ended = ended || v.Status.State.Terminal()
+			}
+		}
+		want := "b streams streamed over " + mb.name + " word by word"
+		if strings.Join(got, "") != want || appended < 2 {
+			t.Errorf("routed over %s: streamed %q (%d appended), want %q a word at a time", mb.name, got, appended, want)
+		}
+	}
+
 	// Spawns on B over each binding, streamed.
 	pieces := map[string][]string{} // by the child's agent path
 	lastChunk := map[string]bool{}  // the child's last chunk (the child ended) came
