@@ -154,6 +154,17 @@ func (s *Store) unavailable(op string, err error) error {
 	return store.Unavailable(op, err)
 }
 
+// stateDirErr is the state directory's error of a failure to open or
+// migrate the database: ErrStateDir naming the file, and saying it is
+// damaged when SQLite found it so (its schema's pages, say, which a start
+// reads before any task).
+func (s *Store) stateDirErr(err error) error {
+	if isDamaged(err) {
+		return fmt.Errorf("%w: %s is damaged: %v", ErrStateDir, s.path, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err)
+}
+
 // isDamaged reports whether err is SQLite's finding that the database file
 // is damaged or not a database.
 func isDamaged(err error) bool {
@@ -240,13 +251,13 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	s.r.SetMaxOpenConns(4)
 	s.r.SetMaxIdleConns(4)
 	if err := s.r.PingContext(ctx); err != nil {
-		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
+		return fail(s.stateDirErr(err))
 	}
 	if s.get, err = s.r.PrepareContext(ctx, getSQL); err != nil {
-		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
+		return fail(s.stateDirErr(err))
 	}
 	if s.wc, err = s.w.Conn(ctx); err != nil {
-		return fail(fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err))
+		return fail(s.stateDirErr(err))
 	}
 	if s.ck, err = sql.Open("sqlite", s.path+pragmas); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
@@ -317,12 +328,12 @@ var useFdatasync = sync.OnceFunc(func() { sqlite3.Fdatasync(true) })
 func (s *Store) migrate(ctx context.Context) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err)
+		return s.stateDirErr(err)
 	}
 	defer tx.Rollback()
 	var v int
 	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err)
+		return s.stateDirErr(err)
 	}
 	if v > SchemaVersion {
 		return &store.SchemaError{Where: s.path, Found: v, Max: SchemaVersion}
@@ -339,7 +350,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		s.opts.Log.Info("task store schema migrated", "path", s.path, "from", v, "to", SchemaVersion)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrStateDir, s.path, err)
+		return s.stateDirErr(err)
 	}
 	return nil
 }
