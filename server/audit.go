@@ -16,9 +16,9 @@ import (
 )
 
 // The audit trail. Every a2a.* call is logged (LogOperatorCall, with its
-// target); an operator's action (every a2a.* method but the reads: a2a.Tree,
-// a2a.Audit, and a2a.Caps without params) is also appended to the store's
-// trail (Operator.Audit), which a2a.Audit pages through: the replicas of one
+// target); an operator's call (every a2a.* method, reads included, but
+// a2a.Audit itself, whose paging would change the trail it pages) is also
+// appended to the store's trail (Operator.Audit), which a2a.Audit pages through: the replicas of one
 // PostgreSQL share it. Calls refused to non-operators are logged at warn but
 // not stored, so no peer can push the operators' records out of the trail's
 // bounded retention.
@@ -51,17 +51,10 @@ func auditTarget(method string, params json.RawMessage) string {
 	return ""
 }
 
-// auditRead reports whether a call only reads (a2a.Tree, a2a.Audit, a2a.Caps
-// without params): it is logged, not stored.
-func auditRead(method string, params json.RawMessage) bool {
-	switch method {
-	case api.OpTree, api.OpAudit:
-		return true
-	case api.OpCaps:
-		p := bytes.TrimSpace(params)
-		return len(p) == 0 || string(p) == "null" || string(p) == "{}"
-	}
-	return false
+// auditRead reports whether a call reads the trail itself (a2a.Audit): it
+// is logged, not stored.
+func auditRead(method string, _ json.RawMessage) bool {
+	return method == api.OpAudit
 }
 
 // auditCaller is an identity as the trail names it: its SPIFFE ID or

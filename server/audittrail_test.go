@@ -104,8 +104,8 @@ func auditPage(t *testing.T, r rpcReply) api.AuditResult {
 // Every operator action leaves a record in the store's trail with the
 // caller's identity (an mTLS SPIFFE ID, a bearer token's name), the method,
 // its target and outcome (issue 34.4: operator actions left no record an
-// operator could query); reads (a2a.Tree, a2a.Audit, a2a.Caps without
-// params) and calls refused to peers are logged, not stored. a2a.Audit
+// operator could query), reads included; a2a.Audit itself and calls
+// refused to peers are logged, not stored. a2a.Audit
 // serves the trail to operators only, newest first, paged by its cursor;
 // bad params (a limit out of bounds, a cursor it did not issue, an
 // overlong filter, an unknown field) are -32602, and hostile filter text
@@ -134,13 +134,15 @@ func TestAuditTrail(t *testing.T) {
 	must(s.call(t, peerTLS, nil, api.OpAudit, `{}`), CodeMethodNotFound)
 	must(s.call(t, plain, ci, api.OpAudit, `{}`), CodeMethodNotFound)
 
-	page := auditPage(t, s.call(t, plain, admin, api.OpAudit, `{"limit":2}`))
-	rest := auditPage(t, s.call(t, opTLS, nil, api.OpAudit, `{"limit":2,"before":"`+page.Next+`"}`))
-	if page.Next == "" || rest.Next != "" || len(page.Records) != 2 || len(rest.Records) != 2 {
-		t.Fatalf("pages %+v then %+v, want 2 and 2 records (the four actions)", page, rest)
+	page := auditPage(t, s.call(t, plain, admin, api.OpAudit, `{"limit":3}`))
+	rest := auditPage(t, s.call(t, opTLS, nil, api.OpAudit, `{"limit":3,"before":"`+page.Next+`"}`))
+	if page.Next == "" || rest.Next != "" || len(page.Records) != 3 || len(rest.Records) != 3 {
+		t.Fatalf("pages %+v then %+v, want 3 and 3 records (the six calls)", page, rest)
 	}
 	type rec struct{ caller, method, target, outcome string }
 	want := []rec{
+		{operatorID.String(), api.OpCaps, "", "ok"},
+		{operatorID.String(), api.OpTree, "", "ok"},
 		{operatorID.String(), api.OpCloseBreaker, "warm-pool", "ok"},
 		{"token:admin", api.OpCaps, "", "error"},
 		{"token:admin", api.OpCancel, "no-such-task", "ok"},
@@ -151,14 +153,14 @@ func TestAuditTrail(t *testing.T) {
 			t.Errorf("record %d: %+v, want %+v on replica-1", i, r, want[i])
 		}
 	}
-	if d := page.Records[1].Detail; !strings.Contains(d, "max_depth") {
+	if d := rest.Records[0].Detail; !strings.Contains(d, "max_depth") {
 		t.Errorf("the error's record says %q, not the error", d)
 	}
-	if d := rest.Records[0].Detail; d != `{"handle":"no-such-task","reason":"test"}` {
+	if d := rest.Records[1].Detail; d != `{"handle":"no-such-task","reason":"test"}` {
 		t.Errorf("the cancel's record says %q, not its params", d)
 	}
 
-	if got := auditPage(t, s.call(t, opTLS, nil, api.OpAudit, `{"caller":"`+operatorID.String()+`"}`)); len(got.Records) != 2 {
+	if got := auditPage(t, s.call(t, opTLS, nil, api.OpAudit, `{"caller":"`+operatorID.String()+`"}`)); len(got.Records) != 4 {
 		t.Errorf("by caller: %+v", got.Records)
 	}
 	if got := auditPage(t, s.call(t, opTLS, nil, api.OpAudit, `{"method":"a2a.Cancel","caller":"token:admin"}`)); len(got.Records) != 1 {
@@ -172,8 +174,8 @@ func TestAuditTrail(t *testing.T) {
 	for _, bad := range []string{`{"limit":-1}`, `{"limit":501}`, `{"before":"junk"}`, `{"caller":"` + strings.Repeat("x", 2000) + `"}`, `{"order":"asc"}`, `[]`} {
 		must(s.call(t, opTLS, nil, api.OpAudit, bad), CodeInvalidParams)
 	}
-	if all := auditPage(t, s.call(t, opTLS, nil, api.OpAudit, `{"limit":500}`)); len(all.Records) != 4 {
-		t.Fatalf("after the reads and refusals: %d records, want the 4 actions", len(all.Records))
+	if all := auditPage(t, s.call(t, opTLS, nil, api.OpAudit, `{"limit":500}`)); len(all.Records) != 6 {
+		t.Fatalf("after the refusals and the trail's own reads: %d records, want the 6 calls", len(all.Records))
 	}
 	// The log record of each call names its target.
 	if !strings.Contains(s.logs.String(), `"method":"a2a.Cancel","spiffe_id":"token:admin","caller_auth":"token","role":"operator","target":"no-such-task","outcome":"ok"`) {

@@ -329,6 +329,11 @@ func TestConsoleInChromium(t *testing.T) {
 	if info := evalJS[string](t, b, `document.getElementById("info").innerText`); !strings.Contains(info, "Cancelled the subtree of 0.2") {
 		t.Errorf("the page told %q", info)
 	}
+	// The console's cancel is an operator action of the audit trail: the
+	// audit panel lists it from the service's store, with its target.
+	b.do(t, "open the audit", chromedp.Click(chromedp.ID("nav-audit")))
+	b.wait(t, "the audit lists the cancel", `[...document.querySelectorAll("#audit tbody tr")].some(tr =>
+		tr.dataset.method === "a2a.Cancel" && tr.dataset.outcome === "ok" && tr.cells[3].innerText === "`+slowID+`")`)
 	testkit.WaitFor(t, 10*time.Second, "the root task completed", func() bool {
 		r, err := callRPC(t, http.DefaultClient, s.url, "tasks/get", map[string]any{"id": root.ID}, nil)
 		return err == nil && r.Error == nil && strings.Contains(string(r.Result), `"state":"completed"`)

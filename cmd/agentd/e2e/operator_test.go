@@ -305,7 +305,7 @@ func TestOperatorDrainRefusesNewWorkAndExits(t *testing.T) {
 // TestOperatorAuditTrail: `agentd serve` keeps each operator action in its
 // task store's audit trail (the default store, SQLite), and `agentd ctl
 // a2a.Audit` pages through it, newest first, filtered by method and caller
-// (issue 34.4); a peer's refused call is not in it.
+// (issue 34.4); reads are in it too, a peer's refused call is not.
 func TestOperatorAuditTrail(t *testing.T) {
 	t.Parallel()
 	s := startOpService(t)
@@ -317,10 +317,10 @@ func TestOperatorAuditTrail(t *testing.T) {
 		}
 		return string(out)
 	}
+	ctl("a2a.Tree")
 	ctl("a2a.LameDuck")
 	ctl("a2a.LameDuck", "--ready")
 	ctl("a2a.Cancel", "--handle", "no-such-task", "--reason", "audit test")
-	ctl("a2a.Tree")
 	if r, err := callRPC(t, http.DefaultClient, s.url, api.OpPause, nil, peerAuth); err != nil || r.Error == nil || r.Error.Code != -32601 {
 		t.Fatalf("a peer's a2a.Pause: %v %+v", err, r.Error)
 	}
@@ -331,7 +331,8 @@ func TestOperatorAuditTrail(t *testing.T) {
 		t.Fatalf("the first page:\n%s", page)
 	}
 	rest := ctl("a2a.Audit", "--before", strings.TrimPrefix(lines[2], "next: --before "))
-	if lines := strings.Split(strings.TrimSpace(rest), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "  token:admin  a2a.LameDuck  ok  {\"ready\":false}  on ") {
+	if lines := strings.Split(strings.TrimSpace(rest), "\n"); len(lines) != 2 || !strings.Contains(lines[0], "  token:admin  a2a.LameDuck  ok  {\"ready\":false}  on ") ||
+		!strings.Contains(lines[1], "  token:admin  a2a.Tree  ok  ") {
 		t.Fatalf("the second page:\n%s", rest)
 	}
 	if got := ctl("a2a.Audit", "--method", "a2a.Cancel", "--caller", "token:admin"); strings.Count(got, "\n") != 1 || !strings.Contains(got, "a2a.Cancel") {
