@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -36,11 +35,11 @@ import (
 // first HEADERS, whose header block is decoded: a Content-Type of
 // application/grpc sends the connection to the gRPC binding's grpc.Server on
 // grpc's own transport (about half the CPU per call of net/http's HTTP/2
-// server, figure 2 of docs/performance.md), any other to an HTTP/2 server
-// (golang.org/x/net/http2) over the service's handler; either replays the
-// bytes read. HTTP/1.1 connections go to the http.Server unread. Every
-// connection was accepted from the listener given (the connection budgets),
-// so each counts against them until it closes.
+// server, figure 2 of docs/performance.md), any other to the http.Server's
+// own HTTP/2 (as prior-knowledge HTTP/2, the TLS state put back into each
+// request); either replays the bytes read. HTTP/1.1 connections go to the
+// http.Server unread. Every connection was accepted from the listener given
+// (the connection budgets), so each counts against them until it closes.
 
 // maxPeek bounds the bytes of an HTTP/2 connection read before it is sorted:
 // the client's preface, SETTINGS, WINDOW_UPDATEs and its first header block.
@@ -73,13 +72,12 @@ type Split struct {
 	h2c     bool
 	timeout time.Duration
 	srv     *http.Server
-	h2      *http2.Server
 	gs      *grpc.Server
 	log     *slog.Logger
 
 	httpLn, grpcLn *chanListener
 	closed         atomic.Bool
-	wg             sync.WaitGroup // the sorting goroutines (and x/net's HTTP/2 connections they serve)
+	wg             sync.WaitGroup // the sorting goroutines
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{} // the connections of wg's goroutines
@@ -101,26 +99,56 @@ func (s *Split) Counts() SplitCounts {
 }
 
 // NewSplit sorts the connections of ln (under limits' HeaderTimeout) between
-// srv (HTTP/1.1, and HTTP/2 requests served by x/net's HTTP/2 server over
-// srv.Handler with srv's IdleTimeout) and gs (gRPC). With cfg nil the
-// listener is plaintext: h2c is sorted only on a loopback address, elsewhere
-// every connection is HTTP/1.1 (PlainProtocols).
+// srv (HTTP/1.1 and HTTP/2; NewSplit sets its Protocols, and wraps its
+// ConnContext and Handler to give sorted HTTP/2 requests their TLS state)
+// and gs (gRPC; GRPCServer). With cfg nil the listener is plaintext: h2c is
+// sorted only on a loopback address, elsewhere every connection is HTTP/1.1
+// (PlainProtocols). Serve srv only through the Split.
 func NewSplit(ln net.Listener, cfg *tls.Config, srv *http.Server, gs *grpc.Server, limits ConnLimits, log *slog.Logger) (*Split, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	limits = limits.withDefaults()
-	h2 := &http2.Server{IdleTimeout: limits.IdleTimeout, MaxUploadBufferPerConnection: 1 << 20}
-	if err := http2.ConfigureServer(srv, h2); err != nil { // its graceful shutdown on srv.Shutdown
-		return nil, fmt.Errorf("configure the HTTP/2 server: %w", err)
-	}
-	s := &Split{ln: ln, tls: cfg, timeout: limits.HeaderTimeout, srv: srv, h2: h2, gs: gs, log: log,
+	s := &Split{ln: ln, tls: cfg, timeout: limits.HeaderTimeout, srv: srv, gs: gs, log: log,
 		httpLn: newChanListener(ln.Addr()), grpcLn: newChanListener(ln.Addr()), conns: map[net.Conn]struct{}{}}
 	if cfg == nil {
 		s.h2c = PlainProtocols(ln.Addr()).UnencryptedHTTP2()
 	}
+	// An HTTP/2 connection that is not gRPC reaches srv with the bytes
+	// sorting read replayed, as prior-knowledge HTTP/2 (net/http serves
+	// HTTP/2 over TLS only on a *tls.Conn it handshakes itself): its TLS
+	// state, carried in the connection's context, is put back into each
+	// request's TLS. Only sorted connections reach srv that way: over TLS
+	// every other is a *tls.Conn, and a plaintext listener off loopback
+	// does not speak h2c at all.
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(cfg != nil || s.h2c)
+	srv.Protocols = p
+	baseCtx, h := srv.ConnContext, srv.Handler
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if baseCtx != nil {
+			ctx = baseCtx(ctx, c)
+		}
+		if t, ok := c.(*tlsReplayConn); ok {
+			st := t.tc.ConnectionState()
+			ctx = context.WithValue(ctx, tlsStateKey{}, &st)
+		}
+		return ctx
+	}
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
+				r.TLS = st
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 	return s, nil
 }
+
+// tlsStateKey carries the TLS state of a sorted HTTP/2 connection.
+type tlsStateKey struct{}
 
 // Serve accepts and sorts connections until Close or Shutdown, and returns
 // http.ErrServerClosed then.
@@ -165,7 +193,7 @@ func (s *Split) Shutdown(ctx context.Context) error {
 	s.ln.Close()
 	done := make(chan struct{})
 	go func() { s.gs.GracefulStop(); s.wg.Wait(); close(done) }()
-	err := s.srv.Shutdown(ctx) // x/net's connections too: GOAWAY (http2.ConfigureServer)
+	err := s.srv.Shutdown(ctx)
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -186,8 +214,7 @@ func (s *Split) Close() error {
 	return err
 }
 
-// closeConns closes the connections being sorted or served by x/net's
-// HTTP/2 server.
+// closeConns closes the connections being sorted.
 func (s *Split) closeConns() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -207,7 +234,7 @@ func (s *Split) sort(c net.Conn) {
 			tc.Close()
 			return
 		}
-		if tc.ConnectionState().NegotiatedProtocol != http2.NextProtoTLS {
+		if tc.ConnectionState().NegotiatedProtocol != "h2" {
 			_ = c.SetDeadline(time.Time{})
 			s.http1N.Add(1)
 			s.httpLn.put(tc)
@@ -270,9 +297,7 @@ func (s *Split) sortH2(c net.Conn, tc *tls.Conn) {
 		return
 	}
 	s.h2N.Add(1)
-	opts := &http2.ServeConnOpts{BaseConfig: s.srv, Handler: s.srv.Handler,
-		Context: context.WithValue(context.Background(), http.LocalAddrContextKey, c.LocalAddr())}
-	s.h2.ServeConn(conn, opts)
+	s.httpLn.put(conn)
 }
 
 // peekH2 writes an empty server SETTINGS (a gRPC client sends nothing more
@@ -369,16 +394,14 @@ type replayConn struct {
 
 func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
-// tlsReplayConn is a replayConn over TLS: its ConnectionState is the TLS
-// connection's (x/net's HTTP/2 server reads it into Request.TLS, the gRPC
-// credentials into the peer's TLSInfo).
+// tlsReplayConn is a replayConn over TLS, tc (whose state the gRPC
+// credentials give as the peer's TLSInfo, and the HTTP server as each
+// request's TLS). It has no ConnectionState method: net/http would then
+// serve it as HTTP/1.1 only.
 type tlsReplayConn struct {
 	*replayConn
 	tc *tls.Conn
 }
-
-// ConnectionState is the TLS connection's state.
-func (c *tlsReplayConn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }
 
 // ackFilter passes a connection's HTTP/2 frames on, less the first empty
 // SETTINGS ACK (the ack of the SETTINGS peekH2 wrote), unless done says it
@@ -473,7 +496,7 @@ func (splitCreds) ClientHandshake(context.Context, string, net.Conn) (net.Conn, 
 
 func (splitCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	if t, ok := c.(*tlsReplayConn); ok {
-		return c, credentials.TLSInfo{State: t.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
+		return c, credentials.TLSInfo{State: t.tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
 	}
 	return c, plainInfo{credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}, nil
 }
