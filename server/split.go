@@ -505,7 +505,7 @@ func (splitCreds) Info() credentials.ProtocolInfo {
 	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
 }
 func (c splitCreds) Clone() credentials.TransportCredentials { return c }
-func (splitCreds) OverrideServerName(string) error       { return nil }
+func (splitCreds) OverrideServerName(string) error           { return nil }
 
 // plainInfo is the AuthInfo of an h2c connection.
 type plainInfo struct{ credentials.CommonAuthInfo }
