@@ -41,7 +41,10 @@ import (
 // application/grpc is served on it, a unary RPC by grpcUnaryServer
 // (grpcunary.go), a streaming one by a grpc.Server through its ServeHTTP, so
 // it shares the listener's TLS (ALPN h2), connection budgets and body
-// deadline. Every
+// deadline. On agentd's listener that path serves only a gRPC call on an
+// HTTP/2 connection that opened with another request: Split (split.go)
+// sends a connection whose first request is gRPC to GRPCServer, on grpc's
+// own transport, with the same admission in its interceptors. Every
 // RPC is the JSON-RPC 1.0 method of the same name: the request becomes the
 // same a2av1 value (a2agrpc), meets the same checks (the message size limit,
 // the reserved metadata), reaches the same RequestHandler, and its errors are

@@ -157,22 +157,34 @@ func (s *Split) Serve() error {
 	go func() { errs <- s.srv.Serve(s.httpLn) }()
 	go func() { errs <- s.gs.Serve(s.grpcLn) }()
 	var err error
+	var backoff time.Duration
 	for {
 		var c net.Conn
 		c, err = s.ln.Accept()
 		if err != nil {
-			break
+			if s.closed.Load() || errors.Is(err, net.ErrClosed) {
+				break
+			}
+			// Out of file descriptors, say: wait, as http.Server does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed; retrying", "err", err, "retry_in", backoff.String())
+			time.Sleep(backoff)
+			continue
 		}
+		backoff = 0
 		s.wg.Add(1)
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			s.sort(c)
+			dst, conn := s.sort(c)
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
+			if dst != nil {
+				dst.put(conn)
+			}
 		}()
 	}
 	s.wg.Wait()
@@ -186,11 +198,15 @@ func (s *Split) Serve() error {
 	return fmt.Errorf("accept: %w", err)
 }
 
+// Addr is the listener's address.
+func (s *Split) Addr() net.Addr { return s.ln.Addr() }
+
 // Shutdown stops accepting, lets the calls under way finish (GOAWAY to
 // HTTP/2 and gRPC clients) until ctx ends, then closes what is left.
 func (s *Split) Shutdown(ctx context.Context) error {
 	s.closed.Store(true)
 	s.ln.Close()
+	s.closeConns() // not yet sorted: no request of theirs was read
 	done := make(chan struct{})
 	go func() { s.gs.GracefulStop(); s.wg.Wait(); close(done) }()
 	err := s.srv.Shutdown(ctx)
@@ -223,8 +239,10 @@ func (s *Split) closeConns() {
 	}
 }
 
-// sort hands c to the server of its protocol, or closes it.
-func (s *Split) sort(c net.Conn) {
+// sort returns the listener of c's server and the connection to give it
+// (c itself, its TLS connection, or either with the bytes read replayed),
+// or closes c and returns nil.
+func (s *Split) sort(c net.Conn) (*chanListener, net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(s.timeout))
 	if s.tls != nil {
 		tc := tls.Server(c, s.tls)
@@ -232,22 +250,19 @@ func (s *Split) sort(c net.Conn) {
 			s.log.Debug("connection dropped: TLS handshake", "remote", c.RemoteAddr().String(), "err", err)
 			s.droppedN.Add(1)
 			tc.Close()
-			return
+			return nil, nil
 		}
 		if tc.ConnectionState().NegotiatedProtocol != "h2" {
 			_ = c.SetDeadline(time.Time{})
 			s.http1N.Add(1)
-			s.httpLn.put(tc)
-			return
+			return s.httpLn, tc
 		}
-		s.sortH2(tc, tc)
-		return
+		return s.sortH2(tc, tc)
 	}
 	if !s.h2c {
 		_ = c.SetDeadline(time.Time{})
 		s.http1N.Add(1)
-		s.httpLn.put(c)
-		return
+		return s.httpLn, c
 	}
 	// A plaintext connection is h2c when its first bytes are the preface.
 	buf := make([]byte, 0, len(h2Preface))
@@ -261,29 +276,28 @@ func (s *Split) sort(c net.Conn) {
 			s.log.Debug("connection dropped: preface", "remote", c.RemoteAddr().String(), "err", err)
 			s.droppedN.Add(1)
 			c.Close()
-			return
+			return nil, nil
 		}
 	}
 	rc := &replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(buf), c)}
 	if string(buf) != h2Preface {
 		_ = c.SetDeadline(time.Time{})
 		s.http1N.Add(1)
-		s.httpLn.put(rc)
-		return
+		return s.httpLn, rc
 	}
-	s.sortH2(c, nil)
+	return s.sortH2(c, nil)
 }
 
 // sortH2 reads the HTTP/2 connection c up to its first HEADERS and hands it
-// to the gRPC server or the HTTP/2 one. c's preface is yet to be read unless
-// tc is nil (h2c, whose preface sort read).
-func (s *Split) sortH2(c net.Conn, tc *tls.Conn) {
+// to the gRPC server or the HTTP one, as sort does. c's preface is yet to be
+// read unless tc is nil (h2c, whose preface sort read).
+func (s *Split) sortH2(c net.Conn, tc *tls.Conn) (*chanListener, net.Conn) {
 	grpcConn, replay, acked, err := peekH2(c, tc != nil)
 	if err != nil {
 		s.log.Debug("connection dropped: HTTP/2 preface", "remote", c.RemoteAddr().String(), "err", err)
 		s.droppedN.Add(1)
 		c.Close()
-		return
+		return nil, nil
 	}
 	_ = c.SetDeadline(time.Time{})
 	rc := &replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(replay), &ackFilter{r: c, done: acked})}
@@ -293,11 +307,10 @@ func (s *Split) sortH2(c net.Conn, tc *tls.Conn) {
 	}
 	if grpcConn {
 		s.grpcN.Add(1)
-		s.grpcLn.put(conn)
-		return
+		return s.grpcLn, conn
 	}
 	s.h2N.Add(1)
-	s.httpLn.put(conn)
+	return s.httpLn, conn
 }
 
 // peekH2 writes an empty server SETTINGS (a gRPC client sends nothing more
@@ -537,6 +550,14 @@ func GRPCServer(cfg Config, limits ConnLimits) *grpc.Server {
 	return newGRPC(cfg.Handler, cfg.MaxMessage, f,
 		grpc.Creds(splitCreds{}),
 		grpc.ConnectionTimeout(limits.HeaderTimeout),
+		// net/http's HTTP/2 defaults, which the other bindings get: 250
+		// streams, 1 MiB of headers, 1 MiB flow-control windows. A fixed
+		// window also turns off grpc's bandwidth-delay probe, a PING (and
+		// its ack, a round trip) after the data of about every call.
+		grpc.MaxConcurrentStreams(250),
+		grpc.MaxHeaderListSize(http.DefaultMaxHeaderBytes),
+		grpc.InitialWindowSize(1<<20),
+		grpc.InitialConnWindowSize(1<<20),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: limits.IdleTimeout}),
 		grpc.InTapHandle(f.tap))
 }

@@ -90,13 +90,11 @@ func (s *service) openFront(c *serveConfig, id *identity, router *delegate.Route
 	var tlsCfg *tls.Config
 	if id.src != nil {
 		tlsCfg = tlsconfig.ServerConfig(id.src) // ALPN h2 and http/1.1: gRPC rides h2
-		s.main.srv.TLSConfig = tlsCfg
-	} else {
-		s.main.srv.Protocols = server.PlainProtocols(s.main.ln.Addr()) // h2c for gRPC on loopback only
 	}
-	// The listener's connections are sorted as they open (server.Split):
-	// gRPC ones to the binding's own grpc.Server, the rest to the HTTP
-	// server, every one under the listener's connection budgets.
+	// The listener's connections are sorted as they open (server.Split,
+	// which sets the HTTP server's protocols: h2c on loopback only): gRPC
+	// ones to the binding's own grpc.Server, the rest to the HTTP server,
+	// every one under the listener's connection budgets.
 	split, err := server.NewSplit(s.main.ln, tlsCfg, s.main.srv, server.GRPCServer(front, s.budgets.conns), s.budgets.conns, s.log)
 	if err != nil {
 		return err
