@@ -16,6 +16,7 @@ import (
 	"time"
 
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 
@@ -368,5 +369,53 @@ func TestSplitShutdown(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
 		t.Fatal("the listener still accepts after Shutdown")
+	}
+}
+
+// TestSplitNoPingPerCall: the gRPC server answers a unary call with its
+// headers, message and trailers and no PING (grpc's bandwidth-delay probe,
+// off with fixed windows), which would cost the client a round trip per
+// call.
+func TestSplitNoPingPerCall(t *testing.T) {
+	addr, _, _ := splitFront(t, engineConfig(), ConnLimits{}, nil)
+	conn := dial(t, addr)
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte(h2Preface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/lf.a2a.v1.A2AService/SendMessage"}, {":authority", addr},
+		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteData(1, true, grpcFrame(sendRequest(t, "p1"))); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("before the call's trailers: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			t.Fatal("the server sent a PING during a unary call")
+		case *http2.HeadersFrame:
+			if f.StreamEnded() {
+				return // the trailers
+			}
+		}
 	}
 }
