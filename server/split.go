@@ -423,42 +423,38 @@ type ackFilter struct {
 	r    io.Reader
 	done bool
 	hdr  [9]byte
-	nhdr int // bytes of hdr read
-	left int // payload bytes of the current frame to pass on
+	pend []byte // of hdr, still to pass on
+	left int    // payload bytes of the current frame to pass on
 }
 
 func (f *ackFilter) Read(p []byte) (int, error) {
+	if len(f.pend) > 0 {
+		n := copy(p, f.pend)
+		f.pend = f.pend[n:]
+		return n, nil
+	}
 	if f.done {
 		return f.r.Read(p)
 	}
-	for {
-		if f.left > 0 {
-			if len(p) > f.left {
-				p = p[:f.left]
-			}
-			n, err := f.r.Read(p)
-			f.left -= n
-			return n, err
+	if f.left > 0 {
+		if len(p) > f.left {
+			p = p[:f.left]
 		}
-		if f.nhdr < 9 {
-			n, err := f.r.Read(f.hdr[f.nhdr:])
-			f.nhdr += n
-			if f.nhdr < 9 {
-				if err == nil && n == 0 {
-					continue
-				}
-				return 0, err
-			}
-		}
-		f.nhdr = 0
-		n := int(f.hdr[0])<<16 | int(f.hdr[1])<<8 | int(f.hdr[2])
-		if f.hdr[3] == frameSettings && f.hdr[4]&flagAck != 0 && n == 0 {
-			f.done = true // dropped; the rest passes through
-			return f.r.Read(p)
-		}
-		f.left = n
-		return copy(p, f.hdr[:]), nil
+		n, err := f.r.Read(p)
+		f.left -= n
+		return n, err
 	}
+	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
+		return 0, err
+	}
+	n := int(f.hdr[0])<<16 | int(f.hdr[1])<<8 | int(f.hdr[2])
+	if f.hdr[3] == frameSettings && f.hdr[4]&flagAck != 0 && n == 0 {
+		f.done = true // dropped; the rest passes through
+		return f.r.Read(p)
+	}
+	f.left = n
+	f.pend = f.hdr[:]
+	return f.Read(p)
 }
 
 // chanListener is a net.Listener of the connections put to it.

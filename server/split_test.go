@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
@@ -416,6 +417,34 @@ func TestSplitNoPingPerCall(t *testing.T) {
 			if f.StreamEnded() {
 				return // the trailers
 			}
+		}
+	}
+}
+
+// TestAckFilter: the filter passes every frame on, byte for byte, but the
+// first empty SETTINGS ACK, however the reads are cut.
+func TestAckFilter(t *testing.T) {
+	data := []byte{0, 0, 3, 0x0, 0, 0, 0, 0, 1, 'a', 'b', 'c'}
+	ack := []byte{0, 0, 0, frameSettings, flagAck, 0, 0, 0, 0}
+	ping := []byte{0, 0, 8, 0x6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}
+	in := bytes.Join([][]byte{data, ack, ping, ack}, nil)
+	want := bytes.Join([][]byte{data, ping, ack}, nil)
+	for _, size := range []int{1, 2, 5, 9, 64} {
+		var got []byte
+		f := &ackFilter{r: iotest.OneByteReader(bytes.NewReader(in))}
+		buf := make([]byte, size)
+		for {
+			n, err := f.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("reads of %d: got %v, want %v", size, got, want)
 		}
 	}
 }
