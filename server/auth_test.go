@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -76,6 +74,8 @@ type authFixture struct {
 	ca     *tlsconfig.DevCA
 	jwt    *spiffetest.JWTAuthority
 	bundle *x509bundle.Bundle
+	split  *Split
+	src    *spiffetest.Source // the server's
 }
 
 func newAuthFixture(t *testing.T) *authFixture {
@@ -104,7 +104,7 @@ func newAuthFixture(t *testing.T) *authFixture {
 	}
 	exec := a2abind.NewExecutor(a2abind.ExecutorConfig{Router: router, Limits: api.Limits{MaxSteps: 1, MaxTokens: 100, Deadline: api.Duration(time.Minute), MaxChildren: 1}})
 	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), exec, nil)
-	h := Handler(Config{
+	cfg := Config{
 		Handler: engine,
 		Card:    a2abind.Card(a2abind.CardConfig{Name: "t", URL: "https://x/"}),
 		Methods: map[string]Method{"a2a.Tree": func(ctx context.Context, _ json.RawMessage) (any, error) {
@@ -117,15 +117,11 @@ func newAuthFixture(t *testing.T) *authFixture {
 			Policy: tlsconfig.Policy{Peers: []spiffeid.ID{peerID}, Operators: []spiffeid.ID{operatorID}},
 			Tokens: tokens,
 		},
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h, TLSConfig: tlsconfig.ServerConfig(src), ErrorLog: log.New(io.Discard, "", 0)}
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { srv.Close() })
-	return &authFixture{url: "https://" + ln.Addr().String() + "/", ca: ca, jwt: jwtAuth, bundle: ca.Bundle()}
+	// Served as agentd serves it: the listener split between the HTTP
+	// server and the gRPC binding's own server.
+	addr, _, split := splitFront(t, cfg, ConnLimits{}, tlsconfig.ServerConfig(src))
+	return &authFixture{url: "https://" + addr + "/", ca: ca, jwt: jwtAuth, bundle: ca.Bundle(), split: split, src: src}
 }
 
 func (f *authFixture) svid(t *testing.T, id spiffeid.ID, opt tlsconfig.SVIDOptions) *x509svid.SVID {

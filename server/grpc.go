@@ -41,7 +41,10 @@ import (
 // application/grpc is served on it, a unary RPC by grpcUnaryServer
 // (grpcunary.go), a streaming one by a grpc.Server through its ServeHTTP, so
 // it shares the listener's TLS (ALPN h2), connection budgets and body
-// deadline. Every
+// deadline. On agentd's listener that path serves only a gRPC call on an
+// HTTP/2 connection that opened with another request: Split (split.go)
+// sends a connection whose first request is gRPC to GRPCServer, on grpc's
+// own transport, with the same admission in its interceptors. Every
 // RPC is the JSON-RPC 1.0 method of the same name: the request becomes the
 // same a2av1 value (a2agrpc), meets the same checks (the message size limit,
 // the reserved metadata), reaches the same RequestHandler, and its errors are
@@ -68,13 +71,22 @@ func isGRPC(r *http.Request) bool {
 // newGRPC returns the gRPC server of the binding over h: a received message
 // over BodyLimit(maxMessage) is refused (RESOURCE_EXHAUSTED) before it is
 // decoded, as a JSON-RPC body over that size is with 413.
-func newGRPC(h a2asrv.RequestHandler, maxMessage int) *grpc.Server {
-	s := grpc.NewServer(
+//
+// With front set (the server of Split's gRPC connections), its interceptors
+// admit each call first, as grpcHTTP does over net/http.
+func newGRPC(h a2asrv.RequestHandler, maxMessage int, front *grpcGate, opts ...grpc.ServerOption) *grpc.Server {
+	unary := []grpc.UnaryServerInterceptor{grpcUnary}
+	stream := []grpc.StreamServerInterceptor{grpcStream}
+	if front != nil {
+		unary = append([]grpc.UnaryServerInterceptor{front.unary}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{front.stream}, stream...)
+	}
+	s := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(BodyLimit(maxMessage))),
 		grpc.ForceServerCodecV2(lenientCodec{encoding.GetCodecV2(protoCodecName)}),
-		grpc.ChainUnaryInterceptor(grpcUnary),
-		grpc.ChainStreamInterceptor(grpcStream),
-	)
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	}, opts...)...)
 	a2apb.RegisterA2AServiceServer(s, &grpcService{h: h, maxMessage: maxMessage})
 	return s
 }
@@ -546,22 +558,10 @@ func optInt(p *int32) *int {
 func grpcHTTP(a *Auth, gs *grpc.Server, unary *grpcUnaryServer, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		telemetry.NoteRPCMethod(w, grpcMethod(r.URL.Path))
-		if o := r.Header.Get("Origin"); o != "" && !loopback.URL(o) {
-			grpcRefuse(w, codes.PermissionDenied, "cross-origin request refused: Origin "+o+" is not a loopback origin")
+		id, st := grpcAdmit(a, r, log)
+		if st != nil {
+			grpcRefuse(w, st.Code(), st.Message())
 			return
-		}
-		id, st, reason := a.authenticate(r)
-		if st != 0 {
-			log.Warn("request refused", "status", st, "reason", reason, "spiffe_id", id.ID, "remote", r.RemoteAddr, "binding", "grpc")
-			code := codes.PermissionDenied
-			if st == http.StatusUnauthorized {
-				code = codes.Unauthenticated
-			}
-			grpcRefuse(w, code, reason)
-			return
-		}
-		if id.Operator() && crossSite(r) {
-			id = &Identity{ID: id.ID, Auth: id.Auth, Role: tlsconfig.RolePeer}
 		}
 		// The RPC notes its code here; ServeHTTP may return before a
 		// stream's handler does (the client went), so it is atomic.
@@ -577,6 +577,30 @@ func grpcHTTP(a *Auth, gs *grpc.Server, unary *grpcUnaryServer, log *slog.Logger
 			telemetry.NoteRPCCode(w, int(c))
 		}
 	})
+}
+
+// grpcAdmit authenticates and authorizes the caller of the gRPC call r (over
+// net/http, or made from a call's metadata and connection by Split's gRPC
+// server) with a, as on POST /: a refusal is UNAUTHENTICATED (no or bad
+// credentials) or PERMISSION_DENIED (an identity the policy does not allow,
+// a non-loopback Origin); an operator's cross-site call is a peer's.
+func grpcAdmit(a *Auth, r *http.Request, log *slog.Logger) (*Identity, *status.Status) {
+	if o := r.Header.Get("Origin"); o != "" && !loopback.URL(o) {
+		return nil, status.New(codes.PermissionDenied, "cross-origin request refused: Origin "+o+" is not a loopback origin")
+	}
+	id, st, reason := a.authenticate(r)
+	if st != 0 {
+		log.Warn("request refused", "status", st, "reason", reason, "spiffe_id", id.ID, "remote", r.RemoteAddr, "binding", "grpc")
+		code := codes.PermissionDenied
+		if st == http.StatusUnauthorized {
+			code = codes.Unauthenticated
+		}
+		return nil, status.New(code, reason)
+	}
+	if id.Operator() && crossSite(r) {
+		id = &Identity{ID: id.ID, Auth: id.Auth, Role: tlsconfig.RolePeer}
+	}
+	return id, nil
 }
 
 // grpcMethod is the A2A method a gRPC path names, "unknown" for any other

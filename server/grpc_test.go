@@ -129,16 +129,10 @@ func TestGRPCIdentityAndAuthorization(t *testing.T) {
 // grpcFront serves h on a plaintext loopback listener with the protocols of
 // the development mode (PlainProtocols: HTTP/1.1 and h2c), as serve does
 // without TLS, and returns its address.
-func grpcFront(t *testing.T, h http.Handler) string {
+func grpcFront(t *testing.T, cfg Config) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, Protocols: PlainProtocols(ln.Addr()), ErrorLog: log.New(io.Discard, "", 0)}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	addr, _, _ := splitFront(t, cfg, ConnLimits{}, nil)
+	return addr
 }
 
 // rawConn is a grpc-go connection to addr over h2c, for raw calls.
@@ -183,7 +177,7 @@ func reasonOf(err error) string {
 func TestGRPCBadInput(t *testing.T) {
 	store := tasks.NewMemoryStore(100, time.Hour)
 	engine := tasks.NewEngine(store, echoExecutor(t), nil)
-	addr := grpcFront(t, Handler(Config{Handler: engine, MaxMessage: 2000, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})}))
+	addr := grpcFront(t, Config{Handler: engine, MaxMessage: 2000, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})})
 	conn := rawConn(t, addr)
 	ctx := context.Background()
 	raw := func(method string, body []byte) error {
@@ -265,7 +259,7 @@ func TestGRPCStreamsAndShedding(t *testing.T) {
 		t.Fatal(err)
 	}
 	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), waitExec{}, nil, tasks.WithAdmission(ctrl, admit.Policy{}))
-	addr := grpcFront(t, Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})}))
+	addr := grpcFront(t, Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})})
 	c, err := a2agrpc.New(addr, a2agrpc.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +327,7 @@ func TestGRPCStreamsAndShedding(t *testing.T) {
 // TestGRPCCompletedStream: a stream runs to its end, the last event the
 // completed status; the push-config calls round-trip over the binding.
 func TestGRPCCompletedStream(t *testing.T) {
-	addr := grpcFront(t, v1Handler(t, echoExecutor(t), time.Minute))
+	addr := grpcFront(t, v1Config(t, echoExecutor(t), time.Minute))
 	c, err := a2agrpc.New(addr, a2agrpc.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +413,7 @@ func TestH2COnlyOnLoopback(t *testing.T) {
 // task, which outlives its send as over JSON-RPC, is still there to cancel.
 func TestGRPCDeadline(t *testing.T) {
 	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), waitExec{}, nil)
-	addr := grpcFront(t, Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})}))
+	addr := grpcFront(t, Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})})
 	c, err := a2agrpc.New(addr, a2agrpc.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,9 @@ import (
 // (grpcUnary: the version, the malformed request, the A2A errors as gRPC
 // statuses), and writes the answer, its status in the trailers, in one go.
 // The streaming RPCs, and a call whose message is compressed, still go to
-// the grpc.Server.
+// the grpc.Server. Behind Split (split.go) this serves only the gRPC calls of
+// an HTTP/2 connection that opened with another request; a gRPC client's
+// connection goes to grpc's own transport, cheaper still.
 
 // unaryRPC is the binding's unary method of one path, with the server it is
 // called on.

@@ -207,7 +207,7 @@ func TestGRPCUnaryBodyDeadline(t *testing.T) {
 // still works.
 func TestGRPCUnaryDrain(t *testing.T) {
 	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), doneExec{}, nil)
-	addr := grpcFront(t, Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})}))
+	addr := grpcFront(t, Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})})
 	c, err := a2agrpc.New(addr, a2agrpc.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func TestGRPCUnaryDrain(t *testing.T) {
 // history holds its text, every byte.
 func TestGRPCUnaryLargeMessage(t *testing.T) {
 	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), doneExec{}, nil)
-	addr := grpcFront(t, Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})}))
+	addr := grpcFront(t, Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})})
 	c, err := a2agrpc.New(addr, a2agrpc.Options{})
 	if err != nil {
 		t.Fatal(err)

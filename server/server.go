@@ -98,7 +98,7 @@ func Handler(cfg Config) http.Handler {
 		auth = &Auth{Open: true, Log: cfg.Log}
 	}
 	unary := newGRPCUnary(&grpcService{h: cfg.Handler, maxMessage: cfg.MaxMessage}, int(BodyLimit(cfg.MaxMessage)))
-	gs := telemetry.ServeA2A(cfg.Metrics, grpcHTTP(auth, newGRPC(cfg.Handler, cfg.MaxMessage), unary, cfg.Log))
+	gs := telemetry.ServeA2A(cfg.Metrics, grpcHTTP(auth, newGRPC(cfg.Handler, cfg.MaxMessage, nil), unary, cfg.Log))
 	r := chi.NewRouter()
 	r.Use(checkOrigin)
 	r.Method(http.MethodPost, "/", telemetry.ServeA2A(cfg.Metrics, auth.Middleware(rpc)))

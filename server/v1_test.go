@@ -26,11 +26,17 @@ import (
 // on loopback allowed) and exec as its executor.
 func v1Handler(t *testing.T, exec a2asrv.AgentExecutor, keepAlive time.Duration) http.Handler {
 	t.Helper()
+	return Handler(v1Config(t, exec, keepAlive))
+}
+
+// v1Config is v1Handler's configuration.
+func v1Config(t *testing.T, exec a2asrv.AgentExecutor, keepAlive time.Duration) Config {
+	t.Helper()
 	store := tasks.NewMemoryStore(100, time.Hour)
 	pusher := tasks.NewPusher(tasks.PushSettings{Policy: tasks.PushPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, store.ListPush)
 	t.Cleanup(pusher.Close)
 	engine := tasks.NewEngine(store, exec, nil, tasks.WithPusher(pusher))
-	return Handler(Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/", Push: true, Instance: "i1"}), SSEKeepAlive: keepAlive})
+	return Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/", Push: true, Instance: "i1"}), SSEKeepAlive: keepAlive}
 }
 
 // call posts one JSON-RPC request with an optional A2A-Version header and

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -71,7 +72,7 @@ func (s *service) openFront(c *serveConfig, id *identity, router *delegate.Route
 		s.agents.base.Store(&cardCfg)
 		cardFunc = s.agents.card
 	}
-	s.main.srv = s.budgets.conns.Server(server.Handler(server.Config{
+	front := server.Config{
 		Handler:    s.engine,
 		Card:       a2abind.Card(cardCfg),
 		CardFunc:   cardFunc,
@@ -86,13 +87,22 @@ func (s *service) openFront(c *serveConfig, id *identity, router *delegate.Route
 		MaxMessage: s.budgets.maxMessage,
 		// Before a body is read, the memory its message may cost.
 		ReserveMessage: s.admission.ctrl.ReserveMessage,
-	}), s.log)
-	s.main.srv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
-	if id.src != nil {
-		s.main.srv.TLSConfig = tlsconfig.ServerConfig(id.src) // ALPN h2 and http/1.1: gRPC rides h2
-	} else {
-		s.main.srv.Protocols = server.PlainProtocols(s.main.ln.Addr()) // h2c for gRPC on loopback only
 	}
+	s.main.srv = s.budgets.conns.Server(server.Handler(front), s.log)
+	s.main.srv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+	var tlsCfg *tls.Config
+	if id.src != nil {
+		tlsCfg = tlsconfig.ServerConfig(id.src) // ALPN h2 and http/1.1: gRPC rides h2
+	}
+	// The listener's connections are sorted as they open (server.Split,
+	// which sets the HTTP server's protocols: h2c on loopback only): gRPC
+	// ones to the binding's own grpc.Server, the rest to the HTTP server,
+	// every one under the listener's connection budgets.
+	split, err := server.NewSplit(s.main.ln, tlsCfg, s.main.srv, server.GRPCServer(front, s.budgets.conns), s.budgets.conns, s.log)
+	if err != nil {
+		return err
+	}
+	s.main.split = split
 	if ui != nil {
 		// The console's streams end when the listener shuts down (after the
 		// drain, whose progress they show), so none holds the shutdown up.
@@ -147,24 +157,41 @@ func (s *service) listen(name, addr string, h http.Handler, cfg *tls.Config) (*e
 	return e, nil
 }
 
-// endpoint is an HTTP server on its open listener.
+// endpoint is an HTTP server on its open listener; the main one's
+// connections are sorted between it and the gRPC binding by split.
 type endpoint struct {
-	name string // for errors: serve, health, metrics
-	ln   net.Listener
-	srv  *http.Server
+	name  string // for errors: serve, health, metrics
+	ln    net.Listener
+	srv   *http.Server
+	split *server.Split
 }
 
 // serve serves until the server is closed (http.ErrServerClosed).
 func (e *endpoint) serve() error {
+	if e.split != nil {
+		return e.split.Serve()
+	}
 	if e.srv.TLSConfig != nil {
 		return e.srv.ServeTLS(e.ln, "", "")
 	}
 	return e.srv.Serve(e.ln)
 }
 
+// shutdown stops the server gracefully, within ctx.
+func (e *endpoint) shutdown(ctx context.Context) error {
+	if e.split != nil {
+		return e.split.Shutdown(ctx)
+	}
+	return e.srv.Shutdown(ctx)
+}
+
 // close stops the server and closes the listener (which a server that never
 // served does not own).
 func (e *endpoint) close() {
+	if e.split != nil {
+		e.split.Close()
+		return
+	}
 	if e.srv != nil {
 		e.srv.Close()
 	}

@@ -284,7 +284,7 @@ func (s *service) drain() error {
 	_ = s.engine.Wait(ctx)
 	shutCtx, cancelShut := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancelShut()
-	_ = s.main.srv.Shutdown(shutCtx)
+	_ = s.main.shutdown(shutCtx)
 	if err != nil {
 		return err
 	}

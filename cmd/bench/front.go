@@ -151,16 +151,25 @@ func podAdmission() *admit.Controller {
 // SPIFFE authentication and authorization of the bench's trust domain, the
 // router, JSON-RPC validation and dispatch.
 func frontHandler(engine *tasks.Engine, src tlsconfig.Source, url string, log *slog.Logger) (http.Handler, error) {
-	policy, err := tlsconfig.ParsePolicy(nil, []string{benchTD.String()}, nil)
+	cfg, err := frontConfig(engine, src, url, log)
 	if err != nil {
 		return nil, err
 	}
-	return server.Handler(server.Config{
+	return server.Handler(cfg), nil
+}
+
+// frontConfig is the configuration of frontHandler's front.
+func frontConfig(engine *tasks.Engine, src tlsconfig.Source, url string, log *slog.Logger) (server.Config, error) {
+	policy, err := tlsconfig.ParsePolicy(nil, []string{benchTD.String()}, nil)
+	if err != nil {
+		return server.Config{}, err
+	}
+	return server.Config{
 		Handler: engine,
 		Card:    a2abind.Card(a2abind.CardConfig{Name: "agentd", Description: "bench", URL: url, Version: "bench", MaxDepth: 4, Push: true, MutualTLS: true}),
 		Auth:    &server.Auth{Source: src, Policy: policy, Log: log},
 		Log:     log,
-	}), nil
+	}, nil
 }
 
 // serveFrontAgentd is agentd's front as `agentd serve` builds it: mTLS with
@@ -176,14 +185,21 @@ func serveFrontAgentd(ctx context.Context, cfg Config) error {
 	url := "https://" + ln.Addr().String() + "/"
 	engine := newInstantEngine(10000, url, podAdmission())
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	h, err := frontHandler(engine, src, url, log)
+	fc, err := frontConfig(engine, src, url, log)
 	if err != nil {
 		return err
 	}
 	// As serve builds it: the connection budgets (caps, body deadline, idle
-	// timeout) on the listener and the server.
+	// timeout) on the listener and the server, and the listener split
+	// between the HTTP server and the gRPC binding's own server.
 	var limits server.ConnLimits
-	return roleServe(limits.Server(h, nil), src, limits.Listener(ln, nil), filepath.Join(cfg.ProfileDir, "front-agentd.pprof"), cfg.ProfileDir != "")
+	srv := limits.Server(server.Handler(fc), nil)
+	srv.ErrorLog = slog.NewLogLogger(slog.DiscardHandler, slog.LevelError)
+	split, err := server.NewSplit(limits.Listener(ln, nil), tlsconfig.ServerConfig(src), srv, server.GRPCServer(fc, limits), limits, nil)
+	if err != nil {
+		return err
+	}
+	return roleServeSplit(split, filepath.Join(cfg.ProfileDir, "front-agentd.pprof"), cfg.ProfileDir != "")
 }
 
 // stockExecutor is the stock server's trivial executor: it produces the same
@@ -262,6 +278,29 @@ func roleServe(srv *http.Server, src tlsconfig.Source, ln net.Listener, profile 
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	fmt.Println(ln.Addr().String())
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); srv.Close() }()
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// roleServeSplit is roleServe for a listener split (server.Split).
+func roleServeSplit(split *server.Split, profile string, profiling bool) error {
+	if profiling {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	served := make(chan error, 1)
+	go func() { served <- split.Serve() }()
+	fmt.Println(split.Addr().String())
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); split.Close() }()
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
