@@ -126,47 +126,14 @@ func (m *anthropicModel) Complete(ctx context.Context, req *Request) (*Response,
 			req.OnText(s)
 		}
 	}
-	for attempt := 0; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, m.timeout)
-		mr, err := m.post(actx, body, onText)
-		timedOut := actx.Err() != nil
-		cancel()
-		if err == nil {
-			return convertMessage(mr, req), nil
-		}
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		if timedOut {
-			// ctx is live, so the attempt's own timeout ended it.
-			err = fmt.Errorf("no answer within the request timeout of %s: %w", m.timeout, err)
-		}
-		if emitted {
-			return nil, m.failed(fmt.Errorf("%w (not retried: part of the answer was already streamed)", anthropicFinalError(err, attempt)))
-		}
-		wait, retryable := m.retryWait(err, attempt)
-		if !retryable || attempt >= m.retries {
-			return nil, m.failed(anthropicFinalError(err, attempt))
-		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			return nil, m.failed(fmt.Errorf("%w (the next retry, in %s, would pass the deadline)", anthropicFinalError(err, attempt), wait.Round(time.Millisecond)))
-		}
-		m.log.Info("model request failed: retrying", "endpoint", m.endpoint, "attempt", attempt+1, "retry_in", wait.Round(time.Millisecond), "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, context.Cause(ctx)
-		}
+	a := attempts{log: m.log, endpoint: m.endpoint, model: m.model, timeout: m.timeout, retries: m.retries, retryWait: m.retryWait, final: anthropicFinalError}
+	mr, err := run(ctx, a, func() bool { return emitted }, func(actx context.Context) (*msgResponse, error) {
+		return m.post(actx, body, onText)
+	})
+	if err != nil {
+		return nil, err
 	}
-}
-
-// failed logs a request that failed for good at warn, with the endpoint and
-// the error, and returns the error.
-func (m *anthropicModel) failed(err error) error {
-	m.log.Warn("model request failed", "endpoint", m.endpoint, "model", m.model, "err", err)
-	return err
+	return convertMessage(mr, req), nil
 }
 
 // post makes one attempt under ctx, which bounds the whole exchange, the
