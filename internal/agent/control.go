@@ -65,6 +65,7 @@ func (c *control) readSpawn() (*api.SpawnPayload, error) {
 	if err := api.DecodeParams(f, &p); err != nil {
 		return nil, err
 	}
+	fitMemoryLimit(len(f.Params))
 	return &p, nil
 }
 
