@@ -12,7 +12,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -74,21 +73,9 @@ func (m *anthropicModel) SetLogger(l *slog.Logger, _ bool) { m.log = l }
 // the one before /messages (https://api.anthropic.com/v1); a URL with no
 // path at all gets /v1, as the SDK's base URL has none.
 func newAnthropicModel(spec api.Intelligence, key string) (*anthropicModel, error) {
-	u, err := url.Parse(spec.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("agent: intelligence %q: want an http(s) base URL of the Messages API such as https://api.anthropic.com/v1", spec.Endpoint)
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("agent: intelligence %q: credentials in the URL are refused; use AGENT_INTELLIGENCE_KEY, ANTHROPIC_API_KEY or --intelligence-key-file", u.Redacted())
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("agent: intelligence %q: a base URL has no query or fragment", spec.Endpoint)
-	}
-	if spec.Model == "" {
-		return nil, fmt.Errorf("agent: intelligence %s: a model name is required (--model, AGENT_MODEL)", spec.Endpoint)
-	}
-	if err := spec.Validate(); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
+	u, err := checkEndpoint(spec, "an http(s) base URL of the Messages API such as https://api.anthropic.com/v1", "AGENT_INTELLIGENCE_KEY, ANTHROPIC_API_KEY or --intelligence-key-file")
+	if err != nil {
+		return nil, err
 	}
 	base := strings.TrimSuffix(spec.Endpoint, "/")
 	if u.Path == "" || u.Path == "/" {

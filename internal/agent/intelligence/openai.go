@@ -60,15 +60,17 @@ type openAIModel struct {
 // error (never the key).
 func (m *openAIModel) SetLogger(l *slog.Logger, _ bool) { m.log = l }
 
-// newOpenAIModel validates spec and returns its client. key may be empty (a
-// local server without auth): then no Authorization header is sent.
-func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
+// checkEndpoint validates an HTTP dialect's spec: an http(s) base URL (want
+// says what else it could have been) without credentials (keys says where
+// a key goes instead), query or fragment, a model name, and the spec's
+// numbers. It returns the parsed URL.
+func checkEndpoint(spec api.Intelligence, want, keys string) (*url.URL, error) {
 	u, err := url.Parse(spec.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("agent: intelligence %q: want builtin:demo, builtin:wait, or an http(s) base URL such as http://127.0.0.1:8000/v1", spec.Endpoint)
+		return nil, fmt.Errorf("agent: intelligence %q: want %s", spec.Endpoint, want)
 	}
 	if u.User != nil {
-		return nil, fmt.Errorf("agent: intelligence %q: credentials in the URL are refused; use AGENT_INTELLIGENCE_KEY or --intelligence-key-file", u.Redacted())
+		return nil, fmt.Errorf("agent: intelligence %q: credentials in the URL are refused; use %s", u.Redacted(), keys)
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("agent: intelligence %q: a base URL has no query or fragment", spec.Endpoint)
@@ -78,6 +80,16 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 	}
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return u, nil
+}
+
+// newOpenAIModel validates spec and returns its client. key may be empty (a
+// local server without auth): then no Authorization header is sent.
+func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
+	_, err := checkEndpoint(spec, "builtin:demo, builtin:wait, or an http(s) base URL such as http://127.0.0.1:8000/v1", "AGENT_INTELLIGENCE_KEY or --intelligence-key-file")
+	if err != nil {
+		return nil, err
 	}
 	return &openAIModel{
 		client:  &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
