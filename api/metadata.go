@@ -146,4 +146,7 @@ const (
 	// yes) also names the tool and the call's arguments.
 	MetaAskTool      = "agentd/ask_tool"
 	MetaAskArguments = "agentd/ask_arguments"
+	// MetaAnsweredBy is on an answer an operator gave on the caller's
+	// behalf (a2a.Answer, the console): the operator's identity.
+	MetaAnsweredBy = "agentd/answered_by"
 )

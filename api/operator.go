@@ -19,10 +19,17 @@ const (
 	// OpAudit lists the audit trail of operator actions, newest first:
 	// params AuditParams, result AuditResult.
 	OpAudit = "a2a.Audit"
+	// OpQuestions lists the questions and approvals tasks wait on:
+	// params QuestionsParams, result QuestionsResult.
+	OpQuestions = "a2a.Questions"
+	// OpAnswer answers a waiting task's question (or decides its
+	// approval) on its caller's behalf: params AnswerParams, result
+	// AnswerResult.
+	OpAnswer = "a2a.Answer"
 )
 
 // OperatorMethods lists the operator methods in a stable order.
-var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker, OpAudit}
+var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker, OpAudit, OpQuestions, OpAnswer}
 
 // DrainParams asks the service to drain, as the first SIGTERM does. DeadlineMS,
 // when set, is the drain budget in milliseconds instead of --drain-timeout; it

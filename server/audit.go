@@ -32,11 +32,13 @@ const auditStoreTimeout = 5 * time.Second
 
 // auditTarget is what an a2a.* call acts on, from its params: the handle of
 // a2a.Cancel (api.CancelAll when it names none), the key of
-// a2a.CloseBreaker; "" for the service-wide methods.
+// a2a.CloseBreaker, the task of a2a.Answer (and of a2a.Questions, when it
+// names one); "" for the service-wide methods.
 func auditTarget(method string, params json.RawMessage) string {
 	var p struct {
 		Handle string `json:"handle"`
 		Key    string `json:"key"`
+		TaskID string `json:"taskId"`
 	}
 	_ = json.Unmarshal(params, &p) // the method refuses params it cannot decode
 	switch method {
@@ -47,6 +49,8 @@ func auditTarget(method string, params json.RawMessage) string {
 		return p.Handle
 	case api.OpCloseBreaker:
 		return p.Key
+	case api.OpQuestions, api.OpAnswer:
+		return p.TaskID
 	}
 	return ""
 }

@@ -36,6 +36,13 @@ type Operator struct {
 	Now func() time.Time
 	// Log receives a warning for a record the store refused; nil discards.
 	Log *slog.Logger
+	// Tasks, if set, is the task engine whose waiting tasks a2a.Questions
+	// lists and a2a.Answer answers; without it they answer that there is
+	// none.
+	Tasks *tasks.Engine
+	// InputTimeout is the service's --input-timeout (0: none), for the
+	// deadline a2a.Questions shows.
+	InputTimeout time.Duration
 }
 
 // Methods returns the operator methods by name, for Config.Methods.
@@ -52,6 +59,8 @@ func (o *Operator) Methods() map[string]Method {
 		api.OpAudit:    o.audit,
 
 		api.OpCloseBreaker: o.closeBreaker,
+		api.OpQuestions:    o.questions,
+		api.OpAnswer:       o.answer,
 	}
 	for name, f := range m {
 		m[name] = o.recorded(name, f)

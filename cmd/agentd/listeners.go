@@ -51,7 +51,7 @@ func (s *service) openFront(c *serveConfig, id *identity, router *delegate.Route
 	}
 	metrics := newMetrics(s.sup, router, s.engine, s.admission.ctrl)
 	op := &server.Operator{Sup: s.sup, InFlight: s.engine.InFlight, Drain: s.drainer, LameDuck: lameDuck, Admission: s.admission.ctrl,
-		Audit: s.auditor, Instance: instance, Log: s.log}
+		Audit: s.auditor, Instance: instance, Log: s.log, Tasks: s.engine, InputTimeout: c.Mesh.InputTimeout}
 	var ui *console.Console
 	if c.Console {
 		ui = newConsole(consoleParts{sup: s.sup, engine: s.engine, lameDuck: lameDuck, recent: recent, admission: s.admission.ctrl, taskCapacity: c.TaskCapacity, steps: s.steps}, s.log)

@@ -1,0 +1,71 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/api"
+)
+
+// a2a.Questions and a2a.Answer: the questions and approvals tasks wait on,
+// listed from the engine's waiting state, and an operator's answer on the
+// caller's behalf (tasks.Engine.AnswerAs: the caller's answer's path, the
+// operator named in the answer's metadata). Both are audited (recorded).
+
+// errNoTasks answers a2a.Questions and a2a.Answer on an Operator without an
+// engine.
+var errNoTasks = &RPCError{Code: CodeUnsupportedOp, Message: "this service runs no tasks: no question can wait"}
+
+// questions serves a2a.Questions.
+func (o *Operator) questions(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p api.QuestionsParams
+	if err := decodeOptional(raw, &p); err != nil {
+		return nil, err
+	}
+	if o.Tasks == nil {
+		return nil, errNoTasks
+	}
+	qs := o.Tasks.Questions(a2a.TaskID(p.TaskID))
+	if len(qs) > 0 && o.Sup != nil {
+		// The asker's handle: the live node at its agent path in the
+		// task's tree.
+		handles := map[[2]string]string{}
+		for _, n := range o.Sup.Live() {
+			handles[[2]string{n.RootHandle, n.AgentPath}] = n.Handle
+		}
+		for i := range qs {
+			qs[i].Handle = handles[[2]string{qs[i].TaskID, qs[i].AgentPath}]
+		}
+	}
+	if o.InputTimeout > 0 {
+		for i := range qs {
+			d := qs[i].Since.Add(o.InputTimeout)
+			qs[i].Deadline = &d
+		}
+	}
+	return api.QuestionsResult{Questions: qs}, nil
+}
+
+// answer serves a2a.Answer.
+func (o *Operator) answer(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p api.AnswerParams
+	if err := decodeOptional(raw, &p); err != nil {
+		return nil, err
+	}
+	if p.TaskID == "" {
+		return nil, invalidParams(errors.New("taskId is required: a waiting task's id, as a2a.Questions lists them"))
+	}
+	if o.Tasks == nil {
+		return nil, errNoTasks
+	}
+	id, _ := IdentityFrom(ctx)
+	by := auditCaller(id)
+	t, err := o.Tasks.AnswerAs(ctx, a2a.TaskID(p.TaskID), p.Answer, by)
+	if err != nil {
+		return nil, err
+	}
+	return api.AnswerResult{TaskID: string(t.ID), State: string(t.Status.State), AnsweredBy: by}, nil
+}
