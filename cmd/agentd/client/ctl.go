@@ -25,6 +25,11 @@ type ctlMethod struct {
 	summary string
 	flags   func(f *cli.Flags) func(set map[string]bool) map[string]any
 	result  func() any
+	// operands, if set, names the method's arguments after its flags
+	// (such as "TASK TEXT"), and args makes them its params; a method
+	// without takes no arguments.
+	operands string
+	args     func(operands []string) (map[string]any, error)
 }
 
 var ctlMethods = map[string]ctlMethod{
@@ -145,6 +150,65 @@ var ctlMethods = map[string]ctlMethod{
 		},
 		result: func() any { return &api.AuditResult{} },
 	},
+	api.OpQuestions: {
+		summary: "list the questions and approvals tasks wait on, the longest waiting first (also: agentd ctl questions)",
+		flags: func(f *cli.Flags) func(map[string]bool) map[string]any {
+			task := f.String("task", "", "only this task's question")
+			return func(map[string]bool) map[string]any {
+				if *task == "" {
+					return nil
+				}
+				return map[string]any{"taskId": *task}
+			}
+		},
+		result: func() any { return &api.QuestionsResult{} },
+	},
+	api.OpAnswer: {
+		summary:  "answer the question task TASK waits on with TEXT, on its caller's behalf (also: agentd ctl answer TASK TEXT; approve TASK; deny TASK [REASON])",
+		flags:    noCtlFlags,
+		result:   func() any { return &api.AnswerResult{} },
+		operands: "TASK TEXT",
+		args: func(ops []string) (map[string]any, error) {
+			if len(ops) < 2 {
+				return nil, cli.UsageError("ctl a2a.Answer needs the TASK and the answer's TEXT (got %d arguments)", len(ops))
+			}
+			return map[string]any{"taskId": ops[0], "answer": strings.Join(ops[1:], " ")}, nil
+		},
+	},
+}
+
+// ctlAliases are the words that decide an approval: a2a.Answer with the
+// answer the approval gate reads ("yes" runs the call; anything else
+// refuses it, and the model sees it).
+var ctlAliases = map[string]ctlMethod{
+	"approve": {
+		summary:  "approve the tool call task TASK waits on (a2a.Answer TASK yes)",
+		flags:    noCtlFlags,
+		result:   func() any { return &api.AnswerResult{} },
+		operands: "TASK",
+		args: func(ops []string) (map[string]any, error) {
+			if len(ops) != 1 {
+				return nil, cli.UsageError("ctl approve needs the TASK alone (got %d arguments)", len(ops))
+			}
+			return map[string]any{"taskId": ops[0], "answer": "yes"}, nil
+		},
+	},
+	"deny": {
+		summary:  "refuse the tool call task TASK waits on (a2a.Answer TASK \"no: REASON\"; the model sees it)",
+		flags:    noCtlFlags,
+		result:   func() any { return &api.AnswerResult{} },
+		operands: "TASK [REASON]",
+		args: func(ops []string) (map[string]any, error) {
+			if len(ops) < 1 {
+				return nil, cli.UsageError("ctl deny needs the TASK, and may give a REASON")
+			}
+			answer := "no"
+			if reason := strings.TrimSpace(strings.Join(ops[1:], " ")); reason != "" {
+				answer += ": " + reason
+			}
+			return map[string]any{"taskId": ops[0], "answer": answer}, nil
+		},
+	},
 }
 
 func noCtlFlags(*cli.Flags) func(map[string]bool) map[string]any {
@@ -165,6 +229,9 @@ func ctlUsage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: agentd ctl METHOD --to URL [method flags] [credentials] [--json]\n\nCalls an a2a.* operator method (the caller needs the operator role) and prints the result.\n\nMethods:")
 	for _, m := range api.OperatorMethods {
 		fmt.Fprintf(w, "  %-17s %s\n", m, ctlMethods[m].summary)
+	}
+	for _, a := range []string{"approve", "deny"} {
+		fmt.Fprintf(w, "  %-17s %s\n", a, ctlAliases[a].summary)
 	}
 	fmt.Fprintln(w, "\nRun \"agentd ctl METHOD -h\" for a method's flags.")
 }
@@ -191,6 +258,10 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 		return nil, cli.UsageError("ctl needs a METHOD first")
 	}
 	method, ok := ctlMethodName(args[0])
+	m := ctlMethods[method]
+	if a, alias := ctlAliases[strings.ToLower(args[0])]; alias {
+		method, m, ok = strings.ToLower(args[0]), a, true
+	}
 	if !ok {
 		msg := fmt.Sprintf("ctl: unknown method %q", args[0])
 		if near := cli.ClosestWord(strings.ToLower(args[0]), api.OperatorMethods, strings.ToLower); near != "" {
@@ -199,8 +270,11 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 		return nil, cli.UsageError("%s\nrun 'agentd ctl -h' for the methods", msg)
 	}
 	c := &ctlConfig{Method: method}
-	m := ctlMethods[method]
+	if _, alias := ctlAliases[method]; alias {
+		c.Method = api.OpAnswer
+	}
 	f := cli.NewFlags("ctl "+method, stderr, m.summary)
+	f.Operands = m.operands
 	addClientFlags(f, &c.Client, "AGENT_CTL_TO", "base URL of the agentd service", 30*time.Second)
 	f.BoolVar(&c.JSON, "json", false, "print the result as JSON")
 	if method == api.OpTree {
@@ -210,12 +284,19 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 	if err := f.Parse(args[1:]); err != nil {
 		return nil, err
 	}
-	if f.NArg() > 0 {
+	if f.NArg() > 0 && m.args == nil {
 		return nil, cli.UsageError("ctl %s takes no arguments (got %q)", method, f.Args())
 	}
 	set := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	c.Params = params(set)
+	if m.args != nil {
+		p, err := m.args(f.Args())
+		if err != nil {
+			return nil, err
+		}
+		c.Params = p
+	}
 	if c.Watch && !set["timeout"] {
 		c.Client.Timeout, c.Client.Unbounded = 0, true
 	}
@@ -271,6 +352,8 @@ func Ctl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		printAdmission(stdout, adm)
 	case *api.AuditResult:
 		printAudit(stdout, r)
+	case *api.QuestionsResult:
+		printQuestions(stdout, r, time.Now())
 	case *api.CloseBreakerResult:
 		fmt.Fprintf(stdout, "key: %s\nknown: %v\nwas_open: %v\nwas: %s\n", r.Key, r.Known, r.WasOpen, r.Was)
 		printBreakers(stdout, []api.Breaker{r.Breaker}, time.Now())
@@ -435,6 +518,38 @@ func printAudit(w io.Writer, r *api.AuditResult) {
 	}
 	if r.Next != "" {
 		fmt.Fprintf(w, "next: --before %s\n", r.Next)
+	}
+}
+
+// printQuestions prints each waiting question: its task, since when, who
+// asks and who is asked, then the question, its choices or the call to
+// approve, and how to answer it.
+func printQuestions(w io.Writer, r *api.QuestionsResult, now time.Time) {
+	if len(r.Questions) == 0 {
+		fmt.Fprintln(w, "no questions waiting")
+		return
+	}
+	for _, q := range r.Questions {
+		id := oneLine(q.TaskID, 80)
+		line := fmt.Sprintf("%s  waiting %s (since %s)  asked by %s", id, now.Sub(q.Since).Round(time.Second), q.Since.Format(time.RFC3339), oneLine(q.AgentPath, 80))
+		if q.Handle != "" {
+			line += " (" + oneLine(q.Handle, 80) + ")"
+		}
+		line += "  of " + oneLine(q.Caller, 200)
+		if q.Deadline != nil {
+			line += fmt.Sprintf("  fails in %s", q.Deadline.Sub(now).Round(time.Second))
+		}
+		fmt.Fprintln(w, line)
+		fmt.Fprintf(w, "   question: %s\n", oneLine(q.Text, 400))
+		if q.Tool != "" {
+			fmt.Fprintf(w, "   approval: %s %s\n", oneLine(q.Tool, 80), oneLine(string(q.Arguments), 400))
+			fmt.Fprintf(w, "   decide: agentd ctl approve %s | agentd ctl deny %s [REASON]\n", id, id)
+			continue
+		}
+		if len(q.Choices) > 0 {
+			fmt.Fprintf(w, "   choices: %s\n", oneLine(strings.Join(q.Choices, " | "), 400))
+		}
+		fmt.Fprintf(w, "   answer: agentd ctl answer %s TEXT\n", id)
 	}
 }
 
