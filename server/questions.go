@@ -28,10 +28,20 @@ func (o *Operator) questions(ctx context.Context, raw json.RawMessage) (any, err
 	if o.Tasks == nil {
 		return nil, errNoTasks
 	}
-	qs := o.Tasks.Questions(a2a.TaskID(p.TaskID))
+	qs := o.Questions(p.TaskID)
+	return api.QuestionsResult{Questions: qs}, nil
+}
+
+// Questions returns the questions tasks wait on, as a2a.Questions lists
+// them (task set: that task's only): the engine's, with each asker's handle
+// (the live node at its agent path in the task's tree) and, under an input
+// timeout, the deadline. None without an engine.
+func (o *Operator) Questions(task string) []api.PendingQuestion {
+	if o.Tasks == nil {
+		return []api.PendingQuestion{}
+	}
+	qs := o.Tasks.Questions(a2a.TaskID(task))
 	if len(qs) > 0 && o.Sup != nil {
-		// The asker's handle: the live node at its agent path in the
-		// task's tree.
 		handles := map[[2]string]string{}
 		for _, n := range o.Sup.Live() {
 			handles[[2]string{n.RootHandle, n.AgentPath}] = n.Handle
@@ -46,7 +56,7 @@ func (o *Operator) questions(ctx context.Context, raw json.RawMessage) (any, err
 			qs[i].Deadline = &d
 		}
 	}
-	return api.QuestionsResult{Questions: qs}, nil
+	return qs
 }
 
 // answer serves a2a.Answer.

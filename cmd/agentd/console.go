@@ -79,6 +79,9 @@ type consoleParts struct {
 	admission    *admit.Controller // nil without admission control
 	taskCapacity int
 	steps        tasks.StepStore // nil when the store keeps none
+	// questions are the questions tasks wait on (the operator's
+	// a2a.Questions).
+	questions func() []api.PendingQuestion
 }
 
 // consoleTasks is what the console reads of the stored tasks: through the
@@ -123,7 +126,8 @@ func newConsole(p consoleParts, log *slog.Logger) *console.Console {
 		Service: func() console.Service {
 			return console.Service{Ready: p.lameDuck.Ready(), InFlight: p.engine.InFlight()}
 		},
-		Gauges: func() []console.Gauge { return serviceGauges(p) },
+		Gauges:    func() []console.Gauge { return serviceGauges(p) },
+		Questions: p.questions,
 	})
 }
 

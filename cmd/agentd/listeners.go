@@ -11,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/server"
 	"github.com/agentd/agentd/server/console"
 	"github.com/agentd/agentd/supervisor/delegate"
@@ -54,7 +55,8 @@ func (s *service) openFront(c *serveConfig, id *identity, router *delegate.Route
 		Audit: s.auditor, Instance: instance, Log: s.log, Tasks: s.engine, InputTimeout: c.Mesh.InputTimeout}
 	var ui *console.Console
 	if c.Console {
-		ui = newConsole(consoleParts{sup: s.sup, engine: s.engine, lameDuck: lameDuck, recent: recent, admission: s.admission.ctrl, taskCapacity: c.TaskCapacity, steps: s.steps}, s.log)
+		ui = newConsole(consoleParts{sup: s.sup, engine: s.engine, lameDuck: lameDuck, recent: recent, admission: s.admission.ctrl, taskCapacity: c.TaskCapacity, steps: s.steps,
+			questions: func() []api.PendingQuestion { return op.Questions("") }}, s.log)
 	}
 	cardCfg := a2abind.CardConfig{
 		Name:        "agentd",

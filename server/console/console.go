@@ -64,6 +64,10 @@ type Snapshot struct {
 	// Texts is the tail of each live subagent's streamed model text (of
 	// its latest step), by task id.
 	Texts map[string]string `json:"texts"`
+	// Questions are the questions and approvals tasks wait on (as
+	// a2a.Questions lists them), which the page's waiting view answers
+	// through a2a.Answer.
+	Questions []api.PendingQuestion `json:"questions"`
 }
 
 // Event is what one stream event carries: the server's clock when it was
@@ -88,6 +92,9 @@ type Config struct {
 	// Tasks, if set, serves the history (TasksPath) and the task pages
 	// (TaskPath); without it they answer 404.
 	Tasks Tasks
+	// Questions, if set, are the questions tasks wait on (the operator's
+	// a2a.Questions).
+	Questions func() []api.PendingQuestion
 	// Tick is how often a stream diffs the snapshot for changes no hook
 	// reports; default DefaultTick.
 	Tick time.Duration
@@ -136,7 +143,7 @@ func (c *Console) Close() { c.once.Do(func() { close(c.close) }) }
 
 // Snapshot returns the service's state now.
 func (c *Console) Snapshot() Snapshot {
-	s := Snapshot{TreeResult: c.cfg.Tree(), Ended: []Ended{}, Gauges: []Gauge{}, Texts: map[string]string{}}
+	s := Snapshot{TreeResult: c.cfg.Tree(), Ended: []Ended{}, Gauges: []Gauge{}, Texts: map[string]string{}, Questions: []api.PendingQuestion{}}
 	if c.cfg.Recent != nil {
 		s.Ended = c.cfg.Recent.Ended()
 		s.Texts = c.cfg.Recent.Texts()
@@ -159,6 +166,9 @@ func (c *Console) Snapshot() Snapshot {
 	}
 	if c.cfg.Service != nil {
 		s.Service = c.cfg.Service()
+	}
+	if c.cfg.Questions != nil {
+		s.Questions = c.cfg.Questions()
 	}
 	return s
 }

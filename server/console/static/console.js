@@ -210,6 +210,11 @@
     if (said) path.append(el("span", { class: "said", text: said }));
     c[0].replaceChildren(path);
     c[1].replaceChildren(badge(`s-${n.status}`, n.status));
+    const w = waiting.get(n.task_id);
+    if (w) {
+      c[1].append(" ", el("a", { href: "/ui/#waiting", "data-route": "waiting", class: `badge s-${w}`, text: w === "asking" ? "asks" : "input-required",
+        title: w === "asking" ? "this subagent waits for an answer" : "the task waits for its caller's answer" }));
+    }
     const det = [];
     if (n.health) det.push(badge(`h-${n.health}`, n.health === "busy_healthy" ? "busy" : n.health));
     if (n.last_progress) det.push(el("span", { class: "sub", "data-ago": n.last_progress, text: `last event ${ago(n.last_progress)}` }));
@@ -334,6 +339,116 @@
     c[5].textContent = b.last_error || "";
   }
 
+  // ---- the waiting tasks (a2a.Questions in the snapshot, a2a.Answer) ----
+  // waiting marks the live tree's nodes: the asker ("asking") and the task
+  // that waits for its caller ("input-required").
+  const waiting = new Map();
+  function noteWaiting(qs) {
+    waiting.clear();
+    for (const q of qs) {
+      waiting.set(q.task_id, "input-required");
+      if (q.handle && q.handle !== q.task_id) waiting.set(q.handle, "asking");
+    }
+    const n = $("waiting-count");
+    n.textContent = String(qs.length);
+    n.hidden = qs.length === 0;
+    $("nav-waiting").setAttribute("aria-label", qs.length ? `Waiting: ${qs.length} tasks wait for an answer` : "Waiting");
+  }
+  async function answerTask(id, text, done) {
+    try {
+      const r = await rpc("a2a.Answer", { taskId: id, answer: text });
+      info(`${done}: task ${short(id)} is ${r.state} again (answered by ${r.answered_by}).`);
+      return true;
+    } catch (err) {
+      fail(err);
+      return false;
+    }
+  }
+  // questionCard is one waiting task: who asks, the question (or the call
+  // to approve and its arguments), and the form that answers it. Cards are
+  // kept while their question waits, so an answer being typed survives the
+  // stream's updates.
+  let cardSeq = 0;
+  function questionCard(q) {
+    const id = q.task_id;
+    const hid = `question-${++cardSeq}`;
+    const card = el("article", { class: "question", "data-task-id": id, "data-kind": q.tool ? "approval" : "question", "aria-labelledby": hid });
+    const title = q.tool ? `Subagent ${q.agent_path} wants to call ${q.tool}` : `Subagent ${q.agent_path} asks`;
+    card.append(el("h3", { id: hid, text: title }));
+    const meta = el("p", { class: "meta" },
+      el("span", {}, "task ", el("a", { href: taskURL(id), text: short(id), title: id, "data-route": "task", class: "mono" })),
+      el("span", {}, "caller ", el("span", { class: "mono", text: q.caller })),
+      el("span", {}, "asked ", el("span", { "data-ago": q.since, text: ago(q.since) })));
+    if (q.deadline) meta.append(el("span", {}, "fails in ", el("span", { "data-deadline": q.deadline, text: deadlineLeft(q.deadline) })));
+    card.append(meta, el("pre", { class: "text", text: q.text }));
+    if (q.tool) {
+      let args = "";
+      try { args = JSON.stringify(q.arguments, null, 2); } catch (_) { args = String(q.arguments); }
+      card.append(el("p", { class: "sub", text: "arguments" }), el("pre", { class: "text mono", text: args || "(none)" }));
+      const reason = el("input", { type: "text", maxLength: 4096, placeholder: "why not (the model sees it)", "aria-label": `Reason to deny ${q.tool} for task ${id}` });
+      const approve = el("button", { type: "button", text: "Approve", "data-action": "approve" });
+      const deny = el("button", { type: "button", text: "Deny", class: "danger", "data-action": "deny" });
+      approve.addEventListener("click", () => act(`Approve ${q.tool}?`,
+        `Subagent ${q.agent_path} of task ${id} runs ${q.tool} with the arguments shown, on its caller's behalf.`, "Approve",
+        "a2a.Answer", { taskId: id, answer: "yes" }, (r) => `Approved: task ${short(id)} is ${r.state} again.`));
+      deny.addEventListener("click", () => {
+        const why = reason.value.trim();
+        act(`Deny ${q.tool}?`, `The call is not run; the model of ${q.agent_path} is told it was not approved${why ? `: ${why}` : ""}.`, "Deny",
+          "a2a.Answer", { taskId: id, answer: why ? `no: ${why}` : "no" }, (r) => `Denied: task ${short(id)} is ${r.state} again.`);
+      });
+      const decide = el("form", { class: "decide", "aria-label": `Decide ${q.tool} for task ${id}` }, approve, reason, deny);
+      decide.addEventListener("submit", (e) => e.preventDefault()); // Enter in the reason decides nothing
+      card.append(decide);
+      return card;
+    }
+    const input = el("textarea", { rows: 2, maxLength: 65536, required: true, name: "answer", "aria-label": `Answer to task ${id}` });
+    const send = el("button", { type: "submit", text: "Answer", "data-action": "answer" });
+    const form = el("form", { class: "answer", "aria-label": `Answer task ${id}` });
+    if (q.choices && q.choices.length) {
+      const choices = el("p", { class: "choices" }, el("span", { class: "sub", text: "choices " }));
+      for (const c of q.choices) {
+        const b = el("button", { type: "button", text: c, "data-action": "choice" });
+        b.addEventListener("click", () => { input.value = c; input.focus(); });
+        choices.append(b, " ");
+      }
+      card.append(choices);
+    }
+    form.append(input, send);
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const text = input.value;
+      if (!text.trim()) { fail("The answer has no text."); return; }
+      send.disabled = true;
+      if (await answerTask(id, text, "Answered")) input.value = "";
+      send.disabled = !live;
+    });
+    card.append(form);
+    return card;
+  }
+  function renderQuestions(qs) {
+    const box = $("questions");
+    const cards = box.cards_ || (box.cards_ = new Map());
+    const seen = new Set();
+    qs.forEach((q, i) => {
+      // A task asks one question at a time; its next one is another card.
+      const key = `${q.task_id} ${q.since}`;
+      seen.add(key);
+      let card = cards.get(key);
+      if (!card) {
+        card = questionCard(q);
+        cards.set(key, card);
+      }
+      if (box.children[i] !== card) box.insertBefore(card, box.children[i] || null);
+    });
+    for (const [k, card] of cards) {
+      if (seen.has(k)) continue;
+      if (card.contains(document.activeElement)) $("waiting-h").focus();
+      card.remove();
+      cards.delete(k);
+    }
+    $("waiting-empty").hidden = qs.length > 0;
+  }
+
   // ---- the whole page ----
   function render(s) {
     snap = s;
@@ -356,6 +471,8 @@
     $("act-drain").disabled = !!s.draining;
     for (const id of ["act-pause", "act-resume", "act-lameduck", "act-ready", "act-cancel-all"]) $(id).disabled = false;
 
+    noteWaiting(s.questions || []);
+    renderQuestions(s.questions || []);
     renderRows($("trees").tBodies[0], nodes, (n) => n.task_id, nodeRow, fillNode);
     $("trees").hidden = nodes.length === 0;
     $("trees-empty").hidden = nodes.length > 0;
@@ -389,9 +506,10 @@
   // what it shows may be stale, so it acts on nothing.
   function liveChanged() {
     document.body.classList.toggle("stale", !live);
-    for (const b of document.querySelectorAll(".actions button, #trees button[data-action=cancel], #breakers button")) {
+    for (const b of document.querySelectorAll(".actions button, #trees button[data-action=cancel], #breakers button, #questions button")) {
       if (!live) b.disabled = true;
     }
+    if (live) for (const b of document.querySelectorAll("#questions button")) b.disabled = false;
     if (live && snap) {
       $("act-drain").disabled = !!snap.draining;
       for (const id of ["act-pause", "act-resume", "act-lameduck", "act-ready", "act-cancel-all"]) $(id).disabled = false;
@@ -527,13 +645,14 @@
       try { id = decodeURIComponent(location.pathname.slice(TASKS.length)); } catch (_) { id = ""; }
     } else if (location.hash === "#history") v = "history";
     else if (location.hash === "#audit") v = "audit";
-    for (const name of ["live", "history", "task", "audit"]) $(`view-${name}`).hidden = name !== v;
+    else if (location.hash === "#waiting") v = "waiting";
+    for (const name of ["live", "waiting", "history", "task", "audit"]) $(`view-${name}`).hidden = name !== v;
     for (const a of document.querySelectorAll(".views a")) {
       if (a.dataset.route === v) a.setAttribute("aria-current", "page");
       else a.removeAttribute("aria-current");
     }
     view = v;
-    document.title = { live: "agentd console", history: "Task history · agentd", audit: "Audit · agentd", task: `Task ${id} · agentd` }[v];
+    document.title = { live: "agentd console", history: "Task history · agentd", audit: "Audit · agentd", waiting: "Waiting · agentd", task: `Task ${id} · agentd` }[v];
     if (v === "history") loadHistory(false);
     if (v === "audit") loadAudit(false);
     if (v === "task") openTask(id);
@@ -628,6 +747,7 @@
       if (t.parent_task) idCell.append(el("span", { class: "sub" }, "parent ", el("a", { href: taskURL(t.parent_task), text: short(t.parent_task), title: t.parent_task, "data-route": "task" })));
       const st = el("td", {}, statusBadge(t));
       if (t.cause) st.append(el("span", { class: "sub", text: t.cause }));
+      if (t.state === "input-required") st.append(el("a", { href: "/ui/#waiting", "data-route": "waiting", class: "sub waiting", text: "waiting for an answer: answer it" }));
       const tok = (t.usage.tokens_in || 0) + (t.usage.tokens_out || 0);
       return el("tr", { "data-task-id": t.id, "data-state": t.state },
         idCell,
