@@ -8,7 +8,7 @@ import (
 // QuestionsParams filters a2a.Questions: TaskID, when set, lists only that
 // task's question.
 type QuestionsParams struct {
-	TaskID string `json:"taskId,omitempty"`
+	TaskID string `json:"task_id,omitempty"`
 }
 
 // QuestionsResult lists the questions tasks wait on (input-required), the
@@ -47,7 +47,7 @@ type PendingQuestion struct {
 // case) runs the call; anything else refuses it, and the model sees the
 // answer.
 type AnswerParams struct {
-	TaskID string `json:"taskId"`
+	TaskID string `json:"task_id"`
 	Answer string `json:"answer"`
 }
 

@@ -38,7 +38,7 @@ func auditTarget(method string, params json.RawMessage) string {
 	var p struct {
 		Handle string `json:"handle"`
 		Key    string `json:"key"`
-		TaskID string `json:"taskId"`
+		TaskID string `json:"task_id"`
 	}
 	_ = json.Unmarshal(params, &p) // the method refuses params it cannot decode
 	switch method {

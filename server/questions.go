@@ -66,7 +66,7 @@ func (o *Operator) answer(ctx context.Context, raw json.RawMessage) (any, error)
 		return nil, err
 	}
 	if p.TaskID == "" {
-		return nil, invalidParams(errors.New("taskId is required: a waiting task's id, as a2a.Questions lists them"))
+		return nil, invalidParams(errors.New("task_id is required: a waiting task's id, as a2a.Questions lists them"))
 	}
 	if o.Tasks == nil {
 		return nil, errNoTasks

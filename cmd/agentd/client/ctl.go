@@ -158,7 +158,7 @@ var ctlMethods = map[string]ctlMethod{
 				if *task == "" {
 					return nil
 				}
-				return map[string]any{"taskId": *task}
+				return map[string]any{"task_id": *task}
 			}
 		},
 		result: func() any { return &api.QuestionsResult{} },
@@ -172,7 +172,7 @@ var ctlMethods = map[string]ctlMethod{
 			if len(ops) < 2 {
 				return nil, cli.UsageError("ctl a2a.Answer needs the TASK and the answer's TEXT (got %d arguments)", len(ops))
 			}
-			return map[string]any{"taskId": ops[0], "answer": strings.Join(ops[1:], " ")}, nil
+			return map[string]any{"task_id": ops[0], "answer": strings.Join(ops[1:], " ")}, nil
 		},
 	},
 }
@@ -190,7 +190,7 @@ var ctlAliases = map[string]ctlMethod{
 			if len(ops) != 1 {
 				return nil, cli.UsageError("ctl approve needs the TASK alone (got %d arguments)", len(ops))
 			}
-			return map[string]any{"taskId": ops[0], "answer": "yes"}, nil
+			return map[string]any{"task_id": ops[0], "answer": "yes"}, nil
 		},
 	},
 	"deny": {
@@ -206,7 +206,7 @@ var ctlAliases = map[string]ctlMethod{
 			if reason := strings.TrimSpace(strings.Join(ops[1:], " ")); reason != "" {
 				answer += ": " + reason
 			}
-			return map[string]any{"taskId": ops[0], "answer": answer}, nil
+			return map[string]any{"task_id": ops[0], "answer": answer}, nil
 		},
 	},
 }

@@ -18,13 +18,13 @@ func TestCtlAnswerOperands(t *testing.T) {
 		method string
 		params string
 	}{
-		{[]string{"answer", "T1", "two", "words"}, api.OpAnswer, "map[answer:two words taskId:T1]"},
-		{[]string{"a2a.Answer", "T1", "-5"}, api.OpAnswer, "map[answer:-5 taskId:T1]"},
-		{[]string{"approve", "T1"}, api.OpAnswer, "map[answer:yes taskId:T1]"},
-		{[]string{"Deny", "T1"}, api.OpAnswer, "map[answer:no taskId:T1]"},
-		{[]string{"deny", "T1", "not", "today"}, api.OpAnswer, "map[answer:no: not today taskId:T1]"},
+		{[]string{"answer", "T1", "two", "words"}, api.OpAnswer, "map[answer:two words task_id:T1]"},
+		{[]string{"a2a.Answer", "T1", "-5"}, api.OpAnswer, "map[answer:-5 task_id:T1]"},
+		{[]string{"approve", "T1"}, api.OpAnswer, "map[answer:yes task_id:T1]"},
+		{[]string{"Deny", "T1"}, api.OpAnswer, "map[answer:no task_id:T1]"},
+		{[]string{"deny", "T1", "not", "today"}, api.OpAnswer, "map[answer:no: not today task_id:T1]"},
 		{[]string{"questions"}, api.OpQuestions, "map[]"},
-		{[]string{"questions", "--task", "T1"}, api.OpQuestions, "map[taskId:T1]"},
+		{[]string{"questions", "--task", "T1"}, api.OpQuestions, "map[task_id:T1]"},
 	} {
 		args := append(append([]string{c.args[0]}, to...), c.args[1:]...)
 		if c.args[0] == "questions" {

@@ -93,14 +93,14 @@ func TestConsoleShowsAndAnswersQuestions(t *testing.T) {
 	if page := get("/ui/"); !strings.Contains(page, `id="view-waiting"`) || !strings.Contains(page, `href="/ui/#waiting"`) {
 		t.Fatal("the page has no waiting view")
 	}
-	if js := get("/ui/console.js"); !strings.Contains(js, `rpc("a2a.Answer"`) || !strings.Contains(js, `"a2a.Answer", { taskId: id, answer: "yes" }`) {
+	if js := get("/ui/console.js"); !strings.Contains(js, `rpc("a2a.Answer"`) || !strings.Contains(js, `"a2a.Answer", { task_id: id, answer: "yes" }`) {
 		t.Fatal("the page's script does not answer through a2a.Answer")
 	}
 
 	answer := func(hdr map[string]string, text string) rpcResult {
 		t.Helper()
 		hdr["Authorization"] = "Bearer " + opToken
-		r, err := callRPC(t, http.DefaultClient, s.url, api.OpAnswer, map[string]any{"taskId": task.ID, "answer": text}, hdr)
+		r, err := callRPC(t, http.DefaultClient, s.url, api.OpAnswer, map[string]any{"task_id": task.ID, "answer": text}, hdr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -112,10 +112,10 @@ func TestOperatorAnswersAQuestion(t *testing.T) {
 		strings.Join(q.Choices, ",") != "red,blue" || q.Tool != "" || q.Caller != "token:flood" || q.Since.IsZero() || q.Deadline != nil {
 		t.Fatalf("question = %+v", q)
 	}
-	if qs := questions(t, s, map[string]any{"taskId": string(id)}); len(qs) != 1 {
+	if qs := questions(t, s, map[string]any{"task_id": string(id)}); len(qs) != 1 {
 		t.Fatalf("questions of the task = %+v", qs)
 	}
-	if qs := questions(t, s, map[string]any{"taskId": "no-such-task"}); len(qs) != 0 {
+	if qs := questions(t, s, map[string]any{"task_id": "no-such-task"}); len(qs) != 0 {
 		t.Fatalf("questions of an unknown task = %+v", qs)
 	}
 
@@ -131,16 +131,16 @@ func TestOperatorAnswersAQuestion(t *testing.T) {
 		says   string
 	}{
 		{floodToken, api.OpQuestions, nil, -32601, ""},
-		{floodToken, api.OpAnswer, map[string]any{"taskId": id, "answer": "red"}, -32601, ""},
-		{opToken, api.OpAnswer, map[string]any{"taskId": id, "answer": ""}, -32602, "no text"},
-		{opToken, api.OpAnswer, map[string]any{"taskId": id, "answer": strings.Repeat("r", api.MaxAnswer+1)}, -32602, "over the limit"},
-		{opToken, api.OpAnswer, map[string]any{"answer": "red"}, -32602, "taskId is required"},
-		{opToken, api.OpAnswer, map[string]any{"taskId": id, "answer": "red", "bogus": 1}, -32602, "bogus"},
-		{opToken, api.OpAnswer, map[string]any{"taskId": "no-such-task", "answer": "red"}, -32001, ""},
+		{floodToken, api.OpAnswer, map[string]any{"task_id": id, "answer": "red"}, -32601, ""},
+		{opToken, api.OpAnswer, map[string]any{"task_id": id, "answer": ""}, -32602, "no text"},
+		{opToken, api.OpAnswer, map[string]any{"task_id": id, "answer": strings.Repeat("r", api.MaxAnswer+1)}, -32602, "over the limit"},
+		{opToken, api.OpAnswer, map[string]any{"answer": "red"}, -32602, "task_id is required"},
+		{opToken, api.OpAnswer, map[string]any{"task_id": id, "answer": "red", "bogus": 1}, -32602, "bogus"},
+		{opToken, api.OpAnswer, map[string]any{"task_id": "no-such-task", "answer": "red"}, -32001, ""},
 	} {
 		e := rpcAs(t, s.service, bad.token, bad.method, bad.params, nil)
 		if e == nil || e.Code != bad.code || !strings.Contains(e.Message+string(e.Data), bad.says) {
-			t.Errorf("%s %v: %+v, want %d %q", bad.method, bad.params["taskId"], e, bad.code, bad.says)
+			t.Errorf("%s %v: %+v, want %d %q", bad.method, bad.params["task_id"], e, bad.code, bad.says)
 		}
 	}
 	var after wireTask
@@ -150,7 +150,7 @@ func TestOperatorAnswersAQuestion(t *testing.T) {
 	}
 
 	var ans api.AnswerResult
-	s.call(opToken, api.OpAnswer, map[string]any{"taskId": id, "answer": "blue"}, &ans)
+	s.call(opToken, api.OpAnswer, map[string]any{"task_id": id, "answer": "blue"}, &ans)
 	if ans.TaskID != string(id) || ans.State != "working" || ans.AnsweredBy != "token:admin" {
 		t.Fatalf("a2a.Answer = %+v, want the task working, answered by token:admin", ans)
 	}
@@ -175,7 +175,7 @@ func TestOperatorAnswersAQuestion(t *testing.T) {
 	if answer.Role != a2a.MessageRoleUser || answer.Parts[0].(a2a.TextPart).Text != "blue" || answer.Metadata[api.MetaAnsweredBy] != "token:admin" {
 		t.Fatalf("the history's last message %+v, want the answer naming token:admin", answer)
 	}
-	if e := rpcAs(t, s.service, opToken, api.OpAnswer, map[string]any{"taskId": id, "answer": "red"}, nil); e == nil || e.Code != -32602 || !strings.Contains(e.Message+string(e.Data), "not waiting") {
+	if e := rpcAs(t, s.service, opToken, api.OpAnswer, map[string]any{"task_id": id, "answer": "red"}, nil); e == nil || e.Code != -32602 || !strings.Contains(e.Message+string(e.Data), "not waiting") {
 		t.Fatalf("an answer to the finished task: %+v, want -32602 not waiting", e)
 	}
 	if qs := questions(t, s, nil); len(qs) != 0 {

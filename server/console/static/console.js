@@ -356,7 +356,7 @@
   }
   async function answerTask(id, text, done) {
     try {
-      const r = await rpc("a2a.Answer", { taskId: id, answer: text });
+      const r = await rpc("a2a.Answer", { task_id: id, answer: text });
       info(`${done}: task ${short(id)} is ${r.state} again (answered by ${r.answered_by}).`);
       return true;
     } catch (err) {
@@ -390,11 +390,11 @@
       const deny = el("button", { type: "button", text: "Deny", class: "danger", "data-action": "deny" });
       approve.addEventListener("click", () => act(`Approve ${q.tool}?`,
         `Subagent ${q.agent_path} of task ${id} runs ${q.tool} with the arguments shown, on its caller's behalf.`, "Approve",
-        "a2a.Answer", { taskId: id, answer: "yes" }, (r) => `Approved: task ${short(id)} is ${r.state} again.`));
+        "a2a.Answer", { task_id: id, answer: "yes" }, (r) => `Approved: task ${short(id)} is ${r.state} again.`));
       deny.addEventListener("click", () => {
         const why = reason.value.trim();
         act(`Deny ${q.tool}?`, `The call is not run; the model of ${q.agent_path} is told it was not approved${why ? `: ${why}` : ""}.`, "Deny",
-          "a2a.Answer", { taskId: id, answer: why ? `no: ${why}` : "no" }, (r) => `Denied: task ${short(id)} is ${r.state} again.`);
+          "a2a.Answer", { task_id: id, answer: why ? `no: ${why}` : "no" }, (r) => `Denied: task ${short(id)} is ${r.state} again.`);
       });
       const decide = el("form", { class: "decide", "aria-label": `Decide ${q.tool} for task ${id}` }, approve, reason, deny);
       decide.addEventListener("submit", (e) => e.preventDefault()); // Enter in the reason decides nothing
