@@ -243,3 +243,10 @@ func clipText(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
+
+// restart makes the next draw start afresh below whatever was printed since
+// the last one (a question): on a terminal the rows are drawn again, not
+// over it.
+func (p *progress) restart() {
+	p.drawn, p.view = 0, ""
+}
