@@ -3,10 +3,17 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,4 +190,109 @@ func TestSendApproval(t *testing.T) {
 		!strings.Contains(out, `subagent.exec was not run: the person asked did not approve it (answered "no")`) || strings.Contains(out, "gated-hello\\n") {
 		t.Fatalf("denied: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
+}
+
+// The third-party OpenAI-compatible mock model (mock-llm) asks through a
+// real subagent_ask tool call at the root; `agentd send --answer blue`
+// answers it, and the mock's next request carries the answer as the tool
+// result of that call (recorded between agentd and the mock); the
+// distillate is built from it.
+func TestSendAnswersTheMockLLM(t *testing.T) {
+	t.Parallel()
+	rec := &chatRecorder{}
+	url := rec.start(t, unstreamed(t, startMockLLM(t, `rules:
+  - path: "/v1/chat/completions"
+    match: "contains(body.tools[*].function.name, 'subagent_ask')"
+    response:
+      status: 200
+      content: |
+        {"id": "chatcmpl-1", "object": "chat.completion", "model": "mock", "created": 1,
+         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "",
+           "tool_calls": [{"id": "call_ask_1", "type": "function", "function": {"name": "subagent_ask",
+             "arguments": "{\"question\": \"Which color?\", \"choices\": [\"red\", \"blue\"]}"}}]}}]}
+  - path: "/v1/chat/completions"
+    match: "body.messages[-1].role == 'tool'"
+    response:
+      status: 200
+      content: |
+        {"id": "chatcmpl-2", "object": "chat.completion", "model": "mock", "created": 1,
+         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "the person chose {{jmes request body.messages[-1].content}}"}}]}
+`)))
+	s := startService(t, "--intelligence", url, "--model", "mock")
+	out, errOut, code := runSend(t, s.url, "--answer", "blue", "pick a color")
+	if code != 0 || !strings.Contains(out, ": completed") || !strings.Contains(out, "the person chose blue") {
+		t.Fatalf("send: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, ": input-required (Which color?)\n  asked by: subagent 0\n  choices: red, blue\nanswer (--answer): blue\n") {
+		t.Errorf("stderr:\n%s", errOut)
+	}
+	bodies := rec.bodies()
+	if len(bodies) != 2 {
+		t.Fatalf("the mock got %d requests, want 2", len(bodies))
+	}
+	var next struct {
+		Messages []struct {
+			Role       string `json:"role"`
+			Content    any    `json:"content"`
+			ToolCallID string `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(bodies[1], &next); err != nil {
+		t.Fatal(err)
+	}
+	n := len(next.Messages)
+	if n < 2 {
+		t.Fatalf("the second request: %s", bodies[1])
+	}
+	call, result := next.Messages[n-2], next.Messages[n-1]
+	if call.Role != "assistant" || len(call.ToolCalls) != 1 || call.ToolCalls[0].ID != "call_ask_1" || call.ToolCalls[0].Function.Name != "subagent_ask" ||
+		result.Role != "tool" || result.ToolCallID != "call_ask_1" || result.Content != "blue" {
+		t.Fatalf("the second request does not end with subagent_ask's call and the answer as its result: %s", bodies[1])
+	}
+}
+
+// chatRecorder is a proxy that records each request body on its way to a
+// Chat Completions endpoint.
+type chatRecorder struct {
+	mu  sync.Mutex
+	got [][]byte
+}
+
+// start serves the recorder in front of target (…/v1) and returns its URL.
+func (r *chatRecorder) start(t *testing.T, target string) string {
+	t.Helper()
+	u, err := neturl.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(&neturl.URL{Scheme: u.Scheme, Host: u.Host})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if strings.HasSuffix(req.URL.Path, "/chat/completions") {
+			r.mu.Lock()
+			r.got = append(r.got, b)
+			r.mu.Unlock()
+		}
+		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		rp.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + u.Path
+}
+
+// bodies returns the request bodies recorded, in order.
+func (r *chatRecorder) bodies() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]byte(nil), r.got...)
 }
