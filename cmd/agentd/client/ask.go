@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
@@ -67,23 +69,36 @@ func questionOf(id a2a.TaskID, contextID string, st a2a.TaskStatus) *question {
 }
 
 // write shows q: a first line as send's last one ("task ID: STATE (TEXT)"),
-// then one line for each of agentd's details present.
+// then one line for each of agentd's details present. What the server sent
+// is shown harmless: a control character other than a line break or a tab
+// (a terminal's escape) is U+FFFD.
 func (q *question) write(w io.Writer) {
 	text := q.text
 	if text == "" {
 		text = "no message"
 	}
-	fmt.Fprintf(w, "task %s: %s (%s)\n", q.task, q.state, text)
+	fmt.Fprintf(w, "task %s: %s (%s)\n", harmless(string(q.task)), q.state, harmless(text))
 	if q.path != "" {
-		fmt.Fprintf(w, "  asked by: subagent %s\n", q.path)
+		fmt.Fprintf(w, "  asked by: subagent %s\n", harmless(q.path))
 	}
 	if q.tool != "" {
-		fmt.Fprintf(w, "  tool: %s\n", q.tool)
-		fmt.Fprintf(w, "  arguments: %s\n", q.arguments)
+		fmt.Fprintf(w, "  tool: %s\n", harmless(q.tool))
+		fmt.Fprintf(w, "  arguments: %s\n", harmless(q.arguments))
 	}
 	if len(q.choices) > 0 {
-		fmt.Fprintf(w, "  choices: %s\n", strings.Join(q.choices, ", "))
+		fmt.Fprintf(w, "  choices: %s\n", harmless(strings.Join(q.choices, ", ")))
 	}
+}
+
+// harmless replaces each control character of s but a line break or a tab
+// with U+FFFD.
+func harmless(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return utf8.RuneError
+		}
+		return r
+	}, s)
 }
 
 // answerMessage is the message that answers q with text.

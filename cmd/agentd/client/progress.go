@@ -37,6 +37,10 @@ type progress struct {
 	contextID string
 	w         io.Writer
 	tty       bool
+	// rootText is the root's objective as send sent it: the list's one
+	// history message of a task is its latest, which for a root that asked
+	// is the caller's answer. Empty: what the list shows.
+	rootText string
 
 	tasks map[string]*progressTask // by task id
 	after string                   // statusTimestampAfter of the next list
@@ -148,6 +152,9 @@ func (p *progress) saw(t *a2av1.Task) {
 				}
 			}
 			pt.objective = strings.Join(strings.Fields(strings.Join(text, " ")), " ")
+		}
+		if pt.root && p.rootText != "" {
+			pt.objective = strings.Join(strings.Fields(p.rootText), " ")
 		}
 	}
 	pt.state = a2av1.StateTo(t.Status.State)

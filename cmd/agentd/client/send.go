@@ -137,6 +137,9 @@ func send(ctx context.Context, c *sendConfig, lines *bufio.Reader, stdout, stder
 			msg.Message.ContextID = a2a.NewContextID()
 		}
 		prog := &progress{hc: hc, url: to, contextID: msg.Message.ContextID, w: stderr, tty: redrawProgress(c.Stream, stdout, stderr)}
+		if c.Task == "" {
+			prog.rootText = c.Text
+		}
 		var stop context.CancelFunc
 		var following chan struct{}
 		start := func() {
