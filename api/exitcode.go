@@ -18,6 +18,9 @@ const (
 	ExitBudget                  = 7   // exhausted_tokens, or the tree-token ceiling
 	ExitDeadline                = 124 // the deadline passed
 	ExitUncleanDrain            = 143 // a process would not reap inside the drain budget
+	// ExitInputRequired is `agentd send`'s when the task waits for an answer
+	// and none can be given: no --answer left and stdin not a terminal.
+	ExitInputRequired = 8
 )
 
 // ExitCodes is the exit-code table in order, for help output and docs.
@@ -33,6 +36,7 @@ var ExitCodes = []struct {
 	{ExitRefused, "refused"},
 	{ExitMCPUnavailable, "a required MCP server is down"},
 	{ExitBudget, "budget: exhausted_tokens or the tree-token ceiling"},
+	{ExitInputRequired, "send: the task waits for an answer (input-required or auth-required) and none was given"},
 	{ExitDeadline, "deadline"},
 	{ExitUncleanDrain, "unclean drain: a process would not reap in time"},
 }

@@ -37,6 +37,10 @@ type progress struct {
 	contextID string
 	w         io.Writer
 	tty       bool
+	// rootText is the root's objective as send sent it: the list's one
+	// history message of a task is its latest, which for a root that asked
+	// is the caller's answer. Empty: what the list shows.
+	rootText string
 
 	tasks map[string]*progressTask // by task id
 	after string                   // statusTimestampAfter of the next list
@@ -149,6 +153,9 @@ func (p *progress) saw(t *a2av1.Task) {
 			}
 			pt.objective = strings.Join(strings.Fields(strings.Join(text, " ")), " ")
 		}
+		if pt.root && p.rootText != "" {
+			pt.objective = strings.Join(strings.Fields(p.rootText), " ")
+		}
 	}
 	pt.state = a2av1.StateTo(t.Status.State)
 	pt.status, _ = t.Metadata[api.MetaStatus].(string)
@@ -242,4 +249,11 @@ func clipText(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// restart makes the next draw start afresh below whatever was printed since
+// the last one (a question): on a terminal the rows are drawn again, not
+// over it.
+func (p *progress) restart() {
+	p.drawn, p.view = 0, ""
 }
