@@ -176,7 +176,13 @@ func TestApprovalGateMCPTool(t *testing.T) {
 	if got := rec.toolCalls(); len(got) != 1 {
 		t.Fatalf("the MCP server got the calls %v after the denial, want the approved one alone", got)
 	}
-	seen := observed(s, "0", "everything/echo")
+	// The child's log lines reach the service's log on their own path, after
+	// its result: wait for both.
+	var seen []map[string]any
+	testkit.WaitFor(t, 10*time.Second, "the model's view of both calls logged", func() bool {
+		seen = observed(s, "0", "everything/echo")
+		return len(seen) >= 2
+	})
 	if len(seen) != 2 || seen[1]["is_error"] != true || !strings.Contains(str(seen[1], "text"), denial) {
 		t.Fatalf("what the model saw of everything/echo: %v, want the result, then the denial as an error", seen)
 	}
@@ -292,7 +298,11 @@ func TestApprovalGatePeer(t *testing.T) {
 	if n := taskCount(t, b); n != 1 {
 		t.Fatalf("B holds %d tasks after the denial, want still 1", n)
 	}
-	seen := observed(a, "0", api.ToolSpawn)
+	var seen []map[string]any
+	testkit.WaitFor(t, 10*time.Second, "A's root's view of both spawns logged", func() bool {
+		seen = observed(a, "0", api.ToolSpawn)
+		return len(seen) >= 2
+	})
 	if len(seen) != 2 || seen[1]["is_error"] != true {
 		t.Fatalf("what A's root saw of its spawns: %v, want the result, then the denial as an error", seen)
 	}
