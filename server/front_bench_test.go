@@ -36,7 +36,9 @@ import (
 // a2agrpc's, and the generated stub: the task's state checked). Client and
 // server share the process, so ns/op and allocs/op are both sides' cost
 // (-cpuprofile tells them apart); cpu-ns/op is the process's CPU time a
-// call, which the machine's other load moves less than ns/op; srv-reads/op
+// call, which the machine's other load moves less than ns/op, and ctxsw/op
+// its threads' context switches (each a thread that slept and was woken, or
+// was preempted: the hand-offs between goroutines that cross threads); srv-reads/op
 // and srv-writes/op count the server connection's reads and writes (a
 // client's PING and its ack are one of each).
 //
@@ -164,22 +166,28 @@ func (c *countingConn) Write(p []byte) (int, error) {
 // function it returns reports them per call.
 func (l *countingListener) report(b *testing.B) func() {
 	b.ReportAllocs()
-	cpu, r, w := cpuTime(), l.reads.Load(), l.writes.Load()
+	cpu, sw := cpuTime()
+	r, w := l.reads.Load(), l.writes.Load()
 	return func() {
 		if b.N == 0 {
 			return
 		}
 		n := float64(b.N)
-		b.ReportMetric(float64(cpuTime()-cpu)/n, "cpu-ns/op")
+		cpu2, sw2 := cpuTime()
+		b.ReportMetric(float64(cpu2-cpu)/n, "cpu-ns/op")
+		b.ReportMetric(float64(sw2-sw)/n, "ctxsw/op")
 		b.ReportMetric(float64(l.reads.Load()-r)/n, "srv-reads/op")
 		b.ReportMetric(float64(l.writes.Load()-w)/n, "srv-writes/op")
 	}
 }
 
-func cpuTime() time.Duration {
+// cpuTime is the process's CPU time (user and system) and its threads'
+// context switches (voluntary: a thread that blocked; involuntary: one the
+// kernel preempted) so far.
+func cpuTime() (time.Duration, int64) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw + ru.Nivcsw
 }
