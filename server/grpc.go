@@ -75,16 +75,16 @@ func isGRPC(r *http.Request) bool {
 // With front set (the server of Split's gRPC connections), its interceptors
 // admit each call first, as grpcHTTP does over net/http.
 func newGRPC(h a2asrv.RequestHandler, maxMessage int, front *grpcGate, opts ...grpc.ServerOption) *grpc.Server {
-	unary := []grpc.UnaryServerInterceptor{grpcUnary}
+	unary := grpc.UnaryServerInterceptor(grpcUnary)
 	stream := []grpc.StreamServerInterceptor{grpcStream}
 	if front != nil {
-		unary = append([]grpc.UnaryServerInterceptor{front.unary}, unary...)
+		unary = front.unary // which calls grpcUnary itself: no chain a call
 		stream = append([]grpc.StreamServerInterceptor{front.stream}, stream...)
 	}
 	s := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(BodyLimit(maxMessage))),
 		grpc.ForceServerCodecV2(lenientCodec{encoding.GetCodecV2(protoCodecName)}),
-		grpc.ChainUnaryInterceptor(unary...),
+		grpc.UnaryInterceptor(unary),
 		grpc.ChainStreamInterceptor(stream...),
 	}, opts...)...)
 	a2apb.RegisterA2AServiceServer(s, &grpcService{h: h, maxMessage: maxMessage})
@@ -98,8 +98,8 @@ type grpcCodeKey struct{}
 // grpcVersion checks the a2a-version metadata: absent or 1.0 (a patch number
 // ignored) is served; any other version is VersionNotSupported.
 func grpcVersion(ctx context.Context) (context.Context, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if vs := md.Get(strings.ToLower(VersionHeader)); len(vs) > 0 {
+	// Only the one key: FromIncomingContext would copy every key and value.
+	if vs := metadata.ValueFromIncomingContext(ctx, strings.ToLower(VersionHeader)); len(vs) > 0 {
 		h := http.Header{}
 		h.Set(VersionHeader, vs[0])
 		v, err := requestVersion(h)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -439,5 +440,26 @@ func TestGRPCDeadline(t *testing.T) {
 	}
 	if !testkit.Poll(5*time.Second, func() bool { return engine.InFlight() == 0 }) {
 		t.Fatalf("%d tasks live after the cancel", engine.InFlight())
+	}
+}
+
+// TestGRPCVersionAllocs: checking a call's a2a-version reads that one key;
+// its cost does not grow with the rest of the call's metadata (it copied
+// every key and value before).
+func TestGRPCVersionAllocs(t *testing.T) {
+	allocs := func(n int) float64 {
+		md := metadata.Pairs("a2a-version", "1.0")
+		for i := range n {
+			md.Append(fmt.Sprintf("x-key-%d", i), "value")
+		}
+		ctx := metadata.NewIncomingContext(context.Background(), md)
+		return testing.AllocsPerRun(100, func() {
+			if _, err := grpcVersion(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if few, many := allocs(0), allocs(16); many > few {
+		t.Fatalf("grpcVersion: %v allocations with 16 more metadata keys, %v without: want no more", many, few)
 	}
 }

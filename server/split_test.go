@@ -6,16 +6,21 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -446,5 +451,48 @@ func TestAckFilter(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("reads of %d: got %v, want %v", size, got, want)
 		}
+	}
+}
+
+// goroutineHandler records the goroutine each send runs on.
+type goroutineHandler struct {
+	a2asrv.RequestHandler
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+func (h *goroutineHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")
+	h.mu.Lock()
+	h.ids[id]++
+	h.mu.Unlock()
+	return h.RequestHandler.OnSendMessage(ctx, p)
+}
+
+// TestSplitUnaryOnWorkers: the split's gRPC server runs one call after
+// another on long-lived goroutines (grpc's stream workers), not each on a
+// new goroutine, whose stack grows by copying through the call.
+func TestSplitUnaryOnWorkers(t *testing.T) {
+	cfg := engineConfig()
+	h := &goroutineHandler{RequestHandler: cfg.Handler, ids: map[string]int{}}
+	cfg.Handler = h
+	addr, _, _ := splitFront(t, cfg, ConnLimits{}, nil)
+	g, err := a2agrpc.New(addr, a2agrpc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	const calls = 20
+	for i := range calls {
+		if _, err := g.SendMessage(context.Background(), hello(fmt.Sprintf("w%d", i))); err != nil {
+			t.Fatalf("SendMessage %d: %v", i, err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := len(h.ids); n > runtime.GOMAXPROCS(0)+2 {
+		t.Fatalf("%d sequential calls ran on %d goroutines, want at most %d (the workers)", calls, n, runtime.GOMAXPROCS(0)+2)
 	}
 }
