@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
+)
+
+// Issue 32.2: a peer's task that stops to ask (input-required,
+// auth-required) asks through the delegation: the question goes up as a
+// subagent's does, and the answer goes to the peer's task.
+
+// askingPeerScript is agentd B's: its root passes up the question of its
+// child (B's 0.1), which asks "Which color?", red or blue.
+const askingPeerScript = "[depth 0]\nspawn sync \"child\"\npass 1\nawait\nanswer \"B root: {results}\"\n" +
+	"[depth 1]\nask \"Which color?\" choices=red,blue\nanswer \"B child got {answer}\"\n"
+
+// askMeshBindings are the transports A calls B over in the asking tests.
+var askMeshBindings = []struct{ name, pin string }{
+	{"jsonrpc10", "version=1.0,binding=JSONRPC"},
+	{"httpjson", "binding=HTTP+JSON"},
+	{"grpc", "binding=GRPC"},
+}
+
+// questionAt checks that task stopped at state with the question text, the
+// asker's path and the choices (fmt.Sprint of them; "" for none).
+func questionAt(t *testing.T, task *a2a.Task, state a2a.TaskState, text, path, choices string) {
+	t.Helper()
+	if task.Status.State != state || task.Status.Message == nil {
+		t.Fatalf("task %s: %+v, want %s with the question", task.ID, task.Status, state)
+	}
+	m := task.Status.Message
+	if txt := m.Parts[0].(a2a.TextPart).Text; txt != text {
+		t.Fatalf("the question = %q, want %q", txt, text)
+	}
+	if got := m.Metadata[api.MetaAskPath]; got != path {
+		t.Fatalf("%s = %v, want %s", api.MetaAskPath, got, path)
+	}
+	got := ""
+	if c, ok := m.Metadata[api.MetaAskChoices]; ok {
+		got = fmt.Sprint(c)
+	}
+	if got != choices {
+		t.Fatalf("%s = %q, want %q", api.MetaAskChoices, got, choices)
+	}
+}
+
+// agentd A delegating to agentd B, whose subagent (B's 0.1) asks. A's model
+// spawns a child on B over each binding (JSON-RPC 1.0, HTTP+JSON, gRPC) and
+// passes each child's question up: A's caller (a blocking send) sees the task
+// input-required with B's question, its asker's path joined under A's child
+// (0.N.1), answers, sees the next, and the answers reach B's asker (each
+// child's result is B's, with the answer in it). A message routed to B over
+// each binding, blocking and streamed, does the same: A's task goes
+// input-required with B's question (path 0.1, B's own), and the answer, sent
+// to A's task, completes it.
+func TestMeshAskAcrossAgentd(t *testing.T) {
+	t.Parallel()
+	b := startService(t, "--intelligence", "builtin:script="+writeScript(t, askingPeerScript))
+	script := "[depth 0]\n"
+	args := []string{}
+	for i, mb := range askMeshBindings {
+		args = append(args, "--peer", "b-"+mb.name+"="+b.url+",timeout=10s,"+mb.pin)
+		script += fmt.Sprintf("spawn sync \"via %s\" provider=peer:b-%s\npass %d\nawait\n", mb.name, mb.name, i+1)
+	}
+	script += "answer \"A root: {results}\"\n"
+	a := startService(t, append(args, "--intelligence", "builtin:script="+writeScript(t, script))...)
+	c := a.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	t.Run("spawned", func(t *testing.T) {
+		res, err := c.SendMessage(ctx, textMessage("pick colors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := res.(*a2a.Task)
+		var want []string
+		for i, mb := range askMeshBindings {
+			questionAt(t, task, a2a.TaskStateInputRequired, "Which color?", fmt.Sprintf("0.%d.1", i+1), "[red blue]")
+			color := "color-" + mb.name
+			want = append(want, "B root: B child got "+color)
+			res, err = c.SendMessage(ctx, answerTo(task, color))
+			if err != nil {
+				t.Fatalf("the answer over %s: %v", mb.name, err)
+			}
+			task = res.(*a2a.Task)
+		}
+		if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "A root: "+strings.Join(want, "\n") {
+			t.Fatalf("after the answers: %s %q", task.Status.State, artifactText(task))
+		}
+	})
+
+	for _, mb := range askMeshBindings {
+		meta := map[string]any{"agentd/provider": "peer:b-" + mb.name}
+		t.Run("routed-blocking-"+mb.name, func(t *testing.T) {
+			p := textMessage("routed " + mb.name)
+			p.Message.Metadata = meta
+			res, err := c.SendMessage(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			task := res.(*a2a.Task)
+			questionAt(t, task, a2a.TaskStateInputRequired, "Which color?", "0.1", "[red blue]")
+			res, err = c.SendMessage(ctx, answerTo(task, "blue"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := res.(*a2a.Task)
+			if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != "B root: B child got blue" {
+				t.Fatalf("after the answer: %s %q (%+v)", done.Status.State, artifactText(done), done.Status.Message)
+			}
+		})
+		t.Run("routed-streaming-"+mb.name, func(t *testing.T) {
+			p := textMessage("streamed " + mb.name)
+			p.Message.Metadata = meta
+			var states []a2a.TaskState
+			var last *a2a.Task
+			for ev, err := range c.SendStreamingMessage(ctx, p) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch v := ev.(type) {
+				case *a2a.Task:
+					states, last = append(states, v.Status.State), v
+				case *a2a.TaskStatusUpdateEvent:
+					states = append(states, v.Status.State)
+					if v.Status.State != a2a.TaskStateInputRequired {
+						continue
+					}
+					asked := &a2a.Task{ID: v.TaskID, ContextID: v.ContextID, Status: v.Status}
+					questionAt(t, asked, a2a.TaskStateInputRequired, "Which color?", "0.1", "[red blue]")
+					res, err := c.SendMessage(ctx, nonBlocking(answerTo(asked, "red")))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := res.(*a2a.Task).Status.State; got != a2a.TaskStateWorking {
+						t.Fatalf("the answer's send: %s, want working", got)
+					}
+					last = asked
+				}
+			}
+			if len(states) < 3 || states[len(states)-1] != a2a.TaskStateCompleted || !slices.Contains(states, a2a.TaskStateInputRequired) {
+				t.Fatalf("states = %v, want input-required then completed", states)
+			}
+			got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: last.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if artifactText(got) != "B root: B child got red" {
+				t.Fatalf("the task's artifact: %q", artifactText(got))
+			}
+		})
+	}
+
+	// B's asker got each answer: its log says so at B's 0.1.
+	answered := testkit.WithMsg(testkit.JSONLines(b.logs.String()), "question answered")
+	if len(answered) == 0 {
+		t.Fatal("B logged no answered question")
+	}
+}
