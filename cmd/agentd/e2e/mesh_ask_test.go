@@ -167,3 +167,110 @@ func TestMeshAskAcrossAgentd(t *testing.T) {
 		t.Fatal("B logged no answered question")
 	}
 }
+
+// The JavaScript SDK 1.3.0's server as a peer that asks (peer-server.mjs):
+// a message routed to it that it stops at input-required makes A's task
+// input-required with its question and choices (the asker's path A's root:
+// the peer is no agentd); the answer completes it with the peer's artifact,
+// and the peer logs the answer. Its auth-required surfaces as auth-required
+// with its text, and the caller's next message completes it too. A child
+// spawned on it that asks is asking for A's root's model: the model passes
+// an input question up; it cannot answer an authentication request (the
+// error it sees says to pass it up), passes it up, and A's caller sees
+// auth-required. A question with no text gets one naming the peer. Over
+// JSON-RPC 1.0 and gRPC.
+func TestJavaScriptSDKServerAsks(t *testing.T) {
+	t.Parallel()
+	js, jsOut := startJSPeerWith(t, "--grpc")
+	a := startService(t, "--peer", "js="+js+",version=1.0,binding=JSONRPC", "--peer", "jsgrpc="+js+",binding=GRPC",
+		"--intelligence", "builtin:script="+writeScript(t, `[depth 0]
+spawn sync "ask me" provider=peer:jsgrpc
+pass 1
+await
+spawn sync "auth first" provider=peer:js
+reply 2 "my password"
+pass 2
+await
+answer "root saw: {results} | {transcript}"
+`))
+	c := a.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, peer := range []string{"js", "jsgrpc"} {
+		task := sendWithMeta(t, a, "ask about colors", map[string]any{"agentd/provider": "peer:" + peer})
+		questionAt(t, task, a2a.TaskStateInputRequired, "Which color?", "0", "[red blue]")
+		res, err := c.SendMessage(ctx, answerTo(task, "blue via "+peer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done := res.(*a2a.Task); done.Status.State != a2a.TaskStateCompleted || artifactText(done) != "answered: blue via "+peer {
+			t.Fatalf("%s: after the answer: %s %q %+v", peer, done.Status.State, artifactText(done), done.Status.Message)
+		}
+		testkit.WaitFor(t, 10*time.Second, "the peer's answer", func() bool { return strings.Contains(jsOut.String(), " blue via "+peer) })
+	}
+	if got := chosen(a, "jsgrpc"); got != "1.0/GRPC" {
+		t.Fatalf("agentd chose %q for peer jsgrpc, want 1.0/GRPC", got)
+	}
+
+	task := sendWithMeta(t, a, "auth needed", map[string]any{"agentd/provider": "peer:js"})
+	questionAt(t, task, a2a.TaskStateAuthRequired, "Sign in at the portal and send the code.", "0", "")
+	res, err := c.SendMessage(ctx, answerTo(task, "code 4711"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := res.(*a2a.Task); done.Status.State != a2a.TaskStateCompleted || artifactText(done) != "authenticated: code 4711" {
+		t.Fatalf("after the code: %s %q", done.Status.State, artifactText(done))
+	}
+
+	blank := sendWithMeta(t, a, "askblank", map[string]any{"agentd/provider": "peer:js"})
+	if blank.Status.State != a2a.TaskStateInputRequired || blank.Status.Message == nil ||
+		!strings.HasPrefix(blank.Status.Message.Parts[0].(a2a.TextPart).Text, "Peer js asks for input to go on") {
+		t.Fatalf("a question with no text: %s %+v", blank.Status.State, blank.Status.Message)
+	}
+	if _, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: blank.ID}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the peer's task cancelled", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
+
+	res, err = c.SendMessage(ctx, textMessage("spawn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task = res.(*a2a.Task)
+	questionAt(t, task, a2a.TaskStateInputRequired, "Which color?", "0.1", "[red blue]")
+	if res, err = c.SendMessage(ctx, answerTo(task, "red")); err != nil {
+		t.Fatal(err)
+	}
+	task = res.(*a2a.Task)
+	questionAt(t, task, a2a.TaskStateAuthRequired, "Sign in at the portal and send the code.", "0.2", "")
+	if res, err = c.SendMessage(ctx, answerTo(task, "code 99")); err != nil {
+		t.Fatal(err)
+	}
+	done := res.(*a2a.Task)
+	want := "root saw: answered: red\nauthenticated: code 99 | "
+	if done.Status.State != a2a.TaskStateCompleted || !strings.HasPrefix(artifactText(done), want) ||
+		!strings.Contains(artifactText(done), "waits for authentication a peer asks for") {
+		t.Fatalf("after both answers: %s %q", done.Status.State, artifactText(done))
+	}
+}
+
+// A question of a peer that waits past --input-timeout fails A's task
+// (deadline, input_timeout), and the peer's task is cancelled.
+func TestMeshAskInputTimeout(t *testing.T) {
+	t.Parallel()
+	js, jsOut := startJSPeer(t, false)
+	a := startService(t, "--peer", "js="+js, "--input-timeout", "300ms")
+	task := sendWithMeta(t, a, "ask and wait", map[string]any{"agentd/provider": "peer:js"})
+	questionAt(t, task, a2a.TaskStateInputRequired, "Which color?", "0", "[red blue]")
+	c := a.client(t)
+	var got *a2a.Task
+	var err error
+	testkit.WaitFor(t, 20*time.Second, "the task ended", func() bool {
+		got, err = c.GetTask(context.Background(), &a2a.TaskQueryParams{ID: task.ID})
+		return err == nil && got.Status.State.Terminal()
+	})
+	if got.Status.State != a2a.TaskStateFailed || got.Metadata[api.MetaStatus] != string(api.StatusDeadline) || got.Metadata[api.MetaCause] != api.CauseInputTimeout {
+		t.Fatalf("after the input timeout: %s %v, want failed, deadline, input_timeout", got.Status.State, got.Metadata)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the peer's task cancelled", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
+}
