@@ -274,3 +274,48 @@ func TestMeshAskInputTimeout(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, "the peer's task cancelled", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
 }
+
+// The wait for a peer's answer does not count against the remote child's
+// deadline: a child on the JavaScript peer with a 1 s deadline waits 2 s for
+// its answer, then completes with it. With --input-charges-deadline it
+// counts: the child ends at its deadline while it waits (status deadline),
+// the peer's task is cancelled, and the task goes on without the answer.
+func TestMeshAskWaitNotChargedToTheDeadline(t *testing.T) {
+	t.Parallel()
+	js, jsOut := startJSPeer(t, false)
+	script := writeScript(t, "[depth 0]\nspawn sync \"ask me\" provider=peer:js deadline=1s\npass 1\nawait\nanswer \"root: {results}\"\n")
+	a := startService(t, "--peer", "js="+js, "--intelligence", "builtin:script="+script)
+	c := a.client(t)
+	ctx := context.Background()
+	sent := time.Now()
+	res, err := c.SendMessage(ctx, textMessage("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	questionAt(t, task, a2a.TaskStateInputRequired, "Which color?", "0.1", "[red blue]")
+	testkit.WaitFor(t, 20*time.Second, "2 s past the send, the task still waiting", func() bool {
+		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
+		if err != nil || got.Status.State != a2a.TaskStateInputRequired {
+			t.Fatalf("while it waits: %+v %v", got, err)
+		}
+		return time.Since(sent) > 2*time.Second
+	})
+	if res, err = c.SendMessage(ctx, answerTo(task, "blue")); err != nil {
+		t.Fatal(err)
+	}
+	if done := res.(*a2a.Task); done.Status.State != a2a.TaskStateCompleted || artifactText(done) != "root: answered: blue" {
+		t.Fatalf("after the answer: %s %q", done.Status.State, artifactText(done))
+	}
+
+	charged := startService(t, "--peer", "js="+js, "--intelligence", "builtin:script="+script, "--input-charges-deadline")
+	res, err = charged.client(t).SendMessage(ctx, textMessage("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	questionAt(t, res.(*a2a.Task), a2a.TaskStateInputRequired, "Which color?", "0.1", "[red blue]")
+	if child := nestedTask(t, charged, "0.1"); child.Metadata[api.MetaStatus] != string(api.StatusDeadline) {
+		t.Fatalf("the charged child: %s %v, want deadline", child.Status.State, child.Metadata)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the peer's task cancelled", func() bool { return strings.Contains(jsOut.String(), "cancelled ") })
+}
