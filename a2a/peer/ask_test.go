@@ -216,3 +216,31 @@ func TestPeerQuestionToTheRequester(t *testing.T) {
 		t.Fatal("the peer's task was not cancelled")
 	}
 }
+
+// A question answered is not asked again when the task is read with it
+// still there (a peer that answers the answer's send before it takes it);
+// the next question (another status message) is.
+func TestAnsweredQuestionNotAskedAgain(t *testing.T) {
+	task := func(msgID string) *a2a.Task {
+		m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "which repository?"})
+		m.ID = msgID
+		return &a2a.Task{ID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateInputRequired, Message: m}}
+	}
+	r := &remoteRun{}
+	r.setTask(task("m1"))
+	if !r.stopped() {
+		t.Fatal("a question not answered yet does not stop the following")
+	}
+	r.answered = questionKey(task("m1"))
+	if r.stopped() {
+		t.Fatal("the question answered stops the following again")
+	}
+	r.setTask(task("m2"))
+	if !r.stopped() {
+		t.Fatal("the next question does not stop the following")
+	}
+	r.setTask(&a2a.Task{ID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
+	if !r.stopped() {
+		t.Fatal("the end does not stop the following")
+	}
+}
