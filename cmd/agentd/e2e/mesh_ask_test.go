@@ -24,10 +24,11 @@ const askingPeerScript = "[depth 0]\nspawn sync \"child\"\npass 1\nawait\nanswer
 	"[depth 1]\nask \"Which color?\" choices=red,blue\nanswer \"B child got {answer}\"\n"
 
 // askMeshBindings are the transports A calls B over in the asking tests.
-var askMeshBindings = []struct{ name, pin string }{
-	{"jsonrpc10", "version=1.0,binding=JSONRPC"},
-	{"httpjson", "binding=HTTP+JSON"},
-	{"grpc", "binding=GRPC"},
+var askMeshBindings = []struct{ name, pin, chosen string }{
+	{"jsonrpc10", "version=1.0,binding=JSONRPC", "1.0/JSONRPC"},
+	{"jsonrpc03", "version=0.3,binding=JSONRPC", "0.3/JSONRPC"},
+	{"httpjson", "binding=HTTP+JSON", "1.0/HTTP+JSON"},
+	{"grpc", "binding=GRPC", "1.0/GRPC"},
 }
 
 // questionAt checks that task stopped at state with the question text, the
@@ -54,14 +55,14 @@ func questionAt(t *testing.T, task *a2a.Task, state a2a.TaskState, text, path, c
 }
 
 // agentd A delegating to agentd B, whose subagent (B's 0.1) asks. A's model
-// spawns a child on B over each binding (JSON-RPC 1.0, HTTP+JSON, gRPC) and
-// passes each child's question up: A's caller (a blocking send) sees the task
-// input-required with B's question, its asker's path joined under A's child
-// (0.N.1), answers, sees the next, and the answers reach B's asker (each
-// child's result is B's, with the answer in it). A message routed to B over
-// each binding, blocking and streamed, does the same: A's task goes
-// input-required with B's question (path 0.1, B's own), and the answer, sent
-// to A's task, completes it.
+// spawns a child on B over each binding (JSON-RPC 1.0 and 0.3, HTTP+JSON,
+// gRPC) and passes each child's question up: A's caller (a blocking send)
+// sees the task input-required with B's question, its asker's path joined
+// under A's child (0.N.1), answers, sees the next, and the answers reach B's
+// asker (each child's result is B's, with the answer in it). A message
+// routed to B over each binding, blocking and streamed, does the same: A's
+// task goes input-required with B's question (path 0.1, B's own), and the
+// answer, sent to A's task, completes it.
 func TestMeshAskAcrossAgentd(t *testing.T) {
 	t.Parallel()
 	b := startService(t, "--intelligence", "builtin:script="+writeScript(t, askingPeerScript))
@@ -96,6 +97,11 @@ func TestMeshAskAcrossAgentd(t *testing.T) {
 		}
 		if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != "A root: "+strings.Join(want, "\n") {
 			t.Fatalf("after the answers: %s %q", task.Status.State, artifactText(task))
+		}
+		for _, mb := range askMeshBindings {
+			if got := chosen(a, "b-"+mb.name); got != mb.chosen {
+				t.Fatalf("A called peer:b-%s over %q, want %s", mb.name, got, mb.chosen)
+			}
 		}
 	})
 
