@@ -62,7 +62,8 @@ func questionAt(t *testing.T, task *a2a.Task, state a2a.TaskState, text, path, c
 // asker (each child's result is B's, with the answer in it). A message
 // routed to B over each binding, blocking and streamed, does the same: A's
 // task goes input-required with B's question (path 0.1, B's own), and the
-// answer, sent to A's task, completes it.
+// answer, sent to A's task, completes it. A cancel of A's task while B's
+// question waits stops B's tree.
 func TestMeshAskAcrossAgentd(t *testing.T) {
 	t.Parallel()
 	b := startService(t, "--intelligence", "builtin:script="+writeScript(t, askingPeerScript))
@@ -166,6 +167,26 @@ func TestMeshAskAcrossAgentd(t *testing.T) {
 			}
 		})
 	}
+
+	// A caller's tasks/cancel while B's question waits cancels B's task:
+	// B's tree (the asker and its root, waiting) is stopped.
+	t.Run("cancel", func(t *testing.T) {
+		p := textMessage("to be cancelled")
+		p.Message.Metadata = map[string]any{"agentd/provider": "peer:b-grpc"}
+		res, err := c.SendMessage(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := res.(*a2a.Task)
+		questionAt(t, task, a2a.TaskStateInputRequired, "Which color?", "0.1", "[red blue]")
+		if n := len(testkit.Children(b.cmd.Process.Pid)); n != 2 {
+			t.Fatalf("%d child processes of B while its child asks, want 2", n)
+		}
+		if got, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: task.ID}); err != nil || got.Status.State != a2a.TaskStateCanceled {
+			t.Fatalf("cancel: %+v %v", got, err)
+		}
+		testkit.WaitFor(t, 10*time.Second, "B's tree stopped", func() bool { return len(testkit.Children(b.cmd.Process.Pid)) == 0 })
+	})
 
 	// B's asker got each answer: its log says so at B's 0.1.
 	answered := testkit.WithMsg(testkit.JSONLines(b.logs.String()), "question answered")
