@@ -263,6 +263,11 @@ type Question struct {
 	// waits for a person's yes (an approval gate).
 	Tool      string          `json:"tool,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Auth makes it a peer's request for authentication (its task is
+	// auth-required): only the task's caller can give it, so a parent
+	// passes it up (subagent.ask {handle}) and cannot answer it, and at the
+	// root the task goes auth-required.
+	Auth bool `json:"auth,omitempty"`
 }
 
 // Bounds of a question and of an answer.

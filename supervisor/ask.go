@@ -39,6 +39,24 @@ func newQuestion(q api.Question) *Question {
 	return &Question{Q: q, reply: make(chan string, 1), done: make(chan struct{})}
 }
 
+// NewQuestion returns q waiting for its answer, for an asker outside the
+// supervisor: a remote run handing its peer's question to whoever started it
+// (delegate.AskingRun), which answers it (Answer) while the asker waits
+// (Wait).
+func NewQuestion(q api.Question) *Question { return newQuestion(q) }
+
+// Wait waits for q's answer or ctx's end (its cause the error); the question
+// is no longer waiting once it returns.
+func (q *Question) Wait(ctx context.Context) (string, error) {
+	defer q.abandon()
+	select {
+	case a := <-q.reply:
+		return a, nil
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	}
+}
+
 // Answer gives the question its answer. It reports false when the question
 // was answered already or its asker stopped waiting.
 func (q *Question) Answer(text string) bool {
@@ -237,6 +255,9 @@ func (s *Supervisor) toolAnswer(ctx context.Context, caller *node, raw json.RawM
 	if !ok {
 		return api.TextResult(fmt.Sprintf("%s: no subagent with handle %q below this one", api.ToolAnswer, a.Handle), true)
 	}
+	if q, _ := c.asking(); q != nil && q.Q.Auth {
+		return api.TextResult(fmt.Sprintf("%s: subagent %s waits for authentication a peer asks for (%s); only the task's caller can give it: pass it up with %s {\"handle\": %q}", api.ToolAnswer, a.Handle, q.Q.Text, api.ToolAsk, a.Handle), true)
+	}
 	if err := answerNode(c, a.Answer); err != nil {
 		return api.TextResult(fmt.Sprintf("%s: subagent %s: %v", api.ToolAnswer, a.Handle, err), true)
 	}
@@ -263,4 +284,25 @@ func withQuestion(r api.ChildReport, c *node) api.ChildReport {
 		r.State, r.Question = api.ChildAsking, &qq
 	}
 	return r
+}
+
+// remoteAskKey is the context key of a remote child's ask function.
+type remoteAskKey struct{}
+
+// withRemoteAsk returns ctx carrying fn, the function a remote child's
+// questions go to.
+func withRemoteAsk(ctx context.Context, fn func(context.Context, api.Question) (string, error)) context.Context {
+	return context.WithValue(ctx, remoteAskKey{}, fn)
+}
+
+// RemoteAsk returns the function a Delegator hands the questions of the
+// remote child it was asked to start (the ctx of Delegator.Delegate): its
+// peer's task stopped to ask (input-required, or auth-required with
+// api.Question.Auth). The question is the child's, as a local child's
+// subagent.ask is (its handle set to the child's): its parent's model sees it
+// in state asking and answers it or passes it up. The function returns the
+// answer, or its ctx's cause. Nil when ctx carries none.
+func RemoteAsk(ctx context.Context) func(ctx context.Context, q api.Question) (string, error) {
+	fn, _ := ctx.Value(remoteAskKey{}).(func(context.Context, api.Question) (string, error))
+	return fn
 }

@@ -419,7 +419,7 @@ func childReport(c *node) api.ChildReport {
 // when its subtree is killed, the delegation is cancelled.
 func (s *Supervisor) superviseRemote(n *node, log *slog.Logger) api.SubagentResult {
 	log = log.With("provider", n.nest.provider)
-	ctx, cancel := context.WithDeadline(trace.ContextWithSpan(context.Background(), n.span), n.deadline)
+	ctx, cancel := context.WithCancel(trace.ContextWithSpan(context.Background(), n.span))
 	defer cancel()
 	// The child's text, as the peer streams it, goes where a local child's
 	// goes (the Observer's NodeText), never into the parent's context; not
@@ -434,7 +434,24 @@ func (s *Supervisor) superviseRemote(n *node, log *slog.Logger) api.SubagentResu
 		case <-ctx.Done():
 		}
 	})
-	r, err := s.cfg.Delegator.Delegate(ctx, n.nest.provider, n.handle, n.payload)
+	// The peer's questions are the child's (ask.go): its parent sees it
+	// asking; the wait does not count against its deadline unless
+	// Config.AskChargesDeadline (n.deadlineNow).
+	ctx = withRemoteAsk(ctx, func(actx context.Context, q api.Question) (string, error) {
+		select {
+		case <-started:
+		case <-actx.Done():
+			return "", context.Cause(actx)
+		}
+		q.Handle = n.handle
+		if q.AgentPath == "" {
+			q.AgentPath = n.payload.AgentPath
+		}
+		return s.pose(actx, n, q)
+	})
+	dctx, dcancel := context.WithDeadline(ctx, n.deadline) // starting it is bounded by the deadline
+	r, err := s.cfg.Delegator.Delegate(dctx, n.nest.provider, n.handle, n.payload)
+	dcancel()
 	if err != nil {
 		log.Warn("delegation failed", "err", err)
 		return api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""),
@@ -447,14 +464,29 @@ func (s *Supervisor) superviseRemote(n *node, log *slog.Logger) api.SubagentResu
 	close(started)
 	deadline := time.NewTimer(time.Until(n.deadline))
 	defer deadline.Stop()
-	select {
-	case <-r.Done():
-	case <-n.killed:
-		r.Cancel("stopped by the supervisor")
-	case <-deadline.C:
-		log.Warn("deadline passed: cancelling the delegation", "deadline", n.payload.Limits.Deadline.String())
-		s.killSubtree(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed", n.payload.Limits.Deadline)}, "deadline")
-		r.Cancel("deadline")
+wait:
+	for {
+		select {
+		case <-r.Done():
+			break wait
+		case <-n.killed:
+			r.Cancel("stopped by the supervisor")
+			break wait
+		case <-n.ask.moved: // a question's wait ended: the deadline moved by it
+			deadline.Reset(time.Until(n.deadlineNow()))
+		case <-deadline.C:
+			if n.waitsUncharged() {
+				continue // re-armed when the wait ends (n.ask.moved)
+			}
+			if d := n.deadlineNow(); time.Now().Before(d) {
+				deadline.Reset(time.Until(d))
+				continue
+			}
+			log.Warn("deadline passed: cancelling the delegation", "deadline", n.payload.Limits.Deadline.String())
+			s.killSubtree(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed", n.payload.Limits.Deadline)}, "deadline")
+			r.Cancel("deadline")
+			break wait
+		}
 	}
 	grace := time.NewTimer(s.cfg.DrainGrace + s.cfg.KillGrace)
 	defer grace.Stop()

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -35,7 +37,8 @@ var errInputTimeout = errors.New("a2abind: no answer to the task's question with
 var errAskTimedOut = errors.New("a2abind: input timeout")
 
 // QuestionStatus is the input-required status event that asks the task's
-// caller q.
+// caller q (auth-required for a peer's request for authentication,
+// api.Question.Auth).
 func QuestionStatus(info a2a.TaskInfoProvider, q api.Question) *a2a.TaskStatusUpdateEvent {
 	msg := a2a.NewMessageForTask(a2a.MessageRoleAgent, info, a2a.TextPart{Text: q.Text})
 	msg.Metadata = map[string]any{api.MetaAskPath: q.AgentPath}
@@ -53,7 +56,115 @@ func QuestionStatus(info a2a.TaskInfoProvider, q api.Question) *a2a.TaskStatusUp
 		}
 		msg.Metadata[api.MetaAskTool], msg.Metadata[api.MetaAskArguments] = q.Tool, args
 	}
-	return a2a.NewStatusUpdateEvent(info, a2a.TaskStateInputRequired, msg)
+	state := a2a.TaskStateInputRequired
+	if q.Auth {
+		state = a2a.TaskStateAuthRequired
+	}
+	return a2a.NewStatusUpdateEvent(info, state, msg)
+}
+
+// A peer's task that stops to ask (input-required, or auth-required) asks
+// through the delegation: QuestionFromTask reads its question, which goes up
+// as a subagent's does, and AnswerMessage is the message that carries the
+// answer back to the peer's task.
+
+// QuestionFromTask reads the question of a peer's task that stopped to ask
+// (input-required or auth-required; Auth set for the latter): the text of
+// its status message (clipped to api.MaxQuestion; with no text, a question
+// is made naming the peer and its task, so the one asked knows what waits);
+// the choices its message metadata carries (api.MetaAskChoices: strings
+// within api.MaxChoices and api.MaxChoice, else none); and the asker's agent
+// path, under (the delegation's own path; "" is a root's, "0"), joined with
+// the path an agentd peer names (api.MetaAskPath: its root is under itself,
+// its "0.2" is under's child 2); an agentd peer's approval keeps its tool
+// and arguments. The handle is left to the caller.
+func QuestionFromTask(t *a2a.Task, peer string, agentd bool, under string) api.Question {
+	if under == "" {
+		under = "0"
+	}
+	q := api.Question{AgentPath: under, Auth: t.Status.State == a2a.TaskStateAuthRequired}
+	var meta map[string]any
+	if m := t.Status.Message; m != nil {
+		q.Text = strings.TrimSpace(partsText(m.Parts))
+		meta = m.Metadata
+	}
+	switch {
+	case q.Text == "" && q.Auth:
+		q.Text = fmt.Sprintf("Peer %s asks for authentication to go on (its task %s is auth-required, with no text saying how).", peer, t.ID)
+	case q.Text == "":
+		q.Text = fmt.Sprintf("Peer %s asks for input to go on (its task %s is input-required, with no question text).", peer, t.ID)
+	case len(q.Text) > api.MaxQuestion:
+		q.Text = clipTo(q.Text, api.MaxQuestion-len(clipped)) + clipped
+	}
+	q.Choices = choicesOf(meta[api.MetaAskChoices])
+	if !agentd {
+		return q
+	}
+	if p, ok := meta[api.MetaAskPath].(string); ok {
+		q.AgentPath = joinPath(under, p)
+	}
+	if tool, ok := meta[api.MetaAskTool].(string); ok && tool != "" {
+		if b, err := json.Marshal(meta[api.MetaAskArguments]); err == nil {
+			q.Tool, q.Arguments = tool, b
+		}
+	}
+	return q
+}
+
+// clipped marks a text cut to fit a bound.
+const clipped = " [clipped]"
+
+// clipTo cuts s to at most n bytes, on a rune boundary.
+func clipTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// choicesOf reads a question's choices from metadata: 1 to api.MaxChoices
+// strings, each 1 to api.MaxChoice bytes; anything else is no choices.
+func choicesOf(v any) []string {
+	l, ok := v.([]any)
+	if !ok || len(l) == 0 || len(l) > api.MaxChoices {
+		return nil
+	}
+	out := make([]string, 0, len(l))
+	for _, c := range l {
+		s, ok := c.(string)
+		if !ok || s == "" || len(s) > api.MaxChoice {
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// joinPath puts a peer's agent path p under under: the peer's root ("0") is
+// under itself, "0.X..." is under + ".X...". A path of another shape is
+// under's.
+func joinPath(under, p string) string {
+	rest, ok := strings.CutPrefix(p, "0")
+	if !ok || (rest != "" && rest[0] != '.') {
+		return under
+	}
+	for _, seg := range strings.Split(strings.TrimPrefix(rest, "."), ".") {
+		if rest != "" && (seg == "" || strings.Trim(seg, "0123456789") != "") {
+			return under
+		}
+	}
+	return under + rest
+}
+
+// AnswerMessage is the message that answers the question of the peer's task
+// t: the answer as its one text part, naming t's id and contextId.
+func AnswerMessage(t *a2a.Task, messageID, answer string) *a2a.Message {
+	return &a2a.Message{ID: messageID, Role: a2a.MessageRoleUser, TaskID: t.ID, ContextID: t.ContextID,
+		Parts: a2a.ContentParts{a2a.TextPart{Text: answer}}}
 }
 
 // ask shows the task's caller a root question and waits for the answer,
@@ -61,11 +172,12 @@ func QuestionStatus(info a2a.TaskInfoProvider, q api.Question) *a2a.TaskStatusUp
 // says it cancelled the run at the input timeout; another error is a task
 // event refused: the caller cancels the run.
 func (x *Executor) ask(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, answers tasks.Answers, qq *supervisor.Question, settled <-chan struct{}, run delegate.Run) error {
-	if err := q.Write(ctx, QuestionStatus(reqCtx, qq.Q)); err != nil {
+	ev := QuestionStatus(reqCtx, qq.Q)
+	if err := q.Write(ctx, ev); err != nil {
 		qq.Answer("") // nothing waits for the caller: the asker goes on
 		return err
 	}
-	x.cfg.Log.InfoContext(ctx, "task input-required", "task_id", string(reqCtx.TaskID), "asker_path", qq.Q.AgentPath)
+	x.cfg.Log.InfoContext(ctx, "task "+string(ev.Status.State), "task_id", string(reqCtx.TaskID), "asker_path", qq.Q.AgentPath)
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
@@ -105,9 +217,8 @@ func (x *Executor) ask(ctx context.Context, reqCtx *a2asrv.RequestContext, q eve
 		return nil
 	default:
 	}
-	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking,
-		a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: fmt.Sprintf("question withdrawn: %v", cause)}))
-	return q.Write(ctx, ev)
+	return q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking,
+		a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: fmt.Sprintf("question withdrawn: %v", cause)})))
 }
 
 // messageText joins a message's text parts.

@@ -160,7 +160,8 @@ func statusText(res api.SubagentResult) string {
 // of StateOf, DistillateArtifact and ResultMetadata): the exact status from
 // an agentd peer's metadata (agentd set), else by state (completed, rejected to refused,
 // canceled to cancelled, failed to crashed; a peer that stopped to ask for
-// input or authentication cannot be answered, so refused); the distillate from
+// input or authentication, read so only when nobody here could answer it
+// (QuestionFromTask), refused); the distillate from
 // its artifact; the usage it reported.
 func ResultFromTask(t *a2a.Task, agentd bool) api.SubagentResult {
 	res := api.SubagentResult{}

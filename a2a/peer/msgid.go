@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
 	"github.com/agentd/agentd/supervisor/delegate"
 )
 
@@ -17,9 +19,24 @@ import (
 // caller) answers with the task it already has instead of running the work
 // twice. It is a UUID (version 8, of a SHA-256).
 func MessageID(req delegate.Request) string {
+	return hashID("agentd/delegation/v1", req.Handle, req.Payload.AgentPath,
+		strconv.Itoa(len(req.Payload.Seed.Slices)), req.Payload.Contract.Objective)
+}
+
+// AnswerID returns the messageId of the answer a delegation sends to its
+// peer's question: derived from the delegation's handle, the remote task's
+// id, the question's number in the delegation (from 1) and the question
+// (its key: state and status message), never random. A resend of the same
+// answer is the same message, which a peer that keeps messageIds (agentd
+// does, in the task's history) takes once.
+func AnswerID(handle string, task a2a.TaskID, n int, question string) string {
+	return hashID("agentd/answer/v1", handle, string(task), strconv.Itoa(n), question)
+}
+
+// hashID is a UUID (version 8) of the SHA-256 of the length-prefixed parts.
+func hashID(parts ...string) string {
 	h := sha256.New()
-	for _, s := range []string{"agentd/delegation/v1", req.Handle, req.Payload.AgentPath,
-		strconv.Itoa(len(req.Payload.Seed.Slices)), req.Payload.Contract.Objective} {
+	for _, s := range parts {
 		h.Write([]byte(strconv.Itoa(len(s))))
 		h.Write([]byte{':'})
 		h.Write([]byte(s))

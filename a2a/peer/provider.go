@@ -20,6 +20,7 @@ import (
 	"github.com/agentd/agentd/a2a/a2agrpc"
 	"github.com/agentd/agentd/a2a/a2arest"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/supervisor"
 	"github.com/agentd/agentd/supervisor/delegate"
 )
 
@@ -371,6 +372,14 @@ func (p *Provider) Start(ctx context.Context, req delegate.Request) (delegate.Ru
 		done:     make(chan struct{}),
 		cancel:   cancel,
 		deadline: deadline,
+		under:    req.Payload.AgentPath,
+	}
+	switch {
+	case req.Ask != nil: // a nested spawn's: its questions are the child's
+		r.ask = req.Ask
+	case req.Asks: // a routed message's: they go to the task's caller
+		r.questions = make(chan *supervisor.Question)
+		r.ask = r.askRequester
 	}
 	p.started.Add(1)
 	go r.loop(runCtx, msg)

@@ -17,6 +17,8 @@ import (
 	"github.com/agentd/agentd/a2a/a2agrpc"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/supervisor"
+	"github.com/agentd/agentd/supervisor/delegate"
 )
 
 // errRunDeadline is the cause of a run's context when its deadline passes.
@@ -43,11 +45,72 @@ type remoteRun struct {
 	cancel   context.CancelCauseFunc
 	done     chan struct{}
 
-	mu       sync.Mutex // guards remoteID, task
+	// ask takes the peer's questions (a task stopped at input-required or
+	// auth-required) and returns the answer; nil: nobody can be asked, and
+	// such a task ends the delegation refused. questions carries them to
+	// the requester for a routed message (AskingRun); nil otherwise.
+	ask        func(ctx context.Context, q api.Question) (string, error)
+	questions  chan *supervisor.Question
+	under      string // the delegation's agent path, which a peer's asker's is joined under
+	clock      *clock // the run's deadline, stopped while a question waits
+	unanswered error  // why a question got no answer; the run's goroutine only
+
+	mu       sync.Mutex // guards remoteID, task, answered
 	remoteID a2a.TaskID
 	task     *a2a.Task // the remote task as last seen
+	answered string    // questionKey of the question last answered
 	result   api.SubagentResult
 }
+
+var _ delegate.AskingRun = (*remoteRun)(nil)
+
+// Questions carries the peer's questions to the requester of a routed
+// message (delegate.Request.Asks); nil otherwise (AskingRun).
+func (r *remoteRun) Questions() <-chan *supervisor.Question { return r.questions }
+
+// askRequester hands q to the requester (Questions) and waits for its answer.
+func (r *remoteRun) askRequester(ctx context.Context, q api.Question) (string, error) {
+	qq := supervisor.NewQuestion(q)
+	select {
+	case r.questions <- qq:
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	}
+	return qq.Wait(ctx)
+}
+
+// clock is a deadline that stops while a question waits: the wait is not
+// charged to the delegation (the supervisor's own deadline of a nested
+// child keeps its policy, Config.AskChargesDeadline).
+type clock struct {
+	mu    sync.Mutex
+	t     *time.Timer
+	left  time.Duration // what was left when it last stopped
+	since time.Time     // when it last started
+}
+
+func newClock(d time.Duration, expire func()) *clock {
+	return &clock{t: time.AfterFunc(d, expire), left: d, since: time.Now()}
+}
+
+// pause stops the clock; a clock that expired already stays expired.
+func (c *clock) pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t.Stop() {
+		c.left -= time.Since(c.since)
+	}
+}
+
+// resume starts it again with what was left.
+func (c *clock) resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.since = time.Now()
+	c.t.Reset(max(c.left, 0))
+}
+
+func (c *clock) stop() { c.t.Stop() }
 
 func (r *remoteRun) ID() string                 { return r.handle }
 func (r *remoteRun) Done() <-chan struct{}      { return r.done }
@@ -61,8 +124,10 @@ func (r *remoteRun) loop(ctx context.Context, msg *a2a.Message) {
 	defer r.p.release(r.held, false)
 	defer r.cancel(nil)
 	defer func() { endPeerSpan(r.span, r.remote(), r.result) }()
-	dctx, stop := context.WithTimeoutCause(ctx, r.deadline, errRunDeadline)
-	defer stop()
+	dctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	r.clock = newClock(r.deadline, func() { stop(errRunDeadline) })
+	defer r.clock.stop()
 	err := r.follow(dctx, msg)
 	cause := context.Cause(dctx)
 	switch {
@@ -91,33 +156,93 @@ func (r *remoteRun) loop(ctx context.Context, msg *a2a.Message) {
 		r.result = a2abind.ResultFromTask(t, r.agentd)
 		if !t.Status.State.Terminal() {
 			// It waits for input or authentication nobody here will give.
+			if r.unanswered != nil {
+				r.result.Detail = fmt.Sprintf("peer %s asked %q and got no answer: %v", r.p.cfg.Name, r.result.Detail, r.unanswered)
+			}
 			r.cancelRemote()
 		}
 	}
 }
 
-// follow sends the message and follows the remote task until it ends or
-// stops to ask for something (stopped).
+// follow sends the message and follows the remote task until it ends. Each
+// time it stops to ask (input-required, auth-required), the question goes to
+// r.ask, and the answer to the peer's task, naming it; a question nobody
+// here can answer (no r.ask, or no answer) ends the following (stopped).
 func (r *remoteRun) follow(ctx context.Context, msg *a2a.Message) error {
-	// The send is not cut by a cancel or the deadline: the remote task it
-	// creates must be known to be cancelled. It is bounded by the timeout.
+	if err := r.send(ctx, msg); err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	for n := 1; ; n++ {
+		if err := r.watch(ctx); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		t := r.task
+		r.mu.Unlock()
+		if t.Status.State.Terminal() || r.ask == nil {
+			return nil
+		}
+		q := a2abind.QuestionFromTask(t, r.p.cfg.Name, r.agentd, r.under)
+		if q.Handle == "" {
+			q.Handle = r.handle
+		}
+		r.p.log.Info("peer asks", "task_id", r.handle, "remote_task_id", string(t.ID), "state", string(t.Status.State), "asker_path", q.AgentPath)
+		r.clock.pause()
+		answer, err := r.ask(ctx, q)
+		r.clock.resume()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err == nil && strings.TrimSpace(answer) == "":
+			err = errors.New("the answer has no text")
+		}
+		if err != nil {
+			r.unanswered = err
+			return nil
+		}
+		key := questionKey(t)
+		r.mu.Lock()
+		r.answered = key
+		r.mu.Unlock()
+		r.p.log.Info("peer's question answered", "task_id", r.handle, "remote_task_id", string(t.ID))
+		if err := r.send(ctx, a2abind.AnswerMessage(t, AnswerID(r.handle, t.ID, n, key), answer)); err != nil {
+			return fmt.Errorf("send the answer: %w", err)
+		}
+	}
+}
+
+// send sends msg (the delegation, or an answer naming the remote task) and
+// takes the task the peer answers with. The send is not cut by a cancel or
+// the deadline: the remote task it creates must be known to be cancelled.
+// It is bounded by the timeout.
+func (r *remoteRun) send(ctx context.Context, msg *a2a.Message) error {
 	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.p.cfg.Timeout)
 	res, err := r.client.SendMessage(sendCtx, &a2a.MessageSendParams{Message: msg})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("send: %w", err)
+		return err
 	}
 	switch v := res.(type) {
 	case *a2a.Message:
 		// A stateless answer: the whole outcome.
-		r.setTask(&a2a.Task{ID: a2a.TaskID(r.handle), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
+		id := a2a.TaskID(r.handle)
+		if msg.TaskID != "" {
+			id = msg.TaskID
+		}
+		r.setTask(&a2a.Task{ID: id, ContextID: v.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
 			Artifacts: []*a2a.Artifact{{ID: "message", Parts: v.Parts}}})
-		return nil
 	case *a2a.Task:
 		r.setTask(v)
-		if stopped(v.Status.State) {
-			return nil
-		}
+	}
+	return nil
+}
+
+// watch follows the remote task, by its stream when the peer offers one,
+// else (or once the stream breaks) by polling, until it ends or stops at a
+// question not answered yet (stopped).
+func (r *remoteRun) watch(ctx context.Context) error {
+	if r.stopped() {
+		return nil
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -125,17 +250,42 @@ func (r *remoteRun) follow(ctx context.Context, msg *a2a.Message) error {
 	if r.stream {
 		r.subscribe(ctx)
 		if r.stopped() {
-			// The stream carried the end; the whole task (every artifact and
-			// the final metadata) is read once. Failing that, the stream's
-			// account stands.
+			// The stream carried the end or the question; the whole task
+			// (every artifact, the final metadata, the question's) is read
+			// once. Failing that, the stream's account stands.
 			_ = r.refresh(ctx)
-			return nil
+			if r.stopped() {
+				return nil
+			}
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
 	return r.poll(ctx)
+}
+
+// questionKey tells one question of a task from the next: its state and
+// status message (id, else timestamp and text). After an answer the task
+// may still be read with the question answered (a peer that answers the
+// answer's send before it takes it); that one is not asked again.
+func questionKey(t *a2a.Task) string {
+	st := t.Status
+	k := string(st.State)
+	if m := st.Message; m != nil && m.ID != "" {
+		return k + "|" + m.ID
+	}
+	if st.Timestamp != nil {
+		k += "|" + st.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	if st.Message != nil {
+		for _, p := range st.Message.Parts {
+			if tp, ok := p.(a2a.TextPart); ok {
+				k += "|" + tp.Text
+			}
+		}
+	}
+	return k
 }
 
 // subscribe follows the remote task's stream until it ends; any stream error
@@ -152,7 +302,7 @@ func (r *remoteRun) subscribe(ctx context.Context) {
 		} else if next, err := tasks.Apply(r.task, ev); err == nil {
 			r.task = next
 		}
-		done := stopped(r.task.Status.State)
+		done := r.stoppedLocked()
 		r.mu.Unlock()
 		if done {
 			return
@@ -256,17 +406,25 @@ func (r *remoteRun) terminal() bool {
 	return r.task != nil && r.task.Status.State.Terminal()
 }
 
-// stopped reports whether the remote task is as far as it will go: ended,
-// or interrupted to ask for input or authentication, which a delegation
-// cannot give (resultFromTask reads it as refused).
+// stopped reports whether the remote task is as far as it goes without this
+// side: ended, or interrupted to ask for input or authentication (a question
+// not answered yet: follow asks it, or, with nobody to ask, ResultFromTask
+// reads it as refused).
 func (r *remoteRun) stopped() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.task != nil && stopped(r.task.Status.State)
+	return r.stoppedLocked()
 }
 
-func stopped(s a2a.TaskState) bool {
-	return s.Terminal() || s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
+func (r *remoteRun) stoppedLocked() bool {
+	if r.task == nil {
+		return false
+	}
+	s := r.task.Status.State
+	if s.Terminal() {
+		return true
+	}
+	return (s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired) && questionKey(r.task) != r.answered
 }
 
 // refused reports whether err is the peer refusing the protocol version or

@@ -48,7 +48,7 @@ func interruptedState(s a2a.TaskState) bool {
 func (lt *liveTask) noteStateLocked(s a2a.TaskState) {
 	a := &lt.asking
 	if interruptedState(s) {
-		if s == a2a.TaskStateInputRequired && a.answers == nil {
+		if a.answers == nil { // auth-required is answered alike: a peer's request the caller answers (a2a/peer)
 			a.answers = make(chan *a2a.Message, 1)
 			a.last = a.answers
 		}
@@ -86,9 +86,9 @@ func (e *Engine) answerLocked(ctx context.Context, lt *liveTask, msg *a2a.Messag
 	text := messageText(msg)
 	switch {
 	case strings.TrimSpace(text) == "":
-		return nil, fmt.Errorf("task %s is input-required: the answer has no text: %w", cur.ID, a2a.ErrInvalidParams)
+		return nil, fmt.Errorf("task %s is %s: the answer has no text: %w", cur.ID, cur.Status.State, a2a.ErrInvalidParams)
 	case len(text) > api.MaxAnswer:
-		return nil, fmt.Errorf("task %s is input-required: the answer is %d bytes, over the limit of %d: %w", cur.ID, len(text), api.MaxAnswer, a2a.ErrInvalidParams)
+		return nil, fmt.Errorf("task %s is %s: the answer is %d bytes, over the limit of %d: %w", cur.ID, cur.Status.State, len(text), api.MaxAnswer, a2a.ErrInvalidParams)
 	}
 	m := *msg
 	m.ContextID = cur.ContextID

@@ -75,6 +75,11 @@ type Request struct {
 	// a provider whose Run is an AskingRun hands them over on Questions,
 	// which the requester must then read.
 	Asks bool
+	// Ask, if set, takes the delegate's questions one at a time (a peer's
+	// task that stops at input-required or auth-required) and returns the
+	// answer, or ctx's cause: a nested spawn's (supervisor.RemoteAsk). It
+	// comes before Asks. Nil and Asks unset: nobody can be asked.
+	Ask func(ctx context.Context, q api.Question) (string, error) `json:"-"`
 }
 
 // MeshMaxDepth is the deepest mesh depth a delegate whose root sits at depth

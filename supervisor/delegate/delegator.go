@@ -86,6 +86,7 @@ func (d Delegator) Delegate(ctx context.Context, provider, handle string, payloa
 		Depth:    lin.Depth + payload.Depth,
 		MaxDepth: lin.MaxDepth,
 		OnText:   supervisor.RemoteText(ctx),
+		Ask:      supervisor.RemoteAsk(ctx),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delegate %s to %s: %w", handle, provider, err)

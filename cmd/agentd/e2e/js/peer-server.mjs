@@ -15,7 +15,13 @@
 // Its executor answers each message with one task: working, then an artifact
 // "echo: TEXT" (TEXT the first text part), then completed. A text starting
 // "slow" stays working until it is cancelled; each cancel prints
-// "cancelled TASK_ID".
+// "cancelled TASK_ID". A text starting "askblank" stops the task at
+// input-required with no status message; "ask", at input-required with the
+// question "Which color?" (metadata agentd/ask_choices red, blue); "auth", at
+// auth-required with the text "Sign in at the portal and send the code."
+// The next message naming such a task is its answer: the task completes with
+// the artifact "answered: TEXT" (or "authenticated: TEXT"), and it prints
+// "answered TASK_ID TEXT".
 import express from 'express';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from 'a2a-js-10/server';
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from 'a2a-js-10/server/express';
@@ -23,7 +29,8 @@ import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from 'a2a-
 const compat = process.argv.includes('--compat');
 const rest = process.argv.includes('--rest');
 const withGRPC = process.argv.includes('--grpc');
-const TASK_STATE_WORKING = 2, TASK_STATE_COMPLETED = 3, TASK_STATE_CANCELED = 5, ROLE_AGENT = 2;
+const TASK_STATE_WORKING = 2, TASK_STATE_COMPLETED = 3, TASK_STATE_CANCELED = 5, TASK_STATE_INPUT_REQUIRED = 6,
+  TASK_STATE_AUTH_REQUIRED = 8, ROLE_AGENT = 2;
 
 const cancelled = new Set();
 
@@ -31,10 +38,47 @@ const executor = {
   async execute(ctx, bus) {
     const text = ctx.userMessage.parts.map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
     const base = { taskId: ctx.taskId, contextId: ctx.contextId, metadata: undefined };
+    const status = (state, message) => ({ state, message, timestamp: new Date().toISOString() });
+    const asked = ctx.task?.status?.state;
+    if (asked === TASK_STATE_INPUT_REQUIRED || asked === TASK_STATE_AUTH_REQUIRED) {
+      // The answer to the task's question.
+      console.log('answered ' + ctx.taskId + ' ' + text);
+      bus.publish(AgentEvent.statusUpdate({ ...base, status: status(TASK_STATE_WORKING, undefined) }));
+      bus.publish(AgentEvent.artifactUpdate({
+        ...base, append: false, lastChunk: true,
+        artifact: { artifactId: 'answer', name: 'answer', description: '', metadata: undefined, extensions: [],
+          parts: [{ content: { $case: 'text', value: (asked === TASK_STATE_AUTH_REQUIRED ? 'authenticated: ' : 'answered: ') + text }, metadata: undefined, filename: '', mediaType: 'text/plain' }] },
+      }));
+      bus.publish(AgentEvent.statusUpdate({ ...base, status: status(TASK_STATE_COMPLETED, undefined) }));
+      bus.finished();
+      return;
+    }
     bus.publish(AgentEvent.task({
       id: ctx.taskId, contextId: ctx.contextId, artifacts: [], history: [ctx.userMessage], metadata: undefined,
       status: { state: TASK_STATE_WORKING, message: undefined, timestamp: new Date().toISOString() },
     }));
+    const question = (value, metadata) => ({
+      messageId: crypto.randomUUID(), contextId: ctx.contextId, taskId: ctx.taskId, role: ROLE_AGENT,
+      parts: [{ content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' }],
+      metadata, extensions: [], referenceTaskIds: [],
+    });
+    if (text.startsWith('askblank')) {
+      bus.publish(AgentEvent.statusUpdate({ ...base, status: status(TASK_STATE_INPUT_REQUIRED, undefined) }));
+      bus.finished();
+      return;
+    }
+    if (text.startsWith('ask')) {
+      bus.publish(AgentEvent.statusUpdate({ ...base, status: status(TASK_STATE_INPUT_REQUIRED,
+        question('Which color?', { 'agentd/ask_choices': ['red', 'blue'] })) }));
+      bus.finished();
+      return;
+    }
+    if (text.startsWith('auth')) {
+      bus.publish(AgentEvent.statusUpdate({ ...base, status: status(TASK_STATE_AUTH_REQUIRED,
+        question('Sign in at the portal and send the code.', undefined)) }));
+      bus.finished();
+      return;
+    }
     if (text.startsWith('slow')) {
       while (!cancelled.has(ctx.taskId)) await new Promise((r) => setTimeout(r, 20));
       bus.finished();

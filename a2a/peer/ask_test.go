@@ -1,0 +1,246 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	"github.com/agentd/agentd/a2a/a2atest"
+	"github.com/agentd/agentd/api"
+)
+
+// questioner is a plain A2A agent that stops at state (input-required or
+// auth-required) with text (none when empty) and choices in its metadata,
+// and completes with "answered: TEXT" on the message naming the task.
+type questioner struct {
+	a2atest.Executor
+	state   a2a.TaskState
+	text    string
+	choices []any
+
+	mu      sync.Mutex
+	answers []*a2a.Message
+}
+
+func (e *questioner) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	if st := reqCtx.StoredTask; st != nil && (st.Status.State == a2a.TaskStateInputRequired || st.Status.State == a2a.TaskStateAuthRequired) {
+		e.mu.Lock()
+		e.answers = append(e.answers, reqCtx.Message)
+		e.mu.Unlock()
+		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
+			return err
+		}
+		if err := q.Write(ctx, a2a.NewArtifactEvent(reqCtx, a2a.TextPart{Text: "answered: " + reqCtx.Message.Parts[0].(a2a.TextPart).Text})); err != nil {
+			return err
+		}
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+		ev.Final = true
+		return q.Write(ctx, ev)
+	}
+	if err := q.Write(ctx, a2a.NewSubmittedTask(reqCtx, reqCtx.Message)); err != nil {
+		return err
+	}
+	var msg *a2a.Message
+	if e.text != "" {
+		msg = a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: e.text})
+		if e.choices != nil {
+			msg.Metadata = map[string]any{api.MetaAskChoices: e.choices}
+		}
+	}
+	ev := a2a.NewStatusUpdateEvent(reqCtx, e.state, msg)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+func (e *questioner) answered() []*a2a.Message {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]*a2a.Message(nil), e.answers...)
+}
+
+// A peer that stops to ask is asked through the request's Ask: its question
+// (the status message's text, its choices, the asker's path the
+// delegation's, Auth for auth-required) goes there, and the answer goes to
+// the peer's task as a message naming it (taskId, contextId) with a
+// messageId derived from the delegation (AnswerID), not random; the run then
+// follows the task to its end. By stream and by polling.
+func TestPeerQuestionIsAskedAndAnswered(t *testing.T) {
+	for _, state := range []a2a.TaskState{a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired} {
+		for _, streaming := range []bool{true, false} {
+			exec := &questioner{state: state, text: "which repository?", choices: []any{"a", "b"}}
+			url := a2atest.Serve(t, a2asrv.NewHandler(exec), func(url string) *a2a.AgentCard {
+				c := a2atest.Card(url)
+				c.Capabilities.Streaming = streaming
+				return c
+			}, nil)
+			req := peerRequest("fix the bug", time.Hour)
+			req.Payload.AgentPath = "0.3"
+			var mu sync.Mutex
+			var asked []api.Question
+			req.Ask = func(ctx context.Context, q api.Question) (string, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				asked = append(asked, q)
+				return "acme/agentd", nil
+			}
+			run, err := newPeer(t, url, nil).Start(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := runResult(t, run)
+			if res.Status != api.StatusCompleted || res.Distillate.Text() != "answered: acme/agentd" {
+				t.Fatalf("%s, streaming %v: result %+v", state, streaming, res)
+			}
+			mu.Lock()
+			if len(asked) != 1 || asked[0].Text != "which repository?" || strings.Join(asked[0].Choices, ",") != "a,b" ||
+				asked[0].AgentPath != "0.3" || asked[0].Auth != (state == a2a.TaskStateAuthRequired) {
+				t.Fatalf("%s, streaming %v: asked %+v", state, streaming, asked)
+			}
+			mu.Unlock()
+			ans := exec.answered()
+			if len(ans) != 1 || ans[0].TaskID == "" || ans[0].ContextID == "" || ans[0].Role != a2a.MessageRoleUser {
+				t.Fatalf("%s, streaming %v: the peer got %+v", state, streaming, ans)
+			}
+			if remote := run.(*remoteRun).remote(); ans[0].TaskID != remote {
+				t.Fatalf("the answer names task %s, the delegation's is %s", ans[0].TaskID, remote)
+			}
+			if len(ans[0].ID) != 36 || ans[0].ID[14] != '8' {
+				t.Fatalf("the answer's messageId %q is not a derived (version 8) UUID", ans[0].ID)
+			}
+		}
+	}
+}
+
+// AnswerID is derived: the same delegation, task, question number and
+// question give the same id (a resend is the same message); any other, not.
+func TestAnswerIDIsDerived(t *testing.T) {
+	a := AnswerID("h1", "t1", 1, "input-required|m1")
+	if a != AnswerID("h1", "t1", 1, "input-required|m1") {
+		t.Fatal("AnswerID is not deterministic")
+	}
+	for _, other := range []string{
+		AnswerID("h2", "t1", 1, "input-required|m1"), AnswerID("h1", "t2", 1, "input-required|m1"),
+		AnswerID("h1", "t1", 2, "input-required|m1"), AnswerID("h1", "t1", 1, "input-required|m2"),
+	} {
+		if other == a {
+			t.Fatalf("two answers share the id %s", a)
+		}
+	}
+}
+
+// A question nobody answers (Ask fails) ends the run refused, saying what
+// the peer asked and why it got no answer, and the peer's task is
+// cancelled; a question with no text reaches Ask as a question naming the
+// peer and its task.
+func TestPeerQuestionUnanswered(t *testing.T) {
+	exec := &questioner{state: a2a.TaskStateInputRequired}
+	canceled := exec.Canceled()
+	url := a2atest.Serve(t, a2asrv.NewHandler(exec), a2atest.Card, nil)
+	req := peerRequest("fix the bug", time.Hour)
+	var got api.Question
+	req.Ask = func(ctx context.Context, q api.Question) (string, error) {
+		got = q
+		return "", errors.New("nobody takes questions")
+	}
+	run, err := newPeer(t, url, nil).Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runResult(t, run)
+	if !strings.HasPrefix(got.Text, "Peer b asks for input to go on (its task ") || got.AgentPath != "0" {
+		t.Fatalf("the question of a peer that sent no text: %+v", got)
+	}
+	if res.Status != api.StatusRefused || !strings.Contains(res.Detail, "got no answer: nobody takes questions") {
+		t.Fatalf("result %+v", res)
+	}
+	select {
+	case <-canceled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting remote task was never cancelled")
+	}
+}
+
+// A routed message's run (Request.Asks) hands the peer's question to its
+// requester on Questions; the requester's answer goes to the peer. A cancel
+// while the question waits cancels the peer's task.
+func TestPeerQuestionToTheRequester(t *testing.T) {
+	exec := &questioner{state: a2a.TaskStateInputRequired, text: "which branch?"}
+	url := a2atest.Serve(t, a2asrv.NewHandler(exec), a2atest.Card, nil)
+	p := newPeer(t, url, nil)
+	req := peerRequest("fix the bug", time.Hour)
+	req.Asks = true
+	run, err := p.Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := run.(*remoteRun).Questions()
+	select {
+	case q := <-qs:
+		if q.Q.Text != "which branch?" || q.Q.Handle != "h1" || q.Q.AgentPath != "0" {
+			t.Fatalf("question %+v", q.Q)
+		}
+		q.Answer("main")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no question came")
+	}
+	if res := runResult(t, run); res.Status != api.StatusCompleted || res.Distillate.Text() != "answered: main" {
+		t.Fatalf("result %+v", res)
+	}
+
+	exec2 := &questioner{state: a2a.TaskStateInputRequired, text: "which branch?"}
+	canceled := exec2.Canceled()
+	url2 := a2atest.Serve(t, a2asrv.NewHandler(exec2), a2atest.Card, nil)
+	run, err = newPeer(t, url2, nil).Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-run.(*remoteRun).Questions():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no question came")
+	}
+	run.Cancel("tasks/cancel")
+	if res := runResult(t, run); res.Status != api.StatusCancelled {
+		t.Fatalf("cancelled while asking: %+v", res)
+	}
+	select {
+	case <-canceled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the peer's task was not cancelled")
+	}
+}
+
+// A question answered is not asked again when the task is read with it
+// still there (a peer that answers the answer's send before it takes it);
+// the next question (another status message) is.
+func TestAnsweredQuestionNotAskedAgain(t *testing.T) {
+	task := func(msgID string) *a2a.Task {
+		m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "which repository?"})
+		m.ID = msgID
+		return &a2a.Task{ID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateInputRequired, Message: m}}
+	}
+	r := &remoteRun{}
+	r.setTask(task("m1"))
+	if !r.stopped() {
+		t.Fatal("a question not answered yet does not stop the following")
+	}
+	r.answered = questionKey(task("m1"))
+	if r.stopped() {
+		t.Fatal("the question answered stops the following again")
+	}
+	r.setTask(task("m2"))
+	if !r.stopped() {
+		t.Fatal("the next question does not stop the following")
+	}
+	r.setTask(&a2a.Task{ID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
+	if !r.stopped() {
+		t.Fatal("the end does not stop the following")
+	}
+}
