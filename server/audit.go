@@ -47,6 +47,8 @@ func auditTarget(method string, params json.RawMessage) string {
 		return p.Handle
 	case api.OpCloseBreaker:
 		return p.Key
+	case api.OpSteer, api.OpPause, api.OpResume:
+		return p.Handle
 	}
 	return ""
 }
