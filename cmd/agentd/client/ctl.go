@@ -25,6 +25,9 @@ type ctlMethod struct {
 	summary string
 	flags   func(f *cli.Flags) func(set map[string]bool) map[string]any
 	result  func() any
+	// args, if set, takes the method's positional arguments into its
+	// params (ctl steer HANDLE TEXT); without it there are none.
+	args func(args []string, p map[string]any) (map[string]any, error)
 }
 
 var ctlMethods = map[string]ctlMethod{
@@ -50,14 +53,16 @@ var ctlMethods = map[string]ctlMethod{
 		result: func() any { return &api.LameDuckResult{} },
 	},
 	api.OpPause: {
-		summary: "hold new spawns and model calls; nothing is killed",
+		summary: "hold new spawns and model calls; nothing is killed (ctl pause HANDLE: only that subtree's model calls)",
 		flags:   noCtlFlags,
 		result:  func() any { return &api.PauseResult{} },
+		args:    ctlHandleArg,
 	},
 	api.OpResume: {
-		summary: "release what a pause holds",
+		summary: "release what a pause holds (ctl resume HANDLE: what a pause of HANDLE holds)",
 		flags:   noCtlFlags,
 		result:  func() any { return &api.PauseResult{} },
+		args:    ctlHandleArg,
 	},
 	api.OpCancel: {
 		summary: "cancel one subtree (--handle TASK_ID) or every tree (--handle 0, the default); the service keeps running",
@@ -147,6 +152,31 @@ var ctlMethods = map[string]ctlMethod{
 	},
 }
 
+func init() {
+	ctlMethods[api.OpSteer] = ctlMethod{
+		summary: "ctl steer HANDLE TEXT: send a running subagent a message that joins its conversation before its next model call",
+		flags:   noCtlFlags,
+		result:  func() any { return &api.SteerResult{} },
+		args: func(args []string, _ map[string]any) (map[string]any, error) {
+			if len(args) != 2 {
+				return nil, cli.UsageError("ctl %s takes HANDLE and TEXT (got %d arguments)", api.OpSteer, len(args))
+			}
+			return map[string]any{"handle": args[0], "text": args[1]}, nil
+		},
+	}
+}
+
+// ctlHandleArg takes an optional HANDLE (ctl pause HANDLE).
+func ctlHandleArg(args []string, p map[string]any) (map[string]any, error) {
+	if len(args) > 1 {
+		return nil, cli.UsageError("takes at most one HANDLE (got %q)", args)
+	}
+	if len(args) == 1 {
+		return map[string]any{"handle": args[0]}, nil
+	}
+	return p, nil
+}
+
 func noCtlFlags(*cli.Flags) func(map[string]bool) map[string]any {
 	return func(map[string]bool) map[string]any { return nil }
 }
@@ -207,15 +237,29 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 		f.BoolVar(&c.Watch, "watch", false, "redraw the tree as it changes (from the stream at /ui/events) until interrupted; on a terminal the screen is cleared and redrawn, otherwise each snapshot is printed once; --timeout applies only when given")
 	}
 	params := m.flags(f)
-	if err := f.Parse(args[1:]); err != nil {
-		return nil, err
+	var pos []string // positional arguments, between the flags (m.args)
+	for rest := args[1:]; ; rest = f.Args()[1:] {
+		if err := f.Parse(rest); err != nil {
+			return nil, err
+		}
+		if f.NArg() == 0 || m.args == nil {
+			break
+		}
+		pos = append(pos, f.Arg(0))
 	}
-	if f.NArg() > 0 {
+	if f.NArg() > 0 && m.args == nil {
 		return nil, cli.UsageError("ctl %s takes no arguments (got %q)", method, f.Args())
 	}
 	set := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	c.Params = params(set)
+	if m.args != nil {
+		p, err := m.args(pos, c.Params)
+		if err != nil {
+			return nil, err
+		}
+		c.Params = p
+	}
 	if c.Watch && !set["timeout"] {
 		c.Client.Timeout, c.Client.Unbounded = 0, true
 	}

@@ -177,12 +177,9 @@ func TestPauseOneSubtree(t *testing.T) {
 		b, okB = treeNode(t, s, "0.2")
 		return okA && okB && a.Status == "running" && b.Status == "running"
 	})
-	var pr api.PauseResult
-	if e := opCall(t, s, api.OpPause, api.PauseParams{Handle: a.TaskID}, &pr); e != nil {
-		t.Fatalf("a2a.Pause of a: %+v", e)
-	}
-	if !pr.Paused || pr.Affected != 1 {
-		t.Fatalf("a2a.Pause of a: %+v, want paused, one child told", pr)
+	// agentd ctl pause HANDLE is a2a.Pause with the handle.
+	if out, code := runCombined(t, "ctl", "pause", a.TaskID, "--to", s.url); code != 0 || !strings.Contains(out, "paused: true\naffected: 1\n") {
+		t.Fatalf("ctl pause a: exit %d\n%s", code, out)
 	}
 	if n, _ := treeNode(t, s, "0.1"); n.Status != api.NodePaused {
 		t.Fatalf("a2a.Tree: a is %q, want paused", n.Status)
@@ -191,8 +188,8 @@ func TestPauseOneSubtree(t *testing.T) {
 		t.Fatalf("a2a.Tree: b is %q, want running", n.Status)
 	}
 	for _, n := range []api.TreeNode{a, b} {
-		if e := opCall(t, s, api.OpSteer, api.SteerParams{Handle: n.TaskID, Text: "finish, " + n.AgentPath}, nil); e != nil {
-			t.Fatalf("a2a.Steer %s: %+v", n.AgentPath, e)
+		if out, code := runCombined(t, "ctl", "steer", n.TaskID, "finish, "+n.AgentPath, "--to", s.url); code != 0 || !strings.Contains(out, "agent_path: "+n.AgentPath) {
+			t.Fatalf("ctl steer %s: exit %d\n%s", n.AgentPath, code, out)
 		}
 	}
 	testkit.WaitFor(t, 10*time.Second, "b finished", func() bool {
@@ -209,8 +206,8 @@ func TestPauseOneSubtree(t *testing.T) {
 	if e := opCall(t, s, api.OpResume, api.PauseParams{Handle: string(root)}, nil); e == nil || e.Code != -32602 || !strings.Contains(e.Message, "not paused") {
 		t.Fatalf("a2a.Resume of a subtree not paused: %+v", e)
 	}
-	if e := opCall(t, s, api.OpResume, api.PauseParams{Handle: a.TaskID}, &pr); e != nil || pr.Paused || pr.Affected != 1 {
-		t.Fatalf("a2a.Resume of a: %+v %+v", pr, e)
+	if out, code := runCombined(t, "ctl", "resume", a.TaskID, "--to", s.url); code != 0 || !strings.Contains(out, "paused: false\naffected: 1\n") {
+		t.Fatalf("ctl resume a: exit %d\n%s", code, out)
 	}
 	var final *a2a.Task
 	testkit.WaitFor(t, 10*time.Second, "the task completed", func() bool {
