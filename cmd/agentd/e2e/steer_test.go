@@ -218,3 +218,42 @@ func TestPauseOneSubtree(t *testing.T) {
 		t.Fatalf("after the resume: %s %q", final.Status.State, artifactText(final))
 	}
 }
+
+// A child delegated to a peer (agentd B) is steered by a follow-up message
+// to B's task: B runs it as the task's next turn, and its answer comes back
+// in A's result.
+func TestSteerAPeerDelegation(t *testing.T) {
+	t.Parallel()
+	b := startService(t, "--intelligence", "builtin:script="+writeScript(t, "[default]\nsleep 1500ms\nanswer \"b got: {objective}\"\n"))
+	script := "[depth 0]\nspawn async \"child\" provider=peer:b\nawait\nanswer \"root: {results}\"\n"
+	a := startService(t, "--intelligence", "builtin:script="+writeScript(t, script), "--peer", "b="+b.url)
+	res, err := a.client(t).SendMessage(context.Background(), nonBlocking(textMessage("go")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := res.(*a2a.Task).ID
+	var child api.TreeNode
+	testkit.WaitFor(t, 10*time.Second, "the peer's task known", func() bool {
+		n, ok := treeNode(t, a, "0.1")
+		child = n
+		return ok && n.Steerable
+	})
+	if child.Provider != "peer:b" {
+		t.Fatalf("the child: %+v, want provider peer:b", child)
+	}
+	var sr api.SteerResult
+	if e := opCall(t, a, api.OpSteer, api.SteerParams{Handle: child.TaskID, Text: "steered through the mesh"}, &sr); e != nil {
+		t.Fatalf("a2a.Steer of the peer's child: %+v", e)
+	}
+	if sr.Provider != "peer:b" {
+		t.Fatalf("a2a.Steer's result: %+v", sr)
+	}
+	var final *a2a.Task
+	testkit.WaitFor(t, 20*time.Second, "A's task completed", func() bool {
+		final = getTask(t, a, root)
+		return final.Status.State.Terminal()
+	})
+	if final.Status.State != a2a.TaskStateCompleted || !strings.Contains(artifactText(final), "b got: steered through the mesh") {
+		t.Fatalf("A's task after the steer: %s %q", final.Status.State, artifactText(final))
+	}
+}

@@ -1,0 +1,38 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/supervisor"
+)
+
+// A delegation to a peer is steered by a follow-up message to the peer's
+// task (a message naming it): a peer that takes follow-ups (agentd does)
+// runs it as the task's next turn; one that does not refuses it, and the
+// steer fails with the peer's answer.
+
+var _ supervisor.SteerableRemote = (*remoteRun)(nil)
+
+// Steer implements supervisor.SteerableRemote.
+func (r *remoteRun) Steer(ctx context.Context, text string) error {
+	r.mu.Lock()
+	t := r.task
+	r.mu.Unlock()
+	switch {
+	case t == nil || r.remote() == "":
+		return fmt.Errorf("%w: peer %s has not answered the delegation yet: no task to send the message to", supervisor.ErrCannotSteer, r.p.cfg.Name)
+	case t.Status.State.Terminal():
+		return fmt.Errorf("%w: peer %s's task %s is %s", supervisor.ErrCannotSteer, r.p.cfg.Name, t.ID, t.Status.State)
+	}
+	msg := a2a.NewMessageForTask(a2a.MessageRoleUser, t, a2a.TextPart{Text: text})
+	sctx, cancel := context.WithTimeout(ctx, r.p.cfg.Timeout)
+	defer cancel()
+	if _, err := r.client.SendMessage(sctx, &a2a.MessageSendParams{Message: msg}); err != nil {
+		return fmt.Errorf("%w: peer %s refused the follow-up message to its task %s: %v", supervisor.ErrCannotSteer, r.p.cfg.Name, t.ID, err)
+	}
+	r.p.log.Info("delegation steered: follow-up sent to the peer's task", "task_id", r.handle, "peer", r.p.cfg.Name, "remote_task_id", string(t.ID))
+	return nil
+}
