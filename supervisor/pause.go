@@ -146,14 +146,6 @@ func (s *Supervisor) toldOf(n *node, paused bool, gen uint64) bool {
 	return ps.paused == paused && ps.gen == gen
 }
 
-// pauseState returns the pause state and the number of its change.
-func (s *Supervisor) pauseState() (bool, uint64) {
-	g := &s.pause
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.paused, g.gen
-}
-
 func (s *Supervisor) liveNodes() []*node {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -113,7 +113,7 @@ func (e *Engine) forward(ctx context.Context, fw Forwarder, t *a2a.Task, msg *a2
 		case cur.Status.State.Terminal():
 			return nil, fmt.Errorf("task %s is %s and takes no more messages; send a new message (its referenceTaskIds may name this task): %w", t.ID, cur.Status.State, a2a.ErrUnsupportedOperation)
 		case !exists:
-			// Taken, yet not in the history read just now: read again.
+			continue // taken since the read above: it is in the history now
 		}
 		select {
 		case _, ok := <-changed:

@@ -192,6 +192,16 @@ func TestPauseOneSubtree(t *testing.T) {
 			t.Fatalf("ctl steer %s: exit %d\n%s", n.AgentPath, code, out)
 		}
 	}
+	// a, held, takes none of its messages: at most api.MaxSteerQueued wait,
+	// the next is refused and nothing is sent.
+	for i := 1; i < api.MaxSteerQueued; i++ {
+		if e := opCall(t, s, api.OpSteer, api.SteerParams{Handle: a.TaskID, Text: "more"}, nil); e != nil {
+			t.Fatalf("a2a.Steer %d of a held child: %+v", i+1, e)
+		}
+	}
+	if e := opCall(t, s, api.OpSteer, api.SteerParams{Handle: a.TaskID, Text: "one too many"}, nil); e == nil || e.Code != -32602 || !strings.Contains(e.Message, "8 messages already wait") {
+		t.Fatalf("a2a.Steer past the bound: %+v", e)
+	}
 	testkit.WaitFor(t, 10*time.Second, "b finished", func() bool {
 		_, live := treeNode(t, s, "0.2")
 		return !live
@@ -214,7 +224,7 @@ func TestPauseOneSubtree(t *testing.T) {
 		final = getTask(t, s, root)
 		return final.Status.State.Terminal()
 	})
-	if final.Status.State != a2a.TaskStateCompleted || artifactText(final) != "root: child got: finish, 0.1\nchild got: finish, 0.2" {
+	if final.Status.State != a2a.TaskStateCompleted || artifactText(final) != "root: child got: finish, 0.1"+strings.Repeat("\nmore", api.MaxSteerQueued-1)+"\nchild got: finish, 0.2" {
 		t.Fatalf("after the resume: %s %q", final.Status.State, artifactText(final))
 	}
 }
