@@ -81,6 +81,47 @@ func TestReplicasForwardFollowUp(t *testing.T) {
 	}
 }
 
+// A follow-up streamed through the replica that does not run the task: the
+// stream shows the task with the follow-up, then follows it to its end.
+func TestReplicasForwardStreamedFollowUp(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	dsn := srv.Database(t)
+	script := writeScript(t, "[depth 0]\nsleep 1500ms\nanswer \"done: {objective}\"\n")
+	a := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	b := replica(t, dsn, "--intelligence", "builtin:script="+script)
+	ctx := context.Background()
+	res, err := a.client(t).SendMessage(ctx, nonBlocking(textMessage("first")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	testkit.WaitFor(t, 10*time.Second, "the task running on A", func() bool { return getTask(t, b, task.ID).Status.State == a2a.TaskStateWorking })
+	follow := &a2a.MessageSendParams{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.TextPart{Text: "streamed"})}
+	var first *a2a.Task
+	var last a2a.TaskState
+	for ev, err := range b.client(t).SendStreamingMessage(ctx, follow) {
+		if err != nil {
+			t.Fatalf("the streamed follow-up through B: %v", err)
+		}
+		switch v := ev.(type) {
+		case *a2a.Task:
+			if first == nil {
+				first = v
+			}
+			last = v.Status.State
+		case *a2a.TaskStatusUpdateEvent:
+			last = v.Status.State
+		}
+	}
+	if first == nil || first.History[len(first.History)-1].ID != follow.Message.ID || last != a2a.TaskStateCompleted {
+		t.Fatalf("the stream through B: first %+v, last state %s", first, last)
+	}
+	if done := getTask(t, b, task.ID); !strings.Contains(artifactText(done), "done: streamed") {
+		t.Fatalf("after the streamed follow-up: %q", artifactText(done))
+	}
+}
+
 // An answer to a question is a message naming the task: sent through the
 // replica that does not run the task, it reaches the asking subagent on the
 // runner; both protocol versions.
