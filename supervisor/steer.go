@@ -38,6 +38,9 @@ var (
 // while it runs (a peer that accepts follow-up messages): Steer sends it
 // text. Its presence is the capability.
 type SteerableRemote interface {
+	// NotSteerable says why the delegation takes no message now (its
+	// remote task not known yet, or ended); "" when it does.
+	NotSteerable() string
 	Steer(ctx context.Context, text string) error
 }
 
@@ -113,8 +116,12 @@ func (s *Supervisor) steerTarget(n *node) (Remote, string) {
 		if r == nil {
 			return nil, fmt.Sprintf("its delegation to %s has not started", n.nest.provider)
 		}
-		if _, ok := r.(SteerableRemote); !ok {
+		sr, ok := r.(SteerableRemote)
+		if !ok {
 			return nil, fmt.Sprintf("provider %s takes no messages while it runs", n.nest.provider)
+		}
+		if why := sr.NotSteerable(); why != "" {
+			return nil, why
 		}
 		return r, ""
 	}

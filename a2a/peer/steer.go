@@ -16,16 +16,32 @@ import (
 
 var _ supervisor.SteerableRemote = (*remoteRun)(nil)
 
-// Steer implements supervisor.SteerableRemote.
-func (r *remoteRun) Steer(ctx context.Context, text string) error {
+// NotSteerable implements supervisor.SteerableRemote.
+func (r *remoteRun) NotSteerable() string {
+	_, why := r.steerable()
+	return why
+}
+
+// steerable returns the peer's task as last seen, or why a message cannot
+// be sent to it now.
+func (r *remoteRun) steerable() (*a2a.Task, string) {
 	r.mu.Lock()
 	t := r.task
 	r.mu.Unlock()
 	switch {
 	case t == nil || r.remote() == "":
-		return fmt.Errorf("%w: peer %s has not answered the delegation yet: no task to send the message to", supervisor.ErrCannotSteer, r.p.cfg.Name)
+		return nil, fmt.Sprintf("peer %s has not answered the delegation yet: no task to send the message to", r.p.cfg.Name)
 	case t.Status.State.Terminal():
-		return fmt.Errorf("%w: peer %s's task %s is %s", supervisor.ErrCannotSteer, r.p.cfg.Name, t.ID, t.Status.State)
+		return nil, fmt.Sprintf("peer %s's task %s is %s", r.p.cfg.Name, t.ID, t.Status.State)
+	}
+	return t, ""
+}
+
+// Steer implements supervisor.SteerableRemote.
+func (r *remoteRun) Steer(ctx context.Context, text string) error {
+	t, why := r.steerable()
+	if why != "" {
+		return fmt.Errorf("%w: %s", supervisor.ErrCannotSteer, why)
 	}
 	msg := a2a.NewMessageForTask(a2a.MessageRoleUser, t, a2a.TextPart{Text: text})
 	sctx, cancel := context.WithTimeout(ctx, r.p.cfg.Timeout)
