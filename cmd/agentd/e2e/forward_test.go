@@ -65,9 +65,11 @@ func TestReplicasForwardFollowUp(t *testing.T) {
 		} `json:"task"`
 	}
 	params := fmt.Sprintf(`{"message":{"messageId":"fwd10","role":"ROLE_USER","taskId":%q,"parts":[{"text":"fourth"}]},"configuration":{"returnImmediately":true}}`, second.ID)
+	sent := time.Now()
 	if e := rpc(t, b, "1.0", "SendMessage", params, &got); e != nil {
 		t.Fatalf("SendMessage (1.0) through B: %+v", e)
 	}
+	t.Logf("a non-blocking follow-up forwarded through B and taken by A: answered in %s", time.Since(sent))
 	if got.Task.ID != string(second.ID) || got.Task.Status.State != "TASK_STATE_WORKING" || len(got.Task.History) == 0 || got.Task.History[len(got.Task.History)-1].MessageID != "fwd10" {
 		t.Fatalf("the 1.0 follow-up through B: %+v", got.Task)
 	}
