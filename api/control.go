@@ -20,6 +20,7 @@ const (
 	MethodBlobPut  = "blob/put"    // up, a request with an id: params BlobPut; answered with a BlobRef
 	MethodPause    = "ctrl/pause"  // down, no params: hold before the next model call
 	MethodResume   = "ctrl/resume" // down, no params: go on after ctrl/pause
+	MethodSteer    = "ctrl/steer"  // down: params Steer, a message that joins the conversation before the next model call
 )
 
 // Environment variables of subagent mode.
@@ -62,6 +63,9 @@ const (
 	// text event of the step. The result frame's distillate stays the
 	// answer; the text events only show it coming.
 	EventText = "text"
+	// EventSteered says the loop took one steering message (ctrl/steer)
+	// into its conversation; no usage.
+	EventSteered = "steered"
 )
 
 // LoopEvent reports progress and the token usage since the previous event.
@@ -185,6 +189,7 @@ const (
 	ToolCancel = "subagent.cancel"
 	ToolAsk    = "subagent.ask"
 	ToolAnswer = "subagent.answer"
+	ToolSteer  = "subagent.steer"
 )
 
 // ToolSpec describes one tool a subagent may call: its wire name (a self-tool

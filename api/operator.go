@@ -8,8 +8,8 @@ import "time"
 const (
 	OpDrain    = "a2a.Drain"    // params DrainParams, result DrainResult
 	OpLameDuck = "a2a.LameDuck" // params LameDuckParams, result LameDuckResult
-	OpPause    = "a2a.Pause"    // no params, result PauseResult
-	OpResume   = "a2a.Resume"   // no params, result PauseResult
+	OpPause    = "a2a.Pause"    // optional params PauseParams, result PauseResult
+	OpResume   = "a2a.Resume"   // optional params PauseParams, result PauseResult
 	OpCancel   = "a2a.Cancel"   // params CancelParams, result CancelResult
 	OpTree     = "a2a.Tree"     // no params, result TreeResult
 	OpCaps     = "a2a.Caps"     // params CapsParams, result CapsResult
@@ -26,10 +26,13 @@ const (
 	// approval) on its caller's behalf: params AnswerParams, result
 	// AnswerResult.
 	OpAnswer = "a2a.Answer"
+	// OpSteer sends a running subagent a message that joins its
+	// conversation at its next step: params SteerParams, result SteerResult.
+	OpSteer = "a2a.Steer"
 )
 
 // OperatorMethods lists the operator methods in a stable order.
-var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker, OpAudit, OpQuestions, OpAnswer}
+var OperatorMethods = []string{OpDrain, OpLameDuck, OpPause, OpResume, OpCancel, OpTree, OpCaps, OpCloseBreaker, OpAudit, OpQuestions, OpAnswer, OpSteer}
 
 // DrainParams asks the service to drain, as the first SIGTERM does. DeadlineMS,
 // when set, is the drain budget in milliseconds instead of --drain-timeout; it
@@ -247,6 +250,11 @@ type TreeNode struct {
 	// a row it has left unanswered (the ping detector); set with Health.
 	LastProgress *time.Time `json:"last_progress,omitempty"`
 	MissedPings  int        `json:"missed_pings,omitempty"`
+	// Steerable is the runtime capability of steering (a2a.Steer): whether
+	// the subagent takes a message now; NotSteerable says why not (an exec
+	// child, a peer that takes no follow-ups, a spawn not started yet).
+	Steerable    bool   `json:"steerable"`
+	NotSteerable string `json:"not_steerable,omitempty"`
 }
 
 // MaxTreeObjective is how many characters of a subagent's objective a

@@ -138,6 +138,7 @@ func SelfToolSpecs() []ToolSpec {
 		{Name: ToolCancel, Description: "Stop a child subagent and everything it spawned.", InputSchema: json.RawMessage(handleSchema)},
 		{Name: ToolAsk, Description: askDescription, InputSchema: json.RawMessage(askSchema)},
 		{Name: ToolAnswer, Description: "Answer the question a child subagent asked (its report is in state asking, with the question): the answer is the result of its subagent.ask, and it goes on.", InputSchema: json.RawMessage(answerSchema)},
+		{Name: ToolSteer, Description: steerDescription, InputSchema: json.RawMessage(steerSchema)},
 	}, resourceToolSpecs()...)
 }
 

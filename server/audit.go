@@ -51,6 +51,8 @@ func auditTarget(method string, params json.RawMessage) string {
 		return p.Key
 	case api.OpQuestions, api.OpAnswer:
 		return p.TaskID
+	case api.OpSteer, api.OpPause, api.OpResume:
+		return p.Handle
 	}
 	return ""
 }

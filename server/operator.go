@@ -61,6 +61,7 @@ func (o *Operator) Methods() map[string]Method {
 		api.OpCloseBreaker: o.closeBreaker,
 		api.OpQuestions:    o.questions,
 		api.OpAnswer:       o.answer,
+		api.OpSteer:        o.steer,
 	}
 	for name, f := range m {
 		m[name] = o.recorded(name, f)
@@ -126,19 +127,61 @@ func noParams(raw json.RawMessage) error {
 }
 
 func (o *Operator) pause(ctx context.Context, raw json.RawMessage) (any, error) {
-	if err := noParams(raw); err != nil {
+	var p api.PauseParams
+	if err := decodeOptional(raw, &p); err != nil {
 		return nil, err
+	}
+	if p.Handle != "" {
+		return o.pauseSubtree(p.Handle, true)
 	}
 	n := o.Sup.Pause()
 	return api.PauseResult{Paused: o.Sup.Paused(), Affected: n}, nil
 }
 
 func (o *Operator) resume(ctx context.Context, raw json.RawMessage) (any, error) {
-	if err := noParams(raw); err != nil {
+	var p api.PauseParams
+	if err := decodeOptional(raw, &p); err != nil {
 		return nil, err
+	}
+	if p.Handle != "" {
+		return o.pauseSubtree(p.Handle, false)
 	}
 	n := o.Sup.Resume()
 	return api.PauseResult{Paused: o.Sup.Paused(), Affected: n}, nil
+}
+
+// pauseSubtree pauses or resumes one subagent's subtree (steer.go's
+// sibling: a2a.Pause / a2a.Resume with a handle). Paused reports the
+// subtree's state; an unknown or ended handle is -32602.
+func (o *Operator) pauseSubtree(handle string, paused bool) (any, error) {
+	var n int
+	var err error
+	if paused {
+		n, err = o.Sup.PauseSubtree(handle)
+	} else {
+		n, err = o.Sup.ResumeSubtree(handle)
+	}
+	if err != nil {
+		return nil, invalidParams(err)
+	}
+	return api.PauseResult{Paused: o.Sup.PausedHandles()[handle] || o.Sup.Paused(), Affected: n}, nil
+}
+
+// steer serves a2a.Steer: a message to a running subagent, any of them.
+func (o *Operator) steer(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p api.SteerParams
+	if err := decodeParams(raw, &p, paramsStrict); err != nil {
+		return nil, err
+	}
+	if p.Handle == "" {
+		return nil, invalidParams(errors.New("handle is required: the task id of a running subagent (a2a.Tree lists them)"))
+	}
+	id, _ := IdentityFrom(ctx)
+	res, err := o.Sup.Steer(ctx, p.Handle, p.Text, "operator "+auditCaller(id))
+	if err != nil {
+		return nil, invalidParams(err)
+	}
+	return res, nil
 }
 
 func (o *Operator) cancel(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -210,6 +253,7 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 	live := sup.Live()
 	held := sup.Held()
 	paused := sup.Paused()
+	subtrees := sup.PausedHandles()
 	byParent := map[string][]supervisor.NodeInfo{}
 	known := map[string]bool{}
 	for _, n := range live {
@@ -244,7 +288,7 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 			switch {
 			case held[n.Handle]:
 				status = api.NodeHeld
-			case paused && n.State == supervisor.StateRunning:
+			case (paused || subtrees[n.Handle]) && n.State == supervisor.StateRunning:
 				status = api.NodePaused
 			}
 			provider := n.Provider
@@ -272,6 +316,7 @@ func Tree(sup *supervisor.Supervisor) api.TreeResult {
 				at := n.LastProgress.UTC()
 				tn.LastProgress = &at
 			}
+			tn.Steerable, tn.NotSteerable = sup.Steerable(n.Handle)
 			res.Nodes = append(res.Nodes, tn)
 			walk(n.Handle)
 		}

@@ -197,6 +197,7 @@ func (s *Supervisor) run(n *node) {
 		res = heldResult(n)
 	}
 	s.forgetPause(n)
+	s.forgetSteer(n)
 	s.releaseSlot(n)       // reaped (or abandoned): the service-wide slot is free again
 	res = s.settle(n, res) // the result settled at its frame, if it did, stands
 	if n.parent == nil {
@@ -332,6 +333,7 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 	stopWatch := s.watch(n, p, log) // detectors B and C
 	defer stopWatch()
 	s.syncPause(n, p) // a child spawned while paused holds before its first model call
+	s.sendEarlySteers(n, p)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeProgress(n.info())
 	}
@@ -508,6 +510,10 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 		}
 		if ev.Kind == api.EventText {
 			s.text(n, ev)
+			return nil
+		}
+		if ev.Kind == api.EventSteered {
+			s.steerTaken(n)
 			return nil
 		}
 		n.mu.Lock()

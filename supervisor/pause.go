@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -26,12 +27,15 @@ import (
 // pauseGate is the supervisor's pause state. Lock order: a node's pauseSync.mu,
 // then pauseGate.mu.
 type pauseGate struct {
-	mu      sync.Mutex // guards paused, gen, resumed, held, synced
-	paused  bool
-	gen     uint64                  // counts the changes of paused
-	resumed chan struct{}           // closed by Resume; nil while not paused
-	held    map[*node]chan struct{} // spawns held by the pause; closed to release one
-	synced  map[*node]*pauseSync    // what each spawned child was last told
+	mu     sync.Mutex // guards paused, gen, resumed, held, synced, subtrees
+	paused bool
+	// subtrees are the subagents paused by a2a.Pause with their handle:
+	// each, and every subagent below it, holds before its next model call.
+	subtrees map[*node]bool
+	gen      uint64                  // counts the changes of paused
+	resumed  chan struct{}           // closed by Resume; nil while not paused
+	held     map[*node]chan struct{} // spawns held by the pause; closed to release one
+	synced   map[*node]*pauseSync    // what each spawned child was last told
 }
 
 // pauseSync orders the ctrl/pause and ctrl/resume frames of one child so the
@@ -142,14 +146,6 @@ func (s *Supervisor) toldOf(n *node, paused bool, gen uint64) bool {
 	return ps.paused == paused && ps.gen == gen
 }
 
-// pauseState returns the pause state and the number of its change.
-func (s *Supervisor) pauseState() (bool, uint64) {
-	g := &s.pause
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.paused, g.gen
-}
-
 func (s *Supervisor) liveNodes() []*node {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -167,7 +163,7 @@ func (s *Supervisor) syncPause(n *node, p *proc) bool {
 	g.mu.Lock()
 	ps := g.synced[n]
 	if ps == nil {
-		if !g.paused {
+		if !g.wantPausedLocked(n) {
 			g.mu.Unlock()
 			return false // never paused: nothing to tell
 		}
@@ -181,7 +177,9 @@ func (s *Supervisor) syncPause(n *node, p *proc) bool {
 
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	want, gen := s.pauseState()
+	g.mu.Lock()
+	want, gen := g.wantPausedLocked(n), g.gen
+	g.mu.Unlock()
 	if ps.paused == want {
 		return false
 	}
@@ -256,7 +254,100 @@ func (s *Supervisor) forgetPause(n *node) {
 	g := &s.pause
 	g.mu.Lock()
 	delete(g.synced, n)
+	delete(g.subtrees, n)
 	g.mu.Unlock()
+}
+
+// wantPausedLocked reports whether n should hold: the service is paused, or
+// n or a subagent above it was paused by handle. g.mu is held.
+func (g *pauseGate) wantPausedLocked(n *node) bool {
+	return g.paused || g.inPausedSubtreeLocked(n)
+}
+
+// inPausedSubtreeLocked reports whether n or a subagent above it was paused
+// by handle. g.mu is held.
+func (g *pauseGate) inPausedSubtreeLocked(n *node) bool {
+	for m := n; m != nil && len(g.subtrees) > 0; m = m.parent {
+		if g.subtrees[m] {
+			return true
+		}
+	}
+	return false
+}
+
+// PauseSubtree holds the live subagent handle and every subagent below it
+// before their next model call (ctrl/pause), while the rest of the service
+// goes on; a subagent spawned into the subtree holds from its first call.
+// It returns how many children were told. Safe for concurrent use.
+func (s *Supervisor) PauseSubtree(handle string) (int, error) {
+	return s.setSubtreePaused(handle, true)
+}
+
+// ResumeSubtree undoes PauseSubtree of handle: its subtree goes on (a
+// subagent below it paused by its own handle, or a service-wide pause,
+// still holds). It returns how many children were told.
+func (s *Supervisor) ResumeSubtree(handle string) (int, error) {
+	return s.setSubtreePaused(handle, false)
+}
+
+// setSubtreePaused changes handle's subtree pause and tells its children.
+func (s *Supervisor) setSubtreePaused(handle string, paused bool) (int, error) {
+	s.mu.Lock()
+	n := s.nodes[handle]
+	s.mu.Unlock()
+	verb := map[bool]string{true: "pause", false: "resume"}[paused]
+	if n == nil {
+		return 0, fmt.Errorf("%s %s: %w (it ended, or never was)", verb, handle, ErrNoSuchSubagent)
+	}
+	if n.nest.exec != nil {
+		return 0, fmt.Errorf("%s %s: an exec child runs a command, not a model: there is no model call to hold", verb, handle)
+	}
+	g := &s.pause
+	g.mu.Lock()
+	if !paused && !g.subtrees[n] {
+		g.mu.Unlock()
+		return 0, fmt.Errorf("resume %s: %w", handle, ErrNotPaused)
+	}
+	if paused {
+		if g.subtrees == nil {
+			g.subtrees = make(map[*node]bool)
+		}
+		g.subtrees[n] = true
+	} else {
+		delete(g.subtrees, n)
+	}
+	g.mu.Unlock()
+	s.log.Info("subtree pause changed", "task_id", handle, "agent_path", n.payload.AgentPath, "paused", paused)
+	told := 0
+	for _, m := range n.subtree() {
+		p := m.getProc()
+		if p == nil || !p.spawned.Load() || !p.controlled() || m.ended() {
+			continue
+		}
+		if s.syncPause(m, p) {
+			told++
+		}
+	}
+	return told, nil
+}
+
+// ErrNotPaused: a2a.Resume named a subagent that no a2a.Pause named.
+var ErrNotPaused = errors.New("supervisor: the subagent was not paused by its handle")
+
+// PausedHandles reports the live subagents held by a pause of their
+// subtree (PauseSubtree), the service-wide pause aside.
+func (s *Supervisor) PausedHandles() map[string]bool {
+	nodes := s.liveNodes()
+	g := &s.pause
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]bool{}
+	for _, n := range nodes {
+		if g.inPausedSubtreeLocked(n) {
+			out[n.handle] = true
+		}
+	}
+	return out
 }
 
 // heldResult is the result of a spawn that never started.

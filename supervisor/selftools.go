@@ -19,6 +19,7 @@ func (s *Supervisor) selfToolTable() map[string]selfTool {
 		api.ToolCancel: s.toolCancel,
 		api.ToolAsk:    s.toolAsk,
 		api.ToolAnswer: s.toolAnswer,
+		api.ToolSteer:  s.toolSteer,
 
 		api.ToolResourceRead: s.toolResourceRead,
 		api.ToolResourceWait: s.toolResourceWait,

@@ -457,6 +457,7 @@ func (s *Supervisor) superviseRemote(n *node, log *slog.Logger) api.SubagentResu
 		return api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""),
 			Detail: fmt.Sprintf("delegate to %s: %v", n.nest.provider, err)}
 	}
+	defer s.trackRemote(n, r)() // steer.go
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeStarted(n.info())
 		s.cfg.Observer.NodeProgress(n.info())

@@ -319,6 +319,8 @@ type Supervisor struct {
 	nodes    map[string]*node // live nodes by handle
 	draining bool
 
+	steer steerState // steering messages not yet taken, remote delegations (steer.go)
+
 	wg       sync.WaitGroup // one per node goroutine
 	unreaped atomic.Int64
 	stats    counters

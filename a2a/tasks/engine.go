@@ -270,6 +270,9 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 	if sh, ok := store.(Shared); ok {
 		go e.serveCancels(sh)
 	}
+	if fw, ok := store.(Forwarder); ok {
+		go e.serveForwards(fw)
+	}
 	if ej, ok := store.(EndJournal); ok && e.pusher != nil && e.pusher.journaled(ej) {
 		e.ends = ej
 	}
@@ -863,7 +866,10 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 		if hasMessage(t, msg.ID) {
 			return settled(t), nil // sent before: nothing changes
 		}
-		if _, remote := e.sharedFor(t); remote {
+		if sh, remote := e.sharedFor(t); remote {
+			if fw, ok := sh.(Forwarder); ok && ctx.Value(forwardedKey{}) == nil && e.runnerKnown(ctx, t) {
+				return e.forward(ctx, fw, t, msg, push, early)
+			}
 			return nil, e.elsewhere(ctx, t)
 		}
 		return nil, fmt.Errorf("task %s is %s and takes no more messages; send a new message (its referenceTaskIds may name this task): %w", id, t.Status.State, a2a.ErrUnsupportedOperation)

@@ -14,8 +14,9 @@ import (
 // With a Shared store (replicas on one database) a task runs in the process
 // that accepted it, and every other process answers for it through the
 // store: a stream or a blocking send follows its stored snapshots (Watch),
-// tasks/cancel asks its runner to cancel it (RequestCancel), and the engine
-// serves the cancel requests other processes send for its own tasks.
+// tasks/cancel asks its runner to cancel it (RequestCancel), a follow-up is
+// forwarded to its runner (Forwarder, forward.go), and the engine serves the
+// cancel requests and follow-ups other processes send for its own tasks.
 
 // sharedFor returns the Shared store when t is run by another process: not
 // live here, not terminal.
@@ -131,8 +132,9 @@ func changes(old, new *a2a.Task) []a2a.Event {
 	return out
 }
 
-// waitRemote waits until a task another process runs ends, timeout fires
-// or ctx ends, and returns its snapshot then.
+// waitRemote waits until a task another process runs ends or is
+// interrupted (input-required: a blocking send returns it, as it does a
+// task run here), timeout fires or ctx ends, and returns its snapshot then.
 func (e *Engine) waitRemote(ctx context.Context, sh Shared, id a2a.TaskID, timeout <-chan time.Time) (*a2a.Task, error) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -142,7 +144,7 @@ func (e *Engine) waitRemote(ctx context.Context, sh Shared, id a2a.TaskID, timeo
 		if err != nil {
 			return nil, err
 		}
-		if t.Status.State.Terminal() {
+		if t.Status.State.Terminal() || interruptedState(t.Status.State) {
 			return t, nil
 		}
 		select {
@@ -207,10 +209,11 @@ func (e *Engine) cancelRemote(ctx context.Context, sh Shared, t *a2a.Task) (*a2a
 const cancelAgain = time.Second
 
 // elsewhere is the answer to a follow-up message for a task another process
-// runs (or a task waiting in the shared queue): only its runner takes
-// follow-ups (it holds the executor that takes them as the next turn), so
-// the error names it; the client sends the message to that replica, or
-// waits for the task to end and sends a new message.
+// runs (or a task waiting in the shared queue) when the store cannot forward
+// it (forward.go): only its runner takes follow-ups (it holds the executor
+// that takes them as the next turn), so the error names it; the client
+// sends the message to that replica, or waits for the task to end and sends
+// a new message.
 func (e *Engine) elsewhere(ctx context.Context, t *a2a.Task) error {
 	runner := ""
 	if sq, ok := e.store.(SharedQueue); ok {

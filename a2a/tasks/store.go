@@ -267,6 +267,51 @@ type Shared interface {
 	Cancels() <-chan a2a.TaskID
 }
 
+// Forwarder is implemented by a Shared store that carries a follow-up
+// message (an answer to a question among them) from the process a caller
+// sent it to to the process running its task: the message is stored until
+// the runner takes it (joins it to the task, as if sent there) or refuses
+// it, and the sender answers its caller from the outcome. Implementations
+// are safe for concurrent use.
+type Forwarder interface {
+	Shared
+	// Forward stores msg for the process running task id and tells that
+	// process; it returns the entry's number.
+	Forward(ctx context.Context, id a2a.TaskID, msg *a2a.Message) (int64, error)
+	// Renotify tells the process running task id again of its entries (a
+	// runner lost before it took them, or a notification lost).
+	Renotify(ctx context.Context, id a2a.TaskID) error
+	// Forwarded delivers the id of each task a message was forwarded to; an
+	// empty id says some may have been missed (every live task's entries
+	// are to be read). It is closed when the store is.
+	Forwarded() <-chan a2a.TaskID
+	// PendingForwards returns task id's entries neither taken nor refused,
+	// oldest first.
+	PendingForwards(ctx context.Context, id a2a.TaskID) ([]ForwardedMessage, error)
+	// SettleForward records the runner's outcome of entry seq of task id:
+	// refusal nil deletes the entry (the message joined the task), else the
+	// refusal is kept for the sender. The task's watchers are woken.
+	SettleForward(ctx context.Context, id a2a.TaskID, seq int64, refusal *ForwardRefusal) error
+	// ForwardOutcome returns entry seq's refusal (nil while it waits or once
+	// taken) and whether the entry still exists.
+	ForwardOutcome(ctx context.Context, seq int64) (refusal *ForwardRefusal, exists bool, err error)
+	// DropForward deletes entry seq (its sender has answered).
+	DropForward(ctx context.Context, seq int64) error
+}
+
+// ForwardedMessage is one message a Forwarder holds for a task's runner.
+type ForwardedMessage struct {
+	Seq     int64
+	Message *a2a.Message
+}
+
+// ForwardRefusal is the runner's refusal of a forwarded message: the
+// error's text and its kind (ForwardRefusal.Err rebuilds the error).
+type ForwardRefusal struct {
+	Code string `json:"code"`
+	Text string `json:"text"`
+}
+
 // Fencing is implemented by a Shared store (safe for concurrent use) that
 // tells a process which of its
 // tasks another process took over while its lease had lapsed, so that their

@@ -34,6 +34,8 @@ type control struct {
 	closed  bool
 
 	hold gate // closed between ctrl/pause and ctrl/resume
+	// steers are the steering messages not yet taken by the loop.
+	steers steers
 
 	// clock is the run's deadline, paused while a question waits; nil
 	// before the run starts.
@@ -114,6 +116,17 @@ func (c *control) serve(cancel context.CancelCauseFunc) {
 		case f.Method == api.MethodResume:
 			c.log.Info("resumed by the supervisor")
 			c.hold.resume()
+		case f.Method == api.MethodSteer:
+			var p api.Steer
+			if err := api.DecodeParams(f, &p); err != nil {
+				c.log.Warn("bad steer", "err", err)
+				continue
+			}
+			if !c.steers.add(p.Text) {
+				c.log.Warn("steering message dropped: too many waiting", "max", api.MaxSteerQueued)
+				continue
+			}
+			c.log.Info("steering message received: it joins the conversation before the next model call", "bytes", len(p.Text))
 		case f.Method == api.MethodCancel:
 			var p api.Cancel
 			_ = api.DecodeParams(f, &p)

@@ -57,6 +57,10 @@ type Loop struct {
 	// Hold, if set, is called before each model call and blocks while the
 	// supervisor has paused the tree; an error (ctx ended) stops the loop.
 	Hold func(ctx context.Context) error
+	// Steered, if set, returns the steering messages sent since the last
+	// call (ctrl/steer): each joins the conversation as a user turn before
+	// the next model call (steer.go).
+	Steered func() []string
 	// Stream, if set, gets the model's text as it is produced, and is
 	// flushed when each model call returns. The conversation never holds it
 	// before the call has returned.
@@ -196,6 +200,7 @@ func (r *run) beforeStep(ctx context.Context) (api.SubagentResult, bool) {
 	if r.l.Hold != nil && r.l.Hold(ctx) != nil {
 		return r.stopped(ctx), true
 	}
+	r.steer()
 	return api.SubagentResult{}, false
 }
 
@@ -295,6 +300,9 @@ func (r *run) answer(ctx context.Context, resp *intelligence.Response) (api.Suba
 		r.req.Messages = append(r.req.Messages,
 			intelligence.Message{Role: intelligence.RoleUser, Content: "Your reply was empty. Continue toward the objective: call a tool, or reply with the result."})
 		return api.SubagentResult{}, false
+	}
+	if r.l.Steered != nil && r.steerAfter(resp) {
+		return api.SubagentResult{}, false // steered during its last call: not finished
 	}
 	if r.p.Contract.OutputFormat.Kind != api.FormatJSON {
 		return r.result(ctx, api.StatusCompleted, ""), true

@@ -123,7 +123,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	defer stop()
 	c.clock = clock // a question's wait does not count (subagent.ask)
 	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
-	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait,
+	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait, Steered: c.steers.take,
 		Stream: newTextStream(c.text), Idle: releaseIdle, IdleAfter: idleAfter}
 	res := loop.Run(ctx)
 	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)

@@ -216,7 +216,7 @@ func TestOfferedToolsIncludeSelfTools(t *testing.T) {
 		}
 	}
 	want := "subagent_spawn=subagent.spawn,subagent_status=subagent.status,subagent_await=subagent.await,subagent_cancel=subagent.cancel," +
-		"subagent_ask=subagent.ask,subagent_answer=subagent.answer," +
+		"subagent_ask=subagent.ask,subagent_answer=subagent.answer,subagent_steer=subagent.steer," +
 		"resource_read=resource.read,resource_wait=resource.wait,github__search=github/search"
 	if strings.Join(names, ",") != want {
 		t.Fatalf("offered %v", names)

@@ -123,10 +123,12 @@ type Store struct {
 	watch              map[a2a.TaskID]map[chan struct{}]struct{}
 	cancels            chan a2a.TaskID
 
-	pushes    chan a2a.TaskID // tasks that got a webhook (PushRegistered)
-	pushLost  atomic.Bool     // an announcement was dropped: "" is owed on pushes
-	wq        writeQueue      // the writes of the writers (writer.go)
-	queueWake chan struct{}   // the shared queue changed (queue.go)
+	pushes      chan a2a.TaskID // tasks that got a webhook (PushRegistered)
+	pushLost    atomic.Bool     // an announcement was dropped: "" is owed on pushes
+	forwards    chan a2a.TaskID // tasks a message was forwarded to (Forwarded; forward.go)
+	forwardLost atomic.Bool     // an announcement was dropped: "" is owed on forwards
+	wq          writeQueue      // the writes of the writers (writer.go)
+	queueWake   chan struct{}   // the shared queue changed (queue.go)
 	// queueGen counts the queue's announcements; ClaimQueued found the
 	// queue empty at announcement emptyGen, at emptyAt (unix ns) (queue.go).
 	queueGen, emptyGen, emptyAt atomic.Int64
@@ -199,7 +201,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 		return nil
 	}
 	s := &Store{cfg: cfg, opts: o, instance: o.Instance, watch: map[a2a.TaskID]map[chan struct{}]struct{}{}, cancels: make(chan a2a.TaskID, 256),
-		queueWake: make(chan struct{}, 1), takenOver: make(chan a2a.TaskID, 256), pushes: make(chan a2a.TaskID, 256),
+		queueWake: make(chan struct{}, 1), takenOver: make(chan a2a.TaskID, 256), pushes: make(chan a2a.TaskID, 256), forwards: make(chan a2a.TaskID, 256),
 		wq:    writeQueue{wake: make(chan struct{}, 1)},
 		where: fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -318,6 +320,7 @@ func (s *Store) Close() error {
 	close(s.queueWake)
 	close(s.takenOver)
 	close(s.pushes)
+	close(s.forwards)
 	if err != nil {
 		return fmt.Errorf("postgres: give up the lease: %w", err)
 	}
@@ -372,7 +375,7 @@ func (s *Store) listen(ctx context.Context, ready chan<- error) {
 	for ctx.Err() == nil {
 		conn, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig)
 		if err == nil {
-			_, err = conn.Exec(ctx, `LISTEN agentd_task; LISTEN agentd_cancel; LISTEN agentd_queue; LISTEN agentd_push`)
+			_, err = conn.Exec(ctx, `LISTEN agentd_task; LISTEN agentd_cancel; LISTEN agentd_queue; LISTEN agentd_push; LISTEN agentd_forward`)
 		}
 		if err != nil {
 			if conn != nil {
@@ -401,6 +404,8 @@ func (s *Store) listen(ctx context.Context, ready chan<- error) {
 			s.wakeQueue()
 			s.pushLost.Store(true) // announcements may have been missed
 			s.announcePush("")
+			s.forwardLost.Store(true)
+			s.announceForward("")
 		}
 		wait = 100 * time.Millisecond
 		for {
@@ -415,6 +420,8 @@ func (s *Store) listen(ctx context.Context, ready chan<- error) {
 				s.wakeQueue()
 			case "agentd_push":
 				s.announcePush(a2a.TaskID(n.Payload))
+			case "agentd_forward":
+				s.announceForward(a2a.TaskID(n.Payload))
 			case "agentd_cancel":
 				select {
 				case s.cancels <- a2a.TaskID(n.Payload):

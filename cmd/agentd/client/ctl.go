@@ -25,11 +25,12 @@ type ctlMethod struct {
 	summary string
 	flags   func(f *cli.Flags) func(set map[string]bool) map[string]any
 	result  func() any
-	// operands, if set, names the method's arguments after its flags
-	// (such as "TASK TEXT"), and args makes them its params; a method
-	// without takes no arguments.
+	// operands, if set, names the method's arguments (such as "TASK
+	// TEXT"), and args makes them its params, given the params its flags
+	// made; a method without takes no arguments. The client's flags may
+	// come before, between or after them.
 	operands string
-	args     func(operands []string) (map[string]any, error)
+	args     func(operands []string, p map[string]any) (map[string]any, error)
 }
 
 var ctlMethods = map[string]ctlMethod{
@@ -55,14 +56,18 @@ var ctlMethods = map[string]ctlMethod{
 		result: func() any { return &api.LameDuckResult{} },
 	},
 	api.OpPause: {
-		summary: "hold new spawns and model calls; nothing is killed",
-		flags:   noCtlFlags,
-		result:  func() any { return &api.PauseResult{} },
+		summary:  "hold new spawns and model calls; nothing is killed (ctl pause HANDLE: only that subtree's model calls)",
+		flags:    noCtlFlags,
+		result:   func() any { return &api.PauseResult{} },
+		operands: "[HANDLE]",
+		args:     ctlHandleArg,
 	},
 	api.OpResume: {
-		summary: "release what a pause holds",
-		flags:   noCtlFlags,
-		result:  func() any { return &api.PauseResult{} },
+		summary:  "release what a pause holds (ctl resume HANDLE: what a pause of HANDLE holds)",
+		flags:    noCtlFlags,
+		result:   func() any { return &api.PauseResult{} },
+		operands: "[HANDLE]",
+		args:     ctlHandleArg,
 	},
 	api.OpCancel: {
 		summary: "cancel one subtree (--handle TASK_ID) or every tree (--handle 0, the default); the service keeps running",
@@ -168,7 +173,7 @@ var ctlMethods = map[string]ctlMethod{
 		flags:    noCtlFlags,
 		result:   func() any { return &api.AnswerResult{} },
 		operands: "TASK TEXT",
-		args: func(ops []string) (map[string]any, error) {
+		args: func(ops []string, _ map[string]any) (map[string]any, error) {
 			if len(ops) < 2 {
 				return nil, cli.UsageError("ctl a2a.Answer needs the TASK and the answer's TEXT (got %d arguments)", len(ops))
 			}
@@ -186,7 +191,7 @@ var ctlAliases = map[string]ctlMethod{
 		flags:    noCtlFlags,
 		result:   func() any { return &api.AnswerResult{} },
 		operands: "TASK",
-		args: func(ops []string) (map[string]any, error) {
+		args: func(ops []string, _ map[string]any) (map[string]any, error) {
 			if len(ops) != 1 {
 				return nil, cli.UsageError("ctl approve needs the TASK alone (got %d arguments)", len(ops))
 			}
@@ -198,7 +203,7 @@ var ctlAliases = map[string]ctlMethod{
 		flags:    noCtlFlags,
 		result:   func() any { return &api.AnswerResult{} },
 		operands: "TASK [REASON]",
-		args: func(ops []string) (map[string]any, error) {
+		args: func(ops []string, _ map[string]any) (map[string]any, error) {
 			if len(ops) < 1 {
 				return nil, cli.UsageError("ctl deny needs the TASK, and may give a REASON")
 			}
@@ -209,6 +214,32 @@ var ctlAliases = map[string]ctlMethod{
 			return map[string]any{"task_id": ops[0], "answer": answer}, nil
 		},
 	},
+}
+
+func init() {
+	ctlMethods[api.OpSteer] = ctlMethod{
+		summary:  "ctl steer HANDLE TEXT: send a running subagent a message that joins its conversation before its next model call",
+		flags:    noCtlFlags,
+		result:   func() any { return &api.SteerResult{} },
+		operands: "HANDLE TEXT",
+		args: func(args []string, _ map[string]any) (map[string]any, error) {
+			if len(args) != 2 {
+				return nil, cli.UsageError("ctl %s takes HANDLE and TEXT (got %d arguments)", api.OpSteer, len(args))
+			}
+			return map[string]any{"handle": args[0], "text": args[1]}, nil
+		},
+	}
+}
+
+// ctlHandleArg takes an optional HANDLE (ctl pause HANDLE).
+func ctlHandleArg(args []string, p map[string]any) (map[string]any, error) {
+	if len(args) > 1 {
+		return nil, cli.UsageError("takes at most one HANDLE (got %q)", args)
+	}
+	if len(args) == 1 {
+		return map[string]any{"handle": args[0]}, nil
+	}
+	return p, nil
 }
 
 func noCtlFlags(*cli.Flags) func(map[string]bool) map[string]any {
@@ -281,8 +312,25 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 		f.BoolVar(&c.Watch, "watch", false, "redraw the tree as it changes (from the stream at /ui/events) until interrupted; on a terminal the screen is cleared and redrawn, otherwise each snapshot is printed once; --timeout applies only when given")
 	}
 	params := m.flags(f)
-	if err := f.Parse(args[1:]); err != nil {
-		return nil, err
+	// The operands (m.args), with the flags before, between or after them:
+	// after the first operand a word is a flag only when it names one, so
+	// an answer such as "-5" stays an operand.
+	var pos []string
+	for rest := args[1:]; ; {
+		if err := f.Parse(rest); err != nil {
+			return nil, err
+		}
+		rest = f.Args()
+		if len(rest) == 0 || m.args == nil {
+			break
+		}
+		for len(rest) > 0 && !namesFlag(f, rest[0]) {
+			pos = append(pos, rest[0])
+			rest = rest[1:]
+		}
+		if len(rest) == 0 {
+			break
+		}
 	}
 	if f.NArg() > 0 && m.args == nil {
 		return nil, cli.UsageError("ctl %s takes no arguments (got %q)", method, f.Args())
@@ -291,7 +339,7 @@ func parseCtl(args []string, stdout, stderr io.Writer) (*ctlConfig, error) {
 	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	c.Params = params(set)
 	if m.args != nil {
-		p, err := m.args(f.Args())
+		p, err := m.args(pos, c.Params)
 		if err != nil {
 			return nil, err
 		}
@@ -611,4 +659,20 @@ func printIntelligenceBreakers(w io.Writer, bs []api.EndpointBreaker, now time.T
 		}
 		fmt.Fprintln(w, line)
 	}
+}
+
+// namesFlag reports whether word is one of f's flags (-name, --name,
+// -name=value); "--" ends the flags and is one too.
+func namesFlag(f *cli.Flags, word string) bool {
+	if word == "--" {
+		return true
+	}
+	if !strings.HasPrefix(word, "-") {
+		return false
+	}
+	name := strings.TrimLeft(word, "-")
+	if i := strings.IndexByte(name, '='); i >= 0 {
+		name = name[:i]
+	}
+	return name != "" && f.Lookup(name) != nil
 }

@@ -39,6 +39,8 @@ import (
 //	                                                   when a child asks a question (its report in state asking)
 //	ask "QUESTION" [choices=A,B]                       subagent.ask: wait for the answer ({answer} afterwards)
 //	reply N "TEXT"                                     subagent.answer: answer the question of the Nth child spawned
+//	steer N "TEXT"                                     subagent.steer: send the Nth child spawned a steering message
+//	steered "TEXT"                                     finish with TEXT once a steering message joined the conversation; until then wait turns
 //	pass N                                             subagent.ask with the Nth child's handle: pass its question up
 //	sleep DUR                                          wait (the run's cancellation still applies)
 //	usage IN [OUT]                                     the next model call reports these tokens
@@ -51,11 +53,27 @@ import (
 // distillates, in spawn order, one per line), {handles} (spawned handles),
 // {transcript} (every tool result seen, one per line), {prompt} (the first
 // user turn: the objective and the seed slices as the agent was handed them),
-// {system} (the system prompt) and {messages} (how many messages the model
-// was sent). A compaction call (Request.Compaction) is answered with a
+// {system} (the system prompt), {messages} (how many messages the model
+// was sent) and {steers} (the steering messages it was sent, one per line). A compaction call (Request.Compaction) is answered with a
 // summary naming the size of the turns it summarizes, and takes no step. Running out of steps
 // answers "". Every tool result the script sees is logged ("script observed"),
 // its text only with log content on.
+
+// steerWait is how long a steered step thinks before each turn that waits
+// for a steering message.
+const steerWait = 50 * time.Millisecond
+
+// steersOf returns the steering messages in a request's conversation, in
+// order, without their api.SteerPrefix.
+func steersOf(req *Request) []string {
+	var out []string
+	for _, msg := range req.Messages {
+		if msg.Role == RoleUser && strings.HasPrefix(msg.Content, api.SteerPrefix) {
+			out = append(out, strings.TrimPrefix(msg.Content, api.SteerPrefix))
+		}
+	}
+	return out
+}
 
 // maxScriptSize bounds a script file.
 const maxScriptSize = 1 << 20
@@ -75,6 +93,8 @@ const (
 	stepAsk
 	stepReply
 	stepPass
+	stepSteer
+	stepSteered
 )
 
 // step is one parsed script step.
@@ -97,7 +117,7 @@ type step struct {
 // changing state before one).
 func (s step) turns() bool {
 	switch s.kind {
-	case stepCall, stepSpawn, stepAnswer, stepRefuse, stepAsk, stepReply, stepPass:
+	case stepCall, stepSpawn, stepAnswer, stepRefuse, stepAsk, stepReply, stepPass, stepSteer, stepSteered:
 		return true
 	}
 	return false
@@ -381,10 +401,23 @@ func parseStep(line string, n int) (step, error) {
 		if err := st.ask.Validate(); err != nil {
 			return fail("%v", err)
 		}
-	case "reply", "pass":
+	case "steered":
+		st.kind = stepSteered
+		toks, err := tokens(rest)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if len(toks) != 1 {
+			return fail("want a quoted text")
+		}
+		st.text = toks[0]
+	case "reply", "pass", "steer":
 		st.kind = stepReply
-		if verb == "pass" {
+		switch verb {
+		case "pass":
 			st.kind = stepPass
+		case "steer":
+			st.kind = stepSteer
 		}
 		toks, err := tokens(rest)
 		if err != nil {
@@ -395,18 +428,18 @@ func parseStep(line string, n int) (step, error) {
 			want = 1
 		}
 		if len(toks) != want {
-			return fail("want the child's number (1 for the first spawned)%s", map[bool]string{true: " and a quoted text", false: ""}[verb == "reply"])
+			return fail("want the child's number (1 for the first spawned)%s", map[bool]string{true: " and a quoted text", false: ""}[verb != "pass"])
 		}
 		i, err := strconv.Atoi(toks[0])
 		if err != nil || i < 1 {
 			return fail("child %q: want a number from 1", toks[0])
 		}
 		st.child = i - 1
-		if verb == "reply" {
+		if verb != "pass" {
 			st.text = toks[1]
 		}
 	default:
-		return step{}, fmt.Errorf("script line %d: unknown step %q (want call, spawn, await, ask, reply, pass, sleep, stream, usage, answer, refuse or repeat)", n, verb)
+		return step{}, fmt.Errorf("script line %d: unknown step %q (want call, spawn, await, ask, reply, pass, steer, steered, sleep, stream, usage, answer, refuse or repeat)", n, verb)
 	}
 	return st, nil
 }
@@ -524,6 +557,8 @@ type scriptedModel struct {
 	log  *slog.Logger
 	// content: the tool results it sees may be logged (telemetry.log_content).
 	content bool
+	// waits counts the turns a steered step has waited (script.go).
+	waits int
 
 	started    bool
 	steps      []step
@@ -683,6 +718,32 @@ func (m *scriptedModel) Complete(ctx context.Context, req *Request) (*Response, 
 				b, _ = json.Marshal(api.AskArgs{Handle: c.handle})
 			}
 			return m.respond(req, &Response{ToolCalls: []ToolCall{m.call(req, wire, b, -1)}, Finish: FinishToolCalls}), nil
+		case stepSteer:
+			m.pc++
+			if st.child >= len(m.children) || m.children[st.child].handle == "" {
+				return nil, fmt.Errorf("agent: builtin:script line %d: no child %d spawned", st.line, st.child+1)
+			}
+			b, _ := json.Marshal(api.SteerArgs{Handle: m.children[st.child].handle, Message: m.expand(st.text)})
+			return m.respond(req, &Response{ToolCalls: []ToolCall{m.call(req, api.ToolSteer, b, -1)}, Finish: FinishToolCalls}), nil
+		case stepSteered:
+			if len(steersOf(req)) > 0 {
+				m.pc++
+				text := m.expand(st.text)
+				return m.respond(req, &Response{Content: text, Finish: FinishStop}), nil
+			}
+			// Not steered yet: a model's think, then a turn that changes
+			// nothing (a status call naming no child, a new name each
+			// time so that it is never a repeated call).
+			t := time.NewTimer(steerWait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, context.Cause(ctx)
+			}
+			m.waits++
+			b, _ := json.Marshal(api.HandleArgs{Handle: "steer-wait-" + strconv.Itoa(m.waits)})
+			return m.respond(req, &Response{ToolCalls: []ToolCall{m.call(req, api.ToolStatus, b, -1)}, Finish: FinishToolCalls}), nil
 		case stepAnswer:
 			text := m.expand(st.text)
 			if st.answerFn != nil {
@@ -852,5 +913,6 @@ func (m *scriptedModel) expand(s string) string {
 		"{prompt}", prompt,
 		"{system}", m.req.System,
 		"{messages}", strconv.Itoa(len(m.req.Messages)),
+		"{steers}", strings.Join(steersOf(m.req), "\n"),
 	).Replace(s)
 }
