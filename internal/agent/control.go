@@ -55,10 +55,10 @@ func newControl(r io.Reader, w io.Writer, log *slog.Logger) *control {
 	}
 	return &control{
 		maxFrame: max,
-		w:       api.NewFrameWriter(w, max),
-		r:       api.NewFrameReader(r, max),
-		log:     log,
-		pending: make(map[uint64]chan *api.Frame),
+		w:        api.NewFrameWriter(w, max),
+		r:        api.NewFrameReader(r, max),
+		log:      log,
+		pending:  make(map[uint64]chan *api.Frame),
 	}
 }
 
