@@ -101,6 +101,11 @@ type Config struct {
 	// the asking subagent's deadline; by default the deadline moves by
 	// the time waited (ask.go).
 	AskChargesDeadline bool
+	// InputHold, if positive, is how long a root's question waits before
+	// its waiting tree is suspended: its processes end and give back their
+	// slots, and the answer starts them again from their stored
+	// conversations (suspend.go). Zero never suspends.
+	InputHold time.Duration
 	// Gates marks the tool calls that wait for a person's yes (gate.go);
 	// the zero value gates nothing.
 	Gates Gates
