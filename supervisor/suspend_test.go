@@ -65,7 +65,7 @@ func (o *pidObserver) NodeStarted(n NodeInfo) {
 		o.pids[n.AgentPath] = append(o.pids[n.AgentPath], n.PID)
 	}
 }
-func (o *pidObserver) NodeProgress(n NodeInfo)                        {}
+func (o *pidObserver) NodeProgress(n NodeInfo)                         {}
 func (o *pidObserver) NodeFinished(n NodeInfo, res api.SubagentResult) {}
 
 func (o *pidObserver) all() map[string][]int {
