@@ -405,7 +405,9 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 			s.killSubtree(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed", n.payload.Limits.Deadline)}, "deadline")
 		case <-eofWait:
 			eofWait = nil
-			s.notExited(n, health, log)
+			if n.suspendedProc() != p { // a suspension's own ladder reaps its process
+				s.notExited(n, health, log)
+			}
 		}
 	}
 }
