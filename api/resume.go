@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // A subagent that waits in subagent.ask costs a process while a person
@@ -126,6 +127,86 @@ func (r *Resume) Validate() error {
 	}
 	if len(r.Answer) > MaxAnswer {
 		return fmt.Errorf("resume: the answer is %d bytes, over the limit of %d", len(r.Answer), MaxAnswer)
+	}
+	return nil
+}
+
+// WaitingTreeVersion is the version of the WaitingTree encoding.
+const WaitingTreeVersion = 1
+
+// WaitingTree is what a tree waiting for its root's answer needs to go on
+// in another process: the question, and each waiting subagent (the asker
+// and each one passing its question up), parents before their children.
+// It is stored with the task while its question waits (the task store),
+// and a tree started from it (supervisor StartRequest.Resume) re-creates
+// those subagents under the same handles and agent paths, each from its
+// conversation with the answer as its pending call's result.
+type WaitingTree struct {
+	Version  int           `json:"version"`
+	Question Question      `json:"question"`
+	Nodes    []WaitingNode `json:"nodes"`
+	// At is when the record was taken: a deadline charged with the wait
+	// (--input-charges-deadline) runs on from it.
+	At time.Time `json:"at"`
+}
+
+// WaitingNode is one waiting subagent of a WaitingTree.
+type WaitingNode struct {
+	Handle       string       `json:"handle"`
+	ParentHandle string       `json:"parent_handle,omitempty"` // empty for the root
+	Disposition  Disposition  `json:"disposition,omitempty"`   // how its parent spawned it
+	Payload      SpawnPayload `json:"payload"`                 // as it was spawned (its agent path and depth within)
+	Conversation Conversation `json:"conversation"`            // its loop's state, waiting on its subagent.ask call
+	// Spawned is how many children it had admitted (the ended ones
+	// included), so a child it spawns after the answer gets the next path.
+	Spawned int `json:"spawned,omitempty"`
+	// Remaining is the time its deadline had left when the record was
+	// taken (the wait itself does not count, unless charged).
+	Remaining Duration `json:"remaining"`
+}
+
+// ErrBadWaitingTree refuses a stored waiting tree that cannot be resumed.
+var ErrBadWaitingTree = errors.New("api: bad waiting tree")
+
+// DecodeWaitingTree decodes and checks a stored waiting tree.
+func DecodeWaitingTree(b []byte) (*WaitingTree, error) {
+	var w WaitingTree
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadWaitingTree, err)
+	}
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// Validate checks the version, a root first, every other node's parent
+// before it, unique handles, each payload and conversation.
+func (w *WaitingTree) Validate() error {
+	if w.Version != WaitingTreeVersion {
+		return fmt.Errorf("%w: version %d, want %d", ErrBadWaitingTree, w.Version, WaitingTreeVersion)
+	}
+	if len(w.Nodes) == 0 || w.Nodes[0].ParentHandle != "" {
+		return fmt.Errorf("%w: no root first", ErrBadWaitingTree)
+	}
+	seen := make(map[string]bool, len(w.Nodes))
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		switch {
+		case n.Handle == "" || seen[n.Handle]:
+			return fmt.Errorf("%w: node %d: a missing or repeated handle %q", ErrBadWaitingTree, i, n.Handle)
+		case i > 0 && !seen[n.ParentHandle]:
+			return fmt.Errorf("%w: node %s: its parent %q is not before it", ErrBadWaitingTree, n.Handle, n.ParentHandle)
+		case n.Remaining <= 0:
+			return fmt.Errorf("%w: node %s: no time left", ErrBadWaitingTree, n.Handle)
+		}
+		seen[n.Handle] = true
+		if err := n.Payload.Validate(); err != nil {
+			return fmt.Errorf("%w: node %s: %v", ErrBadWaitingTree, n.Handle, err)
+		}
+		if err := n.Conversation.Validate(); err != nil {
+			return fmt.Errorf("%w: node %s: %v", ErrBadWaitingTree, n.Handle, err)
+		}
 	}
 	return nil
 }

@@ -424,6 +424,12 @@ type StartRequest struct {
 	// which the starter must then read; without it a root's subagent.ask
 	// is refused.
 	Questions bool
+	// Resume, if set, starts the tree from a stored waiting tree (Run.Waiting,
+	// suspend.go) in place of Payload: each of its subagents under its
+	// handle and agent path, from its conversation, with Answer as the
+	// result of its pending subagent.ask call. Handle must be the root's.
+	Resume *api.WaitingTree
+	Answer string
 }
 
 // Run is a handle on a started subagent. It is safe for concurrent use.
@@ -460,6 +466,15 @@ func (r *Run) Info() NodeInfo { return r.n.info() }
 // crashed result, never an error, except while draining.
 func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) {
 	p := req.Payload
+	if w := req.Resume; w != nil {
+		if err := w.Validate(); err != nil {
+			return nil, fmt.Errorf("supervisor: resume: %w", err)
+		}
+		if req.Handle != w.Nodes[0].Handle {
+			return nil, fmt.Errorf("supervisor: resume: the handle %q is not the stored root's %q", req.Handle, w.Nodes[0].Handle)
+		}
+		p = s.resumedPayload(w, &w.Nodes[0], req.Answer)
+	}
 	if p.Telemetry.RunID == "" {
 		p.Telemetry.RunID = newID()
 	}
@@ -512,7 +527,18 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.stats.spawn(localProvider)
+	var resumed []*node
+	var rerr error
+	if req.Resume != nil {
+		resumed, rerr = s.attachResumed(n, req.Resume, req.Answer)
+	}
 	go s.run(n)
+	for _, c := range resumed {
+		go s.run(c)
+	}
+	if rerr != nil {
+		s.killSubtree(n, verdict{status: api.StatusCrashed, detail: rerr.Error()}, "resume failed")
+	}
 	return &Run{n: n}, nil
 }
 

@@ -285,3 +285,108 @@ func (n *node) takeResume() *api.Resume {
 	n.hold.resume = nil
 	return r
 }
+
+// Waiting returns the record of r's tree while it is a waiting tree (every
+// live subagent waits in subagent.ask with its conversation, or is
+// suspended), with the root's question; false when it is not one. The
+// record is what a tree started from it (StartRequest.Resume) needs, in
+// this process or another.
+func (r *Run) Waiting() (*api.WaitingTree, bool) {
+	root := r.n
+	q, _ := root.asking()
+	if q == nil {
+		return nil, false
+	}
+	w := &api.WaitingTree{Version: api.WaitingTreeVersion, Question: q.Q, At: time.Now().UTC()}
+	t := root.nest.tree
+	t.mu.Lock() // nest.spawnedBefore; then each node's lock
+	defer t.mu.Unlock()
+	var walk func(n *node) bool
+	walk = func(n *node) bool {
+		select {
+		case <-n.done:
+			return true
+		default:
+		}
+		n.mu.Lock()
+		conv := n.hold.saved
+		if n.hold.suspended == nil {
+			conv = nil
+			if n.holdableLocked() {
+				conv = n.hold.conv
+			}
+		}
+		wn := api.WaitingNode{Handle: n.handle, Disposition: n.nest.disposition, Payload: n.payload, Spawned: len(n.children) + n.nest.spawnedBefore}
+		children := append([]*node(nil), n.children...)
+		n.mu.Unlock()
+		if conv == nil {
+			return false
+		}
+		wn.Conversation = *conv
+		wn.Remaining = api.Duration(time.Until(n.deadlineNow()))
+		if n.parent != nil {
+			wn.ParentHandle = n.parent.handle
+		}
+		w.Nodes = append(w.Nodes, wn)
+		for _, c := range children {
+			if !walk(c) {
+				return false
+			}
+		}
+		return true
+	}
+	if !walk(root) {
+		return nil, false
+	}
+	return w, true
+}
+
+// resumed returns the payload of a node of a stored waiting tree, started
+// from its conversation with answer, its deadline what it had left (less the
+// time since the record, when the wait is charged).
+func (s *Supervisor) resumedPayload(w *api.WaitingTree, wn *api.WaitingNode, answer string) api.SpawnPayload {
+	p := wn.Payload
+	p.Resume = &api.Resume{Conversation: wn.Conversation, Answer: answer}
+	left := wn.Remaining.D()
+	if s.cfg.AskChargesDeadline {
+		left -= time.Since(w.At)
+	}
+	p.Limits.Deadline = api.Duration(max(left, time.Millisecond))
+	return p
+}
+
+// attachResumed registers the non-root nodes of a stored waiting tree under
+// root, each from its conversation with answer; their goroutines are
+// started by the caller. A node the chokepoint's registration refuses
+// (the process budget, a drain) fails the whole: the error names it.
+func (s *Supervisor) attachResumed(root *node, w *api.WaitingTree, answer string) ([]*node, error) {
+	t := root.nest.tree
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	byHandle := map[string]*node{root.handle: root}
+	root.nest.spawnedBefore = w.Nodes[0].Spawned
+	var out []*node
+	for i := 1; i < len(w.Nodes); i++ {
+		wn := &w.Nodes[i]
+		parent := byHandle[wn.ParentHandle]
+		p := s.resumedPayload(w, wn, answer)
+		if err := s.fitsFrame(&p); err != nil {
+			return out, fmt.Errorf("resume subagent %s: %w", p.AgentPath, err)
+		}
+		child := newNode(wn.Handle, parent, p)
+		child.nest = nest{tree: t, disposition: wn.Disposition, provider: localProvider, spawnedBefore: wn.Spawned}
+		child.span = startSpawnSpan(root.spanCtx(), &child.payload, localProvider)
+		if refusal := s.registerLocked(parent, child); refusal != "" {
+			child.span.End()
+			return out, fmt.Errorf("resume subagent %s: %s", p.AgentPath, refusal)
+		}
+		s.stats.spawn(localProvider)
+		byHandle[child.handle] = child
+		out = append(out, child)
+	}
+	// spawnedBefore counts the children restored too: new ones come after.
+	for _, n := range byHandle {
+		n.nest.spawnedBefore -= len(n.children)
+	}
+	return out, nil
+}

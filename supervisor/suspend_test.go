@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,5 +189,99 @@ func TestInputHoldSuspendsAndResumes(t *testing.T) {
 				t.Fatalf("%d subagents resumed from their conversation, want %d", n, depth+1)
 			}
 		})
+	}
+}
+
+// A waiting tree's record (Run.Waiting), encoded as the task store keeps
+// it, starts the tree again in another supervisor (a restart): each waiting
+// subagent under its handle and agent path, from its conversation, with the
+// answer; the first supervisor's processes are all gone by then.
+func TestWaitingTreeResumesInAnotherSupervisor(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "script.txt")
+	if err := os.WriteFile(file, []byte(suspendScripts[2]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caps := func(c *Config) { c.Caps.MaxDepth = 3 }
+	obsA := &pidObserver{pids: map[string][]int{}}
+	a, _ := newSupervisor(t, "agent", caps, func(c *Config) { c.Observer = obsA })
+	p := testPayload("when is the release?", time.Minute)
+	p.Limits.MaxSteps = 10
+	p.Intelligence = api.Intelligence{Endpoint: "builtin:script=" + file}
+	r, err := a.Start(t.Context(), StartRequest{Payload: p, Questions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.Questions():
+	case <-time.After(20 * time.Second):
+		t.Fatal("no question")
+	}
+	var rec []byte
+	testkit.WaitFor(t, 10*time.Second, "a waiting tree's record", func() bool {
+		w, ok := r.Waiting()
+		if ok {
+			rec, err = json.Marshal(w)
+		}
+		return ok && err == nil
+	})
+	// The first agentd goes (its processes with it).
+	a.Cancel(r.Handle(), "restart")
+	<-r.Done()
+	for _, pids := range obsA.all() {
+		testkit.WaitGroupGone(t, pids[0])
+	}
+
+	w, err := api.DecodeWaitingTree(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Nodes) != 3 || w.Question.Text != "Which release?" || w.Nodes[2].Payload.AgentPath != "0.1.1" {
+		t.Fatalf("record %+v", w)
+	}
+	budget := &slotBudget{max: 10}
+	obsB := &pidObserver{pids: map[string][]int{}}
+	b, logs := newSupervisor(t, "agent", caps, func(c *Config) { c.Observer, c.Budget = obsB, budget })
+	r2, err := b.Start(t.Context(), StartRequest{Handle: w.Nodes[0].Handle, Resume: w, Answer: "2.0", Questions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := result(t, r2, 30*time.Second)
+	if want := "root: mid told 2.0: leaf leaf told 2.0"; res.Status != api.StatusCompleted || !strings.HasPrefix(res.Distillate.Text(), want) {
+		t.Fatalf("result %s %q (%s), want completed %q", res.Status, res.Distillate.Text(), res.Detail, want)
+	}
+	if n := strings.Count(logs.String(), "resumed from a stored conversation"); n != 3 {
+		t.Fatalf("%d subagents resumed from their conversation, want 3", n)
+	}
+	for path, pids := range obsB.all() {
+		testkit.WaitGroupGone(t, pids[0])
+		if _, ok := obsA.all()[path]; !ok {
+			t.Fatalf("the resumed tree started %s, not one of the first tree's paths", path)
+		}
+	}
+	testkit.WaitFor(t, 5*time.Second, "the nested slots back", func() bool { return budget.taken() == 0 })
+}
+
+// A stored waiting tree that does not decode, or does not hold together, is
+// refused by name; nothing starts.
+func TestWaitingTreeBadRecord(t *testing.T) {
+	for name, rec := range map[string]string{
+		"not json":    `{"version":`,
+		"version":     `{"version":9,"nodes":[{"handle":"h"}]}`,
+		"no nodes":    `{"version":1}`,
+		"no payload":  `{"version":1,"nodes":[{"handle":"h","remaining":1000}]}`,
+		"orphan node": `{"version":1,"nodes":[{"handle":"h"},{"handle":"c","parent_handle":"x"}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := api.DecodeWaitingTree([]byte(rec)); !errors.Is(err, api.ErrBadWaitingTree) {
+				t.Fatalf("got %v, want %v", err, api.ErrBadWaitingTree)
+			}
+		})
+	}
+	s, _ := newSupervisor(t, "agent")
+	if _, err := s.Start(t.Context(), StartRequest{Handle: "h", Resume: &api.WaitingTree{Version: 1}}); !errors.Is(err, api.ErrBadWaitingTree) {
+		t.Fatalf("Start: %v, want %v", err, api.ErrBadWaitingTree)
+	}
+	if n := len(s.Live()); n != 0 {
+		t.Fatalf("%d subagents live after a refused resume", n)
 	}
 }
