@@ -61,6 +61,9 @@ func QuestionStatus(info a2a.TaskInfoProvider, q api.Question) *a2a.TaskStatusUp
 // says it cancelled the run at the input timeout; another error is a task
 // event refused: the caller cancels the run.
 func (x *Executor) ask(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, answers tasks.Answers, qq *supervisor.Question, settled <-chan struct{}, run delegate.Run) error {
+	if forget := x.recordWaiting(ctx, reqCtx, q, run); forget != nil {
+		defer forget()
+	}
 	if err := q.Write(ctx, QuestionStatus(reqCtx, qq.Q)); err != nil {
 		qq.Answer("") // nothing waits for the caller: the asker goes on
 		return err

@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/agentd/agentd/internal/pgtest"
+	"github.com/agentd/agentd/internal/testkit"
+)
+
+// Issue 32.4: a task waiting for its caller's answer survives a SIGKILL of
+// agentd (and, on PostgreSQL, its replica's): the tree's record is stored
+// with the task when the question is posed; started again (or another
+// replica taking the task over), the task waits on input-required with no
+// process, and the answer resumes every waiting subagent from its stored
+// conversation.
+
+// startedPIDs are the pids of the subagents a service's log says it started.
+func startedPIDs(s *service) []int {
+	var pids []int
+	re := regexp.MustCompile(`"msg":"subagent started".*?"pid":(\d+)`)
+	for _, m := range re.FindAllStringSubmatch(s.logs.String(), -1) {
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+// killWhileWaiting sends "pick a color" through a (the depth-2 ask script),
+// checks the task input-required with its tree stored, SIGKILLs a and waits
+// until every subagent process of a is gone.
+func killWhileWaiting(t *testing.T, a *service) *a2a.Task {
+	t.Helper()
+	res, err := a.client(t).SendMessage(context.Background(), textMessage("pick a color"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	questionOf(t, task, askScripts[2].path)
+	if n := lineCount(a, "waiting tree stored with the task"); n != 1 {
+		t.Fatalf("the waiting tree stored %d times, want once", n)
+	}
+	pids := startedPIDs(a)
+	if len(pids) != 3 {
+		t.Fatalf("subagents started: %v, want 3", pids)
+	}
+	a.kill(t)
+	for _, pid := range pids {
+		testkit.WaitGroupGone(t, pid)
+	}
+	return task
+}
+
+func TestAskSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, askScripts[2].script)
+	t.Run("sqlite-blocking", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		task := killWhileWaiting(t, startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script))
+		s2 := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
+		c2 := s2.client(t)
+		got, err := c2.GetTask(context.Background(), &a2a.TaskQueryParams{ID: task.ID})
+		if err != nil || got.Status.State != a2a.TaskStateInputRequired {
+			t.Fatalf("after the restart: %v %+v, want input-required", err, got)
+		}
+		if n := len(startedPIDs(s2)); n != 0 {
+			t.Fatalf("%d subagents started before the answer", n)
+		}
+		res, err := c2.SendMessage(context.Background(), answerTo(task, "blue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := res.(*a2a.Task)
+		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != askScripts[2].want {
+			t.Fatalf("after the answer: %s %q, want completed %q", done.Status.State, artifactText(done), askScripts[2].want)
+		}
+		if n := lineCount(s2, "resumed from a stored conversation"); n != 3 {
+			t.Fatalf("%d subagents resumed from their conversation, want 3", n)
+		}
+	})
+	t.Run("sqlite-stream", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		task := killWhileWaiting(t, startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script))
+		s2 := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
+		c2 := s2.client(t)
+		var states []a2a.TaskState
+		for ev, err := range c2.SendStreamingMessage(context.Background(), answerTo(task, "blue")) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch v := ev.(type) {
+			case *a2a.Task:
+				states = append(states, v.Status.State)
+			case *a2a.TaskStatusUpdateEvent:
+				states = append(states, v.Status.State)
+			}
+		}
+		if len(states) == 0 || states[0] != a2a.TaskStateWorking || states[len(states)-1] != a2a.TaskStateCompleted {
+			t.Fatalf("the answer's stream: %v, want working to completed", states)
+		}
+		got, err := c2.GetTask(context.Background(), &a2a.TaskQueryParams{ID: task.ID})
+		if err != nil || artifactText(got) != askScripts[2].want {
+			t.Fatalf("after the stream: %v %q, want %q", err, artifactText(got), askScripts[2].want)
+		}
+	})
+	t.Run("postgres-other-replica", func(t *testing.T) {
+		t.Parallel()
+		dsn := pgtest.Start(t).Database(t)
+		a := replica(t, dsn, "--intelligence", "builtin:script="+script)
+		b := replica(t, dsn, "--intelligence", "builtin:script="+script)
+		task := killWhileWaiting(t, a)
+		// B takes the task over once A's lease has expired.
+		testkit.WaitFor(t, 20*time.Second, "B holding the waiting task", func() bool {
+			return lineCount(b, "task waits for its answer: it resumes from its stored tree when the answer comes") == 1
+		})
+		res, err := b.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := res.(*a2a.Task)
+		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != askScripts[2].want {
+			t.Fatalf("after the answer through B: %s %q, want completed %q", done.Status.State, artifactText(done), askScripts[2].want)
+		}
+	})
+}
