@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/pgtest"
 	"github.com/agentd/agentd/internal/testkit"
 )
@@ -109,6 +112,34 @@ func TestAskSurvivesSIGKILL(t *testing.T) {
 		got, err := c2.GetTask(context.Background(), &a2a.TaskQueryParams{ID: task.ID})
 		if err != nil || artifactText(got) != askScripts[2].want {
 			t.Fatalf("after the stream: %v %q, want %q", err, artifactText(got), askScripts[2].want)
+		}
+	})
+	// A stored record that does not decode fails the task, by name, as
+	// soon as it is recovered; nothing starts.
+	t.Run("sqlite-bad-record", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		task := killWhileWaiting(t, startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script))
+		db, err := sql.Open("sqlite", filepath.Join(dir, "agentd.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := db.Exec("UPDATE tasks SET waiting = ? WHERE id = ?", []byte(`{"version":`), string(task.ID))
+		if n, _ := res.RowsAffected(); err != nil || n != 1 {
+			t.Fatalf("corrupting the record: %v (%d rows)", err, n)
+		}
+		db.Close()
+		s2 := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
+		var got *a2a.Task
+		testkit.WaitFor(t, 10*time.Second, "the task ended", func() bool {
+			got = getTask(t, s2, task.ID)
+			return got.Status.State.Terminal()
+		})
+		if got.Status.State != a2a.TaskStateFailed || got.Metadata[api.MetaCause] != api.CauseResumeFailed {
+			t.Fatalf("task %s %v, want failed with cause %s", got.Status.State, got.Metadata, api.CauseResumeFailed)
+		}
+		if n := len(startedPIDs(s2)); n != 0 {
+			t.Fatalf("%d subagents started from a bad record", n)
 		}
 	})
 	t.Run("postgres-other-replica", func(t *testing.T) {
