@@ -124,6 +124,10 @@ func (n *node) info() NodeInfo {
 	default:
 		in.State = StateRunning
 	}
+	if sp := n.hold.suspended; sp != nil && sp == n.proc && sp.exited() {
+		in.State = StateSuspended // no process until its answer (suspend.go)
+		return in
+	}
 	if n.proc != nil {
 		in.PID = n.proc.pid
 		if in.State == StateRunning {

@@ -248,7 +248,7 @@ type NodeInfo struct {
 	// Kind is KindSubagent, or KindExec for an exec child (a command run by
 	// the exec self-tool, with no control channel).
 	Kind   string
-	State  string // StateStarting, StateRunning or StateStopping
+	State  string // StateStarting, StateRunning, StateStopping or StateSuspended
 	Health Health // the detectors' classification while running; empty before
 	// LastProgress is when the child last sent a frame other than a pong
 	// (Detector B's clock), and MissedPings how many pings in a row it has
@@ -281,6 +281,9 @@ const (
 	StateStarting = "starting" // forked, payload not yet delivered
 	StateRunning  = "running"  // working on its payload
 	StateStopping = "stopping" // on the kill ladder
+	// StateSuspended: its process ended while it waits for an answer, and
+	// the answer starts it again (suspend.go); it has no PID.
+	StateSuspended = "suspended"
 )
 
 // ToolServer executes scoped tools for children. Implementations are safe for

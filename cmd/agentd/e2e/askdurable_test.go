@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,4 +163,59 @@ func TestAskSurvivesSIGKILL(t *testing.T) {
 			t.Fatalf("after the answer through B: %s %q, want completed %q", done.Status.State, artifactText(done), askScripts[2].want)
 		}
 	})
+}
+
+// metricsText is the service's /metrics page.
+func metricsText(t *testing.T, s *service) string {
+	t.Helper()
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return readAll(resp.Body)
+}
+
+// With --input-hold, a tree waiting for its answer ends its processes and
+// gives back its slots (the admission gauge at 0, no child of agentd left);
+// the answer starts each waiting subagent again from its conversation and
+// the task completes with what each was told and had done before.
+func TestAskInputHoldSuspends(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "--input-hold", "50ms", "--intelligence", "builtin:script="+writeScript(t, askScripts[2].script))
+	c := s.client(t)
+	res, err := c.SendMessage(context.Background(), textMessage("pick a color"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	questionOf(t, task, askScripts[2].path)
+	testkit.WaitFor(t, 20*time.Second, "the waiting tree suspended", func() bool { return lineCount(s, "subagent suspended") == 3 })
+	testkit.WaitFor(t, 10*time.Second, "no child of agentd", func() bool { return len(testkit.Children(s.cmd.Process.Pid)) == 0 })
+	for _, pid := range startedPIDs(s) {
+		testkit.WaitGroupGone(t, pid)
+	}
+	m := metricsText(t, s)
+	for _, want := range []string{"agent_admission_live_subagents 0", "agent_subagent_processes 0"} {
+		if !strings.Contains(m, want) {
+			t.Fatalf("/metrics while suspended has no %q", want)
+		}
+	}
+	if got := getTask(t, s, task.ID); got.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("suspended task %s, want input-required", got.Status.State)
+	}
+	res, err = c.SendMessage(context.Background(), answerTo(task, "blue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := res.(*a2a.Task)
+	if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != askScripts[2].want {
+		t.Fatalf("after the answer: %s %q, want completed %q", done.Status.State, artifactText(done), askScripts[2].want)
+	}
+	if n := lineCount(s, "resumed from a stored conversation"); n != 3 {
+		t.Fatalf("%d subagents resumed, want 3", n)
+	}
+	if n := len(startedPIDs(s)); n != 6 {
+		t.Fatalf("%d subagent processes, want 3 before the answer and 3 after", n)
+	}
 }
