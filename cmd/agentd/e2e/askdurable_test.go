@@ -143,6 +143,23 @@ func TestAskSurvivesSIGKILL(t *testing.T) {
 			t.Fatalf("%d subagents started from a bad record", n)
 		}
 	})
+	// --input-timeout counts from the question, across the restart: with
+	// no answer the task fails, cause input_timeout.
+	t.Run("sqlite-input-timeout", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		args := []string{"--state-dir", dir, "--input-timeout", "2s", "--intelligence", "builtin:script=" + script}
+		task := killWhileWaiting(t, startService(t, args...))
+		s2 := startService(t, args...)
+		var got *a2a.Task
+		testkit.WaitFor(t, 20*time.Second, "the task ended", func() bool {
+			got = getTask(t, s2, task.ID)
+			return got.Status.State.Terminal()
+		})
+		if got.Status.State != a2a.TaskStateFailed || got.Metadata[api.MetaCause] != api.CauseInputTimeout {
+			t.Fatalf("task %s %v, want failed with cause %s", got.Status.State, got.Metadata, api.CauseInputTimeout)
+		}
+	})
 	t.Run("postgres-other-replica", func(t *testing.T) {
 		t.Parallel()
 		dsn := pgtest.Start(t).Database(t)
