@@ -88,6 +88,13 @@ type ToolCall struct {
 	// Traceparent is the W3C trace context of the child's span for this call,
 	// so the supervisor's side of the call (a nested spawn, say) joins it.
 	Traceparent string `json:"traceparent,omitempty"`
+	// Conversation is the caller's loop state, sent with a subagent.ask
+	// call only (api/resume.go), so the supervisor holds what it needs to
+	// end the waiting process and start it again from there. A child leaves
+	// it out when the conversation would not fit a spawn frame (the payload,
+	// it and an answer of MaxAnswer within the frame limit); such a
+	// subagent keeps its process while it waits.
+	Conversation *Conversation `json:"conversation,omitempty"`
 }
 
 // ToolResult answers a ToolCall. A refusal or a failed tool is a result with

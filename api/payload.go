@@ -45,6 +45,11 @@ type SpawnPayload struct {
 	// file; nil without one): its system prompt and the peers its spawns
 	// may use.
 	Agent *AgentRole `json:"agent,omitempty"`
+
+	// Resume, when set, starts the child from a stored conversation (a
+	// subtree suspended while it waited in subagent.ask, api/resume.go)
+	// instead of from its first prompt.
+	Resume *Resume `json:"resume,omitempty"`
 }
 
 // Intelligence names a model endpoint: "builtin:NAME" for a builtin
@@ -445,6 +450,11 @@ func (p *SpawnPayload) Validate() error {
 	}
 	if err := p.Intelligence.Validate(); err != nil {
 		return fmt.Errorf("spawn payload: %w", err)
+	}
+	if p.Resume != nil {
+		if err := p.Resume.Validate(); err != nil {
+			return fmt.Errorf("spawn payload: %w", err)
+		}
 	}
 	return nil
 }

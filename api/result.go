@@ -90,6 +90,11 @@ const (
 	// over its share when the pod neared its memory limit; the status is
 	// crashed.
 	CauseMemoryExceeded = "memory_exceeded"
+	// CauseResumeFailed: a task recovered while it waited for its caller's
+	// answer could not resume from its stored tree (the record does not
+	// decode or hold together, or no request was kept); the status is
+	// crashed.
+	CauseResumeFailed = "resume_failed"
 )
 
 // SubagentResult is what a subagent hands back: a terminal status, the

@@ -195,6 +195,9 @@ func (s *Supervisor) pose(ctx context.Context, n *node, q api.Question) (string,
 		case <-ctx.Done():
 			return "", context.Cause(ctx)
 		}
+		if s.cfg.InputHold > 0 {
+			defer s.holdTimer(t, qq)() // suspend.go
+		}
 	}
 	select {
 	case a := <-qq.reply:

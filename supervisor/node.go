@@ -50,6 +50,7 @@ type node struct {
 	children  []*node
 	killing   bool          // a kill ladder has been started for this node
 	ask       askState      // the question it waits on (ask.go)
+	hold      holdState     // its suspension while it waits (suspend.go)
 	killed    chan struct{} // closed when killing is set
 	abandoned chan struct{} // closed (once, by its ladder) when the ladder gives up on an unreapable process
 
@@ -122,6 +123,10 @@ func (n *node) info() NodeInfo {
 		in.State = StateStopping
 	default:
 		in.State = StateRunning
+	}
+	if sp := n.hold.suspended; sp != nil && sp == n.proc && sp.exited() {
+		in.State = StateSuspended // no process until its answer (suspend.go)
+		return in
 	}
 	if n.proc != nil {
 		in.PID = n.proc.pid
@@ -252,6 +257,17 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 	if n.nest.exec != nil {
 		return s.superviseExec(n, log)
 	}
+	for {
+		res, again := s.afterProcess(n, s.superviseProcess(n, log), log)
+		if !again {
+			return res
+		}
+	}
+}
+
+// superviseProcess runs one process of a subagent, from its start to its
+// reap (a suspended subagent has more than one, suspend.go).
+func (s *Supervisor) superviseProcess(n *node, log *slog.Logger) api.SubagentResult {
 	// A warm child from the pool is already past ctrl/ready; it gets the
 	// node's logger and, below, its payload.
 	if p := s.pool.take(); p != nil {
@@ -326,6 +342,10 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 	payload := n.payload
 	payload.Seed = s.resolveSeed(n, payload.Seed, log)
 	payload.Intelligence.Breakers = s.intel.breakersFor(payload.Intelligence)
+	if r := n.takeResume(); r != nil { // a suspended subagent goes on (suspend.go)
+		payload.Resume = r
+		payload.Limits.Deadline = api.Duration(time.Until(n.deadlineNow()))
+	}
 	if err := p.w.Send(api.MethodSpawn, 0, payload); err != nil {
 		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "write spawn payload: " + err.Error()}, log)
 	}
@@ -367,7 +387,7 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 				log.Error("protocol violation: killing child", "err", err)
 				s.violation(n, err.Error())
 				frames = nil
-			} else if f.Method == api.MethodResult {
+			} else if f.Method == api.MethodResult && n.suspendedProc() != p {
 				// The child's last word: its outcome is final now, before
 				// its exit and reap (which still end the node).
 				s.settle(n, s.finish(n, p, verdict{}))
@@ -391,7 +411,9 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 			s.killSubtree(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed", n.payload.Limits.Deadline)}, "deadline")
 		case <-eofWait:
 			eofWait = nil
-			s.notExited(n, health, log)
+			if n.suspendedProc() != p { // a suspension's own ladder reaps its process
+				s.notExited(n, health, log)
+			}
 		}
 	}
 }
@@ -582,10 +604,16 @@ func (s *Supervisor) serveTool(n *node, p *proc, id uint64, call api.ToolCall, l
 	defer p.live.toolCall()() // Detector B waits while the supervisor serves the call
 	ctx, span := startToolSpan(n, call)
 	began := time.Now()
+	if call.Tool == api.ToolAsk {
+		n.holdConversation(call.Conversation) // suspend.go
+	}
 	res := s.callTool(ctx, n, call)
 	endToolSpan(span, res)
 	if so, ok := s.cfg.Observer.(StepObserver); ok {
 		so.NodeStep(n.info(), toolStep(call, res, began))
+	}
+	if call.Tool == api.ToolAsk && n.resumeWith(p, res) {
+		return // p was suspended: the node's next process starts from this result
 	}
 	if err := p.w.Respond(id, res); err != nil {
 		log.Warn("tool/call response not delivered", "tool", call.Tool, "err", err)

@@ -150,7 +150,7 @@ func (s *Supervisor) admit(parent *node, args *api.SpawnArgs, now time.Time) (*n
 		}
 	}
 
-	path := parent.payload.AgentPath + "." + strconv.Itoa(nchildren+1) // dense over admitted spawns
+	path := parent.payload.AgentPath + "." + strconv.Itoa(nchildren+parent.nest.spawnedBefore+1) // dense over admitted spawns
 	payload := api.SpawnPayload{
 		AgentID:      path,
 		AgentPath:    path,

@@ -101,6 +101,11 @@ type Config struct {
 	// the asking subagent's deadline; by default the deadline moves by
 	// the time waited (ask.go).
 	AskChargesDeadline bool
+	// InputHold, if positive, is how long a root's question waits before
+	// its waiting tree is suspended: its processes end and give back their
+	// slots, and the answer starts them again from their stored
+	// conversations (suspend.go). Zero never suspends.
+	InputHold time.Duration
 	// Gates marks the tool calls that wait for a person's yes (gate.go);
 	// the zero value gates nothing.
 	Gates Gates
@@ -243,7 +248,7 @@ type NodeInfo struct {
 	// Kind is KindSubagent, or KindExec for an exec child (a command run by
 	// the exec self-tool, with no control channel).
 	Kind   string
-	State  string // StateStarting, StateRunning or StateStopping
+	State  string // StateStarting, StateRunning, StateStopping or StateSuspended
 	Health Health // the detectors' classification while running; empty before
 	// LastProgress is when the child last sent a frame other than a pong
 	// (Detector B's clock), and MissedPings how many pings in a row it has
@@ -276,6 +281,9 @@ const (
 	StateStarting = "starting" // forked, payload not yet delivered
 	StateRunning  = "running"  // working on its payload
 	StateStopping = "stopping" // on the kill ladder
+	// StateSuspended: its process ended while it waits for an answer, and
+	// the answer starts it again (suspend.go); it has no PID.
+	StateSuspended = "suspended"
 )
 
 // ToolServer executes scoped tools for children. Implementations are safe for
@@ -421,6 +429,12 @@ type StartRequest struct {
 	// which the starter must then read; without it a root's subagent.ask
 	// is refused.
 	Questions bool
+	// Resume, if set, starts the tree from a stored waiting tree (Run.Waiting,
+	// suspend.go) in place of Payload: each of its subagents under its
+	// handle and agent path, from its conversation, with Answer as the
+	// result of its pending subagent.ask call. Handle must be the root's.
+	Resume *api.WaitingTree
+	Answer string
 }
 
 // Run is a handle on a started subagent. It is safe for concurrent use.
@@ -457,6 +471,15 @@ func (r *Run) Info() NodeInfo { return r.n.info() }
 // crashed result, never an error, except while draining.
 func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) {
 	p := req.Payload
+	if w := req.Resume; w != nil {
+		if err := w.Validate(); err != nil {
+			return nil, fmt.Errorf("supervisor: resume: %w", err)
+		}
+		if req.Handle != w.Nodes[0].Handle {
+			return nil, fmt.Errorf("supervisor: resume: the handle %q is not the stored root's %q", req.Handle, w.Nodes[0].Handle)
+		}
+		p = s.resumedPayload(w, &w.Nodes[0], req.Answer)
+	}
 	if p.Telemetry.RunID == "" {
 		p.Telemetry.RunID = newID()
 	}
@@ -509,7 +532,18 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.stats.spawn(localProvider)
+	var resumed []*node
+	var rerr error
+	if req.Resume != nil {
+		resumed, rerr = s.attachResumed(n, req.Resume, req.Answer)
+	}
 	go s.run(n)
+	for _, c := range resumed {
+		go s.run(c)
+	}
+	if rerr != nil {
+		s.killSubtree(n, verdict{status: api.StatusCrashed, detail: rerr.Error()}, "resume failed")
+	}
 	return &Run{n: n}, nil
 }
 

@@ -50,6 +50,11 @@ type nest struct {
 	exec        *execSpec       // the command of an exec child; nil for a subagent
 
 	inflight int // unfinished async children, counted against max_inflight
+
+	// spawnedBefore is how many children a node resumed from a stored
+	// waiting tree had admitted that were not restored (they had ended):
+	// agent paths of its new children come after theirs (suspend.go).
+	spawnedBefore int
 }
 
 // newTree makes n the root of a new tree.

@@ -172,6 +172,9 @@ func AnswerMessage(t *a2a.Task, messageID, answer string) *a2a.Message {
 // says it cancelled the run at the input timeout; another error is a task
 // event refused: the caller cancels the run.
 func (x *Executor) ask(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, answers tasks.Answers, qq *supervisor.Question, settled <-chan struct{}, run delegate.Run) error {
+	if forget := x.recordWaiting(ctx, reqCtx, q, run); forget != nil {
+		defer forget()
+	}
 	ev := QuestionStatus(reqCtx, qq.Q)
 	if err := q.Write(ctx, ev); err != nil {
 		qq.Answer("") // nothing waits for the caller: the asker goes on

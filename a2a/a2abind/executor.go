@@ -195,6 +195,7 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 			<-reaped // one process of the task's at a time
 		}
 		t, err := x.runTurn(ctx, reqCtx, q, req, turn == 1, rerun)
+		req.Resume, req.Answer = nil, "" // a stored waiting tree resumes the first turn only (resume.go)
 		if t.tree != nil {
 			trees = append(trees, t.tree)
 		}

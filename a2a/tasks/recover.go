@@ -47,6 +47,7 @@ type Recovery struct {
 	Failed   int           // ended failed
 	Rerun    int           // started again
 	Requeued int           // still waiting for admission when their runner was lost: queued again
+	Waiting  int           // waiting for their caller's answer: they wait on, and resume from their stored trees
 	Skipped  int           // claimed first by another process
 	Took     time.Duration // from the start of Recover until every orphan was resolved (reruns started)
 }
@@ -99,6 +100,14 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 			rec.Skipped++
 			continue
 		}
+		// A task waiting for its caller's answer lost no work: it waits on,
+		// and resumes from its stored tree (waiting.go), whatever the policy.
+		if resumed, err := e.resumeWaiting(ctx, d, o.Task); err != nil {
+			return rec, err
+		} else if resumed {
+			rec.Waiting++
+			continue
+		}
 		// A task still waiting in the admission queue never ran: nothing of
 		// it was lost, and it queues again, whatever the policy.
 		if requeued, err := e.requeue(ctx, d, o.Task); err != nil {
@@ -125,7 +134,7 @@ func (e *Engine) Recover(ctx context.Context, policy RecoverPolicy) (Recovery, e
 	rec.Took = time.Since(start)
 	if rec.Orphans > 0 {
 		e.log.Info("recovered orphaned tasks", "policy", string(policy), "orphans", rec.Orphans, "failed", rec.Failed,
-			"rerun", rec.Rerun, "requeued", rec.Requeued, "skipped", rec.Skipped, "took", rec.Took.String())
+			"rerun", rec.Rerun, "requeued", rec.Requeued, "waiting", rec.Waiting, "skipped", rec.Skipped, "took", rec.Took.String())
 	}
 	return rec, nil
 }

@@ -185,6 +185,19 @@ type Durable interface {
 	Claim(ctx context.Context, id a2a.TaskID, from string) (bool, error)
 }
 
+// WaitingKeeper is implemented by a Durable store that keeps, with a task,
+// the record of its tree while the task's question waits for its caller's
+// answer (api.WaitingTree, opaque bytes to the store): a task whose runner
+// is lost while it waits is not lost (Recover resumes it from the record
+// once the answer comes, waiting.go).
+type WaitingKeeper interface {
+	// KeepWaiting keeps a task's waiting record, replacing any kept
+	// before; nil forgets it.
+	KeepWaiting(ctx context.Context, id a2a.TaskID, rec []byte) error
+	// Waiting returns a task's waiting record, or nil when none is kept.
+	Waiting(ctx context.Context, id a2a.TaskID) ([]byte, error)
+}
+
 // Orphan is an unfinished task whose runner is gone.
 type Orphan struct {
 	Task   *a2a.Task

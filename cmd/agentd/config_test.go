@@ -58,6 +58,7 @@ func TestCoreValidate(t *testing.T) {
 		{"--rlimit-as", func(c *coreConfig) { c.RlimitAS = "lots" }},
 		{"--rlimit-as", func(c *coreConfig) { c.RlimitAS = "64MiB" }},
 		{"--rlimit-cpu", func(c *coreConfig) { c.RlimitCPU = -time.Second }},
+		{"--input-hold", func(c *coreConfig) { c.InputHold = -time.Second }},
 		{"--intelligence-timeout", func(c *coreConfig) { c.IntelTimeout = 0 }},
 		{"--intelligence-backoff", func(c *coreConfig) { c.IntelBackoff = 0 }},
 		{"--intelligence-backoff", func(c *coreConfig) { c.IntelBackoff = api.MaxRetryBackoff + time.Second }},

@@ -69,6 +69,9 @@ type coreConfig struct {
 	// AskChargesDeadline counts a question's wait against the asking
 	// subagent's deadline (--input-charges-deadline).
 	AskChargesDeadline bool
+	// InputHold is how long a root's question waits before its waiting
+	// tree gives back its processes and slots (--input-hold; 0: never).
+	InputHold time.Duration
 
 	LogLevel string
 	// LogContent lets prompts, model answers and tool arguments and results
@@ -115,6 +118,7 @@ func addCore(f *cli.Flags, c *coreConfig) {
 	f.EnvFuncList("approve", "AGENT_APPROVE", "a tool call that waits for a person's yes before it runs (the task goes input-required with the call): exec, tool:SERVER/TOOL or peer:NAME (a spawn on that peer); repeatable (env: ';'-separated); none by default", func(s string) error {
 		return c.Gates.Add(s)
 	})
+	f.EnvDuration(&c.InputHold, "input-hold", "AGENT_INPUT_HOLD", 5*time.Minute, "after a task's question has waited this long, a tree whose every live subagent waits in subagent.ask ends its processes and gives back their slots; the answer starts them again from their stored conversations (0: never)")
 	f.EnvBool(&c.AskChargesDeadline, "input-charges-deadline", "AGENT_INPUT_CHARGES_DEADLINE", false, "count the time a subagent's question (subagent.ask) waits for its answer against its deadline (by default the deadline moves by the wait; --input-timeout bounds a task's question)")
 	f.EnvString(&c.LogFormat, "log-format", "AGENT_LOG_FORMAT", "", "log format: text or json (default: text when stderr is a terminal, JSON otherwise; children always log JSON to the supervisor, which renders their lines in this format)")
 
@@ -280,6 +284,9 @@ func (c *coreConfig) validateTimings() error {
 	}
 	if c.RlimitCPU < 0 {
 		return fmt.Errorf("--rlimit-cpu must not be negative (got %s)", c.RlimitCPU)
+	}
+	if c.InputHold < 0 {
+		return fmt.Errorf("--input-hold must not be negative (got %s)", c.InputHold)
 	}
 	return nil
 }

@@ -116,6 +116,7 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		Gates:     c.Gates,
 
 		AskChargesDeadline: c.AskChargesDeadline,
+		InputHold:          c.InputHold,
 		LogLevel:           c.level(),
 		LogContent:         c.LogContent,
 		ChildStderr:        opt.childStderr,

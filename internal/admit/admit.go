@@ -575,6 +575,17 @@ func (c *Controller) Release() {
 	c.dispatchLocked()
 }
 
+// Reclaim takes back a process slot over the bounds: the one a suspended
+// tree's root gave back (Release) while it waited for an answer, when its
+// run ends before the tree resumed, so the run's Done balances. (It
+// implements the supervisor's SlotReclaimer.)
+func (c *Controller) Reclaim() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live++
+	c.reserved += c.cfg.Memory.ChildCost
+}
+
 // Close stops admission for a drain: nothing more is dispatched and every new
 // request is shed (ReasonClosed). Queued runs stay queued; their owners see
 // Closed and end them. Running runs keep their slots until Done. It is

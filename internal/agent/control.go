@@ -40,17 +40,27 @@ type control struct {
 	// clock is the run's deadline, paused while a question waits; nil
 	// before the run starts.
 	clock *pausableDeadline
+
+	// maxFrame is the frame limit, payloadBytes the spawn payload's size
+	// without its Resume: a subagent.ask call carries the conversation only
+	// when a spawn frame could carry it back (CallToolWith).
+	maxFrame     int
+	payloadBytes int
 }
 
 // newControl returns the control channel over r and w, with the frame limit
 // the supervisor set in api.EnvMaxFrame (api.DefaultMaxFrame without one).
 func newControl(r io.Reader, w io.Writer, log *slog.Logger) *control {
 	max := api.MaxFrameFromEnv()
+	if max <= 0 {
+		max = api.DefaultMaxFrame
+	}
 	return &control{
-		w:       api.NewFrameWriter(w, max),
-		r:       api.NewFrameReader(r, max),
-		log:     log,
-		pending: make(map[uint64]chan *api.Frame),
+		maxFrame: max,
+		w:        api.NewFrameWriter(w, max),
+		r:        api.NewFrameReader(r, max),
+		log:      log,
+		pending:  make(map[uint64]chan *api.Frame),
 	}
 }
 
@@ -68,6 +78,14 @@ func (c *control) readSpawn() (*api.SpawnPayload, error) {
 		return nil, err
 	}
 	fitMemoryLimit(len(f.Params))
+	c.payloadBytes = len(f.Params)
+	if p.Resume != nil {
+		q := p
+		q.Resume = nil
+		if b, err := json.Marshal(q); err == nil {
+			c.payloadBytes = len(b)
+		}
+	}
 	return &p, nil
 }
 
@@ -138,14 +156,27 @@ func (c *control) serve(cancel context.CancelCauseFunc) {
 	}
 }
 
-// call sends a tool/call request and waits for its answer.
-func (c *control) call(ctx context.Context, tool string, args json.RawMessage) (api.ToolResult, error) {
+// resumeRoom is what a spawn frame holds beside the payload and the
+// conversation: the answer (api.MaxAnswer) and the envelope's fields.
+const resumeRoom = api.MaxAnswer + 4<<10
+
+// call sends a tool/call request and waits for its answer. A subagent.ask
+// call carries conv when a spawn frame could carry it back: the payload,
+// the conversation and an answer within the frame limit.
+func (c *control) call(ctx context.Context, tool string, args json.RawMessage, conv *api.Conversation) (api.ToolResult, error) {
 	var r api.ToolResult
 	if tool == api.ToolAsk && c.clock != nil {
 		c.clock.pause()
 		defer c.clock.resume()
 	}
 	call := api.ToolCall{Tool: tool, Args: args, Traceparent: telemetry.Traceparent(ctx)}
+	if conv != nil && tool == api.ToolAsk {
+		if b, err := json.Marshal(conv); err == nil && len(b)+c.payloadBytes+resumeRoom <= c.maxFrame {
+			call.Conversation = conv
+		} else {
+			c.log.Warn("the conversation is too large to store with the question: this subagent keeps its process while it waits", "bytes", len(b), "frame_limit", c.maxFrame)
+		}
+	}
 	if err := c.request(ctx, api.MethodToolCall, call, &r); err != nil {
 		return api.ToolResult{}, err
 	}

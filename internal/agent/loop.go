@@ -101,6 +101,14 @@ func (l *Loop) Run(ctx context.Context) api.SubagentResult {
 	if err != nil {
 		return api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""), Detail: err.Error()}
 	}
+	// A resumed run (resume.go) first runs the calls its pending turn made
+	// after the one that waited.
+	for _, tc := range r.rest {
+		if res, done := r.callTool(ctx, tc); done {
+			return res
+		}
+	}
+	r.rest = nil
 	for {
 		if res, done := r.beforeStep(ctx); done {
 			return res
@@ -152,6 +160,10 @@ type run struct {
 	lastTokens  int64
 	lastLen     int
 	compactions int
+
+	// rest is a resumed run's calls of the pending turn after the one
+	// that waited (resume.go), run before its next step.
+	rest []intelligence.ToolCall
 }
 
 // begin compiles the output format's schema and builds the first request:
@@ -170,7 +182,13 @@ func (l *Loop) begin() (*run, error) {
 		AgentPath: p.AgentPath,
 		Depth:     p.Depth,
 	}
-	return &run{l: l, p: p, schema: schema, req: req, content: p.Telemetry.LogContent, window: l.contextWindow()}, nil
+	r := &run{l: l, p: p, schema: schema, req: req, content: p.Telemetry.LogContent, window: l.contextWindow()}
+	if p.Resume != nil {
+		if err := r.resume(p.Resume); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 // result is the run's result with status s: the partial distillate (the
@@ -373,7 +391,11 @@ func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.Subag
 		// anything outside the grant with an error result the model sees.
 		tctx, tspan := startToolSpan(ctx, wire, args, r.content)
 		var err error
-		out, err = r.l.Caller.CallTool(tctx, wire, args)
+		if cc, ok := r.l.Caller.(ConversationCaller); ok && wire == api.ToolAsk {
+			out, err = cc.CallToolWith(tctx, wire, args, r.conversation(tc.ID))
+		} else {
+			out, err = r.l.Caller.CallTool(tctx, wire, args)
+		}
 		endToolSpan(tspan, out, err, r.content)
 		if err != nil {
 			if ctx.Err() != nil {

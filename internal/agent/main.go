@@ -185,7 +185,13 @@ func (c *control) finish(res api.SubagentResult) int {
 
 // CallTool implements ToolCaller over the control channel.
 func (c *control) CallTool(ctx context.Context, name string, args json.RawMessage) (api.ToolResult, error) {
-	return c.call(ctx, name, args)
+	return c.call(ctx, name, args, nil)
+}
+
+// CallToolWith implements ConversationCaller: a subagent.ask call carries
+// the conversation.
+func (c *control) CallToolWith(ctx context.Context, name string, args json.RawMessage, conv *api.Conversation) (api.ToolResult, error) {
+	return c.call(ctx, name, args, conv)
 }
 
 // Event implements Reporter over the control channel.

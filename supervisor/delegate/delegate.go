@@ -80,6 +80,11 @@ type Request struct {
 	// answer, or ctx's cause: a nested spawn's (supervisor.RemoteAsk). It
 	// comes before Asks. Nil and Asks unset: nobody can be asked.
 	Ask func(ctx context.Context, q api.Question) (string, error) `json:"-"`
+	// Resume, if set, starts a local tree from a stored waiting tree (its
+	// root's handle is Handle) with Answer as its question's answer
+	// (supervisor.StartRequest.Resume); other providers refuse it.
+	Resume *api.WaitingTree `json:"-"`
+	Answer string           `json:"-"`
 }
 
 // MeshMaxDepth is the deepest mesh depth a delegate whose root sits at depth
@@ -235,6 +240,9 @@ func (r *Router) Start(ctx context.Context, req Request) (Run, error) {
 	}
 	if err := CheckCapabilities(p.Capabilities(), Needs(req)); err != nil {
 		return nil, fmt.Errorf("provider %s: %w", p.Name(), err)
+	}
+	if req.Resume != nil && p.Name() != LocalName {
+		return nil, fmt.Errorf("provider %s: a stored waiting tree resumes only on the local provider: %w", p.Name(), ErrUnsupportedCapability)
 	}
 	return p.Start(ctx, req)
 }

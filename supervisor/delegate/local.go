@@ -31,7 +31,8 @@ func (Local) InheritsParentContext() bool { return false }
 // than the mesh allows: to req.MaxDepth, counted from req.Depth, and at most
 // req.DepthLimit levels when one is asked for.
 func (l Local) Start(ctx context.Context, req Request) (Run, error) {
-	r, err := l.Sup.Start(ctx, supervisor.StartRequest{Handle: req.Handle, Payload: req.Payload, MeshDepth: req.Depth, MeshMaxDepth: MeshMaxDepth(req.Depth, req.MaxDepth, req.DepthLimit), Caller: req.Caller, Questions: req.Asks})
+	r, err := l.Sup.Start(ctx, supervisor.StartRequest{Handle: req.Handle, Payload: req.Payload, MeshDepth: req.Depth, MeshMaxDepth: MeshMaxDepth(req.Depth, req.MaxDepth, req.DepthLimit), Caller: req.Caller, Questions: req.Asks,
+		Resume: req.Resume, Answer: req.Answer})
 	if err != nil {
 		return nil, err
 	}
@@ -50,6 +51,16 @@ var (
 	_ SettledRun = localRun{}
 	_ AskingRun  = localRun{}
 )
+
+// WaitingRun is implemented by a Run whose tree can be recorded while it
+// waits for its root's answer (supervisor.Run.Waiting).
+type WaitingRun interface {
+	Waiting() (*api.WaitingTree, bool)
+}
+
+// Waiting returns the record of the run's tree while it is a waiting tree
+// (WaitingRun).
+func (l localRun) Waiting() (*api.WaitingTree, bool) { return l.r.Waiting() }
 
 // Questions carries the root's questions when the request asked for them
 // (AskingRun); nil otherwise.

@@ -685,6 +685,37 @@ func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 	return p, nil
 }
 
+// KeepWaiting implements tasks.WaitingKeeper.
+func (s *Store) KeepWaiting(ctx context.Context, id a2a.TaskID, rec []byte) error {
+	if !tasks.Storable(string(id)) {
+		return notFound(id)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET waiting = $1 WHERE id = $2`, rec, string(id))
+	if err != nil {
+		return s.unavailable("keep the waiting record", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound(id)
+	}
+	return nil
+}
+
+// Waiting implements tasks.WaitingKeeper.
+func (s *Store) Waiting(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	if !tasks.Storable(string(id)) {
+		return nil, notFound(id)
+	}
+	var p []byte
+	err := s.pool.QueryRow(ctx, `SELECT waiting FROM tasks WHERE id = $1`, string(id)).Scan(&p)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, s.unavailable("read the waiting record", err)
+	}
+	return p, nil
+}
+
 // deadRunner is the SQL condition "the runner column r names no live lease".
 const deadRunner = `NOT EXISTS (SELECT 1 FROM leases l WHERE l.instance = %s AND l.heartbeat >= now() - make_interval(secs => %s))`
 

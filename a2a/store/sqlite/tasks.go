@@ -634,6 +634,36 @@ func (s *Store) Retained(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 	return p, nil
 }
 
+// KeepWaiting implements tasks.WaitingKeeper.
+func (s *Store) KeepWaiting(ctx context.Context, id a2a.TaskID, rec []byte) error {
+	return s.write(ctx, "keep the waiting record", func(tx *wtx) error {
+		res, err := tx.ExecContext(ctxBG, `UPDATE tasks SET waiting = ?1 WHERE id = ?2`, rec, string(id))
+		if err != nil {
+			return s.unavailable("keep the waiting record", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return notFound(id)
+		}
+		return nil
+	})
+}
+
+// Waiting implements tasks.WaitingKeeper.
+func (s *Store) Waiting(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	if err := s.Sync(ctx); err != nil {
+		return nil, err
+	}
+	var p []byte
+	err := s.rs.QueryRowContext(ctx, `SELECT waiting FROM tasks WHERE id = ?`, string(id)).Scan(&p)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, s.unavailable("read the waiting record", err)
+	}
+	return p, nil
+}
+
 // Orphans implements tasks.Durable: the unfinished tasks whose runner no
 // longer holds its instance lock, oldest first.
 func (s *Store) Orphans(ctx context.Context) ([]tasks.Orphan, error) {

@@ -571,6 +571,7 @@ type scriptedModel struct {
 	transcript []string
 	answer     string // the latest answer to subagent.ask
 	req        *Request
+	replaying  bool // replay: earlier turns played again, without waits
 }
 
 type pendingCall struct {
@@ -626,7 +627,6 @@ func (m *scriptedModel) Complete(ctx context.Context, req *Request) (*Response, 
 	if req.Compaction {
 		return m.summarize(req), nil
 	}
-	m.req = req
 	if !m.started {
 		m.started = true
 		m.pending = make(map[string]pendingCall)
@@ -639,7 +639,39 @@ func (m *scriptedModel) Complete(ctx context.Context, req *Request) (*Response, 
 			}
 			m.steps = steps
 		}
+		if err := m.replay(ctx, req); err != nil {
+			return nil, err
+		}
 	}
+	return m.play(ctx, req)
+}
+
+// replay brings a script started on a conversation that already has turns
+// (a subagent resumed from its stored conversation) to where it was: it
+// plays each earlier turn again on the conversation before it, without its
+// sleeps or streaming, so its step, its call ids, its children and the
+// answers it saw are those of the run that made the turns. A script is
+// deterministic, so the turns it plays are the ones in the conversation.
+func (m *scriptedModel) replay(ctx context.Context, req *Request) error {
+	m.replaying = true
+	defer func() { m.replaying = false }()
+	for i, msg := range req.Messages {
+		if msg.Role != RoleAssistant {
+			continue
+		}
+		sub := *req
+		sub.Messages, sub.OnText = req.Messages[:i], nil
+		if _, err := m.play(ctx, &sub); err != nil {
+			return fmt.Errorf("agent: builtin:script: replaying the stored conversation: %w", err)
+		}
+	}
+	return nil
+}
+
+// play reads the tool results that arrived since the last call and plays
+// the script's next turn.
+func (m *scriptedModel) play(ctx context.Context, req *Request) (*Response, error) {
+	m.req = req
 	m.observe(req)
 	for {
 		if m.pc >= len(m.steps) {
@@ -648,6 +680,10 @@ func (m *scriptedModel) Complete(ctx context.Context, req *Request) (*Response, 
 		st := m.steps[m.pc]
 		switch st.kind {
 		case stepSleep:
+			if m.replaying {
+				m.pc++
+				continue
+			}
 			t := time.NewTimer(st.d)
 			select {
 			case <-t.C:
