@@ -543,7 +543,7 @@ func GRPCServer(cfg Config, limits ConnLimits) *grpc.Server {
 	}
 	limits = limits.withDefaults()
 	f := &grpcGate{auth: auth, metrics: cfg.Metrics, log: cfg.Log, bodyTimeout: limits.BodyTimeout}
-	return newGRPC(cfg.Handler, cfg.MaxMessage, f,
+	return newGRPC(cfg.Handler, cfg.MaxMessage, f, cfg.ReserveMessage,
 		grpc.Creds(splitCreds{}),
 		grpc.ConnectionTimeout(limits.HeaderTimeout),
 		// net/http's HTTP/2 defaults, which the other bindings get: 250
