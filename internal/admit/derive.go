@@ -5,18 +5,19 @@ import "fmt"
 // Memory figures of the derivation (see Derive), measured on agentd's own
 // binary (docs/performance.md, figure 9; docs/admission.md): a child in a
 // model call carrying a 64 KiB conversation and a 16 KiB tool result is 4.3
-// to 4.6 MiB of PSS (the median child over 50 to 400 at once, two runs), the
-// largest such child 5.0 to 5.5 MiB; the supervisor holds 0.3 to 0.7 MiB
-// more per live child (falling with their number). An idle child after init
-// is 2.4 MiB private. The binary's text is shared page cache, charged once.
+// to 4.8 MiB of PSS (the median child over 50 to 400 at once, six runs), the
+// largest flat one 5.3 to 5.7 MiB private; the supervisor holds 0.3 to 0.6
+// MiB more per live child (falling with their number). An idle child after
+// init is 2.4 MiB private. The binary's text is shared page cache, charged
+// once.
 const (
 	MiB = 1 << 20
 
 	// ChildCost is the figure a default bound assumes per live subagent: a
-	// working child's measured peak, the largest flat child (5.5 MiB PSS)
-	// with the supervisor's largest share (0.7 MiB at 50 children), rounded
-	// up to 6 MiB (the median child with its share is 5.1 MiB: a margin of
-	// about 20% for it). Children measured smaller are admitted past the
+	// working child's measured peak, the largest flat child's private 5.7
+	// MiB with the supervisor's share at 200 (0.3 MiB), rounded up to 6 MiB
+	// (the median child with its share is 4.8 to 5.1 MiB: a margin of about
+	// 20% for it). Children measured smaller are admitted past the
 	// bound by the memory gate (MemoryConfig.Beyond); a child carrying a
 	// large message costs more: MessageChildFactor.
 	ChildCost = 6 * MiB
