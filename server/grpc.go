@@ -233,6 +233,14 @@ func takeReservation(m any) (release func(), err error) {
 	return func() {}, nil
 }
 
+// dropReservation gives back a reservation no interceptor took (the call was
+// refused before it reached one).
+func dropReservation(m any) {
+	if release, err := takeReservation(m); err == nil {
+		release()
+	}
+}
+
 func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if n := data.Len(); c.reserve != nil && n >= admit.MessageReserveMin {
 		if m, ok := v.(proto.Message); ok {

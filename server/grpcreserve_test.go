@@ -145,3 +145,29 @@ func TestGRPCUnaryReservesMessage(t *testing.T) {
 		t.Fatalf("a shed message: status %q %q, want 8 (RESOURCE_EXHAUSTED), reason memory", st, rec.Header().Get("Grpc-Message"))
 	}
 }
+
+// TestGRPCReservationOfARefusedCall: a big message from a caller the front
+// refuses (no credentials) was reserved for before it was decoded; its
+// reservation is given back though the call never reached a method.
+func TestGRPCReservationOfARefusedCall(t *testing.T) {
+	g := &gate{}
+	tokens, err := ParseTokens([]byte("tok-ok-0123456789abcdef peer ci\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := tasks.NewEngine(tasks.NewMemoryStore(100, time.Hour), echoExecutor(t), nil)
+	addr := grpcFront(t, Config{Handler: engine, ReserveMessage: g.reserve, Auth: &Auth{Tokens: tokens},
+		Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "http://x/"})})
+	c, err := a2agrpc.New(addr, a2agrpc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.SendMessage(context.Background(), bigText("refused", 100<<10)); grpcCode(err) != codes.Unauthenticated {
+		t.Fatalf("SendMessage without credentials: %v, want UNAUTHENTICATED", err)
+	}
+	if asked := g.calls(); len(asked) != 1 {
+		t.Fatalf("reservations %v, want the one made before decoding", asked)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the refused call's reservation given back", func() bool { return g.released.Load() == 1 })
+}

@@ -584,7 +584,8 @@ func stopBodyTimer(ctx context.Context) {
 }
 
 func (f *grpcGate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (res any, err error) {
-	stopBodyTimer(ctx) // the message is in
+	stopBodyTimer(ctx)         // the message is in
+	defer dropReservation(req) // a caller refused never reaches grpcUnary, which takes it
 	err = f.serve(ctx, info.FullMethod, func(ctx context.Context) error {
 		res, err = handler(ctx, req)
 		return err
