@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -31,6 +32,7 @@ import (
 	"github.com/agentd/agentd/a2a/a2agrpc/a2apb"
 	"github.com/agentd/agentd/a2a/a2av1"
 	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/internal/admit"
 	"github.com/agentd/agentd/internal/loopback"
 	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/tlsconfig"
@@ -74,7 +76,10 @@ func isGRPC(r *http.Request) bool {
 //
 // With front set (the server of Split's gRPC connections), its interceptors
 // admit each call first, as grpcHTTP does over net/http.
-func newGRPC(h a2asrv.RequestHandler, maxMessage int, front *grpcGate, opts ...grpc.ServerOption) *grpc.Server {
+//
+// With reserve set (Config.ReserveMessage), a request message is reserved
+// for before it is decoded (lenientCodec).
+func newGRPC(h a2asrv.RequestHandler, maxMessage int, front *grpcGate, reserve reserveFunc, opts ...grpc.ServerOption) *grpc.Server {
 	unary := grpc.UnaryServerInterceptor(grpcUnary)
 	stream := []grpc.StreamServerInterceptor{grpcStream}
 	if front != nil {
@@ -83,7 +88,7 @@ func newGRPC(h a2asrv.RequestHandler, maxMessage int, front *grpcGate, opts ...g
 	}
 	s := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(BodyLimit(maxMessage))),
-		grpc.ForceServerCodecV2(lenientCodec{encoding.GetCodecV2(protoCodecName)}),
+		grpc.ForceServerCodecV2(lenientCodec{encoding.GetCodecV2(protoCodecName), reserve}),
 		grpc.UnaryInterceptor(unary),
 		grpc.ChainStreamInterceptor(stream...),
 	}, opts...)...)
@@ -114,7 +119,12 @@ func grpcVersion(ctx context.Context) (context.Context, error) {
 }
 
 func grpcUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := grpcVersion(ctx)
+	release, err := takeReservation(req)
+	defer release()
+	if err != nil {
+		return nil, grpcError(ctx, err)
+	}
+	ctx, err = grpcVersion(ctx)
 	if err == nil {
 		err = malformed(req)
 	}
@@ -132,7 +142,11 @@ func grpcUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler gr
 func grpcStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx, err := grpcVersion(ss.Context())
 	if err == nil {
-		err = handler(srv, &versionedStream{ServerStream: ss, ctx: ctx})
+		vs := &versionedStream{ServerStream: ss, ctx: ctx}
+		err = handler(srv, vs)
+		if vs.release != nil {
+			vs.release()
+		}
 	}
 	if err != nil {
 		return grpcError(ctx, err)
@@ -145,7 +159,8 @@ func grpcStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler
 // protocol version.
 type versionedStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx     context.Context
+	release func() // the request's memory reservation, given back when the call ends
 }
 
 func (s *versionedStream) Context() context.Context { return s.ctx }
@@ -153,6 +168,15 @@ func (s *versionedStream) Context() context.Context { return s.ctx }
 // RecvMsg receives the request, refusing one that did not decode.
 func (s *versionedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	release, err := takeReservation(m)
+	if s.release == nil {
+		s.release = release
+	} else {
+		defer release()
+	}
+	if err != nil {
 		return err
 	}
 	return malformed(m)
@@ -171,9 +195,64 @@ const malformedField = protowire.MaxValidNumber
 // INTERNAL as if the server had failed: the message is left empty, marked
 // with the decoding error in an unknown field (malformedField), and the
 // interceptors answer it INVALID_ARGUMENT (malformed).
-type lenientCodec struct{ encoding.CodecV2 }
+//
+// With reserve set, a request message of admit.MessageReserveMin bytes or
+// more is first reserved for (the memory gate: what decoding and storing it
+// may cost), as the JSON-RPC and HTTP+JSON bodies are before they are read:
+// one the gate has no room for is not decoded, and the interceptors answer
+// it RESOURCE_EXHAUSTED with its RetryInfo (reason memory); an admitted
+// one's reservation is given back when its call ends (takeReservation).
+type lenientCodec struct {
+	encoding.CodecV2
+	reserve reserveFunc
+}
+
+// reserveFunc is Config.ReserveMessage.
+type reserveFunc = func(n int64) (release func(), err error)
+
+// reservation is a decoded request's memory reservation, or why it was shed.
+type reservation struct {
+	release func()
+	err     error
+}
+
+// reservations holds the reservations of the requests decoded and not yet
+// taken by their call's interceptor, by the request message.
+var reservations sync.Map
+
+// takeReservation returns the reservation lenientCodec made for the request
+// m (a no-op release when none), or the error that shed it.
+func takeReservation(m any) (release func(), err error) {
+	if v, ok := reservations.LoadAndDelete(m); ok {
+		r := v.(reservation)
+		if r.err != nil {
+			return func() {}, r.err
+		}
+		return r.release, nil
+	}
+	return func() {}, nil
+}
+
+// dropReservation gives back a reservation no interceptor took (the call was
+// refused before it reached one).
+func dropReservation(m any) {
+	if release, err := takeReservation(m); err == nil {
+		release()
+	}
+}
 
 func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if n := data.Len(); c.reserve != nil && n >= admit.MessageReserveMin {
+		if m, ok := v.(proto.Message); ok {
+			release, err := c.reserve(int64(n))
+			if err != nil {
+				proto.Reset(m) // not decoded: the interceptor answers the shed
+				reservations.Store(m, reservation{err: err})
+				return nil
+			}
+			reservations.Store(m, reservation{release: release})
+		}
+	}
 	err := c.CodecV2.Unmarshal(data, v)
 	m, ok := v.(proto.Message)
 	if err == nil || !ok {

@@ -37,7 +37,7 @@ func BenchmarkGRPCSendMessage(b *testing.B) {
 				b.Fatal(err)
 			}
 			if native {
-				gs := newGRPC(engine, 1<<20, nil)
+				gs := newGRPC(engine, 1<<20, nil, nil)
 				go gs.Serve(ln)
 				defer gs.Stop()
 			} else {

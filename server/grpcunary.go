@@ -57,8 +57,8 @@ type grpcUnaryServer struct {
 
 // newGRPCUnary serves the unary methods of the A2A service on srv, refusing
 // a message over maxRecv bytes as grpc.MaxRecvMsgSize does.
-func newGRPCUnary(srv a2apb.A2AServiceServer, maxRecv int) *grpcUnaryServer {
-	u := &grpcUnaryServer{methods: map[string]unaryRPC{}, codec: lenientCodec{encoding.GetCodecV2(protoCodecName)}, maxRecv: maxRecv}
+func newGRPCUnary(srv a2apb.A2AServiceServer, maxRecv int, reserve reserveFunc) *grpcUnaryServer {
+	u := &grpcUnaryServer{methods: map[string]unaryRPC{}, codec: lenientCodec{encoding.GetCodecV2(protoCodecName), reserve}, maxRecv: maxRecv}
 	sd := a2apb.A2AService_ServiceDesc
 	for _, m := range sd.Methods {
 		u.methods["/"+sd.ServiceName+"/"+m.MethodName] = unaryRPC{desc: m, srv: srv}

@@ -42,7 +42,8 @@ type Config struct {
 	// reaches its child.
 	MaxMessage int
 	// ReserveMessage, if set, is asked before a request's body is read (the
-	// JSON-RPC and HTTP+JSON bindings) for the memory its n bytes may cost
+	// JSON-RPC and HTTP+JSON bindings; a gRPC request message before it is
+	// decoded, answered RESOURCE_EXHAUSTED when shed) for the memory its n bytes may cost
 	// (n is the Content-Length, or the body limit when the length is not
 	// given); an error (an *admit.ShedError) is answered 429 with Retry-After
 	// without reading the body, and release is called once the request is
@@ -97,8 +98,8 @@ func Handler(cfg Config) http.Handler {
 	if auth == nil {
 		auth = &Auth{Open: true, Log: cfg.Log}
 	}
-	unary := newGRPCUnary(&grpcService{h: cfg.Handler, maxMessage: cfg.MaxMessage}, int(BodyLimit(cfg.MaxMessage)))
-	gs := telemetry.ServeA2A(cfg.Metrics, grpcHTTP(auth, newGRPC(cfg.Handler, cfg.MaxMessage, nil), unary, cfg.Log))
+	unary := newGRPCUnary(&grpcService{h: cfg.Handler, maxMessage: cfg.MaxMessage}, int(BodyLimit(cfg.MaxMessage)), cfg.ReserveMessage)
+	gs := telemetry.ServeA2A(cfg.Metrics, grpcHTTP(auth, newGRPC(cfg.Handler, cfg.MaxMessage, nil, cfg.ReserveMessage), unary, cfg.Log))
 	r := chi.NewRouter()
 	r.Use(checkOrigin)
 	r.Method(http.MethodPost, "/", telemetry.ServeA2A(cfg.Metrics, auth.Middleware(rpc)))

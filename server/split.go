@@ -544,7 +544,7 @@ func GRPCServer(cfg Config, limits ConnLimits) *grpc.Server {
 	}
 	limits = limits.withDefaults()
 	f := &grpcGate{auth: auth, metrics: cfg.Metrics, log: cfg.Log, bodyTimeout: limits.BodyTimeout}
-	return newGRPC(cfg.Handler, cfg.MaxMessage, f,
+	return newGRPC(cfg.Handler, cfg.MaxMessage, f, cfg.ReserveMessage,
 		grpc.Creds(splitCreds{}),
 		grpc.ConnectionTimeout(limits.HeaderTimeout),
 		// net/http's HTTP/2 defaults, which the other bindings get: 250
@@ -592,7 +592,8 @@ func stopBodyTimer(ctx context.Context) {
 // unary admits a unary call, then runs it through the binding's
 // interceptor (grpcUnary).
 func (f *grpcGate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (res any, err error) {
-	stopBodyTimer(ctx) // the message is in
+	stopBodyTimer(ctx)         // the message is in
+	defer dropReservation(req) // a caller refused never reaches grpcUnary, which takes it
 	err = f.serve(ctx, info.FullMethod, func(ctx context.Context) error {
 		res, err = grpcUnary(ctx, req, info, handler)
 		return err

@@ -95,7 +95,9 @@ type liveness struct {
 	eof       atomic.Bool
 	sending   atomic.Bool // a ping write is in flight
 	resulted  atomic.Bool
-	resultc   chan struct{} // closed at the result frame; set by watch before any frame is seen
+	// onResult is called at the result frame, once; set by watch before
+	// any frame is seen (the supervise loop calls both).
+	onResult func()
 
 	// Set by the watcher when it starts; zero until then.
 	interval, progress atomic.Int64
@@ -109,8 +111,8 @@ func (l *liveness) now() int64 { return int64(time.Since(monoBase)) }
 func (l *liveness) saw(f *api.Frame) bool {
 	if f.Method != api.MethodPong {
 		l.lastFrame.Store(l.now())
-		if f.Method == api.MethodResult && l.resulted.CompareAndSwap(false, true) && l.resultc != nil {
-			close(l.resultc)
+		if f.Method == api.MethodResult && l.resulted.CompareAndSwap(false, true) && l.onResult != nil {
+			l.onResult()
 		}
 		return false
 	}
@@ -175,84 +177,147 @@ func (l *liveness) health() Health {
 // watch starts detectors B and C on a child that has its payload, and returns
 // the function that stops them (idempotent). The watcher never writes from the
 // supervise loop: pings go out on their own goroutine, bounded by the write
-// deadline, so a wedged child cannot block the supervisor.
+// deadline, so a wedged child cannot block the supervisor. It runs on timers
+// (no goroutine of its own waits through a child's life): the ping tick, the
+// progress timeout, and after the result frame the drain grace.
 func (s *Supervisor) watch(n *node, p *proc, log *slog.Logger) (stop func()) {
 	l := &p.live
 	l.lastFrame.Store(l.now())
 	l.interval.Store(int64(s.cfg.PingInterval))
 	l.progress.Store(int64(s.cfg.ProgressTimeout))
 	l.miss.Store(int32(s.cfg.PingMiss))
-	l.resultc = make(chan struct{})
-	done := make(chan struct{})
-	var once sync.Once
-	go s.watcher(n, p, done, log)
-	return func() { once.Do(func() { close(done) }) }
+	w := &watcher{s: s, n: n, p: p, log: log}
+	l.onResult = w.result
+	w.mu.Lock()
+	w.tick = time.AfterFunc(s.cfg.PingInterval, w.ticked)
+	w.progress = time.AfterFunc(s.cfg.ProgressTimeout, w.progressDue)
+	w.mu.Unlock()
+	return w.stop
 }
 
-func (s *Supervisor) watcher(n *node, p *proc, done <-chan struct{}, log *slog.Logger) {
-	l := &p.live
-	tick := time.NewTicker(s.cfg.PingInterval)
-	defer tick.Stop()
-	progress := time.NewTimer(s.cfg.ProgressTimeout)
-	defer progress.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-p.done:
-			return
-		case <-l.resultc:
-			// The child has said its last word: the detectors stand down and
-			// the reap should follow. If it does not, the ladder reaps the
-			// process without overriding the result.
-			t := time.NewTimer(s.cfg.DrainGrace)
-			defer t.Stop()
-			select {
-			case <-done:
-			case <-p.done:
-			case <-t.C:
-				s.notExited(n, "", log)
-			}
-			return
-		case <-tick.C:
-			if n.stopping() {
-				return
-			}
-			if sent := l.sent.Load(); sent > 0 && l.acked.Load() < sent {
-				if missed := int(l.missed.Add(1)); missed >= s.cfg.PingMiss {
-					s.stuck(n, api.CausePongTimeout,
-						fmt.Sprintf("stuck: %d ctrl/ping in a row unanswered (every %s)", missed, s.cfg.PingInterval), log)
-					return
-				}
-			} else {
-				l.missed.Store(0)
-			}
-			s.ping(p, log)
-		case <-progress.C:
-			if n.stopping() {
-				return
-			}
-			if l.tools.Load() > 0 {
-				progress.Reset(s.cfg.ProgressTimeout)
-				continue
-			}
-			if s.Paused() {
-				// A paused child holds before its next model call on the
-				// operator's word: paused time is not a stall, and the full
-				// timeout starts again from the resume.
-				l.lastFrame.Store(l.now())
-				progress.Reset(s.cfg.ProgressTimeout)
-				continue
-			}
-			if quiet := time.Duration(l.now() - l.lastFrame.Load()); quiet < s.cfg.ProgressTimeout {
-				progress.Reset(s.cfg.ProgressTimeout - quiet)
-				continue
-			}
-			s.stuck(n, api.CauseNoProgress,
-				fmt.Sprintf("stuck: no progress for %s", s.cfg.ProgressTimeout), log)
-			return
+// watcher is one child's detectors B and C. Its timers' functions run one at
+// a time (mu); each acts on the tree (stuck, notExited) only after it has
+// ended the watch and let go of mu.
+type watcher struct {
+	s   *Supervisor
+	n   *node
+	p   *proc
+	log *slog.Logger
+
+	mu                     sync.Mutex
+	over                   bool // stopped, or it has acted: no timer acts again
+	tick, progress, drainT *time.Timer
+}
+
+// stop ends the watch (idempotent).
+func (w *watcher) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.endLocked()
+}
+
+func (w *watcher) endLocked() {
+	w.over = true
+	for _, t := range []*time.Timer{w.tick, w.progress, w.drainT} {
+		if t != nil {
+			t.Stop()
 		}
 	}
+}
+
+// goneLocked ends the watch of a child that was reaped or is being stopped,
+// and reports whether it did (or the watch was over already).
+func (w *watcher) goneLocked() bool {
+	if w.over {
+		return true
+	}
+	if w.p.exited() || w.n.stopping() {
+		w.endLocked()
+		return true
+	}
+	return false
+}
+
+// ticked is detector C: a ping every interval, stuck after PingMiss in a row
+// unanswered.
+func (w *watcher) ticked() {
+	s, l := w.s, &w.p.live
+	w.mu.Lock()
+	if w.goneLocked() {
+		w.mu.Unlock()
+		return
+	}
+	if sent := l.sent.Load(); sent > 0 && l.acked.Load() < sent {
+		if missed := int(l.missed.Add(1)); missed >= s.cfg.PingMiss {
+			w.endLocked()
+			w.mu.Unlock()
+			s.stuck(w.n, api.CausePongTimeout,
+				fmt.Sprintf("stuck: %d ctrl/ping in a row unanswered (every %s)", missed, s.cfg.PingInterval), w.log)
+			return
+		}
+	} else {
+		l.missed.Store(0)
+	}
+	w.tick.Reset(s.cfg.PingInterval)
+	w.mu.Unlock()
+	s.ping(w.p, w.log)
+}
+
+// progressDue is detector B: stuck after ProgressTimeout without a progress
+// frame, a supervisor-served tool call in flight or a pause excepted.
+func (w *watcher) progressDue() {
+	s, l := w.s, &w.p.live
+	w.mu.Lock()
+	if w.goneLocked() {
+		w.mu.Unlock()
+		return
+	}
+	switch {
+	case l.tools.Load() > 0:
+		w.progress.Reset(s.cfg.ProgressTimeout)
+	case s.Paused():
+		// A paused child holds before its next model call on the
+		// operator's word: paused time is not a stall, and the full
+		// timeout starts again from the resume.
+		l.lastFrame.Store(l.now())
+		w.progress.Reset(s.cfg.ProgressTimeout)
+	default:
+		if quiet := time.Duration(l.now() - l.lastFrame.Load()); quiet < s.cfg.ProgressTimeout {
+			w.progress.Reset(s.cfg.ProgressTimeout - quiet)
+			break
+		}
+		w.endLocked()
+		w.mu.Unlock()
+		s.stuck(w.n, api.CauseNoProgress, fmt.Sprintf("stuck: no progress for %s", s.cfg.ProgressTimeout), w.log)
+		return
+	}
+	w.mu.Unlock()
+}
+
+// result is the child's last word (its result frame): the detectors stand
+// down and the reap should follow within DrainGrace. If it does not, the
+// ladder reaps the process without overriding the result.
+func (w *watcher) result() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.over {
+		return
+	}
+	w.tick.Stop()
+	w.progress.Stop()
+	w.drainT = time.AfterFunc(w.s.cfg.DrainGrace, w.drained)
+}
+
+func (w *watcher) drained() {
+	w.mu.Lock()
+	if w.over || w.p.exited() {
+		w.endLocked()
+		w.mu.Unlock()
+		return
+	}
+	w.endLocked()
+	w.mu.Unlock()
+	w.s.notExited(w.n, "", w.log)
 }
 
 // ping writes the next ctrl/ping unless the previous write is still blocked (a

@@ -497,7 +497,7 @@ func (n *node) outcome() Outcome {
 	if n.verdict != nil && n.verdict.status != api.StatusCancelled {
 		return OutcomeFailure
 	}
-	if p.status.Status.Signaled() || p.status.Status.ExitStatus() != 0 {
+	if st := p.exitStatus().Status; st.Signaled() || st.ExitStatus() != 0 {
 		return OutcomeFailure
 	}
 	return OutcomeClean

@@ -28,6 +28,13 @@ type MemoryPolicy struct {
 	// payload's encoded bytes: what admission reserved for it) is stopped,
 	// one a sample. Limit 0: no such pressure.
 	Limit, ChildCost, ChildFactor uint64
+	// FairShare caps a child's share under pressure at what the limit holds
+	// for each live child, (Limit less this process's RSS) / children: when
+	// admission took children past its count bounds (children measured
+	// small), children that all grow toward their own shares would pass the
+	// limit with none over its share, so the one furthest over the fair
+	// share is stopped.
+	FairShare bool
 	// Usage reads the pod's memory in use (a cgroup's working set); nil: the
 	// process tree's, this process's RSS plus each child's PSS.
 	Usage func() (uint64, error)
@@ -102,6 +109,10 @@ func (s *Supervisor) sampleMemory(p MemoryPolicy) error {
 	pressure := p.Limit > 0 && total+p.ChildCost > p.Limit
 	var worst *child
 	var worstShare, worstOver uint64
+	var fair uint64
+	if p.FairShare && pressure && len(kids) > 0 && p.Limit > me.RSS {
+		fair = (p.Limit - me.RSS) / uint64(len(kids))
+	}
 	for i := range kids {
 		k := &kids[i]
 		if p.ChildLimit > 0 && k.pss > p.ChildLimit {
@@ -112,6 +123,9 @@ func (s *Supervisor) sampleMemory(p MemoryPolicy) error {
 			continue
 		}
 		share := p.ChildCost + p.ChildFactor*uint64(k.n.encodedSize())
+		if fair > 0 {
+			share = min(share, fair)
+		}
 		if k.pss > share && k.pss-share > worstOver {
 			worst, worstShare, worstOver = k, share, k.pss-share
 		}

@@ -84,3 +84,37 @@ func TestMemoryPolicyPressure(t *testing.T) {
 		t.Fatalf("result = %+v (child PSS %d MiB), want crashed with cause %s", res, pss>>20, api.CauseMemoryExceeded)
 	}
 }
+
+// With FairShare, under pressure a child within its run's share but over
+// what the limit holds for each live child is the one stopped: children
+// admitted past the count bounds that all grow cannot take the pod past
+// its limit with none over its share. Without it, the same child is left.
+func TestMemoryPolicyFairShare(t *testing.T) {
+	s := growing(t, 48)
+	r := start(t, s, testPayload("grow", time.Minute))
+	pid := waitPID(t, r)
+	testkit.WaitFor(t, 20*time.Second, "the child to grow", func() bool {
+		ru, err := memlimit.ReadRollup(pid)
+		return err == nil && ru.PSS > 40<<20
+	})
+	me, err := memlimit.ReadRollup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pod at its limit; the child's run share (64 MiB) is above it, its
+	// fair share (the limit less the supervisor's RSS: 16 MiB) below.
+	limit := me.RSS + 16<<20
+	p := MemoryPolicy{Limit: limit, ChildCost: 64 << 20, Usage: func() (uint64, error) { return limit, nil }, Log: s.log}
+	if err := s.sampleMemory(p); err != nil {
+		t.Fatal(err)
+	}
+	if isDone(r) {
+		t.Fatal("a child within its run's share was stopped without FairShare")
+	}
+	p.Interval, p.FairShare = 10*time.Millisecond, true
+	watch(t, s, p)
+	res := result(t, r, 30*time.Second)
+	if res.Status != api.StatusCrashed || res.Cause != api.CauseMemoryExceeded {
+		t.Fatalf("result = %+v, want crashed with cause %s", res, api.CauseMemoryExceeded)
+	}
+}

@@ -308,7 +308,7 @@ func (s *Supervisor) superviseProcess(n *node, log *slog.Logger) api.SubagentRes
 			select {
 			case <-p.done:
 				return s.finish(n, p, verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult,
-					detail: "exited before ctrl/ready: " + p.status.String()})
+					detail: "exited before ctrl/ready: " + p.exitStatus().String()})
 			case <-ready.C:
 				return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseSpawnTimeout,
 					detail: "closed control-out before ctrl/ready"}, log)
@@ -324,7 +324,7 @@ func (s *Supervisor) superviseProcess(n *node, log *slog.Logger) api.SubagentRes
 			detail: fmt.Sprintf("no ctrl/ready within %s", s.cfg.SpawnReady)}, log)
 	case <-p.done:
 		return s.finish(n, p, verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult,
-			detail: "exited before ctrl/ready: " + p.status.String()})
+			detail: "exited before ctrl/ready: " + p.exitStatus().String()})
 	}
 	ready.Stop()
 	return s.deliver(n, p, log)
@@ -496,7 +496,7 @@ func (s *Supervisor) finish(n *node, p *proc, fallback verdict) api.SubagentResu
 	v := n.verdict
 	if v == nil && n.result == nil {
 		if fallback.status == "" {
-			fallback = verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult, detail: "exited without a result: " + p.status.String()}
+			fallback = verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult, detail: "exited without a result: " + p.exitStatus().String()}
 		}
 		v = &fallback
 	}

@@ -312,7 +312,7 @@ func (pl *pool) watchIdle(e *poolEntry) {
 	}
 	e.p.release()
 	pl.replaced.Add(1)
-	pl.log.Warn("warm pool: idle child died; replacing it", "pid", e.p.pid, "exit", e.p.status.String())
+	pl.log.Warn("warm pool: idle child died; replacing it", "pid", e.p.pid, "exit", e.p.exitStatus().String())
 	pl.s.gov.Record(PoolKey, OutcomeFailure)
 	pl.wake()
 }
@@ -440,7 +440,7 @@ func (s *Supervisor) Pool() PoolStats { return s.pool.stats() }
 
 func exitString(p *proc) string {
 	if p.exited() {
-		return p.status.String()
+		return p.exitStatus().String()
 	}
 	return "not reaped"
 }

@@ -43,7 +43,8 @@ type proc struct {
 	live     liveness    // detectors B and C, and the classifier's inputs
 
 	done   chan struct{} // closed once the process is reaped
-	status ExitStatus    // valid after done closes
+	status ExitStatus    // valid after done closes (an exec child's; a subagent's is in exit)
+	exit   *procExit     // a subagent's end: its status, valid after done closes
 
 	// log receives the child's stderr lines. A pooled child starts with the
 	// pool's logger and is given its node's (run_id, agent_path) when assigned.
@@ -122,8 +123,10 @@ func startProc(spec procSpec) (*proc, error) {
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
-	exit := make(chan ExitStatus, 1)
-	pid, err := theReaper.fork(spec.exe, []string{spec.exe, "subagent"}, attr, exit)
+	// The exit is known when the reaper calls ex.exited (no goroutine waits
+	// for it); done closes once the stderr forwarding has ended too.
+	ex := &procExit{done: make(chan struct{}), logs: errR != nil}
+	pid, err := theReaper.forkFunc(spec.exe, []string{spec.exe, "subagent"}, attr, ex.exited)
 	// The child holds its own copies now; ours must go so EOF can be seen.
 	unix.Close(inR)
 	unix.Close(outW)
@@ -146,34 +149,68 @@ func startProc(spec procSpec) (*proc, error) {
 		out:    outR,
 		frames: make(chan *api.Frame, 16),
 		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		done:   ex.done,
+		exit:   ex,
 	}
 	p.log.Store(spec.log)
-	logsDone := make(chan struct{})
 	if errR != nil {
 		go func() {
-			defer close(logsDone)
 			forwardLogs(errR, &p.log)
+			ex.logsEnded()
 		}()
-	} else {
-		close(logsDone)
 	}
-	go func() {
-		p.status = <-exit
-		// The child's last log lines may still be in its stderr pipe: forward
-		// them before its exit is known, so they are logged before the node
-		// ends (and before a one-shot run exits). A grandchild that holds the
-		// pipe open bounds the wait at logDrainWait.
-		t := time.NewTimer(logDrainWait)
-		select {
-		case <-logsDone:
-		case <-t.C:
-		}
-		t.Stop()
-		close(p.done)
-	}()
 	go p.readFrames(spec.maxFrame)
 	return p, nil
+}
+
+// procExit is how a child's end becomes known: the reaper's status, and the
+// end of its stderr. The child's last log lines may still be in its stderr
+// pipe when it is reaped: they are forwarded before its exit is known (done),
+// so they are logged before the node ends (and before a one-shot run exits);
+// a grandchild that holds the pipe open bounds the wait at logDrainWait.
+type procExit struct {
+	done chan struct{} // closed once reaped and the stderr forwarded (or logDrainWait passed)
+	logs bool          // a stderr pipe is forwarded
+
+	mu       sync.Mutex
+	status   ExitStatus
+	reaped   bool
+	logsDone bool
+	closed   bool
+}
+
+// exited is the reaper's call with the status (under its lock: it must not
+// block).
+func (e *procExit) exited(st ExitStatus) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status, e.reaped = st, true
+	if !e.logs || e.logsDone {
+		e.closeLocked()
+		return
+	}
+	time.AfterFunc(logDrainWait, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.closeLocked()
+	})
+}
+
+// logsEnded records the end of the stderr forwarding.
+func (e *procExit) logsEnded() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.logsDone = true
+	if e.reaped {
+		e.closeLocked()
+	}
+}
+
+func (e *procExit) closeLocked() {
+	if !e.closed {
+		e.closed = true
+		close(e.done)
+	}
 }
 
 // childPipe returns a pipe between the supervisor and a child: the
@@ -361,4 +398,12 @@ func forwardLine(log *slog.Logger, line []byte) {
 		return
 	}
 	log.Info("child stderr", "child", true, "line", string(line))
+}
+
+// exitStatus is how the process ended; valid after done closes.
+func (p *proc) exitStatus() ExitStatus {
+	if p.exit != nil {
+		return p.exit.status
+	}
+	return p.status
 }

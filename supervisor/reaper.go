@@ -51,8 +51,8 @@ func signalName(sig syscall.Signal) string {
 type reaper struct {
 	once sync.Once
 
-	mu      sync.Mutex                // guards waiters; held across fork+register and across each wait4
-	waiters map[int]chan<- ExitStatus // live known children by pid
+	mu      sync.Mutex               // guards waiters; held across fork+register and across each wait4
+	waiters map[int]func(ExitStatus) // live known children by pid: what to call with the status
 
 	forks   chan forkRequest
 	orphans atomic.Int64
@@ -63,7 +63,7 @@ type forkRequest struct {
 	argv0 string
 	argv  []string
 	attr  *syscall.ProcAttr
-	exit  chan<- ExitStatus
+	exit  func(ExitStatus)
 	reply chan forkReply
 }
 
@@ -81,7 +81,7 @@ func (r *reaper) start(log *slog.Logger) {
 		r.log.Store(log)
 	}
 	r.once.Do(func() {
-		r.waiters = make(map[int]chan<- ExitStatus)
+		r.waiters = make(map[int]func(ExitStatus))
 		r.forks = make(chan forkRequest)
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGCHLD)
@@ -114,10 +114,19 @@ func (r *reaper) forker() {
 	}
 }
 
-// fork starts a process and registers exit to receive its status exactly once.
+// fork starts a process and registers exit to receive its status exactly
+// once (exit must have room for it: the reaper does not wait).
 func (r *reaper) fork(argv0 string, argv []string, attr *syscall.ProcAttr, exit chan<- ExitStatus) (int, error) {
+	return r.forkFunc(argv0, argv, attr, func(st ExitStatus) { exit <- st })
+}
+
+// forkFunc starts a process and registers onExit to be called with its
+// status exactly once, by the reaper, which holds its lock: onExit must not
+// block, nor signal or fork. A child's exit needs no goroutine waiting for
+// it.
+func (r *reaper) forkFunc(argv0 string, argv []string, attr *syscall.ProcAttr, onExit func(ExitStatus)) (int, error) {
 	reply := make(chan forkReply, 1)
-	r.forks <- forkRequest{argv0: argv0, argv: argv, attr: attr, exit: exit, reply: reply}
+	r.forks <- forkRequest{argv0: argv0, argv: argv, attr: attr, exit: onExit, reply: reply}
 	rep := <-reply
 	return rep.pid, rep.err
 }
@@ -135,7 +144,7 @@ func (r *reaper) drain() {
 		if err != nil || pid <= 0 {
 			return // ECHILD: no children at all; 0: none exited
 		}
-		ch, known := r.waiters[pid]
+		onExit, known := r.waiters[pid]
 		if !known {
 			r.orphans.Add(1)
 			if log := r.log.Load(); log != nil {
@@ -148,7 +157,7 @@ func (r *reaper) drain() {
 		// while we hold mu, so this cannot hit a recycled group.
 		_ = unix.Kill(-pid, unix.SIGKILL)
 		delete(r.waiters, pid)
-		ch <- ExitStatus{Pid: pid, Status: ws}
+		onExit(ExitStatus{Pid: pid, Status: ws})
 	}
 }
 

@@ -115,7 +115,11 @@ func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, 
 	if err != nil {
 		return nil, cli.UsageError("%s (%s)", flagError(err), d)
 	}
-	mem := admit.MemoryConfig{Limit: budget}
+	// Derived bounds are what a child's measured peak allows: children
+	// measured smaller are admitted past them, up to the ceiling, while the
+	// memory in use leaves room (admission.md, "The memory gate"). A bound
+	// the operator set is kept as set.
+	mem := admit.MemoryConfig{Limit: budget, Beyond: c.MaxRuns == 0 && c.MaxLive == 0}
 	ctrl, err := admit.New(admit.Config{Bounds: b, Ceiling: d.Ceiling, Memory: mem})
 	if err != nil {
 		return nil, cli.UsageError("%v", err)
@@ -133,7 +137,9 @@ func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, 
 		goLimit = int64(d.Reserve)
 		debug.SetMemoryLimit(goLimit)
 	}
-	log.Info("memory", "gate_limit_mib", ctrl.MemoryStats().Limit>>20, "go_memory_limit_mib", goLimit>>20, "child_cost_mib", admit.ChildCost>>20,
+	ms := ctrl.MemoryStats()
+	log.Info("memory", "gate_limit_mib", ms.Limit>>20, "go_memory_limit_mib", goLimit>>20, "child_cost_mib", admit.ChildCost>>20,
+		"beyond_bounds", mem.Beyond, "headroom_mib", ms.Headroom>>20,
 		"sample_interval", c.SampleInterval.String(), "source", memorySource(found))
 	return &admission{ctrl: ctrl, policy: policy, derived: d, limit: found, budget: budget, goLimit: goLimit}, nil
 }
@@ -169,6 +175,9 @@ func (a *admission) watchMemory(ctx context.Context, sup *supervisor.Supervisor,
 		ChildLimit: c.childMemory(maxMessage),
 		Limit:      a.budget,
 		ChildCost:  admit.ChildCost,
+		// Past the count bounds the children's shares are what the limit
+		// holds for each of them, no more.
+		FairShare: a.ctrl.MemoryStats().Headroom > 0,
 		// A child's share under pressure: what its run reserved.
 		ChildFactor: admit.MessageChildFactor,
 		Observe:     func(total, self uint64) { a.ctrl.Observe(admit.Sample{Total: total, Self: self}) },

@@ -81,12 +81,18 @@ func newMetrics(sup *supervisor.Supervisor, router *delegate.Router, engine *tas
 	if adm != nil {
 		admission = func() telemetry.AdmissionGauges {
 			a := server.AdmissionState(adm, sup)
-			return telemetry.AdmissionGauges{
+			g := telemetry.AdmissionGauges{
 				Runs: a.Runs, MaxRuns: a.MaxRuns, Slots: a.Slots, MaxSlots: a.MaxLiveSubagents, Processes: a.LiveProcesses,
 				Queued: a.QueuedByPriority, QueueCapacity: a.QueueCapacity, Callers: a.Callers,
 				Admitted: a.Admitted, Cancelled: a.Cancelled, Refused: a.Refused, Shed: a.Shed,
 				RetryAfter: time.Duration(a.RetryAfterSeconds) * time.Second,
 			}
+			if m := adm.MemoryStats(); m.Limit > 0 {
+				g.Beyond = m.Beyond
+				g.Memory = map[string]uint64{"limit": m.Limit, "in_use": m.InUse, "self": m.Self, "reserved": m.Reserved, "held": m.Held,
+					"estimate": m.Estimate, "fresh": m.Fresh, "measured": m.Measured, "headroom": m.Headroom}
+			}
+			return g
 		}
 	}
 	m.Observe(telemetry.Sources{

@@ -105,10 +105,10 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		RlimitCPU:       uint64((c.RlimitCPU + time.Second - 1) / time.Second),
 		// A child's Go runtime is set for a child's share, not for the
 		// supervisor's heap (whose GOGC and GOMEMLIMIT childEnv passes on):
-		// twice the admitted cost (admit.ChildCost, 8 MiB), since a Go
+		// 16 MiB, above the admitted cost (admit.ChildCost), since a Go
 		// limit at 6-8 MiB made an idle child collect all the time and grow
 		// (performance.md, figure 9); --child-memory is the hard bound.
-		ChildMemoryLimit: 2 * admit.ChildCost,
+		ChildMemoryLimit: 16 * admit.MiB,
 		ChildGOGC:        childGOGC,
 		WarmPool:         opt.warmPool,
 

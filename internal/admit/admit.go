@@ -176,6 +176,13 @@ type Controller struct {
 	sample   Sample // the last memory sample (Observe)
 	reserved uint64 // the running runs' and nested subagents' memory reservations
 	held     uint64 // the front's reservations for messages being read, or read since the last sample
+	// fresh holds the reservations of the runs and nested subagents
+	// admitted since the last sample ([0]) and the one before it ([1]):
+	// their children may not be in the sample yet (beyondLocked).
+	fresh [2]uint64
+	// beyond counts the runs and nested subagents admitted past the
+	// count bounds (MemoryConfig.Beyond).
+	beyond int64
 	// lingering is the part of held whose requests were answered: it goes
 	// at the next sample.
 	lingering uint64
@@ -280,7 +287,7 @@ func (c *Controller) EnqueueMessage(callerName string, prio Priority, messageByt
 	c.pos = nil
 	cq := c.callers[callerName]
 	cost := c.runCost(messageBytes)
-	if c.queued == 0 && c.freeLocked() && c.runFitsLocked(cost) {
+	if c.queued == 0 && c.canStartLocked(cost) {
 		// The fast path: a slot is free and nobody waits for it.
 		if cq == nil {
 			cq = &caller{name: callerName}
@@ -290,7 +297,7 @@ func (c *Controller) EnqueueMessage(callerName string, prio Priority, messageByt
 		c.startLocked(cq, cost)
 		return t, nil
 	}
-	if !c.freeLocked() || !c.runFitsLocked(cost) {
+	if !c.canStartLocked(cost) {
 		if c.queued >= c.b.QueueCapacity {
 			return nil, c.shedLocked(ReasonQueueFull)
 		}
@@ -313,9 +320,31 @@ func (c *Controller) EnqueueMessage(callerName string, prio Priority, messageByt
 	return t, nil
 }
 
-// freeLocked reports whether a run could start now.
+// freeLocked reports whether a run could start now for its slots: within
+// the bounds, or past them (up to the ceiling) while the memory gate admits
+// beyond them (beyondLocked decides each run).
 func (c *Controller) freeLocked() bool {
-	return !c.closed && c.runs < c.b.MaxRuns && c.live < c.b.MaxLive
+	if c.closed {
+		return false
+	}
+	if c.runs < c.b.MaxRuns && c.live < c.b.MaxLive {
+		return true
+	}
+	return c.beyondOnLocked() && c.runs < c.ceiling.MaxRuns && c.live < c.ceiling.MaxLive
+}
+
+// canStartLocked reports whether a run reserving cost bytes may start now:
+// a slot within the bounds and room for its reservation (runFitsLocked), or,
+// within the bounds or past them, room in the memory measured
+// (beyondLocked).
+func (c *Controller) canStartLocked(cost uint64) bool {
+	if !c.freeLocked() {
+		return false
+	}
+	if c.runs < c.b.MaxRuns && c.live < c.b.MaxLive && c.runFitsLocked(cost) {
+		return true
+	}
+	return c.beyondLocked(cost)
 }
 
 func (c *Controller) perCallerLocked() int {
@@ -356,7 +385,7 @@ func (c *Controller) dispatchLocked() {
 	}()
 	for c.queued > 0 && c.freeLocked() {
 		t := c.pickLocked()
-		if !c.runFitsLocked(t.cost) {
+		if !c.canStartLocked(t.cost) {
 			return // the next sample, or an end, dispatches it
 		}
 		c.unqueueLocked(t, true)
@@ -372,6 +401,10 @@ func (c *Controller) dispatchLocked() {
 func (c *Controller) startLocked(cq *caller, cost uint64) {
 	c.pos = nil
 	c.reserved += cost
+	c.fresh[0] += cost
+	if c.runs >= c.b.MaxRuns || c.live >= c.b.MaxLive {
+		c.beyond++
+	}
 	cq.running++
 	c.runs++
 	c.live++
@@ -554,12 +587,18 @@ func (t *Ticket) Done() {
 func (c *Controller) TryAcquire() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.live >= c.b.MaxLive || !c.roomLocked(c.cfg.Memory.ChildCost) {
+	cost := c.cfg.Memory.ChildCost
+	within := c.live < c.b.MaxLive && c.roomLocked(cost)
+	if !within && !(c.beyondOnLocked() && c.live < c.ceiling.MaxLive && c.beyondLocked(cost)) {
 		c.refused++
 		return false
 	}
+	if c.live >= c.b.MaxLive {
+		c.beyond++
+	}
 	c.live++
-	c.reserved += c.cfg.Memory.ChildCost
+	c.reserved += cost
+	c.fresh[0] += cost
 	return true
 }
 

@@ -3,25 +3,29 @@ package admit
 import "fmt"
 
 // Memory figures of the derivation (see Derive), measured on agentd's own
-// binary (docs/admission.md, "The cost of a child"): a child in a model call
-// carrying a 64 KB conversation, sampled through the whole turn (the request
-// encoded, the answer read), peaks at 3.8 MiB of private memory and 5.3 MiB
-// of PSS with ten siblings (an idle child: 2.7 MiB private); the supervisor
-// holds about 0.3 MiB more per child. Its 21 MiB of binary text are shared
-// page cache, charged once.
+// binary (docs/performance.md, figure 9; docs/admission.md): a child in a
+// model call carrying a 64 KiB conversation and a 16 KiB tool result is 4.3
+// to 4.8 MiB of PSS (the median child over 50 to 400 at once, six runs), the
+// largest flat one 5.3 to 5.7 MiB private; the supervisor holds 0.3 to 0.6
+// MiB more per live child (falling with their number). An idle child after
+// init is 2.4 MiB private. The binary's text is shared page cache, charged
+// once.
 const (
 	MiB = 1 << 20
 
 	// ChildCost is the figure a default bound assumes per live subagent: a
-	// working child's measured peak (5.3 MiB PSS, 0.3 MiB in the supervisor)
-	// with a margin of about 40% (a 16 KB tool result, a longer
-	// conversation, a collection that comes late), rounded up to 8 MiB. A
-	// child carrying a large message costs more: MessageChildFactor.
-	ChildCost = 8 * MiB
+	// working child's measured peak, the largest flat child's private 5.7
+	// MiB with the supervisor's share at 200 (0.3 MiB), rounded up to 6 MiB
+	// (the median child with its share is 4.8 to 5.1 MiB: a margin of about
+	// 20% for it). Children measured smaller are admitted past the
+	// bound by the memory gate (MemoryConfig.Beyond); a child carrying a
+	// large message costs more: MessageChildFactor.
+	ChildCost = 6 * MiB
 	// ChildFloor is the ceiling's figure per subagent: the idle child's
-	// marginal cost, rounded up. More children than the ceiling allows
-	// would not fit in the limit even idle.
-	ChildFloor = 4 * MiB
+	// marginal cost (2.4 MiB private, its page tables and the supervisor's
+	// share), rounded up. More children than the ceiling allows would not
+	// fit in the limit even idle.
+	ChildFloor = 3 * MiB
 	// ReserveMin and ReserveShare set the memory kept for the supervisor
 	// itself (its task store, the front's buffers, the runtime):
 	// max(ReserveMin, limit/ReserveShare).
@@ -74,8 +78,8 @@ func (d Derived) String() string {
 //
 // The divisions round down, and a limit below what is subtracted from it
 // leaves 0 (then the "at least" applies). For a 1 GiB pod with the default
-// warm pool of 2: reserve 256 MiB, max_live_subagents (1024-256-16)/8 = 94,
-// max_live_runs 47, queue_capacity 188; ceilings 238 live, 238 runs, 752
+// warm pool of 2: reserve 256 MiB, max_live_subagents (1024-256-12)/6 = 126,
+// max_live_runs 63, queue_capacity 252; ceilings 318 live, 318 runs, 1008
 // queued.
 func Derive(limit uint64, pool int) Derived {
 	pool = max(pool, 0)

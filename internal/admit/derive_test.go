@@ -19,21 +19,21 @@ func TestDerive(t *testing.T) {
 		{
 			// The Deployment's pod (deploy/): 1 GiB, the default warm pool.
 			name: "1 GiB pod, warm pool 2", limit: gib, pool: 2,
-			bounds:  Bounds{MaxRuns: 47, MaxLive: 94, QueueCapacity: 188},
-			ceiling: Bounds{MaxRuns: 238, MaxLive: 238, QueueCapacity: 752},
+			bounds:  Bounds{MaxRuns: 63, MaxLive: 126, QueueCapacity: 252},
+			ceiling: Bounds{MaxRuns: 318, MaxLive: 318, QueueCapacity: 1008},
 			reserve: 256 * MiB,
 		},
 		{
 			name: "1 GiB pod, no pool", limit: gib, pool: 0,
-			bounds:  Bounds{MaxRuns: 48, MaxLive: 96, QueueCapacity: 192},
-			ceiling: Bounds{MaxRuns: 240, MaxLive: 240, QueueCapacity: 768},
+			bounds:  Bounds{MaxRuns: 64, MaxLive: 128, QueueCapacity: 256},
+			ceiling: Bounds{MaxRuns: 320, MaxLive: 320, QueueCapacity: 1024},
 			reserve: 256 * MiB,
 		},
 		{
 			// The reserve's floor binds below 384 MiB.
 			name: "256 MiB", limit: 256 * MiB, pool: 2,
-			bounds:  Bounds{MaxRuns: 9, MaxLive: 18, QueueCapacity: 36},
-			ceiling: Bounds{MaxRuns: 46, MaxLive: 46, QueueCapacity: 144},
+			bounds:  Bounds{MaxRuns: 12, MaxLive: 24, QueueCapacity: 48},
+			ceiling: Bounds{MaxRuns: 62, MaxLive: 62, QueueCapacity: 192},
 			reserve: 96 * MiB,
 		},
 		{
@@ -65,21 +65,21 @@ func TestDerive(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	d := Derive(gib, 2) // 47 runs, 94 live, 188 queued; ceilings 238, 238, 752
+	d := Derive(gib, 2) // 63 runs, 126 live, 252 queued; ceilings 318, 318, 1008
 	for _, tc := range []struct {
 		name              string
 		runs, live, queue int
 		want              Bounds
 		err               string // the CeilingError's name, or "invalid"
 	}{
-		{name: "all derived", want: Bounds{47, 94, 188}},
+		{name: "all derived", want: Bounds{63, 126, 252}},
 		{name: "explicit", runs: 10, live: 100, queue: 5, want: Bounds{10, 100, 5}},
-		{name: "a low process bound lowers the derived runs", live: 8, want: Bounds{8, 8, 188}},
-		{name: "runs above the derived processes raise them", runs: 120, want: Bounds{120, 120, 188}},
-		{name: "no queue", queue: -1, want: Bounds{47, 94, 0}},
-		{name: "over the ceiling", live: 239, err: "max_live_subagents"},
-		{name: "runs over the ceiling", runs: 239, err: "max_live_runs"},
-		{name: "queue over the ceiling", queue: 753, err: "queue_capacity"},
+		{name: "a low process bound lowers the derived runs", live: 8, want: Bounds{8, 8, 252}},
+		{name: "runs above the derived processes raise them", runs: 200, want: Bounds{200, 200, 252}},
+		{name: "no queue", queue: -1, want: Bounds{63, 126, 0}},
+		{name: "over the ceiling", live: 319, err: "max_live_subagents"},
+		{name: "runs over the ceiling", runs: 319, err: "max_live_runs"},
+		{name: "queue over the ceiling", queue: 1009, err: "queue_capacity"},
 		{name: "runs above explicit processes", runs: 10, live: 5, err: "invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

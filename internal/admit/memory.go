@@ -25,6 +25,19 @@ import "fmt"
 // stops before the limit is reached, not after. Two exceptions keep the
 // service live: a run is admitted for memory when no run holds a slot, and a
 // message when no other message is being read.
+//
+// With Beyond set, the gate also admits more than the count bounds when the
+// children are measured small: a run or a nested spawn that finds no slot
+// within the bounds (or no room by the reservations) is admitted, up to the
+// hard ceiling, when the memory measured leaves room for it and Headroom:
+//
+//	in use + fresh + the front's reservations + its own + Headroom <= limit
+//
+// where fresh is what the runs and nested subagents admitted since the
+// sample before the last one reserved (their children may not be in the
+// samples yet). Headroom is room for the live children to grow between
+// samples; a child that grows past what the pod holds is the supervisor's
+// memory policy's (it stops the child furthest over its fair share).
 
 // Message byte factors, measured on agentd's binary (docs/admission.md):
 // 24 concurrent 3 MB messages took the supervisor's RSS to 696 MiB (10 times
@@ -62,7 +75,27 @@ type MemoryConfig struct {
 	// the supervisor while it is read and in the run's child; defaults
 	// MessageFrontFactor and MessageChildFactor.
 	FrontFactor, ChildFactor uint64
+	// Beyond admits runs and nested subagents past the count bounds, up to
+	// the ceiling, while the memory measured leaves room for them and
+	// Headroom (see the package doc's Memory).
+	Beyond bool
+	// Headroom is the memory admission past the bounds leaves free for the
+	// live children to grow; default HeadroomFor(Limit).
+	Headroom uint64
 }
+
+// HeadroomShare and HeadroomMin set the default Headroom,
+// max(HeadroomMin, limit/HeadroomShare): for a 1 GiB pod 64 MiB, what
+// sixteen children at ChildCost hold, or every live child of figure 9
+// growing by a tool result four times its 16 KiB between two samples at
+// 300 children.
+const (
+	HeadroomShare = 16
+	HeadroomMin   = 2 * ChildCost
+)
+
+// HeadroomFor is the default Headroom for a limit.
+func HeadroomFor(limit uint64) uint64 { return max(HeadroomMin, limit/HeadroomShare) }
 
 func (m *MemoryConfig) defaults() {
 	if m.ChildCost == 0 {
@@ -73,6 +106,9 @@ func (m *MemoryConfig) defaults() {
 	}
 	if m.ChildFactor == 0 {
 		m.ChildFactor = MessageChildFactor
+	}
+	if m.Headroom == 0 {
+		m.Headroom = HeadroomFor(m.Limit)
 	}
 }
 
@@ -90,6 +126,14 @@ type MemoryStats struct {
 	Reserved uint64 // the runs' and nested subagents' reservations
 	Held     uint64 // the front's reservations for messages being read, or read since the last sample
 	Estimate uint64 // what the gate counts as taken: max(InUse, Self+Reserved) + Held
+	// Fresh is what the runs and nested subagents admitted since the
+	// sample before the last reserved; Measured is InUse + Fresh + Held,
+	// what admission past the bounds counts as taken.
+	Fresh, Measured uint64
+	Headroom        uint64 // left free by admission past the bounds; 0 when it is off
+	// Beyond counts the runs and nested subagents admitted past the count
+	// bounds.
+	Beyond int64
 }
 
 // Observe records a sample of the memory in use and dispatches the queued
@@ -100,6 +144,7 @@ func (c *Controller) Observe(s Sample) {
 	c.sample = s
 	c.held -= c.lingering
 	c.lingering = 0
+	c.fresh[1], c.fresh[0] = c.fresh[0], 0
 	c.dispatchLocked()
 }
 
@@ -112,6 +157,24 @@ func (c *Controller) estimateLocked() uint64 {
 // roomLocked reports whether cost more bytes fit under the limit.
 func (c *Controller) roomLocked(cost uint64) bool {
 	return c.cfg.Memory.Limit == 0 || c.estimateLocked()+cost <= c.cfg.Memory.Limit
+}
+
+// beyondOnLocked reports whether the gate may admit past the count bounds:
+// it is on and has a sample to measure by.
+func (c *Controller) beyondOnLocked() bool {
+	return c.cfg.Memory.Beyond && c.cfg.Memory.Limit > 0 && c.sample.Total > 0
+}
+
+// measuredLocked is the memory the pod holds by the last sample, with what
+// was admitted since the one before and the front's reservations.
+func (c *Controller) measuredLocked() uint64 {
+	return c.sample.Total + c.fresh[0] + c.fresh[1] + c.held
+}
+
+// beyondLocked reports whether cost more bytes fit in the memory measured,
+// Headroom left free (admission past the count bounds).
+func (c *Controller) beyondLocked(cost uint64) bool {
+	return c.beyondOnLocked() && c.measuredLocked()+cost+c.cfg.Memory.Headroom <= c.cfg.Memory.Limit
 }
 
 // runFitsLocked reports whether a run reserving cost may start for memory:
@@ -157,10 +220,15 @@ func (c *Controller) ReserveMessage(n int64) (release func(), err error) {
 func (c *Controller) MemoryStats() MemoryStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return MemoryStats{
+	st := MemoryStats{
 		Limit: c.cfg.Memory.Limit, InUse: c.sample.Total, Self: c.sample.Self,
 		Reserved: c.reserved, Held: c.held, Estimate: c.estimateLocked(),
+		Fresh: c.fresh[0] + c.fresh[1], Measured: c.measuredLocked(), Beyond: c.beyond,
 	}
+	if c.cfg.Memory.Beyond {
+		st.Headroom = c.cfg.Memory.Headroom
+	}
+	return st
 }
 
 // String shows the memory gate for the log.
@@ -168,6 +236,10 @@ func (m MemoryConfig) String() string {
 	if m.Limit == 0 {
 		return "off"
 	}
-	return fmt.Sprintf("limit %d MiB, %d MiB a child, %dx a message's bytes in the supervisor, %dx in its child",
-		m.Limit/MiB, m.ChildCost/MiB, m.FrontFactor, m.ChildFactor)
+	beyond := "off"
+	if m.Beyond {
+		beyond = fmt.Sprintf("to the ceiling, %d MiB left free", m.Headroom/MiB)
+	}
+	return fmt.Sprintf("limit %d MiB, %d MiB a child, %dx a message's bytes in the supervisor, %dx in its child; past the bounds: %s",
+		m.Limit/MiB, m.ChildCost/MiB, m.FrontFactor, m.ChildFactor, beyond)
 }

@@ -181,3 +181,113 @@ func TestReserveMessage(t *testing.T) {
 		t.Fatalf("a small body was shed: %v", err)
 	}
 }
+
+// TestMemoryGateBeyondBounds: with Beyond, runs and nested spawns past the
+// count bounds are admitted, up to the ceiling, while the memory measured
+// (the sample, what was admitted since the sample before it, the front's)
+// leaves room for them and the headroom; children that grow in the samples
+// stop it before the limit, and the excess waits in the queue or is shed.
+func TestMemoryGateBeyondBounds(t *testing.T) {
+	c, err := New(Config{
+		Bounds:  Bounds{MaxRuns: 4, MaxLive: 4, QueueCapacity: 3},
+		Ceiling: Bounds{MaxRuns: 9, MaxLive: 9, QueueCapacity: 10},
+		Memory:  MemoryConfig{Limit: 100 * MiB, ChildCost: 8 * MiB, Beyond: true, Headroom: 10 * MiB},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue := func() *Ticket {
+		t.Helper()
+		tk, err := c.Enqueue("a", Normal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	var tks []*Ticket
+	for range 4 {
+		if tk := enqueue(); !isReady(tk) {
+			t.Fatal("a run within the bounds did not start")
+		}
+	}
+	// No sample yet: nothing measured, so nothing past the bounds.
+	fifth := enqueue()
+	if isReady(fifth) {
+		t.Fatal("a run started past the bounds before any sample")
+	}
+	// Small children: 30 MiB in use, the four runs' 32 MiB not yet counted
+	// as sampled: 30 + 32 + 8 + 10 <= 100.
+	c.Observe(Sample{Total: 30 * MiB, Self: 20 * MiB})
+	if !isReady(fifth) {
+		t.Fatal("a run was not admitted past the bounds with the memory measured small")
+	}
+	tks = append(tks, fifth)
+	for i, want := range []bool{true, true, false} { // 30+32+8 (the fifth)+8+10 = 88, then 96, then 104
+		tk := enqueue()
+		if isReady(tk) != want {
+			t.Fatalf("run %d past the bounds: started %v, want %v (%+v)", i+6, isReady(tk), want, c.MemoryStats())
+		}
+		tks = append(tks, tk)
+	}
+	if st := c.MemoryStats(); st.Beyond != 3 || st.Measured+st.Headroom > st.Limit {
+		t.Fatalf("memory stats %+v: want 3 past the bounds and the measured plus headroom within the limit", st)
+	}
+	// The children grow: the samples show 85 MiB. Nothing more starts, a
+	// nested spawn is refused, and past the queue a run is shed.
+	c.Observe(Sample{Total: 85 * MiB, Self: 20 * MiB})
+	c.Observe(Sample{Total: 85 * MiB, Self: 20 * MiB})
+	if isReady(tks[3]) {
+		t.Fatal("a run started with 85 of 100 MiB in use, 8 to reserve and 10 of headroom")
+	}
+	if c.TryAcquire() {
+		t.Fatal("a nested spawn was admitted past the bounds with no room")
+	}
+	for _, who := range []string{"c", "d"} {
+		if _, err := c.Enqueue(who, Normal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Enqueue("b", Normal); !errors.As(err, new(*ShedError)) {
+		t.Fatalf("a run past a full queue: %v, want shed", err)
+	}
+	// Room again: queued runs start up to the ceiling (9: two of the three).
+	c.Observe(Sample{Total: 40 * MiB, Self: 20 * MiB})
+	if st := c.Stats(); st.Runs != 9 || st.Queued != 1 {
+		t.Fatalf("runs %d, queued %d once a sample showed room: want the ceiling of 9 running", st.Runs, st.Queued)
+	}
+	for range 3 {
+		c.Observe(Sample{Total: 1 * MiB, Self: 1 * MiB})
+	}
+	if st := c.Stats(); st.Runs != 9 || st.Queued != 1 {
+		t.Fatalf("runs %d, queued %d: want the ceiling of 9 running and 1 waiting", st.Runs, st.Queued)
+	}
+	if c.TryAcquire() {
+		t.Fatal("a nested spawn was admitted past the ceiling")
+	}
+}
+
+// TestMemoryGateBeyondOff: without Beyond the count bounds hold whatever
+// the memory measured.
+func TestMemoryGateBeyondOff(t *testing.T) {
+	c, err := New(Config{
+		Bounds:  Bounds{MaxRuns: 2, MaxLive: 2, QueueCapacity: 3},
+		Ceiling: Bounds{MaxRuns: 9, MaxLive: 9, QueueCapacity: 10},
+		Memory:  MemoryConfig{Limit: 100 * MiB, ChildCost: 8 * MiB},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Observe(Sample{Total: 10 * MiB, Self: 10 * MiB})
+	for i := range 3 {
+		tk, err := c.Enqueue("a", Normal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if isReady(tk) != (i < 2) {
+			t.Fatalf("run %d: started %v", i+1, isReady(tk))
+		}
+	}
+	if c.TryAcquire() {
+		t.Fatal("a nested spawn past the bound")
+	}
+}

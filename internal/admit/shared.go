@@ -18,7 +18,7 @@ func (c *Controller) TryStart(callerName string, prio Priority) *Ticket {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cost := c.runCost(0)
-	if c.queued > 0 || !c.freeLocked() || !c.runFitsLocked(cost) {
+	if c.queued > 0 || !c.canStartLocked(cost) {
 		return nil
 	}
 	cq := c.callers[callerName]

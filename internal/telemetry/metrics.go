@@ -57,6 +57,8 @@ const (
 	MetricSubagentProcesses   = "agent_subagent_processes"
 	MetricAdmissionCancelled  = "agent_admission_cancelled_total"
 	MetricAdmissionCallers    = "agent_admission_callers"
+	MetricAdmissionMemory     = "agent_admission_memory_bytes"
+	MetricAdmissionBeyond     = "agent_admission_beyond_total"
 )
 
 // NewMetrics returns a registry with the Go runtime and process collectors
@@ -136,6 +138,11 @@ type AdmissionGauges struct {
 	Refused             int64            // nested spawns refused for want of a process slot
 	Shed                map[string]int64 // requests shed (HTTP 429), by reason
 	RetryAfter          time.Duration    // the hint a request shed now would get
+	// Memory is the memory gate's figures in bytes, by kind (limit,
+	// in_use, self, reserved, held, estimate, fresh, measured, headroom);
+	// nil when the gate is off.
+	Memory map[string]uint64
+	Beyond int64 // runs and nested subagents admitted past the count bounds
 }
 
 // Observe registers a collector that reads src at every scrape, so the
@@ -173,6 +180,8 @@ type metricDescs struct {
 	descAdmCancelled  *prometheus.Desc
 	descAdmRefused    *prometheus.Desc
 	descAdmRetryAfter *prometheus.Desc
+	descAdmMemory     *prometheus.Desc
+	descAdmBeyond     *prometheus.Desc
 }
 
 // descs builds the descriptions on first use rather than in package init:
@@ -207,12 +216,14 @@ var descs = sync.OnceValue(func() *metricDescs {
 		descAdmCancelled:  prometheus.NewDesc(MetricAdmissionCancelled, "Runs that left the admission queue without running (cancelled, or drained).", nil, nil),
 		descAdmRefused:    prometheus.NewDesc(MetricAdmissionRefused, "Nested spawns refused because the service's process bound was reached.", nil, nil),
 		descAdmRetryAfter: prometheus.NewDesc(MetricAdmissionRetryAfter, "The retry-after hint a request shed now would get.", nil, nil),
+		descAdmMemory:     prometheus.NewDesc(MetricAdmissionMemory, "The memory gate, in bytes, by kind: limit, in_use (the last sample), self (the supervisor's RSS), reserved (the runs' and nested subagents'), held (the front's, for bodies being read), estimate (what admission within the bounds counts as taken), fresh (reserved since the sample before the last), measured (in_use + fresh + held: what admission past the bounds counts), headroom (left free past the bounds).", []string{"kind"}, nil),
+		descAdmBeyond:     prometheus.NewDesc(MetricAdmissionBeyond, "Runs and nested subagents admitted past the count bounds because the memory measured left room.", nil, nil),
 	}
 })
 
 // admission is the admission metrics' descriptions, for Describe.
 func (d *metricDescs) admission() []*prometheus.Desc {
-	return []*prometheus.Desc{d.descAdmRuns, d.descAdmMaxRuns, d.descAdmSlots, d.descAdmMaxSlots, d.descProcesses, d.descAdmQueued, d.descAdmQueueCap, d.descAdmCallers, d.descAdmShed, d.descAdmAdmitted, d.descAdmCancelled, d.descAdmRefused, d.descAdmRetryAfter}
+	return []*prometheus.Desc{d.descAdmRuns, d.descAdmMaxRuns, d.descAdmSlots, d.descAdmMaxSlots, d.descProcesses, d.descAdmQueued, d.descAdmQueueCap, d.descAdmCallers, d.descAdmShed, d.descAdmAdmitted, d.descAdmCancelled, d.descAdmRefused, d.descAdmRetryAfter, d.descAdmMemory, d.descAdmBeyond}
 }
 
 // sourceCollector turns Sources into metrics at scrape time.
@@ -300,6 +311,10 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(ds.descAdmCancelled, a.Cancelled)
 		counter(ds.descAdmRefused, a.Refused)
 		gauge(ds.descAdmRetryAfter, a.RetryAfter.Seconds())
+		for _, k := range sortedKeys(a.Memory) {
+			gauge(ds.descAdmMemory, float64(a.Memory[k]), k)
+		}
+		counter(ds.descAdmBeyond, a.Beyond)
 	}
 }
 

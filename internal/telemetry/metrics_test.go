@@ -170,6 +170,8 @@ func TestAdmissionMetrics(t *testing.T) {
 			Admitted: 40, Cancelled: 2, Refused: 7,
 			Shed:       map[string]int64{"queue_full": 9, "caller_queue_full": 1, "closed": 0},
 			RetryAfter: 12 * time.Second,
+			Memory:     map[string]uint64{"limit": 1 << 30, "measured": 300 << 20},
+			Beyond:     5,
 		}
 	}
 	m.Observe(src)
@@ -208,15 +210,18 @@ agent_admission_refused_total 7
 # HELP agent_admission_retry_after_seconds The retry-after hint a request shed now would get.
 # TYPE agent_admission_retry_after_seconds gauge
 agent_admission_retry_after_seconds 12
+# HELP agent_admission_beyond_total Runs and nested subagents admitted past the count bounds because the memory measured left room.
+# TYPE agent_admission_beyond_total counter
+agent_admission_beyond_total 5
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
 		MetricAdmissionRuns, MetricAdmissionMaxRuns, MetricAdmissionSlots, MetricAdmissionMaxSlots, MetricSubagentProcesses,
-		MetricAdmissionQueued, MetricAdmissionQueueCap, MetricAdmissionShed, MetricAdmissionRefused, MetricAdmissionRetryAfter); err != nil {
+		MetricAdmissionQueued, MetricAdmissionQueueCap, MetricAdmissionShed, MetricAdmissionRefused, MetricAdmissionRetryAfter, MetricAdmissionBeyond); err != nil {
 		t.Fatal(err)
 	}
-	n, err := testutil.GatherAndCount(m.Registry(), MetricAdmissionAdmitted, MetricAdmissionCancelled, MetricAdmissionCallers)
-	if err != nil || n != 3 {
-		t.Fatalf("%d series, %v; want 3", n, err)
+	n, err := testutil.GatherAndCount(m.Registry(), MetricAdmissionAdmitted, MetricAdmissionCancelled, MetricAdmissionCallers, MetricAdmissionMemory)
+	if err != nil || n != 5 {
+		t.Fatalf("%d series, %v; want 5", n, err)
 	}
 	if problems, err := testutil.GatherAndLint(m.Registry()); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)

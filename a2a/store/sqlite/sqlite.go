@@ -233,10 +233,10 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	pragmas := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=cache_size(-16384)"
+	pragmas := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)"
 	// The writer never checkpoints (a checkpoint's fsyncs would hold up the
 	// writes queued behind it): the checkpointer does, beside it.
-	if s.w, err = sql.Open("sqlite", s.path+pragmas+"&_pragma=wal_autocheckpoint(0)&_txlock=immediate"); err != nil {
+	if s.w, err = sql.Open("sqlite", s.path+pragmas+cacheSize(writerCacheKiB)+"&_pragma=wal_autocheckpoint(0)&_txlock=immediate"); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
 	}
 	s.w.SetMaxOpenConns(1)
@@ -244,7 +244,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		return fail(err)
 	}
-	if s.r, err = sql.Open("sqlite", s.path+pragmas+"&_pragma=query_only(1)"); err != nil {
+	if s.r, err = sql.Open("sqlite", s.path+pragmas+cacheSize(readerCacheKiB)+"&_pragma=query_only(1)"); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
 	}
 	s.rs.db = s.r
@@ -259,7 +259,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if s.wc, err = s.w.Conn(ctx); err != nil {
 		return fail(s.stateDirErr(err))
 	}
-	if s.ck, err = sql.Open("sqlite", s.path+pragmas); err != nil {
+	if s.ck, err = sql.Open("sqlite", s.path+pragmas+cacheSize(checkpointerCacheKiB)); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrStateDir, err))
 	}
 	s.ck.SetMaxOpenConns(1)
@@ -415,3 +415,19 @@ func isConstraint(err error) bool {
 	var se *sqlite3.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3lib.SQLITE_CONSTRAINT
 }
+
+// Page cache sizes per connection, in KiB. Each connection's cache fills
+// with the pages it touches and keeps them: at 16 MiB each (the writer, four
+// readers, the checkpointer: 96 MiB at most), a supervisor holding 200 live
+// tasks of 64 KiB messages grew by about 90 KiB a task (docs/performance.md,
+// figure 9). The writer keeps the most, the hot b-tree pages its batches
+// write; a reader's lookups are by key; the checkpointer copies the WAL into
+// the database through the OS's file cache.
+const (
+	writerCacheKiB       = 4096
+	readerCacheKiB       = 2048
+	checkpointerCacheKiB = 512
+)
+
+// cacheSize is the DSN parameter of a connection's page cache of kib KiB.
+func cacheSize(kib int) string { return fmt.Sprintf("&_pragma=cache_size(-%d)", kib) }

@@ -166,3 +166,77 @@ func TestChildOverItsMemoryIsStopped(t *testing.T) {
 	}
 	s.call(opToken, "tasks/cancel", map[string]any{"id": small.id}, nil)
 }
+
+// Admission past the derived bounds, with children that grow: under
+// --memory-limit 160MiB the derived bounds are 5 runs and 10 subagents (6
+// MiB a child), the ceiling 32. Small runs (builtin:wait, about 3 MiB a
+// child) are admitted past the bounds while the memory measured leaves
+// room; then 16 concurrent sends of 300 KB (each child carrying its message
+// grows to several times its idle size) are admitted only as the samples
+// leave room, and the pod (the supervisor's RSS plus its children's PSS,
+// sampled here every few milliseconds) stays within the limit: the excess
+// waits in the queue or is answered 429.
+func TestMemoryLimitHoldsPastTheBounds(t *testing.T) {
+	t.Parallel()
+	const limit = 160 << 20
+	s := startAdmService(t, "--intelligence", "builtin:wait", "--memory-limit", "160MiB", "--memory-sample-interval", "20ms")
+	pid := s.cmd.Process.Pid
+	testkit.WaitFor(t, 10*time.Second, "the memory gate logged", func() bool {
+		return strings.Contains(s.logs.String(), `"gate_limit_mib":160`)
+	})
+	stop := samplePeak(pid)
+	var accepted []string
+	for i := range 10 {
+		a := s.sendAs(otherToken, i)
+		if a.status != http.StatusOK {
+			t.Fatalf("small send %d: HTTP %d %v", i, a.status, a.errData)
+		}
+		accepted = append(accepted, a.id)
+	}
+	testkit.WaitFor(t, 30*time.Second, "small runs past the derived bound of 5", func() bool {
+		a := s.tree().Admission
+		return a != nil && a.Runs > a.MaxRuns && a.LiveProcesses == a.Runs
+	})
+	const burst, size = 16, 300_000
+	answers := make([]sendAnswer, burst)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() { defer wg.Done(); answers[i] = s.bigSend(100+i, size) }()
+	}
+	wg.Wait()
+	waiting := 0
+	for i, a := range answers {
+		switch a.status {
+		case http.StatusOK:
+			accepted = append(accepted, a.id)
+			if a.position > 0 {
+				waiting++
+			}
+		case http.StatusTooManyRequests:
+			waiting++
+		default:
+			t.Errorf("send %d: HTTP %d", i, a.status)
+		}
+	}
+	testkit.WaitFor(t, 30*time.Second, "the admitted runs started", func() bool {
+		a := s.tree().Admission
+		return a != nil && a.LiveProcesses == a.Runs
+	})
+	a := s.tree().Admission
+	for range 50 { // a few of the sampler's intervals, by the service's clock
+		_ = s.tree()
+	}
+	peak := stop()
+	t.Logf("10 small, then %d x %d B: %d running (bound %d, ceiling %d), %d waited or shed; peak %d MiB of %d",
+		burst, size, a.Runs, a.MaxRuns, a.Ceiling.MaxRuns, waiting, peak>>20, limit>>20)
+	if peak > limit {
+		t.Errorf("the pod's total reached %d MiB, over its %d MiB limit", peak>>20, limit>>20)
+	}
+	if waiting == 0 {
+		t.Errorf("nothing waited or was shed (%d running): the memory gate did not act", a.Runs)
+	}
+	for _, id := range accepted {
+		s.call(opToken, "tasks/cancel", map[string]any{"id": id}, nil)
+	}
+}

@@ -1,0 +1,35 @@
+package sqlite
+
+import (
+	"context"
+	"testing"
+
+	"github.com/agentd/agentd/a2a/tasks/storetest"
+)
+
+// TestPageCacheBounded: each connection's page cache is bounded at its own
+// size (the writer 4 MiB, each reader 2 MiB, the checkpointer 512 KiB),
+// where every connection could keep 16 MiB: the supervisor grew by about 90
+// KiB a live task of a 64 KiB message as the caches filled (issue 35,
+// figure 9).
+func TestPageCacheBounded(t *testing.T) {
+	s := open(t, t.TempDir(), storetest.Config{Capacity: 10})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		kib  int
+		q    func() (int, error)
+	}{
+		{"writer", writerCacheKiB, func() (n int, err error) { return n, s.wc.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&n) }},
+		{"reader", readerCacheKiB, func() (n int, err error) { return n, s.r.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&n) }},
+		{"checkpointer", checkpointerCacheKiB, func() (n int, err error) { return n, s.ck.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&n) }},
+	} {
+		n, err := tc.q()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if n != -tc.kib || tc.kib > 4096 {
+			t.Errorf("%s: cache_size %d, want -%d (KiB), at most 4 MiB", tc.name, n, tc.kib)
+		}
+	}
+}
