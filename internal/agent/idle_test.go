@@ -3,6 +3,9 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"runtime"
+	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,4 +52,24 @@ func TestLoopIdleWhileWaitingOnModel(t *testing.T) {
 	if res.Status != api.StatusCompleted {
 		t.Fatalf("status %s (%s): the first model call never saw Idle", res.Status, res.Detail)
 	}
+}
+
+// A waiting child's release frees what a sync.Pool keeps (encoding/json's
+// encoder buffer, grown to the whole request): one collection only moves a
+// pool's items to its victim cache, so they stayed on the heap for the wait.
+func TestReleaseFreesPooledBuffers(t *testing.T) {
+	const size = 8 << 20
+	var pool sync.Pool
+	b := make([]byte, size)
+	pool.Put(&b)
+	live := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	release()
+	if got := live(); got >= size {
+		t.Fatalf("after release the heap holds %d bytes live: the pooled %d-byte buffer was kept", got, size)
+	}
+	runtime.KeepAlive(&pool)
 }
