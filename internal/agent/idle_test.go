@@ -73,3 +73,23 @@ func TestReleaseFreesPooledBuffers(t *testing.T) {
 	}
 	runtime.KeepAlive(&pool)
 }
+
+// What a waiting child could give back: after a collection, the objects it
+// did not find live; before any, what was allocated since ctrl/ready (a child
+// in a model call with a 64 KiB conversation had not collected, and kept
+// about 2 MiB of objects for the wait); the free pages either way.
+func TestReclaimable(t *testing.T) {
+	const k = 1 << 10
+	for _, c := range []struct {
+		free, objects, live, cycles, atReady, want uint64
+	}{
+		{free: 8 * k, objects: 900 * k, live: 600 * k, cycles: 1, atReady: 500 * k, want: 308 * k},
+		{free: 8 * k, objects: 2200 * k, live: 0, cycles: 0, atReady: 520 * k, want: 1688 * k},
+		{free: 8 * k, objects: 500 * k, live: 0, cycles: 0, atReady: 520 * k, want: 8 * k},
+		{free: 8 * k, objects: 500 * k, live: 600 * k, cycles: 2, atReady: 100 * k, want: 8 * k},
+	} {
+		if got := reclaimable(c.free, c.objects, c.live, c.cycles, c.atReady); got != c.want {
+			t.Errorf("%+v: %d, want %d", c, got, c.want)
+		}
+	}
+}
