@@ -114,8 +114,18 @@ func (e *Engine) AnswerAs(ctx context.Context, id a2a.TaskID, answer, by string)
 		case err != nil:
 			return nil, fmt.Errorf("read task %s: %w", id, err)
 		}
-		if _, remote := e.sharedFor(t); remote && t.Status.State == a2a.TaskStateInputRequired {
-			return nil, e.elsewhere(ctx, t)
+		if sh, remote := e.sharedFor(t); remote && t.Status.State == a2a.TaskStateInputRequired {
+			// Another replica runs it: the answer goes to that one as a
+			// forwarded follow-up does, taken by its answer path there.
+			fw, ok := sh.(Forwarder)
+			if !ok || !e.runnerKnown(ctx, t) {
+				return nil, e.elsewhere(ctx, t)
+			}
+			lt, err := e.forward(ctx, fw, t, answerMessage(t, answer, by), nil, nil)
+			if err != nil {
+				return nil, err
+			}
+			return lt.task, nil
 		}
 		return nil, notWaiting(t)
 	}
@@ -126,9 +136,7 @@ func (e *Engine) AnswerAs(ctx context.Context, id a2a.TaskID, answer, by string)
 	if lt.asking.answers == nil || lt.task.Status.State != a2a.TaskStateInputRequired {
 		return nil, notWaiting(lt.task)
 	}
-	msg := a2a.NewMessageForTask(a2a.MessageRoleUser, lt.task, a2a.TextPart{Text: answer})
-	msg.Metadata = map[string]any{api.MetaAnsweredBy: by}
-	if _, err := e.answerLocked(ctx, lt, msg, nil); err != nil {
+	if _, err := e.answerLocked(ctx, lt, answerMessage(lt.task, answer, by), nil); err != nil {
 		return nil, err
 	}
 	return lt.task, nil
@@ -137,4 +145,12 @@ func (e *Engine) AnswerAs(ctx context.Context, id a2a.TaskID, answer, by string)
 // notWaiting refuses an answer to t, which waits for none.
 func notWaiting(t *a2a.Task) error {
 	return fmt.Errorf("task %s is %s, not waiting for an answer: %w", t.ID, t.Status.State, a2a.ErrInvalidParams)
+}
+
+// answerMessage is an operator's answer to task t's question: a user
+// message naming the task, the operator in its metadata.
+func answerMessage(t *a2a.Task, answer, by string) *a2a.Message {
+	msg := a2a.NewMessageForTask(a2a.MessageRoleUser, t, a2a.TextPart{Text: answer})
+	msg.Metadata = map[string]any{api.MetaAnsweredBy: by}
+	return msg
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/pgtest"
 	"github.com/agentd/agentd/internal/testkit"
 )
@@ -191,5 +192,29 @@ func TestReplicasForwardAnswer(t *testing.T) {
 	}
 	if got := getTask(t, b, task.ID); got.Status.State != a2a.TaskStateInputRequired {
 		t.Fatalf("after the refused answer: %s, want still input-required", got.Status.State)
+	}
+
+	// An operator's answer (a2a.Answer) through B reaches A's task the same
+	// way, the operator named in the answer's metadata.
+	var ans api.AnswerResult
+	if e := rpc(t, b, "", api.OpAnswer, fmt.Sprintf(`{"task_id":%q,"answer":"blue"}`, task.ID), &ans); e != nil {
+		t.Fatalf("a2a.Answer through B: %+v", e)
+	}
+	var got *a2a.Task
+	testkit.WaitFor(t, 30*time.Second, "the task completed after the operator's answer", func() bool {
+		got = getTask(t, b, task.ID)
+		return got.Status.State == a2a.TaskStateCompleted
+	})
+	if artifactText(got) != askScripts[1].want {
+		t.Fatalf("after the operator's answer through B: %q", artifactText(got))
+	}
+	var by any
+	for _, m := range got.History {
+		if m.Metadata != nil && m.Metadata[api.MetaAnsweredBy] != nil {
+			by = m.Metadata[api.MetaAnsweredBy]
+		}
+	}
+	if by == nil {
+		t.Fatalf("no message of the history names the operator who answered: %+v", got.History)
 	}
 }
