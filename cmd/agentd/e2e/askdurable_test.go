@@ -249,6 +249,15 @@ func checkEndedChildAwaited(t *testing.T, done *a2a.Task) {
 		strings.Count(got, "A finished") != 2 || !strings.Contains(got, "B got blue") {
 		t.Fatalf("after the answer: %s, the root saw:\n%s\nwant completed, A's report twice (before and after the answer) and B's", done.Status.State, got)
 	}
+	var reports []string // A's report as each await found it
+	for _, l := range strings.Split(got, "\n") {
+		if strings.HasPrefix(l, api.ToolAwait+": ") && strings.Contains(l, "A finished") {
+			reports = append(reports, l)
+		}
+	}
+	if len(reports) != 2 || reports[0] != reports[1] {
+		t.Fatalf("A's report before and after the answer differ:\n%s", strings.Join(reports, "\n"))
+	}
 }
 
 // Issue 32.4: a child that had ended before its parent's question waited
