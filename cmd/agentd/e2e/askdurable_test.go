@@ -362,6 +362,39 @@ func TestAskWorkingSiblingStoredWhenItEnds(t *testing.T) {
 			t.Fatalf("after the answer: %s %q, want completed %q", done.Status.State, artifactText(done), want)
 		}
 	})
+	// On PostgreSQL the replica that takes the task over holds the record
+	// stored when the worker ended, and the answer through it completes.
+	t.Run("postgres-other-replica", func(t *testing.T) {
+		t.Parallel()
+		dsn := pgtest.Start(t).Database(t)
+		a := replica(t, dsn, "--intelligence", "builtin:script="+script)
+		b := replica(t, dsn, "--intelligence", "builtin:script="+script)
+		res, err := a.client(t).SendMessage(context.Background(), textMessage("pick a color"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := res.(*a2a.Task)
+		questionOf(t, task, "0.2")
+		testkit.WaitFor(t, 20*time.Second, "the tree stored once the worker ended", func() bool {
+			return lineCount(a, "waiting tree stored with the task") == 1 && len(startedPIDs(a)) == 3
+		})
+		pids := startedPIDs(a)
+		a.kill(t)
+		for _, pid := range pids {
+			testkit.WaitGroupGone(t, pid)
+		}
+		testkit.WaitFor(t, 20*time.Second, "B holding the waiting task", func() bool {
+			return lineCount(b, "task waits for its answer: it resumes from its stored tree when the answer comes") == 1
+		})
+		res, err = b.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := res.(*a2a.Task)
+		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != want {
+			t.Fatalf("after the answer through B: %s %q, want completed %q", done.Status.State, artifactText(done), want)
+		}
+	})
 	// --input-hold suspends the tree once it is a waiting tree.
 	t.Run("input-hold", func(t *testing.T) {
 		t.Parallel()
