@@ -136,7 +136,8 @@ const WaitingTreeVersion = 1
 
 // WaitingTree is what a tree waiting for its root's answer needs to go on
 // in another process: the question, and each waiting subagent (the asker
-// and each one passing its question up), parents before their children.
+// and each one passing its question up) and each ended one (its result),
+// parents before their children.
 // It is stored with the task while its question waits (the task store),
 // and a tree started from it (supervisor StartRequest.Resume) re-creates
 // those subagents under the same handles and agent paths, each from its
@@ -163,6 +164,11 @@ type WaitingNode struct {
 	// Remaining is the time its deadline had left when the record was
 	// taken (the wait itself does not count, unless charged).
 	Remaining Duration `json:"remaining"`
+	// Ended, set for a child that had ended (its parent's await and
+	// status answer with it), is its result as its node kept it; such a
+	// node has no conversation and no time left, and is restored ended,
+	// with no process.
+	Ended *SubagentResult `json:"ended,omitempty"`
 }
 
 // ErrBadWaitingTree refuses a stored waiting tree that cannot be resumed.
@@ -180,29 +186,41 @@ func DecodeWaitingTree(b []byte) (*WaitingTree, error) {
 	return &w, nil
 }
 
-// Validate checks the version, a root first, every other node's parent
-// before it, unique handles, each payload and conversation.
+// Validate checks the version, a root first and waiting, every other
+// node's parent before it, unique handles, each payload, each waiting
+// node's conversation and time left, and no waiting node under an ended
+// one.
 func (w *WaitingTree) Validate() error {
 	if w.Version != WaitingTreeVersion {
 		return fmt.Errorf("%w: version %d, want %d", ErrBadWaitingTree, w.Version, WaitingTreeVersion)
 	}
-	if len(w.Nodes) == 0 || w.Nodes[0].ParentHandle != "" {
-		return fmt.Errorf("%w: no root first", ErrBadWaitingTree)
+	if len(w.Nodes) == 0 || w.Nodes[0].ParentHandle != "" || w.Nodes[0].Ended != nil {
+		return fmt.Errorf("%w: no waiting root first", ErrBadWaitingTree)
 	}
-	seen := make(map[string]bool, len(w.Nodes))
+	ended := make(map[string]bool, len(w.Nodes)) // seen: handle to whether it had ended
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
+		parentEnded, parentSeen := ended[n.ParentHandle]
+		_, dup := ended[n.Handle]
 		switch {
-		case n.Handle == "" || seen[n.Handle]:
+		case n.Handle == "" || dup:
 			return fmt.Errorf("%w: node %d: a missing or repeated handle %q", ErrBadWaitingTree, i, n.Handle)
-		case i > 0 && !seen[n.ParentHandle]:
+		case i > 0 && !parentSeen:
 			return fmt.Errorf("%w: node %s: its parent %q is not before it", ErrBadWaitingTree, n.Handle, n.ParentHandle)
-		case n.Remaining <= 0:
+		case n.Ended == nil && parentEnded:
+			return fmt.Errorf("%w: node %s: waiting under its parent %q, which had ended", ErrBadWaitingTree, n.Handle, n.ParentHandle)
+		case n.Ended == nil && n.Remaining <= 0:
 			return fmt.Errorf("%w: node %s: no time left", ErrBadWaitingTree, n.Handle)
 		}
-		seen[n.Handle] = true
+		ended[n.Handle] = n.Ended != nil
 		if err := n.Payload.Validate(); err != nil {
 			return fmt.Errorf("%w: node %s: %v", ErrBadWaitingTree, n.Handle, err)
+		}
+		if n.Ended != nil {
+			if !n.Ended.Status.Valid() {
+				return fmt.Errorf("%w: node %s: ended with status %q", ErrBadWaitingTree, n.Handle, n.Ended.Status)
+			}
+			continue
 		}
 		if err := n.Conversation.Validate(); err != nil {
 			return fmt.Errorf("%w: node %s: %v", ErrBadWaitingTree, n.Handle, err)

@@ -241,6 +241,7 @@ func (s *Supervisor) run(n *node) {
 		s.blobs.Release(n.nest.tree.root.handle)
 	}
 	close(n.done)
+	n.nest.tree.change() // the tree may now be a waiting tree (suspend.go)
 	if last {
 		close(n.nest.tree.done)
 	}

@@ -91,32 +91,41 @@ func (n *node) holdableLocked() bool {
 		n.hold.conv != nil && n.hold.suspended == nil && n.ask.q != nil && n.ask.q.open()
 }
 
-// holdTimer suspends t once its root's question q has waited InputHold,
-// trying again each InputHold while t is not a waiting tree; the returned
-// stop ends it.
+// holdTimer suspends t once its root's question q has waited InputHold:
+// then, and when t becomes a waiting tree afterwards (a node ends or asks),
+// or each InputHold again, until it is one; the returned stop ends it, once
+// no suspension is being tried.
 func (s *Supervisor) holdTimer(t *tree, q *Question) (stop func()) {
-	var mu sync.Mutex
-	stopped := false
-	var timer *time.Timer
-	var try func()
-	try = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped || !q.open() {
-			return
+	quit, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		timer := time.NewTimer(s.cfg.InputHold)
+		defer timer.Stop()
+		held := false // InputHold has passed
+		for {
+			changed := t.changes()
+			select {
+			case <-quit:
+				return
+			case <-q.done:
+				return
+			case <-timer.C:
+				held = true
+				timer.Reset(s.cfg.InputHold)
+			case <-changed:
+				if !held {
+					continue
+				}
+			}
+			if s.suspendTree(t) {
+				return
+			}
 		}
-		if !s.suspendTree(t) {
-			timer = time.AfterFunc(s.cfg.InputHold, try)
-		}
-	}
-	mu.Lock()
-	timer = time.AfterFunc(s.cfg.InputHold, try)
-	mu.Unlock()
+	}()
+	var once sync.Once
 	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		timer.Stop()
+		once.Do(func() { close(quit) })
+		<-exited
 	}
 }
 
@@ -287,8 +296,9 @@ func (n *node) takeResume() *api.Resume {
 }
 
 // Waiting returns the record of r's tree while it is a waiting tree (every
-// live subagent waits in subagent.ask with its conversation, or is
-// suspended), with the root's question; false when it is not one. The
+// live subagent waits in subagent.ask on the root's question, the asker or
+// passing it up, with its conversation, or is suspended), with the root's
+// question and every ended subagent's result; false when it is not one. The
 // record is what a tree started from it (StartRequest.Resume) needs, in
 // this process or another.
 func (r *Run) Waiting() (*api.WaitingTree, bool) {
@@ -303,10 +313,29 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 	defer t.mu.Unlock()
 	var walk func(n *node) bool
 	walk = func(n *node) bool {
-		select {
-		case <-n.done:
+		wn := api.WaitingNode{Handle: n.handle, Disposition: n.nest.disposition, Payload: n.payload}
+		if n.parent != nil {
+			wn.ParentHandle = n.parent.handle
+		}
+		if n.ended() {
+			// An ended child: its parent's await and status answer with
+			// its result, after the resume as before. It spawns no more.
+			if n.nest.exec != nil {
+				return true // an exec child's report is not kept (its payload is not a subagent's)
+			}
+			res := n.final
+			wn.Ended = &res
+			n.mu.Lock()
+			children := append([]*node(nil), n.children...)
+			wn.Spawned = len(n.children) + n.nest.spawnedBefore
+			n.mu.Unlock()
+			w.Nodes = append(w.Nodes, wn)
+			for _, c := range children {
+				if !walk(c) {
+					return false
+				}
+			}
 			return true
-		default:
 		}
 		n.mu.Lock()
 		conv := n.hold.saved
@@ -316,7 +345,13 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 				conv = n.hold.conv
 			}
 		}
-		wn := api.WaitingNode{Handle: n.handle, Disposition: n.nest.disposition, Payload: n.payload, Spawned: len(n.children) + n.nest.spawnedBefore}
+		// Only the root's question is answered by the answer the record
+		// is resumed with: a subagent waiting on a question of its own
+		// (one no one passed up) is not recorded.
+		if n.ask.q == nil || n.ask.q.Q.Handle != q.Q.Handle {
+			conv = nil
+		}
+		wn.Spawned = len(n.children) + n.nest.spawnedBefore
 		children := append([]*node(nil), n.children...)
 		n.mu.Unlock()
 		if conv == nil {
@@ -324,9 +359,6 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 		}
 		wn.Conversation = *conv
 		wn.Remaining = api.Duration(time.Until(n.deadlineNow()))
-		if n.parent != nil {
-			wn.ParentHandle = n.parent.handle
-		}
 		w.Nodes = append(w.Nodes, wn)
 		for _, c := range children {
 			if !walk(c) {
@@ -341,6 +373,11 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 	return w, true
 }
 
+// WaitingChanged returns a channel closed at the next change of r's tree
+// that may make it a waiting tree, or change its record (a subagent ended,
+// or asks): Waiting is then worth asking again.
+func (r *Run) WaitingChanged() <-chan struct{} { return r.n.nest.tree.changes() }
+
 // resumed returns the payload of a node of a stored waiting tree, started
 // from its conversation with answer, its deadline what it had left (less the
 // time since the record, when the wait is charged).
@@ -353,6 +390,25 @@ func (s *Supervisor) resumedPayload(w *api.WaitingTree, wn *api.WaitingNode, ans
 	}
 	p.Limits.Deadline = api.Duration(max(left, time.Millisecond))
 	return p
+}
+
+// attachEnded restores an ended child of a stored waiting tree under
+// parent: a node that has ended, with its result, and no process, goroutine
+// or slot, so that its parent's subagent.await and subagent.status answer
+// as they did before the record was taken. The caller holds the tree's mu.
+func (s *Supervisor) attachEnded(parent *node, wn *api.WaitingNode) *node {
+	t := parent.nest.tree
+	c := newNode(wn.Handle, parent, wn.Payload)
+	c.nest = nest{tree: t, disposition: wn.Disposition, provider: localProvider, spawnedBefore: wn.Spawned}
+	c.final, c.usage = *wn.Ended, wn.Ended.Usage
+	c.settleOnce.Do(func() { close(c.settled) })
+	close(c.done)
+	parent.mu.Lock()
+	parent.children = append(parent.children, c)
+	parent.mu.Unlock()
+	t.total++
+	t.nodes[c.handle] = c
+	return c
 }
 
 // attachResumed registers the non-root nodes of a stored waiting tree under
@@ -369,6 +425,10 @@ func (s *Supervisor) attachResumed(root *node, w *api.WaitingTree, answer string
 	for i := 1; i < len(w.Nodes); i++ {
 		wn := &w.Nodes[i]
 		parent := byHandle[wn.ParentHandle]
+		if wn.Ended != nil {
+			byHandle[wn.Handle] = s.attachEnded(parent, wn)
+			continue
+		}
 		p := s.resumedPayload(w, wn, answer)
 		if err := s.fitsFrame(&p); err != nil {
 			return out, fmt.Errorf("resume subagent %s: %w", p.AgentPath, err)
