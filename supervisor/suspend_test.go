@@ -123,8 +123,21 @@ func TestInputHoldSuspendsAndResumes(t *testing.T) {
 		1: "root: child of find the release told 2.0",
 		2: "root: mid told 2.0: leaf leaf told 2.0",
 	}
-	for depth := 0; depth <= 2; depth++ {
-		t.Run(itoa(depth), func(t *testing.T) {
+	cases := []struct {
+		name       string
+		depth      int
+		drainGrace time.Duration
+	}{
+		{"0", 0, 0}, {"1", 1, 0}, {"2", 2, 0},
+		// A process that answers the suspension's ctrl/cancel with its
+		// result and does not exit within DrainGrace: the suspension's
+		// ladder reaps it, not Detector "no exit after its result", whose
+		// stop would end the node the suspension keeps.
+		{"1-slow-exit", 1, time.Millisecond},
+	}
+	for _, tc := range cases {
+		depth := tc.depth
+		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "script.txt")
 			if err := os.WriteFile(file, []byte(suspendScripts[depth]), 0o600); err != nil {
 				t.Fatal(err)
@@ -133,6 +146,9 @@ func TestInputHoldSuspendsAndResumes(t *testing.T) {
 			obs := &pidObserver{pids: map[string][]int{}}
 			s, logs := newSupervisor(t, "agent", func(c *Config) {
 				c.InputHold = 20 * time.Millisecond
+				if tc.drainGrace > 0 {
+					c.DrainGrace = tc.drainGrace
+				}
 				c.Budget = budget
 				c.Observer = obs
 				c.Caps.MaxDepth = 3
