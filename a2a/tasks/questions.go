@@ -154,3 +154,66 @@ func answerMessage(t *a2a.Task, answer, by string) *a2a.Message {
 	msg.Metadata = map[string]any{api.MetaAnsweredBy: by}
 	return msg
 }
+
+// maxElsewhere bounds how many questions QuestionsElsewhere lists.
+const maxElsewhere = 500
+
+// QuestionsElsewhere returns the questions of the tasks other processes
+// sharing the store run (replicas on one PostgreSQL), read from the store:
+// each input-required task not live here, its question from its status
+// message (task set: that task's only; at most maxElsewhere, the longest
+// waiting first). None with a store that is not Shared. An answer to one
+// (AnswerAs) is forwarded to its runner.
+func (e *Engine) QuestionsElsewhere(ctx context.Context, task a2a.TaskID) ([]api.PendingQuestion, error) {
+	if _, ok := e.store.(Shared); !ok {
+		return nil, nil
+	}
+	var out []api.PendingQuestion
+	add := func(t *a2a.Task, owner string) {
+		if t.Status.State == a2a.TaskStateInputRequired && e.getLive(t.ID) == nil {
+			out = append(out, pendingQuestion(t, owner))
+		}
+	}
+	if task != "" {
+		t, owner, err := e.store.Get(ctx, task)
+		switch {
+		case errors.Is(err, a2a.ErrTaskNotFound):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("read task %s: %w", task, err)
+		}
+		add(t, owner)
+		return out, nil
+	}
+	q := ListQuery{AnyOwner: true, State: a2a.TaskStateInputRequired, PageSize: MaxPageSize}
+	for len(out) < maxElsewhere {
+		page, err := e.store.List(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("list the tasks waiting for an answer: %w", err)
+		}
+		for _, t := range page.Tasks {
+			if e.getLive(t.ID) != nil {
+				continue
+			}
+			_, owner, err := e.store.Get(ctx, t.ID) // the list carries no owner
+			if err != nil {
+				continue // gone since the list: it waits no more
+			}
+			add(t, owner)
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		q.PageToken = page.NextPageToken
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Since.Equal(out[j].Since) {
+			return out[i].Since.Before(out[j].Since)
+		}
+		return out[i].TaskID < out[j].TaskID
+	})
+	if len(out) > maxElsewhere {
+		out = out[:maxElsewhere]
+	}
+	return out, nil
+}

@@ -194,8 +194,17 @@ func TestReplicasForwardAnswer(t *testing.T) {
 		t.Fatalf("after the refused answer: %s, want still input-required", got.Status.State)
 	}
 
-	// An operator's answer (a2a.Answer) through B reaches A's task the same
-	// way, the operator named in the answer's metadata.
+	// B's operator sees the question A's task waits on (a2a.Questions reads
+	// the store's input-required tasks), and its answer (a2a.Answer) through
+	// B reaches A's task the same way, the operator named in the answer's
+	// metadata.
+	var listed api.QuestionsResult
+	if e := rpc(t, b, "", api.OpQuestions, `{}`, &listed); e != nil {
+		t.Fatalf("a2a.Questions through B: %+v", e)
+	}
+	if len(listed.Questions) != 1 || listed.Questions[0].TaskID != string(task.ID) || listed.Questions[0].AgentPath != "0.1" || listed.Questions[0].Text == "" {
+		t.Fatalf("a2a.Questions through B: %+v, want A's task %s asked at 0.1", listed.Questions, task.ID)
+	}
 	var ans api.AnswerResult
 	if e := rpc(t, b, "", api.OpAnswer, fmt.Sprintf(`{"task_id":%q,"answer":"blue"}`, task.ID), &ans); e != nil {
 		t.Fatalf("a2a.Answer through B: %+v", e)
