@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/testkit"
 )
 
@@ -78,6 +80,54 @@ func TestMeshAskRemoteChildSurvives(t *testing.T) {
 		}
 		answerBlue(t, a, task)
 	})
+
+	// (3) Restarted, a task that ends with no answer (no answer within
+	// --input-timeout: failed, input_timeout; or tasks/cancel) has B's task
+	// its child waited on cancelled, as the live delegation would have.
+	for _, how := range []string{"input-timeout", "cancel"} {
+		t.Run("sigkill-restart-"+how, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			args := append(peer, "--state-dir", dir, "--intelligence", "builtin:script="+script)
+			if how == "input-timeout" {
+				args = append(args, "--input-timeout", "2s")
+			}
+			a := startService(t, args...)
+			task := askThroughB(t, a)
+			testkit.WaitFor(t, 10*time.Second, "A's waiting tree stored", func() bool {
+				return lineCount(a, "waiting tree stored with the task") == 1 && len(startedPIDs(a)) == 1
+			})
+			m := regexp.MustCompile(`"msg":"peer asks".*?"remote_task_id":"([^"]+)"`).FindStringSubmatch(a.logs.String())
+			if m == nil {
+				t.Fatal("A's log names no remote task")
+			}
+			pids := startedPIDs(a)
+			a.kill(t)
+			for _, pid := range pids {
+				testkit.WaitGroupGone(t, pid)
+			}
+			a2 := startService(t, args...)
+			if how == "cancel" {
+				if _, err := a2.client(t).CancelTask(context.Background(), &a2a.TaskIDParams{ID: task.ID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got *a2a.Task
+			testkit.WaitFor(t, 20*time.Second, "A's task ended", func() bool {
+				got = getTask(t, a2, task.ID)
+				return got.Status.State.Terminal()
+			})
+			switch {
+			case how == "cancel" && got.Status.State != a2a.TaskStateCanceled:
+				t.Fatalf("A's task %s, want canceled", got.Status.State)
+			case how == "input-timeout" && (got.Status.State != a2a.TaskStateFailed || got.Metadata[api.MetaCause] != api.CauseInputTimeout):
+				t.Fatalf("A's task %s %v, want failed with cause %s", got.Status.State, got.Metadata, api.CauseInputTimeout)
+			}
+			testkit.WaitFor(t, 10*time.Second, "B's task cancelled", func() bool {
+				return getTask(t, b, a2a.TaskID(m[1])).Status.State == a2a.TaskStateCanceled
+			})
+		})
+	}
 
 	// (2) A's task is stored with its remote child's wait; after a SIGKILL
 	// and a restart of A on the same state directory, the answer resumes
