@@ -124,6 +124,10 @@ func (n *node) info() NodeInfo {
 	default:
 		in.State = StateRunning
 	}
+	if n.nest.remote && n.hold.remoteHeld != nil && n.hold.remoteRun == nil {
+		in.State = StateSuspended // its delegation's follow ended until its answer (suspend.go)
+		return in
+	}
 	if sp := n.hold.suspended; sp != nil && sp == n.proc && sp.exited() {
 		in.State = StateSuspended // no process until its answer (suspend.go)
 		return in

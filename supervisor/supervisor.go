@@ -312,6 +312,22 @@ type Remote interface {
 	Cancel(reason string)
 }
 
+// RemoteWaiter is a Remote that can say which of its peer's questions it
+// waits on the answer of, and stop following its peer's task without
+// cancelling it: a remote child of a waiting tree is recorded and suspended
+// so (suspend.go).
+type RemoteWaiter interface {
+	WaitingOn() (api.WaitingRemote, bool)
+	Detach()
+}
+
+// RemoteResumer is a Delegator that resumes a remote child whose peer's task
+// waits on the question w: it sends answer to that task and follows it on,
+// sending no new delegation.
+type RemoteResumer interface {
+	ResumeRemote(ctx context.Context, provider, handle string, payload api.SpawnPayload, w api.WaitingRemote, answer string) (Remote, error)
+}
+
 // selfTool serves one self-tool for the calling node.
 type selfTool func(ctx context.Context, caller *node, args json.RawMessage) api.ToolResult
 

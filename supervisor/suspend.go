@@ -49,6 +49,34 @@ type holdState struct {
 	answer    chan api.ToolResult // cap 1: the pending call's result, for the next process
 	resume    *api.Resume         // the next process's Resume, taken by deliver
 	rootSlot  bool                // a root that gave back its process slot
+
+	// A remote child's part (spawn.go superviseRemote): its run, whether
+	// the peer's question is being asked now (askRemote), and once
+	// suspended, the question its peer's task waits on and the channel its
+	// answer comes on, for the next run (RemoteResumer).
+	remoteRun    Remote
+	remoteAsking bool
+	remoteHeld   *api.WaitingRemote
+	remoteAnswer chan remoteReply
+}
+
+// remoteReply is the answer to a remote child's question, or why none came.
+type remoteReply struct {
+	text string
+	err  error
+}
+
+// remoteWaitingLocked returns the peer's question n, a remote child, waits
+// on, when its run can say. n.mu is held.
+func (n *node) remoteWaitingLocked() (api.WaitingRemote, bool) {
+	if n.hold.remoteHeld != nil {
+		return *n.hold.remoteHeld, true
+	}
+	w, ok := n.hold.remoteRun.(RemoteWaiter)
+	if !ok || !n.hold.remoteAsking {
+		return api.WaitingRemote{}, false
+	}
+	return w.WaitingOn()
 }
 
 // holdConversation records the conversation of n's pending subagent.ask
@@ -86,7 +114,14 @@ func (n *node) suspendedProc() *proc {
 // holdable reports whether n waits in subagent.ask with a stored
 // conversation, a process of its own and no stop under way. n.mu is held.
 func (n *node) holdableLocked() bool {
-	return !n.nest.remote && n.nest.workflow == nil && n.nest.exec == nil &&
+	if n.nest.remote {
+		// A remote child waiting on its peer's question: no process, and
+		// its run can be detached and resumed.
+		_, ok := n.remoteWaitingLocked()
+		return ok && n.hold.remoteHeld == nil && !n.killing && n.verdict == nil && n.result == nil &&
+			n.ask.q != nil && n.ask.q.open()
+	}
+	return n.nest.workflow == nil && n.nest.exec == nil &&
 		n.proc != nil && n.proc.spawned.Load() && !n.killing && n.verdict == nil && n.result == nil &&
 		n.hold.conv != nil && n.hold.suspended == nil && n.ask.q != nil && n.ask.q.open()
 }
@@ -151,22 +186,35 @@ func (s *Supervisor) suspendTree(t *tree) bool {
 	// Marked, a node's answer goes to its next process whenever it comes
 	// (resumeWith), so a node answered between the check and its mark is
 	// left running, and one answered after is resumed: both are right.
+	// A remote child marked, its answer goes to its next run (askRemote).
 	var held []*node
+	var detach []RemoteWaiter
 	for _, m := range live {
 		m.mu.Lock()
 		if m.holdableLocked() {
-			m.hold.suspended, m.hold.saved = m.proc, m.hold.conv
-			m.hold.answer = make(chan api.ToolResult, 1)
-			held = append(held, m)
+			if m.nest.remote {
+				w, _ := m.remoteWaitingLocked()
+				m.hold.remoteHeld, m.hold.remoteAnswer = &w, make(chan remoteReply, 1)
+				detach = append(detach, m.hold.remoteRun.(RemoteWaiter))
+			} else {
+				m.hold.suspended, m.hold.saved = m.proc, m.hold.conv
+				m.hold.answer = make(chan api.ToolResult, 1)
+				held = append(held, m)
+			}
 		}
 		m.mu.Unlock()
 	}
-	if len(held) == 0 {
+	if len(held) == 0 && len(detach) == 0 {
 		return false
 	}
 	s.log.InfoContext(t.root.spanCtx(), "waiting tree suspended: its processes end and give back their slots", "root_handle", t.root.handle,
-		"subagents", len(held), "input_hold", s.cfg.InputHold.String())
-	go s.ladder(held, "suspended: waiting for an answer past the input hold")
+		"subagents", len(held), "remote_children", len(detach), "input_hold", s.cfg.InputHold.String())
+	for _, r := range detach {
+		r.Detach() // its follow ends; the peer's task waits on
+	}
+	if len(held) > 0 {
+		go s.ladder(held, "suspended: waiting for an answer past the input hold")
+	}
 	return true
 }
 
@@ -338,6 +386,19 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 			return true
 		}
 		n.mu.Lock()
+		if n.nest.remote {
+			rw, ok := n.remoteWaitingLocked()
+			ok = ok && n.ask.q != nil && n.ask.q.Q.Handle == q.Q.Handle
+			n.mu.Unlock()
+			if !ok {
+				return false
+			}
+			wn.Payload.Resume = nil
+			wn.Remote = &rw
+			wn.Remaining = api.Duration(time.Until(n.deadlineNow()))
+			w.Nodes = append(w.Nodes, wn)
+			return true // it has no children here
+		}
 		conv := n.hold.saved
 		if n.hold.suspended == nil {
 			conv = nil
@@ -429,6 +490,15 @@ func (s *Supervisor) attachResumed(root *node, w *api.WaitingTree, answer string
 			byHandle[wn.Handle] = s.attachEnded(parent, wn)
 			continue
 		}
+		if wn.Remote != nil {
+			child, refusal := s.attachRemote(root, parent, w, wn, answer)
+			if refusal != "" {
+				return out, fmt.Errorf("resume remote child %s: %s", wn.Payload.AgentPath, refusal)
+			}
+			byHandle[child.handle] = child
+			out = append(out, child)
+			continue
+		}
 		p := s.resumedPayload(w, wn, answer)
 		if err := s.fitsFrame(&p); err != nil {
 			return out, fmt.Errorf("resume subagent %s: %w", p.AgentPath, err)
@@ -449,4 +519,28 @@ func (s *Supervisor) attachResumed(root *node, w *api.WaitingTree, answer string
 		n.nest.spawnedBefore -= len(n.children)
 	}
 	return out, nil
+}
+
+// attachRemote registers a remote child of a stored waiting tree under
+// parent: its run sends answer to the peer's task it waited on, not a new
+// delegation (superviseRemote). The caller holds the tree's mu.
+func (s *Supervisor) attachRemote(root, parent *node, w *api.WaitingTree, wn *api.WaitingNode, answer string) (*node, string) {
+	p := wn.Payload
+	left := wn.Remaining.D()
+	if s.cfg.AskChargesDeadline {
+		left -= time.Since(w.At)
+	}
+	p.Limits.Deadline = api.Duration(max(left, time.Millisecond))
+	child := newNode(wn.Handle, parent, p)
+	child.nest = nest{tree: parent.nest.tree, disposition: wn.Disposition, provider: wn.Remote.Peer, remote: true, spawnedBefore: wn.Spawned}
+	rw := *wn.Remote
+	child.hold.remoteHeld, child.hold.remoteAnswer = &rw, make(chan remoteReply, 1)
+	child.hold.remoteAnswer <- remoteReply{text: answer}
+	child.span = startSpawnSpan(root.spanCtx(), &child.payload, child.nest.provider)
+	if refusal := s.registerLocked(parent, child); refusal != "" {
+		child.span.End()
+		return nil, refusal
+	}
+	s.stats.spawn(child.nest.provider)
+	return child, ""
 }

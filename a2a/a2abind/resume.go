@@ -154,10 +154,17 @@ func (x *Executor) ResumeWaiting(ctx context.Context, reqCtx *a2asrv.RequestCont
 		forget()
 		if errors.Is(context.Cause(actx), errInputTimeout) && ctx.Err() == nil {
 			x.cfg.Log.WarnContext(ctx, "no answer within the input timeout", "task_id", string(reqCtx.TaskID), "timeout", x.cfg.InputTimeout)
+			x.cancelRemoteWaits(ctx, w)
 			return q.Write(ctx, FinalStatus(reqCtx, api.SubagentResult{Status: api.StatusDeadline, Cause: api.CauseInputTimeout,
 				Detail: fmt.Sprintf("no answer to the task's question within the input timeout (%s)", x.cfg.InputTimeout)}))
 		}
-		return nil // cancelled, or ended: the engine ends it
+		if cause := context.Cause(ctx); tasks.CancelRequested(cause) {
+			// Not when the service stops: the task waits on, stored.
+			x.cancelRemoteWaits(ctx, w)
+			return q.Write(context.WithoutCancel(ctx), FinalStatus(reqCtx, api.SubagentResult{Status: api.StatusCancelled,
+				Detail: "cancelled while its question waited: " + cause.Error()}))
+		}
+		return nil // ended: the engine ends it
 	}
 	forget()
 	if ra, ok := q.(tasks.RunAdmitter); ok {
@@ -172,6 +179,26 @@ func (x *Executor) ResumeWaiting(ctx context.Context, reqCtx *a2asrv.RequestCont
 	ctx, span := startDelegateSpan(ctx, reqCtx.TaskID, req.Payload.Telemetry.Traceparent)
 	defer span.End()
 	return x.execute(ctx, reqCtx, q, req, true)
+}
+
+// cancelRemoteWaits cancels the peer's task each remote child of w waits
+// on, for a task that ends without its answer: a delegation resumed with no
+// answer sends none and cancels the peer's task (delegate.Request.ResumeRemote),
+// as the live one would have.
+func (x *Executor) cancelRemoteWaits(ctx context.Context, w *api.WaitingTree) {
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Remote == nil || x.cfg.Router == nil {
+			continue
+		}
+		rw := *n.Remote
+		run, err := x.cfg.Router.Start(context.WithoutCancel(ctx), delegate.Request{Handle: n.Handle, Payload: n.Payload, Provider: rw.Peer, ResumeRemote: &rw})
+		if err != nil {
+			x.cfg.Log.WarnContext(ctx, "the peer's task a remote child waited on not cancelled", "task_id", n.Handle, "remote_task_id", rw.TaskID, "err", err)
+			continue
+		}
+		<-run.Done() // bounded by the peer's timeout
+	}
 }
 
 // refuseCause is refuse with a cause in the status's metadata.
