@@ -37,6 +37,17 @@ func startedPIDs(s *service) []int {
 	return pids
 }
 
+// killAndReap SIGKILLs s and waits until every subagent process it started
+// (its log's "subagent started" pids) is gone.
+func killAndReap(t *testing.T, s *service) {
+	t.Helper()
+	pids := startedPIDs(s)
+	s.kill(t)
+	for _, pid := range pids {
+		testkit.WaitGroupGone(t, pid)
+	}
+}
+
 // killWhileWaiting sends "pick a color" through a (the depth-2 ask script),
 // checks the task input-required with its tree stored, SIGKILLs a and waits
 // until every subagent process of a is gone.
@@ -53,11 +64,7 @@ func killWhileWaiting(t *testing.T, a *service) *a2a.Task {
 	testkit.WaitFor(t, 10*time.Second, "the waiting tree stored and its 3 subagents started", func() bool {
 		return lineCount(a, "waiting tree stored with the task") == 1 && len(startedPIDs(a)) == 3
 	})
-	pids := startedPIDs(a)
-	a.kill(t)
-	for _, pid := range pids {
-		testkit.WaitGroupGone(t, pid)
-	}
+	killAndReap(t, a)
 	return task
 }
 
@@ -299,11 +306,7 @@ func TestAskEndedChildSurvives(t *testing.T) {
 		if !regexp.MustCompile(`"msg":"waiting tree stored with the task".*"subagents":2,"ended":1`).MatchString(a.logs.String()) {
 			t.Fatalf("the stored record is not of 2 waiting subagents and 1 ended:\n%s", a.logs.String())
 		}
-		pids := startedPIDs(a)
-		a.kill(t)
-		for _, pid := range pids {
-			testkit.WaitGroupGone(t, pid)
-		}
+		killAndReap(t, a)
 		s2 := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
 		res, err = s2.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
 		if err != nil {
@@ -347,11 +350,7 @@ func TestAskWorkingSiblingStoredWhenItEnds(t *testing.T) {
 		testkit.WaitFor(t, 20*time.Second, "the tree stored once the worker ended", func() bool {
 			return lineCount(a, "waiting tree stored with the task") == 1 && len(startedPIDs(a)) == 3
 		})
-		pids := startedPIDs(a)
-		a.kill(t)
-		for _, pid := range pids {
-			testkit.WaitGroupGone(t, pid)
-		}
+		killAndReap(t, a)
 		s2 := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
 		res, err = s2.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
 		if err != nil {
@@ -378,11 +377,7 @@ func TestAskWorkingSiblingStoredWhenItEnds(t *testing.T) {
 		testkit.WaitFor(t, 20*time.Second, "the tree stored once the worker ended", func() bool {
 			return lineCount(a, "waiting tree stored with the task") == 1 && len(startedPIDs(a)) == 3
 		})
-		pids := startedPIDs(a)
-		a.kill(t)
-		for _, pid := range pids {
-			testkit.WaitGroupGone(t, pid)
-		}
+		killAndReap(t, a)
 		testkit.WaitFor(t, 20*time.Second, "B holding the waiting task", func() bool {
 			return lineCount(b, "task waits for its answer: it resumes from its stored tree when the answer comes") == 1
 		})

@@ -101,11 +101,7 @@ func TestMeshAskRemoteChildSurvives(t *testing.T) {
 			if m == nil {
 				t.Fatal("A's log names no remote task")
 			}
-			pids := startedPIDs(a)
-			a.kill(t)
-			for _, pid := range pids {
-				testkit.WaitGroupGone(t, pid)
-			}
+			killAndReap(t, a)
 			a2 := startService(t, args...)
 			if how == "cancel" {
 				if _, err := a2.client(t).CancelTask(context.Background(), &a2a.TaskIDParams{ID: task.ID}); err != nil {
@@ -141,11 +137,7 @@ func TestMeshAskRemoteChildSurvives(t *testing.T) {
 		testkit.WaitFor(t, 10*time.Second, "A's waiting tree stored", func() bool {
 			return lineCount(a, "waiting tree stored with the task") == 1 && len(startedPIDs(a)) == 1
 		})
-		pids := startedPIDs(a)
-		a.kill(t)
-		for _, pid := range pids {
-			testkit.WaitGroupGone(t, pid)
-		}
+		killAndReap(t, a)
 		a2 := startService(t, args...)
 		if got := getTask(t, a2, task.ID); got.Status.State != a2a.TaskStateInputRequired {
 			t.Fatalf("after the restart: %s, want input-required", got.Status.State)
