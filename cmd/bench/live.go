@@ -73,6 +73,7 @@ type liveRound struct {
 	FloorPSS  float64             `json:"floor_pss"`
 	IdlePriv  float64             `json:"idle_private"` // an idle pool child: median private
 	IdlePSS   float64             `json:"idle_pss"`
+	Pod       *livePod            `json:"pod,omitempty"` // in a 1 GiB memory cgroup (livepod.go)
 }
 
 func runLive(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
@@ -102,6 +103,11 @@ func runLive(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 			lr.Tree[n] = m
 			fmt.Fprintf(logw, "bench: live round %d, %d in trees: %+v\n", r+1, n, m)
 		}
+		pod, err := livePodOnce(ctx, cfg, logw)
+		if err != nil {
+			return nil, fmt.Errorf("live pod: %w", err)
+		}
+		lr.Pod = &pod
 		rounds = append(rounds, lr)
 	}
 	return rounds, nil
@@ -466,5 +472,5 @@ func liveRows(raw json.RawMessage, cfg Config) ([]row, error) {
 			)
 		}
 	}
-	return rows, nil
+	return append(rows, livePodRows(rounds)...), nil
 }

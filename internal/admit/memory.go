@@ -194,6 +194,10 @@ func (c *Controller) runCost(messageBytes int64) uint64 {
 // (idempotent; the reservation lingers until the next sample, Observe, which
 // sees what the request left behind), or a *ShedError with ReasonMemory when the memory in use and
 // admitted leaves no room for it (while another message is being read).
+// With Beyond, a body the runs' reservations leave no room for is still
+// read when the memory measured does (beyondLocked): the runs it would
+// start are admitted by that measure too, so the front must not refuse
+// what the gate would admit.
 func (c *Controller) ReserveMessage(n int64) (release func(), err error) {
 	if c.cfg.Memory.Limit == 0 || n < MessageReserveMin {
 		return func() {}, nil
@@ -201,7 +205,7 @@ func (c *Controller) ReserveMessage(n int64) (release func(), err error) {
 	cost := uint64(n) * c.cfg.Memory.FrontFactor
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.held > 0 && !c.roomLocked(cost) {
+	if c.held > 0 && !c.roomLocked(cost) && !c.beyondLocked(cost) {
 		return nil, c.shedLocked(ReasonMemory)
 	}
 	c.held += cost

@@ -291,3 +291,51 @@ func TestMemoryGateBeyondOff(t *testing.T) {
 		t.Fatal("a nested spawn past the bound")
 	}
 }
+
+// TestMemoryGateBeyondReadsBodies: with Beyond, a message body the runs'
+// reservations leave no room for is read when the memory measured does
+// (the runs it brings are admitted by that measure too); without Beyond,
+// or with the measure full, it is shed.
+func TestMemoryGateBeyondReadsBodies(t *testing.T) {
+	for _, beyond := range []bool{true, false} {
+		c, err := New(Config{
+			Bounds:  Bounds{MaxRuns: 10, MaxLive: 10, QueueCapacity: 3},
+			Ceiling: Bounds{MaxRuns: 20, MaxLive: 20, QueueCapacity: 10},
+			Memory:  MemoryConfig{Limit: 100 * MiB, ChildCost: 8 * MiB, FrontFactor: 16, Beyond: beyond, Headroom: 10 * MiB},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 8 {
+			if tk, err := c.Enqueue("a", Normal); err != nil || !isReady(tk) {
+				t.Fatalf("a run within the bounds: %v", err)
+			}
+		}
+		// Reserved 64 MiB over a supervisor of 20: 84 of 100 by the
+		// reservations; the children measured small, 30 MiB in all.
+		for range 2 {
+			c.Observe(Sample{Total: 30 * MiB, Self: 20 * MiB})
+		}
+		first, err := c.ReserveMessage(1 * MiB) // 16 MiB: the only body being read is always read
+		if err != nil {
+			t.Fatalf("beyond %v: the first body: %v", beyond, err)
+		}
+		// 84 + 16 + 16 > 100 by the reservations; 30 + 16 + 16 + 10 = 72
+		// measured.
+		second, err := c.ReserveMessage(1 * MiB)
+		if beyond != (err == nil) {
+			t.Fatalf("beyond %v: a second body with 72 of 100 MiB measured: %v (%+v)", beyond, err, c.MemoryStats())
+		}
+		if err == nil {
+			second()
+		}
+		// The children grow: 70 MiB measured, 70 + 32 + 16 + 10 > 100: shed.
+		for range 2 {
+			c.Observe(Sample{Total: 70 * MiB, Self: 20 * MiB})
+		}
+		if _, err := c.ReserveMessage(1 * MiB); !errors.As(err, new(*ShedError)) {
+			t.Fatalf("beyond %v: a body with 70 of 100 MiB measured and another being read: %v, want shed", beyond, err)
+		}
+		first()
+	}
+}

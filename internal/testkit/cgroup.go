@@ -153,6 +153,34 @@ func (cg *MemoryCgroup) Peak() uint64 {
 	return cg.number("memory.peak")
 }
 
+// WorkingSet is what the cgroup holds less its inactive file cache (which
+// the kernel reclaims first), in bytes: what Kubernetes and agentd's memory
+// gate count.
+func (cg *MemoryCgroup) WorkingSet() uint64 {
+	usage, inactive := cg.number("memory.current"), cg.key("memory.stat", "inactive_file")
+	if cg.V1 {
+		usage, inactive = cg.number("memory.usage_in_bytes"), cg.key("memory.stat", "total_inactive_file")
+	}
+	if inactive > usage {
+		return 0
+	}
+	return usage - inactive
+}
+
+// Breakdown is what the cgroup's charge is made of, in bytes: anonymous
+// memory, page cache, and the kernel's own (page tables, kernel stacks,
+// slab; cgroup v1's kmem counter, v2's "kernel" or its parts).
+func (cg *MemoryCgroup) Breakdown() (anon, file, kernel uint64) {
+	if cg.V1 {
+		return cg.key("memory.stat", "rss"), cg.key("memory.stat", "cache"), cg.number("memory.kmem.usage_in_bytes")
+	}
+	kernel = cg.key("memory.stat", "kernel")
+	if kernel == 0 {
+		kernel = cg.key("memory.stat", "kernel_stack") + cg.key("memory.stat", "pagetables") + cg.key("memory.stat", "slab")
+	}
+	return cg.key("memory.stat", "anon"), cg.key("memory.stat", "file"), kernel
+}
+
 // key reads one key of a flat keyed file of the cgroup ("oom_kill 0").
 func (cg *MemoryCgroup) key(file, key string) uint64 {
 	b, err := os.ReadFile(filepath.Join(cg.Dir, file))
