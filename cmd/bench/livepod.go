@@ -19,7 +19,7 @@ import (
 // Figure 9's pod: how many live subagents one `agentd serve` holds in a
 // real 1 GiB memory cgroup, as deployed: the default warm pool, the bounds
 // derived from the cgroup's limit (which the service reads itself), the
-// default store and sample interval. LivePodRuns runs of figure 9's
+// default store and sample interval. cfg.LivePodRuns runs of figure 9's
 // conversation are sent at once (non-blocking); the service admits what
 // its gate leaves room for, queues or sheds the rest; once the number
 // held in their model call stops growing, the pod is measured: that
@@ -30,7 +30,7 @@ import (
 // memory cgroup can be made (not root, no controller) the row says so.
 const (
 	LivePodLimit = 1 << 30
-	LivePodRuns  = 400
+	LivePodRuns  = 400 // the default of Config.LivePodRuns
 	// livePodSettle is how long the number held must stay unchanged for
 	// the pod to count as full.
 	livePodSettle = 3 * time.Second
@@ -62,7 +62,7 @@ const defaultWarmPool = 2
 
 func livePodOnce(ctx context.Context, cfg Config, logw io.Writer) (livePod, error) {
 	d := admit.Derive(LivePodLimit, defaultWarmPool)
-	lp := livePod{Sent: LivePodRuns, Derived: d.MaxLive, Ceiling: d.Ceiling.MaxLive, DefPool: defaultWarmPool}
+	lp := livePod{Sent: cfg.LivePodRuns, Derived: d.MaxLive, Ceiling: d.Ceiling.MaxLive, DefPool: defaultWarmPool}
 	cg, err := testkit.MakeMemoryCgroup(LivePodLimit)
 	if err != nil {
 		lp.Skipped = err.Error()
@@ -120,7 +120,7 @@ func livePodOnce(ctx context.Context, cfg Config, logw io.Writer) (livePod, erro
 	}()
 	c := &http.Client{}
 	text, _ := json.Marshal(markLeaf + " " + model.pad)
-	for i := 0; i < LivePodRuns; i++ {
+	for i := 0; i < cfg.LivePodRuns; i++ {
 		body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"message/send","params":{"configuration":{"blocking":false},"message":{"kind":"message","messageId":"pod-%d","role":"user","parts":[{"kind":"text","text":%s}]}}}`, i+1, i, text)
 		b, status, err := postAs(ctx, c, srv.url, tokens[i%len(tokens)], body)
 		switch {

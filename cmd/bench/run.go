@@ -47,7 +47,8 @@
 //     (live.go): the supervisor's RSS and Go heap, the children's PSS and
 //     private memory, summed and per child, flat and in trees of a root and
 //     8 children; beside it the floor waiting on its pipe and an idle
-//     warm-pool child.
+//     warm-pool child; and the pod: how many of them one service holds in a
+//     real 1 GiB memory cgroup, as deployed (livepod.go).
 package bench
 
 import (
@@ -90,6 +91,7 @@ type Config struct {
 	TaskCapacity  int           `json:"task_capacity"`  // memory: the store's capacity; default 10000 (serve's default)
 	StoreTasks    int           `json:"store_tasks"`    // store: completed tasks the durable stores hold before figure 6 measures (memory holds Tasks); default 10000
 	LiveN         []int         `json:"live_n"`         // live: the numbers of subagents held in a model call; default 50, 100, 200
+	LivePodRuns   int           `json:"live_pod_runs"`  // live: runs sent at once to the service in a 1 GiB memory cgroup; default LivePodRuns
 
 	ThroughputConc     int           `json:"throughput_conc"`     // throughput: workers sending at once; default 32
 	ThroughputDuration time.Duration `json:"throughput_duration"` // throughput: the load window per service and round; default 10s
@@ -127,6 +129,9 @@ func (c *Config) setDefaults() {
 	def(&c.ThroughputConc, 32)
 	defD(&c.ThroughputDuration, 10*time.Second)
 	def(&c.StoreTasks, 10000)
+	if c.LivePodRuns == 0 {
+		c.LivePodRuns = LivePodRuns
+	}
 	if len(c.LiveN) == 0 {
 		c.LiveN = []int{50, 100, 200}
 	}
