@@ -125,7 +125,7 @@ func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, 
 		return nil, cli.UsageError("%v", err)
 	}
 	policy, _ := admit.ParsePolicy(c.PriorityCaps) // checked by validate
-	log.Info("admission", "memory_limit", mebibytes(budget), "found", found.String(), "reserve", mebibytes(d.Reserve),
+	log.Info("admission", "memory_limit", mebibytes(budget), "found", found.String(), "base", mebibytes(d.Base), "reserve", mebibytes(d.Reserve),
 		"max_live_runs", b.MaxRuns, "max_live_subagents", b.MaxLive, "queue_capacity", b.QueueCapacity,
 		"ceiling_max_live_runs", d.Ceiling.MaxRuns, "ceiling_max_live_subagents", d.Ceiling.MaxLive, "ceiling_queue_capacity", d.Ceiling.QueueCapacity,
 		"priority_caps", policy.String())

@@ -3,32 +3,39 @@ package admit
 import "fmt"
 
 // Memory figures of the derivation (see Derive), measured on agentd's own
-// binary (docs/performance.md, figure 9; docs/admission.md): a child in a
-// model call carrying a 64 KiB conversation and a 16 KiB tool result is 4.3
-// to 4.8 MiB of PSS (the median child over 50 to 400 at once, six runs), the
-// largest flat one 5.3 to 5.7 MiB private; the supervisor holds 0.3 to 0.6
-// MiB more per live child (falling with their number). An idle child after
-// init is 2.4 MiB private. The binary's text is shared page cache, charged
-// once.
+// binary (docs/performance.md, figure 9; docs/admission.md). The pod row of
+// figure 9 runs `agentd serve` as deployed in a real 1 GiB memory cgroup
+// (the default warm pool, the default store) and fills it with subagents in
+// a model call carrying a 64 KiB conversation and a 16 KiB tool result: the
+// cgroup's working set over the subagents it held is what one costs all in
+// (its child's private memory, the supervisor's share, the kernel's page
+// tables and stacks, the store's page cache): 4.3 to 4.5 MiB. The binary's
+// text is shared page cache, charged once.
 const (
 	MiB = 1 << 20
 
-	// ChildCost is the figure a default bound assumes per live subagent: a
-	// working child's measured peak, the largest flat child's private 5.7
-	// MiB with the supervisor's share at 200 (0.3 MiB), rounded up to 6 MiB
-	// (the median child with its share is 4.8 to 5.1 MiB: a margin of about
-	// 20% for it). Children measured smaller are admitted past the
-	// bound by the memory gate (MemoryConfig.Beyond); a child carrying a
-	// large message costs more: MessageChildFactor.
-	ChildCost = 6 * MiB
+	// ChildCost is the figure a default bound assumes per live subagent:
+	// what one costs all in when the pod is full of them (figure 9's pod
+	// row, 4.3 to 4.5 MiB), with a margin of at least 10% for a child at
+	// its peak, rounded to 5 MiB. Children measured smaller are admitted
+	// past the bound by the memory gate (MemoryConfig.Beyond); a child
+	// carrying a large message costs more: MessageChildFactor.
+	ChildCost = 5 * MiB
 	// ChildFloor is the ceiling's figure per subagent: the idle child's
-	// marginal cost (2.4 MiB private, its page tables and the supervisor's
-	// share), rounded up. More children than the ceiling allows would not
-	// fit in the limit even idle.
+	// marginal cost (2.2 MiB private, its page tables and kernel stacks,
+	// the supervisor's share), rounded up. More children than the ceiling
+	// allows would not fit in the limit even idle.
 	ChildFloor = 3 * MiB
-	// ReserveMin and ReserveShare set the memory kept for the supervisor
-	// itself (its task store, the front's buffers, the runtime):
-	// max(ReserveMin, limit/ReserveShare).
+	// BaseMin and BaseShare set what the bounds keep for the supervisor
+	// with no child, max(BaseMin, limit/BaseShare): its idle RSS (22 to 28
+	// MiB), its store's page caches (SQLite's 12.5 MiB) and the store's
+	// files in the page cache (23 MiB active with 200 runs of figure 9).
+	// What it holds per live child is in ChildCost.
+	BaseMin   = 64 * MiB
+	BaseShare = 16
+	// ReserveMin and ReserveShare set the supervisor's share of the limit,
+	// max(ReserveMin, limit/ReserveShare): its Go memory limit and the
+	// task and blob stores' default budgets are derived from it.
 	ReserveMin   = 96 * MiB
 	ReserveShare = 4
 	// CeilingReserve is the supervisor's floor in the ceiling's formula: its
@@ -52,21 +59,22 @@ type Derived struct {
 	Bounds
 	Ceiling Bounds
 	Limit   uint64 // the memory limit the derivation started from
-	Reserve uint64 // kept for the supervisor
+	Base    uint64 // kept for the supervisor with no child
+	Reserve uint64 // the supervisor's share: its Go memory limit and its stores' budgets
 	Pool    int    // warm-pool children set aside
 }
 
 // String shows the derivation for the log and `agentd serve --help`.
 func (d Derived) String() string {
-	return fmt.Sprintf("limit %d MiB, reserve %d MiB, warm pool %d: max_live_runs %d, max_live_subagents %d, queue_capacity %d (ceilings %d, %d, %d)",
-		d.Limit/MiB, d.Reserve/MiB, d.Pool, d.MaxRuns, d.MaxLive, d.QueueCapacity, d.Ceiling.MaxRuns, d.Ceiling.MaxLive, d.Ceiling.QueueCapacity)
+	return fmt.Sprintf("limit %d MiB, base %d MiB, warm pool %d: max_live_runs %d, max_live_subagents %d, queue_capacity %d (ceilings %d, %d, %d)",
+		d.Limit/MiB, d.Base/MiB, d.Pool, d.MaxRuns, d.MaxLive, d.QueueCapacity, d.Ceiling.MaxRuns, d.Ceiling.MaxLive, d.Ceiling.QueueCapacity)
 }
 
 // Derive computes the admission bounds for a memory limit (bytes) and a warm
 // pool of pool children (which are processes too, outside the bounds):
 //
-//	reserve            = max(ReserveMin, limit/ReserveShare)
-//	max_live_subagents = (limit - reserve - pool*ChildCost) / ChildCost          (at least 1, at most MaxLiveCap)
+//	base               = max(BaseMin, limit/BaseShare)
+//	max_live_subagents = (limit - base - pool*ChildCost) / ChildCost             (at least 1, at most MaxLiveCap)
 //	max_live_runs      = max_live_subagents / 2                                  (at least 1: room for one nested child per run)
 //	queue_capacity     = QueuePerRun * max_live_runs
 //
@@ -78,12 +86,13 @@ func (d Derived) String() string {
 //
 // The divisions round down, and a limit below what is subtracted from it
 // leaves 0 (then the "at least" applies). For a 1 GiB pod with the default
-// warm pool of 2: reserve 256 MiB, max_live_subagents (1024-256-12)/6 = 126,
-// max_live_runs 63, queue_capacity 252; ceilings 318 live, 318 runs, 1008
-// queued.
+// warm pool of 2: base 64 MiB, max_live_subagents (1024-64-10)/5 = 190,
+// max_live_runs 95, queue_capacity 380; ceilings 318 live, 318 runs, 1520
+// queued. The supervisor's share (its Go memory limit, its stores'
+// budgets) is max(ReserveMin, limit/ReserveShare): 256 MiB of 1 GiB.
 func Derive(limit uint64, pool int) Derived {
 	pool = max(pool, 0)
-	reserve := max(uint64(ReserveMin), limit/ReserveShare)
+	base := max(uint64(BaseMin), limit/BaseShare)
 	avail := func(reserve, per uint64) int {
 		need := reserve + uint64(pool)*per
 		if limit <= need {
@@ -91,14 +100,15 @@ func Derive(limit uint64, pool int) Derived {
 		}
 		return int((limit - need) / per)
 	}
-	live := min(max(avail(reserve, ChildCost), 1), MaxLiveCap)
+	live := min(max(avail(base, ChildCost), 1), MaxLiveCap)
 	runs := max(live/2, 1)
 	ceilLive := max(min(avail(CeilingReserve, ChildFloor), CeilingLiveCap), live)
 	return Derived{
 		Bounds:  Bounds{MaxRuns: runs, MaxLive: live, QueueCapacity: QueuePerRun * runs},
 		Ceiling: Bounds{MaxRuns: ceilLive, MaxLive: ceilLive, QueueCapacity: CeilingQueuePerRun * runs},
 		Limit:   limit,
-		Reserve: reserve,
+		Base:    base,
+		Reserve: max(uint64(ReserveMin), limit/ReserveShare),
 		Pool:    pool,
 	}
 }

@@ -14,45 +14,46 @@ func TestDerive(t *testing.T) {
 		pool    int
 		bounds  Bounds
 		ceiling Bounds
+		base    uint64
 		reserve uint64
 	}{
 		{
 			// The Deployment's pod (deploy/): 1 GiB, the default warm pool.
 			name: "1 GiB pod, warm pool 2", limit: gib, pool: 2,
-			bounds:  Bounds{MaxRuns: 63, MaxLive: 126, QueueCapacity: 252},
-			ceiling: Bounds{MaxRuns: 318, MaxLive: 318, QueueCapacity: 1008},
-			reserve: 256 * MiB,
+			bounds:  Bounds{MaxRuns: 95, MaxLive: 190, QueueCapacity: 380},
+			ceiling: Bounds{MaxRuns: 318, MaxLive: 318, QueueCapacity: 1520},
+			base:    64 * MiB, reserve: 256 * MiB,
 		},
 		{
 			name: "1 GiB pod, no pool", limit: gib, pool: 0,
-			bounds:  Bounds{MaxRuns: 64, MaxLive: 128, QueueCapacity: 256},
-			ceiling: Bounds{MaxRuns: 320, MaxLive: 320, QueueCapacity: 1024},
-			reserve: 256 * MiB,
+			bounds:  Bounds{MaxRuns: 96, MaxLive: 192, QueueCapacity: 384},
+			ceiling: Bounds{MaxRuns: 320, MaxLive: 320, QueueCapacity: 1536},
+			base:    64 * MiB, reserve: 256 * MiB,
 		},
 		{
-			// The reserve's floor binds below 384 MiB.
+			// The base's floor binds below 1 GiB, the reserve's below 384 MiB.
 			name: "256 MiB", limit: 256 * MiB, pool: 2,
-			bounds:  Bounds{MaxRuns: 12, MaxLive: 24, QueueCapacity: 48},
-			ceiling: Bounds{MaxRuns: 62, MaxLive: 62, QueueCapacity: 192},
-			reserve: 96 * MiB,
+			bounds:  Bounds{MaxRuns: 18, MaxLive: 36, QueueCapacity: 72},
+			ceiling: Bounds{MaxRuns: 62, MaxLive: 62, QueueCapacity: 288},
+			base:    64 * MiB, reserve: 96 * MiB,
 		},
 		{
 			name: "too small for one child still admits one run", limit: 64 * MiB, pool: 2,
 			bounds:  Bounds{MaxRuns: 1, MaxLive: 1, QueueCapacity: 4},
 			ceiling: Bounds{MaxRuns: 1, MaxLive: 1, QueueCapacity: 16},
-			reserve: 96 * MiB,
+			base:    64 * MiB, reserve: 96 * MiB,
 		},
 		{
 			name: "a large machine is capped", limit: 256 * gib, pool: 2,
 			bounds:  Bounds{MaxRuns: 512, MaxLive: MaxLiveCap, QueueCapacity: 2048},
 			ceiling: Bounds{MaxRuns: CeilingLiveCap, MaxLive: CeilingLiveCap, QueueCapacity: 8192},
-			reserve: 64 * gib,
+			base:    16 * gib, reserve: 64 * gib,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Derive(tc.limit, tc.pool)
-			if d.Bounds != tc.bounds || d.Ceiling != tc.ceiling || d.Reserve != tc.reserve {
-				t.Errorf("Derive = %+v\nwant bounds %+v ceiling %+v reserve %d MiB", d, tc.bounds, tc.ceiling, tc.reserve/MiB)
+			if d.Bounds != tc.bounds || d.Ceiling != tc.ceiling || d.Base != tc.base || d.Reserve != tc.reserve {
+				t.Errorf("Derive = %+v\nwant bounds %+v ceiling %+v base %d MiB reserve %d MiB", d, tc.bounds, tc.ceiling, tc.base/MiB, tc.reserve/MiB)
 			}
 			if err := d.Validate(); err != nil {
 				t.Error(err)
@@ -65,21 +66,21 @@ func TestDerive(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	d := Derive(gib, 2) // 63 runs, 126 live, 252 queued; ceilings 318, 318, 1008
+	d := Derive(gib, 2) // 95 runs, 190 live, 380 queued; ceilings 318, 318, 1520
 	for _, tc := range []struct {
 		name              string
 		runs, live, queue int
 		want              Bounds
 		err               string // the CeilingError's name, or "invalid"
 	}{
-		{name: "all derived", want: Bounds{63, 126, 252}},
+		{name: "all derived", want: Bounds{95, 190, 380}},
 		{name: "explicit", runs: 10, live: 100, queue: 5, want: Bounds{10, 100, 5}},
-		{name: "a low process bound lowers the derived runs", live: 8, want: Bounds{8, 8, 252}},
-		{name: "runs above the derived processes raise them", runs: 200, want: Bounds{200, 200, 252}},
-		{name: "no queue", queue: -1, want: Bounds{63, 126, 0}},
+		{name: "a low process bound lowers the derived runs", live: 8, want: Bounds{8, 8, 380}},
+		{name: "runs above the derived processes raise them", runs: 200, want: Bounds{200, 200, 380}},
+		{name: "no queue", queue: -1, want: Bounds{95, 190, 0}},
 		{name: "over the ceiling", live: 319, err: "max_live_subagents"},
 		{name: "runs over the ceiling", runs: 319, err: "max_live_runs"},
-		{name: "queue over the ceiling", queue: 1009, err: "queue_capacity"},
+		{name: "queue over the ceiling", queue: 1521, err: "queue_capacity"},
 		{name: "runs above explicit processes", runs: 10, live: 5, err: "invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

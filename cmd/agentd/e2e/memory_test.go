@@ -171,8 +171,8 @@ func TestChildOverItsMemoryIsStopped(t *testing.T) {
 }
 
 // Admission past the derived bounds, with children that grow: under
-// --memory-limit 160MiB the derived bounds are 5 runs and 10 subagents (6
-// MiB a child), the ceiling 32. Small runs (builtin:wait, about 3 MiB a
+// --memory-limit 160MiB the derived bounds are 9 runs and 19 subagents (5
+// MiB a subagent over a base of 64 MiB), the ceiling 32. Small runs (builtin:wait, about 3 MiB a
 // child) are admitted past the bounds while the memory measured leaves
 // room; then 16 concurrent sends of 300 KB (each child carrying its message
 // grows to several times its idle size) are admitted only as the samples
@@ -189,14 +189,15 @@ func TestMemoryLimitHoldsPastTheBounds(t *testing.T) {
 	})
 	stop := samplePeak(pid)
 	var accepted []string
-	for i := range 10 {
+	const small = 14
+	for i := range small {
 		a := s.sendAs(otherToken, i)
 		if a.status != http.StatusOK {
 			t.Fatalf("small send %d: HTTP %d %v", i, a.status, a.errData)
 		}
 		accepted = append(accepted, a.id)
 	}
-	testkit.WaitFor(t, 30*time.Second, "small runs past the derived bound of 5", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "small runs past the derived bound of 9", func() bool {
 		a := s.tree().Admission
 		return a != nil && a.Runs > a.MaxRuns && a.LiveProcesses == a.Runs
 	})
@@ -231,8 +232,8 @@ func TestMemoryLimitHoldsPastTheBounds(t *testing.T) {
 		_ = s.tree()
 	}
 	peak := stop()
-	t.Logf("10 small, then %d x %d B: %d running (bound %d, ceiling %d), %d waited or shed; peak %d MiB of %d",
-		burst, size, a.Runs, a.MaxRuns, a.Ceiling.MaxRuns, waiting, peak>>20, limit>>20)
+	t.Logf("%d small, then %d x %d B: %d running (bound %d, ceiling %d), %d waited or shed; peak %d MiB of %d",
+		small, burst, size, a.Runs, a.MaxRuns, a.Ceiling.MaxRuns, waiting, peak>>20, limit>>20)
 	if peak > limit {
 		t.Errorf("the pod's total reached %d MiB, over its %d MiB limit", peak>>20, limit>>20)
 	}
