@@ -271,6 +271,7 @@ proto:
 	  --go_out=. --go_opt=module=github.com/agentd/agentd \
 	  --go-grpc_out=. --go-grpc_opt=module=github.com/agentd/agentd \
 	  a2a/a2agrpc/a2apb/a2a.proto
+	sed -i -f a2a/a2agrpc/a2apb/lazy.sed a2a/a2agrpc/a2apb/a2a.pb.go
 
 # bench: the table the README quotes (cmd/bench/, package doc). The binaries are
 # built as deployed (static, stripped); BENCH_FLAGS passes flags to the harness

@@ -36,6 +36,11 @@ const (
 	// so both ends of the control channel refuse the same frames; unset
 	// means DefaultMaxFrame.
 	EnvMaxFrame = "AGENT_MAX_FRAME"
+	// EnvChildMemStats, when set (the supervisor passes it on from its own
+	// environment), makes a child log the Go runtime's memory classes
+	// (runtime/metrics /memory/classes/*) after ctrl/ready and after a warm
+	// child's rehearsal: figure 9's idle child by class. Off by default.
+	EnvChildMemStats = "AGENT_CHILD_MEMSTATS"
 )
 
 // Ready is the child's first upward frame.

@@ -211,6 +211,7 @@ func childEnv(environ []string) []string {
 		"SSL_CERT_FILE": true, "SSL_CERT_DIR": true,
 		"HTTP_PROXY": true, "HTTPS_PROXY": true, "NO_PROXY": true,
 		"http_proxy": true, "https_proxy": true, "no_proxy": true,
+		api.EnvChildMemStats: true, "AGENT_EXP": true,
 	}
 	var env []string
 	for _, kv := range environ {

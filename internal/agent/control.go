@@ -64,9 +64,9 @@ func newControl(r io.Reader, w io.Writer, log *slog.Logger) *control {
 	}
 }
 
-// readSpawn reads the first downward frame, which must be the spawn payload.
-func (c *control) readSpawn() (*api.SpawnPayload, error) {
-	f, err := c.r.Read()
+// decodeSpawn decodes the first downward frame (f, or the error reading it),
+// which must be the spawn payload.
+func (c *control) decodeSpawn(f *api.Frame, err error) (*api.SpawnPayload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read spawn frame: %w", err)
 	}

@@ -75,21 +75,55 @@ func TestReleaseFreesPooledBuffers(t *testing.T) {
 }
 
 // What a waiting child could give back: after a collection, the objects it
-// did not find live; before any, what was allocated since ctrl/ready (a child
+// did not find live; before any, what was allocated since the spawn frame (a child
 // in a model call with a 64 KiB conversation had not collected, and kept
 // about 2 MiB of objects for the wait); the free pages either way.
 func TestReclaimable(t *testing.T) {
 	const k = 1 << 10
 	for _, c := range []struct {
-		free, objects, live, cycles, atReady, want uint64
+		free, objects, live, cycles, atSpawn, want uint64
 	}{
-		{free: 8 * k, objects: 900 * k, live: 600 * k, cycles: 1, atReady: 500 * k, want: 308 * k},
-		{free: 8 * k, objects: 2200 * k, live: 0, cycles: 0, atReady: 520 * k, want: 1688 * k},
-		{free: 8 * k, objects: 500 * k, live: 0, cycles: 0, atReady: 520 * k, want: 8 * k},
-		{free: 8 * k, objects: 500 * k, live: 600 * k, cycles: 2, atReady: 100 * k, want: 8 * k},
+		{free: 8 * k, objects: 900 * k, live: 600 * k, cycles: 1, atSpawn: 500 * k, want: 308 * k},
+		{free: 8 * k, objects: 2200 * k, live: 0, cycles: 0, atSpawn: 520 * k, want: 1688 * k},
+		{free: 8 * k, objects: 500 * k, live: 0, cycles: 0, atSpawn: 520 * k, want: 8 * k},
+		{free: 8 * k, objects: 500 * k, live: 600 * k, cycles: 2, atSpawn: 100 * k, want: 8 * k},
 	} {
-		if got := reclaimable(c.free, c.objects, c.live, c.cycles, c.atReady); got != c.want {
+		if got := reclaimable(c.free, c.objects, c.live, c.cycles, c.atSpawn); got != c.want {
 			t.Errorf("%+v: %d, want %d", c, got, c.want)
 		}
+	}
+}
+
+// A child reads the heap's size for reclaimable when its spawn frame comes,
+// not at ctrl/ready: the first read of runtime/metrics builds its table of
+// every metric (about 20 KiB, kept), which a child waiting in the warm pool
+// would carry for nothing (figure 9).
+func TestHeapIsReadWhenTheSpawnComes(t *testing.T) {
+	heapAtSpawn.Store(0)
+	r, w, _, code := serveOverPipes("", nil)
+	if f, err := r.Read(); err != nil || f.Method != api.MethodReady {
+		t.Fatalf("first frame %+v %v", f, err)
+	}
+	if n := heapAtSpawn.Load(); n != 0 {
+		t.Fatalf("the heap was read (%d bytes) before the spawn frame came", n)
+	}
+	p := payload()
+	if err := w.Send(api.MethodSpawn, 0, p); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := r.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Method == api.MethodResult {
+			break
+		}
+	}
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+	if heapAtSpawn.Load() == 0 {
+		t.Fatal("the heap was not read when the spawn frame came")
 	}
 }

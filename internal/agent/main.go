@@ -59,7 +59,6 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	level := new(slog.LevelVar)
 	log := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(errw, &slog.HandlerOptions{Level: level}))).With("pid", os.Getpid())
 	c := newControl(in, out, log)
-	heapAtReady.Store(heapObjects())
 	if err := c.w.Send(api.MethodReady, 0, api.Ready{PID: os.Getpid()}); err != nil {
 		log.Error("send ctrl/ready", "err", err)
 		return 1
@@ -69,23 +68,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	// pool. The supervisor validated the OTEL_* environment it passed on; a
 	// failure here costs the traces, not the run.
 	tp, tpErr := telemetry.Setup(ctx, telemetry.Options{Log: log, Attributes: []attribute.KeyValue{attribute.String("agentd.role", "subagent")}})
-	// While the child waits in the warm pool, build the caches and page in
-	// the code its payload will need. A child whose payload comes within
-	// rehearseAfter of its ctrl/ready (one spawned cold) skips it: its
-	// payload's own run builds what it needs, and a rehearsal beside it
-	// would only spend the CPU twice.
-	spawned := make(chan struct{})
-	go func() {
-		t := time.NewTimer(rehearseAfter)
-		defer t.Stop()
-		select {
-		case <-spawned:
-		case <-t.C:
-			rehearse()
-		}
-	}()
-	p, err := c.readSpawn()
-	close(spawned)
+	f, err := c.awaitSpawn(log)
+	heapAtSpawn.Store(heapObjects())
+	p, err := c.decodeSpawn(f, err)
 	if err != nil {
 		log.Error("no spawn payload", "err", err)
 		return 1
@@ -133,6 +118,39 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	return finish(res)
 }
 
+// awaitSpawn returns the first downward frame, read by a goroutine of its
+// own. While the child waits in the warm pool, this goroutine builds the
+// caches and pages in the code its payload will need (rehearse): on the
+// stack the child's start-up already grew, where a goroutine of its own grew
+// a second one, 32 KiB that stayed for the child's life (figure 9). A child
+// whose payload comes within rehearseAfter of its ctrl/ready (one spawned
+// cold) skips it: its payload's own run builds what it needs, and a
+// rehearsal beside it would only spend the CPU twice. A payload that comes
+// during the rehearsal waits for its end (about a millisecond).
+func (c *control) awaitSpawn(log *slog.Logger) (*api.Frame, error) {
+	type read struct {
+		f   *api.Frame
+		err error
+	}
+	got := make(chan read, 1)
+	go func() {
+		f, err := c.r.Read()
+		got <- read{f, err}
+	}()
+	t := time.NewTimer(rehearseAfter)
+	defer t.Stop()
+	select {
+	case r := <-got:
+		return r.f, r.err
+	case <-t.C:
+	}
+	logMemClasses(log, "ready")
+	rehearse()
+	logMemClasses(log, "rehearsed")
+	r := <-got
+	return r.f, r.err
+}
+
 // rehearseAfter is how long a child waits for its payload before it
 // rehearses: a cold spawn's payload follows its ctrl/ready within a
 // fraction of a millisecond on an idle machine, a warm child's after a take.
@@ -166,14 +184,18 @@ func releaseIdle() {
 			return
 		}
 	}
-	if reclaimable(s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64(), s[3].Value.Uint64(), heapAtReady.Load()) >= idleReclaim {
+	if reclaimable(s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64(), s[3].Value.Uint64(), heapAtSpawn.Load()) >= idleReclaim {
 		release()
 	}
 }
 
-// heapAtReady is the heap's object bytes when the child sent ctrl/ready:
-// what its package init left, nearly all of it live for the child's life.
-var heapAtReady atomic.Uint64
+// heapAtSpawn is the heap's object bytes when the spawn frame came, before
+// its decoding: what the child's package init left (nearly all of it live
+// for the child's life) and, in a warm child, its rehearsal's caches. It is
+// read then, not at ctrl/ready: runtime/metrics builds its table of every
+// metric on the first read (about 20 KiB, kept), which a child waiting in
+// the pool would carry for nothing (figure 9).
+var heapAtSpawn atomic.Uint64
 
 // heapObjects is the heap's object bytes now.
 func heapObjects() uint64 {
@@ -189,16 +211,16 @@ func heapObjects() uint64 {
 // not yet returned to the system, plus the objects the last collection did
 // not find live (the payload's decoding, the request's encoding). Before any
 // collection (cycles 0) the garbage is unknown: what was allocated since
-// ctrl/ready (objects over atReady) counts instead. A child in a model call
+// the spawn frame came (objects over atSpawn, heapAtSpawn) counts instead. A child in a model call
 // with figure 9's 64 KiB conversation had not collected (its heap under the
 // runtime's 4 MB minimum goal), and with only the free pages counted
 // (none) it kept about 2 MiB of objects, most of them garbage, all the wait.
-func reclaimable(free, objects, live, cycles, atReady uint64) uint64 {
+func reclaimable(free, objects, live, cycles, atSpawn uint64) uint64 {
 	switch {
 	case cycles > 0 && objects > live:
 		return free + objects - live
-	case cycles == 0 && objects > atReady:
-		return free + objects - atReady
+	case cycles == 0 && objects > atSpawn:
+		return free + objects - atSpawn
 	}
 	return free
 }

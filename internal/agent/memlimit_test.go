@@ -40,7 +40,7 @@ func TestFitMemoryLimit(t *testing.T) {
 
 // A child started on one P (the supervisor's GOMAXPROCS) keeps it for a
 // small spawn payload and returns to the runtime's default for a large one,
-// before decoding it (readSpawn).
+// before decoding it (decodeSpawn).
 func TestSpawnPayloadFitsProcs(t *testing.T) {
 	old := runtime.GOMAXPROCS(0)
 	runtime.SetDefaultGOMAXPROCS()
@@ -60,9 +60,10 @@ func TestSpawnPayloadFitsProcs(t *testing.T) {
 		if err := api.NewFrameWriter(&frame, 0).Send(api.MethodSpawn, 0, p); err != nil {
 			t.Fatal(err)
 		}
-		got, err := newControl(&frame, io.Discard, slog.New(slog.DiscardHandler)).readSpawn()
+		ctl := newControl(&frame, io.Discard, slog.New(slog.DiscardHandler))
+		got, err := ctl.decodeSpawn(ctl.r.Read())
 		if err != nil || len(got.Contract.Objective) != c.objective {
-			t.Fatalf("readSpawn: %v", err)
+			t.Fatalf("decodeSpawn: %v", err)
 		}
 		if procs := runtime.GOMAXPROCS(0); procs != c.want {
 			t.Errorf("a %d-byte objective: GOMAXPROCS %d, want %d", c.objective, procs, c.want)

@@ -66,11 +66,11 @@ func (x Role) String() string {
 }
 
 func (Role) Descriptor() protoreflect.EnumDescriptor {
-	return file_a2a_a2agrpc_a2apb_a2a_proto_enumTypes[0].Descriptor()
+	return enumTypes()[0].Descriptor()
 }
 
 func (Role) Type() protoreflect.EnumType {
-	return &file_a2a_a2agrpc_a2apb_a2a_proto_enumTypes[0]
+	return &enumTypes()[0]
 }
 
 func (x Role) Number() protoreflect.EnumNumber {
@@ -133,11 +133,11 @@ func (x TaskState) String() string {
 }
 
 func (TaskState) Descriptor() protoreflect.EnumDescriptor {
-	return file_a2a_a2agrpc_a2apb_a2a_proto_enumTypes[1].Descriptor()
+	return enumTypes()[1].Descriptor()
 }
 
 func (TaskState) Type() protoreflect.EnumType {
-	return &file_a2a_a2agrpc_a2apb_a2a_proto_enumTypes[1]
+	return &enumTypes()[1]
 }
 
 func (x TaskState) Number() protoreflect.EnumNumber {
@@ -168,7 +168,7 @@ type Part struct {
 
 func (x *Part) Reset() {
 	*x = Part{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[0]
+	mi := &msgTypes()[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +180,7 @@ func (x *Part) String() string {
 func (*Part) ProtoMessage() {}
 
 func (x *Part) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[0]
+	mi := &msgTypes()[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +304,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[1]
+	mi := &msgTypes()[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +316,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[1]
+	mi := &msgTypes()[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +402,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[2]
+	mi := &msgTypes()[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +414,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[2]
+	mi := &msgTypes()[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +483,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[3]
+	mi := &msgTypes()[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +495,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[3]
+	mi := &msgTypes()[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +546,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[4]
+	mi := &msgTypes()[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +558,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[4]
+	mi := &msgTypes()[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +628,7 @@ type TaskStatusUpdateEvent struct {
 
 func (x *TaskStatusUpdateEvent) Reset() {
 	*x = TaskStatusUpdateEvent{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[5]
+	mi := &msgTypes()[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +640,7 @@ func (x *TaskStatusUpdateEvent) String() string {
 func (*TaskStatusUpdateEvent) ProtoMessage() {}
 
 func (x *TaskStatusUpdateEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[5]
+	mi := &msgTypes()[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +698,7 @@ type TaskArtifactUpdateEvent struct {
 
 func (x *TaskArtifactUpdateEvent) Reset() {
 	*x = TaskArtifactUpdateEvent{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[6]
+	mi := &msgTypes()[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +710,7 @@ func (x *TaskArtifactUpdateEvent) String() string {
 func (*TaskArtifactUpdateEvent) ProtoMessage() {}
 
 func (x *TaskArtifactUpdateEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[6]
+	mi := &msgTypes()[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +780,7 @@ type SendMessageConfiguration struct {
 
 func (x *SendMessageConfiguration) Reset() {
 	*x = SendMessageConfiguration{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[7]
+	mi := &msgTypes()[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +792,7 @@ func (x *SendMessageConfiguration) String() string {
 func (*SendMessageConfiguration) ProtoMessage() {}
 
 func (x *SendMessageConfiguration) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[7]
+	mi := &msgTypes()[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +848,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[8]
+	mi := &msgTypes()[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +860,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[8]
+	mi := &msgTypes()[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +918,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[9]
+	mi := &msgTypes()[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +930,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[9]
+	mi := &msgTypes()[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1003,7 @@ type StreamResponse struct {
 
 func (x *StreamResponse) Reset() {
 	*x = StreamResponse{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[10]
+	mi := &msgTypes()[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1015,7 @@ func (x *StreamResponse) String() string {
 func (*StreamResponse) ProtoMessage() {}
 
 func (x *StreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[10]
+	mi := &msgTypes()[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1113,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[11]
+	mi := &msgTypes()[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1125,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[11]
+	mi := &msgTypes()[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1178,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[12]
+	mi := &msgTypes()[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1190,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[12]
+	mi := &msgTypes()[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1274,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[13]
+	mi := &msgTypes()[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1286,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[13]
+	mi := &msgTypes()[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1341,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[14]
+	mi := &msgTypes()[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1353,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[14]
+	mi := &msgTypes()[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1400,7 @@ type SubscribeToTaskRequest struct {
 
 func (x *SubscribeToTaskRequest) Reset() {
 	*x = SubscribeToTaskRequest{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[15]
+	mi := &msgTypes()[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1412,7 @@ func (x *SubscribeToTaskRequest) String() string {
 func (*SubscribeToTaskRequest) ProtoMessage() {}
 
 func (x *SubscribeToTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[15]
+	mi := &msgTypes()[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1452,7 @@ type AuthenticationInfo struct {
 
 func (x *AuthenticationInfo) Reset() {
 	*x = AuthenticationInfo{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[16]
+	mi := &msgTypes()[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1464,7 @@ func (x *AuthenticationInfo) String() string {
 func (*AuthenticationInfo) ProtoMessage() {}
 
 func (x *AuthenticationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[16]
+	mi := &msgTypes()[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1508,7 @@ type TaskPushNotificationConfig struct {
 
 func (x *TaskPushNotificationConfig) Reset() {
 	*x = TaskPushNotificationConfig{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[17]
+	mi := &msgTypes()[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1520,7 @@ func (x *TaskPushNotificationConfig) String() string {
 func (*TaskPushNotificationConfig) ProtoMessage() {}
 
 func (x *TaskPushNotificationConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[17]
+	mi := &msgTypes()[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1589,7 @@ type GetTaskPushNotificationConfigRequest struct {
 
 func (x *GetTaskPushNotificationConfigRequest) Reset() {
 	*x = GetTaskPushNotificationConfigRequest{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[18]
+	mi := &msgTypes()[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1601,7 @@ func (x *GetTaskPushNotificationConfigRequest) String() string {
 func (*GetTaskPushNotificationConfigRequest) ProtoMessage() {}
 
 func (x *GetTaskPushNotificationConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[18]
+	mi := &msgTypes()[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1649,7 @@ type DeleteTaskPushNotificationConfigRequest struct {
 
 func (x *DeleteTaskPushNotificationConfigRequest) Reset() {
 	*x = DeleteTaskPushNotificationConfigRequest{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[19]
+	mi := &msgTypes()[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1661,7 @@ func (x *DeleteTaskPushNotificationConfigRequest) String() string {
 func (*DeleteTaskPushNotificationConfigRequest) ProtoMessage() {}
 
 func (x *DeleteTaskPushNotificationConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[19]
+	mi := &msgTypes()[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1711,7 @@ type ListTaskPushNotificationConfigsRequest struct {
 
 func (x *ListTaskPushNotificationConfigsRequest) Reset() {
 	*x = ListTaskPushNotificationConfigsRequest{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[20]
+	mi := &msgTypes()[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1723,7 @@ func (x *ListTaskPushNotificationConfigsRequest) String() string {
 func (*ListTaskPushNotificationConfigsRequest) ProtoMessage() {}
 
 func (x *ListTaskPushNotificationConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[20]
+	mi := &msgTypes()[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +1777,7 @@ type ListTaskPushNotificationConfigsResponse struct {
 
 func (x *ListTaskPushNotificationConfigsResponse) Reset() {
 	*x = ListTaskPushNotificationConfigsResponse{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[21]
+	mi := &msgTypes()[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1789,7 @@ func (x *ListTaskPushNotificationConfigsResponse) String() string {
 func (*ListTaskPushNotificationConfigsResponse) ProtoMessage() {}
 
 func (x *ListTaskPushNotificationConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[21]
+	mi := &msgTypes()[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1828,7 @@ type GetExtendedAgentCardRequest struct {
 
 func (x *GetExtendedAgentCardRequest) Reset() {
 	*x = GetExtendedAgentCardRequest{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[22]
+	mi := &msgTypes()[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1840,7 @@ func (x *GetExtendedAgentCardRequest) String() string {
 func (*GetExtendedAgentCardRequest) ProtoMessage() {}
 
 func (x *GetExtendedAgentCardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[22]
+	mi := &msgTypes()[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1885,7 @@ type AgentCard struct {
 
 func (x *AgentCard) Reset() {
 	*x = AgentCard{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[23]
+	mi := &msgTypes()[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +1897,7 @@ func (x *AgentCard) String() string {
 func (*AgentCard) ProtoMessage() {}
 
 func (x *AgentCard) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[23]
+	mi := &msgTypes()[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2023,7 @@ type AgentInterface struct {
 
 func (x *AgentInterface) Reset() {
 	*x = AgentInterface{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[24]
+	mi := &msgTypes()[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2035,7 @@ func (x *AgentInterface) String() string {
 func (*AgentInterface) ProtoMessage() {}
 
 func (x *AgentInterface) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[24]
+	mi := &msgTypes()[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2089,7 @@ type AgentProvider struct {
 
 func (x *AgentProvider) Reset() {
 	*x = AgentProvider{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[25]
+	mi := &msgTypes()[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2101,7 @@ func (x *AgentProvider) String() string {
 func (*AgentProvider) ProtoMessage() {}
 
 func (x *AgentProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[25]
+	mi := &msgTypes()[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2143,7 @@ type AgentCapabilities struct {
 
 func (x *AgentCapabilities) Reset() {
 	*x = AgentCapabilities{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[26]
+	mi := &msgTypes()[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2155,7 @@ func (x *AgentCapabilities) String() string {
 func (*AgentCapabilities) ProtoMessage() {}
 
 func (x *AgentCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[26]
+	mi := &msgTypes()[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2211,7 @@ type AgentExtension struct {
 
 func (x *AgentExtension) Reset() {
 	*x = AgentExtension{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[27]
+	mi := &msgTypes()[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2223,7 @@ func (x *AgentExtension) String() string {
 func (*AgentExtension) ProtoMessage() {}
 
 func (x *AgentExtension) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[27]
+	mi := &msgTypes()[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2283,7 @@ type AgentSkill struct {
 
 func (x *AgentSkill) Reset() {
 	*x = AgentSkill{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[28]
+	mi := &msgTypes()[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2295,7 @@ func (x *AgentSkill) String() string {
 func (*AgentSkill) ProtoMessage() {}
 
 func (x *AgentSkill) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[28]
+	mi := &msgTypes()[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2378,7 @@ type AgentCardSignature struct {
 
 func (x *AgentCardSignature) Reset() {
 	*x = AgentCardSignature{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[29]
+	mi := &msgTypes()[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2390,7 @@ func (x *AgentCardSignature) String() string {
 func (*AgentCardSignature) ProtoMessage() {}
 
 func (x *AgentCardSignature) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[29]
+	mi := &msgTypes()[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2436,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[30]
+	mi := &msgTypes()[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2448,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[30]
+	mi := &msgTypes()[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2480,7 @@ type SecurityRequirement struct {
 
 func (x *SecurityRequirement) Reset() {
 	*x = SecurityRequirement{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[31]
+	mi := &msgTypes()[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2492,7 +2492,7 @@ func (x *SecurityRequirement) String() string {
 func (*SecurityRequirement) ProtoMessage() {}
 
 func (x *SecurityRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[31]
+	mi := &msgTypes()[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2531,7 @@ type SecurityScheme struct {
 
 func (x *SecurityScheme) Reset() {
 	*x = SecurityScheme{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[32]
+	mi := &msgTypes()[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2543,7 @@ func (x *SecurityScheme) String() string {
 func (*SecurityScheme) ProtoMessage() {}
 
 func (x *SecurityScheme) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[32]
+	mi := &msgTypes()[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2656,7 @@ type APIKeySecurityScheme struct {
 
 func (x *APIKeySecurityScheme) Reset() {
 	*x = APIKeySecurityScheme{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[33]
+	mi := &msgTypes()[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2668,7 @@ func (x *APIKeySecurityScheme) String() string {
 func (*APIKeySecurityScheme) ProtoMessage() {}
 
 func (x *APIKeySecurityScheme) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[33]
+	mi := &msgTypes()[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2716,7 @@ type HTTPAuthSecurityScheme struct {
 
 func (x *HTTPAuthSecurityScheme) Reset() {
 	*x = HTTPAuthSecurityScheme{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[34]
+	mi := &msgTypes()[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +2728,7 @@ func (x *HTTPAuthSecurityScheme) String() string {
 func (*HTTPAuthSecurityScheme) ProtoMessage() {}
 
 func (x *HTTPAuthSecurityScheme) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[34]
+	mi := &msgTypes()[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +2776,7 @@ type OAuth2SecurityScheme struct {
 
 func (x *OAuth2SecurityScheme) Reset() {
 	*x = OAuth2SecurityScheme{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[35]
+	mi := &msgTypes()[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +2788,7 @@ func (x *OAuth2SecurityScheme) String() string {
 func (*OAuth2SecurityScheme) ProtoMessage() {}
 
 func (x *OAuth2SecurityScheme) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[35]
+	mi := &msgTypes()[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2835,7 @@ type OpenIdConnectSecurityScheme struct {
 
 func (x *OpenIdConnectSecurityScheme) Reset() {
 	*x = OpenIdConnectSecurityScheme{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[36]
+	mi := &msgTypes()[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +2847,7 @@ func (x *OpenIdConnectSecurityScheme) String() string {
 func (*OpenIdConnectSecurityScheme) ProtoMessage() {}
 
 func (x *OpenIdConnectSecurityScheme) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[36]
+	mi := &msgTypes()[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +2886,7 @@ type MutualTlsSecurityScheme struct {
 
 func (x *MutualTlsSecurityScheme) Reset() {
 	*x = MutualTlsSecurityScheme{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[37]
+	mi := &msgTypes()[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +2898,7 @@ func (x *MutualTlsSecurityScheme) String() string {
 func (*MutualTlsSecurityScheme) ProtoMessage() {}
 
 func (x *MutualTlsSecurityScheme) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[37]
+	mi := &msgTypes()[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +2937,7 @@ type OAuthFlows struct {
 
 func (x *OAuthFlows) Reset() {
 	*x = OAuthFlows{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[38]
+	mi := &msgTypes()[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +2949,7 @@ func (x *OAuthFlows) String() string {
 func (*OAuthFlows) ProtoMessage() {}
 
 func (x *OAuthFlows) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[38]
+	mi := &msgTypes()[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,7 +3068,7 @@ type AuthorizationCodeOAuthFlow struct {
 
 func (x *AuthorizationCodeOAuthFlow) Reset() {
 	*x = AuthorizationCodeOAuthFlow{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[39]
+	mi := &msgTypes()[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3080,7 @@ func (x *AuthorizationCodeOAuthFlow) String() string {
 func (*AuthorizationCodeOAuthFlow) ProtoMessage() {}
 
 func (x *AuthorizationCodeOAuthFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[39]
+	mi := &msgTypes()[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3142,7 @@ type ClientCredentialsOAuthFlow struct {
 
 func (x *ClientCredentialsOAuthFlow) Reset() {
 	*x = ClientCredentialsOAuthFlow{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[40]
+	mi := &msgTypes()[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3154,7 +3154,7 @@ func (x *ClientCredentialsOAuthFlow) String() string {
 func (*ClientCredentialsOAuthFlow) ProtoMessage() {}
 
 func (x *ClientCredentialsOAuthFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[40]
+	mi := &msgTypes()[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3202,7 @@ type ImplicitOAuthFlow struct {
 
 func (x *ImplicitOAuthFlow) Reset() {
 	*x = ImplicitOAuthFlow{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[41]
+	mi := &msgTypes()[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3214,7 +3214,7 @@ func (x *ImplicitOAuthFlow) String() string {
 func (*ImplicitOAuthFlow) ProtoMessage() {}
 
 func (x *ImplicitOAuthFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[41]
+	mi := &msgTypes()[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3262,7 @@ type PasswordOAuthFlow struct {
 
 func (x *PasswordOAuthFlow) Reset() {
 	*x = PasswordOAuthFlow{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[42]
+	mi := &msgTypes()[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3274,7 +3274,7 @@ func (x *PasswordOAuthFlow) String() string {
 func (*PasswordOAuthFlow) ProtoMessage() {}
 
 func (x *PasswordOAuthFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[42]
+	mi := &msgTypes()[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3323,7 +3323,7 @@ type DeviceCodeOAuthFlow struct {
 
 func (x *DeviceCodeOAuthFlow) Reset() {
 	*x = DeviceCodeOAuthFlow{}
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[43]
+	mi := &msgTypes()[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3335,7 +3335,7 @@ func (x *DeviceCodeOAuthFlow) String() string {
 func (*DeviceCodeOAuthFlow) ProtoMessage() {}
 
 func (x *DeviceCodeOAuthFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes[43]
+	mi := &msgTypes()[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3716,8 +3716,14 @@ func file_a2a_a2agrpc_a2apb_a2a_proto_rawDescGZIP() []byte {
 	return file_a2a_a2agrpc_a2apb_a2a_proto_rawDescData
 }
 
-var file_a2a_a2agrpc_a2apb_a2a_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_a2a_a2agrpc_a2apb_a2a_proto_enumTypes []protoimpl.EnumInfo // made by registerFile (lazy.go)
+
+const numEnumTypes = 2
+
+var file_a2a_a2agrpc_a2apb_a2a_proto_msgTypes []protoimpl.MessageInfo // made by registerFile (lazy.go)
+
+const numMsgTypes = 51
+
 var file_a2a_a2agrpc_a2apb_a2a_proto_goTypes = []any{
 	(Role)(0),                                       // 0: lf.a2a.v1.Role
 	(TaskState)(0),                                  // 1: lf.a2a.v1.TaskState
@@ -3871,7 +3877,6 @@ var file_a2a_a2agrpc_a2apb_a2a_proto_depIdxs = []int32{
 	0,  // [0:64] is the sub-list for field type_name
 }
 
-func init() { file_a2a_a2agrpc_a2apb_a2a_proto_init() }
 func file_a2a_a2agrpc_a2apb_a2a_proto_init() {
 	if File_a2a_a2agrpc_a2apb_a2a_proto != nil {
 		return

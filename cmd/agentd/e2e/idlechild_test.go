@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
+)
+
+// A child waiting in the warm pool rehearses its payload's path on the
+// goroutine that waits, whose stack the child's start-up already grew: the
+// rehearsal's own goroutine grew a second stack, 32 KiB that stayed for the
+// child's life (performance.md, figure 9). The children dump the runtime's
+// memory classes before and after the rehearsal (api.EnvChildMemStats): the
+// stacks' class grows by no more than the stacks of the threads the runtime
+// started meanwhile (a g0 and a signal stack, 48 KiB a thread; a child's
+// threads vary with the machine's load), where a grown goroutine stack was 32
+// KiB more.
+func TestWarmChildRehearsesOnItsOwnStack(t *testing.T) {
+	const threadStacks = 48 << 10
+	t.Parallel()
+	const pool = 2
+	s := startServiceAs(t, agentdBin, []string{api.EnvChildMemStats + "=1"},
+		"--warm-pool", strconv.Itoa(pool), "--intelligence", "builtin:wait", "--store", "memory")
+	type dump struct{ ready, rehearsed map[string]any }
+	var dumps map[float64]*dump
+	testkit.WaitFor(t, 20*time.Second, "every pool child's memory before and after its rehearsal", func() bool {
+		dumps = map[float64]*dump{}
+		for _, r := range s.logs.Records("memory classes") {
+			pid, _ := r["pid"].(float64)
+			d := dumps[pid]
+			if d == nil {
+				d = &dump{}
+				dumps[pid] = d
+			}
+			switch r["at"] {
+			case "ready":
+				d.ready = r
+			case "rehearsed":
+				d.rehearsed = r
+			}
+		}
+		done := 0
+		for _, d := range dumps {
+			if d.ready != nil && d.rehearsed != nil {
+				done++
+			}
+		}
+		return done >= pool
+	})
+	for pid, d := range dumps {
+		if d.ready == nil || d.rehearsed == nil {
+			continue
+		}
+		before, _ := d.ready["heap/stacks:bytes"].(float64)
+		after, _ := d.rehearsed["heap/stacks:bytes"].(float64)
+		threads0, _ := d.ready["/sched/threads/total:threads"].(float64)
+		threads1, _ := d.rehearsed["/sched/threads/total:threads"].(float64)
+		if before == 0 || threads0 == 0 || after-before > max(0, threads1-threads0)*threadStacks {
+			t.Errorf("child %.0f: stacks %.0f bytes and %.0f threads before its rehearsal, %.0f and %.0f after", pid, before, threads0, after, threads1)
+		}
+	}
+}
