@@ -319,7 +319,7 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 		wn := api.WaitingNode{Handle: n.handle, Disposition: n.nest.disposition, Payload: n.payload, Spawned: len(n.children) + n.nest.spawnedBefore}
 		children := append([]*node(nil), n.children...)
 		n.mu.Unlock()
-		if conv == nil {
+		if conv == nil || n.wholeObjective(&wn.Payload) != nil {
 			return false
 		}
 		wn.Conversation = *conv

@@ -127,6 +127,10 @@ func (e *Engine) hasPush(ctx context.Context, id a2a.TaskID) (bool, error) {
 // unless the task has ended), retrying until deadline while the store is
 // unavailable; lt.mu is held.
 func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task, deadline time.Time) error {
+	next, err := e.wholeLocked(ctx, lt, next) // the store's copy of the first message (hollow.go)
+	if err != nil {
+		return err
+	}
 	if lt.payload != nil && !next.Status.State.Terminal() {
 		if d, ok := e.store.(Durable); ok {
 			if err := d.Retain(ctx, next.ID, lt.payload); err != nil {
@@ -234,7 +238,7 @@ func (e *Engine) seen(ctx context.Context, lt *liveTask, deadline time.Time) (*a
 			return nil, err
 		}
 	}
-	return lt.task, nil
+	return e.wholeTaskLocked(ctx, lt)
 }
 
 // syncLocked makes lt's creation, and every write that returned, durable

@@ -293,6 +293,7 @@ func (s *Store) writer() {
 		s.wmu.Unlock()
 		left := s.pending.Add(-int64(len(batch)))
 		s.solo.Store(len(batch) == 1 && left == 0)
+		clear(batch) // the ops run: what they wrote (a task's snapshot) is not held until the next batch
 	}
 }
 
