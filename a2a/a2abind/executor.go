@@ -203,10 +203,14 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 			<-reaped // one process of the task's at a time
 		}
 		// The turn alone holds its objective (runTurn), until its child has
-		// it; the turns after see its head (clip).
+		// it; the turns after see its head (clip), read back from the task
+		// store if it keeps it (ObjectiveFrom) when a follow-up needs it.
 		objective := req.Payload.Contract.Objective
 		req.Payload.Contract.Objective = ""
-		asked := clip(objective)
+		asked, readAsked := "", req.ObjectiveFrom
+		if readAsked == nil {
+			asked = clip(objective)
+		}
 		t, err := x.runTurn(ctx, reqCtx, q, req, objective, turn == 1, rerun)
 		req.Resume, req.Answer, req.ObjectiveFrom = nil, "", nil // a stored waiting tree resumes the first turn only (resume.go); the first message is the first turn's
 		if t.tree != nil {
@@ -242,6 +246,13 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		}
 		// The turn's answer joins the history (as this status's message), and
 		// the next turn runs the follow-ups with the turns so far as its seed.
+		if readAsked != nil {
+			o, err := readAsked(ctx)
+			if err != nil {
+				return fmt.Errorf("turn %d's request for the next turn's seed: %w", turn, err)
+			}
+			asked = clip(o)
+		}
 		turns = append(turns,
 			api.SeedSlice{Label: fmt.Sprintf("turn %d request", turn), Content: api.SeedContent{Text: asked}},
 			api.SeedSlice{Label: fmt.Sprintf("turn %d answer", turn), Content: api.SeedContent{Text: clip(nonEmpty(res.Distillate.Text()))}},

@@ -33,7 +33,7 @@ const (
 // heldChild is the subagent the test binary is when a supervisor re-execs
 // it: it takes its payload, marks that it has it (a file named by its pid in
 // envHeldDir), waits until envHeldDir holds "release", and completes with
-// the length of the objective it was given.
+// the length of the objective and of each seed slice it was given.
 func heldChild() int {
 	w, r := api.NewFrameWriter(os.Stdout, 0), api.NewFrameReader(os.Stdin, 0)
 	if err := w.Send(api.MethodReady, 0, api.Ready{PID: os.Getpid()}); err != nil {
@@ -57,7 +57,11 @@ func heldChild() int {
 		}
 		time.Sleep(5 * time.Millisecond) // the child polls its condition; the test never sleeps
 	}
-	_ = w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(fmt.Sprint("read ", len(p.Contract.Objective))), Usage: api.Usage{Steps: 1}})
+	text := fmt.Sprint("read ", len(p.Contract.Objective))
+	for _, s := range p.Seed.Slices {
+		text += fmt.Sprintf("; %s %d", s.Label, len(s.Content.Text))
+	}
+	_ = w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(text), Usage: api.Usage{Steps: 1}})
 	return 0
 }
 
@@ -201,13 +205,25 @@ func TestLargeMessageNotHeldOnceTheChildHasIt(t *testing.T) {
 		whole(ev.(*a2a.Task), 1)
 		break
 	}
+	// A follow-up's turn is seeded with the first turn's request, clipped,
+	// read back from the store.
+	follow := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "and then?"})
+	follow.TaskID = ids[0]
+	blocking := false
+	if _, err := e.OnSendMessage(ctx, &a2a.MessageSendParams{Message: follow, Config: &a2a.MessageSendConfig{Blocking: &blocking}}); err != nil {
+		t.Fatal(err)
+	}
 	release()
 	for i, id := range ids {
 		testkit.WaitFor(t, 10*time.Second, "task ended", func() bool {
 			got, err = e.OnGetTask(ctx, &a2a.TaskQueryParams{ID: id})
 			return err == nil && got.Status.State.Terminal()
 		})
-		if got.Status.State != a2a.TaskStateCompleted || a2atest.ArtifactText(got) != fmt.Sprint("read ", size) {
+		want := fmt.Sprint("read ", size)
+		if i == 0 {
+			want = fmt.Sprintf("read %d; turn 1 request %d; turn 1 answer %d", len("and then?"), maxSeedText+len(" [clipped]"), len(want))
+		}
+		if got.Status.State != a2a.TaskStateCompleted || a2atest.ArtifactText(got) != want {
 			t.Fatalf("task %d: %s %q", i, got.Status.State, a2atest.ArtifactText(got))
 		}
 		whole(got, i)
