@@ -425,8 +425,8 @@ func (e *Engine) commitLocked(ctx context.Context, lt *liveTask, ev a2a.Event, n
 	if lt.hollow != nil && (next.Status.State.Terminal() || push) {
 		// What is pushed, and the end the task keeps, hold the first
 		// message whole (hollow.go).
-		if next, err = e.wholeLocked(ctx, lt, next); err != nil {
-			return err
+		if next, err = e.wholeRetrying(ctx, lt, next); err != nil {
+			return e.persisted(lt, err)
 		}
 	}
 	if next.Status.State.Terminal() || push || len(lt.subs) > 0 || e.writeDelay <= 0 {

@@ -119,6 +119,18 @@ func (e *Engine) wholeLocked(ctx context.Context, lt *liveTask, t *a2a.Task) (*a
 	return &out, nil
 }
 
+// wholeRetrying is wholeLocked for a write of the task: its read waits for
+// an unavailable store as the write would (putRetrying). lt.mu is held.
+func (e *Engine) wholeRetrying(ctx context.Context, lt *liveTask, t *a2a.Task) (*a2a.Task, error) {
+	whole := t
+	err := e.putRetrying(ctx, lt, t, func(ctx context.Context, t *a2a.Task) error {
+		var err error
+		whole, err = e.wholeLocked(ctx, lt, t)
+		return err
+	}, e.retryBy())
+	return whole, err
+}
+
 // wholeTaskLocked is lt's snapshot whole (wholeLocked); lt.mu is held.
 func (e *Engine) wholeTaskLocked(ctx context.Context, lt *liveTask) (*a2a.Task, error) {
 	return e.wholeLocked(ctx, lt, lt.task)

@@ -127,10 +127,6 @@ func (e *Engine) hasPush(ctx context.Context, id a2a.TaskID) (bool, error) {
 // unless the task has ended), retrying until deadline while the store is
 // unavailable; lt.mu is held.
 func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task, deadline time.Time) error {
-	next, err := e.wholeLocked(ctx, lt, next) // the store's copy of the first message (hollow.go)
-	if err != nil {
-		return err
-	}
 	if lt.payload != nil && !next.Status.State.Terminal() {
 		if d, ok := e.store.(Durable); ok {
 			if err := d.Retain(ctx, next.ID, lt.payload); err != nil {
@@ -138,7 +134,17 @@ func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task
 			}
 		}
 	}
-	return e.persisted(lt, e.putRetrying(ctx, lt, next, e.store.Put, deadline))
+	put := e.store.Put
+	if lt.hollow != nil {
+		put = func(ctx context.Context, t *a2a.Task) error {
+			w, err := e.wholeLocked(ctx, lt, t) // the store's copy of the first message (hollow.go)
+			if err != nil {
+				return err
+			}
+			return e.store.Put(ctx, w)
+		}
+	}
+	return e.persisted(lt, e.putRetrying(ctx, lt, next, put, deadline))
 }
 
 // persistEndLocked stores a terminal snapshot with its notification
