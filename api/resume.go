@@ -136,7 +136,8 @@ const WaitingTreeVersion = 1
 
 // WaitingTree is what a tree waiting for its root's answer needs to go on
 // in another process: the question, and each waiting subagent (the asker
-// and each one passing its question up), parents before their children.
+// and each one passing its question up) and each ended one (its result),
+// parents before their children.
 // It is stored with the task while its question waits (the task store),
 // and a tree started from it (supervisor StartRequest.Resume) re-creates
 // those subagents under the same handles and agent paths, each from its
@@ -163,6 +164,28 @@ type WaitingNode struct {
 	// Remaining is the time its deadline had left when the record was
 	// taken (the wait itself does not count, unless charged).
 	Remaining Duration `json:"remaining"`
+	// Ended, set for a child that had ended (its parent's await and
+	// status answer with it), is its result as its node kept it; such a
+	// node has no conversation and no time left, and is restored ended,
+	// with no process.
+	Ended *SubagentResult `json:"ended,omitempty"`
+	// Remote, set for a remote child (a delegation to an A2A peer) that
+	// waits on its peer's question, is that question's remote task: such a
+	// node has no conversation and no children here; it is restored as a
+	// remote child that sends the answer to that task and follows it on.
+	Remote *WaitingRemote `json:"remote,omitempty"`
+}
+
+// WaitingRemote is the peer's task a remote child of a WaitingTree waits
+// on: what its delegation needs to send the answer to it (the same message,
+// with the same messageId, the live delegation would have sent) and follow
+// it on.
+type WaitingRemote struct {
+	Peer      string `json:"peer"`                 // the provider the child was delegated to
+	TaskID    string `json:"task_id"`              // the peer's task
+	ContextID string `json:"context_id,omitempty"` // its context
+	Number    int    `json:"number"`               // the question's number in the delegation, from 1
+	Key       string `json:"key"`                  // the question's key (its state and status message)
 }
 
 // ErrBadWaitingTree refuses a stored waiting tree that cannot be resumed.
@@ -180,33 +203,73 @@ func DecodeWaitingTree(b []byte) (*WaitingTree, error) {
 	return &w, nil
 }
 
-// Validate checks the version, a root first, every other node's parent
-// before it, unique handles, each payload and conversation.
+// Validate checks the version, a root first and waiting, every other
+// node's parent before it, unique handles, each payload, each waiting
+// node's conversation (a remote child's peer task instead) and time left,
+// no waiting node under an ended one, and no node under a remote child.
 func (w *WaitingTree) Validate() error {
 	if w.Version != WaitingTreeVersion {
 		return fmt.Errorf("%w: version %d, want %d", ErrBadWaitingTree, w.Version, WaitingTreeVersion)
 	}
-	if len(w.Nodes) == 0 || w.Nodes[0].ParentHandle != "" {
-		return fmt.Errorf("%w: no root first", ErrBadWaitingTree)
+	if len(w.Nodes) == 0 || w.Nodes[0].ParentHandle != "" || w.Nodes[0].Ended != nil {
+		return fmt.Errorf("%w: no waiting root first", ErrBadWaitingTree)
 	}
-	seen := make(map[string]bool, len(w.Nodes))
+	ended := make(map[string]bool, len(w.Nodes)) // seen: handle to whether it had ended
+	remote := make(map[string]bool)              // handles of remote children
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
+		parentEnded, parentSeen := ended[n.ParentHandle]
+		_, dup := ended[n.Handle]
 		switch {
-		case n.Handle == "" || seen[n.Handle]:
+		case n.Handle == "" || dup:
 			return fmt.Errorf("%w: node %d: a missing or repeated handle %q", ErrBadWaitingTree, i, n.Handle)
-		case i > 0 && !seen[n.ParentHandle]:
+		case i > 0 && !parentSeen:
 			return fmt.Errorf("%w: node %s: its parent %q is not before it", ErrBadWaitingTree, n.Handle, n.ParentHandle)
-		case n.Remaining <= 0:
+		case n.Ended == nil && parentEnded:
+			return fmt.Errorf("%w: node %s: waiting under its parent %q, which had ended", ErrBadWaitingTree, n.Handle, n.ParentHandle)
+		case n.Ended == nil && n.Remaining <= 0:
 			return fmt.Errorf("%w: node %s: no time left", ErrBadWaitingTree, n.Handle)
+		case remote[n.ParentHandle]:
+			return fmt.Errorf("%w: node %s: under the remote child %q, which has no children here", ErrBadWaitingTree, n.Handle, n.ParentHandle)
 		}
-		seen[n.Handle] = true
+		ended[n.Handle] = n.Ended != nil
+		if n.Remote != nil {
+			if err := n.Remote.validate(i, n); err != nil {
+				return err
+			}
+			remote[n.Handle] = true
+		}
 		if err := n.Payload.Validate(); err != nil {
 			return fmt.Errorf("%w: node %s: %v", ErrBadWaitingTree, n.Handle, err)
+		}
+		if n.Remote != nil {
+			continue // waiting on its peer's task: no conversation here
+		}
+		if n.Ended != nil {
+			if !n.Ended.Status.Valid() {
+				return fmt.Errorf("%w: node %s: ended with status %q", ErrBadWaitingTree, n.Handle, n.Ended.Status)
+			}
+			continue
 		}
 		if err := n.Conversation.Validate(); err != nil {
 			return fmt.Errorf("%w: node %s: %v", ErrBadWaitingTree, n.Handle, err)
 		}
+	}
+	return nil
+}
+
+// validate checks a remote child's record: not the root, not ended, a peer,
+// a task, a question number and key.
+func (r *WaitingRemote) validate(i int, n *WaitingNode) error {
+	switch {
+	case i == 0:
+		return fmt.Errorf("%w: the root is a remote child", ErrBadWaitingTree)
+	case n.Ended != nil:
+		return fmt.Errorf("%w: node %s: both ended and waiting on its peer", ErrBadWaitingTree, n.Handle)
+	case r.Peer == "" || r.TaskID == "" || r.Key == "":
+		return fmt.Errorf("%w: node %s: a remote wait without its peer, task or question key", ErrBadWaitingTree, n.Handle)
+	case r.Number < 1:
+		return fmt.Errorf("%w: node %s: remote question number %d, want at least 1", ErrBadWaitingTree, n.Handle, r.Number)
 	}
 	return nil
 }

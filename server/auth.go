@@ -3,10 +3,12 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -140,6 +142,13 @@ func (a *Auth) Middleware(next http.Handler) http.Handler {
 
 // authenticate returns the caller's identity, or an HTTP status and a reason.
 func (a *Auth) authenticate(r *http.Request) (*Identity, int, string) {
+	return a.authenticateOn(r, nil)
+}
+
+// authenticateOn is authenticate for a request on a connection whose client
+// certificate's outcome conn keeps (nil: found anew for this request). A
+// bearer token is checked on every request all the same.
+func (a *Auth) authenticateOn(r *http.Request, conn *connIdentity) (*Identity, int, string) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, token, _ := strings.Cut(h, " ")
 		token = strings.TrimSpace(token)
@@ -158,12 +167,8 @@ func (a *Auth) authenticate(r *http.Request) (*Identity, int, string) {
 		}
 		return a.authorize(&Identity{ID: svid.ID.String(), Auth: AuthJWT, Role: a.Policy.Role(svid.ID)})
 	}
-	id, ok, err := tlsconfig.PeerID(r.TLS)
-	if err != nil {
-		return &Identity{}, http.StatusUnauthorized, err.Error()
-	}
-	if ok {
-		return a.authorize(&Identity{ID: id.String(), Auth: AuthMTLS, Role: a.Policy.Role(id)})
+	if id, status, reason, ok := conn.peer(a, r.TLS); ok {
+		return id, status, reason
 	}
 	if a.Open {
 		role := tlsconfig.RolePeer
@@ -173,6 +178,45 @@ func (a *Auth) authenticate(r *http.Request) (*Identity, int, string) {
 		return &Identity{Auth: AuthNone, Role: role}, 0, ""
 	}
 	return &Identity{}, http.StatusUnauthorized, "authentication required: a client certificate (SPIFFE X.509 SVID) or a bearer token"
+}
+
+// connIdentity is what one connection's client certificate, verified in its
+// handshake, makes of its caller for one Auth: the identity, or the refusal.
+// A connection's TLS state cannot change once its handshake is done, nor can
+// an Auth's Policy, so it is found on the connection's first request that
+// carries no bearer token and kept for the rest (the gRPC binding's
+// connections, splitTLSInfo). The zero value is ready; nil keeps nothing.
+type connIdentity struct {
+	once   sync.Once
+	id     *Identity
+	status int
+	reason string
+	ok     bool // a certificate was presented
+}
+
+// peer returns the identity (or refusal) of the client certificate in cs,
+// and ok false when there is none; conn, unless nil, keeps the outcome of
+// the first call for the connection cs is of.
+func (conn *connIdentity) peer(a *Auth, cs *tls.ConnectionState) (*Identity, int, string, bool) {
+	if conn == nil {
+		return a.peerIdentity(cs)
+	}
+	conn.once.Do(func() { conn.id, conn.status, conn.reason, conn.ok = a.peerIdentity(cs) })
+	return conn.id, conn.status, conn.reason, conn.ok
+}
+
+// peerIdentity is the caller the client certificate in cs names, authorized
+// by the policy; ok false when there is no certificate.
+func (a *Auth) peerIdentity(cs *tls.ConnectionState) (*Identity, int, string, bool) {
+	id, ok, err := tlsconfig.PeerID(cs)
+	if err != nil {
+		return &Identity{}, http.StatusUnauthorized, err.Error(), true
+	}
+	if !ok {
+		return nil, 0, "", false
+	}
+	ident, status, reason := a.authorize(&Identity{ID: id.String(), Auth: AuthMTLS, Role: a.Policy.Role(id)})
+	return ident, status, reason, true
 }
 
 func (a *Auth) authorize(id *Identity) (*Identity, int, string) {

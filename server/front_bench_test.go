@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentd/agentd/a2a/a2abind"
+	"github.com/agentd/agentd/a2a/a2agrpc"
 	"github.com/agentd/agentd/a2a/a2agrpc/a2apb"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/internal/spiffetest"
@@ -32,8 +33,8 @@ import (
 // listener split over mTLS with SPIFFE authentication, one send at a time
 // on one keep-alive connection, as JSON-RPC message/send over HTTP/1.1 (the
 // figure's client: the answer's bytes checked) and as A2A 1.0 SendMessage
-// over gRPC (grpc-go's client with its defaults, as the figure's and
-// a2agrpc's, and the generated stub: the task's state checked). Client and
+// over gRPC (grpc-go's client with its defaults and the generated stub: the
+// task's state checked). Client and
 // server share the process, so ns/op and allocs/op are both sides' cost
 // (-cpuprofile tells them apart); cpu-ns/op is the process's CPU time a
 // call, which the machine's other load moves less than ns/op, and ctxsw/op
@@ -42,10 +43,11 @@ import (
 // and srv-writes/op count the server connection's reads and writes (a
 // client's PING and its ack are one of each).
 //
-// grpc-fixedwindow is the gRPC call from a client with fixed 1 MiB windows,
-// which sends no bandwidth-delay PING after an answer: grpc-go's default
-// client sends one after about every answer at concurrency 1, and the
-// server acks it, one more read and write on each side.
+// grpc-fixedwindow is the gRPC call from a client with a2agrpc's fixed
+// windows (a2agrpc.WindowOptions, as agentd's client of its peers and the
+// figure's), which sends no bandwidth-delay PING after an answer: grpc-go's
+// default client sends one after about every answer at concurrency 1, and
+// the server acks it.
 func BenchmarkFrontSend(b *testing.B) {
 	ca, err := tlsconfig.NewDevCA(testTD, time.Hour)
 	if err != nil {
@@ -109,7 +111,7 @@ func BenchmarkFrontSend(b *testing.B) {
 		opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(clientTLS()))}
 		if fixed {
 			name = "grpc-fixedwindow"
-			opts = append(opts, grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(1<<20))
+			opts = append(opts, a2agrpc.WindowOptions()...)
 		}
 		b.Run(name, func(b *testing.B) {
 			conn, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), opts...)

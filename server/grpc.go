@@ -637,7 +637,7 @@ func optInt(p *int32) *int {
 func grpcHTTP(a *Auth, gs *grpc.Server, unary *grpcUnaryServer, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		telemetry.NoteRPCMethod(w, grpcMethod(r.URL.Path))
-		id, st := grpcAdmit(a, r, log)
+		id, st := grpcAdmit(a, r, nil, log)
 		if st != nil {
 			grpcRefuse(w, st.Code(), st.Message())
 			return
@@ -662,12 +662,14 @@ func grpcHTTP(a *Auth, gs *grpc.Server, unary *grpcUnaryServer, log *slog.Logger
 // net/http, or made from a call's metadata and connection by Split's gRPC
 // server) with a, as on POST /: a refusal is UNAUTHENTICATED (no or bad
 // credentials) or PERMISSION_DENIED (an identity the policy does not allow,
-// a non-loopback Origin); an operator's cross-site call is a peer's.
-func grpcAdmit(a *Auth, r *http.Request, log *slog.Logger) (*Identity, *status.Status) {
+// a non-loopback Origin); an operator's cross-site call is a peer's. conn,
+// unless nil, keeps what r's connection's client certificate makes of the
+// caller (Auth.authenticateOn).
+func grpcAdmit(a *Auth, r *http.Request, conn *connIdentity, log *slog.Logger) (*Identity, *status.Status) {
 	if o := r.Header.Get("Origin"); o != "" && !loopback.URL(o) {
 		return nil, status.New(codes.PermissionDenied, "cross-origin request refused: Origin "+o+" is not a loopback origin")
 	}
-	id, st, reason := a.authenticate(r)
+	id, st, reason := a.authenticateOn(r, conn)
 	if st != 0 {
 		log.Warn("request refused", "status", st, "reason", reason, "spiffe_id", id.ID, "remote", r.RemoteAddr, "binding", "grpc")
 		code := codes.PermissionDenied

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
@@ -29,6 +30,22 @@ func (o *Operator) questions(ctx context.Context, raw json.RawMessage) (any, err
 		return nil, errNoTasks
 	}
 	qs := o.Questions(p.TaskID)
+	// With replicas on one store, the questions of the tasks the others
+	// run too: an answer to one is forwarded to its runner (AnswerAs).
+	more, err := o.Tasks.QuestionsElsewhere(ctx, a2a.TaskID(p.TaskID))
+	if err != nil {
+		return nil, err
+	}
+	if len(more) > 0 {
+		if o.InputTimeout > 0 {
+			for i := range more {
+				d := more[i].Since.Add(o.InputTimeout)
+				more[i].Deadline = &d
+			}
+		}
+		qs = append(qs, more...)
+		sort.SliceStable(qs, func(i, j int) bool { return qs[i].Since.Before(qs[j].Since) })
+	}
 	return api.QuestionsResult{Questions: qs}, nil
 }
 

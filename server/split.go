@@ -506,7 +506,7 @@ func (splitCreds) ClientHandshake(context.Context, string, net.Conn) (net.Conn, 
 
 func (splitCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	if t, ok := c.(*tlsReplayConn); ok {
-		return c, credentials.TLSInfo{State: t.tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
+		return c, &splitTLSInfo{TLSInfo: credentials.TLSInfo{State: t.tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}}, nil
 	}
 	return c, plainInfo{credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}, nil
 }
@@ -516,6 +516,15 @@ func (splitCreds) Info() credentials.ProtocolInfo {
 }
 func (c splitCreds) Clone() credentials.TransportCredentials { return c }
 func (splitCreds) OverrideServerName(string) error           { return nil }
+
+// splitTLSInfo is the AuthInfo of a TLS connection behind the split: its
+// TLS state, which each call's request points at rather than copies, and
+// what its client certificate makes of the caller, found on its first call
+// and kept for the rest (connIdentity).
+type splitTLSInfo struct {
+	credentials.TLSInfo
+	caller connIdentity
+}
 
 // plainInfo is the AuthInfo of an h2c connection.
 type plainInfo struct{ credentials.CommonAuthInfo }
@@ -628,9 +637,10 @@ func (s *frontStream) RecvMsg(m any) error {
 // authorized), and call runs with the caller's identity and the code note.
 func (f *grpcGate) serve(ctx context.Context, method string, call func(context.Context) error) error {
 	var err error
+	r, conn := grpcRequestOf(ctx, method)
 	telemetry.ServeA2A(f.metrics, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		telemetry.NoteRPCMethod(w, grpcMethod(method))
-		id, st := grpcAdmit(f.auth, r, f.log)
+		id, st := grpcAdmit(f.auth, r, conn, f.log)
 		if st != nil {
 			err = st.Err()
 			return
@@ -641,14 +651,15 @@ func (f *grpcGate) serve(ctx context.Context, method string, call func(context.C
 		if c := code.Load(); c >= 0 {
 			telemetry.NoteRPCCode(w, int(c))
 		}
-	})).ServeHTTP(discardWriter{}, grpcRequestOf(ctx, method))
+	})).ServeHTTP(discardWriter{}, r)
 	return err
 }
 
 // grpcRequestOf is the HTTP request a gRPC call over the split amounts to,
 // for the front's authentication and telemetry: its metadata as headers,
-// the connection's TLS state, addresses and authority.
-func grpcRequestOf(ctx context.Context, method string) *http.Request {
+// the connection's TLS state, addresses and authority; and, for a TLS
+// connection, what its certificate makes of the caller, kept per connection.
+func grpcRequestOf(ctx context.Context, method string) (r *http.Request, conn *connIdentity) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	h := make(http.Header, len(md))
 	host := ""
@@ -661,20 +672,23 @@ func grpcRequestOf(ctx context.Context, method string) *http.Request {
 		}
 		h[http.CanonicalHeaderKey(k)] = vs
 	}
-	r := &http.Request{Method: http.MethodPost, Proto: "HTTP/2.0", ProtoMajor: 2, Header: h, Host: host,
+	r = &http.Request{Method: http.MethodPost, Proto: "HTTP/2.0", ProtoMajor: 2, Header: h, Host: host,
 		URL: &url.URL{Path: method}, RequestURI: method}
 	if p, ok := peer.FromContext(ctx); ok {
 		if p.Addr != nil {
 			r.RemoteAddr = p.Addr.String()
 		}
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+		switch ti := p.AuthInfo.(type) {
+		case *splitTLSInfo:
+			r.TLS, conn = &ti.State, &ti.caller
+		case credentials.TLSInfo:
 			r.TLS = &ti.State
 		}
 		if p.LocalAddr != nil {
 			ctx = context.WithValue(ctx, http.LocalAddrContextKey, p.LocalAddr)
 		}
 	}
-	return r.WithContext(ctx)
+	return r.WithContext(ctx), conn
 }
 
 // discardWriter is the ResponseWriter of grpcGate.serve's request: the

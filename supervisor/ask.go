@@ -162,6 +162,7 @@ func (s *Supervisor) pose(ctx context.Context, n *node, q api.Question) (string,
 		n.ask.wake = nil
 	}
 	n.mu.Unlock()
+	n.nest.tree.change() // the tree may now be a waiting tree (suspend.go)
 	defer func() {
 		qq.abandon()
 		n.mu.Lock()

@@ -370,7 +370,14 @@ func (s *Supervisor) controlClosed(p *proc, log *slog.Logger) Health {
 func (s *Supervisor) notExited(n *node, health Health, log *slog.Logger) {
 	n.mu.Lock()
 	hasResult := n.result != nil
+	// A process ending for a suspension (suspend.go) answers its ctrl/cancel
+	// with a result and may be slow to exit: the suspension's own ladder
+	// reaps it, and a stop here would end the node it keeps.
+	suspending := n.hold.suspended != nil && n.hold.suspended == n.proc
 	n.mu.Unlock()
+	if suspending {
+		return
+	}
 	if hasResult {
 		log.Warn("no exit after its result: reaping it with the kill ladder")
 		s.killSubtree(n, verdict{}, "no exit after its result")

@@ -130,6 +130,10 @@ func (n *node) info() NodeInfo {
 	default:
 		in.State = StateRunning
 	}
+	if n.nest.remote && n.hold.remoteHeld != nil && n.hold.remoteRun == nil {
+		in.State = StateSuspended // its delegation's follow ended until its answer (suspend.go)
+		return in
+	}
 	if sp := n.hold.suspended; sp != nil && sp == n.proc && sp.exited() {
 		in.State = StateSuspended // no process until its answer (suspend.go)
 		return in
@@ -247,6 +251,7 @@ func (s *Supervisor) run(n *node) {
 		s.blobs.Release(n.nest.tree.root.handle)
 	}
 	close(n.done)
+	n.nest.tree.change() // the tree may now be a waiting tree (suspend.go)
 	if last {
 		close(n.nest.tree.done)
 	}

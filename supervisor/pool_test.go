@@ -343,22 +343,24 @@ func TestPayloadOverFrameLimitKeepsWarmChild(t *testing.T) {
 	}
 }
 
-// The supervisor sets every agentd child's Go memory limit and GOGC
-// (Config.ChildMemoryLimit, ChildGOGC), replacing the ones its own
-// environment carries: a cold child and a pooled one run with them.
+// The supervisor sets every agentd child's Go memory limit, GOGC and
+// GOMAXPROCS (Config.ChildMemoryLimit, ChildGOGC, ChildGOMAXPROCS), replacing
+// the ones its own environment carries: a cold child and a pooled one run
+// with them.
 func TestChildGCSettingsFromSupervisor(t *testing.T) {
 	for _, pool := range []int{0, 1} {
 		s, _ := newSupervisor(t, "gcenv", withPool(pool), func(c *Config) {
-			c.Env = append(c.Env, "GOMEMLIMIT=1GiB", "GOGC=400")
+			c.Env = append(c.Env, "GOMEMLIMIT=1GiB", "GOGC=400", "GOMAXPROCS=3")
 			c.ChildMemoryLimit = 12 << 20
 			c.ChildGOGC = 75
+			c.ChildGOMAXPROCS = 1
 		})
 		if pool > 0 {
 			waitIdle(t, s, pool)
 		}
 		r := start(t, s, testPayload("gc", time.Minute))
 		res := result(t, r, 10*time.Second)
-		if want := fmt.Sprintf("limit=%d gogc=75", 12<<20); res.Status != api.StatusCompleted || res.Distillate.Text() != want {
+		if want := fmt.Sprintf("limit=%d gogc=75 procs=1", 12<<20); res.Status != api.StatusCompleted || res.Distillate.Text() != want {
 			t.Fatalf("pool %d: the child ran with %q (%s), want %q", pool, res.Distillate.Text(), res.Status, want)
 		}
 	}

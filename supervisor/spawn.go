@@ -447,23 +447,175 @@ func (s *Supervisor) superviseRemote(n *node, log *slog.Logger) api.SubagentResu
 		if q.AgentPath == "" {
 			q.AgentPath = n.payload.AgentPath
 		}
-		return s.pose(actx, n, q)
+		return s.askRemote(ctx, actx, n, q)
 	})
-	dctx, dcancel := context.WithDeadline(ctx, n.deadline) // starting it is bounded by the deadline
-	r, err := s.cfg.Delegator.Delegate(dctx, n.nest.provider, n.handle, n.payload)
-	dcancel()
+	var res api.SubagentResult
+	for first := true; ; first = false {
+		r, err := s.startRemote(ctx, n, log)
+		if err != nil {
+			return api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""), Detail: err.Error()}
+		}
+		if r == nil { // stopped or past its deadline while suspended
+			n.mu.Lock()
+			res = api.SubagentResult{Status: api.StatusCancelled, Distillate: api.InlineText(""), Detail: "stopped while suspended", Usage: n.usage}
+			if n.verdict != nil {
+				res.Status, res.Cause, res.Detail = n.verdict.status, n.verdict.cause, n.verdict.detail
+			}
+			n.mu.Unlock()
+			return res
+		}
+		n.mu.Lock()
+		n.hold.remoteRun = r
+		n.mu.Unlock()
+		untrack := s.trackRemote(n, r) // steer.go
+		if s.cfg.Observer != nil {
+			if first {
+				s.cfg.Observer.NodeStarted(n.info())
+			}
+			s.cfg.Observer.NodeProgress(n.info())
+		}
+		if first {
+			close(started)
+		}
+		res = s.followRemote(n, r, log)
+		untrack()
+		n.mu.Lock()
+		n.hold.remoteRun = nil
+		suspended := n.hold.remoteHeld != nil && n.verdict == nil && !n.killing
+		n.mu.Unlock()
+		if !suspended {
+			break
+		}
+		log.Info("subagent suspended: its delegation's follow ended, its peer's task waits on")
+		if s.cfg.Observer != nil {
+			s.cfg.Observer.NodeProgress(n.info())
+		}
+	}
+	return s.settleRemote(n, res, log)
+}
+
+// startRemote starts n's delegation: the first, or, for a child suspended
+// (or restored from a stored waiting tree) while its peer's question waited,
+// once the answer comes, a resumed one that sends it to the peer's task
+// (RemoteResumer). It returns nil and no error when n was stopped, or its
+// deadline passed, while it waited for the answer.
+func (s *Supervisor) startRemote(ctx context.Context, n *node, log *slog.Logger) (Remote, error) {
+	n.mu.Lock()
+	from, answer := n.hold.remoteHeld, n.hold.remoteAnswer
+	n.mu.Unlock()
+	if from == nil {
+		dctx, dcancel := context.WithDeadline(ctx, n.deadline) // starting it is bounded by the deadline
+		defer dcancel()
+		r, err := s.cfg.Delegator.Delegate(dctx, n.nest.provider, n.handle, n.payload)
+		if err != nil {
+			log.Warn("delegation failed", "err", err)
+			return nil, fmt.Errorf("delegate to %s: %w", n.nest.provider, err)
+		}
+		return r, nil
+	}
+	rr, ok := s.cfg.Delegator.(RemoteResumer)
+	if !ok {
+		return nil, fmt.Errorf("resume the delegation to %s: its delegator cannot resume one", n.nest.provider)
+	}
+	var rep remoteReply
+	stopped := false
+	select {
+	case rep = <-answer:
+	case <-n.killed:
+		stopped = true
+	}
+	d := n.deadlineNow()
+	if !stopped && !time.Now().Before(d) {
+		s.judge(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed while suspended", n.payload.Limits.Deadline)})
+		stopped = true
+	}
+	text := rep.text
+	if rep.err != nil || stopped {
+		// No answer: the resumed run sends none and cancels the peer's
+		// task, as the live one would.
+		text = ""
+		log.Info("the peer's question got no answer while suspended", "err", rep.err, "stopped", stopped)
+	}
+	p := n.payload
+	p.Limits.Deadline = api.Duration(max(time.Until(d), time.Millisecond))
+	dctx, dcancel := context.WithTimeout(ctx, max(time.Until(d), s.cfg.DrainGrace+s.cfg.KillGrace))
+	defer dcancel()
+	r, err := rr.ResumeRemote(dctx, n.nest.provider, n.handle, p, *from, text)
+	if stopped {
+		n.mu.Lock()
+		n.hold.remoteHeld, n.hold.remoteAnswer = nil, nil
+		n.mu.Unlock()
+		if err == nil {
+			grace := time.NewTimer(s.cfg.DrainGrace + s.cfg.KillGrace)
+			defer grace.Stop()
+			select { // it cancels the peer's task
+			case <-r.Done():
+			case <-grace.C:
+				r.Cancel("stopped while suspended")
+			}
+		}
+		return nil, nil
+	}
+	n.mu.Lock()
+	n.hold.remoteHeld, n.hold.remoteAnswer = nil, nil
+	n.mu.Unlock()
 	if err != nil {
-		log.Warn("delegation failed", "err", err)
-		return api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""),
-			Detail: fmt.Sprintf("delegate to %s: %v", n.nest.provider, err)}
+		log.Warn("resuming the delegation failed", "err", err)
+		return nil, fmt.Errorf("resume the delegation to %s: %w", n.nest.provider, err)
 	}
-	defer s.trackRemote(n, r)() // steer.go
-	if s.cfg.Observer != nil {
-		s.cfg.Observer.NodeStarted(n.info())
-		s.cfg.Observer.NodeProgress(n.info())
+	log.Info("subagent resumes: the answer goes to its peer's task", "remote_task_id", from.TaskID)
+	return r, nil
+}
+
+// askRemote poses the peer's question q of n, a remote child whose run r
+// asks under actx. The question waits in the supervisor under ctx (the
+// child's), not the run's: when the tree is suspended meanwhile (the run
+// detached, suspendTree), the answer is kept for n's next run.
+func (s *Supervisor) askRemote(ctx, actx context.Context, n *node, q api.Question) (string, error) {
+	ch := make(chan remoteReply, 1)
+	pctx, pcancel := context.WithCancelCause(ctx)
+	n.mu.Lock()
+	n.hold.remoteAsking = true
+	n.mu.Unlock()
+	go func() {
+		a, err := s.pose(pctx, n, q)
+		pcancel(nil)
+		ch <- remoteReply{text: a, err: err}
+	}()
+	var rep remoteReply
+	got := false
+	select {
+	case rep = <-ch:
+		got = true
+	case <-actx.Done():
 	}
-	close(started)
-	deadline := time.NewTimer(time.Until(n.deadline))
+	n.mu.Lock()
+	n.hold.remoteAsking = false
+	held := n.hold.remoteHeld != nil
+	if held {
+		if got {
+			n.hold.remoteAnswer <- rep // cap 1; the one answer
+		} else {
+			n.hold.remoteAnswer = ch
+		}
+	}
+	n.mu.Unlock()
+	switch {
+	case held:
+		<-actx.Done() // suspendTree detaches the run: it ends without cancelling its peer's task
+		return "", context.Cause(actx)
+	case got:
+		return rep.text, rep.err
+	}
+	pcancel(context.Cause(actx))
+	<-ch
+	return "", context.Cause(actx)
+}
+
+// followRemote waits for n's delegation r to end, enforcing n's deadline and
+// its subtree's stop, and returns its result.
+func (s *Supervisor) followRemote(n *node, r Remote, log *slog.Logger) api.SubagentResult {
+	deadline := time.NewTimer(time.Until(n.deadlineNow()))
 	defer deadline.Stop()
 wait:
 	for {
@@ -491,14 +643,18 @@ wait:
 	}
 	grace := time.NewTimer(s.cfg.DrainGrace + s.cfg.KillGrace)
 	defer grace.Stop()
-	var res api.SubagentResult
 	select {
 	case <-r.Done():
-		res = r.Result()
+		return r.Result()
 	case <-grace.C:
 		log.Error("remote delegation did not stop after cancel")
-		res = api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""), Detail: "the remote delegation did not stop after cancel"}
+		return api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText(""), Detail: "the remote delegation did not stop after cancel"}
 	}
+}
+
+// settleRemote counts a remote child's usage against its tree and returns
+// its result.
+func (s *Supervisor) settleRemote(n *node, res api.SubagentResult, log *slog.Logger) api.SubagentResult {
 	// The remote's usage counts against this tree.
 	n.mu.Lock()
 	delta := api.Usage{TokensIn: max(res.Usage.TokensIn-n.usage.TokensIn, 0), TokensOut: max(res.Usage.TokensOut-n.usage.TokensOut, 0)}

@@ -81,9 +81,13 @@ type Config struct {
 	// free pages before it grows past it. ChildGOGC, if positive, is every
 	// agentd child's GOGC. Either, when set, replaces the variable Env carries
 	// (the supervisor's own settings are for its heap, not a child's); exec
-	// children keep Env's.
+	// children keep Env's. ChildGOMAXPROCS, if positive, is every agentd
+	// child's GOMAXPROCS the same way: each P holds spans, threads and GC
+	// state of its own, and a child waits; a child whose spawn payload is
+	// large returns to the runtime's default itself (internal/agent).
 	ChildMemoryLimit int64
 	ChildGOGC        int
+	ChildGOMAXPROCS  int
 
 	// ChildDeadline caps every child's deadline on top of its payload's
 	// (Detector A); the child is told the capped value. Default 600s.
@@ -308,6 +312,22 @@ type Remote interface {
 	Cancel(reason string)
 }
 
+// RemoteWaiter is a Remote that can say which of its peer's questions it
+// waits on the answer of, and stop following its peer's task without
+// cancelling it: a remote child of a waiting tree is recorded and suspended
+// so (suspend.go).
+type RemoteWaiter interface {
+	WaitingOn() (api.WaitingRemote, bool)
+	Detach()
+}
+
+// RemoteResumer is a Delegator that resumes a remote child whose peer's task
+// waits on the question w: it sends answer to that task and follows it on,
+// sending no new delegation.
+type RemoteResumer interface {
+	ResumeRemote(ctx context.Context, provider, handle string, payload api.SpawnPayload, w api.WaitingRemote, answer string) (Remote, error)
+}
+
 // selfTool serves one self-tool for the calling node.
 type selfTool func(ctx context.Context, caller *node, args json.RawMessage) api.ToolResult
 
@@ -371,7 +391,7 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: blobs}
 	s.selfTools = s.selfToolTable()
-	s.baseEnv = append(childGC(cfg.Env, cfg.ChildMemoryLimit, cfg.ChildGOGC),
+	s.baseEnv = append(childGC(cfg.Env, cfg.ChildMemoryLimit, cfg.ChildGOGC, cfg.ChildGOMAXPROCS),
 		api.EnvSubagent+"=1",
 		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
 		api.EnvMaxFrame+"="+strconv.Itoa(cfg.MaxFrame), // both ends refuse the same frames
@@ -384,13 +404,14 @@ func New(cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
-// childGC is env with the Go runtime's settings of an agentd child: GOMEMLIMIT
-// and GOGC replaced by limit (bytes) and gogc where positive.
-func childGC(env []string, limit int64, gogc int) []string {
-	out := make([]string, 0, len(env)+5)
+// childGC is env with the Go runtime's settings of an agentd child:
+// GOMEMLIMIT, GOGC and GOMAXPROCS replaced by limit (bytes), gogc and procs
+// where positive.
+func childGC(env []string, limit int64, gogc, procs int) []string {
+	out := make([]string, 0, len(env)+6)
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if (k == "GOMEMLIMIT" && limit > 0) || (k == "GOGC" && gogc > 0) {
+		if (k == "GOMEMLIMIT" && limit > 0) || (k == "GOGC" && gogc > 0) || (k == "GOMAXPROCS" && procs > 0) {
 			continue
 		}
 		out = append(out, kv)
@@ -400,6 +421,9 @@ func childGC(env []string, limit int64, gogc int) []string {
 	}
 	if gogc > 0 {
 		out = append(out, "GOGC="+strconv.Itoa(gogc))
+	}
+	if procs > 0 {
+		out = append(out, "GOMAXPROCS="+strconv.Itoa(procs))
 	}
 	return out
 }

@@ -49,6 +49,34 @@ type holdState struct {
 	answer    chan api.ToolResult // cap 1: the pending call's result, for the next process
 	resume    *api.Resume         // the next process's Resume, taken by deliver
 	rootSlot  bool                // a root that gave back its process slot
+
+	// A remote child's part (spawn.go superviseRemote): its run, whether
+	// the peer's question is being asked now (askRemote), and once
+	// suspended, the question its peer's task waits on and the channel its
+	// answer comes on, for the next run (RemoteResumer).
+	remoteRun    Remote
+	remoteAsking bool
+	remoteHeld   *api.WaitingRemote
+	remoteAnswer chan remoteReply
+}
+
+// remoteReply is the answer to a remote child's question, or why none came.
+type remoteReply struct {
+	text string
+	err  error
+}
+
+// remoteWaitingLocked returns the peer's question n, a remote child, waits
+// on, when its run can say. n.mu is held.
+func (n *node) remoteWaitingLocked() (api.WaitingRemote, bool) {
+	if n.hold.remoteHeld != nil {
+		return *n.hold.remoteHeld, true
+	}
+	w, ok := n.hold.remoteRun.(RemoteWaiter)
+	if !ok || !n.hold.remoteAsking {
+		return api.WaitingRemote{}, false
+	}
+	return w.WaitingOn()
 }
 
 // holdConversation records the conversation of n's pending subagent.ask
@@ -86,37 +114,53 @@ func (n *node) suspendedProc() *proc {
 // holdable reports whether n waits in subagent.ask with a stored
 // conversation, a process of its own and no stop under way. n.mu is held.
 func (n *node) holdableLocked() bool {
-	return !n.nest.remote && n.nest.workflow == nil && n.nest.exec == nil &&
+	if n.nest.remote {
+		// A remote child waiting on its peer's question: no process, and
+		// its run can be detached and resumed.
+		_, ok := n.remoteWaitingLocked()
+		return ok && n.hold.remoteHeld == nil && !n.killing && n.verdict == nil && n.result == nil &&
+			n.ask.q != nil && n.ask.q.open()
+	}
+	return n.nest.workflow == nil && n.nest.exec == nil &&
 		n.proc != nil && n.proc.spawned.Load() && !n.killing && n.verdict == nil && n.result == nil &&
 		n.hold.conv != nil && n.hold.suspended == nil && n.ask.q != nil && n.ask.q.open()
 }
 
-// holdTimer suspends t once its root's question q has waited InputHold,
-// trying again each InputHold while t is not a waiting tree; the returned
-// stop ends it.
+// holdTimer suspends t once its root's question q has waited InputHold:
+// then, and when t becomes a waiting tree afterwards (a node ends or asks),
+// or each InputHold again, until it is one; the returned stop ends it, once
+// no suspension is being tried.
 func (s *Supervisor) holdTimer(t *tree, q *Question) (stop func()) {
-	var mu sync.Mutex
-	stopped := false
-	var timer *time.Timer
-	var try func()
-	try = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped || !q.open() {
-			return
+	quit, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		timer := time.NewTimer(s.cfg.InputHold)
+		defer timer.Stop()
+		held := false // InputHold has passed
+		for {
+			changed := t.changes()
+			select {
+			case <-quit:
+				return
+			case <-q.done:
+				return
+			case <-timer.C:
+				held = true
+				timer.Reset(s.cfg.InputHold)
+			case <-changed:
+				if !held {
+					continue
+				}
+			}
+			if s.suspendTree(t) {
+				return
+			}
 		}
-		if !s.suspendTree(t) {
-			timer = time.AfterFunc(s.cfg.InputHold, try)
-		}
-	}
-	mu.Lock()
-	timer = time.AfterFunc(s.cfg.InputHold, try)
-	mu.Unlock()
+	}()
+	var once sync.Once
 	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		timer.Stop()
+		once.Do(func() { close(quit) })
+		<-exited
 	}
 }
 
@@ -142,22 +186,35 @@ func (s *Supervisor) suspendTree(t *tree) bool {
 	// Marked, a node's answer goes to its next process whenever it comes
 	// (resumeWith), so a node answered between the check and its mark is
 	// left running, and one answered after is resumed: both are right.
+	// A remote child marked, its answer goes to its next run (askRemote).
 	var held []*node
+	var detach []RemoteWaiter
 	for _, m := range live {
 		m.mu.Lock()
 		if m.holdableLocked() {
-			m.hold.suspended, m.hold.saved = m.proc, m.hold.conv
-			m.hold.answer = make(chan api.ToolResult, 1)
-			held = append(held, m)
+			if m.nest.remote {
+				w, _ := m.remoteWaitingLocked()
+				m.hold.remoteHeld, m.hold.remoteAnswer = &w, make(chan remoteReply, 1)
+				detach = append(detach, m.hold.remoteRun.(RemoteWaiter))
+			} else {
+				m.hold.suspended, m.hold.saved = m.proc, m.hold.conv
+				m.hold.answer = make(chan api.ToolResult, 1)
+				held = append(held, m)
+			}
 		}
 		m.mu.Unlock()
 	}
-	if len(held) == 0 {
+	if len(held) == 0 && len(detach) == 0 {
 		return false
 	}
 	s.log.InfoContext(t.root.spanCtx(), "waiting tree suspended: its processes end and give back their slots", "root_handle", t.root.handle,
-		"subagents", len(held), "input_hold", s.cfg.InputHold.String())
-	go s.ladder(held, "suspended: waiting for an answer past the input hold")
+		"subagents", len(held), "remote_children", len(detach), "input_hold", s.cfg.InputHold.String())
+	for _, r := range detach {
+		r.Detach() // its follow ends; the peer's task waits on
+	}
+	if len(held) > 0 {
+		go s.ladder(held, "suspended: waiting for an answer past the input hold")
+	}
 	return true
 }
 
@@ -287,8 +344,9 @@ func (n *node) takeResume() *api.Resume {
 }
 
 // Waiting returns the record of r's tree while it is a waiting tree (every
-// live subagent waits in subagent.ask with its conversation, or is
-// suspended), with the root's question; false when it is not one. The
+// live subagent waits in subagent.ask on the root's question, the asker or
+// passing it up, with its conversation, or is suspended), with the root's
+// question and every ended subagent's result; false when it is not one. The
 // record is what a tree started from it (StartRequest.Resume) needs, in
 // this process or another.
 func (r *Run) Waiting() (*api.WaitingTree, bool) {
@@ -303,12 +361,47 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 	defer t.mu.Unlock()
 	var walk func(n *node) bool
 	walk = func(n *node) bool {
-		select {
-		case <-n.done:
+		n.mu.Lock() // leaveObjective changes a root's payload
+		payload := n.payload
+		n.mu.Unlock()
+		wn := api.WaitingNode{Handle: n.handle, Disposition: n.nest.disposition, Payload: payload}
+		if n.parent != nil {
+			wn.ParentHandle = n.parent.handle
+		}
+		if n.ended() {
+			// An ended child: its parent's await and status answer with
+			// its result, after the resume as before. It spawns no more.
+			if n.nest.exec != nil {
+				return true // an exec child's report is not kept (its payload is not a subagent's)
+			}
+			res := n.final
+			wn.Ended = &res
+			n.mu.Lock()
+			children := append([]*node(nil), n.children...)
+			wn.Spawned = len(n.children) + n.nest.spawnedBefore
+			n.mu.Unlock()
+			w.Nodes = append(w.Nodes, wn)
+			for _, c := range children {
+				if !walk(c) {
+					return false
+				}
+			}
 			return true
-		default:
 		}
 		n.mu.Lock()
+		if n.nest.remote {
+			rw, ok := n.remoteWaitingLocked()
+			ok = ok && n.ask.q != nil && n.ask.q.Q.Handle == q.Q.Handle
+			n.mu.Unlock()
+			if !ok {
+				return false
+			}
+			wn.Payload.Resume = nil
+			wn.Remote = &rw
+			wn.Remaining = api.Duration(time.Until(n.deadlineNow()))
+			w.Nodes = append(w.Nodes, wn)
+			return true // it has no children here
+		}
 		conv := n.hold.saved
 		if n.hold.suspended == nil {
 			conv = nil
@@ -316,7 +409,13 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 				conv = n.hold.conv
 			}
 		}
-		wn := api.WaitingNode{Handle: n.handle, Disposition: n.nest.disposition, Payload: n.payload, Spawned: len(n.children) + n.nest.spawnedBefore}
+		// Only the root's question is answered by the answer the record
+		// is resumed with: a subagent waiting on a question of its own
+		// (one no one passed up) is not recorded.
+		if n.ask.q == nil || n.ask.q.Q.Handle != q.Q.Handle {
+			conv = nil
+		}
+		wn.Spawned = len(n.children) + n.nest.spawnedBefore
 		children := append([]*node(nil), n.children...)
 		n.mu.Unlock()
 		if conv == nil || n.wholeObjective(&wn.Payload) != nil {
@@ -324,9 +423,6 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 		}
 		wn.Conversation = *conv
 		wn.Remaining = api.Duration(time.Until(n.deadlineNow()))
-		if n.parent != nil {
-			wn.ParentHandle = n.parent.handle
-		}
 		w.Nodes = append(w.Nodes, wn)
 		for _, c := range children {
 			if !walk(c) {
@@ -341,6 +437,11 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 	return w, true
 }
 
+// WaitingChanged returns a channel closed at the next change of r's tree
+// that may make it a waiting tree, or change its record (a subagent ended,
+// or asks): Waiting is then worth asking again.
+func (r *Run) WaitingChanged() <-chan struct{} { return r.n.nest.tree.changes() }
+
 // resumed returns the payload of a node of a stored waiting tree, started
 // from its conversation with answer, its deadline what it had left (less the
 // time since the record, when the wait is charged).
@@ -353,6 +454,25 @@ func (s *Supervisor) resumedPayload(w *api.WaitingTree, wn *api.WaitingNode, ans
 	}
 	p.Limits.Deadline = api.Duration(max(left, time.Millisecond))
 	return p
+}
+
+// attachEnded restores an ended child of a stored waiting tree under
+// parent: a node that has ended, with its result, and no process, goroutine
+// or slot, so that its parent's subagent.await and subagent.status answer
+// as they did before the record was taken. The caller holds the tree's mu.
+func (s *Supervisor) attachEnded(parent *node, wn *api.WaitingNode) *node {
+	t := parent.nest.tree
+	c := newNode(wn.Handle, parent, wn.Payload)
+	c.nest = nest{tree: t, disposition: wn.Disposition, provider: localProvider, spawnedBefore: wn.Spawned}
+	c.final, c.usage = *wn.Ended, wn.Ended.Usage
+	c.settleOnce.Do(func() { close(c.settled) })
+	close(c.done)
+	parent.mu.Lock()
+	parent.children = append(parent.children, c)
+	parent.mu.Unlock()
+	t.total++
+	t.nodes[c.handle] = c
+	return c
 }
 
 // attachResumed registers the non-root nodes of a stored waiting tree under
@@ -369,6 +489,19 @@ func (s *Supervisor) attachResumed(root *node, w *api.WaitingTree, answer string
 	for i := 1; i < len(w.Nodes); i++ {
 		wn := &w.Nodes[i]
 		parent := byHandle[wn.ParentHandle]
+		if wn.Ended != nil {
+			byHandle[wn.Handle] = s.attachEnded(parent, wn)
+			continue
+		}
+		if wn.Remote != nil {
+			child, refusal := s.attachRemote(root, parent, w, wn, answer)
+			if refusal != "" {
+				return out, fmt.Errorf("resume remote child %s: %s", wn.Payload.AgentPath, refusal)
+			}
+			byHandle[child.handle] = child
+			out = append(out, child)
+			continue
+		}
 		p := s.resumedPayload(w, wn, answer)
 		if err := s.fitsFrame(&p); err != nil {
 			return out, fmt.Errorf("resume subagent %s: %w", p.AgentPath, err)
@@ -389,4 +522,28 @@ func (s *Supervisor) attachResumed(root *node, w *api.WaitingTree, answer string
 		n.nest.spawnedBefore -= len(n.children)
 	}
 	return out, nil
+}
+
+// attachRemote registers a remote child of a stored waiting tree under
+// parent: its run sends answer to the peer's task it waited on, not a new
+// delegation (superviseRemote). The caller holds the tree's mu.
+func (s *Supervisor) attachRemote(root, parent *node, w *api.WaitingTree, wn *api.WaitingNode, answer string) (*node, string) {
+	p := wn.Payload
+	left := wn.Remaining.D()
+	if s.cfg.AskChargesDeadline {
+		left -= time.Since(w.At)
+	}
+	p.Limits.Deadline = api.Duration(max(left, time.Millisecond))
+	child := newNode(wn.Handle, parent, p)
+	child.nest = nest{tree: parent.nest.tree, disposition: wn.Disposition, provider: wn.Remote.Peer, remote: true, spawnedBefore: wn.Spawned}
+	rw := *wn.Remote
+	child.hold.remoteHeld, child.hold.remoteAnswer = &rw, make(chan remoteReply, 1)
+	child.hold.remoteAnswer <- remoteReply{text: answer}
+	child.span = startSpawnSpan(root.spanCtx(), &child.payload, child.nest.provider)
+	if refusal := s.registerLocked(parent, child); refusal != "" {
+		child.span.End()
+		return nil, refusal
+	}
+	s.stats.spawn(child.nest.provider)
+	return child, ""
 }

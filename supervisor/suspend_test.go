@@ -123,8 +123,21 @@ func TestInputHoldSuspendsAndResumes(t *testing.T) {
 		1: "root: child of find the release told 2.0",
 		2: "root: mid told 2.0: leaf leaf told 2.0",
 	}
-	for depth := 0; depth <= 2; depth++ {
-		t.Run(itoa(depth), func(t *testing.T) {
+	cases := []struct {
+		name       string
+		depth      int
+		drainGrace time.Duration
+	}{
+		{"0", 0, 0}, {"1", 1, 0}, {"2", 2, 0},
+		// A process that answers the suspension's ctrl/cancel with its
+		// result and does not exit within DrainGrace: the suspension's
+		// ladder reaps it, not Detector "no exit after its result", whose
+		// stop would end the node the suspension keeps.
+		{"1-slow-exit", 1, time.Millisecond},
+	}
+	for _, tc := range cases {
+		depth := tc.depth
+		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "script.txt")
 			if err := os.WriteFile(file, []byte(suspendScripts[depth]), 0o600); err != nil {
 				t.Fatal(err)
@@ -133,6 +146,9 @@ func TestInputHoldSuspendsAndResumes(t *testing.T) {
 			obs := &pidObserver{pids: map[string][]int{}}
 			s, logs := newSupervisor(t, "agent", func(c *Config) {
 				c.InputHold = 20 * time.Millisecond
+				if tc.drainGrace > 0 {
+					c.DrainGrace = tc.drainGrace
+				}
 				c.Budget = budget
 				c.Observer = obs
 				c.Caps.MaxDepth = 3
@@ -270,6 +286,7 @@ func TestWaitingTreeBadRecord(t *testing.T) {
 		"no nodes":    `{"version":1}`,
 		"no payload":  `{"version":1,"nodes":[{"handle":"h","remaining":1000}]}`,
 		"orphan node": `{"version":1,"nodes":[{"handle":"h"},{"handle":"c","parent_handle":"x"}]}`,
+		"ended root":  `{"version":1,"nodes":[{"handle":"h","ended":{"status":"completed"}}]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := api.DecodeWaitingTree([]byte(rec)); !errors.Is(err, api.ErrBadWaitingTree) {
@@ -284,4 +301,195 @@ func TestWaitingTreeBadRecord(t *testing.T) {
 	if n := len(s.Live()); n != 0 {
 		t.Fatalf("%d subagents live after a refused resume", n)
 	}
+}
+
+// nodesOf names a record's nodes: agent path, and the status of each ended
+// one.
+func nodesOf(w *api.WaitingTree) string {
+	var out []string
+	for _, n := range w.Nodes {
+		s := n.Payload.AgentPath
+		if n.Ended != nil {
+			s += " ended " + string(n.Ended.Status)
+		}
+		out = append(out, s)
+	}
+	return "[" + strings.Join(out, ", ") + "]"
+}
+
+// startAsking starts script in s and returns the run and its root's
+// question.
+func startAsking(t *testing.T, s *Supervisor, script string) (*Run, *Question) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "script.txt")
+	if err := os.WriteFile(file, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := testPayload("when is the release?", time.Minute)
+	p.Limits.MaxSteps = 10
+	p.Intelligence = api.Intelligence{Endpoint: "builtin:script=" + file}
+	r, err := s.Start(t.Context(), StartRequest{Payload: p, Questions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case q := <-r.Questions():
+		return r, q
+	case <-time.After(20 * time.Second):
+		t.Fatal("no question")
+		return nil, nil
+	}
+}
+
+// stopRun cancels r and waits until every process it started is gone.
+func stopRun(t *testing.T, s *Supervisor, r *Run, obs *pidObserver) {
+	t.Helper()
+	s.Cancel(r.Handle(), "restart")
+	<-r.TreeDone()
+	for _, pids := range obs.all() {
+		for _, pid := range pids {
+			testkit.WaitGroupGone(t, pid)
+		}
+	}
+}
+
+// A child that had ended when its parent's question waited is in the
+// waiting tree's record with its result, and a tree started from the record
+// in another supervisor holds it, ended, under its handle: the resumed
+// root's subagent.await of it answers with the report it had before, and
+// it is not run again.
+func TestWaitingTreeKeepsEndedChildren(t *testing.T) {
+	const script = `[depth 0]
+spawn async "A"
+spawn async "B"
+await
+pass 2
+await 1
+await 2
+answer "{transcript}"
+[path 0.1]
+answer "A finished"
+[path 0.2]
+ask "Which release?" choices=1.4,2.0
+answer "B told {answer}"
+`
+	obsA := &pidObserver{pids: map[string][]int{}}
+	a, _ := newSupervisor(t, "agent", func(c *Config) { c.Observer = obsA })
+	r, _ := startAsking(t, a, script)
+	w, ok := r.Waiting()
+	if !ok {
+		t.Fatal("no waiting tree")
+	}
+	if len(w.Nodes) != 3 || w.Nodes[1].Ended == nil || w.Nodes[1].Ended.Distillate.Text() != "A finished" || w.Nodes[2].Ended != nil {
+		t.Fatalf("record %s, want the root, A ended and B waiting", nodesOf(w))
+	}
+	rec, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopRun(t, a, r, obsA)
+
+	w, err = api.DecodeWaitingTree(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obsB := &pidObserver{pids: map[string][]int{}}
+	b, _ := newSupervisor(t, "agent", func(c *Config) { c.Observer = obsB })
+	r2, err := b.Start(t.Context(), StartRequest{Handle: w.Nodes[0].Handle, Resume: w, Answer: "2.0", Questions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := result(t, r2, 30*time.Second)
+	got := res.Distillate.Text()
+	var reports []string
+	for _, l := range strings.Split(got, "\n") {
+		if strings.HasPrefix(l, api.ToolAwait+": ") && strings.Contains(l, "A finished") {
+			reports = append(reports, l)
+		}
+	}
+	if res.Status != api.StatusCompleted || len(reports) != 2 || reports[0] != reports[1] || !strings.Contains(got, "B told 2.0") {
+		t.Fatalf("result %s (%s), the root saw:\n%s\nwant A's same report before and after the answer, and B's", res.Status, res.Detail, got)
+	}
+	if _, ran := obsB.all()["0.1"]; ran {
+		t.Fatal("the ended child A was run again")
+	}
+	<-r2.TreeDone()
+}
+
+// A subagent that waits on a question of its own, one no one passed up,
+// is not answered by the root's answer: a tree holding one is not recorded.
+func TestWaitingTreeOnlyTheRootsQuestion(t *testing.T) {
+	const script = `[depth 0]
+spawn async "C"
+spawn async "B"
+await
+pass 2
+await
+answer "root: {results}"
+[path 0.1]
+ask "Something else?"
+answer "C told {answer}"
+[path 0.2]
+ask "Which release?" choices=1.4,2.0
+answer "B told {answer}"
+`
+	obs := &pidObserver{pids: map[string][]int{}}
+	s, _ := newSupervisor(t, "agent", func(c *Config) { c.Observer = obs })
+	r, q := startAsking(t, s, script)
+	if q.Q.Text != "Which release?" {
+		t.Fatalf("question %+v", q.Q)
+	}
+	if w, ok := r.Waiting(); ok {
+		t.Fatalf("recorded %s, with C waiting on its own question", nodesOf(w))
+	}
+	stopRun(t, s, r, obs)
+}
+
+// A tree with a subagent still working when the root's question is posed is
+// not a waiting tree; when the worker ends it becomes one (WaitingChanged
+// says so), and with InputHold it is suspended then.
+func TestWaitingTreeFollowsAWorkingSibling(t *testing.T) {
+	const script = `[depth 0]
+spawn async "worker"
+spawn async "asker"
+await 2
+pass 2
+await
+answer "root: {results}"
+[path 0.1]
+sleep 1s
+answer "worker done"
+[path 0.2]
+ask "Which release?" choices=1.4,2.0
+answer "asker told {answer}"
+`
+	obs := &pidObserver{pids: map[string][]int{}}
+	s, logs := newSupervisor(t, "agent", func(c *Config) { c.Observer, c.InputHold = obs, 20*time.Millisecond })
+	r, q := startAsking(t, s, script)
+	changed := r.WaitingChanged()
+	if w, ok := r.Waiting(); ok {
+		t.Fatalf("recorded %s while the worker works", nodesOf(w))
+	}
+	var w *api.WaitingTree
+	for ok := false; !ok; {
+		select {
+		case <-changed:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no change of the tree within 20s")
+		}
+		changed = r.WaitingChanged()
+		w, ok = r.Waiting()
+	}
+	if len(w.Nodes) != 3 || w.Nodes[1].Ended == nil || w.Nodes[1].Ended.Distillate.Text() != "worker done" {
+		t.Fatalf("record %s, want the root, the worker ended and the asker", nodesOf(w))
+	}
+	testkit.WaitFor(t, 20*time.Second, "the waiting tree suspended", func() bool {
+		return strings.Count(logs.String(), `"msg":"subagent suspended"`) == 2
+	})
+	q.Answer("2.0")
+	res := result(t, r, 30*time.Second)
+	if want := "root: worker done\nasker told 2.0"; res.Status != api.StatusCompleted || res.Distillate.Text() != want {
+		t.Fatalf("result %s %q (%s), want completed %q", res.Status, res.Distillate.Text(), res.Detail, want)
+	}
+	<-r.TreeDone()
 }

@@ -35,6 +35,32 @@ type tree struct {
 	// questions carries the root's questions to whoever started the tree
 	// (Run.Questions); nil when the starter takes none. Immutable.
 	questions chan *Question
+
+	// changed is closed (and replaced) when a node of the tree ends or
+	// starts to wait in subagent.ask: the tree may have become a waiting
+	// tree (suspend.go). Made at its first read.
+	changed chan struct{}
+}
+
+// changes returns a channel closed at the tree's next change (a node ended,
+// or asks).
+func (t *tree) changes() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.changed == nil {
+		t.changed = make(chan struct{})
+	}
+	return t.changed
+}
+
+// change tells whoever waits on changes that the tree changed.
+func (t *tree) change() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
 }
 
 // nest is a node's part of the nesting bookkeeping. tree, disposition, provider,

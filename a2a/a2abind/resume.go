@@ -1,6 +1,7 @@
 package a2abind
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,30 +26,73 @@ import (
 // record (ResumeWaiting), and the task goes on as its first turn would have.
 
 // recordWaiting keeps the record of run's tree with the task while it is a
-// waiting tree, and returns the function that forgets it; nil when nothing
-// was kept (the store keeps none, or the tree is not a waiting tree: a
-// subagent still works, or one's conversation was too large to carry).
+// waiting tree, and returns the function that stops following the tree and
+// forgets the record. The record follows the tree: one that is not a
+// waiting tree when the question is posed (a subagent still works) is
+// stored as soon as it becomes one (the working subagent ends, or waits on
+// the root's question too), and stored again when it changes (a subagent
+// ends). It returns nil when the store keeps no records.
 func (x *Executor) recordWaiting(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, run delegate.Run) func() {
 	wr, ok := q.(tasks.WaitRecorder)
 	wrun, ok2 := run.(delegate.WaitingRun)
 	if !ok || !ok2 {
 		return nil
 	}
-	w, ok := wrun.Waiting()
-	if !ok {
-		x.cfg.Log.InfoContext(ctx, "question not stored: a subagent of the tree is not waiting (a restart now would lose the task)", "task_id", string(reqCtx.TaskID))
-		return nil
+	var last []byte // the record kept, its time left out; nil when none
+	keep := func(first bool) {
+		w, ok := wrun.Waiting()
+		if !ok {
+			if first {
+				x.cfg.Log.InfoContext(ctx, "question not stored yet: a subagent of the tree is not waiting on it (it is stored when every one waits or has ended; a restart before would lose the task)", "task_id", string(reqCtx.TaskID))
+			}
+			return
+		}
+		at := w.At
+		w.At = time.Time{}
+		key, err := json.Marshal(w)
+		if err != nil || bytes.Equal(key, last) {
+			return
+		}
+		w.At = at
+		b, err := json.Marshal(w)
+		if err == nil {
+			err = wr.RecordWaiting(ctx, b)
+		}
+		if err != nil {
+			x.cfg.Log.WarnContext(ctx, "question not stored: a restart now would lose the task", "task_id", string(reqCtx.TaskID), "err", err)
+			return
+		}
+		ended := 0
+		for _, n := range w.Nodes {
+			if n.Ended != nil {
+				ended++
+			}
+		}
+		last = key
+		x.cfg.Log.InfoContext(ctx, "waiting tree stored with the task", "task_id", string(reqCtx.TaskID), "subagents", len(w.Nodes)-ended, "ended", ended, "bytes", len(b))
 	}
-	b, err := json.Marshal(w)
-	if err == nil {
-		err = wr.RecordWaiting(ctx, b)
+	changed := wrun.WaitingChanged()
+	keep(true)
+	quit, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-changed:
+			}
+			changed = wrun.WaitingChanged()
+			keep(false)
+		}
+	}()
+	return func() {
+		close(quit)
+		<-exited
+		if last != nil {
+			x.forgetWaiting(ctx, reqCtx, wr)
+		}
 	}
-	if err != nil {
-		x.cfg.Log.WarnContext(ctx, "question not stored: a restart now would lose the task", "task_id", string(reqCtx.TaskID), "err", err)
-		return nil
-	}
-	x.cfg.Log.InfoContext(ctx, "waiting tree stored with the task", "task_id", string(reqCtx.TaskID), "subagents", len(w.Nodes), "bytes", len(b))
-	return func() { x.forgetWaiting(ctx, reqCtx, wr) }
 }
 
 func (x *Executor) forgetWaiting(ctx context.Context, reqCtx *a2asrv.RequestContext, wr tasks.WaitRecorder) {
@@ -110,10 +154,17 @@ func (x *Executor) ResumeWaiting(ctx context.Context, reqCtx *a2asrv.RequestCont
 		forget()
 		if errors.Is(context.Cause(actx), errInputTimeout) && ctx.Err() == nil {
 			x.cfg.Log.WarnContext(ctx, "no answer within the input timeout", "task_id", string(reqCtx.TaskID), "timeout", x.cfg.InputTimeout)
+			x.cancelRemoteWaits(ctx, w)
 			return q.Write(ctx, FinalStatus(reqCtx, api.SubagentResult{Status: api.StatusDeadline, Cause: api.CauseInputTimeout,
 				Detail: fmt.Sprintf("no answer to the task's question within the input timeout (%s)", x.cfg.InputTimeout)}))
 		}
-		return nil // cancelled, or ended: the engine ends it
+		if cause := context.Cause(ctx); tasks.CancelRequested(cause) {
+			// Not when the service stops: the task waits on, stored.
+			x.cancelRemoteWaits(ctx, w)
+			return q.Write(context.WithoutCancel(ctx), FinalStatus(reqCtx, api.SubagentResult{Status: api.StatusCancelled,
+				Detail: "cancelled while its question waited: " + cause.Error()}))
+		}
+		return nil // ended: the engine ends it
 	}
 	forget()
 	if ra, ok := q.(tasks.RunAdmitter); ok {
@@ -128,6 +179,26 @@ func (x *Executor) ResumeWaiting(ctx context.Context, reqCtx *a2asrv.RequestCont
 	ctx, span := startDelegateSpan(ctx, reqCtx.TaskID, req.Payload.Telemetry.Traceparent)
 	defer span.End()
 	return x.execute(ctx, reqCtx, q, req, true)
+}
+
+// cancelRemoteWaits cancels the peer's task each remote child of w waits
+// on, for a task that ends without its answer: a delegation resumed with no
+// answer sends none and cancels the peer's task (delegate.Request.ResumeRemote),
+// as the live one would have.
+func (x *Executor) cancelRemoteWaits(ctx context.Context, w *api.WaitingTree) {
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		if n.Remote == nil || x.cfg.Router == nil {
+			continue
+		}
+		rw := *n.Remote
+		run, err := x.cfg.Router.Start(context.WithoutCancel(ctx), delegate.Request{Handle: n.Handle, Payload: n.Payload, Provider: rw.Peer, ResumeRemote: &rw})
+		if err != nil {
+			x.cfg.Log.WarnContext(ctx, "the peer's task a remote child waited on not cancelled", "task_id", n.Handle, "remote_task_id", rw.TaskID, "err", err)
+			continue
+		}
+		<-run.Done() // bounded by the peer's timeout
+	}
 }
 
 // refuseCause is refuse with a cause in the status's metadata.

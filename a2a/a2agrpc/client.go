@@ -85,6 +85,24 @@ type Options struct {
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
+// Flow-control windows of a Client's connections: a stream may receive
+// StreamWindow bytes, a connection ConnWindow, before the client grants
+// more (a WINDOW_UPDATE once a quarter is read); a larger answer still
+// flows, a window at a time.
+const (
+	StreamWindow = 4 << 20  // a call's: a message of the default size limit in one flight
+	ConnWindow   = 16 << 20 // the connection's: grpc's own bandwidth-delay limit
+)
+
+// WindowOptions are the dial options of a Client's fixed flow-control
+// windows (StreamWindow, ConnWindow). With grpc-go's default, dynamic
+// windows, the client probes the bandwidth-delay product after about every
+// answer (a PING the server acks at once, and a WINDOW_UPDATE): one more
+// write and read on each side a call. Fixed windows turn the probe off.
+func WindowOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithInitialWindowSize(StreamWindow), grpc.WithInitialConnWindowSize(ConnWindow)}
+}
+
 // Client calls one agent's A2A 1.0 gRPC service. It implements
 // a2acall.Transport and answers in a2a-go's types; errors the agent answers
 // are *Error, which wrap a2a-go's sentinels. It is safe for concurrent use;
@@ -117,10 +135,10 @@ func New(target string, opts Options) (*Client, error) {
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS.Clone())
 	}
-	dopts := []grpc.DialOption{
+	dopts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(a2acall.MaxAnswer)),
-	}
+	}, WindowOptions()...)
 	if opts.Dial != nil {
 		dopts = append(dopts, grpc.WithContextDialer(opts.Dial))
 	}

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -242,5 +243,81 @@ func TestAnsweredQuestionNotAskedAgain(t *testing.T) {
 	r.setTask(&a2a.Task{ID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
 	if !r.stopped() {
 		t.Fatal("the end does not stop the following")
+	}
+}
+
+// A delegation waiting on its peer's question says which (WaitingOn); the
+// record survives JSON, as a stored waiting tree keeps it. Detached, the run
+// ends without cancelling the peer's task; another provider (another
+// process) resumed from the record sends no new delegation but the answer
+// to that task, the messageId the live run would have sent, and follows the
+// task to its end.
+func TestPeerDelegationDetachedAndResumed(t *testing.T) {
+	exec := &questioner{state: a2a.TaskStateInputRequired, text: "which repository?"}
+	canceled := exec.Canceled()
+	url := a2atest.Serve(t, a2asrv.NewHandler(exec), a2atest.Card, nil)
+	req := peerRequest("fix the bug", time.Hour)
+	asking := make(chan struct{})
+	req.Ask = func(ctx context.Context, q api.Question) (string, error) {
+		close(asking)
+		<-ctx.Done()
+		return "", context.Cause(ctx)
+	}
+	run, err := newPeer(t, url, nil).Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-asking:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the peer's question was never asked")
+	}
+	rr := run.(*remoteRun)
+	w, ok := rr.WaitingOn()
+	if !ok || w.Peer != "peer:b" || w.TaskID != string(rr.remote()) || w.ContextID == "" || w.Number != 1 || w.Key == "" {
+		t.Fatalf("WaitingOn = %+v, %v", w, ok)
+	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored api.WaitingRemote
+	if err := json.Unmarshal(b, &stored); err != nil || stored != w {
+		t.Fatalf("the record's round trip: %+v, %v, want %+v", stored, err, w)
+	}
+	rr.Detach()
+	if res := runResult(t, run); res.Status != api.StatusCancelled {
+		t.Fatalf("the detached run: %+v", res)
+	}
+	select {
+	case <-canceled:
+		t.Fatal("detaching cancelled the peer's task")
+	default:
+	}
+
+	p2 := newPeer(t, url, nil)
+	req2 := peerRequest("fix the bug", time.Hour)
+	req2.ResumeRemote, req2.Answer = &stored, "acme/agentd"
+	run2, err := p2.Start(context.Background(), req2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := runResult(t, run2); res.Status != api.StatusCompleted || res.Distillate.Text() != "answered: acme/agentd" {
+		t.Fatalf("the resumed run: %+v", res)
+	}
+	if n := p2.Started(); n != 0 {
+		t.Fatalf("the resumed run sent %d delegations, want none", n)
+	}
+	ans := exec.answered()
+	if len(ans) != 1 || string(ans[0].TaskID) != w.TaskID || ans[0].ContextID != w.ContextID ||
+		ans[0].ID != AnswerID("h1", a2a.TaskID(w.TaskID), 1, w.Key) {
+		t.Fatalf("the peer got %+v, want the answer to %s with messageId %s", ans, w.TaskID, AnswerID("h1", a2a.TaskID(w.TaskID), 1, w.Key))
+	}
+
+	other := stored
+	other.Peer = "peer:c"
+	req2.ResumeRemote = &other
+	if _, err := p2.Start(context.Background(), req2); err == nil {
+		t.Fatal("a delegation to another peer resumed here")
 	}
 }

@@ -309,8 +309,13 @@ func (p *Provider) state() (*held, Interface, *a2a.AgentCard, string, error) {
 // the remote task (a stream when the peer offers one, else polling), enforces
 // the payload's deadline locally (tasks/cancel to the peer on expiry) and maps
 // the remote outcome back to a result. A cycle (the peer is already on the
-// hop list) or an exhausted depth is refused before anything is sent.
+// hop list) or an exhausted depth is refused before anything is sent. A
+// request with ResumeRemote sends no delegation: the answer goes to the
+// peer's task it names, which the run then follows as the first did.
 func (p *Provider) Start(ctx context.Context, req delegate.Request) (delegate.Run, error) {
+	if w := req.ResumeRemote; w != nil && w.Peer != p.Name() {
+		return nil, fmt.Errorf("peer %s: resume a delegation to %q: %w", p.Name(), w.Peer, delegate.ErrUnsupportedCapability)
+	}
 	if err := p.Prepare(ctx); err != nil {
 		return nil, err
 	}
@@ -381,8 +386,14 @@ func (p *Provider) Start(ctx context.Context, req delegate.Request) (delegate.Ru
 		r.questions = make(chan *supervisor.Question)
 		r.ask = r.askRequester
 	}
+	if w := req.ResumeRemote; w != nil {
+		// A resumed delegation: its peer's task exists, waiting on the
+		// question w; the answer goes to it, and nothing new is sent.
+		go r.loop(runCtx, func(ctx context.Context) error { return r.resumeFollow(ctx, *w, req.Answer) })
+		return r, nil
+	}
 	p.started.Add(1)
-	go r.loop(runCtx, msg)
+	go r.loop(runCtx, func(ctx context.Context) error { return r.follow(ctx, msg) })
 	return r, nil
 }
 

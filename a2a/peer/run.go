@@ -24,6 +24,10 @@ import (
 // errRunDeadline is the cause of a run's context when its deadline passes.
 var errRunDeadline = errors.New("peer: delegation deadline passed")
 
+// errDetached is the cause of a run's context after Detach: the follow
+// ends, and the peer's task, waiting on its question, is left as it is.
+var errDetached = errors.New("peer: delegation detached while its peer's question waits")
+
 // runCancelled is the cause of a run's context after Cancel.
 type runCancelled struct{ reason string }
 
@@ -55,10 +59,11 @@ type remoteRun struct {
 	clock      *clock // the run's deadline, stopped while a question waits
 	unanswered error  // why a question got no answer; the run's goroutine only
 
-	mu       sync.Mutex // guards remoteID, task, answered
+	mu       sync.Mutex // guards remoteID, task, answered, waiting
 	remoteID a2a.TaskID
-	task     *a2a.Task // the remote task as last seen
-	answered string    // questionKey of the question last answered
+	task     *a2a.Task          // the remote task as last seen
+	answered string             // questionKey of the question last answered
+	waiting  *api.WaitingRemote // the peer's question r.ask waits on; nil when none
 	result   api.SubagentResult
 }
 
@@ -119,7 +124,24 @@ func (r *remoteRun) Result() api.SubagentResult { <-r.done; return r.result }
 // Cancel stops the delegation: tasks/cancel to the peer, status cancelled.
 func (r *remoteRun) Cancel(reason string) { r.cancel(runCancelled{reason: reason}) }
 
-func (r *remoteRun) loop(ctx context.Context, msg *a2a.Message) {
+// WaitingOn returns the peer's question the run waits on the answer of
+// (supervisor.RemoteWaiter).
+func (r *remoteRun) WaitingOn() (api.WaitingRemote, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting == nil {
+		return api.WaitingRemote{}, false
+	}
+	return *r.waiting, true
+}
+
+// Detach ends the run's follow, leaving the peer's task as it is (no
+// tasks/cancel): the supervisor suspends the child while the peer's
+// question waits, and its answer resumes it (delegate.Request.ResumeRemote).
+func (r *remoteRun) Detach() { r.cancel(errDetached) }
+
+// loop runs body (the delegation's follow) and makes the run's result.
+func (r *remoteRun) loop(ctx context.Context, body func(context.Context) error) {
 	defer close(r.done)
 	defer r.p.release(r.held, false)
 	defer r.cancel(nil)
@@ -128,9 +150,11 @@ func (r *remoteRun) loop(ctx context.Context, msg *a2a.Message) {
 	defer stop(nil)
 	r.clock = newClock(r.deadline, func() { stop(errRunDeadline) })
 	defer r.clock.stop()
-	err := r.follow(dctx, msg)
+	err := body(dctx)
 	cause := context.Cause(dctx)
 	switch {
+	case errors.Is(cause, errDetached):
+		r.result = r.partial(api.StatusCancelled, errDetached.Error())
 	case dctx.Err() != nil:
 		status, detail := api.StatusDeadline, fmt.Sprintf("the peer did not finish within %s", r.deadline)
 		var rc runCancelled
@@ -172,7 +196,33 @@ func (r *remoteRun) follow(ctx context.Context, msg *a2a.Message) error {
 	if err := r.send(ctx, msg); err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
-	for n := 1; ; n++ {
+	return r.followFrom(ctx, 1)
+}
+
+// resumeFollow is the follow of a resumed delegation: the answer to the
+// peer's question w, as the live follow would have sent it (its messageId
+// derived alike: a resend is the same message), then the task followed on.
+// An empty answer sends nothing: the task is cancelled, as live.
+func (r *remoteRun) resumeFollow(ctx context.Context, w api.WaitingRemote, answer string) error {
+	t := &a2a.Task{ID: a2a.TaskID(w.TaskID), ContextID: w.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateInputRequired}}
+	r.setTask(t)
+	if strings.TrimSpace(answer) == "" {
+		r.unanswered = errors.New("the answer has no text")
+		return nil
+	}
+	r.mu.Lock()
+	r.answered = w.Key
+	r.mu.Unlock()
+	r.p.log.Info("peer's question answered", "task_id", r.handle, "remote_task_id", w.TaskID, "resumed", true)
+	if err := r.send(ctx, a2abind.AnswerMessage(t, AnswerID(r.handle, t.ID, w.Number, w.Key), answer)); err != nil {
+		return fmt.Errorf("send the answer: %w", err)
+	}
+	return r.followFrom(ctx, w.Number+1)
+}
+
+// followFrom follows the remote task from its question number n on.
+func (r *remoteRun) followFrom(ctx context.Context, n int) error {
+	for ; ; n++ {
 		if err := r.watch(ctx); err != nil {
 			return err
 		}
@@ -187,9 +237,16 @@ func (r *remoteRun) follow(ctx context.Context, msg *a2a.Message) error {
 			q.Handle = r.handle
 		}
 		r.p.log.Info("peer asks", "task_id", r.handle, "remote_task_id", string(t.ID), "state", string(t.Status.State), "asker_path", q.AgentPath)
+		key := questionKey(t)
+		r.mu.Lock()
+		r.waiting = &api.WaitingRemote{Peer: r.p.Name(), TaskID: string(t.ID), ContextID: t.ContextID, Number: n, Key: key}
+		r.mu.Unlock()
 		r.clock.pause()
 		answer, err := r.ask(ctx, q)
 		r.clock.resume()
+		r.mu.Lock()
+		r.waiting = nil
+		r.mu.Unlock()
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -200,7 +257,6 @@ func (r *remoteRun) follow(ctx context.Context, msg *a2a.Message) error {
 			r.unanswered = err
 			return nil
 		}
-		key := questionKey(t)
 		r.mu.Lock()
 		r.answered = key
 		r.mu.Unlock()

@@ -239,6 +239,10 @@ func (e *Engine) runsElsewhere(ctx context.Context, t *a2a.Task) error {
 // cancelled task's status message.
 var errCancelRequested = errors.New("at the client's request")
 
+// CancelRequested reports whether cause, an executor's context's, is a
+// tasks/cancel's (not the service's stop).
+func CancelRequested(cause error) bool { return errors.Is(cause, errCancelRequested) }
+
 // pushTarget checks a webhook registration against the address policy.
 func (e *Engine) pushTarget(ctx context.Context, c *a2a.PushConfig) (PushTarget, error) {
 	if e.pusher == nil {

@@ -114,8 +114,18 @@ func (e *Engine) AnswerAs(ctx context.Context, id a2a.TaskID, answer, by string)
 		case err != nil:
 			return nil, fmt.Errorf("read task %s: %w", id, err)
 		}
-		if _, remote := e.sharedFor(t); remote && t.Status.State == a2a.TaskStateInputRequired {
-			return nil, e.elsewhere(ctx, t)
+		if sh, remote := e.sharedFor(t); remote && t.Status.State == a2a.TaskStateInputRequired {
+			// Another replica runs it: the answer goes to that one as a
+			// forwarded follow-up does, taken by its answer path there.
+			fw, ok := sh.(Forwarder)
+			if !ok || !e.runnerKnown(ctx, t) {
+				return nil, e.elsewhere(ctx, t)
+			}
+			lt, err := e.forward(ctx, fw, t, answerMessage(t, answer, by), nil, nil)
+			if err != nil {
+				return nil, err
+			}
+			return lt.task, nil
 		}
 		return nil, notWaiting(t)
 	}
@@ -126,9 +136,7 @@ func (e *Engine) AnswerAs(ctx context.Context, id a2a.TaskID, answer, by string)
 	if lt.asking.answers == nil || lt.task.Status.State != a2a.TaskStateInputRequired {
 		return nil, notWaiting(lt.task)
 	}
-	msg := a2a.NewMessageForTask(a2a.MessageRoleUser, lt.task, a2a.TextPart{Text: answer})
-	msg.Metadata = map[string]any{api.MetaAnsweredBy: by}
-	if _, err := e.answerLocked(ctx, lt, msg, nil); err != nil {
+	if _, err := e.answerLocked(ctx, lt, answerMessage(lt.task, answer, by), nil); err != nil {
 		return nil, err
 	}
 	return e.wholeTaskLocked(ctx, lt)
@@ -137,4 +145,75 @@ func (e *Engine) AnswerAs(ctx context.Context, id a2a.TaskID, answer, by string)
 // notWaiting refuses an answer to t, which waits for none.
 func notWaiting(t *a2a.Task) error {
 	return fmt.Errorf("task %s is %s, not waiting for an answer: %w", t.ID, t.Status.State, a2a.ErrInvalidParams)
+}
+
+// answerMessage is an operator's answer to task t's question: a user
+// message naming the task, the operator in its metadata.
+func answerMessage(t *a2a.Task, answer, by string) *a2a.Message {
+	msg := a2a.NewMessageForTask(a2a.MessageRoleUser, t, a2a.TextPart{Text: answer})
+	msg.Metadata = map[string]any{api.MetaAnsweredBy: by}
+	return msg
+}
+
+// maxElsewhere bounds how many questions QuestionsElsewhere lists.
+const maxElsewhere = 500
+
+// QuestionsElsewhere returns the questions of the tasks other processes
+// sharing the store run (replicas on one PostgreSQL), read from the store:
+// each input-required task not live here, its question from its status
+// message (task set: that task's only; at most maxElsewhere, the longest
+// waiting first). None with a store that is not Shared. An answer to one
+// (AnswerAs) is forwarded to its runner.
+func (e *Engine) QuestionsElsewhere(ctx context.Context, task a2a.TaskID) ([]api.PendingQuestion, error) {
+	if _, ok := e.store.(Shared); !ok {
+		return nil, nil
+	}
+	var out []api.PendingQuestion
+	add := func(t *a2a.Task, owner string) {
+		if t.Status.State == a2a.TaskStateInputRequired && e.getLive(t.ID) == nil {
+			out = append(out, pendingQuestion(t, owner))
+		}
+	}
+	if task != "" {
+		t, owner, err := e.store.Get(ctx, task)
+		switch {
+		case errors.Is(err, a2a.ErrTaskNotFound):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("read task %s: %w", task, err)
+		}
+		add(t, owner)
+		return out, nil
+	}
+	q := ListQuery{AnyOwner: true, State: a2a.TaskStateInputRequired, PageSize: MaxPageSize}
+	for len(out) < maxElsewhere {
+		page, err := e.store.List(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("list the tasks waiting for an answer: %w", err)
+		}
+		for _, t := range page.Tasks {
+			if e.getLive(t.ID) != nil {
+				continue
+			}
+			_, owner, err := e.store.Get(ctx, t.ID) // the list carries no owner
+			if err != nil {
+				continue // gone since the list: it waits no more
+			}
+			add(t, owner)
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		q.PageToken = page.NextPageToken
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Since.Equal(out[j].Since) {
+			return out[i].Since.Before(out[j].Since)
+		}
+		return out[i].TaskID < out[j].TaskID
+	})
+	if len(out) > maxElsewhere {
+		out = out[:maxElsewhere]
+	}
+	return out, nil
 }

@@ -44,6 +44,13 @@ type treeOptions struct {
 // its free pages.
 const childGOGC = 100
 
+// childGOMAXPROCS is every agentd child's GOMAXPROCS: one P, since a child
+// spends its life waiting on a model, and each further P costs a child its own
+// partly filled spans, threads and GC state (figure 9: about 0.3 MiB of a
+// child in a model call). A child whose spawn payload is large returns to the
+// runtime's default before decoding it (internal/agent, fitProcs).
+const childGOMAXPROCS = 1
+
 // openSupervisor builds the supervisor of c: it checks a builtin:script file,
 // reads the intelligence key, makes this process the subreaper of its tree,
 // opens the MCP sessions (which start connecting) and hands children the
@@ -110,6 +117,7 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		// (performance.md, figure 9); --child-memory is the hard bound.
 		ChildMemoryLimit: 16 * admit.MiB,
 		ChildGOGC:        childGOGC,
+		ChildGOMAXPROCS:  childGOMAXPROCS,
 		WarmPool:         opt.warmPool,
 
 		AllowExec: c.AllowExec,

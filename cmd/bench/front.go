@@ -474,7 +474,8 @@ func grpcLoad(ctx context.Context, c a2apb.A2AServiceClient, conc int, d time.Du
 }
 
 // grpcBenchConn is a gRPC connection to the server at url presenting the
-// peer SVID of dir.
+// peer SVID of dir, with the fixed flow-control windows of a2agrpc's client
+// (the one agentd calls its peers with: no bandwidth-delay PING a call).
 func grpcBenchConn(dir, url string) (*grpc.ClientConn, error) {
 	src, err := tlsconfig.NewFileSource(tlsconfig.Files{
 		Cert: filepath.Join(dir, tlsconfig.DevPeerCert), Key: filepath.Join(dir, tlsconfig.DevPeerKey), Bundle: filepath.Join(dir, tlsconfig.DevBundle),
@@ -483,7 +484,7 @@ func grpcBenchConn(dir, url string) (*grpc.ClientConn, error) {
 		return nil, err
 	}
 	creds := credentials.NewTLS(tlsconfig.ClientConfig(src, src, spiffetls.AuthorizeMemberOf(benchTD)))
-	return grpc.NewClient("passthrough:///"+a2agrpc.Target(url), grpc.WithTransportCredentials(creds))
+	return grpc.NewClient("passthrough:///"+a2agrpc.Target(url), append(a2agrpc.WindowOptions(), grpc.WithTransportCredentials(creds))...)
 }
 
 // restLoad is load over the HTTP+JSON binding's SendMessage.

@@ -73,6 +73,7 @@ func (c *control) readSpawn() (*api.SpawnPayload, error) {
 	if f.Method != api.MethodSpawn {
 		return nil, fmt.Errorf("first frame is %q, want %q", f.Method, api.MethodSpawn)
 	}
+	fitProcs(len(f.Params))
 	var p api.SpawnPayload
 	if err := api.DecodeParams(f, &p); err != nil {
 		return nil, err

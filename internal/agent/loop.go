@@ -603,6 +603,9 @@ func SystemPrompt(p *api.SpawnPayload) string {
 // userPrompt is the first user turn: the objective and the seed slices the
 // parent chose, labeled.
 func userPrompt(p *api.SpawnPayload) string {
+	if len(p.Seed.Slices) == 0 {
+		return p.Contract.Objective // not a copy of it: a run holds the turn all its life
+	}
 	var b strings.Builder
 	b.WriteString(p.Contract.Objective)
 	for _, s := range p.Seed.Slices {

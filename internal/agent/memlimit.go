@@ -2,6 +2,7 @@ package agent
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/agentd/agentd/internal/admit"
@@ -21,4 +22,21 @@ func fitMemoryLimit(n int) {
 		return
 	}
 	debug.SetMemoryLimit(want)
+}
+
+// wideProcsBytes is the spawn payload from which a child runs with the
+// runtime's default GOMAXPROCS rather than the one P its supervisor gives it
+// (Config.ChildGOMAXPROCS): decoding and encoding megabytes of JSON, and the
+// collections they bring, are slower on one P, while a conversation under it
+// (figure 9's 64 KiB) is a wait.
+const wideProcsBytes = 1 << 20
+
+// fitProcs returns a child whose spawn payload is n bytes to the runtime's
+// default GOMAXPROCS (runtime.SetDefaultGOMAXPROCS, which ignores the
+// environment's) when n is at least wideProcsBytes; a smaller payload keeps
+// the GOMAXPROCS the child was started with.
+func fitProcs(n int) {
+	if n >= wideProcsBytes {
+		runtime.SetDefaultGOMAXPROCS()
+	}
 }

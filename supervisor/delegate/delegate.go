@@ -85,6 +85,12 @@ type Request struct {
 	// (supervisor.StartRequest.Resume); other providers refuse it.
 	Resume *api.WaitingTree `json:"-"`
 	Answer string           `json:"-"`
+	// ResumeRemote, if set, resumes a delegation to a peer whose task
+	// waits on the question it names (a remote child of a stored or
+	// suspended waiting tree): the provider sends Answer to that task,
+	// not a new delegation, and follows it on. Only a peer provider of
+	// that name takes it.
+	ResumeRemote *api.WaitingRemote `json:"-"`
 	// ObjectiveFrom, if set, reads the payload's objective back from where
 	// the requester keeps it (the task store): a local tree then keeps only
 	// its head once the root's child has it (supervisor.StartRequest's).
@@ -247,6 +253,9 @@ func (r *Router) Start(ctx context.Context, req Request) (Run, error) {
 	}
 	if req.Resume != nil && p.Name() != LocalName {
 		return nil, fmt.Errorf("provider %s: a stored waiting tree resumes only on the local provider: %w", p.Name(), ErrUnsupportedCapability)
+	}
+	if req.ResumeRemote != nil && p.Name() != req.ResumeRemote.Peer {
+		return nil, fmt.Errorf("provider %s: a delegation to peer %q resumes only on it: %w", p.Name(), req.ResumeRemote.Peer, ErrUnsupportedCapability)
 	}
 	return p.Start(ctx, req)
 }

@@ -65,7 +65,10 @@ type Delegator struct {
 	Lineages *Lineages // may be nil: every tree is then a root with no hops
 }
 
-var _ supervisor.Delegator = Delegator{}
+var (
+	_ supervisor.Delegator     = Delegator{}
+	_ supervisor.RemoteResumer = Delegator{}
+)
 
 // Delegate starts payload on provider. The supervisor has minted the identity
 // and clamped the limits; the mesh depth is the tree's root depth plus the
@@ -90,6 +93,35 @@ func (d Delegator) Delegate(ctx context.Context, provider, handle string, payloa
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delegate %s to %s: %w", handle, provider, err)
+	}
+	return run, nil
+}
+
+// ResumeRemote resumes the delegation handle to provider whose peer's task
+// waits on the question w: answer is sent to that task, and the task is
+// followed on (Request.ResumeRemote).
+func (d Delegator) ResumeRemote(ctx context.Context, provider, handle string, payload api.SpawnPayload, w api.WaitingRemote, answer string) (supervisor.Remote, error) {
+	if provider == "" || provider == LocalName {
+		return nil, ErrLocalViaDelegator
+	}
+	var lin Lineage
+	if d.Lineages != nil {
+		lin = d.Lineages.Get(payload.Telemetry.RunID)
+	}
+	run, err := d.Router.Start(ctx, Request{
+		Handle:       handle,
+		Payload:      payload,
+		Provider:     provider,
+		Hops:         lin.Hops,
+		Depth:        lin.Depth + payload.Depth,
+		MaxDepth:     lin.MaxDepth,
+		OnText:       supervisor.RemoteText(ctx),
+		Ask:          supervisor.RemoteAsk(ctx),
+		ResumeRemote: &w,
+		Answer:       answer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resume delegation %s to %s: %w", handle, provider, err)
 	}
 	return run, nil
 }

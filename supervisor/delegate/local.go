@@ -53,14 +53,20 @@ var (
 )
 
 // WaitingRun is implemented by a Run whose tree can be recorded while it
-// waits for its root's answer (supervisor.Run.Waiting).
+// waits for its root's answer (supervisor.Run.Waiting); WaitingChanged is
+// closed at the tree's next change that may make it one, or change its
+// record (supervisor.Run.WaitingChanged).
 type WaitingRun interface {
 	Waiting() (*api.WaitingTree, bool)
+	WaitingChanged() <-chan struct{}
 }
 
 // Waiting returns the record of the run's tree while it is a waiting tree
 // (WaitingRun).
 func (l localRun) Waiting() (*api.WaitingTree, bool) { return l.r.Waiting() }
+
+// WaitingChanged is closed at the tree's next change (WaitingRun).
+func (l localRun) WaitingChanged() <-chan struct{} { return l.r.WaitingChanged() }
 
 // Questions carries the root's questions when the request asked for them
 // (AskingRun); nil otherwise.

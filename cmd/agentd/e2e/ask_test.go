@@ -326,24 +326,7 @@ func TestAskInputTimeout(t *testing.T) {
 // reads as it reads any server that does not stream.
 func TestAskFromTheMockLLM(t *testing.T) {
 	t.Parallel()
-	url := unstreamed(t, startMockLLM(t, `rules:
-  - path: "/v1/chat/completions"
-    match: "contains(body.tools[*].function.name, 'subagent_ask')"
-    response:
-      status: 200
-      content: |
-        {"id": "chatcmpl-1", "object": "chat.completion", "model": "mock", "created": 1,
-         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "",
-           "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "subagent_ask",
-             "arguments": "{\"question\": \"Which color?\", \"choices\": [\"red\", \"blue\"]}"}}]}}]}
-  - path: "/v1/chat/completions"
-    match: "body.messages[-1].role == 'tool'"
-    response:
-      status: 200
-      content: |
-        {"id": "chatcmpl-2", "object": "chat.completion", "model": "mock", "created": 1,
-         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "the person chose {{jmes request body.messages[-1].content}}"}}]}
-`))
+	url := unstreamed(t, startMockLLM(t, askingMockRules("call_1")))
 	s := startService(t, "--intelligence", url, "--model", "mock")
 	c := s.client(t)
 	ctx := context.Background()
@@ -513,4 +496,29 @@ func TestAskWaitNotChargedToTheDeadline(t *testing.T) {
 	if got.Status.State != a2a.TaskStateFailed || got.Metadata[api.MetaStatus] != string(api.StatusDeadline) {
 		t.Fatalf("with --input-charges-deadline: %s %v, want failed, deadline", got.Status.State, got.Metadata)
 	}
+}
+
+// askingMockRules are mock-llm's rules for a model that asks: a request
+// offering subagent_ask gets a call of it (id callID; "Which color?",
+// choices red and blue), and the request carrying its tool result gets the
+// answer "the person chose RESULT".
+func askingMockRules(callID string) string {
+	return `rules:
+  - path: "/v1/chat/completions"
+    match: "contains(body.tools[*].function.name, 'subagent_ask')"
+    response:
+      status: 200
+      content: |
+        {"id": "chatcmpl-1", "object": "chat.completion", "model": "mock", "created": 1,
+         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "",
+           "tool_calls": [{"id": "` + callID + `", "type": "function", "function": {"name": "subagent_ask",
+             "arguments": "{\"question\": \"Which color?\", \"choices\": [\"red\", \"blue\"]}"}}]}}]}
+  - path: "/v1/chat/completions"
+    match: "body.messages[-1].role == 'tool'"
+    response:
+      status: 200
+      content: |
+        {"id": "chatcmpl-2", "object": "chat.completion", "model": "mock", "created": 1,
+         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "the person chose {{jmes request body.messages[-1].content}}"}}]}
+`
 }

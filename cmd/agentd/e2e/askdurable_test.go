@@ -37,6 +37,17 @@ func startedPIDs(s *service) []int {
 	return pids
 }
 
+// killAndReap SIGKILLs s and waits until every subagent process it started
+// (its log's "subagent started" pids) is gone.
+func killAndReap(t *testing.T, s *service) {
+	t.Helper()
+	pids := startedPIDs(s)
+	s.kill(t)
+	for _, pid := range pids {
+		testkit.WaitGroupGone(t, pid)
+	}
+}
+
 // killWhileWaiting sends "pick a color" through a (the depth-2 ask script),
 // checks the task input-required with its tree stored, SIGKILLs a and waits
 // until every subagent process of a is gone.
@@ -53,11 +64,7 @@ func killWhileWaiting(t *testing.T, a *service) *a2a.Task {
 	testkit.WaitFor(t, 10*time.Second, "the waiting tree stored and its 3 subagents started", func() bool {
 		return lineCount(a, "waiting tree stored with the task") == 1 && len(startedPIDs(a)) == 3
 	})
-	pids := startedPIDs(a)
-	a.kill(t)
-	for _, pid := range pids {
-		testkit.WaitGroupGone(t, pid)
-	}
+	killAndReap(t, a)
 	return task
 }
 
@@ -230,5 +237,180 @@ func TestAskInputHoldSuspends(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, "3 subagents resumed, in 3 processes more", func() bool {
 		return lineCount(s, "resumed from a stored conversation") == 3 && len(startedPIDs(s)) == 6
+	})
+}
+
+// endedChildScript's root spawns A, which ends, and B, which asks; the root
+// passes B's question up and, after the answer, awaits A and B again by
+// handle: its answer is every tool result it saw.
+const endedChildScript = "[depth 0]\nspawn async \"A\"\nspawn async \"B\"\nawait\npass 2\nawait 1\nawait 2\nanswer \"{transcript}\"\n" +
+	"[path 0.1]\nanswer \"A finished\"\n" +
+	"[path 0.2]\nask \"Which color?\" choices=red,blue\nanswer \"B got {answer}\"\n"
+
+// checkEndedChildAwaited checks the task completed and its root's await of
+// the ended child A after the answer found A's report.
+func checkEndedChildAwaited(t *testing.T, done *a2a.Task) {
+	t.Helper()
+	got := artifactText(done)
+	if done.Status.State != a2a.TaskStateCompleted || strings.Contains(got, "no subagent with handle") ||
+		strings.Count(got, "A finished") != 2 || !strings.Contains(got, "B got blue") {
+		t.Fatalf("after the answer: %s, the root saw:\n%s\nwant completed, A's report twice (before and after the answer) and B's", done.Status.State, got)
+	}
+	var reports []string // A's report as each await found it
+	for _, l := range strings.Split(got, "\n") {
+		if strings.HasPrefix(l, api.ToolAwait+": ") && strings.Contains(l, "A finished") {
+			reports = append(reports, l)
+		}
+	}
+	if len(reports) != 2 || reports[0] != reports[1] {
+		t.Fatalf("A's report before and after the answer differ:\n%s", strings.Join(reports, "\n"))
+	}
+}
+
+// Issue 32.4: a child that had ended before its parent's question waited
+// keeps its report across a suspension and a restart: the resumed root's
+// subagent.await of it answers with its result, as before.
+func TestAskEndedChildSurvives(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, endedChildScript)
+	t.Run("input-hold", func(t *testing.T) {
+		t.Parallel()
+		s := startService(t, "--input-hold", "50ms", "--intelligence", "builtin:script="+script)
+		c := s.client(t)
+		res, err := c.SendMessage(context.Background(), textMessage("pick a color"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := res.(*a2a.Task)
+		questionOf(t, task, "0.2")
+		testkit.WaitFor(t, 20*time.Second, "the waiting tree suspended", func() bool { return lineCount(s, "subagent suspended") == 2 })
+		res, err = c.SendMessage(context.Background(), answerTo(task, "blue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEndedChildAwaited(t, res.(*a2a.Task))
+	})
+	t.Run("sqlite-sigkill", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		a := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
+		res, err := a.client(t).SendMessage(context.Background(), textMessage("pick a color"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := res.(*a2a.Task)
+		questionOf(t, task, "0.2")
+		testkit.WaitFor(t, 10*time.Second, "the waiting tree stored, A's end with it", func() bool {
+			return strings.Contains(a.logs.String(), `"msg":"waiting tree stored with the task"`) && len(startedPIDs(a)) == 3
+		})
+		if !regexp.MustCompile(`"msg":"waiting tree stored with the task".*"subagents":2,"ended":1`).MatchString(a.logs.String()) {
+			t.Fatalf("the stored record is not of 2 waiting subagents and 1 ended:\n%s", a.logs.String())
+		}
+		killAndReap(t, a)
+		s2 := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
+		res, err = s2.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEndedChildAwaited(t, res.(*a2a.Task))
+		if n := lineCount(s2, "resumed from a stored conversation"); n > 2 {
+			t.Fatalf("%d subagents resumed, want the 2 that waited (A is not run again)", n)
+		}
+	})
+}
+
+// workingSiblingScript's root spawns a worker that works for a while and an
+// asker, passes the asker's question up while the worker still works, then
+// awaits both.
+const workingSiblingScript = "[depth 0]\nspawn async \"worker\"\nspawn async \"asker\"\nawait 2\npass 2\nawait\nanswer \"root: {results}\"\n" +
+	"[path 0.1]\nsleep 3s\nanswer \"worker done\"\n" +
+	"[path 0.2]\nask \"Which color?\" choices=red,blue\nanswer \"asker got {answer}\"\n"
+
+// Issue 32.4: a tree with a subagent still working when the root's question
+// is posed is stored as soon as it becomes a waiting tree (the worker
+// ends), so a SIGKILL after that loses nothing: the answer completes the
+// task.
+func TestAskWorkingSiblingStoredWhenItEnds(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, workingSiblingScript)
+	const want = "root: worker done\nasker got blue"
+	t.Run("sqlite-sigkill", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		a := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
+		res, err := a.client(t).SendMessage(context.Background(), textMessage("pick a color"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := res.(*a2a.Task)
+		questionOf(t, task, "0.2")
+		testkit.WaitFor(t, 10*time.Second, "the question posed while the worker works", func() bool {
+			return lineCount(a, "question not stored yet: a subagent of the tree is not waiting on it (it is stored when every one waits or has ended; a restart before would lose the task)") == 1
+		})
+		testkit.WaitFor(t, 20*time.Second, "the tree stored once the worker ended", func() bool {
+			return lineCount(a, "waiting tree stored with the task") == 1 && len(startedPIDs(a)) == 3
+		})
+		killAndReap(t, a)
+		s2 := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
+		res, err = s2.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := res.(*a2a.Task)
+		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != want {
+			t.Fatalf("after the answer: %s %q, want completed %q", done.Status.State, artifactText(done), want)
+		}
+	})
+	// On PostgreSQL the replica that takes the task over holds the record
+	// stored when the worker ended, and the answer through it completes.
+	t.Run("postgres-other-replica", func(t *testing.T) {
+		t.Parallel()
+		dsn := pgtest.Start(t).Database(t)
+		a := replica(t, dsn, "--intelligence", "builtin:script="+script)
+		b := replica(t, dsn, "--intelligence", "builtin:script="+script)
+		res, err := a.client(t).SendMessage(context.Background(), textMessage("pick a color"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := res.(*a2a.Task)
+		questionOf(t, task, "0.2")
+		testkit.WaitFor(t, 20*time.Second, "the tree stored once the worker ended", func() bool {
+			return lineCount(a, "waiting tree stored with the task") == 1 && len(startedPIDs(a)) == 3
+		})
+		killAndReap(t, a)
+		testkit.WaitFor(t, 20*time.Second, "B holding the waiting task", func() bool {
+			return lineCount(b, "task waits for its answer: it resumes from its stored tree when the answer comes") == 1
+		})
+		res, err = b.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := res.(*a2a.Task)
+		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != want {
+			t.Fatalf("after the answer through B: %s %q, want completed %q", done.Status.State, artifactText(done), want)
+		}
+	})
+	// --input-hold suspends the tree once it is a waiting tree.
+	t.Run("input-hold", func(t *testing.T) {
+		t.Parallel()
+		s := startService(t, "--input-hold", "50ms", "--intelligence", "builtin:script="+script)
+		c := s.client(t)
+		res, err := c.SendMessage(context.Background(), textMessage("pick a color"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := res.(*a2a.Task)
+		questionOf(t, task, "0.2")
+		testkit.WaitFor(t, 20*time.Second, "the waiting tree suspended after the worker ended", func() bool {
+			return lineCount(s, "subagent suspended") == 2
+		})
+		res, err = c.SendMessage(context.Background(), answerTo(task, "blue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := res.(*a2a.Task)
+		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != want {
+			t.Fatalf("after the answer: %s %q, want completed %q", done.Status.State, artifactText(done), want)
+		}
 	})
 }

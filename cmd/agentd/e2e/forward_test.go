@@ -9,6 +9,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/pgtest"
 	"github.com/agentd/agentd/internal/testkit"
 )
@@ -191,5 +192,38 @@ func TestReplicasForwardAnswer(t *testing.T) {
 	}
 	if got := getTask(t, b, task.ID); got.Status.State != a2a.TaskStateInputRequired {
 		t.Fatalf("after the refused answer: %s, want still input-required", got.Status.State)
+	}
+
+	// B's operator sees the question A's task waits on (a2a.Questions reads
+	// the store's input-required tasks), and its answer (a2a.Answer) through
+	// B reaches A's task the same way, the operator named in the answer's
+	// metadata.
+	var listed api.QuestionsResult
+	if e := rpc(t, b, "", api.OpQuestions, `{}`, &listed); e != nil {
+		t.Fatalf("a2a.Questions through B: %+v", e)
+	}
+	if len(listed.Questions) != 1 || listed.Questions[0].TaskID != string(task.ID) || listed.Questions[0].AgentPath != "0.1" || listed.Questions[0].Text == "" {
+		t.Fatalf("a2a.Questions through B: %+v, want A's task %s asked at 0.1", listed.Questions, task.ID)
+	}
+	var ans api.AnswerResult
+	if e := rpc(t, b, "", api.OpAnswer, fmt.Sprintf(`{"task_id":%q,"answer":"blue"}`, task.ID), &ans); e != nil {
+		t.Fatalf("a2a.Answer through B: %+v", e)
+	}
+	var got *a2a.Task
+	testkit.WaitFor(t, 30*time.Second, "the task completed after the operator's answer", func() bool {
+		got = getTask(t, b, task.ID)
+		return got.Status.State == a2a.TaskStateCompleted
+	})
+	if artifactText(got) != askScripts[1].want {
+		t.Fatalf("after the operator's answer through B: %q", artifactText(got))
+	}
+	var by any
+	for _, m := range got.History {
+		if m.Metadata != nil && m.Metadata[api.MetaAnsweredBy] != nil {
+			by = m.Metadata[api.MetaAnsweredBy]
+		}
+	}
+	if by == nil {
+		t.Fatalf("no message of the history names the operator who answered: %+v", got.History)
 	}
 }

@@ -91,6 +91,9 @@ func startServiceAs(t *testing.T, bin string, env []string, args ...string) *ser
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
+	// A test binary that dies without its cleanups (a -timeout panic) takes
+	// the service with it: SIGTERM, so it drains and reaps its children.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	// The log is read from a pipe of our own, not StderrPipe: Wait closes a
 	// StderrPipe as soon as the process exits, which can drop its last lines.
 	stderr, stderrW, err := os.Pipe()

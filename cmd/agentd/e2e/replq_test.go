@@ -50,7 +50,7 @@ func followUpTo(t *testing.T, s *service, id a2a.TaskID, msgID string) *rpcError
 // position; a queued task cancelled through B never runs; when B's slot
 // frees, B claims A's queued task and runs it, and a stream opened through
 // A follows it to the end. A follow-up for a task A runs, sent to B, is
-// refused naming A; one for a finished task gets the answer A would give.
+// forwarded to A; one for a finished task gets the answer A would give.
 func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 	t.Parallel()
 	srv := pgtest.Start(t)
@@ -168,9 +168,13 @@ func TestReplicasShareTheAdmissionQueue(t *testing.T) {
 		t.Fatalf("a follow-up for a queued task: %+v", e)
 	}
 
-	// A follow-up through B for the task A runs names A.
-	if e := followUpTo(t, b, onA.ID, "to-a-through-b"); e == nil || e.Code != -32004 || !strings.Contains(string(e.Data), "runs on replica "+instanceOf(t, a)) {
+	// A follow-up through B for the task A runs is forwarded to A, which
+	// takes it: it is in the task's history when B answers.
+	if e := followUpTo(t, b, onA.ID, "to-a-through-b"); e != nil {
 		t.Fatalf("a follow-up through B for A's running task: %+v (A is %s)", e, instanceOf(t, a))
+	}
+	if got := getTask(t, a, onA.ID); !hasMessageID(got, "to-a-through-b") {
+		t.Fatalf("A's task after the follow-up through B: no message to-a-through-b in %+v", got.History)
 	}
 
 	// B's slot frees: B claims A's queued task and runs it.
@@ -342,4 +346,14 @@ func TestReplicaFencedAfterTakeover(t *testing.T) {
 	if tk := res.(*a2a.Task); tk.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("a task through A after the pause: %s", tk.Status.State)
 	}
+}
+
+// hasMessageID reports whether t's history holds the message id.
+func hasMessageID(t *a2a.Task, id string) bool {
+	for _, m := range t.History {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }

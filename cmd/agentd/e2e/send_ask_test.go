@@ -200,24 +200,7 @@ func TestSendApproval(t *testing.T) {
 func TestSendAnswersTheMockLLM(t *testing.T) {
 	t.Parallel()
 	rec := &chatRecorder{}
-	url := rec.start(t, unstreamed(t, startMockLLM(t, `rules:
-  - path: "/v1/chat/completions"
-    match: "contains(body.tools[*].function.name, 'subagent_ask')"
-    response:
-      status: 200
-      content: |
-        {"id": "chatcmpl-1", "object": "chat.completion", "model": "mock", "created": 1,
-         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "",
-           "tool_calls": [{"id": "call_ask_1", "type": "function", "function": {"name": "subagent_ask",
-             "arguments": "{\"question\": \"Which color?\", \"choices\": [\"red\", \"blue\"]}"}}]}}]}
-  - path: "/v1/chat/completions"
-    match: "body.messages[-1].role == 'tool'"
-    response:
-      status: 200
-      content: |
-        {"id": "chatcmpl-2", "object": "chat.completion", "model": "mock", "created": 1,
-         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "the person chose {{jmes request body.messages[-1].content}}"}}]}
-`)))
+	url := rec.start(t, unstreamed(t, startMockLLM(t, askingMockRules("call_ask_1"))))
 	s := startService(t, "--intelligence", url, "--model", "mock")
 	out, errOut, code := runSend(t, s.url, "--answer", "blue", "pick a color")
 	if code != 0 || !strings.Contains(out, ": completed") || !strings.Contains(out, "the person chose blue") {

@@ -1,9 +1,7 @@
 package intelligence
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -99,10 +97,12 @@ func newAnthropicModel(spec api.Intelligence, key string) (*anthropicModel, erro
 // Complete sends one Messages request, retrying as the type comment says.
 // An error after ctx ended is ctx's cause.
 func (m *anthropicModel) Complete(ctx context.Context, req *Request) (*Response, error) {
-	body, err := json.Marshal(m.messagesRequest(req))
+	mreq := m.messagesRequest(req)
+	body, err := marshalRequest(mreq)
 	if err != nil {
 		return nil, fmt.Errorf("encode messages request: %w", err)
 	}
+	bs := &bodies{first: body, v: mreq}
 	// emitted says whether any text reached req.OnText: once it has, a
 	// failed stream is not tried again.
 	emitted := false
@@ -115,7 +115,7 @@ func (m *anthropicModel) Complete(ctx context.Context, req *Request) (*Response,
 	}
 	a := attempts{log: m.log, endpoint: m.endpoint, model: m.model, timeout: m.timeout, retries: m.retries, retryWait: m.retryWait, final: anthropicFinalError}
 	mr, err := run(ctx, a, func() bool { return emitted }, func(actx context.Context) (*msgResponse, error) {
-		return m.post(actx, body, onText)
+		return m.post(actx, bs, onText)
 	})
 	if err != nil {
 		return nil, err
@@ -130,11 +130,11 @@ func (m *anthropicModel) Complete(ctx context.Context, req *Request) (*Response,
 // (text/event-stream) is read event by event, any other 2xx answer is
 // decoded as one JSON message (a server that does not stream), whose text
 // then reaches onText at once.
-func (m *anthropicModel) post(ctx context.Context, body []byte, onText func(string)) (*msgResponse, error) {
+func (m *anthropicModel) post(ctx context.Context, bs *bodies, onText func(string)) (*msgResponse, error) {
 	stream := onText != nil
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url, bytes.NewReader(body))
+	hr, err := newPost(ctx, m.url, bs)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode messages request: %w", err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	if stream {

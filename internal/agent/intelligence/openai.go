@@ -1,7 +1,6 @@
 package intelligence
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -119,13 +118,14 @@ func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, er
 		cr.Stream, cr.StreamOptions = true, &chatStreamOptions{IncludeUsage: true}
 		onText = func(s string) { emitted = true; req.OnText(s) }
 	}
-	body, err := json.Marshal(cr)
+	body, err := marshalRequest(cr)
 	if err != nil {
 		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
+	bs := &bodies{first: body, v: cr}
 	a := attempts{log: m.log, endpoint: m.endpoint, model: m.model, timeout: m.timeout, retries: m.retries, retryWait: m.retryWait, final: finalError}
 	got, err := run(ctx, a, func() bool { return emitted }, func(actx context.Context) (*chatResponse, error) {
-		return m.post(actx, body, onText)
+		return m.post(actx, bs, onText)
 	})
 	if err != nil {
 		return nil, err
@@ -141,10 +141,10 @@ func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, er
 // stream: an event stream is read as one (readStream), and a server that
 // answers with a whole JSON completion instead has its text handed to onText
 // at once.
-func (m *openAIModel) post(ctx context.Context, body []byte, onText func(string)) (*chatResponse, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url, bytes.NewReader(body))
+func (m *openAIModel) post(ctx context.Context, bs *bodies, onText func(string)) (*chatResponse, error) {
+	hr, err := newPost(ctx, m.url, bs)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json")

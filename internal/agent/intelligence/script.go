@@ -37,6 +37,7 @@ import (
 //	                                                   ref=LABEL=URI (a resource_ref seed slice; repeatable)
 //	await                                              subagent.await every async child not yet finished; ends early
 //	                                                   when a child asks a question (its report in state asking)
+//	await N                                            subagent.await the Nth child spawned, finished or not
 //	ask "QUESTION" [choices=A,B]                       subagent.ask: wait for the answer ({answer} afterwards)
 //	reply N "TEXT"                                     subagent.answer: answer the question of the Nth child spawned
 //	steer N "TEXT"                                     subagent.steer: send the Nth child spawned a steering message
@@ -95,6 +96,7 @@ const (
 	stepPass
 	stepSteer
 	stepSteered
+	stepAwaitOne
 )
 
 // step is one parsed script step.
@@ -107,7 +109,7 @@ type step struct {
 	d      time.Duration   // sleep, stream
 	usage  api.Usage       // usage
 	text   string          // answer, refuse, reply: a template; ask: the question
-	child  int             // reply, pass: the child's index (0-based)
+	child  int             // reply, pass, steer, await N: the child's index (0-based)
 	ask    api.AskArgs     // ask
 	// answerFn, when set, computes an answer from the run (builtin:demo).
 	answerFn func(*scriptedModel) string
@@ -117,7 +119,7 @@ type step struct {
 // changing state before one).
 func (s step) turns() bool {
 	switch s.kind {
-	case stepCall, stepSpawn, stepAnswer, stepRefuse, stepAsk, stepReply, stepPass, stepSteer, stepSteered:
+	case stepCall, stepSpawn, stepAnswer, stepRefuse, stepAsk, stepReply, stepPass, stepSteer, stepSteered, stepAwaitOne:
 		return true
 	}
 	return false
@@ -336,6 +338,14 @@ func parseStep(line string, n int) (step, error) {
 		}
 		st.spawns = []api.SpawnArgs{a}
 	case "await", "repeat":
+		if verb == "await" && rest != "" {
+			i, err := strconv.Atoi(rest)
+			if err != nil || i < 1 {
+				return fail("child %q: want a number from 1, or nothing", rest)
+			}
+			st.kind, st.child = stepAwaitOne, i-1
+			break
+		}
 		if rest != "" {
 			return fail("takes no arguments")
 		}
@@ -734,6 +744,13 @@ func (m *scriptedModel) play(ctx context.Context, req *Request) (*Response, erro
 			}
 			// The step stays current until every child has finished.
 			return m.respond(req, &Response{ToolCalls: calls, Finish: FinishToolCalls}), nil
+		case stepAwaitOne:
+			m.pc++
+			if st.child >= len(m.children) || m.children[st.child].handle == "" {
+				return nil, fmt.Errorf("agent: builtin:script line %d: no child %d spawned", st.line, st.child+1)
+			}
+			b, _ := json.Marshal(api.AwaitArgs{Handle: m.children[st.child].handle})
+			return m.respond(req, &Response{ToolCalls: []ToolCall{m.call(req, api.ToolAwait, b, -1)}, Finish: FinishToolCalls}), nil
 		case stepAsk:
 			m.pc++
 			b, _ := json.Marshal(st.ask)

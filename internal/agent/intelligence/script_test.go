@@ -66,7 +66,9 @@ repeat
 		{"[default]\nanswer two words", "line 2: answer: quote the text"},
 		{"[default]\nanswer \"x\"\ncall a/b", "line 3: never reached after the step on line 2"},
 		{"[default]\nsleep 1s\nrepeat", "line 3: repeat in a section with no call, spawn, answer or refuse"},
-		{"[default]\nawait 3", "line 2: await: takes no arguments"},
+		{"[default]\nawait x", "line 2: await: child \"x\": want a number from 1, or nothing"},
+		{"[default]\nawait 0", "line 2: await: child \"0\": want a number from 1, or nothing"},
+		{"[default]\nrepeat 3", "line 2: repeat: takes no arguments"},
 	} {
 		_, err := parseScript([]byte(tc.src))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
