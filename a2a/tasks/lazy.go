@@ -137,7 +137,14 @@ func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task
 	put := e.store.Put
 	if lt.hollow != nil {
 		put = func(ctx context.Context, t *a2a.Task) error {
-			w, err := e.wholeLocked(ctx, lt, t) // the store's copy of the first message (hollow.go)
+			// The store's copy of the first message (hollow.go): kept by
+			// the store as it is, or read back.
+			if k, ok := e.store.(MessageKeeper); ok && len(t.History) > 0 && t.History[0] == lt.hollow {
+				if err := k.PutKeeping(ctx, t); !errors.Is(err, ErrNotKept) {
+					return err
+				}
+			}
+			w, err := e.wholeLocked(ctx, lt, t)
 			if err != nil {
 				return err
 			}

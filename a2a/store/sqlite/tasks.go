@@ -152,14 +152,46 @@ const endPendingSQL = `INSERT INTO push_pending (task_id, runner, snapshot, even
 	SELECT id, ?, snapshot, x'', 1 FROM tasks t
 	WHERE t.id = ? AND (t.finished_ns IS NULL OR t.finished_ns > ?) AND EXISTS (SELECT 1 FROM push_configs p WHERE p.task_id = t.id)`
 
+// PutKeeping implements tasks.MessageKeeper: the stored snapshot is read in
+// the write's transaction, and its first message's bytes copied into t's
+// encoding (store.Kept).
+func (s *Store) PutKeeping(ctx context.Context, t *a2a.Task) error {
+	k, err := store.EncodeKept(t)
+	if err != nil {
+		return err
+	}
+	_, err = s.putSnap(ctx, t, false, func(tx *wtx) ([]byte, error) {
+		var stored []byte
+		err := tx.QueryRowContext(ctxBG, `SELECT snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`, string(t.ID), s.cutoff()).Scan(&stored)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, notFound(t.ID)
+		}
+		if err != nil {
+			return nil, s.unavailable("put task", err)
+		}
+		return k.KeptIn(stored)
+	})
+	return err
+}
+
 func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return 0, err
 	}
+	return s.putSnap(ctx, t, end, func(*wtx) ([]byte, error) { return snap, nil })
+}
+
+// putSnap writes t's snapshot, the bytes snapOf returns in the write's
+// transaction.
+func (s *Store) putSnap(ctx context.Context, t *a2a.Task, end bool, snapOf func(*wtx) ([]byte, error)) (int64, error) {
 	var seq int64
-	err = s.write(ctx, "put task", func(tx *wtx) error {
+	err := s.write(ctx, "put task", func(tx *wtx) error {
 		seq = 0
+		snap, err := snapOf(tx)
+		if err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctxBG, putSQL, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, len(snap), s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
 		if err != nil {
 			return s.unavailable("put task", err)
