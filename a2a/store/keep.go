@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
@@ -68,51 +69,129 @@ func (k Kept) KeptIn(stored []byte) ([]byte, error) {
 	return append(out, k.snap[k.end:]...), nil
 }
 
+// KeptMessage is the first message of stored, a snapshot, as hollow
+// stands for it (a copy of it whose large text was left out: tasks.
+// HollowAbove): hollow with the text of each of its empty text parts read
+// from stored, that text alone decoded. An error wrapping tasks.ErrNotKept
+// when stored's first message is not hollow's (its id) or its parts are
+// not hollow's kinds.
+func KeptMessage(stored []byte, hollow *a2a.Message) (*a2a.Message, error) {
+	start, end, err := firstMessage(stored)
+	if err != nil {
+		return nil, fmt.Errorf("store: the stored snapshot: %w", err)
+	}
+	msg := stored[start:end]
+	id, err := json.Marshal(hollow.ID)
+	if err != nil {
+		return nil, err
+	}
+	if head := append([]byte(`{"kind":"message","messageId":`), id...); !bytes.HasPrefix(msg, head) {
+		return nil, fmt.Errorf("store: the stored snapshot's first message is not the task's: %w", tasks.ErrNotKept)
+	}
+	ps, _, err := member(msg, "parts")
+	if err != nil {
+		return nil, fmt.Errorf("store: the stored first message: %w", err)
+	}
+	out := *hollow
+	out.Parts = slices.Clone(hollow.Parts)
+	for i, p := range hollow.Parts {
+		tp, ok := p.(a2a.TextPart)
+		if !ok || tp.Text != "" {
+			continue
+		}
+		es, ee, err := element(msg, ps, i)
+		if err != nil {
+			return nil, fmt.Errorf("store: the stored first message's part %d: %w", i, err)
+		}
+		part := msg[es:ee]
+		ks, ke, err := member(part, "kind")
+		if err != nil || string(part[ks:ke]) != `"text"` {
+			return nil, fmt.Errorf("store: the stored first message's part %d is not text: %w", i, tasks.ErrNotKept)
+		}
+		ts, te, err := member(part, "text")
+		if err != nil {
+			return nil, fmt.Errorf("store: the stored first message's part %d: %w", i, err)
+		}
+		if err := json.Unmarshal(part[ts:te], &tp.Text); err != nil {
+			return nil, fmt.Errorf("store: the stored first message's part %d: %w", i, err)
+		}
+		out.Parts[i] = tp
+	}
+	return &out, nil
+}
+
 // firstMessage finds the first element of the top-level "history" array of
 // snap, a task's JSON: its bytes are snap[start:end]. An error wrapping
 // tasks.ErrNotKept when snap has none, or is not a JSON object.
 func firstMessage(snap []byte) (start, end int, err error) {
-	i := skipSpace(snap, 0)
-	if i >= len(snap) || snap[i] != '{' {
+	hs, _, err := member(snap, "history")
+	if err != nil {
+		return 0, 0, err
+	}
+	return element(snap, hs, 0)
+}
+
+// member finds the value of key in the JSON object b: b[start:end]. An
+// error wrapping tasks.ErrNotKept when b has no such member, or is not an
+// object.
+func member(b []byte, key string) (start, end int, err error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
 		return 0, 0, fmt.Errorf("%w: not a JSON object", tasks.ErrNotKept)
 	}
 	i++
 	for {
-		i = skipSpace(snap, i)
-		if i < len(snap) && snap[i] == '}' {
-			break
+		i = skipSpace(b, i)
+		if i < len(b) && b[i] == '}' {
+			return 0, 0, fmt.Errorf("%w: it has no %q", tasks.ErrNotKept, key)
 		}
-		if i >= len(snap) || snap[i] != '"' {
+		if i >= len(b) || b[i] != '"' {
 			return 0, 0, fmt.Errorf("%w: bad JSON at byte %d", tasks.ErrNotKept, i)
 		}
 		k := i
-		if i, err = skipValue(snap, i); err != nil {
+		if i, err = skipValue(b, i); err != nil {
 			return 0, 0, err
 		}
-		key := snap[k:i]
-		if i = skipSpace(snap, i); i >= len(snap) || snap[i] != ':' {
+		name := b[k+1 : i-1] // the encoder's keys have no escapes
+		if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
 			return 0, 0, fmt.Errorf("%w: bad JSON at byte %d", tasks.ErrNotKept, i)
 		}
-		i = skipSpace(snap, i+1)
-		if string(key) == `"history"` {
-			if i >= len(snap) || snap[i] != '[' {
-				return 0, 0, fmt.Errorf("%w: its history is not an array", tasks.ErrNotKept)
-			}
-			start = skipSpace(snap, i+1)
-			if start >= len(snap) || snap[start] != '{' {
-				return 0, 0, fmt.Errorf("%w: its history has no first message", tasks.ErrNotKept)
-			}
-			end, err = skipValue(snap, start)
-			return start, end, err
-		}
-		if i, err = skipValue(snap, i); err != nil {
+		i = skipSpace(b, i+1)
+		end, err := skipValue(b, i)
+		if err != nil {
 			return 0, 0, err
 		}
-		if i = skipSpace(snap, i); i < len(snap) && snap[i] == ',' {
+		if string(name) == key {
+			return i, end, nil
+		}
+		if i = skipSpace(b, end); i < len(b) && b[i] == ',' {
 			i++
 		}
 	}
-	return 0, 0, fmt.Errorf("%w: it has no history", tasks.ErrNotKept)
+}
+
+// element finds the n-th element of the JSON array at b[i]: b[start:end].
+func element(b []byte, i, n int) (start, end int, err error) {
+	if i >= len(b) || b[i] != '[' {
+		return 0, 0, fmt.Errorf("%w: not a JSON array", tasks.ErrNotKept)
+	}
+	i++
+	for k := 0; ; k++ {
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] == ']' {
+			return 0, 0, fmt.Errorf("%w: the array has no element %d", tasks.ErrNotKept, n)
+		}
+		end, err := skipValue(b, i)
+		if err != nil {
+			return 0, 0, err
+		}
+		if k == n {
+			return i, end, nil
+		}
+		if i = skipSpace(b, end); i < len(b) && b[i] == ',' {
+			i++
+		}
+	}
 }
 
 // skipValue returns the index just past the JSON value at b[i].

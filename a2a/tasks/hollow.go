@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -16,13 +17,16 @@ import (
 // metadata but each text part over HollowAbove bytes is emptied: while the
 // task runs, the engine holds none of that text (the executor gets the
 // whole message in its RequestContext, and may let it go once its run has
-// what it needs: StoredMessage reads it back). Whatever the engine shows
-// or writes of the task (a write of a newer snapshot, the answer of a send
-// or tasks/get, the first snapshot of a stream, a push notification) is the
-// snapshot with that message read back from the store (wholeLocked), and a
-// task that ends holds its whole message again: what callers see does not
-// change. Over MemoryStore the store is the memory: the live snapshot keeps
-// the message.
+// what it needs: StoredMessage reads it back). A write of a newer snapshot
+// of the running task leaves the message to the store too: a MessageKeeper
+// keeps the bytes it holds in place (PutKeeping), and another store is
+// handed the snapshot with the message read back. Whatever the engine shows
+// of the task (the answer of a send or tasks/get, the first snapshot of a
+// stream, a push notification) and the end it stores are the snapshot with
+// that message read back from the store (wholeLocked: only its text, from
+// a MessageKeeper), and a task that ends holds its whole message again:
+// what callers see does not change. Over MemoryStore the store is the
+// memory: the live snapshot keeps the message.
 
 // HollowAbove is the size over which a text part of a running task's first
 // message is left to its durable store (above).
@@ -51,16 +55,33 @@ func (q retainingQueue) FirstMessage(ctx context.Context) (*a2a.Message, error) 
 		}
 		return t.History[0], nil
 	}
-	id := lt.hollow.ID
+	hollow := lt.hollow
 	lt.mu.Unlock()
-	stored, _, err := q.e.store.Get(ctx, t.ID)
+	m, err := q.e.storedMessage(ctx, t.ID, hollow)
 	if err != nil {
 		return nil, fmt.Errorf("read task %s's first message: %w", t.ID, err)
 	}
-	if i := messageIndex(stored.History, id); i >= 0 {
+	return m, nil
+}
+
+// storedMessage reads back the message hollow stands for from the task's
+// stored snapshot: only its text, when the store keeps it (MessageKeeper),
+// else the whole task read and decoded.
+func (e *Engine) storedMessage(ctx context.Context, id a2a.TaskID, hollow *a2a.Message) (*a2a.Message, error) {
+	if k, ok := e.store.(MessageKeeper); ok {
+		m, err := k.KeptMessage(ctx, id, hollow)
+		if !errors.Is(err, ErrNotKept) {
+			return m, err
+		}
+	}
+	stored, _, err := e.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if i := messageIndex(stored.History, hollow.ID); i >= 0 {
 		return stored.History[i], nil
 	}
-	return nil, fmt.Errorf("read task %s's first message: the stored task has no message %s", t.ID, id)
+	return nil, fmt.Errorf("the stored task has no message %s", hollow.ID)
 }
 
 // hollowLocked leaves lt's first message to the store when the store is
@@ -105,17 +126,13 @@ func (e *Engine) wholeLocked(ctx context.Context, lt *liveTask, t *a2a.Task) (*a
 	if i < 0 {
 		return t, nil
 	}
-	stored, _, err := e.store.Get(context.WithoutCancel(ctx), t.ID)
+	m, err := e.storedMessage(context.WithoutCancel(ctx), t.ID, lt.hollow)
 	if err != nil {
 		return nil, fmt.Errorf("read task %s's first message back: %w", t.ID, err)
 	}
-	j := messageIndex(stored.History, lt.hollow.ID)
-	if j < 0 {
-		return nil, fmt.Errorf("read task %s's first message back: the stored task has no message %s", t.ID, lt.hollow.ID)
-	}
 	out := *t
 	out.History = slices.Clone(t.History)
-	out.History[i] = stored.History[j]
+	out.History[i] = m
 	return &out, nil
 }
 

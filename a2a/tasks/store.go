@@ -206,8 +206,13 @@ type WaitingKeeper interface {
 // stored message, its bytes copied from the stored snapshot, not decoded.
 // When the stored snapshot's first message is not the one of t.History[0]'s
 // id, it stores nothing and fails with an error wrapping ErrNotKept.
+// KeptMessage reads that message back: hollow (the engine's copy) with the
+// text of each of its empty text parts read from the stored snapshot, only
+// that text decoded; an error wrapping ErrNotKept when the stored first
+// message is not hollow's.
 type MessageKeeper interface {
 	PutKeeping(ctx context.Context, t *a2a.Task) error
+	KeptMessage(ctx context.Context, id a2a.TaskID, hollow *a2a.Message) (*a2a.Message, error)
 }
 
 // ErrNotKept is MessageKeeper's refusal of a snapshot whose first message

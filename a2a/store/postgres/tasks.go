@@ -297,6 +297,23 @@ func (s *Store) PutKeeping(ctx context.Context, t *a2a.Task) error {
 	return err
 }
 
+// KeptMessage implements tasks.MessageKeeper (store.KeptMessage). The task
+// is this replica's (its runner's): what it wrote is read.
+func (s *Store) KeptMessage(ctx context.Context, id a2a.TaskID, hollow *a2a.Message) (*a2a.Message, error) {
+	if !tasks.Storable(string(id)) {
+		return nil, notFound(id)
+	}
+	var snap []byte
+	err := s.pool.QueryRow(ctx, `SELECT snapshot FROM tasks WHERE id = $1 AND (finished_ns IS NULL OR finished_ns > $2)`, string(id), s.cutoff()).Scan(&snap)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, s.unavailable("get task", err)
+	}
+	return store.KeptMessage(snap, hollow)
+}
+
 func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
 	if !tasks.Storable(string(t.ID)) {
 		return 0, notFound(t.ID) // no task has such an id (tasks.Storable)

@@ -174,6 +174,22 @@ func (s *Store) PutKeeping(ctx context.Context, t *a2a.Task) error {
 	return err
 }
 
+// KeptMessage implements tasks.MessageKeeper (store.KeptMessage).
+func (s *Store) KeptMessage(ctx context.Context, id a2a.TaskID, hollow *a2a.Message) (*a2a.Message, error) {
+	if err := s.Sync(ctx); err != nil {
+		return nil, err
+	}
+	var snap []byte
+	err := s.get.QueryRowContext(ctx, string(id), s.cutoff()).Scan(new(string), &snap)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, s.unavailable("get task", err)
+	}
+	return store.KeptMessage(snap, hollow)
+}
+
 func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
 	snap, err := store.EncodeTask(t)
 	if err != nil {

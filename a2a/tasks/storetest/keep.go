@@ -14,7 +14,7 @@ import (
 // the first message it holds in place of the hollow copy it is handed,
 // exactly (whatever the message's text holds, whatever comes before the
 // history in the snapshot), and refuses, changing nothing, a snapshot whose
-// first message it does not hold.
+// first message it does not hold; it reads that message back exactly.
 func testKeepMessage(t *testing.T, b Backend) {
 	c, s, k := openAs[tasks.MessageKeeper](t, b, "the store is not a MessageKeeper")
 	// Text a scanner of the JSON could take for the history: quotes,
@@ -49,6 +49,11 @@ func testKeepMessage(t *testing.T, b Backend) {
 	}
 	same(t, "the task written keeping its first message", got, &want)
 
+	// Read back: the hollow copy's empty texts from the stored message.
+	m, err := k.KeptMessage(ctx, "keep", &hollow)
+	must(t, err)
+	same(t, "the first message read back", &a2a.Task{History: []*a2a.Message{m}}, &a2a.Task{History: whole.History[:1]})
+
 	// Again: the message kept is the one the last write kept.
 	next.Status.State = a2a.TaskStateInputRequired
 	must(t, k.PutKeeping(ctx, &next))
@@ -66,6 +71,14 @@ func testKeepMessage(t *testing.T, b Backend) {
 	if err := k.PutKeeping(ctx, &other); !errors.Is(err, tasks.ErrNotKept) {
 		t.Fatalf("another first message: %v, want ErrNotKept", err)
 	}
+	if _, err := k.KeptMessage(ctx, "keep", &stranger); !errors.Is(err, tasks.ErrNotKept) {
+		t.Fatalf("another first message read back: %v, want ErrNotKept", err)
+	}
+	notText := hollow
+	notText.Parts = a2a.ContentParts{a2a.TextPart{}, a2a.TextPart{}}
+	if _, err := k.KeptMessage(ctx, "keep", &notText); !errors.Is(err, tasks.ErrNotKept) {
+		t.Fatalf("a first message of other parts read back: %v, want ErrNotKept", err)
+	}
 	none := next
 	none.History = nil
 	if err := k.PutKeeping(ctx, &none); !errors.Is(err, tasks.ErrNotKept) {
@@ -80,5 +93,8 @@ func testKeepMessage(t *testing.T, b Backend) {
 	unknown.ID = "nope"
 	if err := k.PutKeeping(ctx, &unknown); !errors.Is(err, a2a.ErrTaskNotFound) {
 		t.Fatalf("unknown task: %v, want ErrTaskNotFound", err)
+	}
+	if _, err := k.KeptMessage(ctx, "nope", &hollow); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("unknown task read back: %v, want ErrTaskNotFound", err)
 	}
 }
