@@ -160,17 +160,7 @@ func (s *Store) PutKeeping(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.putSnap(ctx, t, false, func(tx *wtx) ([]byte, error) {
-		var stored []byte
-		err := tx.QueryRowContext(ctxBG, `SELECT snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`, string(t.ID), s.cutoff()).Scan(&stored)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, notFound(t.ID)
-		}
-		if err != nil {
-			return nil, s.unavailable("put task", err)
-		}
-		return k.KeptIn(stored)
-	})
+	_, err = s.putSnap(ctx, t, false, nil, &k)
 	return err
 }
 
@@ -195,18 +185,28 @@ func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.putSnap(ctx, t, end, func(*wtx) ([]byte, error) { return snap, nil })
+	return s.putSnap(ctx, t, end, snap, nil)
 }
 
-// putSnap writes t's snapshot, the bytes snapOf returns in the write's
-// transaction.
-func (s *Store) putSnap(ctx context.Context, t *a2a.Task, end bool, snapOf func(*wtx) ([]byte, error)) (int64, error) {
+// putSnap writes t's snapshot: snap, or with kept set, kept's with the
+// stored first message in it, read in the write's transaction.
+func (s *Store) putSnap(ctx context.Context, t *a2a.Task, end bool, snap []byte, kept *store.Kept) (int64, error) {
 	var seq int64
 	err := s.write(ctx, "put task", func(tx *wtx) error {
 		seq = 0
-		snap, err := snapOf(tx)
-		if err != nil {
-			return err
+		snap := snap
+		if kept != nil {
+			var stored []byte
+			err := tx.QueryRowContext(ctxBG, `SELECT snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`, string(t.ID), s.cutoff()).Scan(&stored)
+			if errors.Is(err, sql.ErrNoRows) {
+				return notFound(t.ID)
+			}
+			if err != nil {
+				return s.unavailable("put task", err)
+			}
+			if snap, err = kept.KeptIn(stored); err != nil {
+				return err
+			}
 		}
 		res, err := tx.ExecContext(ctxBG, putSQL, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, len(snap), s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
 		if err != nil {
