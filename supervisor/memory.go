@@ -142,7 +142,9 @@ func (n *node) encodedSize() int64 {
 	if v := n.payloadBytes.Load(); v > 0 {
 		return v
 	}
+	n.mu.Lock() // leaveObjective changes the payload
 	b, err := json.Marshal(&n.payload)
+	n.mu.Unlock()
 	if err != nil {
 		return 0
 	}

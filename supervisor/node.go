@@ -66,6 +66,12 @@ type node struct {
 	// payloadBytes is the payload's encoded size, for the memory policy
 	// (memory.go); 0 until it is first needed.
 	payloadBytes atomic.Int64
+
+	// objectiveFrom reads a root's objective back (StartRequest's); set
+	// by Start, never changed. objectiveLeft (under mu): the payload's
+	// objective is only its head (objective.go).
+	objectiveFrom func(context.Context) (string, error)
+	objectiveLeft bool
 }
 
 func newNode(handle string, parent *node, p api.SpawnPayload) *node {
@@ -344,7 +350,12 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 	}
 	// The payload as sent: resource_ref seed slices read now, for the child
 	// to see as its slices; n.payload keeps the references.
+	n.mu.Lock()
 	payload := n.payload
+	n.mu.Unlock()
+	if err := n.wholeObjective(&payload); err != nil {
+		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "spawn payload: " + err.Error()}, log)
+	}
 	payload.Seed = s.resolveSeed(n, payload.Seed, log)
 	payload.Intelligence.Breakers = s.intel.breakersFor(payload.Intelligence)
 	if r := n.takeResume(); r != nil { // a suspended subagent goes on (suspend.go)
@@ -354,6 +365,8 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 	if err := p.w.Send(api.MethodSpawn, 0, payload); err != nil {
 		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "write spawn payload: " + err.Error()}, log)
 	}
+	payload = api.SpawnPayload{} // the child has it
+	n.leaveObjective()
 	p.spawned.Store(true)
 	stopWatch := s.watch(n, p, log) // detectors B and C
 	defer stopWatch()

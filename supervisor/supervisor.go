@@ -459,6 +459,11 @@ type StartRequest struct {
 	// result of its pending subagent.ask call. Handle must be the root's.
 	Resume *api.WaitingTree
 	Answer string
+	// ObjectiveFrom, if set, reads Payload's objective back from where its
+	// starter keeps it (the task store): once the root's child has its
+	// payload, the root keeps only the head of an objective over 16 KiB
+	// (objective.go), and reads it back where it needs it whole.
+	ObjectiveFrom func(context.Context) (string, error)
 }
 
 // Run is a handle on a started subagent. It is safe for concurrent use.
@@ -530,6 +535,9 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (*Run, error) 
 	span := startSpawnSpan(ctx, &p, localProvider)
 	n := newNode(handle, nil, p)
 	n.span = span
+	if req.Resume == nil {
+		n.objectiveFrom = req.ObjectiveFrom
+	}
 	t := newTree(n)
 	if len(req.Workflow) > 0 {
 		n.nest.workflow, n.nest.provider = req.Workflow, WorkflowProvider

@@ -361,7 +361,10 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 	defer t.mu.Unlock()
 	var walk func(n *node) bool
 	walk = func(n *node) bool {
-		wn := api.WaitingNode{Handle: n.handle, Disposition: n.nest.disposition, Payload: n.payload}
+		n.mu.Lock() // leaveObjective changes a root's payload
+		payload := n.payload
+		n.mu.Unlock()
+		wn := api.WaitingNode{Handle: n.handle, Disposition: n.nest.disposition, Payload: payload}
 		if n.parent != nil {
 			wn.ParentHandle = n.parent.handle
 		}
@@ -415,7 +418,7 @@ func (r *Run) Waiting() (*api.WaitingTree, bool) {
 		wn.Spawned = len(n.children) + n.nest.spawnedBefore
 		children := append([]*node(nil), n.children...)
 		n.mu.Unlock()
-		if conv == nil {
+		if conv == nil || n.wholeObjective(&wn.Payload) != nil {
 			return false
 		}
 		wn.Conversation = *conv

@@ -123,10 +123,18 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		return x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
 	}
 	req, err := x.request(reqCtx, in)
+	in = Inbound{} // req holds what the run needs of it
 	if err != nil {
 		return x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
 	}
 	req.Caller = tasks.Owner(ctx) // whose quota the tree's blobs count against (kept for a rerun)
+	if sm, ok := q.(tasks.StoredMessage); ok {
+		// The task store keeps the message: nothing here holds it once the
+		// turn's child has its payload (the objective is read back where
+		// it is needed whole), nor does the engine (tasks.HollowAbove).
+		req.ObjectiveFrom = objectiveFrom(sm, reqCtx.Metadata)
+		reqCtx.Message = nil
+	}
 	// With a durable store the delegation is kept with the task, so that
 	// the rerun recovery policy can start it again after a restart.
 	if r, ok := q.(tasks.Retainer); ok {
@@ -194,8 +202,17 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		if reaped != nil {
 			<-reaped // one process of the task's at a time
 		}
-		t, err := x.runTurn(ctx, reqCtx, q, req, turn == 1, rerun)
-		req.Resume, req.Answer = nil, "" // a stored waiting tree resumes the first turn only (resume.go)
+		// The turn alone holds its objective (runTurn), until its child has
+		// it; the turns after see its head (clip), read back from the task
+		// store if it keeps it (ObjectiveFrom) when a follow-up needs it.
+		objective := req.Payload.Contract.Objective
+		req.Payload.Contract.Objective = ""
+		asked, readAsked := "", req.ObjectiveFrom
+		if readAsked == nil {
+			asked = clip(objective)
+		}
+		t, err := x.runTurn(ctx, reqCtx, q, req, objective, turn == 1, rerun)
+		req.Resume, req.Answer, req.ObjectiveFrom = nil, "", nil // a stored waiting tree resumes the first turn only (resume.go); the first message is the first turn's
 		if t.tree != nil {
 			trees = append(trees, t.tree)
 		}
@@ -217,7 +234,7 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		if fu != nil {
 			next = fu.TakeFollowUp(true)
 		}
-		objective := followUpObjective(next)
+		objective = followUpObjective(next)
 		if objective == "" || res.Status != api.StatusCompleted || ctx.Err() != nil {
 			final := FinalStatus(reqCtx, res)
 			if len(next) > 0 {
@@ -229,8 +246,15 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		}
 		// The turn's answer joins the history (as this status's message), and
 		// the next turn runs the follow-ups with the turns so far as its seed.
+		if readAsked != nil {
+			o, err := readAsked(ctx)
+			if err != nil {
+				return fmt.Errorf("turn %d's request for the next turn's seed: %w", turn, err)
+			}
+			asked = clip(o)
+		}
 		turns = append(turns,
-			api.SeedSlice{Label: fmt.Sprintf("turn %d request", turn), Content: api.SeedContent{Text: clip(req.Payload.Contract.Objective)}},
+			api.SeedSlice{Label: fmt.Sprintf("turn %d request", turn), Content: api.SeedContent{Text: asked}},
 			api.SeedSlice{Label: fmt.Sprintf("turn %d answer", turn), Content: api.SeedContent{Text: clip(nonEmpty(res.Distillate.Text()))}},
 		)
 		interim := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking,
@@ -270,15 +294,18 @@ type turnOutcome struct {
 	reaped <-chan struct{}
 }
 
-// runTurn starts one turn and waits for its result. A turn that cannot start
-// ends the task with a refusal and reports ran false.
-func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, first, rerun bool) (turnOutcome, error) {
+// runTurn starts one turn, objective its request's, and waits for its
+// result. A turn that cannot start ends the task with a refusal and reports
+// ran false.
+func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, objective string, first, rerun bool) (turnOutcome, error) {
+	req.Payload.Contract.Objective, objective = objective, ""
 	answers, _ := q.(tasks.Answers)
 	req.Asks = answers != nil // the root's questions go to the task's caller (ask.go)
 	if shower, ok := q.(tasks.Shower); ok {
 		req.OnText = showText(shower, reqCtx) // a peer's streamed text (a local tree's goes through the TreeObserver)
 	}
 	run, err := x.cfg.Router.Start(ctx, req)
+	req.Payload.Contract.Objective = "" // the provider has it
 	if err != nil {
 		status, text := api.StatusCrashed, "the delegation did not start: "+err.Error()
 		switch {
@@ -552,5 +579,22 @@ func showText(s tasks.Shower, reqCtx *a2asrv.RequestContext) func(step int, text
 		mu.Unlock()
 		_ = s.Show(context.Background(), &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Append: appendTo,
 			Artifact: &a2a.Artifact{ID: ArtifactID(reqCtx.TaskID), Name: "distillate", Parts: a2a.ContentParts{a2a.TextPart{Text: text}}}})
+	}
+}
+
+// objectiveFrom reads a task's objective back from its first message, which
+// the task store keeps (tasks.StoredMessage): the objective ReadInbound took
+// from it when the task started.
+func objectiveFrom(sm tasks.StoredMessage, reqMeta map[string]any) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		m, err := sm.FirstMessage(ctx)
+		if err != nil {
+			return "", err
+		}
+		in, err := ReadInbound(m, reqMeta)
+		if err != nil {
+			return "", fmt.Errorf("read the task's first message: %w", err)
+		}
+		return in.Objective, nil
 	}
 }

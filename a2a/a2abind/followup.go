@@ -32,6 +32,8 @@ type nextTurns struct {
 }
 
 func (n *nextTurns) set(id a2a.TaskID, req delegate.Request) {
+	req.Payload.Contract.Objective = "" // the follow-ups give it (CheckFollowUp)
+	req.ObjectiveFrom = nil
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.m == nil {

@@ -104,7 +104,11 @@ func (e *Engine) answerLocked(ctx context.Context, lt *liveTask, msg *a2a.Messag
 	}
 	answers <- &m // cap 1, and only this answer is taken: lt.asking.answers is nil now
 	if early != nil && early.answerOnly {
-		early.first = lt.task
+		first, err := e.wholeTaskLocked(ctx, lt)
+		if err != nil {
+			return nil, err
+		}
+		early.first = first
 	}
 	return lt, nil
 }

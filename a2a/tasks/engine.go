@@ -224,6 +224,10 @@ type liveTask struct {
 	// by id; streamGen numbers each stream begun.
 	streams   map[a2a.ArtifactID]*artifactStream
 	streamGen uint64
+
+	// hollow is the first message of task, its large text left to the
+	// store while the task runs (hollow.go); nil when task holds it whole.
+	hollow *a2a.Message
 }
 
 // end closes the task's subscriptions and done without a terminal state: the
@@ -418,6 +422,13 @@ func (e *Engine) commitLocked(ctx context.Context, lt *liveTask, ev a2a.Event, n
 	var err error
 	push, ask := e.pushed(ctx, lt, next.ID, next.Status.State.Terminal())
 	var seq int64 // the end's notification, journaled by its write
+	if lt.hollow != nil && (next.Status.State.Terminal() || push) {
+		// What is pushed, and the end the task keeps, hold the first
+		// message whole (hollow.go).
+		if next, err = e.wholeRetrying(ctx, lt, next); err != nil {
+			return e.persisted(lt, err)
+		}
+	}
 	if next.Status.State.Terminal() || push || len(lt.subs) > 0 || e.writeDelay <= 0 {
 		stored := next
 		if next.Status.State.Terminal() {
@@ -440,6 +451,9 @@ func (e *Engine) commitLocked(ctx context.Context, lt *liveTask, ev a2a.Event, n
 		e.deferLocked(lt) // no one sees this change yet
 	}
 	lt.task = next
+	if next.Status.State.Terminal() {
+		lt.hollow = nil
+	}
 	lt.noteStateLocked(next.Status.State)
 	switch {
 	case seq > 0:
@@ -510,7 +524,12 @@ func (e *Engine) subscribe(ctx context.Context, lt *liveTask) (*subscriber, *a2a
 		}
 	}
 	s, t := lt.subscribeLocked()
-	return s, t, nil
+	whole, err := e.wholeLocked(ctx, lt, t)
+	if err != nil {
+		lt.unsubscribeLocked(s)
+		return nil, nil, err
+	}
+	return s, whole, nil
 }
 
 func (lt *liveTask) subscribeLocked() (*subscriber, *a2a.Task) {
@@ -529,6 +548,10 @@ func (lt *liveTask) subscribeLocked() (*subscriber, *a2a.Task) {
 func (lt *liveTask) unsubscribe(s *subscriber) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
+	lt.unsubscribeLocked(s)
+}
+
+func (lt *liveTask) unsubscribeLocked(s *subscriber) {
 	if _, ok := lt.subs[s]; ok {
 		delete(lt.subs, s)
 		close(s.ch)
@@ -748,6 +771,9 @@ func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams
 		}
 		lt.mu.Unlock()
 	}
+	lt.mu.Lock()
+	e.hollowLocked(lt) // the store holds the message now; the run has it in reqCtx
+	lt.mu.Unlock()
 	l.start(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
 	return lt, nil
 }
@@ -921,7 +947,11 @@ func (e *Engine) followUp(ctx context.Context, msg *a2a.Message, push *PushTarge
 	lt.task = &next
 	lt.followUps = append(lt.followUps, &m)
 	if early != nil && early.answerOnly {
-		early.first = &next // stored and durable: persisted above
+		first, err := e.wholeLocked(ctx, lt, &next) // stored and durable: persisted above
+		if err != nil {
+			return nil, err
+		}
+		early.first = first
 	}
 	return lt, nil
 }
@@ -978,7 +1008,7 @@ func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *li
 				return
 			}
 			e.log.Error("task's end not stored: storing it once the store is back", "task_id", reqCtx.TaskID, "err", err)
-			go e.endLater(context.WithoutCancel(ctx), next, ev, lt.owner)
+			go e.endLater(context.WithoutCancel(ctx), lt, next, ev)
 		}
 	}()
 	err = execute(ctx, queue{e: e, lt: lt})
@@ -991,12 +1021,20 @@ func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *li
 // unavailability: another replica took the task over (ErrFenced), the store
 // lost it or was closed. The task's webhooks are told of the end (ev) once
 // it is stored.
-func (e *Engine) endLater(ctx context.Context, t *a2a.Task, ev a2a.Event, owner string) {
-	t = e.compact(ctx, t, owner)
+func (e *Engine) endLater(ctx context.Context, lt *liveTask, t *a2a.Task, ev a2a.Event) {
 	wait := time.Second
+	compacted := false
 	for {
 		time.Sleep(wait)
-		err := e.putEnd(ctx, t, ev)
+		lt.mu.Lock()
+		whole, err := e.wholeLocked(ctx, lt, t) // its first message is read back once the store is (hollow.go)
+		lt.mu.Unlock()
+		if err == nil {
+			if t = whole; !compacted {
+				t, compacted = e.compact(ctx, t, lt.owner), true
+			}
+			err = e.putEnd(ctx, t, ev)
+		}
 		if err == nil {
 			e.log.Info("task's end stored: the store is back", "task_id", string(t.ID))
 			return

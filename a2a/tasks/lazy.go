@@ -134,7 +134,24 @@ func (e *Engine) persistLocked(ctx context.Context, lt *liveTask, next *a2a.Task
 			}
 		}
 	}
-	return e.persisted(lt, e.putRetrying(ctx, lt, next, e.store.Put, deadline))
+	put := e.store.Put
+	if lt.hollow != nil {
+		put = func(ctx context.Context, t *a2a.Task) error {
+			// The store's copy of the first message (hollow.go): kept by
+			// the store as it is, or read back.
+			if k, ok := e.store.(MessageKeeper); ok && len(t.History) > 0 && t.History[0] == lt.hollow {
+				if err := k.PutKeeping(ctx, t); !errors.Is(err, ErrNotKept) {
+					return err
+				}
+			}
+			w, err := e.wholeLocked(ctx, lt, t)
+			if err != nil {
+				return err
+			}
+			return e.store.Put(ctx, w)
+		}
+	}
+	return e.persisted(lt, e.putRetrying(ctx, lt, next, put, deadline))
 }
 
 // persistEndLocked stores a terminal snapshot with its notification
@@ -234,7 +251,7 @@ func (e *Engine) seen(ctx context.Context, lt *liveTask, deadline time.Time) (*a
 			return nil, err
 		}
 	}
-	return lt.task, nil
+	return e.wholeTaskLocked(ctx, lt)
 }
 
 // syncLocked makes lt's creation, and every write that returned, durable

@@ -139,7 +139,7 @@ func (e *Engine) AnswerAs(ctx context.Context, id a2a.TaskID, answer, by string)
 	if _, err := e.answerLocked(ctx, lt, answerMessage(lt.task, answer, by), nil); err != nil {
 		return nil, err
 	}
-	return lt.task, nil
+	return e.wholeTaskLocked(ctx, lt)
 }
 
 // notWaiting refuses an answer to t, which waits for none.

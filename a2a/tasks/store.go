@@ -198,6 +198,27 @@ type WaitingKeeper interface {
 	Waiting(ctx context.Context, id a2a.TaskID) ([]byte, error)
 }
 
+// MessageKeeper is implemented by a Durable store that writes a running
+// task's snapshot without being handed its first message whole (the engine
+// leaves a large one to the store while the task runs, hollow.go):
+// PutKeeping stores t as Put does, with t.History[0], a copy of the stored
+// snapshot's first message whose large text was left out, replaced by the
+// stored message, its bytes copied from the stored snapshot, not decoded.
+// When the stored snapshot's first message is not the one of t.History[0]'s
+// id, it stores nothing and fails with an error wrapping ErrNotKept.
+// KeptMessage reads that message back: hollow (the engine's copy) with the
+// text of each of its empty text parts read from the stored snapshot, only
+// that text decoded; an error wrapping ErrNotKept when the stored first
+// message is not hollow's.
+type MessageKeeper interface {
+	PutKeeping(ctx context.Context, t *a2a.Task) error
+	KeptMessage(ctx context.Context, id a2a.TaskID, hollow *a2a.Message) (*a2a.Message, error)
+}
+
+// ErrNotKept is MessageKeeper's refusal of a snapshot whose first message
+// the store does not hold: the engine writes the task whole instead.
+var ErrNotKept = errors.New("tasks: the stored snapshot does not hold the task's first message")
+
 // Orphan is an unfinished task whose runner is gone.
 type Orphan struct {
 	Task   *a2a.Task

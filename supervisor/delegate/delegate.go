@@ -91,6 +91,10 @@ type Request struct {
 	// not a new delegation, and follows it on. Only a peer provider of
 	// that name takes it.
 	ResumeRemote *api.WaitingRemote `json:"-"`
+	// ObjectiveFrom, if set, reads the payload's objective back from where
+	// the requester keeps it (the task store): a local tree then keeps only
+	// its head once the root's child has it (supervisor.StartRequest's).
+	ObjectiveFrom func(context.Context) (string, error) `json:"-"`
 }
 
 // MeshMaxDepth is the deepest mesh depth a delegate whose root sits at depth

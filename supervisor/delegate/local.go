@@ -32,7 +32,7 @@ func (Local) InheritsParentContext() bool { return false }
 // req.DepthLimit levels when one is asked for.
 func (l Local) Start(ctx context.Context, req Request) (Run, error) {
 	r, err := l.Sup.Start(ctx, supervisor.StartRequest{Handle: req.Handle, Payload: req.Payload, MeshDepth: req.Depth, MeshMaxDepth: MeshMaxDepth(req.Depth, req.MaxDepth, req.DepthLimit), Caller: req.Caller, Questions: req.Asks,
-		Resume: req.Resume, Answer: req.Answer})
+		Resume: req.Resume, Answer: req.Answer, ObjectiveFrom: req.ObjectiveFrom})
 	if err != nil {
 		return nil, err
 	}

@@ -267,6 +267,53 @@ const endPendingSQL = `INSERT INTO push_pending (task_id, runner, snapshot, even
 	WHERE t.id = $1 AND (t.finished_ns IS NULL OR t.finished_ns > $3) AND EXISTS (SELECT 1 FROM push_configs p WHERE p.task_id = t.id)
 	RETURNING seq`
 
+// PutKeeping implements tasks.MessageKeeper: the stored snapshot is read,
+// and its first message's bytes copied into t's encoding (store.Kept). The
+// task's runner is the only writer of a running task's snapshot (a replica
+// that took it over is fenced: Fencing), so none comes between the read
+// and the write.
+func (s *Store) PutKeeping(ctx context.Context, t *a2a.Task) error {
+	if !tasks.Storable(string(t.ID)) {
+		return notFound(t.ID)
+	}
+	k, err := store.EncodeKept(t)
+	if err != nil {
+		return err
+	}
+	var stored []byte
+	err = s.pool.QueryRow(ctx, `SELECT snapshot FROM tasks WHERE id = $1 AND (finished_ns IS NULL OR finished_ns > $2)`, string(t.ID), s.cutoff()).Scan(&stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return notFound(t.ID)
+	}
+	if err != nil {
+		return s.unavailable("put task", err)
+	}
+	snap, err := k.KeptIn(stored)
+	if err != nil {
+		return err
+	}
+	op, res := s.putOp(t, snap, false)
+	_, err = res(s.write(ctx, op))
+	return err
+}
+
+// KeptMessage implements tasks.MessageKeeper (store.KeptMessage). The task
+// is this replica's (its runner's): what it wrote is read.
+func (s *Store) KeptMessage(ctx context.Context, id a2a.TaskID, hollow *a2a.Message) (*a2a.Message, error) {
+	if !tasks.Storable(string(id)) {
+		return nil, notFound(id)
+	}
+	var snap []byte
+	err := s.pool.QueryRow(ctx, `SELECT snapshot FROM tasks WHERE id = $1 AND (finished_ns IS NULL OR finished_ns > $2)`, string(id), s.cutoff()).Scan(&snap)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, s.unavailable("get task", err)
+	}
+	return store.KeptMessage(snap, hollow)
+}
+
 func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
 	if !tasks.Storable(string(t.ID)) {
 		return 0, notFound(t.ID) // no task has such an id (tasks.Storable)

@@ -152,14 +152,62 @@ const endPendingSQL = `INSERT INTO push_pending (task_id, runner, snapshot, even
 	SELECT id, ?, snapshot, x'', 1 FROM tasks t
 	WHERE t.id = ? AND (t.finished_ns IS NULL OR t.finished_ns > ?) AND EXISTS (SELECT 1 FROM push_configs p WHERE p.task_id = t.id)`
 
+// PutKeeping implements tasks.MessageKeeper: the stored snapshot is read in
+// the write's transaction, and its first message's bytes copied into t's
+// encoding (store.Kept).
+func (s *Store) PutKeeping(ctx context.Context, t *a2a.Task) error {
+	k, err := store.EncodeKept(t)
+	if err != nil {
+		return err
+	}
+	_, err = s.putSnap(ctx, t, false, nil, &k)
+	return err
+}
+
+// KeptMessage implements tasks.MessageKeeper (store.KeptMessage).
+func (s *Store) KeptMessage(ctx context.Context, id a2a.TaskID, hollow *a2a.Message) (*a2a.Message, error) {
+	if err := s.Sync(ctx); err != nil {
+		return nil, err
+	}
+	var snap []byte
+	err := s.get.QueryRowContext(ctx, string(id), s.cutoff()).Scan(new(string), &snap)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, s.unavailable("get task", err)
+	}
+	return store.KeptMessage(snap, hollow)
+}
+
 func (s *Store) put(ctx context.Context, t *a2a.Task, end bool) (int64, error) {
 	snap, err := store.EncodeTask(t)
 	if err != nil {
 		return 0, err
 	}
+	return s.putSnap(ctx, t, end, snap, nil)
+}
+
+// putSnap writes t's snapshot: snap, or with kept set, kept's with the
+// stored first message in it, read in the write's transaction.
+func (s *Store) putSnap(ctx context.Context, t *a2a.Task, end bool, snap []byte, kept *store.Kept) (int64, error) {
 	var seq int64
-	err = s.write(ctx, "put task", func(tx *wtx) error {
+	err := s.write(ctx, "put task", func(tx *wtx) error {
 		seq = 0
+		snap := snap
+		if kept != nil {
+			var stored []byte
+			err := tx.QueryRowContext(ctxBG, `SELECT snapshot FROM tasks WHERE id = ? AND (finished_ns IS NULL OR finished_ns > ?)`, string(t.ID), s.cutoff()).Scan(&stored)
+			if errors.Is(err, sql.ErrNoRows) {
+				return notFound(t.ID)
+			}
+			if err != nil {
+				return s.unavailable("put task", err)
+			}
+			if snap, err = kept.KeptIn(stored); err != nil {
+				return err
+			}
+		}
 		res, err := tx.ExecContext(ctxBG, putSQL, string(t.Status.State), store.Nanos(tasks.StatusTime(t)), t.ContextID, snap, len(snap), s.finishedAt(t), s.now(), string(t.ID), s.cutoff())
 		if err != nil {
 			return s.unavailable("put task", err)

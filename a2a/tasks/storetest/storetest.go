@@ -84,6 +84,7 @@ func Run(t *testing.T, b Backend) {
 		{"AuditRetention", testAuditRetention},
 		{"Steps", testSteps},
 		{"StepsExpire", testStepsExpire},
+		{"KeepMessage", testKeepMessage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
