@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -315,9 +314,15 @@ func (bp *bufPool) put(b *bytes.Buffer) {
 }
 
 // FrameReader reads frames from one control pipe. It is not safe for concurrent
-// use; one goroutine owns it.
+// use; one goroutine owns it. It keeps no read buffer: the length prefix and
+// then the body are read straight from the pipe, so a channel waiting for its
+// next frame (which a live child's mostly is, on either side) holds no
+// buffer. A frame costs two reads where a buffer might have taken several
+// small frames in one; frames are few (a handful a model step), and a 4 KiB
+// buffer kept for each of a supervisor's hundreds of waiting children was 4
+// KiB of its heap a child (issue 35).
 type FrameReader struct {
-	r   *bufio.Reader
+	r   io.Reader
 	max int
 	hdr [4]byte
 }
@@ -328,15 +333,8 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	if max <= 0 {
 		max = DefaultMaxFrame
 	}
-	return &FrameReader{r: bufio.NewReaderSize(r, frameReadBuf), max: max}
+	return &FrameReader{r: r, max: max}
 }
-
-// frameReadBuf is a FrameReader's buffer: room for a length prefix and the
-// small frames that make most of the traffic, read several at a time. A
-// body larger than the buffer is read straight into its own slice, so a
-// bigger buffer would only cost its allocation (and, in a child, the pages
-// it touches) for every control channel.
-const frameReadBuf = 4 << 10
 
 // Read returns the next frame. At a clean end of stream between frames it
 // returns io.EOF; a stream that ends inside a frame gives io.ErrUnexpectedEOF. A

@@ -1,10 +1,14 @@
 package supervisor
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,4 +86,50 @@ func TestChildStderr(t *testing.T) {
 			t.Errorf("the supervisor forwarded a line the child wrote itself:\n%s", logs.String())
 		}
 	})
+}
+
+// TestForwardLogsLines: the stderr forwarding cuts lines across reads of its
+// shared buffers: a JSON line keeps its fields, a text line is logged as
+// text, a line longer than a read arrives whole, one over maxLogLine is cut
+// there, and a last line with no newline is forwarded at EOF.
+func TestForwardLogsLines(t *testing.T) {
+	ours, theirs, err := childPipe(true, "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := os.NewFile(uintptr(theirs), "child stderr")
+	long := strings.Repeat("a", 10000)
+	huge := strings.Repeat("b", maxLogLine+100)
+	go func() {
+		defer w.Close()
+		for _, s := range []string{`{"level":"WARN","msg":"json line","k":1}` + "\n", "plain text\n", long[:3000], long[3000:] + "\n\n", huge + "\n", "tail"} {
+			if _, err := w.WriteString(s); err != nil {
+				return
+			}
+		}
+	}()
+	var buf bytes.Buffer
+	var lp atomic.Pointer[slog.Logger]
+	lp.Store(slog.New(slog.NewJSONHandler(&buf, nil)))
+	forwardLogs(ours, &lp) // returns at EOF
+	var got []map[string]any
+	dec := json.NewDecoder(&buf)
+	for dec.More() {
+		var rec map[string]any
+		if err := dec.Decode(&rec); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rec)
+	}
+	if len(got) != 5 {
+		t.Fatalf("%d records, want 5", len(got))
+	}
+	if got[0]["msg"] != "json line" || got[0]["level"] != "WARN" || got[0]["k"] != 1.0 || got[0]["child"] != true {
+		t.Errorf("JSON line: %v", got[0])
+	}
+	for i, want := range []string{"plain text", long, huge[:maxLogLine], "tail"} {
+		if rec := got[i+1]; rec["msg"] != "child stderr" || rec["line"] != want {
+			t.Errorf("line %d: %q (%d bytes), want %d bytes", i+1, rec["msg"], len(fmt.Sprint(rec["line"])), len(want))
+		}
+	}
 }

@@ -202,6 +202,15 @@ func (n *node) subtree() []*node {
 }
 
 // run supervises one node from spawn to reap and publishes its result.
+//
+// This goroutine waits through the child's whole life, so what its frames
+// hold while it waits is what its stack keeps: run, supervise,
+// superviseProcess and deliver keep the work before and after the wait in
+// helpers of their own (ended, startCold, sendPayload, deadlinePassed),
+// not inlined, so the waiting frames stay small enough for the collector to
+// halve the stack the spawn grew (a goroutine's stack shrinks only while it
+// uses under a quarter of it: 16 to 8 KiB a child, issue 35;
+// TestMemoryPerChild).
 func (s *Supervisor) run(n *node) {
 	defer s.wg.Done()
 	log := s.nodeLogger(n)
@@ -211,6 +220,13 @@ func (s *Supervisor) run(n *node) {
 	} else {
 		res = heldResult(n)
 	}
+	s.ended(n, res, log)
+}
+
+// ended publishes n's result once its supervision is over, and removes it.
+//
+//go:noinline
+func (s *Supervisor) ended(n *node, res api.SubagentResult, log *slog.Logger) {
 	s.forgetPause(n)
 	s.forgetSteer(n)
 	s.releaseSlot(n)       // reaped (or abandoned): the service-wide slot is free again
@@ -281,31 +297,66 @@ func (s *Supervisor) supervise(n *node, log *slog.Logger) api.SubagentResult {
 func (s *Supervisor) superviseProcess(n *node, log *slog.Logger) api.SubagentResult {
 	// A warm child from the pool is already past ctrl/ready; it gets the
 	// node's logger and, below, its payload.
-	if p := s.pool.take(); p != nil {
-		p.log.Store(log)
-		log = log.With("pid", p.pid, "warm", true)
-		log.Debug("spawn served by the warm pool")
+	if p, log := s.takeWarm(n, log); p != nil {
 		defer p.release()
 		defer s.pool.taken() // reaped: refill now if the delay has not yet
-		n.setProc(p)
-		if s.cfg.Observer != nil {
-			s.cfg.Observer.NodeStarted(n.info())
-		}
 		return s.deliver(n, p, log)
 	}
-	p, err := startProc(s.procSpec(log))
-	if err != nil {
-		log.Error("spawn failed", "err", err)
-		return api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error(), Distillate: api.InlineText("")}
+	p, log, res, ok := s.startCold(n, log)
+	if p == nil {
+		return res
 	}
-	log = log.With("pid", p.pid)
 	defer p.release()
+	if !ok {
+		return res
+	}
+	return s.deliver(n, p, log)
+}
+
+// takeWarm gives n a warm child from the pool, if there is one, with the
+// node's logger; it returns nil if the pool has none.
+//
+//go:noinline
+func (s *Supervisor) takeWarm(n *node, log *slog.Logger) (*proc, *slog.Logger) {
+	p := s.pool.take()
+	if p == nil {
+		return nil, log
+	}
+	p.log.Store(log)
+	log = log.With("pid", p.pid, "warm", true)
+	log.Debug("spawn served by the warm pool")
 	n.setProc(p)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.NodeStarted(n.info())
 	}
+	return p, log
+}
 
-	// ctrl/ready, within SpawnReady.
+// startCold starts a new process for n and waits for its ctrl/ready. It
+// returns the process (nil if none started: res says why), the node's
+// logger with its pid, and whether it is ready for its payload (if not, res
+// is the node's end and the process has been dealt with; the caller still
+// releases it).
+//
+//go:noinline
+func (s *Supervisor) startCold(n *node, log *slog.Logger) (*proc, *slog.Logger, api.SubagentResult, bool) {
+	p, err := startProc(s.procSpec(log))
+	if err != nil {
+		log.Error("spawn failed", "err", err)
+		return nil, log, api.SubagentResult{Status: api.StatusCrashed, Detail: err.Error(), Distillate: api.InlineText("")}, false
+	}
+	log = log.With("pid", p.pid)
+	n.setProc(p)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.NodeStarted(n.info())
+	}
+	res, ok := s.awaitReady(n, p, log)
+	return p, log, res, ok
+}
+
+// awaitReady waits for p's ctrl/ready, within SpawnReady. It reports false,
+// with the node's end, if the child failed before it.
+func (s *Supervisor) awaitReady(n *node, p *proc, log *slog.Logger) (api.SubagentResult, bool) {
 	ready := time.NewTimer(s.cfg.SpawnReady)
 	defer ready.Stop()
 	select {
@@ -313,68 +364,41 @@ func (s *Supervisor) superviseProcess(n *node, log *slog.Logger) api.SubagentRes
 		if !ok {
 			if !errors.Is(p.readErr, io.EOF) {
 				return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation,
-					detail: "protocol violation before ctrl/ready: " + p.readErr.Error()}, log)
+					detail: "protocol violation before ctrl/ready: " + p.readErr.Error()}, log), false
 			}
 			// EOF before ready: most likely a crash; let the reap say how it ended.
 			select {
 			case <-p.done:
 				return s.finish(n, p, verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult,
-					detail: "exited before ctrl/ready: " + p.exitStatus().String()})
+					detail: "exited before ctrl/ready: " + p.exitStatus().String()}), false
 			case <-ready.C:
 				return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseSpawnTimeout,
-					detail: "closed control-out before ctrl/ready"}, log)
+					detail: "closed control-out before ctrl/ready"}, log), false
 			}
 		}
 		if f.Method != api.MethodReady {
 			return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseProtocolViolation,
-				detail: fmt.Sprintf("first frame is %q, want %q", f.Method, api.MethodReady)}, log)
+				detail: fmt.Sprintf("first frame is %q, want %q", f.Method, api.MethodReady)}, log), false
 		}
 		p.ready.Store(true)
 	case <-ready.C:
 		return s.killNow(n, p, verdict{status: api.StatusCrashed, cause: api.CauseSpawnTimeout,
-			detail: fmt.Sprintf("no ctrl/ready within %s", s.cfg.SpawnReady)}, log)
+			detail: fmt.Sprintf("no ctrl/ready within %s", s.cfg.SpawnReady)}, log), false
 	case <-p.done:
 		return s.finish(n, p, verdict{status: api.StatusCrashed, cause: api.CauseExitedWithoutResult,
-			detail: "exited before ctrl/ready: " + p.exitStatus().String()})
+			detail: "exited before ctrl/ready: " + p.exitStatus().String()}), false
 	}
-	ready.Stop()
-	return s.deliver(n, p, log)
+	return api.SubagentResult{}, true
 }
 
 // deliver sends a ready child its payload and supervises it until the reap.
 func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentResult {
-	if n.stopping() {
-		// A kill was requested before the child had its payload: there is no work
-		// to save, so it gets no ctrl/cancel, only the signal.
-		return s.killNow(n, p, verdict{status: api.StatusCancelled, detail: "cancelled before start"}, log)
+	if res, ok := s.sendPayload(n, p, log); !ok {
+		return res
 	}
-	// The payload as sent: resource_ref seed slices read now, for the child
-	// to see as its slices; n.payload keeps the references.
-	n.mu.Lock()
-	payload := n.payload
-	n.mu.Unlock()
-	if err := n.wholeObjective(&payload); err != nil {
-		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "spawn payload: " + err.Error()}, log)
-	}
-	payload.Seed = s.resolveSeed(n, payload.Seed, log)
-	payload.Intelligence.Breakers = s.intel.breakersFor(payload.Intelligence)
-	if r := n.takeResume(); r != nil { // a suspended subagent goes on (suspend.go)
-		payload.Resume = r
-		payload.Limits.Deadline = api.Duration(time.Until(n.deadlineNow()))
-	}
-	if err := p.w.Send(api.MethodSpawn, 0, payload); err != nil {
-		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "write spawn payload: " + err.Error()}, log)
-	}
-	payload = api.SpawnPayload{} // the child has it
-	n.leaveObjective()
-	p.spawned.Store(true)
 	stopWatch := s.watch(n, p, log) // detectors B and C
 	defer stopWatch()
-	s.syncPause(n, p) // a child spawned while paused holds before its first model call
-	s.sendEarlySteers(n, p)
-	if s.cfg.Observer != nil {
-		s.cfg.Observer.NodeProgress(n.info())
-	}
+	s.spawned(n, p)
 
 	deadline := time.NewTimer(time.Until(n.deadline))
 	defer deadline.Stop()
@@ -425,8 +449,7 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 				deadline.Reset(time.Until(d)) // moved by the waits so far
 				continue
 			}
-			log.Warn("deadline passed: killing subtree", "deadline", n.payload.Limits.Deadline.String())
-			s.killSubtree(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed", n.payload.Limits.Deadline)}, "deadline")
+			s.deadlinePassed(n, log)
 		case <-eofWait:
 			eofWait = nil
 			if n.suspendedProc() != p { // a suspension's own ladder reaps its process
@@ -434,6 +457,60 @@ func (s *Supervisor) deliver(n *node, p *proc, log *slog.Logger) api.SubagentRes
 			}
 		}
 	}
+}
+
+// sendPayload writes a ready child its spawn payload. It reports false, with
+// the node's end, if the child is not to have it (a kill came first) or the
+// write failed.
+//
+//go:noinline
+func (s *Supervisor) sendPayload(n *node, p *proc, log *slog.Logger) (api.SubagentResult, bool) {
+	if n.stopping() {
+		// A kill was requested before the child had its payload: there is no work
+		// to save, so it gets no ctrl/cancel, only the signal.
+		return s.killNow(n, p, verdict{status: api.StatusCancelled, detail: "cancelled before start"}, log), false
+	}
+	// The payload as sent: resource_ref seed slices read now, for the child
+	// to see as its slices; n.payload keeps the references.
+	n.mu.Lock()
+	payload := n.payload
+	n.mu.Unlock()
+	if err := n.wholeObjective(&payload); err != nil {
+		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "spawn payload: " + err.Error()}, log), false
+	}
+	payload.Seed = s.resolveSeed(n, payload.Seed, log)
+	payload.Intelligence.Breakers = s.intel.breakersFor(payload.Intelligence)
+	if r := n.takeResume(); r != nil { // a suspended subagent goes on (suspend.go)
+		payload.Resume = r
+		payload.Limits.Deadline = api.Duration(time.Until(n.deadlineNow()))
+	}
+	if err := p.w.Send(api.MethodSpawn, 0, payload); err != nil {
+		return s.killNow(n, p, verdict{status: api.StatusCrashed, detail: "write spawn payload: " + err.Error()}, log), false
+	}
+	payload = api.SpawnPayload{} // the child has it
+	n.leaveObjective()
+	p.spawned.Store(true)
+	return api.SubagentResult{}, true
+}
+
+// spawned is what follows a child's payload, its detectors started: a pause
+// or steers that came before it, and the observer's word.
+//
+//go:noinline
+func (s *Supervisor) spawned(n *node, p *proc) {
+	s.syncPause(n, p) // a child spawned while paused holds before its first model call
+	s.sendEarlySteers(n, p)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.NodeProgress(n.info())
+	}
+}
+
+// deadlinePassed kills n's subtree at its deadline.
+//
+//go:noinline
+func (s *Supervisor) deadlinePassed(n *node, log *slog.Logger) {
+	log.Warn("deadline passed: killing subtree", "deadline", n.payload.Limits.Deadline.String())
+	s.killSubtree(n, verdict{status: api.StatusDeadline, detail: fmt.Sprintf("deadline of %s passed", n.payload.Limits.Deadline)}, "deadline")
 }
 
 // violation kills a child that broke the protocol at once (SIGKILL, no ladder)

@@ -1,12 +1,11 @@
 package supervisor
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -342,36 +341,104 @@ func (p *proc) exited() bool {
 // forwardLogs copies the child's stderr into the supervisor's log. A line that is
 // a JSON object (the child's slog output) keeps its fields; anything else is
 // logged as text. The logger (read per line, so an assignment can retag a
-// pooled child) already carries run_id and agent_path.
-func forwardLogs(r io.ReadCloser, log *atomic.Pointer[slog.Logger]) {
+// pooled child) already carries run_id and agent_path. A line is kept up to
+// maxLogLine bytes; the rest of a longer one is dropped.
+//
+// It holds no buffer while the child is quiet, which a waiting child mostly
+// is: each read takes one from logBufs once the pipe has bytes, and gives it
+// back when their lines are forwarded; only a line begun and not yet ended
+// is kept between reads. A 4 KiB reader kept for each of hundreds of waiting
+// children was 4 KiB of the supervisor's heap a child (issue 35,
+// TestMemoryPerChild).
+func forwardLogs(r *os.File, log *atomic.Pointer[slog.Logger]) {
 	defer r.Close()
-	br := bufio.NewReaderSize(r, 4<<10) // a longer line is read in pieces (readLine)
-	for {
-		line, err := readLine(br, 1<<20)
+	emit := func(line []byte) {
 		if len(line) > 0 {
 			forwardLine(log.Load(), line)
 		}
-		if err != nil {
+	}
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	var lines lineSplitter
+	for {
+		var buf *[]byte
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			buf = logBufs.Get().(*[]byte)
+			n, rerr = ignoringEINTR(func() (int, error) { return unix.Read(int(fd), *buf) })
+			if rerr == unix.EAGAIN {
+				logBufs.Put(buf)
+				return false // wait for bytes, holding no buffer
+			}
+			return true
+		})
+		if err == nil && rerr == nil && n > 0 {
+			lines.feed((*buf)[:n], emit)
+		}
+		if buf != nil {
+			logBufs.Put(buf)
+		}
+		if err != nil || rerr != nil || n <= 0 { // EOF, or the pipe failed
+			lines.end(emit)
 			return
 		}
 	}
 }
 
-// readLine reads one line, keeping at most max bytes of it.
-func readLine(br *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
+// maxLogLine is the most of one stderr line forwarded.
+const maxLogLine = 1 << 20
+
+// logBufs are the stderr reads' buffers, shared by every child's forwarding.
+var logBufs = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+
+// ignoringEINTR calls read until it is not interrupted by a signal.
+func ignoringEINTR(read func() (int, error)) (int, error) {
 	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) <= max {
-			line = append(line, chunk...)
+		n, err := read()
+		if err != unix.EINTR {
+			return n, err
 		}
-		if err == bufio.ErrBufferFull {
-			continue
+	}
+}
+
+// lineSplitter cuts a byte stream into lines (without their newline), each
+// kept up to maxLogLine bytes. Only a line that spans reads is copied.
+type lineSplitter struct {
+	part []byte // the line begun in an earlier read, up to maxLogLine bytes
+}
+
+// feed passes each line that b ends to emit (which must not keep it), and
+// keeps the start of one it does not end.
+func (l *lineSplitter) feed(b []byte, emit func([]byte)) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			l.keep(b)
+			return
 		}
-		if n := len(line); n > 0 && line[n-1] == '\n' {
-			line = line[:n-1]
+		if l.part == nil {
+			emit(b[:min(i, maxLogLine)])
+		} else {
+			l.keep(b[:i])
+			emit(l.part)
+			l.part = nil // nothing kept between lines
 		}
-		return line, err
+		b = b[i+1:]
+	}
+}
+
+func (l *lineSplitter) keep(b []byte) {
+	l.part = append(l.part, b[:min(len(b), maxLogLine-len(l.part))]...)
+}
+
+// end passes on a last line the stream did not end with a newline.
+func (l *lineSplitter) end(emit func([]byte)) {
+	if l.part != nil {
+		emit(l.part)
+		l.part = nil
 	}
 }
 

@@ -179,6 +179,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	watching, stopWatch := context.WithCancel(bg)
 	waitWatch := s.admission.watchMemory(watching, s.sup, &c.Admission, uint64(s.budgets.maxMessage), log)
 	s.closers.add(func() { stopWatch(); waitWatch() })
+	s.closers.add(startHeapPolicy(log))
 
 	if err := router.Register(delegate.Local{Sup: s.sup}); err != nil {
 		return nil, err
