@@ -115,7 +115,7 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 			r.seg, r.inStr, r.off = r.seg+1, false, 0
 			continue
 		}
-		safe, esc, adv := nextEscaped(s.str, r.off, &r.buf)
+		safe, esc, adv := nextEscaped(s.str, r.off, len(p)-n, &r.buf)
 		if safe > 0 {
 			c := copy(p[n:], s.str[r.off:r.off+safe])
 			n, r.off = n+c, r.off+c
@@ -133,12 +133,12 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 func (r *bodyReader) Close() error { return nil }
 
 // nextEscaped says how s from i is written in a JSON string: either a run of
-// safe bytes, written as they are (safe > 0), or one character's escape or
-// bytes (esc, held in buf) standing for s[i:i+adv]. It escapes what
-// json.Marshal does (escapeHTML on).
-func nextEscaped(s string, i int, buf *[8]byte) (safe int, esc []byte, adv int) {
-	j := i
-	for j < len(s) && s[j] < utf8.RuneSelf && htmlSafe(s[j]) {
+// at most limit safe bytes, written as they are (safe > 0), or one
+// character's escape or bytes (esc, held in buf) standing for s[i:i+adv]. It
+// escapes what json.Marshal does (escapeHTML on).
+func nextEscaped(s string, i, limit int, buf *[8]byte) (safe int, esc []byte, adv int) {
+	j, end := i, min(len(s), i+max(limit, 1))
+	for j < end && s[j] < utf8.RuneSelf && htmlSafe[s[j]] {
 		j++
 	}
 	if j > i {
@@ -177,16 +177,19 @@ func nextEscaped(s string, i int, buf *[8]byte) (safe int, esc []byte, adv int) 
 
 // htmlSafe says whether an ASCII byte is written as it is in a JSON string
 // by json.Marshal.
-func htmlSafe(c byte) bool {
-	return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-}
+var htmlSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // appendEscaped appends s to dst as a JSON string, quoted.
 func appendEscaped(dst []byte, s string) []byte {
 	var buf [8]byte
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
-		safe, esc, adv := nextEscaped(s, i, &buf)
+		safe, esc, adv := nextEscaped(s, i, len(s), &buf)
 		if safe > 0 {
 			dst, i = append(dst, s[i:i+safe]...), i+safe
 			continue
@@ -201,7 +204,7 @@ func escapedLen(s string) int {
 	var buf [8]byte
 	n := 0
 	for i := 0; i < len(s); {
-		safe, esc, adv := nextEscaped(s, i, &buf)
+		safe, esc, adv := nextEscaped(s, i, len(s), &buf)
 		if safe > 0 {
 			n, i = n+safe, i+safe
 			continue

@@ -156,3 +156,37 @@ func TestMessagesBodyIsJSONMarshal(t *testing.T) {
 		}
 	}
 }
+
+// figure9Request is a chat request like figure 9's second call.
+func figure9Request() chatRequest {
+	turn := strings.Repeat("the agent read the file and found ", 64<<10/34)
+	result := strings.Repeat("h", 16<<10)
+	m := &openAIModel{model: "bench"}
+	return m.chatRequest(&Request{System: "Objective:\n" + turn, Messages: []Message{
+		{Role: RoleUser, Content: turn},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call-0", Name: "subagent_status", Args: json.RawMessage(`{"handle":"` + result + `"}`)}}},
+		{Role: RoleTool, ToolCallID: "call-0", Content: "ERROR: no subagent " + result},
+	}})
+}
+
+// Writing figure 9's request from its parts, against json.Marshal and a
+// write of its bytes (the CPU a model call spends on its request).
+func BenchmarkRequestBody(b *testing.B) {
+	cr := figure9Request()
+	buf := make([]byte, 32<<10)
+	b.Run("jsonBody", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			body, _ := chatBody(&cr)
+			rc, _, _ := body.open()
+			_, _ = io.CopyBuffer(io.Discard, struct{ io.Reader }{rc}, buf)
+		}
+	})
+	b.Run("json.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			enc, _ := json.Marshal(cr)
+			_, _ = io.CopyBuffer(io.Discard, struct{ io.Reader }{bytes.NewReader(enc)}, buf)
+		}
+	})
+}
