@@ -572,17 +572,28 @@ func toolText(r api.ToolResult) string {
 // declared agent type's own prompt when the payload has one.
 func SystemPrompt(p *api.SpawnPayload) string {
 	var b strings.Builder
+	// The parts' bytes and the prompt's own text, in one buffer.
+	b.Grow(len(p.Contract.Objective) + len(p.Contract.OutputFormat.Schema) + len(p.Contract.ToolGuidance) + len(p.Contract.Boundaries) + 1024)
+	if p.Agent != nil {
+		b.Grow(len(p.Agent.SystemPrompt))
+	}
 	if p.Agent != nil && strings.TrimSpace(p.Agent.SystemPrompt) != "" {
 		// The declared agent type's prompt first; the contract's parts follow.
 		b.WriteString(strings.TrimSpace(p.Agent.SystemPrompt) + "\n\n")
 	}
 	b.WriteString("You are a subagent with one objective. Work toward it and reply with the result only.\n\n")
-	fmt.Fprintf(&b, "Objective:\n%s\n\n", p.Contract.Objective)
+	// The contract's parts are written as they are, not through fmt, whose
+	// buffer would copy each (a 64 KiB objective's copy stayed in fmt's
+	// pool, on a waiting child's heap).
+	b.WriteString("Objective:\n")
+	b.WriteString(p.Contract.Objective)
+	b.WriteString("\n\n")
 	switch p.Contract.OutputFormat.Kind {
 	case api.FormatJSON:
 		b.WriteString("Required output format: a single JSON value, with no prose and no code fence around it.")
 		if len(p.Contract.OutputFormat.Schema) > 0 {
-			fmt.Fprintf(&b, " It must satisfy this JSON Schema:\n%s", p.Contract.OutputFormat.Schema)
+			b.WriteString(" It must satisfy this JSON Schema:\n")
+			b.Write(p.Contract.OutputFormat.Schema)
 		}
 		b.WriteString("\n\n")
 	case api.FormatMarkdown:
@@ -592,10 +603,14 @@ func SystemPrompt(p *api.SpawnPayload) string {
 	}
 	fmt.Fprintf(&b, "Keep the final answer under %d characters: it is a distillate for the agent that delegated to you, not a transcript.\n\n", p.Limits.Budget())
 	if p.Contract.ToolGuidance != "" {
-		fmt.Fprintf(&b, "Tool guidance:\n%s\n\n", p.Contract.ToolGuidance)
+		b.WriteString("Tool guidance:\n")
+		b.WriteString(p.Contract.ToolGuidance)
+		b.WriteString("\n\n")
 	}
 	if p.Contract.Boundaries != "" {
-		fmt.Fprintf(&b, "Boundaries:\n%s\n\n", p.Contract.Boundaries)
+		b.WriteString("Boundaries:\n")
+		b.WriteString(p.Contract.Boundaries)
+		b.WriteString("\n\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -202,5 +203,25 @@ func TestRehearsal(t *testing.T) {
 		if res.Status != api.StatusCompleted || !strings.Contains(res.Distillate.Text(), "4 words") {
 			t.Fatalf("rehearsal = %+v", res)
 		}
+	}
+}
+
+// The system prompt copies its objective once, into the prompt: written
+// through fmt.Fprintf it was copied into fmt's buffer too (and an objective
+// under 64 KiB, figure 9's, stayed in fmt's pool on a waiting child's heap).
+func TestSystemPromptCopiesTheObjectiveOnce(t *testing.T) {
+	p := payload()
+	p.Contract.Objective = strings.Repeat("the earlier turns ", 100<<10/18)
+	p.Contract.ToolGuidance = strings.Repeat("guidance ", 10<<10/9)
+	n := len(SystemPrompt(p))
+	allocs := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	before := allocs()
+	SystemPrompt(p)
+	if got := allocs() - before; got > uint64(n+n/2) {
+		t.Fatalf("a %d-byte system prompt allocated %d bytes", n, got)
 	}
 }
