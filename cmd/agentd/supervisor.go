@@ -11,6 +11,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/admit"
+	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/agent/intelligence"
 	"github.com/agentd/agentd/internal/secretfile"
 	"github.com/agentd/agentd/supervisor"
@@ -211,7 +212,7 @@ func childEnv(environ []string) []string {
 		"SSL_CERT_FILE": true, "SSL_CERT_DIR": true,
 		"HTTP_PROXY": true, "HTTPS_PROXY": true, "NO_PROXY": true,
 		"http_proxy": true, "https_proxy": true, "no_proxy": true,
-		api.EnvChildMemStats: true, "AGENT_EXP": true,
+		api.EnvChildMemStats: true, agent.EnvMemDump: true, // diagnostics, off unless set
 	}
 	var env []string
 	for _, kv := range environ {

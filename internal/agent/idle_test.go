@@ -3,9 +3,10 @@ package agent
 import (
 	"context"
 	"log/slog"
-	"runtime"
+	"os"
+	"path/filepath"
 	"runtime/metrics"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,24 +55,43 @@ func TestLoopIdleWhileWaitingOnModel(t *testing.T) {
 	}
 }
 
-// A waiting child's release frees what a sync.Pool keeps (encoding/json's
-// encoder buffer, grown to the whole request): one collection only moves a
-// pool's items to its victim cache, so they stayed on the heap for the wait.
-func TestReleaseFreesPooledBuffers(t *testing.T) {
-	const size = 8 << 20
-	var pool sync.Pool
-	b := make([]byte, size)
-	pool.Put(&b)
-	live := func() uint64 {
-		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+// A waiting child's release collects once: a second collection, which
+// freed what a sync.Pool keeps as its victim, cost the child more of the
+// runtime's memory than it freed (figure 9: 3588 KiB private with two, 3261
+// with one).
+func TestReleaseCollectsOnce(t *testing.T) {
+	cycles := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
 		metrics.Read(s)
 		return s[0].Value.Uint64()
 	}
+	before := cycles()
 	release()
-	if got := live(); got >= size {
-		t.Fatalf("after release the heap holds %d bytes live: the pooled %d-byte buffer was kept", got, size)
+	if n := cycles() - before; n != 1 {
+		t.Fatalf("release ran %d collections, want 1", n)
 	}
-	runtime.KeepAlive(&pool)
+}
+
+// A child that has not collected yet collects while it waits only when that
+// gives back firstReclaim: its first collection costs runtime memory that
+// stays, more than figure 9's child (about 600 KiB allocated since
+// ctrl/ready) would give back. After a first collection, idleReclaim is
+// enough.
+func TestWorthCollecting(t *testing.T) {
+	const k = 1 << 10
+	for _, c := range []struct {
+		free, objects, live, cycles, atReady uint64
+		want                                 bool
+	}{
+		{free: 0, objects: 1200 * k, live: 0, cycles: 0, atReady: 600 * k, want: false}, // figure 9's child
+		{free: 0, objects: 2200 * k, live: 0, cycles: 0, atReady: 600 * k, want: true},  // a larger payload's decoding
+		{free: 8 * k, objects: 1200 * k, live: 600 * k, cycles: 1, atReady: 600 * k, want: true},
+		{free: 8 * k, objects: 900 * k, live: 600 * k, cycles: 1, atReady: 600 * k, want: false},
+	} {
+		if got := worthCollecting(c.free, c.objects, c.live, c.cycles, c.atReady); got != c.want {
+			t.Errorf("%+v: %v, want %v", c, got, c.want)
+		}
+	}
 }
 
 // What a waiting child could give back: after a collection, the objects it
@@ -125,5 +145,36 @@ func TestHeapIsReadWhenTheSpawnComes(t *testing.T) {
 	}
 	if heapAtSpawn.Load() == 0 {
 		t.Fatal("the heap was not read when the spawn frame came")
+	}
+}
+
+// The memory dump (EnvMemDump) writes the heap profile, the runtime's
+// memory classes, every goroutine's stack and the process's smaps; unset, it
+// writes nothing.
+func TestMemDump(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeMemDump(dir, 7); err != nil {
+		t.Fatal(err)
+	}
+	for ext, want := range map[string]string{
+		".heap":       "# inuse_bytes inuse_objects alloc_bytes alloc_objects",
+		".metrics":    "/memory/classes/heap/objects:bytes ",
+		".goroutines": "goroutine ",
+		".smaps":      "Private_Dirty:",
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, "7"+ext))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), want) {
+			t.Errorf("7%s does not hold %q", ext, want)
+		}
+	}
+	if memDumpDir != "" {
+		t.Skipf("%s is set", EnvMemDump)
+	}
+	dumpMemory()
+	if memDumped {
+		t.Fatal("with no directory set, the child dumped its memory")
 	}
 }

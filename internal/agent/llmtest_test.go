@@ -348,3 +348,17 @@ func wantUsage(t *testing.T, run childRun, in, out int64, steps int) {
 		t.Errorf("events %+v: want one step per model event", run.events)
 	}
 }
+
+// canonicalJSON is the arguments with insignificant differences (spacing, key
+// order) removed; invalid JSON is kept as is.
+func canonicalJSON(b json.RawMessage) string {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return string(b)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return string(b)
+	}
+	return string(out)
+}

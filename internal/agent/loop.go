@@ -2,10 +2,15 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -374,7 +379,7 @@ func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.Subag
 	if len(strings.TrimSpace(string(args))) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	if key := wire + "\x00" + canonicalJSON(args); key == r.lastCall {
+	if key := callKey(wire, args); key == r.lastCall {
 		r.repeats++
 	} else {
 		r.lastCall, r.repeats = key, 1
@@ -542,18 +547,60 @@ func mediaTypeOf(kind string) string {
 	}
 }
 
-// canonicalJSON is the arguments with insignificant differences (spacing, key
-// order) removed, so that repeats are recognised; invalid JSON is kept as is.
-func canonicalJSON(b json.RawMessage) string {
+// callKey is what the repeat check compares of a call: a digest of its wire
+// name and its arguments with insignificant differences (spacing, key order)
+// removed, invalid JSON as it is. It is 32 bytes however long the arguments:
+// the check held the canonical arguments themselves (figure 9's 16 KiB
+// handle, and its encoding's garbage, on a waiting child's heap).
+func callKey(wire string, args json.RawMessage) string {
+	h := sha256.New()
+	h.Write([]byte(wire))
 	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return string(b)
+	if json.Unmarshal(args, &v) != nil {
+		h.Write([]byte{0, 'r'})
+		h.Write(args)
+	} else {
+		h.Write([]byte{0, 'v'})
+		writeCanonical(h, v)
 	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return string(b)
+	return string(h.Sum(nil))
+}
+
+// writeCanonical writes v, a decoded JSON value, to w in a form that is the
+// same for equal values and differs for others: each value tagged, strings
+// and containers with their lengths, an object's keys sorted.
+func writeCanonical(w io.Writer, v any) {
+	var buf [32]byte
+	switch v := v.(type) {
+	case nil:
+		w.Write([]byte{'n'})
+	case bool:
+		if v {
+			w.Write([]byte{'t'})
+		} else {
+			w.Write([]byte{'f'})
+		}
+	case float64:
+		w.Write(strconv.AppendFloat(append(buf[:0], 'd'), v, 'g', -1, 64))
+		w.Write([]byte{';'})
+	case string:
+		w.Write(strconv.AppendInt(append(buf[:0], 's'), int64(len(v)), 10))
+		w.Write([]byte{':'})
+		io.WriteString(w, v)
+	case []any:
+		w.Write(strconv.AppendInt(append(buf[:0], 'a'), int64(len(v)), 10))
+		w.Write([]byte{':'})
+		for _, e := range v {
+			writeCanonical(w, e)
+		}
+	case map[string]any:
+		w.Write(strconv.AppendInt(append(buf[:0], 'o'), int64(len(v)), 10))
+		w.Write([]byte{':'})
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			writeCanonical(w, k)
+			writeCanonical(w, v[k])
+		}
 	}
-	return string(out)
 }
 
 func toolText(r api.ToolResult) string {
@@ -572,17 +619,28 @@ func toolText(r api.ToolResult) string {
 // declared agent type's own prompt when the payload has one.
 func SystemPrompt(p *api.SpawnPayload) string {
 	var b strings.Builder
+	// The parts' bytes and the prompt's own text, in one buffer.
+	b.Grow(len(p.Contract.Objective) + len(p.Contract.OutputFormat.Schema) + len(p.Contract.ToolGuidance) + len(p.Contract.Boundaries) + 1024)
+	if p.Agent != nil {
+		b.Grow(len(p.Agent.SystemPrompt))
+	}
 	if p.Agent != nil && strings.TrimSpace(p.Agent.SystemPrompt) != "" {
 		// The declared agent type's prompt first; the contract's parts follow.
 		b.WriteString(strings.TrimSpace(p.Agent.SystemPrompt) + "\n\n")
 	}
 	b.WriteString("You are a subagent with one objective. Work toward it and reply with the result only.\n\n")
-	fmt.Fprintf(&b, "Objective:\n%s\n\n", p.Contract.Objective)
+	// The contract's parts are written as they are, not through fmt, whose
+	// buffer would copy each (a 64 KiB objective's copy stayed in fmt's
+	// pool, on a waiting child's heap).
+	b.WriteString("Objective:\n")
+	b.WriteString(p.Contract.Objective)
+	b.WriteString("\n\n")
 	switch p.Contract.OutputFormat.Kind {
 	case api.FormatJSON:
 		b.WriteString("Required output format: a single JSON value, with no prose and no code fence around it.")
 		if len(p.Contract.OutputFormat.Schema) > 0 {
-			fmt.Fprintf(&b, " It must satisfy this JSON Schema:\n%s", p.Contract.OutputFormat.Schema)
+			b.WriteString(" It must satisfy this JSON Schema:\n")
+			b.Write(p.Contract.OutputFormat.Schema)
 		}
 		b.WriteString("\n\n")
 	case api.FormatMarkdown:
@@ -592,10 +650,14 @@ func SystemPrompt(p *api.SpawnPayload) string {
 	}
 	fmt.Fprintf(&b, "Keep the final answer under %d characters: it is a distillate for the agent that delegated to you, not a transcript.\n\n", p.Limits.Budget())
 	if p.Contract.ToolGuidance != "" {
-		fmt.Fprintf(&b, "Tool guidance:\n%s\n\n", p.Contract.ToolGuidance)
+		b.WriteString("Tool guidance:\n")
+		b.WriteString(p.Contract.ToolGuidance)
+		b.WriteString("\n\n")
 	}
 	if p.Contract.Boundaries != "" {
-		fmt.Fprintf(&b, "Boundaries:\n%s\n\n", p.Contract.Boundaries)
+		b.WriteString("Boundaries:\n")
+		b.WriteString(p.Contract.Boundaries)
+		b.WriteString("\n\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

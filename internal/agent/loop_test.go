@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -202,5 +203,62 @@ func TestRehearsal(t *testing.T) {
 		if res.Status != api.StatusCompleted || !strings.Contains(res.Distillate.Text(), "4 words") {
 			t.Fatalf("rehearsal = %+v", res)
 		}
+	}
+}
+
+// The system prompt copies its objective once, into the prompt: written
+// through fmt.Fprintf it was copied into fmt's buffer too (and an objective
+// under 64 KiB, figure 9's, stayed in fmt's pool on a waiting child's heap).
+func TestSystemPromptCopiesTheObjectiveOnce(t *testing.T) {
+	p := payload()
+	p.Contract.Objective = strings.Repeat("the earlier turns ", 100<<10/18)
+	p.Contract.ToolGuidance = strings.Repeat("guidance ", 10<<10/9)
+	n := len(SystemPrompt(p))
+	allocs := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	before := allocs()
+	SystemPrompt(p)
+	if got := allocs() - before; got > uint64(n+n/2) {
+		t.Fatalf("a %d-byte system prompt allocated %d bytes", n, got)
+	}
+}
+
+// The repeat check's key of a call is a 32-byte digest, the same for
+// arguments that differ only in spacing and key order and different for any
+// other difference; it held the canonical arguments (figure 9's 16 KiB
+// handle) for the rest of the run.
+func TestCallKey(t *testing.T) {
+	same := [][2]string{
+		{`{"a":1,"b":[true,null,"x"]}`, ` { "b" : [ true , null , "x" ] , "a" : 1.0 } `},
+		{`{"o":{"y":2,"x":1}}`, `{"o":{"x":1,"y":2}}`},
+		{`not json`, `not json`},
+	}
+	for _, c := range same {
+		if callKey("t", json.RawMessage(c[0])) != callKey("t", json.RawMessage(c[1])) {
+			t.Errorf("%s and %s: different keys", c[0], c[1])
+		}
+	}
+	differ := [][2]string{
+		{`{"a":1}`, `{"a":"1"}`},
+		{`["a","b"]`, `["ab"]`},
+		{`{"a":"b"}`, `{"ab":""}`},
+		{`[[1],2]`, `[[1,2]]`},
+		{`{"a":null}`, `{}`},
+		{`"x"`, `x`},
+	}
+	for _, c := range differ {
+		if callKey("t", json.RawMessage(c[0])) == callKey("t", json.RawMessage(c[1])) {
+			t.Errorf("%s and %s: the same key", c[0], c[1])
+		}
+	}
+	if callKey("t", json.RawMessage(`{}`)) == callKey("u", json.RawMessage(`{}`)) {
+		t.Error("two tools' calls: the same key")
+	}
+	big := json.RawMessage(`{"handle":"` + strings.Repeat("h", 16<<10) + `"}`)
+	if n := len(callKey("subagent.status", big)); n != 32 {
+		t.Fatalf("the key of a %d-byte call is %d bytes, want 32", len(big), n)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
@@ -168,10 +167,24 @@ const idleAfter = 100 * time.Millisecond
 // measured 2.8 to 3.0 MiB PSS with an unconditional one; figure 5).
 const idleReclaim = 512 << 10
 
+// firstReclaim is idleReclaim for a child that has not collected yet. A
+// child's first collection costs memory that stays: the runtime's sets of
+// spans by size class take blocks of their own once the sweep moves spans
+// between them, and the mark bits their arenas (figure 9: the runtime's
+// metadata mapping went from 88 to over 1000 KiB resident in a child in a
+// model call). Figure 9's child, its 64 KiB conversation and its requests
+// written without a copy (jsonBody), allocates about 600 KiB after
+// ctrl/ready: collecting it grew the child (20 children: 3261 KiB private
+// each with one collection, 3588 with two, 3132 with none), where a tree's
+// root, which holds more, gains from it (18 in trees: 3355 KiB a child at
+// 1 MiB, 3430 at 2 MiB, the root 5.0 against 6.4 MiB).
+const firstReclaim = 1 << 20
+
 // releaseIdle is Loop.Idle in a subagent: when what a collection could give
-// back (reclaimable) comes to idleReclaim, it collects and returns the free
-// pages (release).
+// back (reclaimable) comes to idleReclaim (firstReclaim before the child's
+// first collection), it collects and returns the free pages (release).
 func releaseIdle() {
+	defer dumpMemory() // EnvMemDump's diagnostic; off by default
 	s := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
@@ -184,9 +197,20 @@ func releaseIdle() {
 			return
 		}
 	}
-	if reclaimable(s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64(), s[3].Value.Uint64(), heapAtSpawn.Load()) >= idleReclaim {
+	if worthCollecting(s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64(), s[3].Value.Uint64(), heapAtSpawn.Load()) {
 		release()
 	}
+}
+
+// worthCollecting says whether a waiting child's collection gives back
+// enough: reclaimable comes to idleReclaim, or to firstReclaim before any
+// collection (cycles 0).
+func worthCollecting(free, objects, live, cycles, atSpawn uint64) bool {
+	need := uint64(idleReclaim)
+	if cycles == 0 {
+		need = firstReclaim
+	}
+	return reclaimable(free, objects, live, cycles, atSpawn) >= need
 }
 
 // heapAtSpawn is the heap's object bytes when the spawn frame came, before
@@ -225,14 +249,15 @@ func reclaimable(free, objects, live, cycles, atSpawn uint64) uint64 {
 	return free
 }
 
-// release collects twice and returns the free pages to the system
-// (debug.FreeOSMemory, the second collection). What the libraries keep in a
-// sync.Pool outlives one collection, kept as its victim, and is freed by the
-// next: encoding/json's encoder buffer, grown to the whole request (about
-// 300 KiB for figure 9's 64 KiB conversation), and net/http's 32 KiB copy
-// buffer, which one collection left on a waiting child's heap.
+// release collects once and returns the free pages to the system
+// (debug.FreeOSMemory). A second collection (there was one before it, to
+// free what a sync.Pool keeps as its victim after one: encoding/json's
+// encoder buffer, grown to the whole request) cost more than it freed once
+// the requests were written without that buffer (jsonBody): in figure 9 a
+// child in a model call was 3588 KiB private with two, 3261 with one. What a
+// pool keeps (net/http's 32 KiB copy buffer) is freed by the child's next
+// collection.
 func release() {
-	runtime.GC()
 	debug.FreeOSMemory()
 }
 

@@ -98,11 +98,10 @@ func newAnthropicModel(spec api.Intelligence, key string) (*anthropicModel, erro
 // An error after ctx ended is ctx's cause.
 func (m *anthropicModel) Complete(ctx context.Context, req *Request) (*Response, error) {
 	mreq := m.messagesRequest(req)
-	body, err := marshalRequest(mreq)
+	bs, err := messagesBody(&mreq)
 	if err != nil {
 		return nil, fmt.Errorf("encode messages request: %w", err)
 	}
-	bs := &bodies{first: body, v: mreq}
 	// emitted says whether any text reached req.OnText: once it has, a
 	// failed stream is not tried again.
 	emitted := false
@@ -130,7 +129,7 @@ func (m *anthropicModel) Complete(ctx context.Context, req *Request) (*Response,
 // (text/event-stream) is read event by event, any other 2xx answer is
 // decoded as one JSON message (a server that does not stream), whose text
 // then reaches onText at once.
-func (m *anthropicModel) post(ctx context.Context, bs *bodies, onText func(string)) (*msgResponse, error) {
+func (m *anthropicModel) post(ctx context.Context, bs bodySource, onText func(string)) (*msgResponse, error) {
 	stream := onText != nil
 	hr, err := newPost(ctx, m.url, bs)
 	if err != nil {

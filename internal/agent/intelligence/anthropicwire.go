@@ -24,6 +24,82 @@ type msgRequest struct {
 	Stream    bool         `json:"stream,omitempty"`
 }
 
+// messagesBody is r's JSON body, as json.Marshal writes it, with the
+// conversation's text by reference (jsonBody).
+func messagesBody(r *msgRequest) (*jsonBody, error) {
+	b := &jsonBody{}
+	b.raw(`{"model":`)
+	b.str(r.Model)
+	b.raw(`,"max_tokens":` + strconv.FormatInt(r.MaxTokens, 10))
+	if r.System != "" {
+		b.raw(`,"system":`)
+		b.str(r.System)
+	}
+	b.raw(`,"messages":`)
+	if r.Messages == nil {
+		b.raw("null")
+	} else {
+		b.raw("[")
+	}
+	for i, m := range r.Messages {
+		if i > 0 {
+			b.raw(",")
+		}
+		b.raw(`{"role":`)
+		b.str(m.Role)
+		b.raw(`,"content":`)
+		if m.Content == nil {
+			b.raw("null")
+		} else {
+			b.raw("[")
+		}
+		for j, c := range m.Content {
+			if j > 0 {
+				b.raw(",")
+			}
+			b.raw(`{"type":`)
+			b.str(c.Type)
+			for _, f := range []struct{ name, v string }{{"text", c.Text}, {"id", c.ID}, {"name", c.Name}} {
+				if f.v != "" {
+					b.raw(`,"` + f.name + `":`)
+					b.str(f.v)
+				}
+			}
+			if len(c.Input) > 0 {
+				b.raw(`,"input":`)
+				if err := b.value(c.Input); err != nil {
+					return nil, err
+				}
+			}
+			for _, f := range []struct{ name, v string }{{"tool_use_id", c.ToolUseID}, {"content", c.Content}} {
+				if f.v != "" {
+					b.raw(`,"` + f.name + `":`)
+					b.str(f.v)
+				}
+			}
+			b.raw("}")
+		}
+		if m.Content != nil {
+			b.raw("]")
+		}
+		b.raw("}")
+	}
+	if r.Messages != nil {
+		b.raw("]")
+	}
+	if len(r.Tools) > 0 {
+		b.raw(`,"tools":`)
+		if err := b.value(r.Tools); err != nil {
+			return nil, err
+		}
+	}
+	if r.Stream {
+		b.raw(`,"stream":true`)
+	}
+	b.raw("}")
+	return b.done(), nil
+}
+
 // msgMessage is one turn sent: role user or assistant, its content as
 // blocks.
 type msgMessage struct {

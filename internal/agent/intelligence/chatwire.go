@@ -17,6 +17,81 @@ type chatRequest struct {
 	StreamOptions *chatStreamOptions `json:"stream_options,omitempty"`
 }
 
+// chatBody is cr's JSON body, as json.Marshal writes it, with the
+// conversation's turns and tool arguments by reference (jsonBody).
+func chatBody(cr *chatRequest) (*jsonBody, error) {
+	b := &jsonBody{}
+	b.raw(`{"model":`)
+	b.str(cr.Model)
+	b.raw(`,"messages":`)
+	if cr.Messages == nil {
+		b.raw("null")
+	} else {
+		b.raw("[")
+	}
+	for i, m := range cr.Messages {
+		if i > 0 {
+			b.raw(",")
+		}
+		b.raw(`{"role":`)
+		b.str(m.Role)
+		if m.Content != nil {
+			b.raw(`,"content":`)
+			b.str(*m.Content)
+		}
+		if len(m.ToolCalls) > 0 {
+			b.raw(`,"tool_calls":[`)
+			for j, tc := range m.ToolCalls {
+				if j > 0 {
+					b.raw(",")
+				}
+				b.raw(`{"id":`)
+				b.str(tc.ID)
+				b.raw(`,"type":`)
+				b.str(tc.Type)
+				b.raw(`,"function":{"name":`)
+				b.str(tc.Function.Name)
+				b.raw(`,"arguments":`)
+				b.str(tc.Function.Arguments)
+				b.raw("}")
+				if tc.Custom != nil {
+					b.raw(`,"custom":`)
+					if err := b.value(tc.Custom); err != nil {
+						return nil, err
+					}
+				}
+				b.raw("}")
+			}
+			b.raw("]")
+		}
+		if m.ToolCallID != "" {
+			b.raw(`,"tool_call_id":`)
+			b.str(m.ToolCallID)
+		}
+		b.raw("}")
+	}
+	if cr.Messages != nil {
+		b.raw("]")
+	}
+	if len(cr.Tools) > 0 {
+		b.raw(`,"tools":`)
+		if err := b.value(cr.Tools); err != nil {
+			return nil, err
+		}
+	}
+	if cr.Stream {
+		b.raw(`,"stream":true`)
+	}
+	if cr.StreamOptions != nil {
+		b.raw(`,"stream_options":`)
+		if err := b.value(cr.StreamOptions); err != nil {
+			return nil, err
+		}
+	}
+	b.raw("}")
+	return b.done(), nil
+}
+
 type chatStreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }

@@ -118,11 +118,10 @@ func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, er
 		cr.Stream, cr.StreamOptions = true, &chatStreamOptions{IncludeUsage: true}
 		onText = func(s string) { emitted = true; req.OnText(s) }
 	}
-	body, err := marshalRequest(cr)
+	bs, err := chatBody(&cr)
 	if err != nil {
 		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
-	bs := &bodies{first: body, v: cr}
 	a := attempts{log: m.log, endpoint: m.endpoint, model: m.model, timeout: m.timeout, retries: m.retries, retryWait: m.retryWait, final: finalError}
 	got, err := run(ctx, a, func() bool { return emitted }, func(actx context.Context) (*chatResponse, error) {
 		return m.post(actx, bs, onText)
@@ -141,7 +140,7 @@ func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, er
 // stream: an event stream is read as one (readStream), and a server that
 // answers with a whole JSON completion instead has its text handed to onText
 // at once.
-func (m *openAIModel) post(ctx context.Context, bs *bodies, onText func(string)) (*chatResponse, error) {
+func (m *openAIModel) post(ctx context.Context, bs bodySource, onText func(string)) (*chatResponse, error) {
 	hr, err := newPost(ctx, m.url, bs)
 	if err != nil {
 		return nil, fmt.Errorf("encode chat request: %w", err)
