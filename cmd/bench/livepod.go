@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 // derived from the cgroup's limit (which the service reads itself), the
 // default store and sample interval. cfg.LivePodRuns runs of figure 9's
 // conversation are sent at once (non-blocking); the service admits what
-// its gate leaves room for, queues or sheds the rest; once the number
+// its gate leaves room for, queues or sheds the rest, and what it shed is
+// sent again after its Retry-After until a pass takes none; once the number
 // held in their model call stops growing, the pod is measured: that
 // number, the cgroup's working set and its peak, how often it reached its
 // limit, the kernel's OOM kills in it (which must be none), and what the charge is
@@ -34,6 +36,8 @@ const (
 	// livePodSettle is how long the number held must stay unchanged for
 	// the pod to count as full.
 	livePodSettle = 3 * time.Second
+	// livePodPasses bounds the passes of sends again after a 429.
+	livePodPasses = 20
 )
 
 // livePod is one measurement of the pod.
@@ -41,7 +45,8 @@ type livePod struct {
 	Skipped   string  `json:"skipped,omitempty"` // why it was not measured
 	Sent      int     `json:"sent"`
 	Accepted  int     `json:"accepted"`  // answered with a task (running or queued)
-	Shed      int     `json:"shed"`      // answered 429
+	Shed      int     `json:"shed"`      // answered 429 on the first pass
+	Unsent    int     `json:"unsent"`    // still answered 429 when a pass of sends again took none
 	Held      int     `json:"held"`      // subagents in their model call at the end
 	Derived   int     `json:"derived"`   // the derived max_live_subagents for the limit and pool
 	Ceiling   int     `json:"ceiling"`   // its ceiling
@@ -120,22 +125,51 @@ func livePodOnce(ctx context.Context, cfg Config, logw io.Writer) (livePod, erro
 	}()
 	c := &http.Client{}
 	text, _ := json.Marshal(markLeaf + " " + model.pad)
-	for i := 0; i < cfg.LivePodRuns; i++ {
-		body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"message/send","params":{"configuration":{"blocking":false},"message":{"kind":"message","messageId":"pod-%d","role":"user","parts":[{"kind":"text","text":%s}]}}}`, i+1, i, text)
-		b, status, err := postAs(ctx, c, srv.url, tokens[i%len(tokens)], body)
-		switch {
-		case err != nil:
-			close(quit)
-			return lp, err
-		case status == http.StatusTooManyRequests:
-			lp.Shed++
-		case status == http.StatusOK && bytes.Contains(b, []byte(`"state":"`)):
-			lp.Accepted++
-		default:
-			close(quit)
-			return lp, fmt.Errorf("pod send %d: HTTP %d: %.300s", i, status, b)
+	// Every run is sent once; those answered 429 are sent again after the
+	// Retry-After, as a caller honouring it would, until a pass takes none.
+	pending := make([]int, cfg.LivePodRuns)
+	for i := range pending {
+		pending[i] = i
+	}
+	for pass := 0; len(pending) > 0 && pass < livePodPasses; pass++ {
+		var shed []int
+		retry := time.Second
+		for _, i := range pending {
+			body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"message/send","params":{"configuration":{"blocking":false},"message":{"kind":"message","messageId":"pod-%d","role":"user","parts":[{"kind":"text","text":%s}]}}}`, i+1, i, text)
+			b, status, after, err := postAs(ctx, c, srv.url, tokens[i%len(tokens)], body)
+			switch {
+			case err != nil:
+				close(quit)
+				return lp, err
+			case status == http.StatusTooManyRequests:
+				shed = append(shed, i)
+				if d, err := strconv.Atoi(after); err == nil && d > 0 {
+					retry = time.Duration(d) * time.Second
+				}
+			case status == http.StatusOK && bytes.Contains(b, []byte(`"state":"`)):
+				lp.Accepted++
+			default:
+				close(quit)
+				return lp, fmt.Errorf("pod send %d: HTTP %d: %.300s", i, status, b)
+			}
+		}
+		if pass == 0 {
+			lp.Shed = len(shed)
+		}
+		if len(shed) == len(pending) && pass > 0 {
+			break // a pass took none: the pod is full
+		}
+		pending = shed
+		if len(pending) > 0 {
+			select {
+			case <-ctx.Done():
+				close(quit)
+				return lp, ctx.Err()
+			case <-time.After(retry):
+			}
 		}
 	}
+	lp.Unsent = len(pending)
 	// Full: the number held stays put for livePodSettle (the gate admits
 	// queued runs at each sample while the memory leaves room).
 	last, since := int64(-1), time.Now()
@@ -193,8 +227,8 @@ func livePodRows(rounds []liveRound) []row {
 	}
 	return []row{{fig: 9,
 		what: fmt.Sprintf("live: in a 1 GiB memory cgroup (default warm pool of %d, derived bounds, %d runs of figure 9's sent at once)", pods[0].DefPool, pods[0].Sent),
-		other: fmt.Sprintf("%.0f subagents held in a model call (derived bound %d, ceiling %d); %.0f accepted, %.0f shed 429; working set %s, its peak %s; at the limit %d times, %d OOM kills",
-			held, pods[0].Derived, pods[0].Ceiling, med(func(p livePod) float64 { return float64(p.Accepted) }), med(func(p livePod) float64 { return float64(p.Shed) }),
+		other: fmt.Sprintf("%.0f subagents held in a model call (derived bound %d, ceiling %d); %.0f accepted, %.0f shed 429 on the first pass, %.0f still when sends again after Retry-After took none; working set %s, its peak %s; at the limit %d times, %d OOM kills",
+			held, pods[0].Derived, pods[0].Ceiling, med(func(p livePod) float64 { return float64(p.Accepted) }), med(func(p livePod) float64 { return float64(p.Shed) }), med(func(p livePod) float64 { return float64(p.Unsent) }),
 			fmtMiB(med(func(p livePod) float64 { return p.Working })), fmtMiB(med(func(p livePod) float64 { return p.PeakWS })), atLimit, ooms) +
 			fmt.Sprintf("; when full: anonymous %s, page cache %s, kernel %s; %.0f KiB a held subagent all in",
 				fmtMiB(med(func(p livePod) float64 { return p.Anon })), fmtMiB(med(func(p livePod) float64 { return p.File })), fmtMiB(med(func(p livePod) float64 { return p.Kernel })),
@@ -203,19 +237,19 @@ func livePodRows(rounds []liveRound) []row {
 	}}
 }
 
-// postAs is post with a bearer token.
-func postAs(ctx context.Context, c *http.Client, url, token string, body []byte) ([]byte, int, error) {
+// postAs is post with a bearer token; it also returns the Retry-After.
+func postAs(ctx context.Context, c *http.Client, url, token string, body []byte) ([]byte, int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return b, resp.StatusCode, err
+	return b, resp.StatusCode, resp.Header.Get("Retry-After"), err
 }

@@ -9,18 +9,19 @@ import "fmt"
 // a model call carrying a 64 KiB conversation and a 16 KiB tool result: the
 // cgroup's working set over the subagents it held is what one costs all in
 // (its child's private memory, the supervisor's share, the kernel's page
-// tables and stacks, the store's page cache): 4.3 to 4.5 MiB. The binary's
-// text is shared page cache, charged once.
+// tables and stacks, the store's page cache): 3.4 to 3.5 MiB since session
+// 4's cuts (4.3 to 4.5 before). The binary's text is shared page cache,
+// charged once.
 const (
 	MiB = 1 << 20
 
 	// ChildCost is the figure a default bound assumes per live subagent:
 	// what one costs all in when the pod is full of them (figure 9's pod
-	// row, 4.3 to 4.5 MiB), with a margin of at least 10% for a child at
-	// its peak, rounded to 5 MiB. Children measured smaller are admitted
+	// row, 3.4 to 3.5 MiB), with a margin of about 15% for a child at its
+	// peak, rounded to 4 MiB. Children measured smaller are admitted
 	// past the bound by the memory gate (MemoryConfig.Beyond); a child
 	// carrying a large message costs more: MessageChildFactor.
-	ChildCost = 5 * MiB
+	ChildCost = 4 * MiB
 	// ChildFloor is the ceiling's figure per subagent: the idle child's
 	// marginal cost (2.2 MiB private, its page tables and kernel stacks,
 	// the supervisor's share), rounded up. More children than the ceiling
@@ -86,8 +87,8 @@ func (d Derived) String() string {
 //
 // The divisions round down, and a limit below what is subtracted from it
 // leaves 0 (then the "at least" applies). For a 1 GiB pod with the default
-// warm pool of 2: base 64 MiB, max_live_subagents (1024-64-10)/5 = 190,
-// max_live_runs 95, queue_capacity 380; ceilings 318 live, 318 runs, 1520
+// warm pool of 2: base 64 MiB, max_live_subagents (1024-64-8)/4 = 238,
+// max_live_runs 119, queue_capacity 476; ceilings 318 live, 318 runs, 1904
 // queued. The supervisor's share (its Go memory limit, its stores'
 // budgets) is max(ReserveMin, limit/ReserveShare): 256 MiB of 1 GiB.
 func Derive(limit uint64, pool int) Derived {

@@ -20,21 +20,21 @@ func TestDerive(t *testing.T) {
 		{
 			// The Deployment's pod (deploy/): 1 GiB, the default warm pool.
 			name: "1 GiB pod, warm pool 2", limit: gib, pool: 2,
-			bounds:  Bounds{MaxRuns: 95, MaxLive: 190, QueueCapacity: 380},
-			ceiling: Bounds{MaxRuns: 318, MaxLive: 318, QueueCapacity: 1520},
+			bounds:  Bounds{MaxRuns: 119, MaxLive: 238, QueueCapacity: 476},
+			ceiling: Bounds{MaxRuns: 318, MaxLive: 318, QueueCapacity: 1904},
 			base:    64 * MiB, reserve: 256 * MiB,
 		},
 		{
 			name: "1 GiB pod, no pool", limit: gib, pool: 0,
-			bounds:  Bounds{MaxRuns: 96, MaxLive: 192, QueueCapacity: 384},
-			ceiling: Bounds{MaxRuns: 320, MaxLive: 320, QueueCapacity: 1536},
+			bounds:  Bounds{MaxRuns: 120, MaxLive: 240, QueueCapacity: 480},
+			ceiling: Bounds{MaxRuns: 320, MaxLive: 320, QueueCapacity: 1920},
 			base:    64 * MiB, reserve: 256 * MiB,
 		},
 		{
 			// The base's floor binds below 1 GiB, the reserve's below 384 MiB.
 			name: "256 MiB", limit: 256 * MiB, pool: 2,
-			bounds:  Bounds{MaxRuns: 18, MaxLive: 36, QueueCapacity: 72},
-			ceiling: Bounds{MaxRuns: 62, MaxLive: 62, QueueCapacity: 288},
+			bounds:  Bounds{MaxRuns: 23, MaxLive: 46, QueueCapacity: 92},
+			ceiling: Bounds{MaxRuns: 62, MaxLive: 62, QueueCapacity: 368},
 			base:    64 * MiB, reserve: 96 * MiB,
 		},
 		{
@@ -66,21 +66,21 @@ func TestDerive(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	d := Derive(gib, 2) // 95 runs, 190 live, 380 queued; ceilings 318, 318, 1520
+	d := Derive(gib, 2) // 119 runs, 238 live, 476 queued; ceilings 318, 318, 1904
 	for _, tc := range []struct {
 		name              string
 		runs, live, queue int
 		want              Bounds
 		err               string // the CeilingError's name, or "invalid"
 	}{
-		{name: "all derived", want: Bounds{95, 190, 380}},
+		{name: "all derived", want: Bounds{119, 238, 476}},
 		{name: "explicit", runs: 10, live: 100, queue: 5, want: Bounds{10, 100, 5}},
-		{name: "a low process bound lowers the derived runs", live: 8, want: Bounds{8, 8, 380}},
-		{name: "runs above the derived processes raise them", runs: 200, want: Bounds{200, 200, 380}},
-		{name: "no queue", queue: -1, want: Bounds{95, 190, 0}},
+		{name: "a low process bound lowers the derived runs", live: 8, want: Bounds{8, 8, 476}},
+		{name: "runs above the derived processes raise them", runs: 250, want: Bounds{250, 250, 476}},
+		{name: "no queue", queue: -1, want: Bounds{119, 238, 0}},
 		{name: "over the ceiling", live: 319, err: "max_live_subagents"},
 		{name: "runs over the ceiling", runs: 319, err: "max_live_runs"},
-		{name: "queue over the ceiling", queue: 1521, err: "queue_capacity"},
+		{name: "queue over the ceiling", queue: 1905, err: "queue_capacity"},
 		{name: "runs above explicit processes", runs: 10, live: 5, err: "invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

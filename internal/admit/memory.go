@@ -85,15 +85,15 @@ type MemoryConfig struct {
 }
 
 // HeadroomShare and HeadroomMin set the default Headroom,
-// max(HeadroomMin, limit/HeadroomShare): for a 1 GiB pod 64 MiB, what
-// about thirteen children at ChildCost hold, or every live child of figure
-// 9 growing by a tool result four times its 16 KiB between two samples at
-// 300 children; for a small pod four children's cost (at 160 MiB, with
-// twice one child's, the e2e burst of TestMemoryLimitHoldsPastTheBounds
-// peaked at 148 to 161 MiB under load; with four, 137 to 143).
+// max(HeadroomMin, limit/HeadroomShare): for a 1 GiB pod 32 MiB, room for
+// 300 live children to grow by about 110 KiB each (a step's tool result
+// and answer; figure 9's children grow by none while they wait) between
+// two samples; for a small pod 20 MiB (at 160 MiB, with 12 MiB, the e2e
+// burst of TestMemoryLimitHoldsPastTheBounds peaked at 148 to 161 MiB under
+// load; with 20, 137 to 143).
 const (
-	HeadroomShare = 16
-	HeadroomMin   = 4 * ChildCost
+	HeadroomShare = 32
+	HeadroomMin   = 20 * MiB
 )
 
 // HeadroomFor is the default Headroom for a limit.
