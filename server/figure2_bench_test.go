@@ -47,7 +47,7 @@ func figure2Engine(tb testing.TB, capacity int) *tasks.Engine {
 		Log:          logger,
 	})
 	store := tasks.NewMemoryStore(capacity, time.Hour)
-	pusher := tasks.NewPusher(tasks.PushSettings{Log: logger, }, store.ListPush) // the memory store keeps no push journal
+	pusher := tasks.NewPusher(tasks.PushSettings{Log: logger}, store.ListPush) // the memory store keeps no push journal
 	d := admit.Derive(1<<30, 2)
 	adm, err := admit.New(admit.Config{Bounds: d.Bounds, Ceiling: d.Ceiling})
 	if err != nil {
