@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -136,7 +137,7 @@ func TestWriteRPCTask(t *testing.T) {
 }
 
 // TestAppendTask03Allocs pins the encoder of figure 2's answer at no
-// allocation into a buffer with room (a2a-go's MarshalJSON makes about 60).
+// allocation into a buffer with room (a2a-go's MarshalJSON makes 27).
 func TestAppendTask03Allocs(t *testing.T) {
 	task := taskJSONCases()["figure 2's"]
 	buf := make([]byte, 0, 4096)
@@ -157,4 +158,24 @@ func FuzzAppendJSONString(f *testing.F) {
 			t.Errorf("%q:\n got %s\nwant %s", s, got, want)
 		}
 	})
+}
+
+// headerOnlyWriter is a ResponseWriter that keeps its header alone.
+type headerOnlyWriter struct{ h http.Header }
+
+func (d *headerOnlyWriter) Header() http.Header         { return d.h }
+func (d *headerOnlyWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *headerOnlyWriter) WriteHeader(int)             {}
+
+// TestWriteRPCTaskAllocs pins the answer of figure 2's send, envelope and
+// task, at two allocations at most (the Content-Type header's value),
+// where encoding the task with a2a-go's MarshalJSON made 28.
+func TestWriteRPCTaskAllocs(t *testing.T) {
+	task := taskJSONCases()["figure 2's"]
+	w := &headerOnlyWriter{h: http.Header{}}
+	id := json.RawMessage("12")
+	writeRPC(w, id, task, nil, toRPCError) // the pooled buffer grown
+	if n := testing.AllocsPerRun(100, func() { writeRPC(w, id, task, nil, toRPCError) }); n > 2 {
+		t.Errorf("writeRPC of a task: %v allocations, want at most 2", n)
+	}
 }
