@@ -423,6 +423,31 @@ func nilPointer(v any) bool {
 // writeRPC writes one JSON-RPC response: the error, shaped by shape for the
 // method's protocol version, or else the result.
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, err error, shape func(error) *RPCError) {
+	if t, ok := result.(*a2a.Task); ok && err == nil && t != nil && len(id) > 0 && validID(id) {
+		// The A2A 0.3 task (message/send, tasks/get): encoded by
+		// appendTask03, as a2a-go's MarshalJSON would, straight into the
+		// answer's buffer.
+		out := bodyBufs.Get().(*bytes.Buffer)
+		out.Reset()
+		out.WriteString(`{"jsonrpc":"2.0","id":`)
+		json.HTMLEscape(out, id) // as json.Marshal writes it
+		out.WriteString(`,"result":`)
+		if b, ok := appendTask03(out.AvailableBuffer(), t); ok {
+			out.Write(b)
+			out.WriteByte('}')
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(out.Bytes()) // copied into the connection's buffer
+			if out.Cap() <= maxPooledBody {
+				bodyBufs.Put(out)
+			}
+			return
+		}
+		// A task MarshalJSON cannot encode either: the ordinary path
+		// reports it.
+		if out.Cap() <= maxPooledBody {
+			bodyBufs.Put(out)
+		}
+	}
 	if err == nil {
 		if m, ok := result.(json.Marshaler); ok && len(id) > 0 && validID(id) && !nilPointer(result) {
 			// The A2A types marshal themselves (with json.Marshal, so the

@@ -67,6 +67,9 @@ func decodeParams(raw json.RawMessage, v any, mode paramsMode) error {
 		}
 		return invalidParams(err)
 	}
+	if p, ok := v.(*a2a.MessageSendParams); ok && mode != paramsStrict && decodeSendFast(raw, p) {
+		return nil // the common send, decoded as json.Unmarshal would
+	}
 	if mode != paramsStrict {
 		if err := json.Unmarshal(raw, v); err != nil {
 			return invalidParams(err)

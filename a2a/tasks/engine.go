@@ -77,6 +77,7 @@ type Engine struct {
 	live     map[a2a.TaskID]*liveTask
 	draining bool
 	wg       sync.WaitGroup // executor goroutines
+	runners  runners        // the goroutines executor runs run on
 }
 
 // EngineOption configures an Engine.
@@ -259,6 +260,7 @@ func NewEngine(store Store, exec a2asrv.AgentExecutor, log *slog.Logger, opts ..
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{store: store, exec: exec, log: log, live: make(map[a2a.TaskID]*liveTask), storeRetry: DefaultStoreRetry, storeWait: DefaultStoreWait}
+	e.runners.work = make(chan func())
 	for _, o := range opts {
 		o(e)
 	}
@@ -818,7 +820,7 @@ func (l *launch) start(ctx context.Context, cancel context.CancelCauseFunc, lt *
 		l.register(lt)
 	}
 	l.started = true
-	go l.e.run(ctx, cancel, lt, reqCtx, execute)
+	l.e.runners.launch(func() { l.e.run(ctx, cancel, lt, reqCtx, execute) })
 	if l.e.startedHook != nil {
 		l.e.startedHook(lt)
 	}
