@@ -227,7 +227,7 @@ func livePodRows(rounds []liveRound) []row {
 	}
 	return []row{{fig: 9,
 		what: fmt.Sprintf("live: in a 1 GiB memory cgroup (default warm pool of %d, derived bounds, %d runs of figure 9's sent at once)", pods[0].DefPool, pods[0].Sent),
-		other: fmt.Sprintf("%.0f subagents held in a model call (derived bound %d, ceiling %d); %.0f accepted, %.0f shed 429 on the first pass, %.0f still when sends again after Retry-After took none; working set %s, its peak %s; at the limit %d times, %d OOM kills",
+		other: fmt.Sprintf("%.0f subagents held in a model call (derived bound %d, ceiling %d); %.0f accepted, %.0f shed 429 on the first pass, %.0f still when sends again after Retry-After took none; working set %s, its peak %s; the charge with the page cache (reclaimed first) at the limit %d times, %d OOM kills",
 			held, pods[0].Derived, pods[0].Ceiling, med(func(p livePod) float64 { return float64(p.Accepted) }), med(func(p livePod) float64 { return float64(p.Shed) }), med(func(p livePod) float64 { return float64(p.Unsent) }),
 			fmtMiB(med(func(p livePod) float64 { return p.Working })), fmtMiB(med(func(p livePod) float64 { return p.PeakWS })), atLimit, ooms) +
 			fmt.Sprintf("; when full: anonymous %s, page cache %s, kernel %s; %.0f KiB a held subagent all in",

@@ -85,14 +85,16 @@ type MemoryConfig struct {
 }
 
 // HeadroomShare and HeadroomMin set the default Headroom,
-// max(HeadroomMin, limit/HeadroomShare): for a 1 GiB pod 32 MiB, room for
-// 300 live children to grow by about 110 KiB each (a step's tool result
-// and answer; figure 9's children grow by none while they wait) between
-// two samples; for a small pod 20 MiB (at 160 MiB, with 12 MiB, the e2e
-// burst of TestMemoryLimitHoldsPastTheBounds peaked at 148 to 161 MiB under
-// load; with 20, 137 to 143).
+// max(HeadroomMin, limit/HeadroomShare): for a 1 GiB pod 64 MiB, room for
+// 300 live children to grow by about 200 KiB each between two samples
+// (figure 9's pod row: with limit/32 the gate filled a real 1 GiB cgroup
+// to a working set of 992 MiB, with limit/16 to 960; the store's page
+// cache, which the kernel reclaims first, fills the rest of the charge
+// either way); for a small pod 20 MiB (at 160 MiB,
+// with 12 MiB, the e2e burst of TestMemoryLimitHoldsPastTheBounds peaked at
+// 148 to 161 MiB under load; with 20, 137 to 143).
 const (
-	HeadroomShare = 32
+	HeadroomShare = 16
 	HeadroomMin   = 20 * MiB
 )
 

@@ -171,7 +171,7 @@ func TestChildOverItsMemoryIsStopped(t *testing.T) {
 }
 
 // Admission past the derived bounds, with children that grow: under
-// --memory-limit 160MiB the derived bounds are 9 runs and 19 subagents (5
+// --memory-limit 160MiB the derived bounds are 12 runs and 24 subagents (4
 // MiB a subagent over a base of 64 MiB), the ceiling 32. Small runs (builtin:wait, about 3 MiB a
 // child) are admitted past the bounds while the memory measured leaves
 // room; then 16 concurrent sends of 300 KB (each child carrying its message
@@ -189,7 +189,7 @@ func TestMemoryLimitHoldsPastTheBounds(t *testing.T) {
 	})
 	stop := samplePeak(pid)
 	var accepted []string
-	const small = 14
+	const small = 18
 	for i := range small {
 		a := s.sendAs(otherToken, i)
 		if a.status != http.StatusOK {
@@ -197,7 +197,7 @@ func TestMemoryLimitHoldsPastTheBounds(t *testing.T) {
 		}
 		accepted = append(accepted, a.id)
 	}
-	testkit.WaitFor(t, 30*time.Second, "small runs past the derived bound of 9", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "small runs past the derived bound of 12", func() bool {
 		a := s.tree().Admission
 		return a != nil && a.Runs > a.MaxRuns && a.LiveProcesses == a.Runs
 	})
