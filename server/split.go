@@ -506,7 +506,11 @@ func (splitCreds) ClientHandshake(context.Context, string, net.Conn) (net.Conn, 
 
 func (splitCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	if t, ok := c.(*tlsReplayConn); ok {
-		return c, &splitTLSInfo{TLSInfo: credentials.TLSInfo{State: t.tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}}, nil
+		info := &splitTLSInfo{TLSInfo: credentials.TLSInfo{State: t.tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}}
+		if a := c.RemoteAddr(); a != nil {
+			info.remote = a.String()
+		}
+		return c, info, nil
 	}
 	return c, plainInfo{credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}, nil
 }
@@ -524,6 +528,7 @@ func (splitCreds) OverrideServerName(string) error           { return nil }
 type splitTLSInfo struct {
 	credentials.TLSInfo
 	caller connIdentity
+	remote string // the connection's remote address, formatted once
 }
 
 // plainInfo is the AuthInfo of an h2c connection.
@@ -660,7 +665,7 @@ func (f *grpcGate) serve(ctx context.Context, method string, call func(context.C
 // the connection's TLS state, addresses and authority; and, for a TLS
 // connection, what its certificate makes of the caller, kept per connection.
 func grpcRequestOf(ctx context.Context, method string) (r *http.Request, conn *connIdentity) {
-	md, _ := metadata.FromIncomingContext(ctx)
+	md, _ := metadata.FromIncomingContext(ctx) // a copy: its values are the header's
 	h := make(http.Header, len(md))
 	host := ""
 	for k, vs := range md {
@@ -670,25 +675,44 @@ func grpcRequestOf(ctx context.Context, method string) (r *http.Request, conn *c
 		if strings.HasPrefix(k, ":") {
 			continue
 		}
-		h[http.CanonicalHeaderKey(k)] = vs
+		h[headerKey(k)] = vs
 	}
-	r = &http.Request{Method: http.MethodPost, Proto: "HTTP/2.0", ProtoMajor: 2, Header: h, Host: host,
+	req := http.Request{Method: http.MethodPost, Proto: "HTTP/2.0", ProtoMajor: 2, Header: h, Host: host,
 		URL: &url.URL{Path: method}, RequestURI: method}
 	if p, ok := peer.FromContext(ctx); ok {
-		if p.Addr != nil {
-			r.RemoteAddr = p.Addr.String()
-		}
 		switch ti := p.AuthInfo.(type) {
 		case *splitTLSInfo:
-			r.TLS, conn = &ti.State, &ti.caller
+			req.TLS, conn, req.RemoteAddr = &ti.State, &ti.caller, ti.remote
 		case credentials.TLSInfo:
-			r.TLS = &ti.State
+			req.TLS = &ti.State
+		}
+		if req.RemoteAddr == "" && p.Addr != nil {
+			req.RemoteAddr = p.Addr.String()
 		}
 		if p.LocalAddr != nil {
 			ctx = context.WithValue(ctx, http.LocalAddrContextKey, p.LocalAddr)
 		}
 	}
-	return r.WithContext(ctx), conn
+	return req.WithContext(ctx), conn
+}
+
+// headerKeys are the canonical header keys of the metadata keys a call
+// usually carries, so that grpcRequestOf does not build them again a call.
+var headerKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"authorization", "a2a-version", "a2a-extensions", "content-type", "user-agent", "te",
+		"grpc-accept-encoding", "origin", "sec-fetch-site", "traceparent", "tracestate", "baggage"} {
+		m[k] = http.CanonicalHeaderKey(k)
+	}
+	return m
+}()
+
+// headerKey is the canonical HTTP header key of the metadata key k.
+func headerKey(k string) string {
+	if c, ok := headerKeys[k]; ok {
+		return c
+	}
+	return http.CanonicalHeaderKey(k)
 }
 
 // discardWriter is the ResponseWriter of grpcGate.serve's request: the
