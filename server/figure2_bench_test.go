@@ -4,24 +4,16 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 
 	"github.com/agentd/agentd/a2a/a2abind"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/admit"
-	"github.com/agentd/agentd/internal/spiffetest"
 	"github.com/agentd/agentd/supervisor/delegate"
-	"github.com/agentd/agentd/tlsconfig"
 )
 
 // figure2Engine is the engine of figure 2's front (cmd/bench/front.go,
@@ -63,40 +55,9 @@ func figure2Engine(tb testing.TB, capacity int) *tasks.Engine {
 // bytes checked. Client and server share the process: ns/op and allocs/op
 // are both sides' cost; cpu-ns/op is the process's CPU a call.
 func BenchmarkFigure2Send(b *testing.B) {
-	ca, err := tlsconfig.NewDevCA(testTD, time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	svid, err := ca.MintX509SVID(serverID, tlsconfig.SVIDOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	src := &spiffetest.Source{}
-	src.Set(svid, []*x509bundle.Bundle{ca.Bundle()}, nil)
 	const capacity = 10000
-	engine := figure2Engine(b, capacity)
-	cfg := Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "https://x/"}),
-		Auth: &Auth{Source: src, Policy: tlsconfig.Policy{Peers: []spiffeid.ID{peerID}}}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cl := &countingListener{Listener: ln}
-	var limits ConnLimits
-	srv := limits.Server(Handler(cfg), nil)
-	srv.ErrorLog = log.New(io.Discard, "", 0)
-	s, err := NewSplit(limits.Listener(cl, nil), tlsconfig.ServerConfig(src), srv, GRPCServer(cfg, limits), limits, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve()
-	defer s.Close()
-	url := "https://" + ln.Addr().String() + "/"
-	peer, err := ca.MintX509SVID(peerID, tlsconfig.SVIDOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	tc := tlsconfig.ClientConfig(peer, ca.Bundle(), spiffetls.AuthorizeID(serverID))
+	url, cl, clientTLS := serveBenchFront(b, figure2Engine(b, capacity))
+	tc := clientTLS()
 	tc.NextProtos = []string{"http/1.1"}
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 2, DisableCompression: true}}
 	defer c.CloseIdleConnections()

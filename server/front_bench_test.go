@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiffetls "github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
@@ -49,42 +50,8 @@ import (
 // default client sends one after about every answer at concurrency 1, and
 // the server acks it.
 func BenchmarkFrontSend(b *testing.B) {
-	ca, err := tlsconfig.NewDevCA(testTD, time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	svid, err := ca.MintX509SVID(serverID, tlsconfig.SVIDOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	src := &spiffetest.Source{}
-	src.Set(svid, []*x509bundle.Bundle{ca.Bundle()}, nil)
 	engine := tasks.NewEngine(tasks.NewMemoryStore(1_000_000, time.Hour), doneExec{}, nil)
-	cfg := Config{Handler: engine, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "https://x/"}),
-		Auth: &Auth{Source: src, Policy: tlsconfig.Policy{Peers: []spiffeid.ID{peerID}}}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cl := &countingListener{Listener: ln}
-	var limits ConnLimits
-	srv := limits.Server(Handler(cfg), nil)
-	srv.ErrorLog = log.New(io.Discard, "", 0)
-	s, err := NewSplit(limits.Listener(cl, nil), tlsconfig.ServerConfig(src), srv, GRPCServer(cfg, limits), limits, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve()
-	defer s.Close()
-	url := "https://" + ln.Addr().String() + "/"
-	peer, err := ca.MintX509SVID(peerID, tlsconfig.SVIDOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	clientTLS := func() *tls.Config {
-		return tlsconfig.ClientConfig(peer, ca.Bundle(), spiffetls.AuthorizeID(serverID))
-	}
-
+	url, cl, clientTLS := serveBenchFront(b, engine)
 	b.Run("jsonrpc", func(b *testing.B) {
 		tc := clientTLS()
 		tc.NextProtos = []string{"http/1.1"}
@@ -114,7 +81,7 @@ func BenchmarkFrontSend(b *testing.B) {
 			opts = append(opts, a2agrpc.WindowOptions()...)
 		}
 		b.Run(name, func(b *testing.B) {
-			conn, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), opts...)
+			conn, err := grpc.NewClient("passthrough:///"+cl.Addr().String(), opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -130,6 +97,47 @@ func BenchmarkFrontSend(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// serveBenchFront serves handler as the front does, behind the listener
+// split over mTLS with SPIFFE authentication on 127.0.0.1, until the
+// benchmark ends. It returns the front's URL, its listener's counter and a
+// maker of the peer's client TLS configuration.
+func serveBenchFront(b *testing.B, handler a2asrv.RequestHandler) (string, *countingListener, func() *tls.Config) {
+	b.Helper()
+	ca, err := tlsconfig.NewDevCA(testTD, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	svid, err := ca.MintX509SVID(serverID, tlsconfig.SVIDOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := &spiffetest.Source{}
+	src.Set(svid, []*x509bundle.Bundle{ca.Bundle()}, nil)
+	cfg := Config{Handler: handler, Card: a2abind.Card(a2abind.CardConfig{Name: "t", URL: "https://x/"}),
+		Auth: &Auth{Source: src, Policy: tlsconfig.Policy{Peers: []spiffeid.ID{peerID}}}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	var limits ConnLimits
+	srv := limits.Server(Handler(cfg), nil)
+	srv.ErrorLog = log.New(io.Discard, "", 0)
+	s, err := NewSplit(limits.Listener(cl, nil), tlsconfig.ServerConfig(src), srv, GRPCServer(cfg, limits), limits, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve()
+	b.Cleanup(func() { s.Close() })
+	peer, err := ca.MintX509SVID(peerID, tlsconfig.SVIDOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return "https://" + ln.Addr().String() + "/", cl, func() *tls.Config {
+		return tlsconfig.ClientConfig(peer, ca.Bundle(), spiffetls.AuthorizeID(serverID))
 	}
 }
 
