@@ -420,32 +420,41 @@ func nilPointer(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
+// writeResult writes a JSON-RPC answer whose result is what fill appends to
+// the pooled buffer it is given, in the envelope json.Marshal would write;
+// if fill reports false nothing is written.
+func writeResult(w http.ResponseWriter, id json.RawMessage, fill func([]byte) ([]byte, bool)) bool {
+	out := bodyBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if out.Cap() <= maxPooledBody {
+			bodyBufs.Put(out)
+		}
+	}()
+	out.Reset()
+	out.WriteString(`{"jsonrpc":"2.0","id":`)
+	json.HTMLEscape(out, id) // as json.Marshal writes it
+	out.WriteString(`,"result":`)
+	b, ok := fill(out.AvailableBuffer())
+	if !ok {
+		return false
+	}
+	out.Write(b)
+	out.WriteByte('}')
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(out.Bytes()) // copied into the connection's buffer
+	return true
+}
+
 // writeRPC writes one JSON-RPC response: the error, shaped by shape for the
 // method's protocol version, or else the result.
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, err error, shape func(error) *RPCError) {
 	if t, ok := result.(*a2a.Task); ok && err == nil && t != nil && len(id) > 0 && validID(id) {
 		// The A2A 0.3 task (message/send, tasks/get): encoded by
 		// appendTask03, as a2a-go's MarshalJSON would, straight into the
-		// answer's buffer.
-		out := bodyBufs.Get().(*bytes.Buffer)
-		out.Reset()
-		out.WriteString(`{"jsonrpc":"2.0","id":`)
-		json.HTMLEscape(out, id) // as json.Marshal writes it
-		out.WriteString(`,"result":`)
-		if b, ok := appendTask03(out.AvailableBuffer(), t); ok {
-			out.Write(b)
-			out.WriteByte('}')
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(out.Bytes()) // copied into the connection's buffer
-			if out.Cap() <= maxPooledBody {
-				bodyBufs.Put(out)
-			}
+		// answer's buffer. A task MarshalJSON cannot encode either: the
+		// ordinary path reports it.
+		if writeResult(w, id, func(b []byte) ([]byte, bool) { return appendTask03(b, t) }) {
 			return
-		}
-		// A task MarshalJSON cannot encode either: the ordinary path
-		// reports it.
-		if out.Cap() <= maxPooledBody {
-			bodyBufs.Put(out)
 		}
 	}
 	if err == nil {
@@ -455,18 +464,7 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, err error, 
 			// that output instead of having encoding/json scan and copy it
 			// again.
 			if b, err := m.MarshalJSON(); err == nil && len(b) > 0 {
-				out := bodyBufs.Get().(*bytes.Buffer)
-				out.Reset()
-				out.WriteString(`{"jsonrpc":"2.0","id":`)
-				json.HTMLEscape(out, id) // as json.Marshal writes it
-				out.WriteString(`,"result":`)
-				out.Write(b)
-				out.WriteByte('}')
-				w.Header().Set("Content-Type", "application/json")
-				w.Write(out.Bytes()) // copied into the connection's buffer
-				if out.Cap() <= maxPooledBody {
-					bodyBufs.Put(out)
-				}
+				writeResult(w, id, func(out []byte) ([]byte, bool) { return append(out, b...), true })
 				return
 			}
 		}
