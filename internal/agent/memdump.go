@@ -24,7 +24,7 @@ import (
 // PID.metrics (runtime/metrics' /memory/classes/*, /gc/* and the goroutine
 // count), PID.goroutines (every goroutine's stack) and PID.smaps (its
 // /proc/self/smaps). docs/performance.md, figure 9, has what it showed.
-const EnvMemDump = "AGENTD_CHILD_MEMDUMP"
+const EnvMemDump = "AGENT_CHILD_MEMDUMP"
 
 // memDumpDir is EnvMemDump's directory, "" when off.
 var memDumpDir = os.Getenv(EnvMemDump)
