@@ -23,7 +23,7 @@ const (
 	// carrying a large message costs more: MessageChildFactor.
 	ChildCost = 4 * MiB
 	// ChildFloor is the ceiling's figure per subagent: the idle child's
-	// marginal cost (2.2 MiB private, its page tables and kernel stacks,
+	// marginal cost (2.1 MiB private, its page tables and kernel stacks,
 	// the supervisor's share), rounded up. More children than the ceiling
 	// allows would not fit in the limit even idle.
 	ChildFloor = 3 * MiB

@@ -91,7 +91,7 @@ type MemoryConfig struct {
 // to a working set of 992 MiB, with limit/16 to 960; the store's page
 // cache, which the kernel reclaims first, fills the rest of the charge
 // either way); for a small pod 20 MiB (at 160 MiB,
-// with 12 MiB, the e2e burst of TestMemoryLimitHoldsPastTheBounds peaked at
+// with 10 MiB, the e2e burst of TestMemoryLimitHoldsPastTheBounds peaked at
 // 148 to 161 MiB under load; with 20, 137 to 143).
 const (
 	HeadroomShare = 16
