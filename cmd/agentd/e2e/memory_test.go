@@ -125,7 +125,7 @@ func TestMemoryLimitHoldsUnderLargeMessages(t *testing.T) {
 		t.Errorf("nothing waited or was shed (%d running): the memory gate did not act", runs)
 	}
 	for _, id := range accepted {
-		s.call(opToken, "tasks/cancel", map[string]any{"id": id}, nil)
+		s.cancel(id)
 	}
 }
 
@@ -241,6 +241,6 @@ func TestMemoryLimitHoldsPastTheBounds(t *testing.T) {
 		t.Errorf("nothing waited or was shed (%d running): the memory gate did not act", a.Runs)
 	}
 	for _, id := range accepted {
-		s.call(opToken, "tasks/cancel", map[string]any{"id": id}, nil)
+		s.cancel(id)
 	}
 }
