@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/testkit"
@@ -63,6 +64,25 @@ func questionOf(t *testing.T, task *a2a.Task, path string) {
 func answerTo(task *a2a.Task, text string) *a2a.MessageSendParams {
 	m := a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.TextPart{Text: text})
 	return &a2a.MessageSendParams{Message: m}
+}
+
+// answer sends text, blocking, as the answer to task's question over c and
+// returns the task it is answered with.
+func answer(t *testing.T, c *a2aclient.Client, task *a2a.Task, text string) *a2a.Task {
+	t.Helper()
+	res, err := c.SendMessage(context.Background(), answerTo(task, text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.(*a2a.Task)
+}
+
+// wantCompleted fails t unless task completed with the artifact text want.
+func wantCompleted(t *testing.T, task *a2a.Task, want string) {
+	t.Helper()
+	if task.Status.State != a2a.TaskStateCompleted || artifactText(task) != want {
+		t.Fatalf("after the answer: %s %q (%+v), want completed %q", task.Status.State, artifactText(task), task.Status.Message, want)
+	}
 }
 
 // A blocking send returns the input-required task; the answer, sent

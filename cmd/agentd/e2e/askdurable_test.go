@@ -84,14 +84,7 @@ func TestAskSurvivesSIGKILL(t *testing.T) {
 		if n := len(startedPIDs(s2)); n != 0 {
 			t.Fatalf("%d subagents started before the answer", n)
 		}
-		res, err := c2.SendMessage(context.Background(), answerTo(task, "blue"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := res.(*a2a.Task)
-		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != askScripts[2].want {
-			t.Fatalf("after the answer: %s %q, want completed %q", done.Status.State, artifactText(done), askScripts[2].want)
-		}
+		wantCompleted(t, answer(t, c2, task, "blue"), askScripts[2].want)
 		testkit.WaitFor(t, 10*time.Second, "3 subagents resumed from their conversations", func() bool {
 			return lineCount(s2, "resumed from a stored conversation") == 3
 		})
@@ -177,14 +170,7 @@ func TestAskSurvivesSIGKILL(t *testing.T) {
 		testkit.WaitFor(t, 20*time.Second, "B holding the waiting task", func() bool {
 			return lineCount(b, "task waits for its answer: it resumes from its stored tree when the answer comes") == 1
 		})
-		res, err := b.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := res.(*a2a.Task)
-		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != askScripts[2].want {
-			t.Fatalf("after the answer through B: %s %q, want completed %q", done.Status.State, artifactText(done), askScripts[2].want)
-		}
+		wantCompleted(t, answer(t, b.client(t), task, "blue"), askScripts[2].want)
 	})
 }
 
@@ -227,14 +213,7 @@ func TestAskInputHoldSuspends(t *testing.T) {
 	if got := getTask(t, s, task.ID); got.Status.State != a2a.TaskStateInputRequired {
 		t.Fatalf("suspended task %s, want input-required", got.Status.State)
 	}
-	res, err = c.SendMessage(context.Background(), answerTo(task, "blue"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := res.(*a2a.Task)
-	if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != askScripts[2].want {
-		t.Fatalf("after the answer: %s %q, want completed %q", done.Status.State, artifactText(done), askScripts[2].want)
-	}
+	wantCompleted(t, answer(t, c, task, "blue"), askScripts[2].want)
 	testkit.WaitFor(t, 10*time.Second, "3 subagents resumed, in 3 processes more", func() bool {
 		return lineCount(s, "resumed from a stored conversation") == 3 && len(startedPIDs(s)) == 6
 	})
@@ -284,11 +263,7 @@ func TestAskEndedChildSurvives(t *testing.T) {
 		task := res.(*a2a.Task)
 		questionOf(t, task, "0.2")
 		testkit.WaitFor(t, 20*time.Second, "the waiting tree suspended", func() bool { return lineCount(s, "subagent suspended") == 2 })
-		res, err = c.SendMessage(context.Background(), answerTo(task, "blue"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkEndedChildAwaited(t, res.(*a2a.Task))
+		checkEndedChildAwaited(t, answer(t, c, task, "blue"))
 	})
 	t.Run("sqlite-sigkill", func(t *testing.T) {
 		t.Parallel()
@@ -308,11 +283,7 @@ func TestAskEndedChildSurvives(t *testing.T) {
 		}
 		killAndReap(t, a)
 		s2 := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
-		res, err = s2.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkEndedChildAwaited(t, res.(*a2a.Task))
+		checkEndedChildAwaited(t, answer(t, s2.client(t), task, "blue"))
 		if n := lineCount(s2, "resumed from a stored conversation"); n > 2 {
 			t.Fatalf("%d subagents resumed, want the 2 that waited (A is not run again)", n)
 		}
@@ -352,14 +323,7 @@ func TestAskWorkingSiblingStoredWhenItEnds(t *testing.T) {
 		})
 		killAndReap(t, a)
 		s2 := startService(t, "--state-dir", dir, "--intelligence", "builtin:script="+script)
-		res, err = s2.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := res.(*a2a.Task)
-		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != want {
-			t.Fatalf("after the answer: %s %q, want completed %q", done.Status.State, artifactText(done), want)
-		}
+		wantCompleted(t, answer(t, s2.client(t), task, "blue"), want)
 	})
 	// On PostgreSQL the replica that takes the task over holds the record
 	// stored when the worker ended, and the answer through it completes.
@@ -381,14 +345,7 @@ func TestAskWorkingSiblingStoredWhenItEnds(t *testing.T) {
 		testkit.WaitFor(t, 20*time.Second, "B holding the waiting task", func() bool {
 			return lineCount(b, "task waits for its answer: it resumes from its stored tree when the answer comes") == 1
 		})
-		res, err = b.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := res.(*a2a.Task)
-		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != want {
-			t.Fatalf("after the answer through B: %s %q, want completed %q", done.Status.State, artifactText(done), want)
-		}
+		wantCompleted(t, answer(t, b.client(t), task, "blue"), want)
 	})
 	// --input-hold suspends the tree once it is a waiting tree.
 	t.Run("input-hold", func(t *testing.T) {
@@ -404,13 +361,6 @@ func TestAskWorkingSiblingStoredWhenItEnds(t *testing.T) {
 		testkit.WaitFor(t, 20*time.Second, "the waiting tree suspended after the worker ended", func() bool {
 			return lineCount(s, "subagent suspended") == 2
 		})
-		res, err = c.SendMessage(context.Background(), answerTo(task, "blue"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := res.(*a2a.Task)
-		if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != want {
-			t.Fatalf("after the answer: %s %q, want completed %q", done.Status.State, artifactText(done), want)
-		}
+		wantCompleted(t, answer(t, c, task, "blue"), want)
 	})
 }

@@ -42,14 +42,7 @@ func askThroughB(t *testing.T, a *service) *a2a.Task {
 // answerBlue answers A's task and checks it completed with B's asker told.
 func answerBlue(t *testing.T, a *service, task *a2a.Task) {
 	t.Helper()
-	res, err := a.client(t).SendMessage(context.Background(), answerTo(task, "blue"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := res.(*a2a.Task)
-	if done.Status.State != a2a.TaskStateCompleted || artifactText(done) != meshAskWant {
-		t.Fatalf("after the answer: %s %q (%+v), want completed %q", done.Status.State, artifactText(done), done.Status.Message, meshAskWant)
-	}
+	wantCompleted(t, answer(t, a.client(t), task, "blue"), meshAskWant)
 	testkit.WaitFor(t, 10*time.Second, "A's child resumed: the answer sent to B's task", func() bool {
 		return lineCount(a, "subagent resumes: the answer goes to its peer's task") == 1
 	})
