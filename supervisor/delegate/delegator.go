@@ -74,23 +74,7 @@ var (
 // and clamped the limits; the mesh depth is the tree's root depth plus the
 // child's depth in the tree.
 func (d Delegator) Delegate(ctx context.Context, provider, handle string, payload api.SpawnPayload) (supervisor.Remote, error) {
-	if provider == "" || provider == LocalName {
-		return nil, ErrLocalViaDelegator
-	}
-	var lin Lineage
-	if d.Lineages != nil {
-		lin = d.Lineages.Get(payload.Telemetry.RunID)
-	}
-	run, err := d.Router.Start(ctx, Request{
-		Handle:   handle,
-		Payload:  payload,
-		Provider: provider,
-		Hops:     lin.Hops,
-		Depth:    lin.Depth + payload.Depth,
-		MaxDepth: lin.MaxDepth,
-		OnText:   supervisor.RemoteText(ctx),
-		Ask:      supervisor.RemoteAsk(ctx),
-	})
+	run, err := d.start(ctx, provider, Request{Handle: handle, Payload: payload})
 	if err != nil {
 		return nil, fmt.Errorf("delegate %s to %s: %w", handle, provider, err)
 	}
@@ -101,27 +85,26 @@ func (d Delegator) Delegate(ctx context.Context, provider, handle string, payloa
 // waits on the question w: answer is sent to that task, and the task is
 // followed on (Request.ResumeRemote).
 func (d Delegator) ResumeRemote(ctx context.Context, provider, handle string, payload api.SpawnPayload, w api.WaitingRemote, answer string) (supervisor.Remote, error) {
+	run, err := d.start(ctx, provider, Request{Handle: handle, Payload: payload, ResumeRemote: &w, Answer: answer})
+	if err != nil {
+		return nil, fmt.Errorf("resume delegation %s to %s: %w", handle, provider, err)
+	}
+	return run, nil
+}
+
+// start starts req on provider, a remote one, with the run's lineage (hops,
+// mesh depth, its bound) and the supervisor's text and question callbacks
+// of ctx.
+func (d Delegator) start(ctx context.Context, provider string, req Request) (supervisor.Remote, error) {
 	if provider == "" || provider == LocalName {
 		return nil, ErrLocalViaDelegator
 	}
 	var lin Lineage
 	if d.Lineages != nil {
-		lin = d.Lineages.Get(payload.Telemetry.RunID)
+		lin = d.Lineages.Get(req.Payload.Telemetry.RunID)
 	}
-	run, err := d.Router.Start(ctx, Request{
-		Handle:       handle,
-		Payload:      payload,
-		Provider:     provider,
-		Hops:         lin.Hops,
-		Depth:        lin.Depth + payload.Depth,
-		MaxDepth:     lin.MaxDepth,
-		OnText:       supervisor.RemoteText(ctx),
-		Ask:          supervisor.RemoteAsk(ctx),
-		ResumeRemote: &w,
-		Answer:       answer,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("resume delegation %s to %s: %w", handle, provider, err)
-	}
-	return run, nil
+	req.Provider = provider
+	req.Hops, req.Depth, req.MaxDepth = lin.Hops, lin.Depth+req.Payload.Depth, lin.MaxDepth
+	req.OnText, req.Ask = supervisor.RemoteText(ctx), supervisor.RemoteAsk(ctx)
+	return d.Router.Start(ctx, req)
 }
