@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,9 +29,30 @@ type questioner struct {
 
 	mu      sync.Mutex
 	answers []*a2a.Message
+	running atomic.Int32 // executions not returned yet
+}
+
+// waitEnded waits until no execution of e is running. a2a-go's server
+// refuses a message for a task whose execution has not ended (-32603, its
+// ErrExecutionInProgress), and the asking execution may still be ending
+// when the peer has seen its question: agentd's peer client sends its
+// answer once and does not retry that (ARCHITECTURE.md §17), so a test that
+// answers at once first waits for it.
+func (e *questioner) waitEnded(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.running.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Error("the peer's asking execution did not end")
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (e *questioner) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	e.running.Add(1)
+	defer e.running.Add(-1)
 	if st := reqCtx.StoredTask; st != nil && (st.Status.State == a2a.TaskStateInputRequired || st.Status.State == a2a.TaskStateAuthRequired) {
 		e.mu.Lock()
 		e.answers = append(e.answers, reqCtx.Message)
@@ -89,6 +111,7 @@ func TestPeerQuestionIsAskedAndAnswered(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				asked = append(asked, q)
+				exec.waitEnded(t)
 				return "acme/agentd", nil
 			}
 			run, err := newPeer(t, url, nil).Start(context.Background(), req)
