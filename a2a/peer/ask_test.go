@@ -29,30 +29,9 @@ type questioner struct {
 
 	mu      sync.Mutex
 	answers []*a2a.Message
-	running atomic.Int32 // executions not returned yet
-}
-
-// waitEnded waits until no execution of e is running. a2a-go's server
-// refuses a message for a task whose execution has not ended (-32603, its
-// ErrExecutionInProgress), and the asking execution may still be ending
-// when the peer has seen its question: agentd's peer client sends its
-// answer once and does not retry that (ARCHITECTURE.md §17), so a test that
-// answers at once first waits for it.
-func (e *questioner) waitEnded(t *testing.T) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.running.Load() > 0 {
-		if time.Now().After(deadline) {
-			t.Error("the peer's asking execution did not end")
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func (e *questioner) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
-	e.running.Add(1)
-	defer e.running.Add(-1)
 	if st := reqCtx.StoredTask; st != nil && (st.Status.State == a2a.TaskStateInputRequired || st.Status.State == a2a.TaskStateAuthRequired) {
 		e.mu.Lock()
 		e.answers = append(e.answers, reqCtx.Message)
@@ -111,7 +90,6 @@ func TestPeerQuestionIsAskedAndAnswered(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				asked = append(asked, q)
-				exec.waitEnded(t)
 				return "acme/agentd", nil
 			}
 			run, err := newPeer(t, url, nil).Start(context.Background(), req)
@@ -342,5 +320,41 @@ func TestPeerDelegationDetachedAndResumed(t *testing.T) {
 	req2.ResumeRemote = &other
 	if _, err := p2.Start(context.Background(), req2); err == nil {
 		t.Fatal("a delegation to another peer resumed here")
+	}
+}
+
+// refuseFirstAnswer is a peer's handler that refuses the first message
+// naming a task with an internal error before it reaches the agent, as
+// a2a-go's server does while the execution that asked is still ending.
+type refuseFirstAnswer struct {
+	a2asrv.RequestHandler
+	refused atomic.Int32
+}
+
+func (h *refuseFirstAnswer) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	if p.Message.TaskID != "" && h.refused.CompareAndSwap(0, 1) {
+		return nil, a2a.ErrInternalError
+	}
+	return h.RequestHandler.OnSendMessage(ctx, p)
+}
+
+// An answer the peer refuses with an internal error while its task still
+// asks (and holds no message of the answer's id) is sent again: the run
+// completes with the one answer taken.
+func TestAnswerSentAgainWhileThePeerStillAsks(t *testing.T) {
+	exec := &questioner{state: a2a.TaskStateInputRequired, text: "which repository?"}
+	h := &refuseFirstAnswer{RequestHandler: a2asrv.NewHandler(exec)}
+	url := a2atest.Serve(t, h, a2atest.Card, nil)
+	req := peerRequest("fix the bug", time.Hour)
+	req.Ask = func(context.Context, api.Question) (string, error) { return "acme/agentd", nil }
+	run, err := newPeer(t, url, nil).Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := runResult(t, run); res.Status != api.StatusCompleted || res.Distillate.Text() != "answered: acme/agentd" {
+		t.Fatalf("result %+v", res)
+	}
+	if h.refused.Load() != 1 || len(exec.answered()) != 1 {
+		t.Fatalf("refused %d, answers taken %d: want 1 and 1", h.refused.Load(), len(exec.answered()))
 	}
 }

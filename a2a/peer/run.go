@@ -214,7 +214,7 @@ func (r *remoteRun) resumeFollow(ctx context.Context, w api.WaitingRemote, answe
 	r.answered = w.Key
 	r.mu.Unlock()
 	r.p.log.Info("peer's question answered", "task_id", r.handle, "remote_task_id", w.TaskID, "resumed", true)
-	if err := r.send(ctx, a2abind.AnswerMessage(t, AnswerID(r.handle, t.ID, w.Number, w.Key), answer)); err != nil {
+	if err := r.sendAnswer(ctx, t, a2abind.AnswerMessage(t, AnswerID(r.handle, t.ID, w.Number, w.Key), answer)); err != nil {
 		return fmt.Errorf("send the answer: %w", err)
 	}
 	return r.followFrom(ctx, w.Number+1)
@@ -261,7 +261,7 @@ func (r *remoteRun) followFrom(ctx context.Context, n int) error {
 		r.answered = key
 		r.mu.Unlock()
 		r.p.log.Info("peer's question answered", "task_id", r.handle, "remote_task_id", string(t.ID))
-		if err := r.send(ctx, a2abind.AnswerMessage(t, AnswerID(r.handle, t.ID, n, key), answer)); err != nil {
+		if err := r.sendAnswer(ctx, t, a2abind.AnswerMessage(t, AnswerID(r.handle, t.ID, n, key), answer)); err != nil {
 			return fmt.Errorf("send the answer: %w", err)
 		}
 	}
@@ -291,6 +291,51 @@ func (r *remoteRun) send(ctx context.Context, msg *a2a.Message) error {
 		r.setTask(v)
 	}
 	return nil
+}
+
+// answerRetries bounds the sends again of an answer (sendAnswer).
+const answerRetries = 6
+
+// sendAnswer sends msg, the answer to the question the peer's task t stops
+// at. A peer may still be ending the execution that asked when its
+// question is seen, and a2a-go's server refuses a message for a task whose
+// execution has not ended with an internal error (-32603, its
+// ErrExecutionInProgress), before it takes anything. So an answer refused
+// with an internal error is sent again, after a wait that doubles from 10
+// ms, up to answerRetries times, while the peer's task is still at that
+// question and holds no message of the answer's id (it was not taken).
+func (r *remoteRun) sendAnswer(ctx context.Context, t *a2a.Task, msg *a2a.Message) error {
+	wait := 10 * time.Millisecond
+	for i := 0; ; i++ {
+		err := r.send(ctx, msg)
+		if err == nil || !errors.Is(err, a2a.ErrInternalError) || i == answerRetries || !r.stillAsks(ctx, t.Status.State, msg.ID) {
+			return err
+		}
+		r.p.log.Info("peer refused the answer while its task still asks: sending it again", "task_id", r.handle, "remote_task_id", string(t.ID), "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// stillAsks reports whether the peer's task is still at state (the question
+// answered) and holds no message of id.
+func (r *remoteRun) stillAsks(ctx context.Context, state a2a.TaskState, id string) bool {
+	getCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.p.cfg.Timeout)
+	defer cancel()
+	task, err := r.client.GetTask(getCtx, &a2a.TaskQueryParams{ID: r.remote()})
+	if err != nil || task.Status.State != state {
+		return false
+	}
+	for _, m := range task.History {
+		if m != nil && m.ID == id {
+			return false
+		}
+	}
+	return true
 }
 
 // watch follows the remote task, by its stream when the peer offers one,
