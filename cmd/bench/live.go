@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -415,6 +416,11 @@ func liveOnce(ctx context.Context, cfg Config, n int, tree bool, logw io.Writer)
 		lm.SumPriv += v
 		lm.MaxPSS, lm.MaxPriv = max(lm.MaxPSS, p), max(lm.MaxPriv, v)
 	}
+	if dir := os.Getenv(EnvLiveDump); dir != "" {
+		if err := liveDump(ctx, dir, fmt.Sprintf("%d-%s", n, map[bool]string{false: "flat", true: "tree"}[tree]), srv.pid(), kids, metrics); err != nil {
+			return lm, err
+		}
+	}
 	model.releaseAll()
 	if err := poll(ctx, 5*time.Minute, 20*time.Millisecond, "children ended", func() bool { return srv.children() == 0 }); err != nil {
 		return lm, err
@@ -473,4 +479,50 @@ func liveRows(raw json.RawMessage, cfg Config) ([]row, error) {
 		}
 	}
 	return append(rows, livePodRows(rounds)...), nil
+}
+
+// EnvLiveDump, when set to a directory, makes figure 9 copy, for each N
+// while its subagents are held, the supervisor's smaps, status and /metrics
+// and every child's smaps_rollup and status into DIR/N-variant/: where the
+// bytes sit (a diagnostic; the figure is the same without it).
+const EnvLiveDump = "BENCH_LIVE_DUMP"
+
+func liveDump(ctx context.Context, dir, name string, sup int, kids []int, metrics string) error {
+	dir = filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	copyProc := func(pid int, file, as string) error {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, as), b, 0o644)
+	}
+	for _, f := range []string{"smaps", "status"} {
+		if err := copyProc(sup, f, "supervisor."+f); err != nil {
+			return err
+		}
+	}
+	for _, k := range kids {
+		for _, f := range []string{"smaps_rollup", "status"} {
+			if err := copyProc(k, f, fmt.Sprintf("%d.%s", k, f)); err != nil {
+				return err
+			}
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+"/metrics", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "supervisor.metrics"), b, 0o644)
 }
