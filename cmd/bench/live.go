@@ -104,11 +104,13 @@ func runLive(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 			lr.Tree[n] = m
 			fmt.Fprintf(logw, "bench: live round %d, %d in trees: %+v\n", r+1, n, m)
 		}
-		pod, err := livePodOnce(ctx, cfg, logw)
-		if err != nil {
-			return nil, fmt.Errorf("live pod: %w", err)
+		if cfg.LivePodRuns > 0 {
+			pod, err := livePodOnce(ctx, cfg, logw)
+			if err != nil {
+				return nil, fmt.Errorf("live pod: %w", err)
+			}
+			lr.Pod = &pod
 		}
-		lr.Pod = &pod
 		rounds = append(rounds, lr)
 	}
 	return rounds, nil
