@@ -91,7 +91,7 @@ func TestHarnessSmoke(t *testing.T) {
 			t.Errorf("table has %s:\n%s", bad, table)
 		}
 	}
-	for _, s := range []string{"100 tasks held", "drain grace 50ms + kill grace 50ms", "CPUs (", "; 0 errors; CPU per task", "9 subagents in a model call (trees of a root and 8 children"} {
+	for _, s := range []string{"100 tasks held", "drain grace 50ms + kill grace 50ms", "CPUs (", "; 0 errors; CPU per task", "9 subagents in a model call (trees of a root and 8 children", "(anonymous: +", " KiB), "} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q", s)
 		}
