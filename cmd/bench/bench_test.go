@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -151,5 +152,34 @@ func TestStats(t *testing.T) {
 	}
 	if got := fmt.Sprint(fmtX(3.5), " ", fmtX(0.05)); got != "3.50x 0.050x" {
 		t.Errorf("fmtX = %q", got)
+	}
+}
+
+func TestLiveRowsSlope(t *testing.T) {
+	const mib = 1 << 20
+	m := func(procs int, rss, anon float64) liveMeasure {
+		return liveMeasure{Procs: procs, SupRSS: rss * mib, SupIdleRSS: 20 * mib, SupAnon: anon * mib, SupIdleAnon: 4 * mib, SumPSS: float64(procs) * 3 * mib, SumPriv: float64(procs) * 3 * mib}
+	}
+	round := liveRound{Flat: map[int]liveMeasure{50: m(50, 40, 20), 400: m(400, 60, 40)}, Tree: map[int]liveMeasure{}, FloorPriv: 2 * mib, FloorPSS: 2 * mib, IdlePriv: 2100 << 10, IdlePSS: 4 * mib}
+	raw, err := json.Marshal([]liveRound{round})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := liveRows(raw, Config{LiveN: []int{50, 400}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&text, "%s | %s | %s\n", r.what, r.other, r.ratio)
+	}
+	for _, want := range []string{
+		"from 50 to 400 subagents: the supervisor per added child | RSS +20.0 MiB, anonymous +20.0 MiB over 350 children | +59 KiB RSS per added child (anonymous +59 KiB); goal <= 64 KiB: met",
+		"+410 KiB RSS per child (anonymous: +328 KiB; 20.0 MiB, idle 4.0 MiB); goal <= 64 KiB: missed",
+		"2.1 MiB private (2100 KiB), 4.0 MiB PSS; goal <= 2 MiB: missed",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("rows lack %q:\n%s", want, text.String())
+		}
 	}
 }

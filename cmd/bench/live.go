@@ -462,6 +462,7 @@ func liveRows(raw json.RawMessage, cfg Config) ([]row, error) {
 		name string
 		get  func(liveRound) map[int]liveMeasure
 	}{{"flat runs", func(r liveRound) map[int]liveMeasure { return r.Flat }}, {"trees of a root and 8 children", func(r liveRound) map[int]liveMeasure { return r.Tree }}} {
+		var prev *liveSlopePoint
 		for _, n := range cfg.LiveN {
 			if _, ok := variant.get(rounds[0])[n]; !ok {
 				continue
@@ -491,10 +492,30 @@ func liveRows(raw json.RawMessage, cfg Config) ([]row, error) {
 						fmtMiB(get(func(m liveMeasure) float64 { return m.MaxPSS })), fmtMiB(get(func(m liveMeasure) float64 { return m.MaxPriv }))),
 					ratio: fmt.Sprintf("%s PSS, %s private per child", kib(sumPSS/procs), kib(sumPriv/procs))},
 			)
+			// What one more live child costs the supervisor: the slope
+			// between two Ns, without what it holds however many it runs
+			// (warmed page caches, code first run, the collector's base).
+			here := &liveSlopePoint{procs: procs, rss: supRSS, anon: supAnon}
+			if prev != nil && procs > prev.procs {
+				d := procs - prev.procs
+				slope := (supRSS - prev.rss) / d
+				slopeGoal := "goal <= 64 KiB: met"
+				if slope > 64<<10 {
+					slopeGoal = "goal <= 64 KiB: missed"
+				}
+				rows = append(rows, row{fig: 9,
+					what:  fmt.Sprintf("live: %s, from %d to %d subagents: the supervisor per added child", variant.name, int(prev.procs), int(procs)),
+					other: fmt.Sprintf("RSS +%s, anonymous +%s over %d children", fmtMiB(supRSS-prev.rss), fmtMiB(supAnon-prev.anon), int(d)),
+					ratio: fmt.Sprintf("+%s RSS per added child (anonymous +%s); %s", kib(slope), kib((supAnon-prev.anon)/d), slopeGoal)})
+			}
+			prev = here
 		}
 	}
 	return append(rows, livePodRows(rounds)...), nil
 }
+
+// liveSlopePoint is the supervisor at one N, for the slope between Ns.
+type liveSlopePoint struct{ procs, rss, anon float64 }
 
 // EnvLiveDump, when set to a directory, makes figure 9 copy, for each N
 // while its subagents are held, the supervisor's smaps, status and /metrics

@@ -199,8 +199,8 @@ func procBytes(pid int, file, field string) (float64, error) {
 }
 
 func rss(pid int) (float64, error) { return procBytes(pid, "status", "VmRSS") }
+func pss(pid int) (float64, error) { return procBytes(pid, "smaps_rollup", "Pss") }
 
 // rssAnon is a process's anonymous resident memory (RssAnon): its RSS
 // without the pages of files it maps, such as its binary's.
 func rssAnon(pid int) (float64, error) { return procBytes(pid, "status", "RssAnon") }
-func pss(pid int) (float64, error) { return procBytes(pid, "smaps_rollup", "Pss") }
