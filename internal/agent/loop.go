@@ -615,12 +615,16 @@ func toolText(r api.ToolResult) string {
 }
 
 // SystemPrompt assembles the system prompt from the output contract: the
-// objective, the required format, tool guidance and boundaries, after the
-// declared agent type's own prompt when the payload has one.
+// required format, tool guidance and boundaries, after the declared agent
+// type's own prompt when the payload has one. The objective is not in it: it
+// is the first user turn (userPrompt), and the prompt tells the model so. A
+// run holds the objective once, and the model is sent it once (it was in
+// both, twice the objective's tokens on every call and, in a child, a
+// second copy of it on the heap all the run: figure 9's 64 KiB).
 func SystemPrompt(p *api.SpawnPayload) string {
 	var b strings.Builder
 	// The parts' bytes and the prompt's own text, in one buffer.
-	b.Grow(len(p.Contract.Objective) + len(p.Contract.OutputFormat.Schema) + len(p.Contract.ToolGuidance) + len(p.Contract.Boundaries) + 1024)
+	b.Grow(len(p.Contract.OutputFormat.Schema) + len(p.Contract.ToolGuidance) + len(p.Contract.Boundaries) + 1024)
 	if p.Agent != nil {
 		b.Grow(len(p.Agent.SystemPrompt))
 	}
@@ -628,13 +632,10 @@ func SystemPrompt(p *api.SpawnPayload) string {
 		// The declared agent type's prompt first; the contract's parts follow.
 		b.WriteString(strings.TrimSpace(p.Agent.SystemPrompt) + "\n\n")
 	}
-	b.WriteString("You are a subagent with one objective. Work toward it and reply with the result only.\n\n")
+	b.WriteString(objectiveLead)
 	// The contract's parts are written as they are, not through fmt, whose
-	// buffer would copy each (a 64 KiB objective's copy stayed in fmt's
-	// pool, on a waiting child's heap).
-	b.WriteString("Objective:\n")
-	b.WriteString(p.Contract.Objective)
-	b.WriteString("\n\n")
+	// buffer would copy each (a part's copy stayed in fmt's pool, on a
+	// waiting child's heap).
 	switch p.Contract.OutputFormat.Kind {
 	case api.FormatJSON:
 		b.WriteString("Required output format: a single JSON value, with no prose and no code fence around it.")
@@ -662,8 +663,13 @@ func SystemPrompt(p *api.SpawnPayload) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
+// objectiveLead opens the contract's part of the system prompt: where the
+// objective is (the first user turn, userPrompt) and what to do with it.
+const objectiveLead = "You are a subagent with one objective: the first user message states it (and after it any context your delegator chose, each part under its [label]). Work toward the objective and reply with the result only.\n\n"
+
 // userPrompt is the first user turn: the objective and the seed slices the
-// parent chose, labeled.
+// parent chose, labeled. It is the only place the objective is in the
+// conversation (SystemPrompt refers to it).
 func userPrompt(p *api.SpawnPayload) string {
 	if len(p.Seed.Slices) == 0 {
 		return p.Contract.Objective // not a copy of it: a run holds the turn all its life
