@@ -74,12 +74,17 @@ func (c *control) decodeSpawn(f *api.Frame, err error) (*api.SpawnPayload, error
 		return nil, fmt.Errorf("first frame is %q, want %q", f.Method, api.MethodSpawn)
 	}
 	fitProcs(len(f.Params))
+	if len(f.Params) == 0 {
+		return nil, fmt.Errorf("%s: missing params", f.Method)
+	}
+	c.payloadBytes = len(f.Params)
 	var p api.SpawnPayload
-	if err := api.DecodeParams(f, &p); err != nil {
+	// The frame is this child's alone (the reader allocated its body for
+	// it): its objective is decoded into it (inplace.go).
+	if err := decodeSpawnParams(f.Params, &p); err != nil {
 		return nil, err
 	}
-	fitMemoryLimit(len(f.Params))
-	c.payloadBytes = len(f.Params)
+	fitMemoryLimit(c.payloadBytes)
 	if p.Resume != nil {
 		q := p
 		q.Resume = nil
