@@ -168,3 +168,46 @@ func decodeSpawnParams(params []byte, p *api.SpawnPayload) error {
 	}
 	return api.DecodeParams(&api.Frame{Method: api.MethodSpawn, Params: params}, p)
 }
+
+// errorMark is what toolText puts before an error result's text.
+const errorMark = "ERROR: "
+
+// decodeToolResult decodes a tool/call result into r, as json.Unmarshal
+// does, with the text of a large one-block result (at least half the
+// result, figure 9's 16 KiB) lifted into the result's memory: result must
+// be the frame body's, which nothing else reads or writes. text is then
+// the result as the model is shown it (toolText), made in the same memory
+// (an error's mark written before the text), else "". A 16 KiB result cost
+// its frame's body, the decoder's unquoted bytes, its string and toolText's
+// copy of it; now its body.
+func decodeToolResult(result []byte, r *api.ToolResult) (text string, err error) {
+	if len(result) >= liftMin {
+		var at struct {
+			Content []struct {
+				Text span `json:"text"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(result, &at) == nil && len(at.Content) == 1 && len(at.Content[0].Text) >= len(result)/2 {
+			if rest, s, ok := liftString(result, at.Content[0].Text); ok {
+				if err := json.Unmarshal(rest, r); err != nil {
+					return "", err
+				}
+				if len(r.Content) != 1 { // the block the text was lifted from
+					return "", fmt.Errorf("the result's text block is gone after its text was lifted")
+				}
+				r.Content[0].Text = s
+				switch {
+				case len(r.StructuredContent) > 0 && s == "", r.IsError && len(rest) < len(errorMark):
+					return "", nil // toolText makes it
+				case !r.IsError:
+					return s, nil
+				}
+				// rest is spent: the mark goes just before the text.
+				at := len(rest)
+				copy(result[at-len(errorMark):at], errorMark)
+				return unsafe.String(&result[at-len(errorMark)], len(errorMark)+len(s)), nil
+			}
+		}
+	}
+	return "", json.Unmarshal(result, r)
+}

@@ -1,16 +1,12 @@
 package agent
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"maps"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -376,7 +372,7 @@ func (r *run) callTools(ctx context.Context, resp *intelligence.Response) (api.S
 func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.SubagentResult, bool) {
 	wire := r.l.wireName(tc.Name)
 	args := tc.Args
-	if len(strings.TrimSpace(string(args))) == 0 {
+	if len(bytes.TrimSpace(args)) == 0 { // not string(args): a copy of them
 		args = json.RawMessage(`{}`)
 	}
 	if key := callKey(wire, args); key == r.lastCall {
@@ -388,6 +384,7 @@ func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.Subag
 		return r.result(ctx, api.StatusLoopDetected, fmt.Sprintf("the model asked for %s with the same arguments %d times in a row", wire, r.repeats)), true
 	}
 	var out api.ToolResult
+	var text string // the result as the model is shown it, when the caller made it (textCaller)
 	if !json.Valid(args) {
 		// Never forwarded: the control frame carries arguments as JSON.
 		out = api.TextResult("the arguments are not valid JSON; call the tool again with a JSON object", true)
@@ -396,8 +393,14 @@ func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.Subag
 		// anything outside the grant with an error result the model sees.
 		tctx, tspan := startToolSpan(ctx, wire, args, r.content)
 		var err error
-		if cc, ok := r.l.Caller.(ConversationCaller); ok && wire == api.ToolAsk {
-			out, err = cc.CallToolWith(tctx, wire, args, r.conversation(tc.ID))
+		var conv *api.Conversation
+		if _, ok := r.l.Caller.(ConversationCaller); ok && wire == api.ToolAsk {
+			conv = r.conversation(tc.ID)
+		}
+		if tcl, ok := r.l.Caller.(textCaller); ok {
+			out, text, err = tcl.callText(tctx, wire, args, conv)
+		} else if cc, ok := r.l.Caller.(ConversationCaller); ok && conv != nil {
+			out, err = cc.CallToolWith(tctx, wire, args, conv)
 		} else {
 			out, err = r.l.Caller.CallTool(tctx, wire, args)
 		}
@@ -406,12 +409,15 @@ func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.Subag
 			if ctx.Err() != nil {
 				return r.stopped(ctx), true
 			}
-			out = api.TextResult("tool call failed: "+err.Error(), true)
+			out, text = api.TextResult("tool call failed: "+err.Error(), true), ""
 		}
 	}
 	r.l.logTool(r.usage.Steps, wire, args, out, r.content)
 	r.l.Report.Event(r.usage.Steps, api.EventToolCall, api.Usage{})
-	r.req.Messages = append(r.req.Messages, intelligence.Message{Role: intelligence.RoleTool, ToolCallID: tc.ID, Content: toolText(out)})
+	if text == "" {
+		text = toolText(out)
+	}
+	r.req.Messages = append(r.req.Messages, intelligence.Message{Role: intelligence.RoleTool, ToolCallID: tc.ID, Content: text})
 	return api.SubagentResult{}, false
 }
 
@@ -547,69 +553,24 @@ func mediaTypeOf(kind string) string {
 	}
 }
 
-// callKey is what the repeat check compares of a call: a digest of its wire
-// name and its arguments with insignificant differences (spacing, key order)
-// removed, invalid JSON as it is. It is 32 bytes however long the arguments:
-// the check held the canonical arguments themselves (figure 9's 16 KiB
-// handle, and its encoding's garbage, on a waiting child's heap).
-func callKey(wire string, args json.RawMessage) string {
-	h := sha256.New()
-	h.Write([]byte(wire))
-	var v any
-	if json.Unmarshal(args, &v) != nil {
-		h.Write([]byte{0, 'r'})
-		h.Write(args)
-	} else {
-		h.Write([]byte{0, 'v'})
-		writeCanonical(h, v)
-	}
-	return string(h.Sum(nil))
+// textCaller is a ToolCaller that can return, beside a call's result, its
+// text as the model is shown it (toolText's) when it made that without a
+// copy; "" when it did not. The control channel does (decodeToolResult): a
+// large result's text, an error's mark before it, in its frame's memory.
+// A call carries conv as ConversationCaller's does (nil: none).
+type textCaller interface {
+	callText(ctx context.Context, name string, args json.RawMessage, conv *api.Conversation) (api.ToolResult, string, error)
 }
 
-// writeCanonical writes v, a decoded JSON value, to w in a form that is the
-// same for equal values and differs for others: each value tagged, strings
-// and containers with their lengths, an object's keys sorted.
-func writeCanonical(w io.Writer, v any) {
-	var buf [32]byte
-	switch v := v.(type) {
-	case nil:
-		w.Write([]byte{'n'})
-	case bool:
-		if v {
-			w.Write([]byte{'t'})
-		} else {
-			w.Write([]byte{'f'})
-		}
-	case float64:
-		w.Write(strconv.AppendFloat(append(buf[:0], 'd'), v, 'g', -1, 64))
-		w.Write([]byte{';'})
-	case string:
-		w.Write(strconv.AppendInt(append(buf[:0], 's'), int64(len(v)), 10))
-		w.Write([]byte{':'})
-		io.WriteString(w, v)
-	case []any:
-		w.Write(strconv.AppendInt(append(buf[:0], 'a'), int64(len(v)), 10))
-		w.Write([]byte{':'})
-		for _, e := range v {
-			writeCanonical(w, e)
-		}
-	case map[string]any:
-		w.Write(strconv.AppendInt(append(buf[:0], 'o'), int64(len(v)), 10))
-		w.Write([]byte{':'})
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			writeCanonical(w, k)
-			writeCanonical(w, v[k])
-		}
-	}
-}
-
+// toolText is a tool result as the model is shown it: its text (its
+// structured content when it has no text), an error's marked.
 func toolText(r api.ToolResult) string {
 	t := r.Text()
 	if len(r.StructuredContent) > 0 && t == "" {
 		t = string(r.StructuredContent)
 	}
 	if r.IsError {
-		return "ERROR: " + t
+		return errorMark + t
 	}
 	return t
 }

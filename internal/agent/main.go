@@ -288,12 +288,20 @@ func (c *control) finish(res api.SubagentResult) int {
 
 // CallTool implements ToolCaller over the control channel.
 func (c *control) CallTool(ctx context.Context, name string, args json.RawMessage) (api.ToolResult, error) {
-	return c.call(ctx, name, args, nil)
+	r, _, err := c.call(ctx, name, args, nil)
+	return r, err
 }
 
 // CallToolWith implements ConversationCaller: a subagent.ask call carries
 // the conversation.
 func (c *control) CallToolWith(ctx context.Context, name string, args json.RawMessage, conv *api.Conversation) (api.ToolResult, error) {
+	r, _, err := c.call(ctx, name, args, conv)
+	return r, err
+}
+
+// callText implements textCaller: the result and, when the control
+// channel decoded it without a copy, its text as the model is shown it.
+func (c *control) callText(ctx context.Context, name string, args json.RawMessage, conv *api.Conversation) (api.ToolResult, string, error) {
 	return c.call(ctx, name, args, conv)
 }
 
