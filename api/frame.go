@@ -267,6 +267,43 @@ func (fw *FrameWriter) writeBuf(buf *bytes.Buffer) error {
 	return err
 }
 
+// WriteParts writes one frame whose body is parts, concatenated: a JSON-RPC
+// 2.0 object the caller encoded and vouches for (it is not parsed). It is
+// for a frame that carries a large value as it already is (a tool call's
+// arguments): the length prefix and each part are written in turn, under
+// the lock that keeps frames from interleaving, so that no buffer holds
+// the whole frame. A frame over the limit fails with ErrFrameTooLarge and
+// writes nothing; a write that fails midway leaves the stream out of sync
+// (the channel is then broken anyway).
+func (fw *FrameWriter) WriteParts(parts ...[]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: empty frame", ErrFrameInvalid)
+	}
+	if n > fw.max {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, fw.max)
+	}
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(n))
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if _, err := fw.w.Write(hdr[:]); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		if _, err := fw.w.Write(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // plainString reports whether s encodes in JSON as itself between quotes:
 // printable ASCII with nothing json.Marshal escapes.
 func plainString(s string) bool {

@@ -228,3 +228,58 @@ func TestDecodeFrameBodySharesParams(t *testing.T) {
 		t.Error("params were copied out of the body")
 	}
 }
+
+// WriteParts writes one frame of its parts, concatenated; a frame over the
+// limit, or an empty one, writes nothing; concurrent writers' frames do not
+// interleave.
+func TestWriteParts(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewFrameWriter(&buf, 64)
+	if err := w.WriteParts([]byte(`{"jsonrpc":"2.0","method":"loop/event","params":`), []byte(`{"step":1}`), nil, []byte(`}`)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewFrameReader(bytes.NewReader(buf.Bytes()), 0).Read()
+	if err != nil || f.Method != MethodEvent || string(f.Params) != `{"step":1}` {
+		t.Fatalf("frame %+v, %v", f, err)
+	}
+	n := buf.Len()
+	if err := w.WriteParts(bytes.Repeat([]byte("x"), 40), bytes.Repeat([]byte("y"), 40)); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("an 80-byte frame with a limit of 64: %v", err)
+	}
+	if err := w.WriteParts(nil, []byte{}); !errors.Is(err, ErrFrameInvalid) {
+		t.Fatalf("an empty frame: %v", err)
+	}
+	if buf.Len() != n {
+		t.Fatalf("a refused frame wrote %d bytes", buf.Len()-n)
+	}
+
+	pr, pw := io.Pipe()
+	w = NewFrameWriter(pw, 0)
+	done := make(chan error, 2)
+	big := bytes.Repeat([]byte("a"), 100<<10)
+	go func() {
+		var err error
+		for i := 0; i < 20 && err == nil; i++ {
+			err = w.WriteParts([]byte(`{"jsonrpc":"2.0","method":"x","params":"`), big, []byte(`"}`))
+		}
+		done <- err
+	}()
+	go func() {
+		var err error
+		for i := 0; i < 20 && err == nil; i++ {
+			err = w.Send(MethodPing, 0, Ping{Seq: uint64(i)})
+		}
+		done <- err
+	}()
+	r := NewFrameReader(pr, 0)
+	for i := 0; i < 40; i++ {
+		if _, err := r.Read(); err != nil {
+			t.Fatalf("frame %d: %v (interleaved?)", i, err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 
 	"github.com/agentd/agentd/api"
@@ -74,12 +75,17 @@ func (c *control) decodeSpawn(f *api.Frame, err error) (*api.SpawnPayload, error
 		return nil, fmt.Errorf("first frame is %q, want %q", f.Method, api.MethodSpawn)
 	}
 	fitProcs(len(f.Params))
+	if len(f.Params) == 0 {
+		return nil, fmt.Errorf("%s: missing params", f.Method)
+	}
+	c.payloadBytes = len(f.Params)
 	var p api.SpawnPayload
-	if err := api.DecodeParams(f, &p); err != nil {
+	// The frame is this child's alone (the reader allocated its body for
+	// it): its objective is decoded into it (inplace.go).
+	if err := decodeSpawnParams(f.Params, &p); err != nil {
 		return nil, err
 	}
-	fitMemoryLimit(len(f.Params))
-	c.payloadBytes = len(f.Params)
+	fitMemoryLimit(c.payloadBytes)
 	if p.Resume != nil {
 		q := p
 		q.Resume = nil
@@ -163,9 +169,10 @@ const resumeRoom = api.MaxAnswer + 4<<10
 
 // call sends a tool/call request and waits for its answer. A subagent.ask
 // call carries conv when a spawn frame could carry it back: the payload,
-// the conversation and an answer within the frame limit.
-func (c *control) call(ctx context.Context, tool string, args json.RawMessage, conv *api.Conversation) (api.ToolResult, error) {
-	var r api.ToolResult
+// the conversation and an answer within the frame limit. text is the
+// result as the model is shown it (toolText's) when call made it without a
+// copy (decodeToolResult), else "".
+func (c *control) call(ctx context.Context, tool string, args json.RawMessage, conv *api.Conversation) (r api.ToolResult, text string, err error) {
 	if tool == api.ToolAsk && c.clock != nil {
 		c.clock.pause()
 		defer c.clock.resume()
@@ -178,44 +185,121 @@ func (c *control) call(ctx context.Context, tool string, args json.RawMessage, c
 			c.log.Warn("the conversation is too large to store with the question: this subagent keeps its process while it waits", "bytes", len(b), "frame_limit", c.maxFrame)
 		}
 	}
-	if err := c.request(ctx, api.MethodToolCall, call, &r); err != nil {
-		return api.ToolResult{}, err
+	f, err := c.exchange(ctx, api.MethodToolCall, func(id uint64) error { return c.sendToolCall(id, &call) })
+	if err != nil {
+		return api.ToolResult{}, "", err
 	}
-	return r, nil
+	if text, err = decodeToolResult(f.Result, &r); err != nil {
+		return api.ToolResult{}, "", fmt.Errorf("%s result: %w", api.MethodToolCall, err)
+	}
+	return r, text, nil
+}
+
+// sendToolCall writes the tool/call request id for call. Its arguments
+// are written as they are, not copied into the frame's buffer (and, first,
+// into encoding/json's), when that is how api.FrameWriter.Send would
+// encode them: compact JSON with nothing it escapes. A 16 KiB call
+// allocated 43 KB through Send's buffers, grown by doubling and kept in
+// their pools, which a waiting child does not empty.
+func (c *control) sendToolCall(id uint64, call *api.ToolCall) error {
+	if call.Conversation != nil || len(call.Args) == 0 || !plainJSONString(call.Tool) || !plainJSONString(call.Traceparent) || !compactJSON(call.Args) {
+		return c.w.Send(api.MethodToolCall, id, call)
+	}
+	frame := make([]byte, 0, 96+len(call.Tool)+len(call.Traceparent))
+	frame = append(frame, `{"jsonrpc":"2.0","id":`...)
+	frame = strconv.AppendUint(frame, id, 10)
+	frame = append(frame, `,"method":"`+api.MethodToolCall+`","params":{"tool":"`...)
+	frame = append(frame, call.Tool...)
+	frame = append(frame, `","args":`...)
+	head := len(frame)
+	if call.Traceparent != "" {
+		frame = append(frame, `,"traceparent":"`...)
+		frame = append(frame, call.Traceparent...)
+		frame = append(frame, '"')
+	}
+	frame = append(frame, "}}"...)
+	return c.w.WriteParts(frame[:head], call.Args, frame[head:])
+}
+
+// plainJSONString reports whether s encodes in JSON as itself between
+// quotes: printable ASCII with nothing encoding/json escapes.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// compactJSON reports whether b is valid JSON that encoding/json writes
+// as it is (a json.RawMessage is compacted and HTML-escaped): no space
+// outside its strings, no '<', '>', '&', U+2028 or U+2029 in them.
+func compactJSON(b []byte) bool {
+	if !json.Valid(b) {
+		return false
+	}
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '<' || c == '>' || c == '&':
+			return false
+		case c == 0xE2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9):
+			return false
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
 }
 
 // request sends an upward request frame and waits for its answer, decoding the
 // result into out. An error answer is returned as an *api.RPCError.
 func (c *control) request(ctx context.Context, method string, params, out any) error {
+	f, err := c.exchange(ctx, method, func(id uint64) error { return c.w.Send(method, id, params) })
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(f.Result, out); err != nil {
+		return fmt.Errorf("%s result: %w", method, err)
+	}
+	return nil
+}
+
+// exchange sends an upward request (send writes it with the id it is
+// given) and returns its answer. An error answer is returned as an
+// *api.RPCError.
+func (c *control) exchange(ctx context.Context, method string, send func(id uint64) error) (*api.Frame, error) {
 	ch := make(chan *api.Frame, 1)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return ErrControlClosed
+		return nil, ErrControlClosed
 	}
 	c.nextID++
 	id := c.nextID
 	c.pending[id] = ch
 	c.mu.Unlock()
-	if err := c.w.Send(method, id, params); err != nil {
+	if err := send(id); err != nil {
 		c.forget(id)
-		return fmt.Errorf("send %s: %w", method, err)
+		return nil, fmt.Errorf("send %s: %w", method, err)
 	}
 	select {
 	case f, ok := <-ch:
 		if !ok {
-			return ErrControlClosed
+			return nil, ErrControlClosed
 		}
 		if f.Error != nil {
-			return f.Error
+			return nil, f.Error
 		}
-		if err := json.Unmarshal(f.Result, out); err != nil {
-			return fmt.Errorf("%s result: %w", method, err)
-		}
-		return nil
+		return f, nil
 	case <-ctx.Done():
 		c.forget(id)
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
 }
 

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -8,5 +9,11 @@ import (
 	"github.com/agentd/agentd/internal/testkit"
 )
 
-// TestMain fails the run if the tests leave a goroutine behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.LeakOptions()...) }
+// TestMain fails the run if the tests leave a goroutine behind. With
+// envTestChild set, the test binary is a subagent instead (realChild).
+func TestMain(m *testing.M) {
+	if os.Getenv(envTestChild) == "1" {
+		os.Exit(Main())
+	}
+	goleak.VerifyTestMain(m, testkit.LeakOptions()...)
+}

@@ -1,16 +1,12 @@
 package agent
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"maps"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -376,7 +372,7 @@ func (r *run) callTools(ctx context.Context, resp *intelligence.Response) (api.S
 func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.SubagentResult, bool) {
 	wire := r.l.wireName(tc.Name)
 	args := tc.Args
-	if len(strings.TrimSpace(string(args))) == 0 {
+	if len(bytes.TrimSpace(args)) == 0 { // not string(args): a copy of them
 		args = json.RawMessage(`{}`)
 	}
 	if key := callKey(wire, args); key == r.lastCall {
@@ -388,6 +384,7 @@ func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.Subag
 		return r.result(ctx, api.StatusLoopDetected, fmt.Sprintf("the model asked for %s with the same arguments %d times in a row", wire, r.repeats)), true
 	}
 	var out api.ToolResult
+	var text string // the result as the model is shown it, when the caller made it (textCaller)
 	if !json.Valid(args) {
 		// Never forwarded: the control frame carries arguments as JSON.
 		out = api.TextResult("the arguments are not valid JSON; call the tool again with a JSON object", true)
@@ -396,8 +393,14 @@ func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.Subag
 		// anything outside the grant with an error result the model sees.
 		tctx, tspan := startToolSpan(ctx, wire, args, r.content)
 		var err error
-		if cc, ok := r.l.Caller.(ConversationCaller); ok && wire == api.ToolAsk {
-			out, err = cc.CallToolWith(tctx, wire, args, r.conversation(tc.ID))
+		var conv *api.Conversation
+		if _, ok := r.l.Caller.(ConversationCaller); ok && wire == api.ToolAsk {
+			conv = r.conversation(tc.ID)
+		}
+		if tcl, ok := r.l.Caller.(textCaller); ok {
+			out, text, err = tcl.callText(tctx, wire, args, conv)
+		} else if cc, ok := r.l.Caller.(ConversationCaller); ok && conv != nil {
+			out, err = cc.CallToolWith(tctx, wire, args, conv)
 		} else {
 			out, err = r.l.Caller.CallTool(tctx, wire, args)
 		}
@@ -406,12 +409,15 @@ func (r *run) callTool(ctx context.Context, tc intelligence.ToolCall) (api.Subag
 			if ctx.Err() != nil {
 				return r.stopped(ctx), true
 			}
-			out = api.TextResult("tool call failed: "+err.Error(), true)
+			out, text = api.TextResult("tool call failed: "+err.Error(), true), ""
 		}
 	}
 	r.l.logTool(r.usage.Steps, wire, args, out, r.content)
 	r.l.Report.Event(r.usage.Steps, api.EventToolCall, api.Usage{})
-	r.req.Messages = append(r.req.Messages, intelligence.Message{Role: intelligence.RoleTool, ToolCallID: tc.ID, Content: toolText(out)})
+	if text == "" {
+		text = toolText(out)
+	}
+	r.req.Messages = append(r.req.Messages, intelligence.Message{Role: intelligence.RoleTool, ToolCallID: tc.ID, Content: text})
 	return api.SubagentResult{}, false
 }
 
@@ -547,80 +553,39 @@ func mediaTypeOf(kind string) string {
 	}
 }
 
-// callKey is what the repeat check compares of a call: a digest of its wire
-// name and its arguments with insignificant differences (spacing, key order)
-// removed, invalid JSON as it is. It is 32 bytes however long the arguments:
-// the check held the canonical arguments themselves (figure 9's 16 KiB
-// handle, and its encoding's garbage, on a waiting child's heap).
-func callKey(wire string, args json.RawMessage) string {
-	h := sha256.New()
-	h.Write([]byte(wire))
-	var v any
-	if json.Unmarshal(args, &v) != nil {
-		h.Write([]byte{0, 'r'})
-		h.Write(args)
-	} else {
-		h.Write([]byte{0, 'v'})
-		writeCanonical(h, v)
-	}
-	return string(h.Sum(nil))
+// textCaller is a ToolCaller that can return, beside a call's result, its
+// text as the model is shown it (toolText's) when it made that without a
+// copy; "" when it did not. The control channel does (decodeToolResult): a
+// large result's text, an error's mark before it, in its frame's memory.
+// A call carries conv as ConversationCaller's does (nil: none).
+type textCaller interface {
+	callText(ctx context.Context, name string, args json.RawMessage, conv *api.Conversation) (api.ToolResult, string, error)
 }
 
-// writeCanonical writes v, a decoded JSON value, to w in a form that is the
-// same for equal values and differs for others: each value tagged, strings
-// and containers with their lengths, an object's keys sorted.
-func writeCanonical(w io.Writer, v any) {
-	var buf [32]byte
-	switch v := v.(type) {
-	case nil:
-		w.Write([]byte{'n'})
-	case bool:
-		if v {
-			w.Write([]byte{'t'})
-		} else {
-			w.Write([]byte{'f'})
-		}
-	case float64:
-		w.Write(strconv.AppendFloat(append(buf[:0], 'd'), v, 'g', -1, 64))
-		w.Write([]byte{';'})
-	case string:
-		w.Write(strconv.AppendInt(append(buf[:0], 's'), int64(len(v)), 10))
-		w.Write([]byte{':'})
-		io.WriteString(w, v)
-	case []any:
-		w.Write(strconv.AppendInt(append(buf[:0], 'a'), int64(len(v)), 10))
-		w.Write([]byte{':'})
-		for _, e := range v {
-			writeCanonical(w, e)
-		}
-	case map[string]any:
-		w.Write(strconv.AppendInt(append(buf[:0], 'o'), int64(len(v)), 10))
-		w.Write([]byte{':'})
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			writeCanonical(w, k)
-			writeCanonical(w, v[k])
-		}
-	}
-}
-
+// toolText is a tool result as the model is shown it: its text (its
+// structured content when it has no text), an error's marked.
 func toolText(r api.ToolResult) string {
 	t := r.Text()
 	if len(r.StructuredContent) > 0 && t == "" {
 		t = string(r.StructuredContent)
 	}
 	if r.IsError {
-		return "ERROR: " + t
+		return errorMark + t
 	}
 	return t
 }
 
 // SystemPrompt assembles the system prompt from the output contract: the
-// objective, the required format, tool guidance and boundaries, after the
-// declared agent type's own prompt when the payload has one.
+// required format, tool guidance and boundaries, after the declared agent
+// type's own prompt when the payload has one. The objective is not in it: it
+// is the first user turn (userPrompt), and the prompt tells the model so. A
+// run holds the objective once, and the model is sent it once (it was in
+// both, twice the objective's tokens on every call and, in a child, a
+// second copy of it on the heap all the run: figure 9's 64 KiB).
 func SystemPrompt(p *api.SpawnPayload) string {
 	var b strings.Builder
 	// The parts' bytes and the prompt's own text, in one buffer.
-	b.Grow(len(p.Contract.Objective) + len(p.Contract.OutputFormat.Schema) + len(p.Contract.ToolGuidance) + len(p.Contract.Boundaries) + 1024)
+	b.Grow(len(p.Contract.OutputFormat.Schema) + len(p.Contract.ToolGuidance) + len(p.Contract.Boundaries) + 1024)
 	if p.Agent != nil {
 		b.Grow(len(p.Agent.SystemPrompt))
 	}
@@ -628,13 +593,10 @@ func SystemPrompt(p *api.SpawnPayload) string {
 		// The declared agent type's prompt first; the contract's parts follow.
 		b.WriteString(strings.TrimSpace(p.Agent.SystemPrompt) + "\n\n")
 	}
-	b.WriteString("You are a subagent with one objective. Work toward it and reply with the result only.\n\n")
+	b.WriteString(objectiveLead)
 	// The contract's parts are written as they are, not through fmt, whose
-	// buffer would copy each (a 64 KiB objective's copy stayed in fmt's
-	// pool, on a waiting child's heap).
-	b.WriteString("Objective:\n")
-	b.WriteString(p.Contract.Objective)
-	b.WriteString("\n\n")
+	// buffer would copy each (a part's copy stayed in fmt's pool, on a
+	// waiting child's heap).
 	switch p.Contract.OutputFormat.Kind {
 	case api.FormatJSON:
 		b.WriteString("Required output format: a single JSON value, with no prose and no code fence around it.")
@@ -662,8 +624,13 @@ func SystemPrompt(p *api.SpawnPayload) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
+// objectiveLead opens the contract's part of the system prompt: where the
+// objective is (the first user turn, userPrompt) and what to do with it.
+const objectiveLead = "You are a subagent with one objective: the first user message states it (and after it any context your delegator chose, each part under its [label]). Work toward the objective and reply with the result only.\n\n"
+
 // userPrompt is the first user turn: the objective and the seed slices the
-// parent chose, labeled.
+// parent chose, labeled. It is the only place the objective is in the
+// conversation (SystemPrompt refers to it).
 func userPrompt(p *api.SpawnPayload) string {
 	if len(p.Seed.Slices) == 0 {
 		return p.Contract.Objective // not a copy of it: a run holds the turn all its life

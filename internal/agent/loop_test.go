@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/agent/intelligence"
@@ -112,13 +112,13 @@ func TestSystemPromptFromContract(t *testing.T) {
 	p := payload()
 	p.Seed.Slices = []api.SeedSlice{{Label: "file", Content: api.SeedContent{Text: "/etc/x"}}}
 	sys := SystemPrompt(p)
-	for _, want := range []string{"do it", "Markdown", "nothing else"} {
+	for _, want := range []string{"first user message states it", "Markdown", "nothing else"} {
 		if !strings.Contains(sys, want) {
 			t.Errorf("system prompt lacks %q:\n%s", want, sys)
 		}
 	}
-	if u := userPrompt(p); !strings.Contains(u, "[file]\n/etc/x") {
-		t.Errorf("user prompt lacks the seed: %q", u)
+	if u := userPrompt(p); !strings.HasPrefix(u, p.Contract.Objective+"\n\n") || !strings.Contains(u, "[file]\n/etc/x") {
+		t.Errorf("user prompt lacks the objective or the seed: %q", u)
 	}
 }
 
@@ -206,23 +206,30 @@ func TestRehearsal(t *testing.T) {
 	}
 }
 
-// The system prompt copies its objective once, into the prompt: written
-// through fmt.Fprintf it was copied into fmt's buffer too (and an objective
-// under 64 KiB, figure 9's, stayed in fmt's pool on a waiting child's heap).
-func TestSystemPromptCopiesTheObjectiveOnce(t *testing.T) {
+// The objective is in a run's conversation once, in the first user turn,
+// which is the payload's own string (not a copy of it); the system prompt
+// refers to it and allocates nothing for it. It held a copy of the
+// objective too: sent twice to the model, and in a child a second 64 KiB
+// (figure 9's) on the heap all the run.
+func TestTheObjectiveIsInTheConversationOnce(t *testing.T) {
 	p := payload()
 	p.Contract.Objective = strings.Repeat("the earlier turns ", 100<<10/18)
 	p.Contract.ToolGuidance = strings.Repeat("guidance ", 10<<10/9)
-	n := len(SystemPrompt(p))
-	allocs := func() uint64 {
-		s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-		metrics.Read(s)
-		return s[0].Value.Uint64()
+	r, err := (&Loop{Payload: p}).begin()
+	if err != nil {
+		t.Fatal(err)
 	}
-	before := allocs()
-	SystemPrompt(p)
-	if got := allocs() - before; got > uint64(n+n/2) {
-		t.Fatalf("a %d-byte system prompt allocated %d bytes", n, got)
+	if strings.Contains(r.req.System, "the earlier turns") {
+		t.Error("the system prompt holds the objective")
+	}
+	if m := r.req.Messages[0].Content; unsafe.StringData(m) != unsafe.StringData(p.Contract.Objective) || len(m) != len(p.Contract.Objective) {
+		t.Error("the first user turn is not the payload's objective")
+	}
+	n := len(SystemPrompt(p))
+	// The runtime counts small objects' bytes by the span (24 KiB for a
+	// 12 KiB prompt), so the bound is loose: well under the objective.
+	if got := allocated(func() {}, func() { SystemPrompt(p) }); got > uint64(len(p.Contract.Objective)/2) {
+		t.Fatalf("a %d-byte system prompt allocated %d bytes (the objective is %d)", n, got, len(p.Contract.Objective))
 	}
 }
 

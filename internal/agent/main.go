@@ -41,7 +41,23 @@ func Main() int {
 	if want, err := strconv.Atoi(os.Getenv(api.EnvSupervisorPID)); err != nil || unix.Getppid() != want {
 		return ExitParentMismatch
 	}
-	return Serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, os.Getenv(api.EnvIntelligenceKey))
+	return Serve(context.Background(), controlIn(), os.Stdout, os.Stderr, os.Getenv(api.EnvIntelligenceKey))
+}
+
+// controlIn returns control-in (fd 0) for reading through the runtime's
+// netpoller: the pipe is made non-blocking and wrapped anew (os.Stdin was
+// wrapped at init, blocking), so the goroutine that waits on the
+// supervisor's next frame parks without a thread. Read blocking, it held
+// a thread in read(2) all the child's life: a waiting child had 4 to 5
+// threads, each a kernel stack the cgroup charges and a Go stack of its
+// own. EOF and errors read as before: the child's run ends when the
+// supervisor's end closes. Where the descriptor cannot be made
+// non-blocking, it is os.Stdin as it was.
+func controlIn() *os.File {
+	if err := unix.SetNonblock(0, true); err != nil {
+		return os.Stdin
+	}
+	return os.NewFile(0, "control-in")
 }
 
 // Serve runs one subagent over the given control pipes: ctrl/ready, the spawn
@@ -272,12 +288,20 @@ func (c *control) finish(res api.SubagentResult) int {
 
 // CallTool implements ToolCaller over the control channel.
 func (c *control) CallTool(ctx context.Context, name string, args json.RawMessage) (api.ToolResult, error) {
-	return c.call(ctx, name, args, nil)
+	r, _, err := c.call(ctx, name, args, nil)
+	return r, err
 }
 
 // CallToolWith implements ConversationCaller: a subagent.ask call carries
 // the conversation.
 func (c *control) CallToolWith(ctx context.Context, name string, args json.RawMessage, conv *api.Conversation) (api.ToolResult, error) {
+	r, _, err := c.call(ctx, name, args, conv)
+	return r, err
+}
+
+// callText implements textCaller: the result and, when the control
+// channel decoded it without a copy, its text as the model is shown it.
+func (c *control) callText(ctx context.Context, name string, args json.RawMessage, conv *api.Conversation) (api.ToolResult, string, error) {
 	return c.call(ctx, name, args, conv)
 }
 

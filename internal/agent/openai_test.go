@@ -44,13 +44,16 @@ func TestOpenAIPlainAnswer(t *testing.T) {
 	if len(msgs) != 2 || msgs[0].Role != "system" || msgs[1].Role != "user" {
 		t.Fatalf("messages = %+v", msgs)
 	}
-	for _, want := range []string{"count the words in the seed", "plain text", "read files first"} {
+	for _, want := range []string{"first user message states it", "plain text", "read files first"} {
 		if !strings.Contains(msgs[0].text(), want) {
 			t.Errorf("system prompt lacks %q:\n%s", want, msgs[0].text())
 		}
 	}
-	if !strings.Contains(msgs[1].text(), "[text]\nalpha beta gamma") {
-		t.Errorf("user turn lacks the seed: %q", msgs[1].text())
+	if strings.Contains(msgs[0].text(), "count the words in the seed") {
+		t.Errorf("the system prompt holds the objective:\n%s", msgs[0].text())
+	}
+	if u := msgs[1].text(); u != "count the words in the seed\n\n[text]\nalpha beta gamma" {
+		t.Errorf("user turn is not the objective and the seed: %q", u)
 	}
 	var offered []string
 	for _, tool := range r.Body.Tools {

@@ -42,8 +42,14 @@ func TestRunAgainstMessagesAPI(t *testing.T) {
 			t.Errorf("request %d: x-api-key %q", i+1, k)
 		}
 	}
-	if sys := reqs[1].Params.System; len(sys) != 1 || !strings.Contains(sys[0].Text, "count the words: alpha beta gamma") {
-		t.Errorf("the second request is not the child's: system %+v", sys)
+	// The child's objective is its first user turn, and only there: the
+	// system prompt refers to it.
+	if m := reqs[1].Params.Messages; len(m) == 0 || len(m[0].Content) != 1 || m[0].Content[0].OfText == nil ||
+		m[0].Content[0].OfText.Text != "count the words: alpha beta gamma" {
+		t.Errorf("the second request is not the child's: messages %+v", m)
+	}
+	if sys := reqs[1].Params.System; len(sys) != 1 || strings.Contains(sys[0].Text, "count the words") || !strings.Contains(sys[0].Text, "first user message") {
+		t.Errorf("the child's system prompt: %+v", sys)
 	}
 	last := reqs[2].Params.Messages[len(reqs[2].Params.Messages)-1]
 	if len(last.Content) != 1 || last.Content[0].OfToolResult == nil || last.Content[0].OfToolResult.ToolUseID != "toolu_1" ||

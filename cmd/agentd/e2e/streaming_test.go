@@ -273,11 +273,13 @@ func TestChildTextStreamsToTheRootNotToTheParentModel(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		var body struct {
 			Messages []struct {
+				Role    string `json:"role"`
 				Content string `json:"content"`
 			} `json:"messages"`
 		}
 		json.Unmarshal(b, &body)
-		if len(body.Messages) > 0 && strings.Contains(body.Messages[0].Content, "Objective:\nCHILD-OBJECTIVE") {
+		// The objective is the first user turn (after the system prompt).
+		if len(body.Messages) > 1 && body.Messages[1].Role == "user" && body.Messages[1].Content == "CHILD-OBJECTIVE" {
 			streamWords(w, childWords, func(i int) {
 				if i == 0 && !(childSeen.wait() && parentAsked.wait()) {
 					t.Error("the child's first word did not reach the client, or the parent made no model call meanwhile")
