@@ -24,8 +24,8 @@ type streamRound struct {
 }
 
 // streamModel is the local streaming model server of figure 8: Chat
-// Completions over server-sent events. A request of the child (its system
-// prompt holds childObjective) or of a root asked to answer itself
+// Completions over server-sent events. A request of the child (its first
+// user turn, its objective, is childObjective) or of a root asked to answer itself
 // (rootObjective) is streamed: the first token is written and flushed, its
 // time sent on first, and the rest waits until release says the client saw
 // it. A root asked to delegate (viaChildObjective) calls subagent.spawn
@@ -52,20 +52,27 @@ func (m *streamModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
 		return
 	}
-	system := req.Messages[0].Content
+	// The objective is the first user turn (the system prompt refers to it).
+	first := ""
+	for _, m := range req.Messages {
+		if m.Role == "user" {
+			first = m.Content
+			break
+		}
+	}
 	whole := func(msg string) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"choices":[{"index":0,"finish_reason":%s}],"usage":{"prompt_tokens":10,"completion_tokens":2}}`, msg)
 	}
 	switch {
-	case strings.Contains(system, "Objective:\n"+viaChildObjective):
+	case strings.HasPrefix(first, viaChildObjective):
 		if req.Messages[len(req.Messages)-1].Role == "tool" {
 			whole(`"stop","message":{"role":"assistant","content":"done"}`)
 			return
 		}
 		args, _ := json.Marshal(fmt.Sprintf(`{"contract":{"objective":%q,"output_format":{"kind":"text"}},"disposition":"sync"}`, childObjective))
 		whole(`"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"subagent_spawn","arguments":` + string(args) + `}}]}`)
-	case strings.Contains(system, "Objective:\n"+childObjective), strings.Contains(system, "Objective:\n"+rootObjective):
+	case strings.HasPrefix(first, childObjective), strings.HasPrefix(first, rootObjective):
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
 		chunk := func(delta, finish string) {
