@@ -80,7 +80,7 @@ func newAnthropicModel(spec api.Intelligence, key string) (*anthropicModel, erro
 		base += "/v1"
 	}
 	return &anthropicModel{
-		client:    &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		client:    &http.Client{Transport: newTransport()},
 		url:       base + "/messages",
 		key:       key,
 		model:     spec.Model,

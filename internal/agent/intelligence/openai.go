@@ -91,7 +91,7 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 		return nil, err
 	}
 	return &openAIModel{
-		client:  &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		client:  &http.Client{Transport: newTransport()},
 		url:     strings.TrimSuffix(spec.Endpoint, "/") + "/chat/completions",
 		key:     key,
 		model:   spec.Model,

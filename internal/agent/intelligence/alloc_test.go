@@ -1,0 +1,140 @@
+package intelligence
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/api"
+)
+
+// quietServer is a model endpoint on 127.0.0.1 that allocates little per
+// request: it reads each request's body into a buffer of its own and
+// answers with the same bytes every time, so that what a model call
+// allocates can be counted around it in the same process.
+type quietServer struct {
+	ln      net.Listener
+	srv     *http.Server
+	answer  []byte
+	chunked bool // answer without a Content-Length
+	got     []byte
+	last    int // bytes of the last request's body
+}
+
+func newQuietServer(t *testing.T, answer string, chunked bool) *quietServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &quietServer{ln: ln, answer: []byte(answer), chunked: chunked, got: make([]byte, 1<<20)}
+	s.srv = &http.Server{Handler: s}
+	go func() { _ = s.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = s.srv.Close() })
+	return s
+}
+
+func (s *quietServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n, _ := io.ReadFull(r.Body, s.got)
+	s.last = n
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	if !s.chunked {
+		h["Content-Length"] = []string{strconv.Itoa(len(s.answer))}
+	}
+	w.WriteHeader(http.StatusOK)
+	if s.chunked {
+		// In pieces, flushed: a chunked answer of unknown length.
+		for b := s.answer; len(b) > 0; {
+			k := min(len(b), 1000)
+			_, _ = w.Write(b[:k])
+			w.(http.Flusher).Flush()
+			b = b[k:]
+		}
+		return
+	}
+	_, _ = w.Write(s.answer)
+}
+
+func (s *quietServer) endpoint() string { return "http://" + s.ln.Addr().String() + "/v1" }
+
+// allocated is the fewest bytes the process allocated while f ran, of 5
+// runs after one to warm up what is made once (the connection,
+// encoding/json's caches): the server's goroutines allocate a little,
+// not always the same. Under the race detector the test is skipped.
+func allocated(t *testing.T, f func()) uint64 {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops some of what is put back: allocations vary")
+	}
+	f()
+	least := uint64(math.MaxUint64)
+	for range 5 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	return least
+}
+
+// figure9Call is figure 9's second model call: a 64 KiB objective (in the
+// system prompt and the first turn), a tool call with 16 KiB of arguments
+// and its result, and the self-tools offered.
+func figure9Call() *Request {
+	turn := strings.Repeat("the agent read the file and found ", 64<<10/34)
+	result := strings.Repeat("h", 16<<10)
+	var tools []ToolSpec
+	for _, t := range api.SelfToolSpecs() {
+		tools = append(tools, ToolSpec{Name: ModelToolName(t.Name), Wire: t.Name, Description: t.Description, Parameters: t.InputSchema})
+	}
+	return &Request{System: "Objective:\n" + turn, Tools: tools, Messages: []Message{
+		{Role: RoleUser, Content: turn},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call-0", Name: "subagent_status", Args: json.RawMessage(`{"handle":"` + result + `"}`)}}},
+		{Role: RoleTool, ToolCallID: "call-0", Content: "ERROR: no subagent " + result},
+	}}
+}
+
+// A request's body goes onto a plain HTTP connection through the
+// connection's 4 KiB buffer, made once: net/http's copy onto a TCP
+// connection made a 32 KiB buffer for every request (net.genericReadFrom),
+// which a child waiting on its answer keeps.
+func TestRequestBodyWrittenWithoutCopyBuffer(t *testing.T) {
+	srv := newQuietServer(t, okBody("done"), false)
+	client := &http.Client{Transport: newTransport()}
+	cr := figure9Request()
+	body, err := chatBody(&cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink [512]byte
+	n := allocated(t, func() {
+		hr, err := newPost(context.Background(), srv.endpoint()+"/chat/completions", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if _, err := io.ReadFull(resp.Body, sink[:len(srv.answer)]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if srv.last != int(body.size) || srv.last < 100<<10 {
+		t.Fatalf("the server read %d bytes of a %d-byte request; want figure 9's (over 100 KiB), whole", srv.last, body.size)
+	}
+	if n > 24<<10 {
+		t.Fatalf("a request of %d bytes allocated %d bytes, client and server; want at most 24 KiB (no copy buffer)", srv.last, n)
+	}
+}
