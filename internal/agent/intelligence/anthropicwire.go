@@ -22,6 +22,9 @@ type msgRequest struct {
 	Messages  []msgMessage `json:"messages"`
 	Tools     []msgTool    `json:"tools,omitempty"`
 	Stream    bool         `json:"stream,omitempty"`
+	// toolsJSON, when set, is Tools encoded (the model's toolsCache),
+	// written in their place.
+	toolsJSON []byte
 }
 
 // messagesBody is r's JSON body, as json.Marshal writes it, with the
@@ -66,10 +69,11 @@ func messagesBody(r *msgRequest) (*jsonBody, error) {
 				}
 			}
 			if len(c.Input) > 0 {
-				b.raw(`,"input":`)
-				if err := b.value(c.Input); err != nil {
-					return nil, err
+				if err := checkJSON(c.Input); err != nil {
+					return nil, fmt.Errorf("tool_use %q: input: %w", c.Name, err)
 				}
+				b.raw(`,"input":`)
+				b.json(c.Input)
 			}
 			for _, f := range []struct{ name, v string }{{"tool_use_id", c.ToolUseID}, {"content", c.Content}} {
 				if f.v != "" {
@@ -87,17 +91,51 @@ func messagesBody(r *msgRequest) (*jsonBody, error) {
 	if r.Messages != nil {
 		b.raw("]")
 	}
-	if len(r.Tools) > 0 {
+	switch {
+	case r.toolsJSON != nil:
 		b.raw(`,"tools":`)
-		if err := b.value(r.Tools); err != nil {
+		b.ref(r.toolsJSON)
+	case len(r.Tools) > 0:
+		enc, err := msgToolsJSON(r.Tools)
+		if err != nil {
 			return nil, err
 		}
+		b.raw(`,"tools":`)
+		b.ref(enc)
 	}
 	if r.Stream {
 		b.raw(`,"stream":true`)
 	}
 	b.raw("}")
 	return b.done(), nil
+}
+
+// msgToolsJSON is tools as json.Marshal writes them, in a slice of their
+// length. A tool's schema that is not valid JSON is an error.
+func msgToolsJSON(tools []msgTool) ([]byte, error) {
+	for _, t := range tools {
+		if err := checkJSON(t.InputSchema); err != nil {
+			return nil, fmt.Errorf("tool %q: input_schema: %w", t.Name, err)
+		}
+	}
+	return encodeJSON(func(w jsonOut) {
+		w.raw("[")
+		for i, t := range tools {
+			if i > 0 {
+				w.raw(",")
+			}
+			w.raw(`{"name":`)
+			w.str(t.Name)
+			if t.Description != "" {
+				w.raw(`,"description":`)
+				w.str(t.Description)
+			}
+			w.raw(`,"input_schema":`)
+			w.json(t.InputSchema)
+			w.raw("}")
+		}
+		w.raw("]")
+	}), nil
 }
 
 // msgMessage is one turn sent: role user or assistant, its content as
@@ -223,7 +261,8 @@ func decodeMessage(b []byte) (*msgResponse, error) {
 // the assistant's tool_use blocks, and consecutive turns of one role are
 // merged (the API wants user and assistant turns alternating); an empty
 // assistant turn is left out, as the API refuses empty content. The request
-// streams when req.OnText is set.
+// streams when req.OnText is set. Its tools are msgTools', kept encoded in
+// the model's toolsCache.
 func (m *anthropicModel) messagesRequest(req *Request) msgRequest {
 	mr := msgRequest{Model: m.model, MaxTokens: m.maxTokens, System: req.System, Stream: req.OnText != nil,
 		Messages: make([]msgMessage, 0, len(req.Messages))}
@@ -256,18 +295,23 @@ func (m *anthropicModel) messagesRequest(req *Request) msgRequest {
 			add("assistant", blocks...)
 		}
 	}
-	for _, t := range req.Tools {
-		mr.Tools = append(mr.Tools, msgTool{Name: t.Name, Description: t.Description, InputSchema: inputSchema(t.Parameters)})
-	}
 	return mr
+}
+
+// msgTools is the tools offered, as the Messages API wants them.
+func msgTools(specs []ToolSpec) []msgTool {
+	var out []msgTool
+	for _, t := range specs {
+		out = append(out, msgTool{Name: t.Name, Description: t.Description, InputSchema: inputSchema(t.Parameters)})
+	}
+	return out
 }
 
 // toolInput is a tool call's arguments as a tool_use block's input, which
 // must be a JSON object: arguments that are not one (a model's malformed
 // call, which the loop answered with an error) are sent as {}.
 func toolInput(args json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(args, &m) != nil || m == nil {
+	if !isObject(args) {
 		return json.RawMessage(`{}`)
 	}
 	return args

@@ -32,8 +32,8 @@ func TestChatBodyIsJSONMarshal(t *testing.T) {
 			{Role: "system", Content: &text},
 			{Role: "user", Content: &text},
 			{Role: "assistant", ToolCalls: []chatToolCall{
-				{ID: "c1", Type: "function", Function: chatFunctionCall{Name: "subagent_status", Arguments: args}},
-				{ID: "c2", Type: "custom", Function: chatFunctionCall{Name: "x", Arguments: text}, Custom: &chatCustomCall{Name: "x", Input: "in"}},
+				{ID: "c1", Type: "function", Function: chatFunctionCall{Name: "subagent_status", Arguments: chatArgs(args)}},
+				{ID: "c2", Type: "custom", Function: chatFunctionCall{Name: "x", Arguments: chatArgs(text)}, Custom: &chatCustomCall{Name: "x", Input: "in"}},
 			}},
 			{Role: "tool", ToolCallID: "c1", Content: &text},
 			{Role: "user", Content: &empty},
