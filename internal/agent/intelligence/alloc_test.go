@@ -3,6 +3,7 @@ package intelligence
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net"
@@ -136,5 +137,69 @@ func TestRequestBodyWrittenWithoutCopyBuffer(t *testing.T) {
 	}
 	if n > 24<<10 {
 		t.Fatalf("a request of %d bytes allocated %d bytes, client and server; want at most 24 KiB (no copy buffer)", srv.last, n)
+	}
+}
+
+// An answer whose length the server says (Content-Length) is read into
+// one slice of that length: io.ReadAll's growing buffers and final copy
+// allocated about twice it. An answer of unknown length (chunked) is read
+// whole as before; one cut short of its Content-Length is an error.
+func TestAnswerReadIntoItsLength(t *testing.T) {
+	answer := okBody(strings.Repeat("x", 16<<10))
+	client := &http.Client{Transport: newTransport()}
+	body := &jsonBody{}
+	body.raw("{}")
+	body.done()
+	for _, chunked := range []bool{false, true} {
+		srv := newQuietServer(t, answer, chunked)
+		var got []byte
+		n := allocated(t, func() {
+			hr, err := newPost(context.Background(), srv.endpoint(), body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := client.Do(hr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if got, err = readAnswer(resp); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if string(got) != answer {
+			t.Fatalf("chunked %v: read %d bytes, want the %d of the answer", chunked, len(got), len(answer))
+		}
+		if limit := uint64(len(answer)) + 12<<10; !chunked && n > limit {
+			t.Errorf("an answer of %d bytes with its Content-Length allocated %d bytes, client and server; want at most %d (one slice of its length)", len(answer), n, limit)
+		}
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"choices\":")
+	}()
+	hr, err := newPost(context.Background(), "http://"+ln.Addr().String()+"/", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, err := readAnswer(resp); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("an answer cut short of its length: %q, %v; want io.ErrUnexpectedEOF", b, err)
 	}
 }

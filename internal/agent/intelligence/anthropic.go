@@ -173,11 +173,10 @@ func (m *anthropicModel) post(ctx context.Context, bs bodySource, onText func(st
 		}
 		return nil, &httpStatusError{status: resp.StatusCode, header: resp.Header, message: anthropicErrorMessage(b)}
 	}
-	rd := &limitedBody{rc: resp.Body, left: maxResponseBytes}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
-		return readMessageStream(rd, onText)
+		return readMessageStream(&limitedBody{rc: resp.Body, left: maxResponseBytes}, onText)
 	}
-	b, err := io.ReadAll(rd)
+	b, err := readAnswer(resp)
 	if err != nil {
 		return nil, fmt.Errorf("read answer: %w", err)
 	}

@@ -192,7 +192,7 @@ func (m *openAIModel) post(ctx context.Context, bs bodySource, onText func(strin
 		}
 		return cr, nil
 	}
-	b, err := io.ReadAll(&limitedBody{rc: resp.Body, left: maxResponseBytes})
+	b, err := readAnswer(resp)
 	if err != nil {
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
