@@ -172,6 +172,7 @@ type bodyReader struct {
 	off     int  // in the skel bytes or the string
 	pending []byte
 	buf     [8]byte // an escape, or a rune, that did not fit
+	read    int64   // bytes read so far
 }
 
 func (r *bodyReader) Read(p []byte) (int, error) {
@@ -216,7 +217,37 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 	if n == 0 && len(p) > 0 {
 		return 0, io.EOF
 	}
+	r.read += int64(n)
 	return n, nil
+}
+
+// WriteTo writes the rest of the body to w. net/http, once it has copied
+// a body of known length onto the connection (bodyConn), copies what is
+// left of it (nothing) to io.Discard, which reads through an 8 KiB buffer
+// of its own unless the body writes itself: that buffer is not made. The
+// rest, if there is any, goes through a buffer made for it.
+func (r *bodyReader) WriteTo(w io.Writer) (int64, error) {
+	if r.read == r.b.size {
+		return 0, nil
+	}
+	buf := make([]byte, bodyConnBuf)
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			m, werr := w.Write(buf[:k])
+			n += int64(m)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // Close lets go of the body.

@@ -51,6 +51,14 @@ func TestChatBodyIsJSONMarshal(t *testing.T) {
 			for name, read := range map[string]func(io.Reader) ([]byte, error){
 				"ReadAll":     io.ReadAll,
 				"a byte each": func(r io.Reader) ([]byte, error) { return io.ReadAll(iotest.OneByteReader(r)) },
+				"1000 then WriteTo": func(r io.Reader) ([]byte, error) {
+					var out bytes.Buffer
+					if _, err := io.CopyN(&out, struct{ io.Reader }{r}, 1000); err != nil && err != io.EOF {
+						return nil, err
+					}
+					_, err := r.(io.WriterTo).WriteTo(&out)
+					return out.Bytes(), err
+				},
 				"7 at a time": func(r io.Reader) ([]byte, error) {
 					var out []byte
 					p := make([]byte, 7)
