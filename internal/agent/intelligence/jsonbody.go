@@ -275,12 +275,13 @@ func escapeInto[T string | []byte](r *bodyReader, p []byte, n int, s T) (_ int, 
 // character's escape or bytes (esc, held in buf) standing for s[i:i+adv]. It
 // escapes what json.Marshal does (escapeHTML on).
 func nextEscaped[T string | []byte](s T, i, limit int, buf *[8]byte) (safe int, esc []byte, adv int) {
-	j, end := i, min(len(s), i+max(limit, 1))
-	for j < end && s[j] < utf8.RuneSelf && htmlSafe[s[j]] {
+	run := s[i:min(len(s), i+max(limit, 1))]
+	j := 0
+	for j < len(run) && htmlSafe[run[j]] {
 		j++
 	}
-	if j > i {
-		return j - i, nil, 0
+	if j > 0 {
+		return j, nil, 0
 	}
 	const hex = "0123456789abcdef"
 	if c := s[i]; c < utf8.RuneSelf {
@@ -314,11 +315,12 @@ func nextEscaped[T string | []byte](s T, i, limit int, buf *[8]byte) (safe int, 
 	return 0, buf[:copy(buf[:], s[i:i+size])], size
 }
 
-// htmlSafe says whether an ASCII byte is written as it is in a JSON string
-// by json.Marshal.
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
+// htmlSafe says whether a byte is written as it is in a JSON string by
+// json.Marshal without more ado: an ASCII byte it does not escape (a byte
+// of a longer UTF-8 sequence is looked at with its rune).
+var htmlSafe = func() (t [256]bool) {
 	for c := range t {
-		t[c] = c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+		t[c] = c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
 	}
 	return t
 }()
