@@ -29,7 +29,7 @@ type quietServer struct {
 	last    int // bytes of the last request's body
 }
 
-func newQuietServer(t *testing.T, answer string, chunked bool) *quietServer {
+func newQuietServer(t testing.TB, answer string, chunked bool) *quietServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -106,7 +106,7 @@ func figure9Call() *Request {
 }
 
 // A request's body goes onto a plain HTTP connection through the
-// connection's 4 KiB buffer, made once: net/http's copy onto a TCP
+// connection's 8 KiB buffer, made once: net/http's copy onto a TCP
 // connection made a 32 KiB buffer for every request (net.genericReadFrom),
 // which a child waiting on its answer keeps.
 func TestRequestBodyWrittenWithoutCopyBuffer(t *testing.T) {
@@ -237,5 +237,23 @@ func TestRequestBodyDrainedWithoutBuffer(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 0 {
 		t.Fatalf("copying the end of a body to io.Discard allocated %d bytes; want none", alloc)
+	}
+}
+
+// BenchmarkFigure9Call is figure 9's second model call against a local
+// server on 127.0.0.1: the request written onto the connection, a short
+// answer read (the CPU a call spends, client and server).
+func BenchmarkFigure9Call(b *testing.B) {
+	srv := newQuietServer(b, okBody("done"), false)
+	m, err := New(api.Intelligence{Endpoint: srv.endpoint(), Model: "m"}, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := figure9Call()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Complete(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
