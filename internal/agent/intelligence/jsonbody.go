@@ -66,16 +66,16 @@ func (b *jsonBody) bytes(s []byte) {
 	b.skel = append(b.skel, '"')
 }
 
-// json appends v, valid JSON (nil is null), as encoding/json writes a json.RawMessage:
-// compact, with HTML characters escaped. A large v that is so already is
-// written by reference, the rest into skel. v must not change until the
-// body has been read for the last time.
+// json appends v, valid JSON (nil is null), as encoding/json writes a
+// json.RawMessage: compact, with HTML characters escaped. A large v that is
+// so already is written by reference, and must not change until the body
+// has been read for the last time; the rest goes into skel.
 func (b *jsonBody) json(v []byte) {
 	if v == nil {
 		b.raw("null")
 		return
 	}
-	if n := compactLen(v); n == len(v) && n >= bigString {
+	if len(v) >= bigString && compactAsIs(v) {
 		b.ref(v)
 		return
 	}
@@ -397,6 +397,19 @@ func compactLen(src []byte) int {
 		i += k
 	}
 	return n
+}
+
+// compactAsIs says whether appendCompact writes src as it is.
+func compactAsIs(src []byte) bool {
+	var sc compactScan
+	for i := 0; i < len(src); {
+		k, skip, esc := sc.step(src, i)
+		if skip || esc {
+			return false
+		}
+		i += k
+	}
+	return true
 }
 
 // compactScan walks valid JSON from its start, byte by byte, knowing

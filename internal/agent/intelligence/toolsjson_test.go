@@ -201,3 +201,31 @@ func TestToolsEncodedOnce(t *testing.T) {
 		}
 	}
 }
+
+// A large JSON value (a tool_use block's input) is written by reference
+// only when json.Marshal would write it as it is: one whose spaces and
+// escapes would leave its length the same is still rewritten.
+func TestLargeJSONWrittenAsMarshalWould(t *testing.T) {
+	long := strings.Repeat("x", bigString)
+	for _, in := range []string{
+		`{"a":"` + long + `"}`,
+		`{"a":     "` + long + `<"}`,
+		`{"a": "` + long + `\u2028"}`,
+		`{"a":"` + long + `"}  `,
+	} {
+		r := msgRequest{Model: "m", Messages: []msgMessage{{Role: "assistant", Content: []msgBlock{{Type: "tool_use", ID: "t", Name: "n", Input: json.RawMessage(in)}}}}}
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := messagesBody(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, size, _ := b.open()
+		got, err := io.ReadAll(rc)
+		if err != nil || !bytes.Equal(got, want) || size != int64(len(want)) {
+			t.Errorf("%.40q...: body (%d bytes, length %d) differs from json.Marshal:\n got %q\nwant %q", in, len(got), size, got[len(got)-60:], want[len(want)-60:])
+		}
+	}
+}
