@@ -51,11 +51,10 @@ func clip(msg string) string {
 }
 
 // readAnswer reads a 2xx answer's body whole: into one slice of its length
-// when the server said it (Content-Length), else as io.ReadAll reads,
-// growing its buffer (about twice the answer allocated); an answer over
-// maxResponseBytes is an error either way. io.ReadAll of a known length
-// allocated about twice the answer too, which a child waiting on its next
-// call keeps.
+// when the server said it (Content-Length), else with io.ReadAll (growing
+// buffers, then one of the answer's length: about twice the answer
+// allocated, which a child waiting on its next call keeps, as it did for
+// every answer); an answer over maxResponseBytes is an error either way.
 func readAnswer(resp *http.Response) ([]byte, error) {
 	body := &limitedBody{rc: resp.Body, left: maxResponseBytes}
 	n := resp.ContentLength
