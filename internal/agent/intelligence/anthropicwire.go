@@ -1,6 +1,7 @@
 package intelligence
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -300,7 +301,7 @@ func (m *anthropicModel) messagesRequest(req *Request) msgRequest {
 
 // msgTools is the tools offered, as the Messages API wants them.
 func msgTools(specs []ToolSpec) []msgTool {
-	var out []msgTool
+	out := make([]msgTool, 0, len(specs))
 	for _, t := range specs {
 		out = append(out, msgTool{Name: t.Name, Description: t.Description, InputSchema: inputSchema(t.Parameters)})
 	}
@@ -322,12 +323,15 @@ func toolInput(args json.RawMessage) json.RawMessage {
 // becomes the empty object schema; an object without a type gets
 // "type":"object". Its values are passed as written.
 func inputSchema(schema json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if len(schema) == 0 || json.Unmarshal(schema, &m) != nil || m == nil {
+	if !isObject(schema) {
 		return json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	if _, ok := m["type"]; ok {
+	if hasKey(schema, "type") { // as is, without decoding it
 		return schema
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(schema, &m) != nil {
+		return json.RawMessage(`{"type":"object","properties":{}}`)
 	}
 	m["type"] = json.RawMessage(`"object"`)
 	b, err := json.Marshal(m)
@@ -335,6 +339,47 @@ func inputSchema(schema json.RawMessage) json.RawMessage {
 		return json.RawMessage(`{"type":"object","properties":{}}`)
 	}
 	return b
+}
+
+// hasKey says whether obj, a JSON object (isObject), has key among its
+// own members, as json.Unmarshal into a map would find it (a key's escapes
+// read).
+func hasKey(obj []byte, key string) bool {
+	depth, atKey := 0, false
+	for i := 0; i < len(obj); i++ {
+		switch obj[i] {
+		case '{':
+			depth++
+			atKey = depth == 1
+		case '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ',':
+			atKey = depth == 1
+		case '"':
+			end := i + 1
+			for ; end < len(obj) && obj[end] != '"'; end++ {
+				if obj[end] == '\\' {
+					end++
+				}
+			}
+			if atKey && keyIs(obj[i+1:min(end, len(obj))], key) {
+				return true
+			}
+			atKey, i = false, end
+		}
+	}
+	return false
+}
+
+// keyIs says whether the contents of a JSON string, lit, unquoted, are key.
+func keyIs(lit []byte, key string) bool {
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return string(lit) == key
+	}
+	n, ok := unquotedLen(lit)
+	return ok && n == len(key) && string(appendUnquoted(make([]byte, 0, n), lit)) == key
 }
 
 // convertMessage turns a message into a Response. Stop reasons map to

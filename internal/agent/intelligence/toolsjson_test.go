@@ -229,3 +229,50 @@ func TestLargeJSONWrittenAsMarshalWould(t *testing.T) {
 		}
 	}
 }
+
+// The first call encodes the self-tools into one slice of their length
+// and allocates little else: the schemas are checked without decoding them
+// (json.Unmarshal into a map made 21 KiB for the self-tools) and encoded
+// without encoding/json (json.Marshal of the tools made 63 KiB).
+func TestToolsEncodedIntoTheirLength(t *testing.T) {
+	specs := figure9Call().Tools
+	for _, dialect := range []string{api.DialectOpenAI, api.DialectAnthropic} {
+		var enc []byte
+		n := allocated(t, func() {
+			var err error
+			if dialect == api.DialectOpenAI {
+				enc, err = chatToolsJSON(chatTools(specs))
+			} else {
+				enc, err = msgToolsJSON(msgTools(specs))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+		if cap(enc) != len(enc) {
+			t.Errorf("%s: the tools encoded in %d bytes of a slice of %d", dialect, len(enc), cap(enc))
+		}
+		if limit := uint64(len(enc)) + 2<<10; n > limit {
+			t.Errorf("%s: encoding %d tools (%d bytes) allocated %d bytes; want at most %d", dialect, len(specs), len(enc), n, limit)
+		}
+	}
+}
+
+// An object schema's own "type" is found as json.Unmarshal into a map
+// finds it: not a nested one's, nor a value, and a key with escapes read.
+func TestInputSchemaFindsTypeAsAMapWould(t *testing.T) {
+	for _, in := range []string{
+		`{"type":"object"}`, `{ "type" : 1 }`, `{"a":{"type":"x"}}`, `{"a":"type"}`, `{"a":["type",{"type":1}],"b":2}`,
+		`{"typ\u0065":"object"}`, `{"t\"ype":1}`, `{"a":"\"","type":1}`, `{"a":{"b":[{}]},"type":null}`, `{}`, `{"types":1}`,
+		`{"a\\":"x","type":"y"}`, `{"a":"}","type":1}`,
+	} {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(in), &m); err != nil {
+			t.Fatal(err)
+		}
+		_, want := m["type"]
+		if got := hasKey([]byte(in), "type"); got != want {
+			t.Errorf("%s: hasKey %v, want %v", in, got, want)
+		}
+	}
+}
