@@ -1,6 +1,7 @@
 package intelligence
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,12 +70,16 @@ func (s *quietServer) endpoint() string { return "http://" + s.ln.Addr().String(
 // allocated is the fewest bytes the process allocated while f ran, of 5
 // runs after one to warm up what is made once (the connection,
 // encoding/json's caches): the server's goroutines allocate a little,
-// not always the same. Under the race detector the test is skipped.
+// not always the same. It runs on one P. Under the race detector the test
+// is skipped.
 func allocated(t *testing.T, f func()) uint64 {
 	t.Helper()
 	if raceEnabled {
 		t.Skip("the race detector's sync.Pool drops some of what is put back: allocations vary")
 	}
+	// One P: what net/http puts back in a sync.Pool is then what the next
+	// run takes (a pool's last Put is the P's own, which no other P takes).
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	f()
 	least := uint64(math.MaxUint64)
 	for range 5 {
@@ -170,7 +175,7 @@ func TestAnswerReadIntoItsLength(t *testing.T) {
 		if string(got) != answer {
 			t.Fatalf("chunked %v: read %d bytes, want the %d of the answer", chunked, len(got), len(answer))
 		}
-		if limit := uint64(len(answer)) + 12<<10; !chunked && n > limit {
+		if limit := uint64(len(answer)) + 16<<10; !chunked && n > limit {
 			t.Errorf("an answer of %d bytes with its Content-Length allocated %d bytes, client and server; want at most %d (one slice of its length)", len(answer), n, limit)
 		}
 	}
@@ -186,8 +191,17 @@ func TestAnswerReadIntoItsLength(t *testing.T) {
 			return
 		}
 		defer c.Close()
+		// The whole request read (its body is {}), then half an answer:
+		// the connection ends with nothing unread (a reset otherwise).
+		var req []byte
 		buf := make([]byte, 4096)
-		_, _ = c.Read(buf)
+		for !bytes.HasSuffix(req, []byte("\r\n\r\n{}")) {
+			k, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			req = append(req, buf[:k]...)
+		}
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"choices\":")
 	}()
 	hr, err := newPost(context.Background(), "http://"+ln.Addr().String()+"/", body)
@@ -218,25 +232,32 @@ func TestRequestBodyDrainedWithoutBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc, size, _ := body.open()
+	if _, ok := rc.(io.WriterTo); !ok {
+		t.Fatal("the body does not write itself (io.WriterTo): io.Copy to io.Discard reads it through a buffer")
+	}
 	p := make([]byte, 4000)
 	for lr := (&io.LimitedReader{R: rc, N: size}); lr.N > 0; {
 		if _, err := lr.Read(p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Twice: the first collection moves what pools hold aside, the
-	// second drops it.
-	runtime.GC()
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	n, err := io.Copy(io.Discard, rc)
-	runtime.ReadMemStats(&after)
-	if n != 0 || err != nil {
-		t.Fatalf("copied %d bytes after the body's length, %v", n, err)
+	least := uint64(math.MaxUint64)
+	for range 3 { // the least of three: the process's other goroutines allocate too
+		// Twice: the first collection moves what pools hold aside, the
+		// second drops it.
+		runtime.GC()
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		n, err := io.Copy(io.Discard, rc)
+		runtime.ReadMemStats(&after)
+		if n != 0 || err != nil {
+			t.Fatalf("copied %d bytes after the body's length, %v", n, err)
+		}
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
 	}
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 0 {
-		t.Fatalf("copying the end of a body to io.Discard allocated %d bytes; want none", alloc)
+	if least > 0 {
+		t.Fatalf("copying the end of a body to io.Discard allocated %d bytes; want none", least)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -124,12 +125,16 @@ func TestChatBodyCopiesNoConversation(t *testing.T) {
 		return n
 	}
 	n := write()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	write()
-	runtime.ReadMemStats(&after)
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<10 {
+	alloc := uint64(math.MaxUint64)
+	for range 3 { // the least of three: the process's other goroutines allocate too
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		write()
+		runtime.ReadMemStats(&after)
+		alloc = min(alloc, after.TotalAlloc-before.TotalAlloc)
+	}
+	if alloc > 16<<10 {
 		t.Fatalf("writing a %d-byte request allocated %d bytes; want at most 16 KiB (no copy of its conversation)", n, alloc)
 	}
 }
