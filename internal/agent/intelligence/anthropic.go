@@ -60,6 +60,7 @@ type anthropicModel struct {
 	// the URL is refused).
 	endpoint string
 	log      *slog.Logger // set by SetLogger; discards until then
+	tools    toolsCache   // the tools offered, encoded
 }
 
 // SetLogger gives the model the subagent's logger: each retry is logged at
@@ -80,7 +81,7 @@ func newAnthropicModel(spec api.Intelligence, key string) (*anthropicModel, erro
 		base += "/v1"
 	}
 	return &anthropicModel{
-		client:    &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		client:    &http.Client{Transport: newTransport()},
 		url:       base + "/messages",
 		key:       key,
 		model:     spec.Model,
@@ -97,10 +98,9 @@ func newAnthropicModel(spec api.Intelligence, key string) (*anthropicModel, erro
 // Complete sends one Messages request, retrying as the type comment says.
 // An error after ctx ended is ctx's cause.
 func (m *anthropicModel) Complete(ctx context.Context, req *Request) (*Response, error) {
-	mreq := m.messagesRequest(req)
-	bs, err := messagesBody(&mreq)
+	bs, err := m.body(req)
 	if err != nil {
-		return nil, fmt.Errorf("encode messages request: %w", err)
+		return nil, err
 	}
 	// emitted says whether any text reached req.OnText: once it has, a
 	// failed stream is not tried again.
@@ -120,6 +120,21 @@ func (m *anthropicModel) Complete(ctx context.Context, req *Request) (*Response,
 		return nil, err
 	}
 	return convertMessage(mr, req), nil
+}
+
+// body is req's request body, its tools from the model's toolsCache.
+func (m *anthropicModel) body(req *Request) (*jsonBody, error) {
+	mreq := m.messagesRequest(req)
+	tools, err := m.tools.encoded(req.Tools, func(specs []ToolSpec) ([]byte, error) { return msgToolsJSON(msgTools(specs)) })
+	if err != nil {
+		return nil, fmt.Errorf("encode messages request: %w", err)
+	}
+	mreq.toolsJSON = tools
+	bs, err := messagesBody(&mreq)
+	if err != nil {
+		return nil, fmt.Errorf("encode messages request: %w", err)
+	}
+	return bs, nil
 }
 
 // post makes one attempt under ctx, which bounds the whole exchange, the
@@ -158,11 +173,10 @@ func (m *anthropicModel) post(ctx context.Context, bs bodySource, onText func(st
 		}
 		return nil, &httpStatusError{status: resp.StatusCode, header: resp.Header, message: anthropicErrorMessage(b)}
 	}
-	rd := &limitedBody{rc: resp.Body, left: maxResponseBytes}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
-		return readMessageStream(rd, onText)
+		return readMessageStream(&limitedBody{rc: resp.Body, left: maxResponseBytes}, onText)
 	}
-	b, err := io.ReadAll(rd)
+	b, err := readAnswer(resp)
 	if err != nil {
 		return nil, fmt.Errorf("read answer: %w", err)
 	}

@@ -1,6 +1,7 @@
 package intelligence
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,9 @@ type msgRequest struct {
 	Messages  []msgMessage `json:"messages"`
 	Tools     []msgTool    `json:"tools,omitempty"`
 	Stream    bool         `json:"stream,omitempty"`
+	// toolsJSON, when set, is Tools encoded (the model's toolsCache),
+	// written in their place.
+	toolsJSON []byte
 }
 
 // messagesBody is r's JSON body, as json.Marshal writes it, with the
@@ -66,10 +70,11 @@ func messagesBody(r *msgRequest) (*jsonBody, error) {
 				}
 			}
 			if len(c.Input) > 0 {
-				b.raw(`,"input":`)
-				if err := b.value(c.Input); err != nil {
-					return nil, err
+				if err := checkJSON(c.Input); err != nil {
+					return nil, fmt.Errorf("tool_use %q: input: %w", c.Name, err)
 				}
+				b.raw(`,"input":`)
+				b.json(c.Input)
 			}
 			for _, f := range []struct{ name, v string }{{"tool_use_id", c.ToolUseID}, {"content", c.Content}} {
 				if f.v != "" {
@@ -87,17 +92,51 @@ func messagesBody(r *msgRequest) (*jsonBody, error) {
 	if r.Messages != nil {
 		b.raw("]")
 	}
-	if len(r.Tools) > 0 {
+	switch {
+	case r.toolsJSON != nil:
 		b.raw(`,"tools":`)
-		if err := b.value(r.Tools); err != nil {
+		b.ref(r.toolsJSON)
+	case len(r.Tools) > 0:
+		enc, err := msgToolsJSON(r.Tools)
+		if err != nil {
 			return nil, err
 		}
+		b.raw(`,"tools":`)
+		b.ref(enc)
 	}
 	if r.Stream {
 		b.raw(`,"stream":true`)
 	}
 	b.raw("}")
 	return b.done(), nil
+}
+
+// msgToolsJSON is tools as json.Marshal writes them, in a slice of their
+// length. A tool's schema that is not valid JSON is an error.
+func msgToolsJSON(tools []msgTool) ([]byte, error) {
+	for _, t := range tools {
+		if err := checkJSON(t.InputSchema); err != nil {
+			return nil, fmt.Errorf("tool %q: input_schema: %w", t.Name, err)
+		}
+	}
+	return encodeJSON(func(w jsonOut) {
+		w.raw("[")
+		for i, t := range tools {
+			if i > 0 {
+				w.raw(",")
+			}
+			w.raw(`{"name":`)
+			w.str(t.Name)
+			if t.Description != "" {
+				w.raw(`,"description":`)
+				w.str(t.Description)
+			}
+			w.raw(`,"input_schema":`)
+			w.json(t.InputSchema)
+			w.raw("}")
+		}
+		w.raw("]")
+	}), nil
 }
 
 // msgMessage is one turn sent: role user or assistant, its content as
@@ -223,7 +262,8 @@ func decodeMessage(b []byte) (*msgResponse, error) {
 // the assistant's tool_use blocks, and consecutive turns of one role are
 // merged (the API wants user and assistant turns alternating); an empty
 // assistant turn is left out, as the API refuses empty content. The request
-// streams when req.OnText is set.
+// streams when req.OnText is set. Its tools are msgTools', kept encoded in
+// the model's toolsCache.
 func (m *anthropicModel) messagesRequest(req *Request) msgRequest {
 	mr := msgRequest{Model: m.model, MaxTokens: m.maxTokens, System: req.System, Stream: req.OnText != nil,
 		Messages: make([]msgMessage, 0, len(req.Messages))}
@@ -256,18 +296,23 @@ func (m *anthropicModel) messagesRequest(req *Request) msgRequest {
 			add("assistant", blocks...)
 		}
 	}
-	for _, t := range req.Tools {
-		mr.Tools = append(mr.Tools, msgTool{Name: t.Name, Description: t.Description, InputSchema: inputSchema(t.Parameters)})
-	}
 	return mr
+}
+
+// msgTools is the tools offered, as the Messages API wants them.
+func msgTools(specs []ToolSpec) []msgTool {
+	out := make([]msgTool, 0, len(specs))
+	for _, t := range specs {
+		out = append(out, msgTool{Name: t.Name, Description: t.Description, InputSchema: inputSchema(t.Parameters)})
+	}
+	return out
 }
 
 // toolInput is a tool call's arguments as a tool_use block's input, which
 // must be a JSON object: arguments that are not one (a model's malformed
 // call, which the loop answered with an error) are sent as {}.
 func toolInput(args json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(args, &m) != nil || m == nil {
+	if !isObject(args) {
 		return json.RawMessage(`{}`)
 	}
 	return args
@@ -278,12 +323,15 @@ func toolInput(args json.RawMessage) json.RawMessage {
 // becomes the empty object schema; an object without a type gets
 // "type":"object". Its values are passed as written.
 func inputSchema(schema json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if len(schema) == 0 || json.Unmarshal(schema, &m) != nil || m == nil {
+	if !isObject(schema) {
 		return json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	if _, ok := m["type"]; ok {
+	if hasKey(schema, "type") { // as is, without decoding it
 		return schema
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(schema, &m) != nil {
+		return json.RawMessage(`{"type":"object","properties":{}}`)
 	}
 	m["type"] = json.RawMessage(`"object"`)
 	b, err := json.Marshal(m)
@@ -291,6 +339,47 @@ func inputSchema(schema json.RawMessage) json.RawMessage {
 		return json.RawMessage(`{"type":"object","properties":{}}`)
 	}
 	return b
+}
+
+// hasKey says whether obj, a JSON object (isObject), has key among its
+// own members, as json.Unmarshal into a map would find it (a key's escapes
+// read).
+func hasKey(obj []byte, key string) bool {
+	depth, atKey := 0, false
+	for i := 0; i < len(obj); i++ {
+		switch obj[i] {
+		case '{':
+			depth++
+			atKey = depth == 1
+		case '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ',':
+			atKey = depth == 1
+		case '"':
+			end := i + 1
+			for ; end < len(obj) && obj[end] != '"'; end++ {
+				if obj[end] == '\\' {
+					end++
+				}
+			}
+			if atKey && keyIs(obj[i+1:min(end, len(obj))], key) {
+				return true
+			}
+			atKey, i = false, end
+		}
+	}
+	return false
+}
+
+// keyIs says whether the contents of a JSON string, lit, unquoted, are key.
+func keyIs(lit []byte, key string) bool {
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return string(lit) == key
+	}
+	n, ok := unquotedLen(lit)
+	return ok && n == len(key) && string(appendUnquoted(make([]byte, 0, n), lit)) == key
 }
 
 // convertMessage turns a message into a Response. Stop reasons map to

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 )
 
 // What OpenAI-compatible servers send besides OpenAI's own shapes: error
@@ -47,6 +48,26 @@ func clip(msg string) string {
 		return msg[:300] + "..."
 	}
 	return msg
+}
+
+// readAnswer reads a 2xx answer's body whole: into one slice of its length
+// when the server said it (Content-Length), else with io.ReadAll (growing
+// buffers, then one of the answer's length: about twice the answer
+// allocated, which a child waiting on its next call keeps, as it did for
+// every answer); an answer over maxResponseBytes is an error either way.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	body := &limitedBody{rc: resp.Body, left: maxResponseBytes}
+	n := resp.ContentLength
+	if n < 0 || n > maxResponseBytes {
+		return io.ReadAll(body)
+	}
+	b := make([]byte, n)
+	// net/http's body ends at the Content-Length, and is an
+	// io.ErrUnexpectedEOF if the connection ends before it.
+	if _, err := io.ReadFull(body, b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // limitedBody fails a read past left bytes, so that an oversized answer is an

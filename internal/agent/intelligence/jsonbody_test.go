@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -32,8 +33,8 @@ func TestChatBodyIsJSONMarshal(t *testing.T) {
 			{Role: "system", Content: &text},
 			{Role: "user", Content: &text},
 			{Role: "assistant", ToolCalls: []chatToolCall{
-				{ID: "c1", Type: "function", Function: chatFunctionCall{Name: "subagent_status", Arguments: args}},
-				{ID: "c2", Type: "custom", Function: chatFunctionCall{Name: "x", Arguments: text}, Custom: &chatCustomCall{Name: "x", Input: "in"}},
+				{ID: "c1", Type: "function", Function: chatFunctionCall{Name: "subagent_status", Arguments: chatArgs(args)}},
+				{ID: "c2", Type: "custom", Function: chatFunctionCall{Name: "x", Arguments: chatArgs(text)}, Custom: &chatCustomCall{Name: "x", Input: "in"}},
 			}},
 			{Role: "tool", ToolCallID: "c1", Content: &text},
 			{Role: "user", Content: &empty},
@@ -51,6 +52,14 @@ func TestChatBodyIsJSONMarshal(t *testing.T) {
 			for name, read := range map[string]func(io.Reader) ([]byte, error){
 				"ReadAll":     io.ReadAll,
 				"a byte each": func(r io.Reader) ([]byte, error) { return io.ReadAll(iotest.OneByteReader(r)) },
+				"1000 then WriteTo": func(r io.Reader) ([]byte, error) {
+					var out bytes.Buffer
+					if _, err := io.CopyN(&out, struct{ io.Reader }{r}, 1000); err != nil && err != io.EOF {
+						return nil, err
+					}
+					_, err := r.(io.WriterTo).WriteTo(&out)
+					return out.Bytes(), err
+				},
 				"7 at a time": func(r io.Reader) ([]byte, error) {
 					var out []byte
 					p := make([]byte, 7)
@@ -116,12 +125,16 @@ func TestChatBodyCopiesNoConversation(t *testing.T) {
 		return n
 	}
 	n := write()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	write()
-	runtime.ReadMemStats(&after)
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<10 {
+	alloc := uint64(math.MaxUint64)
+	for range 3 { // the least of three: the process's other goroutines allocate too
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		write()
+		runtime.ReadMemStats(&after)
+		alloc = min(alloc, after.TotalAlloc-before.TotalAlloc)
+	}
+	if alloc > 16<<10 {
 		t.Fatalf("writing a %d-byte request allocated %d bytes; want at most 16 KiB (no copy of its conversation)", n, alloc)
 	}
 }

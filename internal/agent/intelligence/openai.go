@@ -1,6 +1,7 @@
 package intelligence
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,6 +53,7 @@ type openAIModel struct {
 	// jitter returns a number in [0, 1): up to a quarter of a backoff is
 	// added at random, so that children retrying together spread out.
 	jitter func() float64
+	tools  toolsCache // the tools offered, encoded
 }
 
 // SetLogger gives the model the subagent's logger: each retry is logged at
@@ -91,7 +93,7 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 		return nil, err
 	}
 	return &openAIModel{
-		client:  &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		client:  &http.Client{Transport: newTransport()},
 		url:     strings.TrimSuffix(spec.Endpoint, "/") + "/chat/completions",
 		key:     key,
 		model:   spec.Model,
@@ -111,16 +113,14 @@ func newOpenAIModel(spec api.Intelligence, key string) (*openAIModel, error) {
 // as it arrives; an attempt that failed after some text was handed on is not
 // retried (the text would be handed on twice).
 func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, error) {
-	cr := m.chatRequest(req)
+	bs, err := m.body(req)
+	if err != nil {
+		return nil, err
+	}
 	var emitted bool
 	onText := req.OnText
 	if onText != nil {
-		cr.Stream, cr.StreamOptions = true, &chatStreamOptions{IncludeUsage: true}
 		onText = func(s string) { emitted = true; req.OnText(s) }
-	}
-	bs, err := chatBody(&cr)
-	if err != nil {
-		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
 	a := attempts{log: m.log, endpoint: m.endpoint, model: m.model, timeout: m.timeout, retries: m.retries, retryWait: m.retryWait, final: finalError}
 	got, err := run(ctx, a, func() bool { return emitted }, func(actx context.Context) (*chatResponse, error) {
@@ -130,6 +130,25 @@ func (m *openAIModel) Complete(ctx context.Context, req *Request) (*Response, er
 		return nil, err
 	}
 	return convertCompletion(got, req)
+}
+
+// body is req's request body, its tools from the model's toolsCache; it
+// streams when req.OnText is set.
+func (m *openAIModel) body(req *Request) (*jsonBody, error) {
+	cr := m.chatRequest(req)
+	tools, err := m.tools.encoded(req.Tools, func(specs []ToolSpec) ([]byte, error) { return chatToolsJSON(chatTools(specs)) })
+	if err != nil {
+		return nil, fmt.Errorf("encode chat request: %w", err)
+	}
+	cr.toolsJSON = tools
+	if req.OnText != nil {
+		cr.Stream, cr.StreamOptions = true, &chatStreamOptions{IncludeUsage: true}
+	}
+	bs, err := chatBody(&cr)
+	if err != nil {
+		return nil, fmt.Errorf("encode chat request: %w", err)
+	}
+	return bs, nil
 }
 
 // post makes one attempt under ctx, which bounds the whole exchange, the
@@ -173,7 +192,7 @@ func (m *openAIModel) post(ctx context.Context, bs bodySource, onText func(strin
 		}
 		return cr, nil
 	}
-	b, err := io.ReadAll(&limitedBody{rc: resp.Body, left: maxResponseBytes})
+	b, err := readAnswer(resp)
 	if err != nil {
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
@@ -301,7 +320,8 @@ func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// chatRequest turns a Request into the Chat Completions request body.
+// chatRequest turns a Request into the Chat Completions request body, but
+// for its tools (chatTools, kept encoded in the model's toolsCache).
 func (m *openAIModel) chatRequest(req *Request) chatRequest {
 	cr := chatRequest{Model: m.model, Messages: make([]chatMessage, 0, len(req.Messages)+1)}
 	if req.System != "" {
@@ -316,7 +336,7 @@ func (m *openAIModel) chatRequest(req *Request) chatRequest {
 		case RoleAssistant:
 			for _, tc := range msg.ToolCalls {
 				cm.ToolCalls = append(cm.ToolCalls, chatToolCall{ID: tc.ID, Type: "function",
-					Function: chatFunctionCall{Name: tc.Name, Arguments: string(tc.Args)}})
+					Function: chatFunctionCall{Name: tc.Name, Arguments: chatArgs(tc.Args)}})
 			}
 		default:
 			continue
@@ -329,22 +349,34 @@ func (m *openAIModel) chatRequest(req *Request) chatRequest {
 		}
 		cr.Messages = append(cr.Messages, cm)
 	}
-	for _, t := range req.Tools {
-		cr.Tools = append(cr.Tools, chatTool{Type: "function",
+	return cr
+}
+
+// chatTools is the tools offered, as Chat Completions wants them.
+func chatTools(specs []ToolSpec) []chatTool {
+	out := make([]chatTool, 0, len(specs))
+	for _, t := range specs {
+		out = append(out, chatTool{Type: "function",
 			Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: toolParameters(t.Parameters)}})
 	}
-	return cr
+	return out
 }
 
 // toolParameters is a tool's argument schema as the API wants it: a JSON
 // object, passed as written (a float64 would round large integers); a missing
 // or non-object schema becomes the empty object schema.
 func toolParameters(schema json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if len(schema) == 0 || json.Unmarshal(schema, &m) != nil || m == nil {
+	if !isObject(schema) {
 		return json.RawMessage(`{"type":"object","properties":{}}`)
 	}
 	return schema
+}
+
+// isObject says whether b is a JSON object, as json.Unmarshal into a map
+// would find it (valid JSON whose value is an object), without decoding it.
+func isObject(b []byte) bool {
+	t := bytes.TrimLeft(b, " \t\r\n")
+	return len(t) > 0 && t[0] == '{' && json.Valid(b)
 }
 
 // convertCompletion turns the first choice of a completion into a Response.
@@ -356,6 +388,9 @@ func convertCompletion(cr *chatResponse, req *Request) (*Response, error) {
 	out := &Response{Content: ch.Message.Content.text(), Refusal: ch.Message.Refusal}
 	for i, tc := range ch.Message.ToolCalls {
 		call := ToolCall{ID: tc.ID, Name: tc.Function.Name, Args: json.RawMessage(tc.Function.Arguments)}
+		if call.Args == nil {
+			call.Args = json.RawMessage{} // as the string it was read into made it
+		}
 		if tc.Type == "custom" && tc.Custom != nil {
 			input, _ := json.Marshal(map[string]string{"input": tc.Custom.Input})
 			call.Name, call.Args = tc.Custom.Name, input

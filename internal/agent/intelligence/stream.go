@@ -125,7 +125,7 @@ func readStream(body io.Reader, onText func(string)) (*chatResponse, error) {
 					tc.Type = d.Type
 				}
 				tc.Function.Name += d.Function.Name
-				tc.Function.Arguments += d.Function.Arguments
+				tc.Function.Arguments = append(tc.Function.Arguments, d.Function.Arguments...)
 			}
 			if choice.FinishReason != "" {
 				ch.FinishReason = choice.FinishReason
