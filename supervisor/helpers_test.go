@@ -393,7 +393,7 @@ func helperGCEnv() int {
 	limit := debug.SetMemoryLimit(-1)
 	gogc := debug.SetGCPercent(-1)
 	debug.SetGCPercent(gogc)
-	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(fmt.Sprintf("limit=%d gogc=%d procs=%d", limit, gogc, runtime.GOMAXPROCS(0))), Usage: api.Usage{Steps: 1}})
+	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(fmt.Sprintf("limit=%d gogc=%d procs=%d memprofilerate=%d godebug=%s", limit, gogc, runtime.GOMAXPROCS(0), runtime.MemProfileRate, os.Getenv("GODEBUG"))), Usage: api.Usage{Steps: 1}})
 	return 0
 }
 

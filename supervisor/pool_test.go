@@ -345,23 +345,52 @@ func TestPayloadOverFrameLimitKeepsWarmChild(t *testing.T) {
 
 // The supervisor sets every agentd child's Go memory limit, GOGC and
 // GOMAXPROCS (Config.ChildMemoryLimit, ChildGOGC, ChildGOMAXPROCS), replacing
-// the ones its own environment carries: a cold child and a pooled one run
-// with them.
+// the ones its own environment carries, and leads its GODEBUG with
+// Config.ChildGODEBUG, the environment's after it (so the operator's wins
+// where both set one): a cold child and a pooled one run with them.
 func TestChildGCSettingsFromSupervisor(t *testing.T) {
 	for _, pool := range []int{0, 1} {
 		s, _ := newSupervisor(t, "gcenv", withPool(pool), func(c *Config) {
-			c.Env = append(c.Env, "GOMEMLIMIT=1GiB", "GOGC=400", "GOMAXPROCS=3")
+			c.Env = append(c.Env, "GOMEMLIMIT=1GiB", "GOGC=400", "GOMAXPROCS=3", "GODEBUG=profstackdepth=64")
 			c.ChildMemoryLimit = 12 << 20
 			c.ChildGOGC = 75
 			c.ChildGOMAXPROCS = 1
+			c.ChildGODEBUG = "memprofilerate=0,profstackdepth=0"
 		})
 		if pool > 0 {
 			waitIdle(t, s, pool)
 		}
 		r := start(t, s, testPayload("gc", time.Minute))
 		res := result(t, r, 10*time.Second)
-		if want := fmt.Sprintf("limit=%d gogc=75 procs=1", 12<<20); res.Status != api.StatusCompleted || res.Distillate.Text() != want {
+		if want := fmt.Sprintf("limit=%d gogc=75 procs=1 memprofilerate=0 godebug=memprofilerate=0,profstackdepth=0,profstackdepth=64", 12<<20); res.Status != api.StatusCompleted || res.Distillate.Text() != want {
 			t.Fatalf("pool %d: the child ran with %q (%s), want %q", pool, res.Distillate.Text(), res.Status, want)
+		}
+	}
+}
+
+// Config.ChildGODEBUG leads a child's GODEBUG, the operator's after it, or
+// stands alone; without it the operator's GODEBUG passes as it is.
+func TestChildGODEBUGBeforeTheOperators(t *testing.T) {
+	for _, c := range []struct {
+		env     []string
+		godebug string
+		want    string // the child's GODEBUG entry, "" for none
+	}{
+		{[]string{"PATH=/bin", "GODEBUG=madvdontneed=1"}, "memprofilerate=0", "GODEBUG=memprofilerate=0,madvdontneed=1"},
+		{[]string{"PATH=/bin"}, "memprofilerate=0", "GODEBUG=memprofilerate=0"},
+		{[]string{"PATH=/bin", "GODEBUG="}, "memprofilerate=0", "GODEBUG=memprofilerate=0"},
+		{[]string{"PATH=/bin", "GODEBUG=madvdontneed=1"}, "", "GODEBUG=madvdontneed=1"},
+		{[]string{"PATH=/bin"}, "", ""},
+	} {
+		env := childGC(c.env, 0, 0, 0, c.godebug)
+		var got []string
+		for _, kv := range env {
+			if strings.HasPrefix(kv, "GODEBUG=") {
+				got = append(got, kv)
+			}
+		}
+		if (c.want == "" && len(got) != 0) || (c.want != "" && !slices.Equal(got, []string{c.want})) || !slices.Contains(env, "PATH=/bin") {
+			t.Errorf("childGC(%q, godebug %q) = %q, want GODEBUG %q once and PATH kept", c.env, c.godebug, env, c.want)
 		}
 	}
 }

@@ -88,6 +88,11 @@ type Config struct {
 	ChildMemoryLimit int64
 	ChildGOGC        int
 	ChildGOMAXPROCS  int
+	// ChildGODEBUG, if set, leads every agentd child's GODEBUG: the GODEBUG
+	// Env carries (the operator's) follows it, so where both name a setting
+	// the operator's wins (the runtime reads GODEBUG left to right); exec
+	// children keep Env's alone.
+	ChildGODEBUG string
 
 	// ChildDeadline caps every child's deadline on top of its payload's
 	// (Detector A); the child is told the capped value. Default 600s.
@@ -391,7 +396,7 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{cfg: cfg, log: cfg.Logger, nodes: make(map[string]*node), caps: caps, gov: NewGovernor(cfg.Restart), blobs: blobs}
 	s.selfTools = s.selfToolTable()
-	s.baseEnv = append(childGC(cfg.Env, cfg.ChildMemoryLimit, cfg.ChildGOGC, cfg.ChildGOMAXPROCS),
+	s.baseEnv = append(childGC(cfg.Env, cfg.ChildMemoryLimit, cfg.ChildGOGC, cfg.ChildGOMAXPROCS, cfg.ChildGODEBUG),
 		api.EnvSubagent+"=1",
 		api.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
 		api.EnvMaxFrame+"="+strconv.Itoa(cfg.MaxFrame), // both ends refuse the same frames
@@ -406,15 +411,24 @@ func New(cfg Config) (*Supervisor, error) {
 
 // childGC is env with the Go runtime's settings of an agentd child:
 // GOMEMLIMIT, GOGC and GOMAXPROCS replaced by limit (bytes), gogc and procs
-// where positive.
-func childGC(env []string, limit int64, gogc, procs int) []string {
+// where positive, and godebug, where set, put before env's GODEBUG.
+func childGC(env []string, limit int64, gogc, procs int, godebug string) []string {
 	out := make([]string, 0, len(env)+6)
 	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
+		k, v, _ := strings.Cut(kv, "=")
 		if (k == "GOMEMLIMIT" && limit > 0) || (k == "GOGC" && gogc > 0) || (k == "GOMAXPROCS" && procs > 0) {
 			continue
 		}
+		if k == "GODEBUG" && godebug != "" {
+			if v != "" {
+				godebug += "," + v
+			}
+			continue
+		}
 		out = append(out, kv)
+	}
+	if godebug != "" {
+		out = append(out, "GODEBUG="+godebug)
 	}
 	if limit > 0 {
 		out = append(out, "GOMEMLIMIT="+strconv.FormatInt(limit, 10))

@@ -52,6 +52,27 @@ const childGOGC = 100
 // runtime's default before decoding it (internal/agent, fitProcs).
 const childGOMAXPROCS = 1
 
+// childGODEBUG leads every agentd child's GODEBUG (an operator's GODEBUG
+// follows it and wins where both set one): no heap profile sampling and no
+// profile stacks. A child serves no profile, and the sampling's buckets (its
+// hash table's pages) and each thread's two 128-frame stack buffers were
+// about 30 KiB of an idle child's private memory (performance.md, figure 9).
+// AGENT_CHILD_MEMDUMP, whose heap profile needs both, turns it off
+// (childGODEBUGFor).
+const childGODEBUG = "memprofilerate=0,profstackdepth=0"
+
+// childGODEBUGFor is Config.ChildGODEBUG for a supervisor whose environment is
+// environ: childGODEBUG, or nothing when agent.EnvMemDump asks the children
+// for their heap profiles.
+func childGODEBUGFor(environ []string) string {
+	for _, kv := range environ {
+		if k, v, _ := strings.Cut(kv, "="); k == agent.EnvMemDump && v != "" {
+			return ""
+		}
+	}
+	return childGODEBUG
+}
+
 // openSupervisor builds the supervisor of c: it checks a builtin:script file,
 // reads the intelligence key, makes this process the subreaper of its tree,
 // opens the MCP sessions (which start connecting) and hands children the
@@ -119,6 +140,7 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		ChildMemoryLimit: 16 * admit.MiB,
 		ChildGOGC:        childGOGC,
 		ChildGOMAXPROCS:  childGOMAXPROCS,
+		ChildGODEBUG:     childGODEBUGFor(os.Environ()),
 		WarmPool:         opt.warmPool,
 
 		AllowExec: c.AllowExec,

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,6 +63,42 @@ func TestWarmChildRehearsesOnItsOwnStack(t *testing.T) {
 		threads1, _ := d.rehearsed["/sched/threads/total:threads"].(float64)
 		if before == 0 || threads0 == 0 || after-before > max(0, threads1-threads0)*threadStacks {
 			t.Errorf("child %.0f: stacks %.0f bytes and %.0f threads before its rehearsal, %.0f and %.0f after", pid, before, threads0, after, threads1)
+		}
+	}
+}
+
+// A child runs without heap profile sampling or profile stacks (GODEBUG
+// memprofilerate=0,profstackdepth=0, before the operator's GODEBUG so the
+// operator's settings win): about 30 KiB of an idle child (performance.md,
+// figure 9). AGENT_CHILD_MEMDUMP, whose heap profile needs them, leaves the
+// operator's GODEBUG alone.
+func TestChildGODEBUGLeadsTheOperators(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"GODEBUG=madvdontneed=1"}, "GODEBUG=memprofilerate=0,profstackdepth=0,madvdontneed=1"},
+		{[]string{"GODEBUG=madvdontneed=1", "AGENT_CHILD_MEMDUMP=" + t.TempDir()}, "GODEBUG=madvdontneed=1"},
+	} {
+		s := startServiceAs(t, agentdBin, c.env, "--warm-pool", "1", "--intelligence", "builtin:wait", "--store", "memory")
+		var kids []int
+		testkit.WaitFor(t, 20*time.Second, "the pool's child", func() bool {
+			kids = testkit.Children(s.cmd.Process.Pid)
+			return len(kids) == 1
+		})
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", kids[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if strings.HasPrefix(kv, "GODEBUG=") {
+				got = append(got, kv)
+			}
+		}
+		if len(got) != 1 || got[0] != c.want {
+			t.Errorf("env %q: the child's GODEBUG is %q, want %q", c.env, got, c.want)
 		}
 	}
 }
