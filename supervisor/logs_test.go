@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -131,5 +132,49 @@ func TestForwardLogsLines(t *testing.T) {
 		if rec := got[i+1]; rec["msg"] != "child stderr" || rec["line"] != want {
 			t.Errorf("line %d: %q (%d bytes), want %d bytes", i+1, rec["msg"], len(fmt.Sprint(rec["line"])), len(want))
 		}
+	}
+}
+
+// TestLogPollerOneGoroutine: the stderr of many children is forwarded by
+// one goroutine, which ends once every pipe has reached EOF (issue 35: a
+// goroutine and its stack a child were the supervisor's memory per live
+// child); each stream's lines reach its own logger, and each stream's end
+// is told once.
+func TestLogPollerOneGoroutine(t *testing.T) {
+	const n = 8
+	base := runtime.NumGoroutine()
+	var bufs [n]testkit.Buffer
+	var logs [n]atomic.Pointer[slog.Logger]
+	var writers [n]*os.File
+	var ended atomic.Int32
+	for i := range n {
+		r, w, err := logPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		writers[i] = os.NewFile(uintptr(w), "child stderr")
+		logs[i].Store(slog.New(slog.NewJSONHandler(&bufs[i], nil)))
+		if err := theLogPoller.add(r, &logs[i], func() { ended.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := runtime.NumGoroutine() - base; got > 1 {
+		t.Fatalf("%d goroutines forward %d pipes, want 1", got, n)
+	}
+	for i, w := range writers {
+		if _, err := fmt.Fprintf(w, "line of %d\n", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		testkit.WaitFor(t, 5*time.Second, "a stream's line", func() bool { return strings.Contains(bufs[i].String(), fmt.Sprintf(`"line":"line of %d"`, i)) })
+	}
+	for _, w := range writers {
+		w.Close()
+	}
+	testkit.WaitFor(t, 5*time.Second, "every stream ended", func() bool { return ended.Load() == n })
+	testkit.WaitFor(t, 5*time.Second, "the poller's goroutine gone", func() bool { return runtime.NumGoroutine() <= base })
+	if got := ended.Load(); got != n {
+		t.Fatalf("%d ends told for %d streams", got, n)
 	}
 }
