@@ -113,7 +113,7 @@ func TestMemoryPerChild(t *testing.T) {
 // collector halve it, 13 KiB without the stderr forwarder's 4 KiB stack.
 const (
 	maxHeapPerChild  = 10 << 10
-	maxStackPerChild = 31 << 9 // 15.5 KiB: 13-15 measured, 16-17 with a stderr goroutine a child
+	maxStackPerChild = 16 << 10 // 13-15.4 KiB measured; 16-17 with a stderr goroutine a child
 )
 
 // settledMemory is the process's memory statistics after two collections
