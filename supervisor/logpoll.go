@@ -9,59 +9,70 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Every child's stderr is forwarded by one goroutine, not one a child.
+// A child's pipes are read by a goroutine shared by every child, not one a
+// pipe.
 //
-// A goroutine parked on each child's stderr pipe was a goroutine, its 4 KiB
-// stack and an *os.File in the runtime's poller for each of hundreds of
-// waiting children (issue 35: the supervisor's memory per live child,
-// TestGoroutinesPerChild). theLogPoller holds the supervisor's read ends
+// A goroutine parked on each of a child's pipes was a goroutine, its 4 KiB
+// stack and an *os.File in the runtime's poller a pipe, for each of
+// hundreds of waiting children (issue 35: the supervisor's memory per live
+// child, TestGoroutinesPerChild). A poller holds the supervisor's read ends
 // in an epoll set of its own, level-triggered, and one goroutine waits on
-// it: it reads what a pipe has into its one buffer, forwards the lines
-// (forwardLine, through the child's logger as it stands) and keeps only a
-// line begun and not yet ended, and at EOF (or a failed read) forwards
-// that, closes the read end and tells the child's procExit (logsEnded).
-// The goroutine runs while a pipe is in the set and ends when the last
-// one has: a supervisor with no child has none.
+// it and hands each pipe that has bytes to its stream (one read each time).
+// The goroutine runs while a pipe is in the set and ends when the last one
+// has left it: a supervisor with no child has none. There are two pollers,
+// so that a log writer that blocks never holds up the control channel:
+// theLogPoller forwards every child's stderr (logStream), theFramePoller
+// reads every child's control-out (frameStream, framepoll.go).
 
-// logStream is one child's stderr in the poller.
-type logStream struct {
-	fd    int
-	log   *atomic.Pointer[slog.Logger]
-	lines lineSplitter
-	ended func() // called once, after the last line is forwarded and fd closed
+// pollee is a pipe in a poller's set.
+type pollee interface {
+	// readable reads what the pipe has, once, into buf (the poller's
+	// own, not kept), on the poller's goroutine.
+	readable(buf []byte)
 }
 
-// logPoller is the epoll set of every forwarded stderr and its goroutine.
-type logPoller struct {
+// poller is an epoll set of pipes and its goroutine.
+type poller struct {
 	initOnce sync.Once
 	ep       int
+	wake     int // an eventfd in the set: drop writes it when the set empties
 	initErr  error
 
 	mu      sync.Mutex
-	streams map[int32]*logStream // by fd
-	running bool                 // the goroutine runs (or is starting)
+	streams map[int32]pollee // by fd
+	running bool             // the goroutine runs (or is starting)
 }
 
-var theLogPoller logPoller
+var (
+	theLogPoller   poller // every child's stderr
+	theFramePoller poller // every child's control-out
+)
 
-func (lp *logPoller) init() error {
+func (lp *poller) init() error {
 	lp.initOnce.Do(func() {
-		lp.ep, lp.initErr = unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-		if lp.initErr != nil {
-			lp.initErr = fmt.Errorf("epoll_create1: %w", lp.initErr)
+		lp.streams = make(map[int32]pollee)
+		var err error
+		if lp.ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+			lp.initErr = fmt.Errorf("epoll_create1: %w", err)
+			return
 		}
-		lp.streams = make(map[int32]*logStream)
+		if lp.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+			lp.initErr = fmt.Errorf("eventfd: %w", err)
+			return
+		}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(lp.wake)}
+		if err := unix.EpollCtl(lp.ep, unix.EPOLL_CTL_ADD, lp.wake, &ev); err != nil {
+			lp.initErr = fmt.Errorf("epoll_ctl add eventfd: %w", err)
+		}
 	})
 	return lp.initErr
 }
 
-// add forwards the non-blocking read end fd, which it owns from now on,
-// until EOF; ended is called once it has.
-func (lp *logPoller) add(fd int, log *atomic.Pointer[slog.Logger], ended func()) error {
+// add puts the non-blocking read end fd into the set, read by st.
+func (lp *poller) add(fd int, st pollee) error {
 	if err := lp.init(); err != nil {
 		return err
 	}
-	st := &logStream{fd: fd, log: log, ended: ended}
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	lp.streams[int32(fd)] = st
@@ -77,8 +88,29 @@ func (lp *logPoller) add(fd int, log *atomic.Pointer[slog.Logger], ended func())
 	return nil
 }
 
-// run forwards the pipes' lines until the set is empty.
-func (lp *logPoller) run() {
+// drop takes fd out of the set (the caller closes it after). The set
+// emptied, the goroutine is woken to end.
+func (lp *poller) drop(fd int) {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	delete(lp.streams, int32(fd))
+	_ = unix.EpollCtl(lp.ep, unix.EPOLL_CTL_DEL, fd, nil)
+	if len(lp.streams) == 0 && lp.running {
+		var one [8]byte
+		one[0] = 1 // little-endian 1: the eventfd counter's increment
+		_, _ = unix.Write(lp.wake, one[:])
+	}
+}
+
+// count is how many pipes are in the set.
+func (lp *poller) count() int {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	return len(lp.streams)
+}
+
+// run reads the pipes until the set is empty.
+func (lp *poller) run() {
 	var events [32]unix.EpollEvent
 	buf := make([]byte, 4<<10)
 	for {
@@ -87,15 +119,22 @@ func (lp *logPoller) run() {
 			continue
 		}
 		if err != nil {
-			lp.failAll()
+			lp.mu.Lock()
+			lp.running = false // it never fails on a valid set; an add starts another
+			lp.mu.Unlock()
 			return
 		}
 		for _, ev := range events[:n] {
+			if ev.Fd == int32(lp.wake) {
+				var b [8]byte
+				_, _ = unix.Read(lp.wake, b[:]) // reset; the set is checked below
+				continue
+			}
 			lp.mu.Lock()
 			st := lp.streams[ev.Fd]
 			lp.mu.Unlock()
 			if st != nil {
-				lp.readOnce(st, buf)
+				st.readable(buf)
 			}
 		}
 		lp.mu.Lock()
@@ -108,10 +147,25 @@ func (lp *logPoller) run() {
 	}
 }
 
-// readOnce reads what st's pipe has (one buffer: the set is
-// level-triggered) and forwards its whole lines; at EOF or a failed read
-// it ends st.
-func (lp *logPoller) readOnce(st *logStream, buf []byte) {
+// logStream is one child's stderr in theLogPoller: its lines are forwarded
+// (forwardLine, through the child's logger as it stands), only a line begun
+// and not yet ended kept between reads; at EOF (or a failed read) the rest
+// is forwarded, the read end closed and the child's procExit told
+// (logsEnded).
+type logStream struct {
+	fd    int
+	log   *atomic.Pointer[slog.Logger]
+	lines lineSplitter
+	ended func() // called once, after the last line is forwarded and fd closed
+}
+
+// forwardStderr forwards the non-blocking read end fd, which it owns from
+// now on, until EOF; ended is called once it has.
+func forwardStderr(fd int, log *atomic.Pointer[slog.Logger], ended func()) error {
+	return theLogPoller.add(fd, &logStream{fd: fd, log: log, ended: ended})
+}
+
+func (st *logStream) readable(buf []byte) {
 	emit := func(line []byte) {
 		if len(line) > 0 {
 			forwardLine(st.log.Load(), line)
@@ -126,32 +180,7 @@ func (lp *logPoller) readOnce(st *logStream, buf []byte) {
 		return
 	}
 	st.lines.end(emit)
-	lp.remove(st)
-}
-
-// remove takes st out of the set, closes its read end and tells its end.
-func (lp *logPoller) remove(st *logStream) {
-	lp.mu.Lock()
-	delete(lp.streams, int32(st.fd))
-	_ = unix.EpollCtl(lp.ep, unix.EPOLL_CTL_DEL, st.fd, nil)
-	lp.mu.Unlock()
+	theLogPoller.drop(st.fd)
 	unix.Close(st.fd)
 	st.ended()
-}
-
-// failAll ends every stream when the epoll set cannot be waited on (it
-// never fails on a valid set): their lines are not forwarded, and no
-// child's exit waits for them. A stream added after it starts a new
-// goroutine.
-func (lp *logPoller) failAll() {
-	lp.mu.Lock()
-	lp.running = false
-	var all []*logStream
-	for _, st := range lp.streams {
-		all = append(all, st)
-	}
-	lp.mu.Unlock()
-	for _, st := range all {
-		lp.remove(st)
-	}
 }

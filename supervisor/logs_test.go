@@ -154,7 +154,7 @@ func TestLogPollerOneGoroutine(t *testing.T) {
 		}
 		writers[i] = os.NewFile(uintptr(w), "child stderr")
 		logs[i].Store(slog.New(slog.NewJSONHandler(&bufs[i], nil)))
-		if err := theLogPoller.add(r, &logs[i], func() { ended.Add(1) }); err != nil {
+		if err := forwardStderr(r, &logs[i], func() { ended.Add(1) }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -27,7 +27,7 @@ type proc struct {
 	pid int
 	w   *api.FrameWriter // control-in: the child's stdin
 	in  *os.File         // our end of control-in; closed by release
-	out *os.File         // our end of control-out, read by readFrames; closed by release
+	out *frameStream     // our end of control-out, read by theFramePoller (framepoll.go); closed by release
 
 	frames  chan *api.Frame // control-out frames, closed after readErr is set (unless release came first)
 	readErr error           // why control-out ended (io.EOF or a protocol violation); read after frames closes
@@ -92,7 +92,7 @@ func startProc(spec procSpec) (*proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control-in pipe: %w", err)
 	}
-	outR, outW, err := childPipe(true, "control-out")
+	outR, outW, err := controlOutPipe()
 	if err != nil {
 		inW.Close()
 		unix.Close(inR)
@@ -105,7 +105,7 @@ func startProc(spec procSpec) (*proc, error) {
 		if errR, errW, err = logPipe(); err != nil {
 			inW.Close()
 			unix.Close(inR)
-			outR.Close()
+			unix.Close(outR)
 			unix.Close(outW)
 			return nil, fmt.Errorf("stderr pipe: %w", err)
 		}
@@ -133,7 +133,7 @@ func startProc(spec procSpec) (*proc, error) {
 	}
 	if err != nil {
 		inW.Close()
-		outR.Close()
+		unix.Close(outR)
 		if errR >= 0 {
 			unix.Close(errR)
 		}
@@ -144,7 +144,6 @@ func startProc(spec procSpec) (*proc, error) {
 		pid:    pid,
 		w:      api.NewFrameWriter(deadlineWriter{inW, spec.writeWait}, spec.maxFrame),
 		in:     inW,
-		out:    outR,
 		frames: make(chan *api.Frame, 16),
 		stop:   make(chan struct{}),
 		done:   ex.done,
@@ -152,13 +151,19 @@ func startProc(spec procSpec) (*proc, error) {
 	}
 	p.log.Store(spec.log)
 	if errR >= 0 {
-		if err := theLogPoller.add(errR, &p.log, ex.logsEnded); err != nil {
+		if err := forwardStderr(errR, &p.log, ex.logsEnded); err != nil {
 			unix.Close(errR) // its lines are lost; its exit does not wait for them
 			spec.log.Warn("child stderr not forwarded", "pid", pid, "err", err)
 			ex.logsEnded()
 		}
 	}
-	go p.readFrames(spec.maxFrame)
+	if err := p.readFrames(outR, spec.maxFrame); err != nil {
+		// No control channel: the child is killed and reaped.
+		unix.Close(outR)
+		inW.Close()
+		_ = p.signal(unix.SIGKILL)
+		return nil, fmt.Errorf("read control-out: %w", err)
+	}
 	return p, nil
 }
 
@@ -285,26 +290,6 @@ func setRlimits(pid int, spec procSpec, log *slog.Logger) {
 	}
 }
 
-// readFrames owns control-out: it decodes frames until EOF, a violation, or
-// release.
-func (p *proc) readFrames(max int) {
-	defer p.out.Close()
-	fr := api.NewFrameReader(p.out, max)
-	for {
-		f, err := fr.Read()
-		if err != nil {
-			p.readErr = err
-			close(p.frames)
-			return
-		}
-		select {
-		case p.frames <- f:
-		case <-p.stop:
-			return
-		}
-	}
-}
-
 // release ends our side of the control channel once nothing will read p's
 // frames or write to it again (its node's supervision is over, or the warm
 // pool discards it): control-in and control-out are closed, and the frame
@@ -316,7 +301,7 @@ func (p *proc) release() {
 		close(p.stop)
 		if p.controlled() {
 			p.in.Close()
-			p.out.Close()
+			p.out.close()
 		}
 	})
 }
@@ -366,7 +351,7 @@ func forwardLogs(r *os.File, log *atomic.Pointer[slog.Logger]) {
 		unix.Close(fd)
 		return
 	}
-	if err := theLogPoller.add(fd, log, func() { close(ended) }); err != nil {
+	if err := forwardStderr(fd, log, func() { close(ended) }); err != nil {
 		unix.Close(fd)
 		return
 	}
