@@ -3,8 +3,10 @@ package supervisor
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,7 +37,8 @@ type pollee interface {
 type poller struct {
 	initOnce sync.Once
 	ep       int
-	wake     int // an eventfd in the set: drop writes it when the set empties
+	epc      syscall.RawConn // ep in the runtime's poller: run parks on it
+	wake     int             // an eventfd in the set: drop writes it when the set empties
 	initErr  error
 
 	mu      sync.Mutex
@@ -54,6 +57,18 @@ func (lp *poller) init() error {
 		var err error
 		if lp.ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 			lp.initErr = fmt.Errorf("epoll_create1: %w", err)
+			return
+		}
+		// The set is itself pollable (readable while a pipe in it is): in
+		// the runtime's poller, run parks on it as on any pipe, holding no
+		// thread, where a blocking epoll_wait would hold a thread and its P
+		// until the runtime took the P back (up to 10 ms on a quiet
+		// process: timers, a ctrl/ready's deadline among them, fired late).
+		if err = unix.SetNonblock(lp.ep, true); err == nil {
+			lp.epc, err = os.NewFile(uintptr(lp.ep), "epoll").SyscallConn()
+		}
+		if err != nil {
+			lp.initErr = fmt.Errorf("epoll set in the runtime's poller: %w", err)
 			return
 		}
 		if lp.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
@@ -114,9 +129,16 @@ func (lp *poller) run() {
 	var events [32]unix.EpollEvent
 	buf := make([]byte, 4<<10)
 	for {
-		n, err := unix.EpollWait(lp.ep, events[:], -1)
-		if err == unix.EINTR {
-			continue
+		var n int
+		var werr error
+		err := lp.epc.Read(func(uintptr) bool {
+			// Never blocks: with nothing ready, the goroutine parks until
+			// the set is readable.
+			n, werr = ignoringEINTR(func() (int, error) { return unix.EpollWait(lp.ep, events[:], 0) })
+			return werr != nil || n > 0
+		})
+		if err == nil {
+			err = werr
 		}
 		if err != nil {
 			lp.mu.Lock()

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/testkit"
 )
@@ -177,4 +179,41 @@ func TestLogPollerOneGoroutine(t *testing.T) {
 	if got := ended.Load(); got != n {
 		t.Fatalf("%d ends told for %d streams", got, n)
 	}
+}
+
+// TestPollerParksInTheRuntime: a poller's goroutine waits in the runtime's
+// poller (IO wait), not in a blocking epoll_wait, which held a thread and
+// its P until the runtime took the P back (up to 10 ms on a quiet process):
+// a root's 1 ms spawn-ready deadline fired after its ctrl/ready had come
+// (TestBreakerOpensOnRootCrashingAtStart, cmd/agentd/e2e).
+func TestPollerParksInTheRuntime(t *testing.T) {
+	r, w, err := logPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lp atomic.Pointer[slog.Logger]
+	lp.Store(slog.New(slog.DiscardHandler))
+	ended := make(chan struct{})
+	if err := forwardStderr(r, &lp, func() { close(ended) }); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "supervisor.(*poller).run(") {
+				header, _, _ := strings.Cut(g, "\n")
+				return header
+			}
+		}
+		return ""
+	}
+	testkit.WaitFor(t, 5*time.Second, "the poller waiting", func() bool {
+		return state() != "" && !strings.Contains(state(), "[running") && !strings.Contains(state(), "[runnable")
+	})
+	if s := state(); !strings.Contains(s, "[IO wait") {
+		t.Errorf("the poller's goroutine: %s, want it in IO wait", s)
+	}
+	unix.Close(w)
+	<-ended
 }
