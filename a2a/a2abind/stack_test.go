@@ -23,15 +23,16 @@ import (
 // TestStackPerWaitingTask: what a task whose child waits keeps of the
 // supervisor's goroutine stacks, after collections: its executor's
 // goroutine, parked in runTurn until the turn settles, and the
-// supervisor's three (the supervise loop, the control-out reader, the
-// stderr forwarding). The executor's waiting frames held the delegation
-// request by value (about 800 bytes in each of three frames, with the
-// frames' other locals about 9 KB), which kept its stack at 16 KiB, where
-// the collector halves a stack only while under a quarter of it is used:
-// 34 KiB a task measured; with the request a pointer and the work before
-// and after the wait in helpers of their own (accept, startTurn, endTurn),
-// its waiting frames are about 2.5 KB and its stack 8 KiB: 24-26 KiB a
-// task (issue 35: the supervisor's memory per live child).
+// supervisor's supervise loop (its control-out and stderr are read by the
+// supervisor's two pollers, no goroutine of the child's own). The
+// executor's waiting frames held the delegation request by value (about
+// 800 bytes in each of three frames, with the frames' other locals about 9
+// KB), which kept its stack at 16 KiB, where the collector halves a stack
+// only while under a quarter of it is used; with the request a pointer and
+// the work before and after the wait in helpers of their own (accept,
+// startTurn, endTurn), its waiting frames are about 2.5 KB and its stack 8
+// KiB: 15-18.4 KiB a task measured, 23.5-26.6 with the request by value
+// (issue 35: the supervisor's memory per live child).
 func TestStackPerWaitingTask(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's instrumentation grows stack frames")
@@ -122,6 +123,7 @@ func TestStackPerWaitingTask(t *testing.T) {
 	}
 }
 
-// maxStackPerTask bounds TestStackPerWaitingTask: 24-26 KiB measured (the
-// executor's 8 KiB and the supervisor's 16), 34 before.
-const maxStackPerTask = 28 << 10
+// maxStackPerTask bounds TestStackPerWaitingTask: 15-18.4 KiB measured
+// (the executor's 8 KiB and the supervise loop's 8), 23.5-26.6 with the
+// executor's 16.
+const maxStackPerTask = 21 << 10
