@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/testkit"
@@ -132,4 +135,85 @@ func TestForwardLogsLines(t *testing.T) {
 			t.Errorf("line %d: %q (%d bytes), want %d bytes", i+1, rec["msg"], len(fmt.Sprint(rec["line"])), len(want))
 		}
 	}
+}
+
+// TestLogPollerOneGoroutine: the stderr of many children is forwarded by
+// one goroutine, which ends once every pipe has reached EOF (issue 35: a
+// goroutine and its stack a child were the supervisor's memory per live
+// child); each stream's lines reach its own logger, and each stream's end
+// is told once.
+func TestLogPollerOneGoroutine(t *testing.T) {
+	const n = 8
+	base := runtime.NumGoroutine()
+	var bufs [n]testkit.Buffer
+	var logs [n]atomic.Pointer[slog.Logger]
+	var writers [n]*os.File
+	var ended atomic.Int32
+	for i := range n {
+		r, w, err := logPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		writers[i] = os.NewFile(uintptr(w), "child stderr")
+		logs[i].Store(slog.New(slog.NewJSONHandler(&bufs[i], nil)))
+		if err := forwardStderr(r, &logs[i], func() { ended.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := runtime.NumGoroutine() - base; got > 1 {
+		t.Fatalf("%d goroutines forward %d pipes, want 1", got, n)
+	}
+	for i, w := range writers {
+		if _, err := fmt.Fprintf(w, "line of %d\n", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		testkit.WaitFor(t, 5*time.Second, "a stream's line", func() bool { return strings.Contains(bufs[i].String(), fmt.Sprintf(`"line":"line of %d"`, i)) })
+	}
+	for _, w := range writers {
+		w.Close()
+	}
+	testkit.WaitFor(t, 5*time.Second, "every stream ended", func() bool { return ended.Load() == n })
+	testkit.WaitFor(t, 5*time.Second, "the poller's goroutine gone", func() bool { return runtime.NumGoroutine() <= base })
+	if got := ended.Load(); got != n {
+		t.Fatalf("%d ends told for %d streams", got, n)
+	}
+}
+
+// TestPollerParksInTheRuntime: a poller's goroutine waits in the runtime's
+// poller (IO wait), not in a blocking epoll_wait, which held a thread and
+// its P until the runtime took the P back (up to 10 ms on a quiet process):
+// a root's 1 ms spawn-ready deadline fired after its ctrl/ready had come
+// (TestBreakerOpensOnRootCrashingAtStart, cmd/agentd/e2e).
+func TestPollerParksInTheRuntime(t *testing.T) {
+	r, w, err := logPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lp atomic.Pointer[slog.Logger]
+	lp.Store(slog.New(slog.DiscardHandler))
+	ended := make(chan struct{})
+	if err := forwardStderr(r, &lp, func() { close(ended) }); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "supervisor.(*poller).run(") {
+				header, _, _ := strings.Cut(g, "\n")
+				return header
+			}
+		}
+		return ""
+	}
+	testkit.WaitFor(t, 5*time.Second, "the poller waiting", func() bool {
+		return state() != "" && !strings.Contains(state(), "[running") && !strings.Contains(state(), "[runnable")
+	})
+	if s := state(); !strings.Contains(s, "[IO wait") {
+		t.Errorf("the poller's goroutine: %s, want it in IO wait", s)
+	}
+	unix.Close(w)
+	<-ended
 }

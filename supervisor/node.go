@@ -67,8 +67,9 @@ type node struct {
 	// (memory.go); 0 until it is first needed.
 	payloadBytes atomic.Int64
 
-	// objectiveFrom reads a root's objective back (StartRequest's); set
-	// by Start, never changed. objectiveLeft (under mu): the payload's
+	// objectiveFrom reads the objective back (a root's StartRequest's, a
+	// nested subagent's ObjectiveKeeper's); set before the node's goroutine
+	// starts, never changed. objectiveLeft (under mu): the payload's
 	// objective is only its head (objective.go).
 	objectiveFrom func(context.Context) (string, error)
 	objectiveLeft bool

@@ -10,20 +10,21 @@ import (
 	"github.com/agentd/agentd/api"
 )
 
-// A root's large objective is kept where it came from, not by the node.
+// A large objective is kept where it came from, not by the node.
 //
 // A tree whose starter can read its root's objective back
 // (StartRequest.ObjectiveFrom: the A2A task's first message, kept by a
-// durable task store) keeps, once the root's child has its payload, only the
-// objective's first objectiveHead bytes when it is over leaveObjectiveAbove:
+// durable task store), and a nested subagent whose ObjectiveKeeper can (the
+// nested task's first message), keep, once the child has its payload, only
+// the objective's first objectiveHead bytes when it is over leaveObjectiveAbove:
 // NodeInfo.Objective is then that head (every display of it clips shorter),
 // and what needs the whole payload again (a suspended root given its
 // process back, the record of a waiting tree) reads the objective back
 // (wholeObjective).
 
 const (
-	// leaveObjectiveAbove is the size over which a root's objective is
-	// left to StartRequest.ObjectiveFrom once its child has it.
+	// leaveObjectiveAbove is the size over which an objective is left to
+	// the node's objectiveFrom once its child has it.
 	leaveObjectiveAbove = 16 << 10
 	// objectiveHead is how much of a left objective the node keeps.
 	objectiveHead = 1 << 10

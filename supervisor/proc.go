@@ -27,7 +27,7 @@ type proc struct {
 	pid int
 	w   *api.FrameWriter // control-in: the child's stdin
 	in  *os.File         // our end of control-in; closed by release
-	out *os.File         // our end of control-out, read by readFrames; closed by release
+	out *frameStream     // our end of control-out, read by theFramePoller (framepoll.go); closed by release
 
 	frames  chan *api.Frame // control-out frames, closed after readErr is set (unless release came first)
 	readErr error           // why control-out ended (io.EOF or a protocol violation); read after frames closes
@@ -92,27 +92,26 @@ func startProc(spec procSpec) (*proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control-in pipe: %w", err)
 	}
-	outR, outW, err := childPipe(true, "control-out")
+	outR, outW, err := controlOutPipe()
 	if err != nil {
 		inW.Close()
 		unix.Close(inR)
 		return nil, fmt.Errorf("control-out pipe: %w", err)
 	}
-	// The child's stderr: a pipe the supervisor forwards, or (not
-	// aggregated) the file the child writes its lines to itself.
-	var errR *os.File
-	errW := -1
+	// The child's stderr: a pipe the supervisor forwards (theLogPoller),
+	// or (not aggregated) the file the child writes its lines to itself.
+	errR, errW := -1, -1
 	if spec.stderr == nil {
-		if errR, errW, err = childPipe(true, "stderr"); err != nil {
+		if errR, errW, err = logPipe(); err != nil {
 			inW.Close()
 			unix.Close(inR)
-			outR.Close()
+			unix.Close(outR)
 			unix.Close(outW)
 			return nil, fmt.Errorf("stderr pipe: %w", err)
 		}
 	}
 	files := []uintptr{uintptr(inR), uintptr(outW), 0}
-	if errR != nil {
+	if errR >= 0 {
 		files[2] = uintptr(errW)
 	} else {
 		files[2] = spec.stderr.Fd()
@@ -124,19 +123,19 @@ func startProc(spec procSpec) (*proc, error) {
 	}
 	// The exit is known when the reaper calls ex.exited (no goroutine waits
 	// for it); done closes once the stderr forwarding has ended too.
-	ex := &procExit{done: make(chan struct{}), logs: errR != nil}
+	ex := &procExit{done: make(chan struct{}), logs: errR >= 0}
 	pid, err := theReaper.forkFunc(spec.exe, []string{spec.exe, "subagent"}, attr, ex.exited)
 	// The child holds its own copies now; ours must go so EOF can be seen.
 	unix.Close(inR)
 	unix.Close(outW)
-	if errR != nil {
+	if errR >= 0 {
 		unix.Close(errW)
 	}
 	if err != nil {
 		inW.Close()
-		outR.Close()
-		if errR != nil {
-			errR.Close()
+		unix.Close(outR)
+		if errR >= 0 {
+			unix.Close(errR)
 		}
 		return nil, fmt.Errorf("re-exec %s: %w", spec.exe, err)
 	}
@@ -145,20 +144,26 @@ func startProc(spec procSpec) (*proc, error) {
 		pid:    pid,
 		w:      api.NewFrameWriter(deadlineWriter{inW, spec.writeWait}, spec.maxFrame),
 		in:     inW,
-		out:    outR,
 		frames: make(chan *api.Frame, 16),
 		stop:   make(chan struct{}),
 		done:   ex.done,
 		exit:   ex,
 	}
 	p.log.Store(spec.log)
-	if errR != nil {
-		go func() {
-			forwardLogs(errR, &p.log)
+	if errR >= 0 {
+		if err := forwardStderr(errR, &p.log, ex.logsEnded); err != nil {
+			unix.Close(errR) // its lines are lost; its exit does not wait for them
+			spec.log.Warn("child stderr not forwarded", "pid", pid, "err", err)
 			ex.logsEnded()
-		}()
+		}
 	}
-	go p.readFrames(spec.maxFrame)
+	if err := p.readFrames(outR, spec.maxFrame); err != nil {
+		// No control channel: the child is killed and reaped.
+		unix.Close(outR)
+		inW.Close()
+		_ = p.signal(unix.SIGKILL)
+		return nil, fmt.Errorf("read control-out: %w", err)
+	}
 	return p, nil
 }
 
@@ -285,26 +290,6 @@ func setRlimits(pid int, spec procSpec, log *slog.Logger) {
 	}
 }
 
-// readFrames owns control-out: it decodes frames until EOF, a violation, or
-// release.
-func (p *proc) readFrames(max int) {
-	defer p.out.Close()
-	fr := api.NewFrameReader(p.out, max)
-	for {
-		f, err := fr.Read()
-		if err != nil {
-			p.readErr = err
-			close(p.frames)
-			return
-		}
-		select {
-		case p.frames <- f:
-		case <-p.stop:
-			return
-		}
-	}
-}
-
 // release ends our side of the control channel once nothing will read p's
 // frames or write to it again (its node's supervision is over, or the warm
 // pool discards it): control-in and control-out are closed, and the frame
@@ -316,7 +301,7 @@ func (p *proc) release() {
 		close(p.stop)
 		if p.controlled() {
 			p.in.Close()
-			p.out.Close()
+			p.out.close()
 		}
 	})
 }
@@ -338,61 +323,60 @@ func (p *proc) exited() bool {
 	}
 }
 
-// forwardLogs copies the child's stderr into the supervisor's log. A line that is
-// a JSON object (the child's slog output) keeps its fields; anything else is
-// logged as text. The logger (read per line, so an assignment can retag a
-// pooled child) already carries run_id and agent_path. A line is kept up to
-// maxLogLine bytes; the rest of a longer one is dropped.
-//
-// It holds no buffer while the child is quiet, which a waiting child mostly
-// is: each read takes one from logBufs once the pipe has bytes, and gives it
-// back when their lines are forwarded; only a line begun and not yet ended
-// is kept between reads. A 4 KiB reader kept for each of hundreds of waiting
-// children was 4 KiB of the supervisor's heap a child (issue 35,
-// TestMemoryPerChild).
+// forwardLogs copies a child's stderr, r, into the supervisor's log, and
+// returns at its EOF (r is closed by then). A line that is a JSON object
+// (the child's slog output) keeps its fields; anything else is logged as
+// text. The logger (read per line, so an assignment can retag a pooled
+// child) already carries run_id and agent_path. A line is kept up to
+// maxLogLine bytes; the rest of a longer one is dropped. The lines are
+// forwarded by theLogPoller, as startProc has a child's stderr forwarded:
+// no goroutine of r's own waits on it, and no buffer is kept while the
+// child is quiet but a line begun and not yet ended.
 func forwardLogs(r *os.File, log *atomic.Pointer[slog.Logger]) {
-	defer r.Close()
-	emit := func(line []byte) {
-		if len(line) > 0 {
-			forwardLine(log.Load(), line)
-		}
-	}
 	rc, err := r.SyscallConn()
+	if err != nil {
+		r.Close()
+		return
+	}
+	fd := -1
+	if cerr := rc.Control(func(f uintptr) { fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		err = cerr
+	}
+	r.Close()
 	if err != nil {
 		return
 	}
-	var lines lineSplitter
-	for {
-		var buf *[]byte
-		var n int
-		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
-			buf = logBufs.Get().(*[]byte)
-			n, rerr = ignoringEINTR(func() (int, error) { return unix.Read(int(fd), *buf) })
-			if rerr == unix.EAGAIN {
-				logBufs.Put(buf)
-				return false // wait for bytes, holding no buffer
-			}
-			return true
-		})
-		if err == nil && rerr == nil && n > 0 {
-			lines.feed((*buf)[:n], emit)
-		}
-		if buf != nil {
-			logBufs.Put(buf)
-		}
-		if err != nil || rerr != nil || n <= 0 { // EOF, or the pipe failed
-			lines.end(emit)
-			return
-		}
+	ended := make(chan struct{})
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return
 	}
+	if err := forwardStderr(fd, log, func() { close(ended) }); err != nil {
+		unix.Close(fd)
+		return
+	}
+	<-ended
+}
+
+// logPipe is a child's stderr pipe: the supervisor's read end
+// non-blocking, for theLogPoller's epoll set (never the runtime's poller),
+// and the child's write end, blocking, for the fork to hand over and the
+// caller to close right after it. Both are close-on-exec.
+func logPipe() (ours, theirs int, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return -1, -1, err
+	}
+	if err := unix.SetNonblock(p[0], true); err != nil {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return -1, -1, err
+	}
+	return p[0], p[1], nil
 }
 
 // maxLogLine is the most of one stderr line forwarded.
 const maxLogLine = 1 << 20
-
-// logBufs are the stderr reads' buffers, shared by every child's forwarding.
-var logBufs = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
 
 // ignoringEINTR calls read until it is not interrupted by a signal.
 func ignoringEINTR(read func() (int, error)) (int, error) {

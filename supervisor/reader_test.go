@@ -57,8 +57,8 @@ func helperFloodAfterViolation() int {
 // exits: control-out stays open after the reap.
 func helperStdoutGrandchild() int { return forkGrandchild(true, os.Stdout) }
 
-// readersIn counts the frame-reader goroutines whose dump header names state
-// ("chan send", "IO wait").
+// readersIn counts the goroutines delivering a child's frames kept
+// (frameStream.drain) whose dump header names state ("select"; "": any).
 func readersIn(state string) int {
 	buf := make([]byte, 1<<16)
 	for {
@@ -72,7 +72,7 @@ func readersIn(state string) int {
 	count := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		header, _, _ := strings.Cut(g, "\n")
-		if strings.Contains(header, "["+state) && strings.Contains(g, "supervisor.(*proc).readFrames(") {
+		if strings.Contains(header, "["+state) && strings.Contains(g, "supervisor.(*frameStream).drain(") {
 			count++
 		}
 	}
@@ -82,7 +82,8 @@ func readersIn(state string) int {
 // Regression: a child killed while frames it sent were still undelivered left
 // its frame reader blocked on the frame channel for good, holding control-out
 // open (a goroutine and a descriptor per such child). Once the node's
-// supervision ends, nobody reads its frames, and the reader must stop.
+// supervision ends, nobody reads its frames, and the reader must stop (the
+// goroutine that delivers the frames kept, frameStream.drain).
 func TestFrameReaderStopsWhenNobodyReads(t *testing.T) {
 	for _, tc := range []struct {
 		helper string
@@ -97,7 +98,7 @@ func TestFrameReaderStopsWhenNobodyReads(t *testing.T) {
 			if res.Status != api.StatusCrashed || res.Cause != tc.cause {
 				t.Fatalf("result = %+v", res)
 			}
-			testkit.WaitFor(t, 10*time.Second, "no frame reader blocked sending", func() bool { return readersIn("chan send") == 0 })
+			testkit.WaitFor(t, 10*time.Second, "no frame reader blocked sending", func() bool { return readersIn("") == 0 })
 		})
 	}
 }
@@ -109,7 +110,7 @@ func TestFrameReaderStopsWhenControlOutStaysOpen(t *testing.T) {
 	subreaper(t)
 	markUsed("grandchild")
 	s, _ := newSupervisor(t, "stdout-grandchild", withEnv(envSleep+"=1h"), func(c *Config) { c.ReapGrace = 200 * time.Millisecond })
-	before := readersIn("IO wait")
+	before := theFramePoller.count()
 	res := result(t, start(t, s, testPayload("x", time.Minute)), 10*time.Second)
 	if res.Status != api.StatusCompleted {
 		t.Fatalf("result = %+v", res)
@@ -122,7 +123,7 @@ func TestFrameReaderStopsWhenControlOutStaysOpen(t *testing.T) {
 		_ = unix.Kill(gpid, unix.SIGKILL) // reparented here and reaped as an orphan
 		testkit.WaitGroupGone(t, gpid)
 	})
-	testkit.WaitFor(t, 10*time.Second, "the finished node's reader stopped", func() bool { return readersIn("IO wait") <= before })
+	testkit.WaitFor(t, 10*time.Second, "the finished node's reader stopped", func() bool { return theFramePoller.count() <= before })
 }
 
 // Regression: when a kill came between a child's ctrl/ready and its payload,

@@ -51,7 +51,11 @@ func (s *Supervisor) toolSpawn(ctx context.Context, parent *node, raw json.RawMe
 		"disposition", string(child.nest.disposition), "provider", child.nest.provider,
 		"max_tokens", child.payload.Limits.MaxTokens, "deadline", child.payload.Limits.Deadline.String())
 	if a, ok := s.cfg.Observer.(AdmissionObserver); ok {
-		a.NodeAdmitted(child.info())
+		in := child.info()
+		a.NodeAdmitted(in)
+		if k, ok := a.(ObjectiveKeeper); ok {
+			child.objectiveFrom = k.KeptObjective(in) // before its goroutine starts
+		}
 	}
 	go s.run(child)
 	if child.nest.disposition != api.DispositionSync {
@@ -370,6 +374,18 @@ func clampLimits(parent *node, req api.Limits, caps Caps, treeTokens int64, now 
 // the observer records for a handle exists by the time anyone holds it.
 type AdmissionObserver interface {
 	NodeAdmitted(n NodeInfo)
+}
+
+// ObjectiveKeeper is an optional interface of an Observer that keeps what it
+// is told of a nested subagent where it can be read back (a2abind's
+// TreeObserver: the nested task's first message, in the task store).
+// KeptObjective is asked right after NodeAdmitted; the reader it returns
+// (nil: it keeps none) must give back n.Objective whole while the subagent
+// lives. With one, a nested subagent's large objective is the keeper's
+// once its child has it, as a root's is StartRequest.ObjectiveFrom's
+// (objective.go): the node keeps its head.
+type ObjectiveKeeper interface {
+	KeptObjective(n NodeInfo) func(context.Context) (string, error)
 }
 
 // ToolDescriber is an optional interface of a ToolServer: it describes one of

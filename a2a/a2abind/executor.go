@@ -16,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
@@ -115,17 +116,36 @@ func (x *Executor) FailureMetadata() map[string]any {
 // turn per message (the first, then each follow-up), then the distillate
 // artifact of the last turn and the terminal status. ctx is cancelled by
 // tasks/cancel, which runs the kill ladder on the running turn.
+//
+// The goroutine that runs it waits through the task's whole run, so what
+// its frames hold while it waits is what its stack keeps (issue 35): the
+// request is a pointer from here down (delegate.Request by value was about
+// 800 bytes in each of four frames), and the work before and after the wait
+// is in helpers of its own (accept, startTurn), so the waiting frames stay
+// small enough for the collector to shrink the stack the start grew.
 func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ctx, span, req, err := x.accept(ctx, reqCtx, q)
+	defer span.End()
+	if req == nil {
+		return err
+	}
+	return x.execute(ctx, reqCtx, q, req, false)
+}
+
+// accept is Execute's start: the request read from the message, with the
+// delegation span. A task it refuses is ended, and req is nil.
+//
+//go:noinline
+func (x *Executor) accept(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) (context.Context, trace.Span, *delegate.Request, error) {
 	in, err := ReadInbound(reqCtx.Message, reqCtx.Metadata)
 	ctx, span := startDelegateSpan(ctx, reqCtx.TaskID, in.Trace)
-	defer span.End()
 	if err != nil {
-		return x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
+		return ctx, span, nil, x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
 	}
 	req, err := x.request(reqCtx, in)
 	in = Inbound{} // req holds what the run needs of it
 	if err != nil {
-		return x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
+		return ctx, span, nil, x.refuse(ctx, reqCtx, q, api.StatusRefused, err.Error())
 	}
 	req.Caller = tasks.Owner(ctx) // whose quota the tree's blobs count against (kept for a rerun)
 	if sm, ok := q.(tasks.StoredMessage); ok {
@@ -143,10 +163,10 @@ func (x *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 			err = r.Retain(ctx, b)
 		}
 		if err != nil {
-			return x.refuse(ctx, reqCtx, q, api.StatusCrashed, "the task's payload was not stored: "+err.Error())
+			return ctx, span, nil, x.refuse(ctx, reqCtx, q, api.StatusCrashed, "the task's payload was not stored: "+err.Error())
 		}
 	}
-	return x.execute(ctx, reqCtx, q, req, false)
+	return ctx, span, &req, nil
 }
 
 var _ tasks.Rerunner = (*Executor)(nil)
@@ -155,8 +175,8 @@ var _ tasks.Rerunner = (*Executor)(nil)
 // retained (the rerun recovery policy): the same turns as Execute, from the
 // first, with the payload the task was first given.
 func (x *Executor) Rerun(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, payload []byte) error {
-	var req delegate.Request
-	if err := json.Unmarshal(payload, &req); err != nil {
+	req := new(delegate.Request)
+	if err := json.Unmarshal(payload, req); err != nil {
 		return x.refuse(ctx, reqCtx, q, api.StatusCrashed, "the task's retained payload does not decode: "+err.Error())
 	}
 	if x.cfg.Instance != "" && !slices.Contains(req.Hops, x.cfg.Instance) {
@@ -175,7 +195,7 @@ func (x *Executor) LostMetadata() map[string]any {
 
 // execute runs a delegation's turns: the first, then one per follow-up. A
 // rerun keeps the caller metadata the first attempt recorded.
-func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, rerun bool) error {
+func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req *delegate.Request, rerun bool) error {
 	telemetry.SetTelemetry(ctx, &req.Payload.Telemetry) // the subagents are the delegation span's
 	// The lineage lives as long as any subagent of the run's trees, detached
 	// ones included: their remote delegations carry it too.
@@ -223,50 +243,63 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		if !t.ran {
 			return nil // refused: the task already ended
 		}
-		res := t.res
-		if HasArtifact(res) {
-			art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifactAt(reqCtx.TaskID, res, x.cfg.PublicURL), LastChunk: true}
-			if err := q.Write(ctx, art); err != nil {
-				return err
-			}
-		}
-		var next []*a2a.Message
-		if fu != nil {
-			next = fu.TakeFollowUp(true)
-		}
-		objective = followUpObjective(next)
-		if objective == "" || res.Status != api.StatusCompleted || ctx.Err() != nil {
-			final := FinalStatus(reqCtx, res)
-			if len(next) > 0 {
-				final.Status.Message = a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{
-					Text: fmt.Sprintf("%s; %d follow-up message(s) were not run", statusText(res), len(next)),
-				})
-			}
-			return q.Write(ctx, final)
-		}
-		// The turn's answer joins the history (as this status's message), and
-		// the next turn runs the follow-ups with the turns so far as its seed.
-		if readAsked != nil {
-			o, err := readAsked(ctx)
-			if err != nil {
-				return fmt.Errorf("turn %d's request for the next turn's seed: %w", turn, err)
-			}
-			asked = clip(o)
-		}
-		turns = append(turns,
-			api.SeedSlice{Label: fmt.Sprintf("turn %d request", turn), Content: api.SeedContent{Text: asked}},
-			api.SeedSlice{Label: fmt.Sprintf("turn %d answer", turn), Content: api.SeedContent{Text: clip(nonEmpty(res.Distillate.Text()))}},
-		)
-		interim := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking,
-			a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: res.Distillate.Text()}))
-		interim.Metadata = ResultMetadata(res)
-		if err := q.Write(ctx, interim); err != nil {
+		if goOn, err := x.endTurn(ctx, reqCtx, q, fu, req, &t.res, turn, asked, readAsked, baseSeed, &turns); !goOn {
 			return err
 		}
-		req.Payload.Contract.Objective = objective
-		req.Payload.Seed.Slices = append(slices.Clip(baseSeed), turns...)
-		x.next.set(reqCtx.TaskID, req)
 	}
+}
+
+// endTurn writes what a turn's result makes of the task (execute): its
+// distillate artifact, then the terminal status, or, with follow-ups to
+// run, the turn's answer as a working status, and the next turn's
+// objective and seed in req. It reports whether another turn runs.
+//
+//go:noinline
+func (x *Executor) endTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, fu tasks.FollowUps, req *delegate.Request,
+	res *api.SubagentResult, turn int, asked string, readAsked func(context.Context) (string, error), baseSeed []api.SeedSlice, turns *[]api.SeedSlice) (bool, error) {
+	if HasArtifact(*res) {
+		art := &a2a.TaskArtifactUpdateEvent{TaskID: reqCtx.TaskID, ContextID: reqCtx.ContextID, Artifact: DistillateArtifactAt(reqCtx.TaskID, *res, x.cfg.PublicURL), LastChunk: true}
+		if err := q.Write(ctx, art); err != nil {
+			return false, err
+		}
+	}
+	var next []*a2a.Message
+	if fu != nil {
+		next = fu.TakeFollowUp(true)
+	}
+	objective := followUpObjective(next)
+	if objective == "" || res.Status != api.StatusCompleted || ctx.Err() != nil {
+		final := FinalStatus(reqCtx, *res)
+		if len(next) > 0 {
+			final.Status.Message = a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{
+				Text: fmt.Sprintf("%s; %d follow-up message(s) were not run", statusText(*res), len(next)),
+			})
+		}
+		return false, q.Write(ctx, final)
+	}
+	// The turn's answer joins the history (as this status's message), and
+	// the next turn runs the follow-ups with the turns so far as its seed.
+	if readAsked != nil {
+		o, err := readAsked(ctx)
+		if err != nil {
+			return false, fmt.Errorf("turn %d's request for the next turn's seed: %w", turn, err)
+		}
+		asked = clip(o)
+	}
+	*turns = append(*turns,
+		api.SeedSlice{Label: fmt.Sprintf("turn %d request", turn), Content: api.SeedContent{Text: asked}},
+		api.SeedSlice{Label: fmt.Sprintf("turn %d answer", turn), Content: api.SeedContent{Text: clip(nonEmpty(res.Distillate.Text()))}},
+	)
+	interim := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking,
+		a2a.NewMessageForTask(a2a.MessageRoleAgent, reqCtx, a2a.TextPart{Text: res.Distillate.Text()}))
+	interim.Metadata = ResultMetadata(*res)
+	if err := q.Write(ctx, interim); err != nil {
+		return false, err
+	}
+	req.Payload.Contract.Objective = objective
+	req.Payload.Seed.Slices = append(slices.Clip(baseSeed), *turns...)
+	x.next.set(reqCtx.TaskID, req)
+	return true, nil
 }
 
 // forgetLineage drops a run's lineage once every tree it started has ended.
@@ -297,48 +330,10 @@ type turnOutcome struct {
 // runTurn starts one turn, objective its request's, and waits for its
 // result. A turn that cannot start ends the task with a refusal and reports
 // ran false.
-func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req delegate.Request, objective string, first, rerun bool) (turnOutcome, error) {
-	req.Payload.Contract.Objective, objective = objective, ""
-	answers, _ := q.(tasks.Answers)
-	req.Asks = answers != nil // the root's questions go to the task's caller (ask.go)
-	if shower, ok := q.(tasks.Shower); ok {
-		req.OnText = showText(shower, reqCtx) // a peer's streamed text (a local tree's goes through the TreeObserver)
-	}
-	run, err := x.cfg.Router.Start(ctx, req)
-	req.Payload.Contract.Objective = "" // the provider has it
-	if err != nil {
-		status, text := api.StatusCrashed, "the delegation did not start: "+err.Error()
-		switch {
-		case ctx.Err() != nil: // tasks/cancel while the provider was starting
-			status, text = api.StatusCancelled, "cancelled before the delegation started: "+context.Cause(ctx).Error()
-		case errors.Is(err, delegate.ErrUnsupportedCapability) || errors.Is(err, ErrCycle) || errors.Is(err, ErrDepthExhausted) || errors.Is(err, delegate.ErrUnknownProvider) ||
-			errors.Is(err, api.ErrFrameTooLarge): // a payload the control channel cannot carry
-			status, text = api.StatusRefused, "delegation refused: "+err.Error()
-		}
-		return turnOutcome{}, x.refuse(ctx, reqCtx, q, status, text)
-	}
-	var t turnOutcome
-	if tr, ok := run.(delegate.TreeRun); ok {
-		t.tree = tr.TreeDone()
-	}
-	if first {
-		working := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)
-		if !rerun {
-			working.Metadata = CallerMetadata(ctx) // who asked, on the task
-			working.Metadata[api.MetaStarted] = time.Now().UTC().Format(time.RFC3339Nano)
-		}
-		provider := req.Provider
-		if p, err := x.cfg.Router.Route(req); err == nil {
-			provider = p.Name()
-		}
-		x.cfg.Log.InfoContext(ctx, LogTaskAccepted, "task_id", string(reqCtx.TaskID), "run_id", req.Payload.Telemetry.RunID,
-			"spiffe_id", working.Metadata[api.MetaCaller], "caller_auth", working.Metadata[api.MetaCallerAuth],
-			"provider", provider, "depth", req.Depth, "hops", req.Hops, "rerun", rerun)
-		if err := q.Write(ctx, working); err != nil {
-			run.Cancel("task event refused")
-			<-run.Done()
-			return t, err
-		}
+func (x *Executor) runTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, req *delegate.Request, objective string, first, rerun bool) (*turnOutcome, error) {
+	run, answers, t, err := x.startTurn(ctx, reqCtx, q, req, objective, first, rerun)
+	if run == nil {
+		return t, err
 	}
 	// The result is taken as soon as it is final (delegate.SettledRun), not
 	// when the process is reaped: the caller waits for t.reaped itself.
@@ -377,11 +372,71 @@ wait:
 	}
 	t.res, t.ran = result(), true
 	if timedOut && t.res.Status == api.StatusCancelled {
-		t.res.Status, t.res.Cause = api.StatusDeadline, api.CauseInputTimeout
-		t.res.Detail = fmt.Sprintf("no answer to the task's question within the input timeout (%s)", x.cfg.InputTimeout)
+		x.inputTimedOut(&t.res)
 	}
 	spanTurn(ctx, req.Provider, t.res)
 	return t, nil
+}
+
+// inputTimedOut makes a turn cancelled at the input timeout a deadline.
+//
+//go:noinline
+func (x *Executor) inputTimedOut(res *api.SubagentResult) {
+	res.Status, res.Cause = api.StatusDeadline, api.CauseInputTimeout
+	res.Detail = fmt.Sprintf("no answer to the task's question within the input timeout (%s)", x.cfg.InputTimeout)
+}
+
+// startTurn starts a turn's delegation (runTurn): a copy of req with the
+// turn's objective and callbacks goes to the router, and the first turn
+// marks the task working. With no run, the turn did not start (t and err
+// say how it ended).
+//
+//go:noinline
+func (x *Executor) startTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, in *delegate.Request, objective string, first, rerun bool) (delegate.Run, tasks.Answers, *turnOutcome, error) {
+	req := *in // the turn's own: its objective and callbacks are not the next turn's
+	req.Payload.Contract.Objective, objective = objective, ""
+	answers, _ := q.(tasks.Answers)
+	req.Asks = answers != nil // the root's questions go to the task's caller (ask.go)
+	if shower, ok := q.(tasks.Shower); ok {
+		req.OnText = showText(shower, reqCtx) // a peer's streamed text (a local tree's goes through the TreeObserver)
+	}
+	run, err := x.cfg.Router.Start(ctx, req)
+	req.Payload.Contract.Objective = "" // the provider has it
+	if err != nil {
+		status, text := api.StatusCrashed, "the delegation did not start: "+err.Error()
+		switch {
+		case ctx.Err() != nil: // tasks/cancel while the provider was starting
+			status, text = api.StatusCancelled, "cancelled before the delegation started: "+context.Cause(ctx).Error()
+		case errors.Is(err, delegate.ErrUnsupportedCapability) || errors.Is(err, ErrCycle) || errors.Is(err, ErrDepthExhausted) || errors.Is(err, delegate.ErrUnknownProvider) ||
+			errors.Is(err, api.ErrFrameTooLarge): // a payload the control channel cannot carry
+			status, text = api.StatusRefused, "delegation refused: "+err.Error()
+		}
+		return nil, nil, &turnOutcome{}, x.refuse(ctx, reqCtx, q, status, text)
+	}
+	t := &turnOutcome{}
+	if tr, ok := run.(delegate.TreeRun); ok {
+		t.tree = tr.TreeDone()
+	}
+	if first {
+		working := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)
+		if !rerun {
+			working.Metadata = CallerMetadata(ctx) // who asked, on the task
+			working.Metadata[api.MetaStarted] = time.Now().UTC().Format(time.RFC3339Nano)
+		}
+		provider := req.Provider
+		if p, err := x.cfg.Router.Route(req); err == nil {
+			provider = p.Name()
+		}
+		x.cfg.Log.InfoContext(ctx, LogTaskAccepted, "task_id", string(reqCtx.TaskID), "run_id", req.Payload.Telemetry.RunID,
+			"spiffe_id", working.Metadata[api.MetaCaller], "caller_auth", working.Metadata[api.MetaCallerAuth],
+			"provider", provider, "depth", req.Depth, "hops", req.Hops, "rerun", rerun)
+		if err := q.Write(ctx, working); err != nil {
+			run.Cancel("task event refused")
+			<-run.Done()
+			return nil, nil, t, err
+		}
+	}
+	return run, answers, t, nil
 }
 
 // refuse ends a task whose delegation never started: the state status maps

@@ -31,7 +31,8 @@ type nextTurns struct {
 	m  map[a2a.TaskID]delegate.Request
 }
 
-func (n *nextTurns) set(id a2a.TaskID, req delegate.Request) {
+func (n *nextTurns) set(id a2a.TaskID, r *delegate.Request) {
+	req := *r
 	req.Payload.Contract.Objective = "" // the follow-ups give it (CheckFollowUp)
 	req.ObjectiveFrom = nil
 	n.mu.Lock()

@@ -2,6 +2,7 @@ package a2abind
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -176,6 +177,41 @@ var _ supervisor.AdmissionObserver = (*TreeObserver)(nil)
 func (o *TreeObserver) NodeAdmitted(n supervisor.NodeInfo) {
 	if e := o.engine.Load(); e != nil && n.ParentHandle != "" {
 		o.open(e, n)
+	}
+}
+
+var _ supervisor.ObjectiveKeeper = (*TreeObserver)(nil)
+
+// KeptObjective reads a nested subagent's objective back from its task's
+// first message, which the task store keeps (the engine leaves a large one
+// to a durable store: tasks.Engine.OpenTask), so that the supervisor keeps
+// only its head once the child has it. It is nil for a task not recorded
+// (the store refused it: the node keeps its objective).
+func (o *TreeObserver) KeptObjective(n supervisor.NodeInfo) func(context.Context) (string, error) {
+	e := o.engine.Load()
+	if e == nil || n.ParentHandle == "" {
+		return nil
+	}
+	o.mu.Lock()
+	st, ok := o.opened[n.Handle]
+	o.mu.Unlock()
+	if !ok || st.refused {
+		return nil
+	}
+	id := a2a.TaskID(n.Handle)
+	return func(ctx context.Context) (string, error) {
+		m, err := e.FirstMessage(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if len(m.Parts) != 1 {
+			return "", fmt.Errorf("nested task %s's first message has %d parts, want its objective's one", id, len(m.Parts))
+		}
+		tp, ok := m.Parts[0].(a2a.TextPart)
+		if !ok {
+			return "", fmt.Errorf("nested task %s's first message is not its objective's text", id)
+		}
+		return tp.Text, nil
 	}
 }
 

@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
+	"weak"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentd/agentd/a2a/store/sqlite"
 	"github.com/agentd/agentd/a2a/tasks"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/testkit"
@@ -165,5 +170,70 @@ func TestTreeObserverRefusedNestedTasks(t *testing.T) {
 	recs = logs.Records("nested task not recorded")
 	if got := unrecorded(); got != len(recs) || len(recs) != 14 {
 		t.Fatalf("after the second turn the root counts %v, %d were refused in all", got, len(recs))
+	}
+}
+
+// Over a durable store a nested task's large first message (its subagent's
+// objective) is the store's while the subagent runs: the engine's live task
+// holds none of its text, and KeptObjective reads it back whole, for the
+// supervisor to keep only its head once the child has it (issue 35: in
+// trees of a root and 8 children each nested subagent's 64 KiB objective
+// was held, by the node and the engine's live task, for its whole life).
+// tasks/get and the ended task carry it whole.
+func TestTreeObserverKeepsNestedObjective(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	obs := &TreeObserver{}
+	e := tasks.NewEngine(store, NewExecutor(ExecutorConfig{}), nil)
+	obs.Attach(e)
+	if err := e.OpenTask(ctx, &a2a.Task{ID: "root", ContextID: "ctx-1", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	objective := func() (string, weak.Pointer[byte]) {
+		s := strings.Repeat("the nested subagent's long objective, a line of it. ", 1300) // 66 KB
+		return s, weak.Make(unsafe.StringData(s))
+	}
+	text, wp := objective()
+	n := supervisor.NodeInfo{Handle: "nested", RootHandle: "root", ParentHandle: "root", AgentPath: "0.1",
+		Objective: text, State: supervisor.StateStarting}
+	obs.NodeAdmitted(n)
+	read := obs.KeptObjective(n)
+	if read == nil {
+		t.Fatal("no reader for a recorded nested task")
+	}
+	n.Objective, text = "", "" // the node keeps its head (supervisor/objective.go)
+	runtime.GC()
+	if wp.Value() != nil {
+		t.Fatal("the nested task's objective is still held once the store has it")
+	}
+	got, err := read(ctx)
+	if err != nil || len(got) != 1300*len("the nested subagent's long objective, a line of it. ") || !strings.HasPrefix(got, "the nested") {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+	whole := func(id a2a.TaskID) {
+		t.Helper()
+		task, err := e.OnGetTask(ctx, &a2a.TaskQueryParams{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tp, ok := task.History[0].Parts[0].(a2a.TextPart); !ok || tp.Text != got {
+			t.Fatalf("tasks/get %s: the first message is not the objective whole", id)
+		}
+	}
+	whole("nested")
+	n.State = supervisor.StateRunning
+	obs.NodeProgress(n)
+	obs.NodeFinished(n, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("done")})
+	whole("nested")
+	if again, err := read(ctx); err != nil || again != got {
+		t.Fatalf("read back after its end: %d bytes, %v", len(again), err)
+	}
+	// A task the store refused is not kept: no reader.
+	if obs.KeptObjective(supervisor.NodeInfo{Handle: "never", RootHandle: "root", ParentHandle: "root"}) != nil {
+		t.Fatal("a reader for a nested task never opened")
 	}
 }

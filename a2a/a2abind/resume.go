@@ -178,7 +178,7 @@ func (x *Executor) ResumeWaiting(ctx context.Context, reqCtx *a2asrv.RequestCont
 	x.cfg.Log.InfoContext(ctx, "waiting task answered: resuming its stored tree", "task_id", string(reqCtx.TaskID), "subagents", len(w.Nodes))
 	ctx, span := startDelegateSpan(ctx, reqCtx.TaskID, req.Payload.Telemetry.Traceparent)
 	defer span.End()
-	return x.execute(ctx, reqCtx, q, req, true)
+	return x.execute(ctx, reqCtx, q, &req, true)
 }
 
 // cancelRemoteWaits cancels the peer's task each remote child of w waits

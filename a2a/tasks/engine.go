@@ -361,7 +361,8 @@ func (e *Engine) TaskStates() map[string]int {
 // of the tree whose root task is root) and stores its first snapshot. The
 // task belongs to whoever created root: only that caller (or an operator)
 // reads it, cancels it or subscribes to it. Events for it arrive through
-// Update.
+// Update. Over a Durable store its large first message is left to the
+// store as a new task's is (hollow.go); FirstMessage reads it back.
 func (e *Engine) OpenTask(ctx context.Context, t *a2a.Task, root a2a.TaskID) error {
 	var owner string
 	if r := e.getLive(root); r != nil {
@@ -379,6 +380,9 @@ func (e *Engine) OpenTask(ctx context.Context, t *a2a.Task, root a2a.TaskID) err
 	if err := e.store.Create(ctx, t, owner); err != nil {
 		return err
 	}
+	lt.mu.Lock()
+	e.hollowLocked(lt) // the store holds the message now
+	lt.mu.Unlock()
 	e.mu.Lock()
 	e.live[t.ID] = lt
 	e.mu.Unlock()

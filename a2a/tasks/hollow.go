@@ -45,7 +45,30 @@ var _ StoredMessage = retainingQueue{}
 
 // FirstMessage implements StoredMessage.
 func (q retainingQueue) FirstMessage(ctx context.Context) (*a2a.Message, error) {
-	lt := q.lt
+	return q.e.firstMessage(ctx, q.lt)
+}
+
+// FirstMessage reads task id's first message back whole: from the live
+// task's snapshot, or from its store where the engine left its text there
+// (a task OpenTask registered, while it runs), or from the stored task once
+// it is no longer live here.
+func (e *Engine) FirstMessage(ctx context.Context, id a2a.TaskID) (*a2a.Message, error) {
+	if lt := e.getLive(id); lt != nil {
+		return e.firstMessage(ctx, lt)
+	}
+	t, _, err := e.store.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read task %s's first message: %w", id, err)
+	}
+	if len(t.History) == 0 {
+		return nil, fmt.Errorf("read task %s's first message: it has none", id)
+	}
+	return t.History[0], nil
+}
+
+// firstMessage is lt's first message, read back from the store if the
+// engine left it there.
+func (e *Engine) firstMessage(ctx context.Context, lt *liveTask) (*a2a.Message, error) {
 	lt.mu.Lock()
 	t := lt.task
 	if lt.hollow == nil {
@@ -57,7 +80,7 @@ func (q retainingQueue) FirstMessage(ctx context.Context) (*a2a.Message, error) 
 	}
 	hollow := lt.hollow
 	lt.mu.Unlock()
-	m, err := q.e.storedMessage(ctx, t.ID, hollow)
+	m, err := e.storedMessage(ctx, t.ID, hollow)
 	if err != nil {
 		return nil, fmt.Errorf("read task %s's first message: %w", t.ID, err)
 	}

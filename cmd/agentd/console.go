@@ -26,6 +26,7 @@ var (
 	_ supervisor.AdmissionObserver = observers(nil)
 	_ supervisor.TextObserver      = observers(nil)
 	_ supervisor.StepObserver      = observers(nil)
+	_ supervisor.ObjectiveKeeper   = observers(nil)
 )
 
 func (o observers) NodeStarted(n supervisor.NodeInfo) {
@@ -68,6 +69,18 @@ func (o observers) NodeAdmitted(n supervisor.NodeInfo) {
 			a.NodeAdmitted(n)
 		}
 	}
+}
+
+// KeptObjective is the first party's that keeps the objective.
+func (o observers) KeptObjective(n supervisor.NodeInfo) func(context.Context) (string, error) {
+	for _, x := range o {
+		if k, ok := x.(supervisor.ObjectiveKeeper); ok {
+			if f := k.KeptObjective(n); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
 }
 
 // consoleParts is what the console shows of a built service.

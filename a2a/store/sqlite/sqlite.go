@@ -420,13 +420,20 @@ func isConstraint(err error) bool {
 // with the pages it touches and keeps them: at 16 MiB each (the writer, four
 // readers, the checkpointer: 96 MiB at most), a supervisor holding 200 live
 // tasks of 64 KiB messages grew by about 90 KiB a task (docs/performance.md,
-// figure 9). The writer keeps the most, the hot b-tree pages its batches
-// write; a reader's lookups are by key; the checkpointer copies the WAL into
-// the database through the OS's file cache.
+// figure 9). A cached page costs twice its size: its 4 KiB and header are
+// one allocation of the C heap's 8 KiB class (modernc.org/memory), so at 4
+// MiB for the writer and 2 MiB for each reader the caches were most of the
+// 10 MiB the supervisor grew by from idle to 50 live tasks of 64 KiB
+// messages (the messages' pages written, and read back once when each
+// child is given its objective). The writer keeps the most, the hot b-tree
+// pages its batches write; a reader's lookups are by key; the checkpointer
+// copies the WAL into the database through the OS's file cache. A page
+// not cached is read from the OS's file cache: figure 6's sqlite rows and
+// BenchmarkSend showed no loss past their noise at these sizes.
 const (
-	writerCacheKiB       = 4096
-	readerCacheKiB       = 2048
-	checkpointerCacheKiB = 512
+	writerCacheKiB       = 1024
+	readerCacheKiB       = 512
+	checkpointerCacheKiB = 256
 )
 
 // cacheSize is the DSN parameter of a connection's page cache of kib KiB.

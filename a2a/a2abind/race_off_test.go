@@ -1,0 +1,5 @@
+//go:build !race
+
+package a2abind
+
+const raceEnabled = false

@@ -1,0 +1,89 @@
+package supervisor
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
+)
+
+// keeper is a recorder that keeps every nested subagent's objective
+// (ObjectiveKeeper), as a2abind's TreeObserver keeps it in the nested
+// task's first message, and counts its reads.
+type keeper struct {
+	*recorder
+	mu    sync.Mutex
+	kept  map[string]string
+	reads int
+}
+
+func (k *keeper) NodeAdmitted(n NodeInfo) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.kept[n.Handle] = strings.Clone(n.Objective)
+}
+
+func (k *keeper) KeptObjective(n NodeInfo) func(context.Context) (string, error) {
+	return func(context.Context) (string, error) {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.reads++
+		return k.kept[n.Handle], nil
+	}
+}
+
+// A nested subagent's large objective is its ObjectiveKeeper's once its
+// child has it: the node keeps its first objectiveHead bytes, as a root's
+// does with StartRequest.ObjectiveFrom (issue 35: in trees of a root and 8
+// children, each child's 64 KiB objective was held by the supervisor for
+// its whole life, about 72 KB of heap a nested child). The child got it
+// whole (its answer is the big text its program carried).
+func TestNestedObjectiveLeftToItsKeeper(t *testing.T) {
+	k := &keeper{kept: map[string]string{}}
+	s, rec := newNestingSupervisor(t, func(c *Config) {
+		k.recorder = c.Observer.(*recorder)
+		c.Observer = k
+	})
+	big := strings.Repeat("a line of the nested subagent's long objective. ", 1000) // 49 KB
+	g := newGate(t)
+	child := prog{WaitFile: string(g), Answer: big}
+	root := prog{Calls: []progCall{spawnCall(child, api.DispositionAsync), onHandle(api.ToolAwait, 0)}}
+	pl := testPayload(root.objective(), time.Minute)
+	pl.Limits.MaxSteps, pl.Limits.MaxTokens = 50, 100000
+	r := start(t, s, pl)
+	var nested *node
+	testkit.WaitFor(t, 20*time.Second, "the nested child given its payload", func() bool {
+		for _, n := range s.liveNodes() {
+			if p := n.getProc(); n.parent != nil && p != nil && p.spawned.Load() {
+				nested = n
+				return true
+			}
+		}
+		return false
+	})
+	testkit.WaitFor(t, 5*time.Second, "the nested node's objective cut to its head", func() bool {
+		return len(nested.info().Objective) <= objectiveHead
+	})
+	k.mu.Lock()
+	if got := k.kept[nested.handle]; len(got) < len(big) {
+		t.Errorf("the keeper holds %d bytes of the objective, want it whole (%d+)", len(got), len(big))
+	}
+	k.mu.Unlock()
+	g.open(t)
+	select {
+	case <-r.TreeDone():
+	case <-time.After(30 * time.Second):
+		t.Fatal("tree did not end within 30s")
+	}
+	f, ok := rec.byPath(nested.payload.AgentPath)
+	if !ok || f.res.Status != api.StatusCompleted || f.res.Distillate.Text() != big {
+		t.Fatalf("nested child: %v %s %q..., want completed with its whole objective's answer", ok, f.res.Status, f.res.Distillate.Text()[:min(80, len(f.res.Distillate.Text()))])
+	}
+	if res := r.Result(); res.Status != api.StatusCompleted {
+		t.Fatalf("root: %s %s", res.Status, res.Detail)
+	}
+}
