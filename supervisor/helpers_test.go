@@ -388,16 +388,18 @@ func helperComplete() int {
 
 // helperRehearser is an agentd-like pool child: it logs each ctrl/rehearse
 // that comes before its spawn frame ("helper rehearsed", its pid), and
-// completes with how many came.
+// completes with how many came; given the objective "hold", it runs until
+// ctrl/cancel.
 func helperRehearser() int {
 	c := helperIO()
 	if err := c.w.Send(api.MethodReady, 0, api.Ready{PID: os.Getpid()}); err != nil {
 		return 90
 	}
 	n := 0
+	var f *api.Frame
 	for {
-		f, err := c.r.Read()
-		if err != nil {
+		var err error
+		if f, err = c.r.Read(); err != nil {
 			return 91
 		}
 		if f.Method == api.MethodSpawn {
@@ -408,6 +410,24 @@ func helperRehearser() int {
 		}
 		n++
 		fmt.Fprintf(os.Stderr, `{"level":"INFO","msg":"helper rehearsed","helper_pid":%d}`+"\n", os.Getpid())
+	}
+	var p api.SpawnPayload
+	if err := api.DecodeParams(f, &p); err != nil {
+		return 93
+	}
+	if p.Contract.Objective == "hold" {
+		// Runs until ctrl/cancel.
+		fmt.Fprintf(os.Stderr, `{"level":"INFO","msg":"helper holding","helper_pid":%d}`+"\n", os.Getpid())
+		for {
+			f, err := c.r.Read()
+			if err != nil {
+				return 1
+			}
+			if f.Method == api.MethodCancel {
+				_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCancelled, Distillate: api.InlineText("stopped")})
+				return 0
+			}
+		}
 	}
 	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(fmt.Sprintf("rehearsals=%d", n)), Usage: api.Usage{Steps: 1}})
 	return 0
