@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +105,26 @@ func TestChildSpawnedFirstDoesNotRehearse(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("the child rehearsed %d times before a payload that came first, want 0", n)
+	}
+}
+
+// Any first frame but ctrl/rehearse and the spawn is refused as before:
+// the child exits 1 without a payload, and does not rehearse.
+func TestChildRefusesAnotherFirstFrame(t *testing.T) {
+	t.Setenv(api.EnvChildMemStats, "1")
+	var logs testkit.Buffer
+	r, w, inW, code := serveOverPipes("", &logs)
+	defer inW.Close()
+	if f, err := r.Read(); err != nil || f.Method != api.MethodReady {
+		t.Fatalf("first frame %v, %v; want ctrl/ready", f, err)
+	}
+	if err := w.Send(api.MethodResume, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-code; c != 1 {
+		t.Fatalf("exit %d, want 1", c)
+	}
+	if !strings.Contains(logs.String(), `first frame is \"ctrl/resume\", want \"spawn\"`) || strings.Contains(logs.String(), `"rehearsed"`) {
+		t.Fatalf("log:\n%s", logs.String())
 	}
 }
