@@ -39,10 +39,9 @@ import (
 // the next take hands out) is sent ctrl/rehearse once, when it becomes the
 // head: at its ready, or when a retirement or a death moves it up, and after
 // a take once the taken child is reaped or the refill delay has passed
-// (taken).
-// It rehearses its payload's path while it waits (internal/agent), so a warm
-// spawn finds its caches built; the others wait without them (about 150 KiB
-// of private memory each, figure 9). The frame is written under mu, so it
+// (taken). It rehearses its payload's path while it waits (internal/agent),
+// so a warm spawn finds its caches built; the others wait without them
+// (about 150 KiB of private memory each, figure 9). The frame is written under mu, so it
 // goes before the spawn frame of the take that hands the child out.
 
 // PoolKey is the restart governor's key for the warm pool's refills.
