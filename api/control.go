@@ -21,6 +21,12 @@ const (
 	MethodPause    = "ctrl/pause"  // down, no params: hold before the next model call
 	MethodResume   = "ctrl/resume" // down, no params: go on after ctrl/pause
 	MethodSteer    = "ctrl/steer"  // down: params Steer, a message that joins the conversation before the next model call
+	// MethodRehearse is down, no params, before the spawn frame and at most
+	// once: the warm pool's next child in line rehearses its payload's path
+	// while it waits (internal/agent's rehearse). Sent only to agentd's own
+	// children (supervisor.Config.PoolRehearse); any other child reads its
+	// first frame as the spawn.
+	MethodRehearse = "ctrl/rehearse"
 )
 
 // Environment variables of subagent mode.

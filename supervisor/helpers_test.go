@@ -57,6 +57,7 @@ var helpers = map[string]func() int{
 	"no-read":            helperNoRead,
 	"streams":            helperStreams,
 	"grow":               helperGrow,
+	"rehearser":          helperRehearser,
 }
 
 // Settings the helpers read from their environment (set through Config.Env).
@@ -382,6 +383,53 @@ func helperComplete() int {
 	fmt.Fprintf(os.Stderr, `{"level":"INFO","msg":"helper working","objective_len":%d}`+"\n", len(p.Contract.Objective))
 	_ = c.w.Send(api.MethodEvent, 0, api.LoopEvent{Step: 1, Kind: api.EventModel, UsageDelta: api.Usage{TokensIn: 30, TokensOut: 12, Steps: 1}})
 	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("echo: " + p.Contract.Objective), Usage: api.Usage{TokensIn: 1, TokensOut: 1, Steps: 1}})
+	return 0
+}
+
+// helperRehearser is an agentd-like pool child: it logs each ctrl/rehearse
+// that comes before its spawn frame ("helper rehearsed", its pid), and
+// completes with how many came; given the objective "hold", it runs until
+// ctrl/cancel.
+func helperRehearser() int {
+	c := helperIO()
+	if err := c.w.Send(api.MethodReady, 0, api.Ready{PID: os.Getpid()}); err != nil {
+		return 90
+	}
+	n := 0
+	var f *api.Frame
+	for {
+		var err error
+		if f, err = c.r.Read(); err != nil {
+			return 91
+		}
+		if f.Method == api.MethodSpawn {
+			break
+		}
+		if f.Method != api.MethodRehearse {
+			return 92
+		}
+		n++
+		fmt.Fprintf(os.Stderr, `{"level":"INFO","msg":"helper rehearsed","helper_pid":%d}`+"\n", os.Getpid())
+	}
+	var p api.SpawnPayload
+	if err := api.DecodeParams(f, &p); err != nil {
+		return 93
+	}
+	if p.Contract.Objective == "hold" {
+		// Runs until ctrl/cancel.
+		fmt.Fprintf(os.Stderr, `{"level":"INFO","msg":"helper holding","helper_pid":%d}`+"\n", os.Getpid())
+		for {
+			f, err := c.r.Read()
+			if err != nil {
+				return 1
+			}
+			if f.Method == api.MethodCancel {
+				_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCancelled, Distillate: api.InlineText("stopped")})
+				return 0
+			}
+		}
+	}
+	_ = c.w.Send(api.MethodResult, 0, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText(fmt.Sprintf("rehearsals=%d", n)), Usage: api.Usage{Steps: 1}})
 	return 0
 }
 

@@ -164,6 +164,12 @@ type Config struct {
 	// fields, its zero value means no pool: the service's flag sets the
 	// default.
 	WarmPool int
+	// PoolRehearse sends the warm pool's next child in line (the oldest
+	// ready one, which the next spawn takes) ctrl/rehearse, once: only that
+	// child rehearses its payload's path, and the others wait without its
+	// caches (pool.go). Set it only when the children are agentd's own: any
+	// other child reads its first frame as the spawn.
+	PoolRehearse bool
 }
 
 func (c *Config) setDefaults() error {

@@ -142,6 +142,7 @@ func openSupervisor(c *coreConfig, log *slog.Logger, opt treeOptions) (*supervis
 		ChildGOMAXPROCS:  childGOMAXPROCS,
 		ChildGODEBUG:     childGODEBUGFor(os.Environ()),
 		WarmPool:         opt.warmPool,
+		PoolRehearse:     true, // the children are this binary's subagent mode
 
 		AllowExec: c.AllowExec,
 		Gates:     c.Gates,

@@ -68,7 +68,7 @@ type spawnVariant struct {
 	pool  int
 }
 
-func newSpawnVariant(name, exe string, pool int, log *slog.Logger) (*spawnVariant, error) {
+func newSpawnVariant(name, exe string, pool int, rehearse bool, log *slog.Logger) (*spawnVariant, error) {
 	w := &stepWatch{waiting: make(map[string]chan time.Time)}
 	s, err := supervisor.New(supervisor.Config{
 		Executable: exe,
@@ -77,6 +77,9 @@ func newSpawnVariant(name, exe string, pool int, log *slog.Logger) (*spawnVarian
 		Observer:   w,
 		WarmPool:   pool,
 		SpawnReady: 10 * time.Second,
+		// The pool's next child rehearses, as agentd's does; the floor
+		// reads its first frame as the spawn.
+		PoolRehearse: rehearse,
 	})
 	if err != nil {
 		return nil, err
@@ -144,7 +147,7 @@ func runSpawn(ctx context.Context, cfg Config, logw io.Writer) (any, error) {
 		{"cold", cfg.Agentd, 0}, {"warm", cfg.Agentd, benchPool},
 		{"floor", cfg.Floor, 0}, {"floor-warm", cfg.Floor, benchPool},
 	} {
-		v, err := newSpawnVariant(spec.name, spec.exe, spec.pool, log)
+		v, err := newSpawnVariant(spec.name, spec.exe, spec.pool, spec.exe == cfg.Agentd, log)
 		if err != nil {
 			return nil, err
 		}

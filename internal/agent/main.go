@@ -133,43 +133,34 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	return finish(res)
 }
 
-// awaitSpawn returns the first downward frame, read by a goroutine of its
-// own. While the child waits in the warm pool, this goroutine builds the
-// caches and pages in the code its payload will need (rehearse): on the
-// stack the child's start-up already grew, where a goroutine of its own grew
-// a second one, 32 KiB that stayed for the child's life (figure 9). A child
-// whose payload comes within rehearseAfter of its ctrl/ready (one spawned
-// cold) skips it: its payload's own run builds what it needs, and a
-// rehearsal beside it would only spend the CPU twice. A payload that comes
-// during the rehearsal waits for its end (about a millisecond).
+// awaitSpawn returns the first downward frame other than ctrl/rehearse.
+// The warm pool sends its next child in line ctrl/rehearse (and no other
+// child: supervisor.Config.PoolRehearse): that child then builds the caches
+// and pages in the code its payload will need (rehearse), once, and goes on
+// waiting. It reads and rehearses on the goroutine that waits, whose stack
+// the child's start-up already grew (a goroutine of its own grew a second
+// one, 32 KiB that stayed for the child's life; figure 9). A child spawned
+// cold, or taken from the pool before its turn came, is sent its payload
+// first and never rehearses: its payload's run builds what it needs. A
+// payload that comes during the rehearsal waits in the pipe for its end
+// (about a millisecond). Any other first frame is returned as before, for
+// decodeSpawn to refuse.
 func (c *control) awaitSpawn(log *slog.Logger) (*api.Frame, error) {
-	type read struct {
-		f   *api.Frame
-		err error
-	}
-	got := make(chan read, 1)
-	go func() {
+	rehearsed := false
+	for {
 		f, err := c.r.Read()
-		got <- read{f, err}
-	}()
-	t := time.NewTimer(rehearseAfter)
-	defer t.Stop()
-	select {
-	case r := <-got:
-		return r.f, r.err
-	case <-t.C:
+		if err != nil || f.Method != api.MethodRehearse {
+			return f, err
+		}
+		if rehearsed {
+			continue // the pool sends it once; a second one is nothing to do
+		}
+		rehearsed = true
+		logMemClasses(log, "ready")
+		rehearse()
+		logMemClasses(log, "rehearsed")
 	}
-	logMemClasses(log, "ready")
-	rehearse()
-	logMemClasses(log, "rehearsed")
-	r := <-got
-	return r.f, r.err
 }
-
-// rehearseAfter is how long a child waits for its payload before it
-// rehearses: a cold spawn's payload follows its ctrl/ready within a
-// fraction of a millisecond on an idle machine, a warm child's after a take.
-const rehearseAfter = 5 * time.Millisecond
 
 // idleAfter is how long a model call runs before the child returns its
 // free memory to the system (Loop.Idle): a model answers in seconds, so a

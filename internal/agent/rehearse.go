@@ -17,12 +17,13 @@ import (
 // path a payload takes through the child: the spawn frame's decoding and
 // validation, the loop with builtin:demo (system prompt, one model step,
 // result shaping), and the encoding of the frames that go back. Serve runs
-// it (awaitSpawn) when no payload has come rehearseAfter after ctrl/ready, so
-// that a child waiting in the supervisor's warm pool has built its JSON type
-// caches and paged in that code before its payload arrives: on a small
-// machine that was most of the time from payload to first step. A child
-// spawned cold gets its payload at once and skips it: its payload's run
-// builds the same caches.
+// it (awaitSpawn) when ctrl/rehearse comes before the payload: the warm pool
+// sends it to its next child in line, so that child has built its JSON type
+// caches and paged in that code before its payload arrives (on a small
+// machine that was most of the time from payload to first step), and the
+// pool's other children do not carry them while they wait. A child spawned
+// cold gets its payload at once and skips it: its payload's run builds the
+// same caches.
 //
 // It does no I/O: events, tool calls and logs go nowhere, and it never
 // touches the control channel. It returns the sample run's result.

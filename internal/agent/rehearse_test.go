@@ -1,13 +1,16 @@
 package agent
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // The rehearsal a warm child runs before its payload is not work: it records
@@ -24,5 +27,104 @@ func TestRehearsalRecordsNoSpans(t *testing.T) {
 	}
 	if n := len(rec.Ended()) + len(rec.Started()); n != 0 {
 		t.Fatalf("the rehearsal recorded %d spans, want none", n)
+	}
+}
+
+// rehearsals plays the warm pool for one child run by Serve: after the
+// child's ctrl/ready it sends the frames before (ctrl/rehearse, or nothing)
+// and then the spawn frame, waiting late before the spawn when late is set.
+// It returns the run's result and how many rehearsals the child logged
+// (api.EnvChildMemStats' "rehearsed" record).
+func rehearsals(t *testing.T, before []string, late time.Duration) (api.SubagentResult, int) {
+	t.Helper()
+	t.Setenv(api.EnvChildMemStats, "1")
+	var logs testkit.Buffer
+	r, w, inW, code := serveOverPipes("", &logs)
+	defer inW.Close()
+	f, err := r.Read()
+	if err != nil || f.Method != api.MethodReady {
+		t.Fatalf("first frame %v, %v; want ctrl/ready", f, err)
+	}
+	for _, m := range before {
+		if err := w.Send(m, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The payload's timing is the scenario's (a warm child is taken long
+	// after its ctrl/ready), not a synchronization.
+	time.Sleep(late)
+	if err := w.Send(api.MethodSpawn, 0, payload()); err != nil {
+		t.Fatal(err)
+	}
+	var res api.SubagentResult
+	for {
+		f, err := r.Read()
+		if err != nil {
+			t.Fatalf("no result: %v", err)
+		}
+		if f.Method == api.MethodResult {
+			if err := api.DecodeParams(f, &res); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	inW.Close()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d; log:\n%s", c, logs.String())
+	}
+	n := 0
+	for _, rec := range logs.Records("memory classes") {
+		if rec["at"] == "rehearsed" {
+			n++
+		}
+	}
+	return res, n
+}
+
+// The warm pool's next child in line is sent ctrl/rehearse: it rehearses,
+// once however many come, and then runs the payload that follows.
+func TestChildRehearsesWhenAsked(t *testing.T) {
+	res, n := rehearsals(t, []string{api.MethodRehearse, api.MethodRehearse}, 0)
+	if res.Status != api.StatusCompleted {
+		t.Fatalf("result = %+v", res)
+	}
+	if n != 1 {
+		t.Fatalf("the child rehearsed %d times, want 1", n)
+	}
+}
+
+// A child whose payload comes first, however late, never rehearses: only
+// the pool's next child in line does, when asked (a child rehearsed on its
+// own 5 ms after ctrl/ready, every child of the pool ~150 KiB larger while
+// it waited).
+func TestChildSpawnedFirstDoesNotRehearse(t *testing.T) {
+	res, n := rehearsals(t, nil, 30*time.Millisecond)
+	if res.Status != api.StatusCompleted {
+		t.Fatalf("result = %+v", res)
+	}
+	if n != 0 {
+		t.Fatalf("the child rehearsed %d times before a payload that came first, want 0", n)
+	}
+}
+
+// Any first frame but ctrl/rehearse and the spawn is refused as before:
+// the child exits 1 without a payload, and does not rehearse.
+func TestChildRefusesAnotherFirstFrame(t *testing.T) {
+	t.Setenv(api.EnvChildMemStats, "1")
+	var logs testkit.Buffer
+	r, w, inW, code := serveOverPipes("", &logs)
+	defer inW.Close()
+	if f, err := r.Read(); err != nil || f.Method != api.MethodReady {
+		t.Fatalf("first frame %v, %v; want ctrl/ready", f, err)
+	}
+	if err := w.Send(api.MethodResume, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-code; c != 1 {
+		t.Fatalf("exit %d, want 1", c)
+	}
+	if !strings.Contains(logs.String(), `first frame is \"ctrl/resume\", want \"spawn\"`) || strings.Contains(logs.String(), `"rehearsed"`) {
+		t.Fatalf("log:\n%s", logs.String())
 	}
 }
