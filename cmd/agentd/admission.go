@@ -138,7 +138,7 @@ func openAdmission(c *admissionConfig, pool int, log *slog.Logger) (*admission, 
 		debug.SetMemoryLimit(goLimit)
 	}
 	ms := ctrl.MemoryStats()
-	log.Info("memory", "gate_limit_mib", ms.Limit>>20, "go_memory_limit_mib", goLimit>>20, "child_cost_mib", admit.ChildCost>>20,
+	log.Info("memory", "gate_limit_mib", ms.Limit>>20, "go_memory_limit_mib", goLimit>>20, "child_cost_kib", admit.ChildCost>>10,
 		"beyond_bounds", mem.Beyond, "headroom_mib", ms.Headroom>>20,
 		"sample_interval", c.SampleInterval.String(), "source", memorySource(found))
 	return &admission{ctrl: ctrl, policy: policy, derived: d, limit: found, budget: budget, goLimit: goLimit}, nil

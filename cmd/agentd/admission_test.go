@@ -70,7 +70,7 @@ func TestOpenAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur, ceiling := a.ctrl.Bounds()
-	if cur != (admit.Bounds{MaxRuns: 119, MaxLive: 238, QueueCapacity: 476}) || ceiling != (admit.Bounds{MaxRuns: 318, MaxLive: 318, QueueCapacity: 1904}) {
+	if cur != (admit.Bounds{MaxRuns: 152, MaxLive: 305, QueueCapacity: 608}) || ceiling != (admit.Bounds{MaxRuns: 382, MaxLive: 382, QueueCapacity: 2432}) {
 		t.Fatalf("a 1 GiB budget: bounds %+v, ceiling %+v", cur, ceiling)
 	}
 	// The supervisor's Go heap is held to its share, the reserve, and the
@@ -94,9 +94,9 @@ func TestOpenAdmission(t *testing.T) {
 		c    admissionConfig
 		want string
 	}{
-		{admissionConfig{MaxLive: 319, MemoryLimit: "1GiB"}, "--max-live-subagents 319 is above its ceiling of 318"},
-		{admissionConfig{MaxRuns: 319, MemoryLimit: "1GiB"}, "--max-live-runs 319 is above its ceiling of 318"},
-		{admissionConfig{QueueCapacity: 1905, MemoryLimit: "1GiB"}, "--queue-capacity 1905 is above its ceiling of 1904"},
+		{admissionConfig{MaxLive: 383, MemoryLimit: "1GiB"}, "--max-live-subagents 383 is above its ceiling of 382"},
+		{admissionConfig{MaxRuns: 383, MemoryLimit: "1GiB"}, "--max-live-runs 383 is above its ceiling of 382"},
+		{admissionConfig{QueueCapacity: 2433, MemoryLimit: "1GiB"}, "--queue-capacity 2433 is above its ceiling of 2432"},
 		{admissionConfig{MemoryLimit: formatSize(found.Bytes + 1<<30)}, "--memory-limit"},
 	} {
 		_, err := openAdmission(&tc.c, 2, log)

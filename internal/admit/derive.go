@@ -9,28 +9,33 @@ import "fmt"
 // a model call carrying a 64 KiB conversation and a 16 KiB tool result: the
 // cgroup's working set over the subagents it held is what one costs all in
 // (its child's private memory, the supervisor's share, the kernel's page
-// tables and stacks, the store's page cache): 3.4 to 3.5 MiB since session
-// 4's cuts (4.3 to 4.5 before). The binary's text is shared page cache,
-// charged once.
+// tables and stacks, the store's page cache): 2.8 to 2.9 MiB since session
+// 5's cuts (3.4 to 3.5 after session 4's, 4.3 to 4.5 before). The binary's
+// text is shared page cache, charged once.
 const (
 	MiB = 1 << 20
 
 	// ChildCost is the figure a default bound assumes per live subagent:
 	// what one costs all in when the pod is full of them (figure 9's pod
-	// row, 3.4 to 3.5 MiB), with a margin of about 15% for a child at its
-	// peak, rounded to 4 MiB. Children measured smaller are admitted
-	// past the bound by the memory gate (MemoryConfig.Beyond); a child
-	// carrying a large message costs more: MessageChildFactor.
-	ChildCost = 4 * MiB
+	// row, 2.8 to 2.9 MiB), with a margin of about 8% for a child at its
+	// peak (the row's children are at theirs, waiting in a model call with
+	// their whole conversation; the memory gate, which measures, stops
+	// admission before the limit whatever a child turns out to cost):
+	// 3 MiB and 128 KiB. Children measured smaller are admitted past the
+	// bound by the memory gate (MemoryConfig.Beyond); a child carrying a
+	// large message costs more: MessageChildFactor.
+	ChildCost = 3*MiB + 128<<10
 	// ChildFloor is the ceiling's figure per subagent: the idle child's
-	// marginal cost (2.1 MiB private, its page tables and kernel stacks,
-	// the supervisor's share), rounded up. More children than the ceiling
+	// marginal cost (1.9 MiB private, 2.1 for the pool's next child in
+	// line; its page tables and kernel stacks, about 0.3 MiB; the
+	// supervisor's share), rounded up. More children than the ceiling
 	// allows would not fit in the limit even idle.
-	ChildFloor = 3 * MiB
+	ChildFloor = 2*MiB + 512<<10
 	// BaseMin and BaseShare set what the bounds keep for the supervisor
 	// with no child, max(BaseMin, limit/BaseShare): its idle RSS (22 to 28
-	// MiB), its store's page caches (SQLite's 12.5 MiB) and the store's
-	// files in the page cache (23 MiB active with 200 runs of figure 9).
+	// MiB), its store's page caches (SQLite's 2.8 MiB, about twice that of
+	// C heap) and the store's files in the page cache (23 MiB active with
+	// 200 runs of figure 9).
 	// What it holds per live child is in ChildCost.
 	BaseMin   = 64 * MiB
 	BaseShare = 16

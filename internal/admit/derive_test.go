@@ -20,21 +20,21 @@ func TestDerive(t *testing.T) {
 		{
 			// The Deployment's pod (deploy/): 1 GiB, the default warm pool.
 			name: "1 GiB pod, warm pool 2", limit: gib, pool: 2,
-			bounds:  Bounds{MaxRuns: 119, MaxLive: 238, QueueCapacity: 476},
-			ceiling: Bounds{MaxRuns: 318, MaxLive: 318, QueueCapacity: 1904},
+			bounds:  Bounds{MaxRuns: 152, MaxLive: 305, QueueCapacity: 608},
+			ceiling: Bounds{MaxRuns: 382, MaxLive: 382, QueueCapacity: 2432},
 			base:    64 * MiB, reserve: 256 * MiB,
 		},
 		{
 			name: "1 GiB pod, no pool", limit: gib, pool: 0,
-			bounds:  Bounds{MaxRuns: 120, MaxLive: 240, QueueCapacity: 480},
-			ceiling: Bounds{MaxRuns: 320, MaxLive: 320, QueueCapacity: 1920},
+			bounds:  Bounds{MaxRuns: 153, MaxLive: 307, QueueCapacity: 612},
+			ceiling: Bounds{MaxRuns: 384, MaxLive: 384, QueueCapacity: 2448},
 			base:    64 * MiB, reserve: 256 * MiB,
 		},
 		{
 			// The base's floor binds below 1 GiB, the reserve's below 384 MiB.
 			name: "256 MiB", limit: 256 * MiB, pool: 2,
-			bounds:  Bounds{MaxRuns: 23, MaxLive: 46, QueueCapacity: 92},
-			ceiling: Bounds{MaxRuns: 62, MaxLive: 62, QueueCapacity: 368},
+			bounds:  Bounds{MaxRuns: 29, MaxLive: 59, QueueCapacity: 116},
+			ceiling: Bounds{MaxRuns: 74, MaxLive: 74, QueueCapacity: 464},
 			base:    64 * MiB, reserve: 96 * MiB,
 		},
 		{
@@ -66,21 +66,21 @@ func TestDerive(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	d := Derive(gib, 2) // 119 runs, 238 live, 476 queued; ceilings 318, 318, 1904
+	d := Derive(gib, 2) // 152 runs, 305 live, 608 queued; ceilings 382, 382, 2432
 	for _, tc := range []struct {
 		name              string
 		runs, live, queue int
 		want              Bounds
 		err               string // the CeilingError's name, or "invalid"
 	}{
-		{name: "all derived", want: Bounds{119, 238, 476}},
+		{name: "all derived", want: Bounds{152, 305, 608}},
 		{name: "explicit", runs: 10, live: 100, queue: 5, want: Bounds{10, 100, 5}},
-		{name: "a low process bound lowers the derived runs", live: 8, want: Bounds{8, 8, 476}},
-		{name: "runs above the derived processes raise them", runs: 250, want: Bounds{250, 250, 476}},
-		{name: "no queue", queue: -1, want: Bounds{119, 238, 0}},
-		{name: "over the ceiling", live: 319, err: "max_live_subagents"},
-		{name: "runs over the ceiling", runs: 319, err: "max_live_runs"},
-		{name: "queue over the ceiling", queue: 1905, err: "queue_capacity"},
+		{name: "a low process bound lowers the derived runs", live: 8, want: Bounds{8, 8, 608}},
+		{name: "runs above the derived processes raise them", runs: 350, want: Bounds{350, 350, 608}},
+		{name: "no queue", queue: -1, want: Bounds{152, 305, 0}},
+		{name: "over the ceiling", live: 383, err: "max_live_subagents"},
+		{name: "runs over the ceiling", runs: 383, err: "max_live_runs"},
+		{name: "queue over the ceiling", queue: 2433, err: "queue_capacity"},
 		{name: "runs above explicit processes", runs: 10, live: 5, err: "invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
