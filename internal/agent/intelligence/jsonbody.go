@@ -230,24 +230,7 @@ func (r *bodyReader) WriteTo(w io.Writer) (int64, error) {
 	if r.read == r.b.size {
 		return 0, nil
 	}
-	buf := make([]byte, bodyConnBuf)
-	var n int64
-	for {
-		k, err := r.Read(buf)
-		if k > 0 {
-			m, werr := w.Write(buf[:k])
-			n += int64(m)
-			if werr != nil {
-				return n, werr
-			}
-		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
+	return copyThrough(w, r, make([]byte, bodyConnBuf))
 }
 
 // Close lets go of the body.

@@ -92,12 +92,19 @@ func (c *bodyConn) ReadFrom(r io.Reader) (int64, error) {
 	if c.buf == nil {
 		c.buf = make([]byte, bodyConnBuf)
 	}
+	return copyThrough(c.Conn, lr, c.buf)
+}
+
+// copyThrough copies r to w through buf, as io.CopyBuffer would without
+// asking either side to do it (io.CopyBuffer would hand a bodyConn's copy
+// back to the connection's ReadFrom, a *bodyReader's to its WriteTo).
+func copyThrough(w io.Writer, r io.Reader, buf []byte) (int64, error) {
 	var n int64
 	for {
-		k, err := lr.Read(c.buf)
+		k, err := r.Read(buf)
 		if k > 0 {
-			w, werr := c.Conn.Write(c.buf[:k])
-			n += int64(w)
+			m, werr := w.Write(buf[:k])
+			n += int64(m)
 			if werr != nil {
 				return n, werr
 			}
