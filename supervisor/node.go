@@ -784,9 +784,16 @@ func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) a
 	return srv.Call(ctx, n.info(), ref.Tool, call.Args)
 }
 
-// toolStep is the api.StepTool record of a tool call served from began.
+// toolStep is the api.StepTool record of a tool call served from began. Only
+// the head of the arguments that a step keeps is copied out of them: a
+// spawn's arguments carry the child's whole objective.
 func toolStep(call api.ToolCall, res api.ToolResult, began time.Time) api.Step {
-	args, cutA := api.ClipStepText(string(call.Args))
+	head := call.Args
+	if len(head) > api.MaxStepText {
+		head = head[:api.MaxStepText+1] // ClipStepText looks at the byte after its limit
+	}
+	args, cutA := api.ClipStepText(string(head))
+	cutA += len(call.Args) - len(head)
 	text := res.Text()
 	if text == "" && len(res.StructuredContent) > 0 {
 		text = string(res.StructuredContent)
