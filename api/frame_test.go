@@ -333,3 +333,40 @@ func TestFrameSize(t *testing.T) {
 		t.Fatalf("FrameSize of a %d-byte objective allocated %d bytes a call, want at most 16 KiB", len(big.Contract.Objective), per)
 	}
 }
+
+// DecodeToolCall decodes a tool call as DecodeParams does, its args a slice
+// of the frame's body rather than a copy (issue 35: a spawn's arguments, the
+// child's objective, were copied once more in the supervisor per spawn).
+func TestDecodeToolCallSharesArgs(t *testing.T) {
+	for _, params := range []string{
+		`{"tool":"subagent.spawn","args":{"contract":{"objective":"look <here>"}},"traceparent":"00-ab","conversation":{"step":3}}`,
+		`{"tool":"gh/search","args":null}`,
+		`{"tool":"gh/search"}`,
+		`{"args":[1,2],"tool":"x"}`,
+	} {
+		body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tool/call","params":` + params + `}`)
+		f, err := DecodeFrameBody(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want ToolCall
+		if err := DecodeParams(f, &want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeToolCall(f)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: %+v, %v; want %+v", params, got, err, want)
+		}
+		if len(got.Args) > 0 && &got.Args[0] != &body[bytes.Index(body, got.Args)] {
+			t.Errorf("%s: args were copied out of the body", params)
+		}
+	}
+	for _, params := range []string{`{"tool":1}`, `[]`} {
+		if _, err := DecodeToolCall(&Frame{Method: MethodToolCall, Params: json.RawMessage(params)}); err == nil {
+			t.Errorf("%s: decoded", params)
+		}
+	}
+	if _, err := DecodeToolCall(&Frame{Method: MethodToolCall}); err == nil {
+		t.Error("a tool call without params decoded")
+	}
+}

@@ -650,8 +650,8 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 		if f.ID == 0 {
 			return errors.New("tool/call without an id")
 		}
-		var call api.ToolCall
-		if err := api.DecodeParams(f, &call); err != nil {
+		call, err := api.DecodeToolCall(f) // its args share the frame's body, read afresh (framepoll.go)
+		if err != nil {
 			return err
 		}
 		go s.serveTool(n, p, f.ID, call, log)
