@@ -197,6 +197,23 @@ func DecodeParams(f *Frame, v any) error {
 	return nil
 }
 
+// DecodeToolCall decodes a tool/call frame's params as DecodeParams does,
+// except that the call's Args share the frame's memory rather than copy it
+// (as DecodeFrameBody's Params share the body): a spawn's arguments carry
+// the child's whole objective. The caller must not modify the frame's body.
+func DecodeToolCall(f *Frame) (ToolCall, error) {
+	var w struct {
+		ToolCall
+		Args sharedRaw `json:"args,omitempty"`
+	}
+	if err := DecodeParams(f, &w); err != nil {
+		return ToolCall{}, err
+	}
+	call := w.ToolCall
+	call.Args = json.RawMessage(w.Args)
+	return call, nil
+}
+
 // Self-tools: served by the supervisor to every subagent, outside any scope.
 // On the wire a self-tool is called by these names; a scoped tool is called as
 // SERVER/TOOL (ToolRef.String).

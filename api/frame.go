@@ -223,14 +223,32 @@ func encodeSend(buf *bytes.Buffer, method string, id uint64, params any) error {
 
 // FrameSize returns the size of the body of the frame Send would write for
 // method, id and params, without writing it: a caller checks a frame
-// against a limit before committing anything to it.
+// against a limit before committing anything to it. The params are encoded
+// into a counter, not a buffer: a spawn payload's objective (tens of KB) left
+// no garbage for every subagent admitted.
 func FrameSize(method string, id uint64, params any) (int, error) {
 	buf := frameBufs.get()
 	defer frameBufs.put(buf)
-	if err := encodeSend(buf, method, id, params); err != nil {
+	if err := encodeSend(buf, method, id, nil); err != nil {
 		return 0, err
 	}
-	return buf.Len(), nil
+	n := buf.Len()
+	if params != nil {
+		var c byteCount
+		if err := json.NewEncoder(&c).Encode(params); err != nil {
+			return 0, fmt.Errorf("marshal %s params: %w", method, err)
+		}
+		n += len(`,"params":`) + int(c) - 1 // Encode's newline
+	}
+	return n, nil
+}
+
+// byteCount is an io.Writer that counts what is written to it.
+type byteCount int
+
+func (c *byteCount) Write(p []byte) (int, error) {
+	*c += byteCount(len(p))
+	return len(p), nil
 }
 
 // Respond writes a response frame whose result is v, encoded like Send's

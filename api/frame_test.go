@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 )
 
@@ -281,5 +282,91 @@ func TestWriteParts(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// FrameSize is the size of the frame body Send writes, and measuring a
+// large spawn payload leaves no copy of it behind (issue 35: the supervisor
+// measured every spawn payload by encoding it into a buffer, 80 KB of garbage
+// for a 64 KB objective).
+func TestFrameSize(t *testing.T) {
+	big := SpawnPayload{Contract: OutputContract{Objective: string(bytes.Repeat([]byte("the objective <&> "), 4000))}}
+	for _, tc := range []struct {
+		method string
+		id     uint64
+		params any
+	}{
+		{MethodSpawn, 0, SpawnPayload{Contract: OutputContract{Objective: "a <b> & \"c\"\n\u2028"}}},
+		{MethodSpawn, 0, big},
+		{MethodToolCall, 42, ToolCall{Tool: "gh/search", Args: json.RawMessage(`{ "q" : 1 }`)}},
+		{MethodPause, 0, nil},
+		{"x<\"é\">", 3, Ping{Seq: 1}},
+	} {
+		var out bytes.Buffer
+		if err := NewFrameWriter(&out, 0).Send(tc.method, tc.id, tc.params); err != nil {
+			t.Fatal(err)
+		}
+		n, err := FrameSize(tc.method, tc.id, tc.params)
+		if err != nil || n != out.Len()-4 {
+			t.Fatalf("FrameSize(%s) = %d, %v; Send wrote a body of %d bytes", tc.method, n, err, out.Len()-4)
+		}
+	}
+	if _, err := FrameSize(MethodSpawn, 0, func() {}); err == nil {
+		t.Fatal("FrameSize of params that do not encode succeeded")
+	}
+	if raceOn {
+		return
+	}
+	if _, err := FrameSize(MethodSpawn, 0, &big); err != nil { // warm encoding/json's own buffers
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	const runs = 20
+	runtime.ReadMemStats(&before)
+	for range runs {
+		if _, err := FrameSize(MethodSpawn, 0, &big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 16<<10 {
+		t.Fatalf("FrameSize of a %d-byte objective allocated %d bytes a call, want at most 16 KiB", len(big.Contract.Objective), per)
+	}
+}
+
+// DecodeToolCall decodes a tool call as DecodeParams does, its args a slice
+// of the frame's body rather than a copy (issue 35: a spawn's arguments, the
+// child's objective, were copied once more in the supervisor per spawn).
+func TestDecodeToolCallSharesArgs(t *testing.T) {
+	for _, params := range []string{
+		`{"tool":"subagent.spawn","args":{"contract":{"objective":"look <here>"}},"traceparent":"00-ab","conversation":{"step":3}}`,
+		`{"tool":"gh/search","args":null}`,
+		`{"tool":"gh/search"}`,
+		`{"args":[1,2],"tool":"x"}`,
+	} {
+		body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tool/call","params":` + params + `}`)
+		f, err := DecodeFrameBody(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want ToolCall
+		if err := DecodeParams(f, &want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeToolCall(f)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: %+v, %v; want %+v", params, got, err, want)
+		}
+		if len(got.Args) > 0 && &got.Args[0] != &body[bytes.Index(body, got.Args)] {
+			t.Errorf("%s: args were copied out of the body", params)
+		}
+	}
+	for _, params := range []string{`{"tool":1}`, `[]`} {
+		if _, err := DecodeToolCall(&Frame{Method: MethodToolCall, Params: json.RawMessage(params)}); err == nil {
+			t.Errorf("%s: decoded", params)
+		}
+	}
+	if _, err := DecodeToolCall(&Frame{Method: MethodToolCall}); err == nil {
+		t.Error("a tool call without params decoded")
 	}
 }

@@ -143,13 +143,32 @@ func (n *node) encodedSize() int64 {
 		return v
 	}
 	n.mu.Lock() // leaveObjective changes the payload
-	b, err := json.Marshal(&n.payload)
+	size, err := jsonSize(&n.payload)
 	n.mu.Unlock()
 	if err != nil {
 		return 0
 	}
-	n.payloadBytes.Store(int64(len(b)))
-	return int64(len(b))
+	n.payloadBytes.Store(size)
+	return size
+}
+
+// jsonSize is len(json.Marshal(v)), counted as it is encoded rather than
+// kept: a payload's objective may be tens of KB, and the supervisor measures
+// every payload it hands over (issue 35).
+func jsonSize(v any) (int64, error) {
+	var c byteCount
+	if err := json.NewEncoder(&c).Encode(v); err != nil {
+		return 0, err
+	}
+	return int64(c) - 1, nil // Encode's newline
+}
+
+// byteCount is an io.Writer that counts what is written to it.
+type byteCount int64
+
+func (c *byteCount) Write(p []byte) (int, error) {
+	*c += byteCount(len(p))
+	return len(p), nil
 }
 
 // overMemory stops n for the memory policy: crashed, memory_exceeded, at once.

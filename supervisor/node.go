@@ -650,8 +650,8 @@ func (s *Supervisor) handleFrame(n *node, p *proc, f *api.Frame, log *slog.Logge
 		if f.ID == 0 {
 			return errors.New("tool/call without an id")
 		}
-		var call api.ToolCall
-		if err := api.DecodeParams(f, &call); err != nil {
+		call, err := api.DecodeToolCall(f) // its args share the frame's body, read afresh (framepoll.go)
+		if err != nil {
 			return err
 		}
 		go s.serveTool(n, p, f.ID, call, log)
@@ -784,9 +784,16 @@ func (s *Supervisor) callTool(ctx context.Context, n *node, call api.ToolCall) a
 	return srv.Call(ctx, n.info(), ref.Tool, call.Args)
 }
 
-// toolStep is the api.StepTool record of a tool call served from began.
+// toolStep is the api.StepTool record of a tool call served from began. Only
+// the head of the arguments that a step keeps is copied out of them: a
+// spawn's arguments carry the child's whole objective.
 func toolStep(call api.ToolCall, res api.ToolResult, began time.Time) api.Step {
-	args, cutA := api.ClipStepText(string(call.Args))
+	head := call.Args
+	if len(head) > api.MaxStepText {
+		head = head[:api.MaxStepText+1] // ClipStepText looks at the byte after its limit
+	}
+	args, cutA := api.ClipStepText(string(head))
+	cutA += len(call.Args) - len(head)
 	text := res.Text()
 	if text == "" && len(res.StructuredContent) > 0 {
 		text = string(res.StructuredContent)

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -44,8 +43,8 @@ func (n *node) leaveObjective() {
 		return
 	}
 	if n.payloadBytes.Load() == 0 {
-		if b, err := json.Marshal(&n.payload); err == nil {
-			n.payloadBytes.Store(int64(len(b)))
+		if size, err := jsonSize(&n.payload); err == nil {
+			n.payloadBytes.Store(size)
 		}
 	}
 	head := o[:objectiveHead]

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -85,5 +87,42 @@ func TestNestedObjectiveLeftToItsKeeper(t *testing.T) {
 	}
 	if res := r.Result(); res.Status != api.StatusCompleted {
 		t.Fatalf("root: %s %s", res.Status, res.Detail)
+	}
+}
+
+// leaveObjective takes the payload's encoded size (the memory policy's) as
+// json.Marshal's length, without keeping an encoding: the supervisor marshalled
+// every large payload whole for its size, 64 KiB and more of garbage per
+// nested child in figure 9's trees (issue 35).
+func TestLeaveObjectiveCountsThePayloadWithoutCopyingIt(t *testing.T) {
+	big := strings.Repeat("the long objective <&> é ", 3000) // 76 KB
+	p := testPayload(big, time.Minute)
+	whole, err := json.Marshal(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newNode("h", nil, p)
+	n.objectiveFrom = func(context.Context) (string, error) { return big, nil }
+	if _, err := jsonSize(&p); err != nil { // warm encoding/json's own buffer
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	n.leaveObjective()
+	runtime.ReadMemStats(&after)
+	if got := n.payloadBytes.Load(); got != int64(len(whole)) {
+		t.Fatalf("payload size %d, json.Marshal's %d", got, len(whole))
+	}
+	if len(n.payload.Contract.Objective) > objectiveHead {
+		t.Fatalf("objective kept whole (%d bytes)", len(n.payload.Contract.Objective))
+	}
+	if n.encodedSize() != int64(len(whole)) {
+		t.Fatalf("encodedSize %d after the objective was left, want %d", n.encodedSize(), len(whole))
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<10 && !raceEnabled {
+		t.Fatalf("leaving a %d-byte objective allocated %d bytes, want at most 16 KiB", len(big), alloc)
+	}
+	if size, err := jsonSize(func() {}); err == nil {
+		t.Fatalf("jsonSize of a func: %d, no error", size)
 	}
 }

@@ -86,10 +86,7 @@ func (o *TreeObserver) openOnce(e *tasks.Engine, n supervisor.NodeInfo) (opened,
 	if o.opened == nil {
 		o.opened = make(map[string]opened)
 	}
-	ctxID := ""
-	if root, _, err := e.Store().Get(context.Background(), a2a.TaskID(n.RootHandle)); err == nil {
-		ctxID = root.ContextID
-	}
+	ctxID, _ := e.ContextOf(context.Background(), a2a.TaskID(n.RootHandle))
 	if ctxID == "" {
 		ctxID = a2a.NewContextID()
 	}
@@ -164,9 +161,7 @@ func (o *TreeObserver) refused(e *tasks.Engine, n supervisor.NodeInfo, err error
 // taskInfo names a nested task for its events: its id and its context.
 func taskInfo(e *tasks.Engine, handle string) *a2a.Task {
 	info := &a2a.Task{ID: a2a.TaskID(handle)}
-	if t, _, err := e.Store().Get(context.Background(), info.ID); err == nil {
-		info.ContextID = t.ContextID
-	}
+	info.ContextID, _ = e.ContextOf(context.Background(), info.ID)
 	return info
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -235,5 +236,58 @@ func TestTreeObserverKeepsNestedObjective(t *testing.T) {
 	// A task the store refused is not kept: no reader.
 	if obs.KeptObjective(supervisor.NodeInfo{Handle: "never", RootHandle: "root", ParentHandle: "root"}) != nil {
 		t.Fatal("a reader for a nested task never opened")
+	}
+}
+
+// getCounter is a task store that counts its Get calls.
+type getCounter struct {
+	tasks.Store
+	gets atomic.Int64
+}
+
+func (s *getCounter) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, string, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, id)
+}
+
+// Issue 35: the observer read the root's stored task for every nested task
+// it opened, and the nested task's for each of its events, only for their
+// contextId: each read decoded the whole task, its first message (a tree's
+// objective, 64 KiB in figure 9) included, about 0.5 MB of garbage in the
+// supervisor per nested child of a tree. Now the contextId of a live task
+// comes from the engine (tasks.Engine.ContextOf), and a tree's events read
+// no stored task.
+func TestTreeObserverReadsNoStoredTask(t *testing.T) {
+	ctx := context.Background()
+	store := &getCounter{Store: tasks.NewMemoryStore(100, time.Hour)}
+	obs := &TreeObserver{}
+	e := tasks.NewEngine(store, NewExecutor(ExecutorConfig{}), nil)
+	obs.Attach(e)
+	big := strings.Repeat("the root's long objective. ", 2500)
+	root := &a2a.Task{ID: "root", ContextID: "ctx-1", Status: a2a.TaskStatus{State: a2a.TaskStateWorking},
+		History: []*a2a.Message{a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: big})}}
+	if err := e.OpenTask(ctx, root, ""); err != nil {
+		t.Fatal(err)
+	}
+	before := store.gets.Load()
+	for i := range 8 {
+		n := supervisor.NodeInfo{Handle: fmt.Sprintf("nested-%d", i), RootHandle: "root", ParentHandle: "root",
+			AgentPath: fmt.Sprintf("0.%d", i+1), Objective: big, State: supervisor.StateStarting}
+		obs.NodeAdmitted(n)
+		n.State = supervisor.StateRunning
+		obs.NodeProgress(n)
+		obs.NodeFinished(n, api.SubagentResult{Status: api.StatusCompleted, Distillate: api.InlineText("done")})
+	}
+	if got := store.gets.Load() - before; got != 0 {
+		t.Fatalf("the observer read %d stored tasks for 8 nested subagents of a live root, want 0", got)
+	}
+	for i := range 8 {
+		task, err := e.OnGetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(fmt.Sprintf("nested-%d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.ContextID != "ctx-1" || task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("nested-%d: context %q, state %s", i, task.ContextID, task.Status.State)
+		}
 	}
 }

@@ -398,6 +398,23 @@ func (e *Engine) Update(ctx context.Context, id a2a.TaskID, ev a2a.Event) error 
 	return e.apply(ctx, lt, ev)
 }
 
+// ContextOf is the contextId of task id: a live task's from memory, another's
+// from the store. A read for one field does not decode the stored task, whose
+// first message may be large (a tree's objective): the tree observer asks it
+// for every nested task it opens and updates.
+func (e *Engine) ContextOf(ctx context.Context, id a2a.TaskID) (string, error) {
+	if lt := e.getLive(id); lt != nil {
+		lt.mu.Lock()
+		defer lt.mu.Unlock()
+		return lt.task.ContextID, nil
+	}
+	t, _, err := e.store.Get(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("read task %s: %w", id, err)
+	}
+	return t.ContextID, nil
+}
+
 func (e *Engine) getLive(id a2a.TaskID) *liveTask {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -307,3 +307,25 @@ func TestDrainWaitsForATaskAcceptedAsItBegins(t *testing.T) {
 		t.Fatalf("Wait returned with the task %s", got.Status.State)
 	}
 }
+
+// ContextOf: a live task's contextId from memory, a stored one's from the
+// store, and an unknown task's read fails naming the task.
+func TestContextOf(t *testing.T) {
+	ctx := context.Background()
+	store := NewMemoryStore(10, time.Hour)
+	e := NewEngine(store, fakeExec{}, nil)
+	if err := e.OpenTask(ctx, &a2a.Task{ID: "live", ContextID: "ctx-live", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Create(ctx, &a2a.Task{ID: "stored", ContextID: "ctx-stored", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[a2a.TaskID]string{"live": "ctx-live", "stored": "ctx-stored"} {
+		if got, err := e.ContextOf(ctx, id); err != nil || got != want {
+			t.Fatalf("ContextOf(%s) = %q, %v; want %q", id, got, err, want)
+		}
+	}
+	if _, err := e.ContextOf(ctx, "none"); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("ContextOf(none): %v, want a2a.ErrTaskNotFound", err)
+	}
+}
