@@ -118,46 +118,9 @@ func TestLargeMessageNotHeldOnceTheChildHasIt(t *testing.T) {
 func largeMessageNotHeld(t *testing.T, store tasks.Store, heap bool) {
 	const n, size = 6, 256 << 10
 	ctx := context.Background()
-	held := t.TempDir()
-	logs := &testkit.Buffer{}
-	sup, err := supervisor.New(supervisor.Config{
-		Logger: slog.New(slog.NewJSONHandler(logs, nil)), SpawnReady: 5 * time.Second,
-		DrainGrace: 150 * time.Millisecond, KillGrace: 150 * time.Millisecond, ReapGrace: 2 * time.Second,
-		Env: []string{envHeldDir + "=" + held, "GORACE=atexit_sleep_ms=0"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	router := &delegate.Router{}
-	if err := router.Register(delegate.Local{Sup: sup}); err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			if err := os.WriteFile(filepath.Join(held, "release"), nil, 0o600); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	e := tasks.NewEngine(store, NewExecutor(ExecutorConfig{Router: router, Limits: testGrant, Intelligence: api.Intelligence{Endpoint: "builtin:demo"}}), nil)
-	defer func() {
-		release()
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := e.Wait(wctx); err != nil {
-			t.Error(err)
-		}
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := sup.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("supervisor log:\n%s", logs.String())
-		}
-	}()
+	h := startHeld(t, store, nil)
+	defer h.stop()
+	e, held, release := h.e, h.held, h.release
 
 	runtime.GC()
 	var before runtime.MemStats
@@ -249,4 +212,66 @@ func largeMessageNotHeld(t *testing.T, store tasks.Store, heap bool) {
 		}
 		whole(got, i)
 	}
+}
+
+// heldHarness is a supervisor whose children are heldChild, a router to it
+// and an engine over a store: the tests of what a waiting task keeps.
+type heldHarness struct {
+	e       *tasks.Engine
+	held    string // heldChild's directory: a file a child that has its payload
+	release func() // lets every held child complete; once
+	stop    func() // releases them, waits for the runs, shuts the supervisor down
+}
+
+// startHeld starts a heldHarness over store, its supervisor's settings
+// changed by mutate if not nil. The caller defers stop (before the store's
+// Close).
+func startHeld(t *testing.T, store tasks.Store, mutate func(*supervisor.Config)) *heldHarness {
+	t.Helper()
+	h := &heldHarness{held: t.TempDir()}
+	logs := &testkit.Buffer{}
+	cfg := supervisor.Config{
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)), SpawnReady: 5 * time.Second,
+		DrainGrace: 150 * time.Millisecond, KillGrace: 150 * time.Millisecond, ReapGrace: 2 * time.Second,
+		Env: []string{envHeldDir + "=" + h.held, "GORACE=atexit_sleep_ms=0"},
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	sup, err := supervisor.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := &delegate.Router{}
+	if err := router.Register(delegate.Local{Sup: sup}); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	h.release = func() {
+		if !released {
+			released = true
+			if err := os.WriteFile(filepath.Join(h.held, "release"), nil, 0o600); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	h.e = tasks.NewEngine(store, NewExecutor(ExecutorConfig{Router: router, Limits: testGrant, Intelligence: api.Intelligence{Endpoint: "builtin:demo"}}), nil)
+	h.stop = func() {
+		h.release()
+		ctx := context.Background()
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := h.e.Wait(wctx); err != nil {
+			t.Error(err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := sup.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", logs.String())
+		}
+	}
+	return h
 }

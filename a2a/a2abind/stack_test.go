@@ -3,9 +3,7 @@ package a2abind
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,10 +12,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/a2a/tasks"
-	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/supervisor"
-	"github.com/agentd/agentd/supervisor/delegate"
 )
 
 // TestStackPerWaitingTask: what a task whose child waits keeps of the
@@ -38,47 +34,11 @@ func TestStackPerWaitingTask(t *testing.T) {
 		t.Skip("the race detector's instrumentation grows stack frames")
 	}
 	ctx := context.Background()
-	held := t.TempDir()
-	logs := &testkit.Buffer{}
-	sup, err := supervisor.New(supervisor.Config{
-		Logger: slog.New(slog.NewJSONHandler(logs, nil)), SpawnReady: 5 * time.Second,
-		DrainGrace: 150 * time.Millisecond, KillGrace: 150 * time.Millisecond, ReapGrace: 2 * time.Second,
-		PingInterval: time.Minute, ProgressTimeout: time.Hour, // no ping write in flight while counting
-		Env: []string{envHeldDir + "=" + held, "GORACE=atexit_sleep_ms=0"},
+	h := startHeld(t, tasks.NewMemoryStore(1000, time.Hour), func(c *supervisor.Config) {
+		c.PingInterval, c.ProgressTimeout = time.Minute, time.Hour // no ping write in flight while counting
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	router := &delegate.Router{}
-	if err := router.Register(delegate.Local{Sup: sup}); err != nil {
-		t.Fatal(err)
-	}
-	e := tasks.NewEngine(tasks.NewMemoryStore(1000, time.Hour), NewExecutor(ExecutorConfig{Router: router, Limits: testGrant, Intelligence: api.Intelligence{Endpoint: "builtin:demo"}}), nil)
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			if err := os.WriteFile(filepath.Join(held, "release"), nil, 0o600); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	defer func() {
-		release()
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if err := e.Wait(wctx); err != nil {
-			t.Error(err)
-		}
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := sup.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("supervisor log:\n%s", logs.String())
-		}
-	}()
+	defer h.stop()
+	e, held := h.e, h.held
 	send := func(i int) {
 		blocking := false
 		p := &a2a.MessageSendParams{
