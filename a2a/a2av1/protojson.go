@@ -34,6 +34,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/agentd/agentd/internal/jsonscan"
 )
 
 // FieldError is a request the 1.0 decoding refused. Path names the field in
@@ -143,71 +145,14 @@ func fieldErr(where at, format string, args ...any) error {
 	return &FieldError{Path: where.String(), Reason: fmt.Sprintf(format, args...)}
 }
 
-// The scanning below reads JSON that json.Valid accepted (decodeRequest
-// checks the whole request once), so it only finds where values end.
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index just past the JSON string that starts at b[i]
-// (a '"'), and whether it holds an escape.
-func stringEnd(b []byte, i int) (int, bool) {
-	esc := false
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			esc = true
-			j++
-		case '"':
-			return j + 1, esc
-		}
-	}
-	return len(b), esc
-}
-
-// valueEnd returns the index just past the JSON value that starts at b[i].
-func valueEnd(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		end, _ := stringEnd(b, i)
-		return end
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, _ := stringEnd(b, j)
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	j := i
-	for j < len(b) {
-		switch b[j] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return j
-		}
-		j++
-	}
-	return j
-}
+// The scanning below (jsonscan) reads JSON that json.Valid accepted
+// (decodeRequest checks the whole request once), so it only finds where
+// values end.
 
 // unquote is the text of the JSON string raw; it copies, so nothing decoded
 // keeps a reference into the request.
 func unquote(raw []byte) (string, error) {
-	if end, esc := stringEnd(raw, 0); !esc && end == len(raw) {
+	if end, esc := jsonscan.StringEnd(raw, 0); !esc && end == len(raw) {
 		plain := true
 		for _, c := range raw {
 			if c >= 0x80 {
@@ -233,7 +178,7 @@ func decodeMessage(data []byte, rv reflect.Value, where at) error {
 	if m == nil {
 		panic(fmt.Sprintf("a2av1: %s is not a request message (every field needs a json and a proto tag)", rv.Type()))
 	}
-	i := skipSpace(data, 0)
+	i := jsonscan.SkipSpace(data, 0)
 	if i == len(data) || data[i] != '{' {
 		return fieldErr(where, "want an object, got %s", kindOf(data))
 	}
@@ -245,9 +190,9 @@ func decodeMessage(data []byte, rv reflect.Value, where at) error {
 	} else {
 		seen = make([][]byte, len(m.fields))
 	}
-	i = skipSpace(data, i+1)
+	i = jsonscan.SkipSpace(data, i+1)
 	for i < len(data) && data[i] != '}' {
-		kend, esc := stringEnd(data, i)
+		kend, esc := jsonscan.StringEnd(data, i)
 		rawKey := data[i:kend]
 		key := rawKey[1 : len(rawKey)-1]
 		if esc {
@@ -257,13 +202,13 @@ func decodeMessage(data []byte, rv reflect.Value, where at) error {
 			}
 			key = []byte(k)
 		}
-		i = skipSpace(data, kend)
-		i = skipSpace(data, i+1) // past ':'
-		vend := valueEnd(data, i)
+		i = jsonscan.SkipSpace(data, kend)
+		i = jsonscan.SkipSpace(data, i+1) // past ':'
+		vend := jsonscan.ValueEnd(data, i)
 		value := data[i:vend]
-		i = skipSpace(data, vend)
+		i = jsonscan.SkipSpace(data, vend)
 		if i < len(data) && data[i] == ',' {
-			i = skipSpace(data, i+1)
+			i = jsonscan.SkipSpace(data, i+1)
 		}
 		n, ok := m.byName[string(key)]
 		if !ok {
@@ -285,7 +230,7 @@ func decodeMessage(data []byte, rv reflect.Value, where at) error {
 			return err
 		}
 	}
-	if i = skipSpace(data, i+1); i != len(data) {
+	if i = jsonscan.SkipSpace(data, i+1); i != len(data) {
 		return fieldErr(where, "data after the object")
 	}
 	return nil
@@ -364,15 +309,15 @@ func decodeField(raw []byte, fv reflect.Value, where at) error {
 
 // elements calls fn for each element of the JSON array raw.
 func elements(raw []byte, fn func(i int, elem []byte) error) error {
-	i := skipSpace(raw, 1)
+	i := jsonscan.SkipSpace(raw, 1)
 	for n := 0; i < len(raw) && raw[i] != ']'; n++ {
-		end := valueEnd(raw, i)
+		end := jsonscan.ValueEnd(raw, i)
 		if err := fn(n, raw[i:end]); err != nil {
 			return err
 		}
-		i = skipSpace(raw, end)
+		i = jsonscan.SkipSpace(raw, end)
 		if i < len(raw) && raw[i] == ',' {
-			i = skipSpace(raw, i+1)
+			i = jsonscan.SkipSpace(raw, i+1)
 		}
 	}
 	return nil

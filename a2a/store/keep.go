@@ -9,6 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentd/agentd/a2a/tasks"
+	"github.com/agentd/agentd/internal/jsonscan"
 )
 
 // A running task's snapshot written with its first message kept
@@ -135,13 +136,13 @@ func firstMessage(snap []byte) (start, end int, err error) {
 // error wrapping tasks.ErrNotKept when b has no such member, or is not an
 // object.
 func member(b []byte, key string) (start, end int, err error) {
-	i := skipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return 0, 0, fmt.Errorf("%w: not a JSON object", tasks.ErrNotKept)
 	}
 	i++
 	for {
-		i = skipSpace(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if i < len(b) && b[i] == '}' {
 			return 0, 0, fmt.Errorf("%w: it has no %q", tasks.ErrNotKept, key)
 		}
@@ -153,10 +154,10 @@ func member(b []byte, key string) (start, end int, err error) {
 			return 0, 0, err
 		}
 		name := b[k+1 : i-1] // the encoder's keys have no escapes
-		if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+		if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 			return 0, 0, fmt.Errorf("%w: bad JSON at byte %d", tasks.ErrNotKept, i)
 		}
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		end, err := skipValue(b, i)
 		if err != nil {
 			return 0, 0, err
@@ -164,7 +165,7 @@ func member(b []byte, key string) (start, end int, err error) {
 		if string(name) == key {
 			return i, end, nil
 		}
-		if i = skipSpace(b, end); i < len(b) && b[i] == ',' {
+		if i = jsonscan.SkipSpace(b, end); i < len(b) && b[i] == ',' {
 			i++
 		}
 	}
@@ -177,7 +178,7 @@ func element(b []byte, i, n int) (start, end int, err error) {
 	}
 	i++
 	for k := 0; ; k++ {
-		i = skipSpace(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if i >= len(b) || b[i] == ']' {
 			return 0, 0, fmt.Errorf("%w: the array has no element %d", tasks.ErrNotKept, n)
 		}
@@ -188,7 +189,7 @@ func element(b []byte, i, n int) (start, end int, err error) {
 		if k == n {
 			return i, end, nil
 		}
-		if i = skipSpace(b, end); i < len(b) && b[i] == ',' {
+		if i = jsonscan.SkipSpace(b, end); i < len(b) && b[i] == ',' {
 			i++
 		}
 	}
@@ -253,11 +254,4 @@ func skipString(b []byte, i int) (int, error) {
 		}
 		i = q + 1
 	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
 }

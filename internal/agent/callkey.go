@@ -10,6 +10,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/jsonscan"
 )
 
 // callKey is what the repeat check compares of a call: a digest of its wire
@@ -98,7 +100,7 @@ func (c *canon) sum() string {
 // value writes the value that starts at or after b[i] and returns where it
 // ends; ok is false for a number out of float64's range.
 func (c *canon) value(b []byte, i int) (end int, ok bool) {
-	i = skipSpace(b, i)
+	i = jsonscan.SkipSpace(b, i)
 	switch b[i] {
 	case 'n':
 		c.writeByte('n')
@@ -110,7 +112,7 @@ func (c *canon) value(b []byte, i int) (end int, ok bool) {
 		c.writeByte('f')
 		return i + 5, true
 	case '"':
-		end = stringEnd(b, i)
+		end, _ = jsonscan.StringEnd(b, i)
 		c.str(b[i:end])
 		return end, true
 	case '[':
@@ -200,25 +202,25 @@ func (c *canon) unquote(s []byte) {
 func (c *canon) array(b []byte, i int) (int, bool) {
 	n := 0
 	for j := i + 1; ; n++ {
-		j = skipSpace(b, j)
+		j = jsonscan.SkipSpace(b, j)
 		if b[j] == ']' {
 			break
 		}
-		j = skipSpace(b, valueEnd(b, j))
+		j = jsonscan.SkipSpace(b, jsonscan.ValueEnd(b, j))
 		if b[j] == ',' {
 			j++
 		}
 	}
 	c.tagged('a', n)
-	j := skipSpace(b, i+1)
+	j := jsonscan.SkipSpace(b, i+1)
 	for b[j] != ']' {
 		end, ok := c.value(b, j)
 		if !ok {
 			return end, false
 		}
-		j = skipSpace(b, end)
+		j = jsonscan.SkipSpace(b, end)
 		if b[j] == ',' {
-			j = skipSpace(b, j+1)
+			j = jsonscan.SkipSpace(b, j+1)
 		}
 	}
 	return j + 1, true
@@ -233,21 +235,21 @@ type member struct {
 
 func (c *canon) object(b []byte, i int) (int, bool) {
 	var ms []member
-	j := skipSpace(b, i+1)
+	j := jsonscan.SkipSpace(b, i+1)
 	for b[j] != '}' {
-		end := stringEnd(b, j)
+		end, _ := jsonscan.StringEnd(b, j)
 		key := b[j+1 : end-1]
 		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
 			var s string
 			_ = json.Unmarshal(b[j:end], &s) // valid: the arguments are
 			key = []byte(s)
 		}
-		j = skipSpace(b, end)
-		j = skipSpace(b, j+1) // ':'
+		j = jsonscan.SkipSpace(b, end)
+		j = jsonscan.SkipSpace(b, j+1) // ':'
 		ms = append(ms, member{key: key, at: j})
-		j = skipSpace(b, valueEnd(b, j))
+		j = jsonscan.SkipSpace(b, jsonscan.ValueEnd(b, j))
 		if b[j] == ',' {
-			j = skipSpace(b, j+1)
+			j = jsonscan.SkipSpace(b, j+1)
 		}
 	}
 	// Sorted by key, stably: of a repeated key, the last is kept.
@@ -272,53 +274,4 @@ func (c *canon) object(b []byte, i int) (int, bool) {
 
 func numberByte(c byte) bool {
 	return '0' <= c && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index after the string literal that starts at b[i].
-func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(b)
-}
-
-// valueEnd returns the index after the valid JSON value that starts at b[i].
-func valueEnd(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = stringEnd(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-		j++
-	}
-	return j
 }
