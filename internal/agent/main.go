@@ -342,14 +342,16 @@ func offeredTools(p *api.SpawnPayload) []intelligence.ToolSpec {
 			servers = append(servers, r.Server)
 		}
 	}
-	var out []intelligence.ToolSpec
-	var tools []api.ToolSpec
-	for _, t := range api.SelfToolSpecs() {
+	self := api.SelfToolSpecs()
+	tools := make([]api.ToolSpec, 0, len(self)+len(p.Tools))
+	for _, t := range self {
 		if p.Agent.AllowsSelfTool(t.Name) { // a declared agent type may offer fewer
 			tools = append(tools, t)
 		}
 	}
-	for _, t := range append(tools, p.Tools...) {
+	tools = append(tools, p.Tools...)
+	out := make([]intelligence.ToolSpec, 0, len(tools))
+	for _, t := range tools {
 		if t.Name == api.ToolResourceRead {
 			if len(servers) > 0 {
 				t.Description += " MCP servers whose resources you may read: " + strings.Join(servers, ", ") + "."
