@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -196,7 +197,7 @@ func TestServeOverPipes(t *testing.T) {
 func TestRehearsal(t *testing.T) {
 	done := make(chan api.SubagentResult, 2)
 	for i := 0; i < 2; i++ {
-		go func() { done <- rehearse() }()
+		go func() { done <- rehearse(slog.DiscardHandler) }()
 	}
 	for i := 0; i < 2; i++ {
 		res := <-done

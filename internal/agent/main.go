@@ -125,11 +125,11 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, key
 	ctx, clock, stop := withPausableDeadline(ctx, deadline)
 	defer stop()
 	c.clock = clock // a question's wait does not count (subagent.ask)
-	log.Info("subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
+	logInfo(log, "subagent started", "depth", p.Depth, "deadline", p.Limits.Deadline.String())
 	loop := &Loop{Payload: p, Model: model, Tools: offeredTools(p), Caller: c, Report: c, Blobs: c, Log: log, Hold: c.hold.wait, Steered: c.steers.take,
 		Stream: newTextStream(c.text), Idle: releaseIdle, IdleAfter: idleAfter}
 	res := loop.Run(ctx)
-	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
+	logInfo(log, "subagent finished", "status", res.Status, "steps", res.Usage.Steps)
 	return finish(res)
 }
 
@@ -157,9 +157,30 @@ func (c *control) awaitSpawn(log *slog.Logger) (*api.Frame, error) {
 		}
 		rehearsed = true
 		logMemClasses(log, "ready")
-		rehearse()
+		rehearse(telemetry.NewLogHandler(slog.NewJSONHandler(io.Discard, nil)))
 		logMemClasses(log, "rehearsed")
 	}
+}
+
+// logInfo logs msg and args at Info as log.Info does, but with no caller's
+// program counter in the record: slog.Logger's methods unwind the stack for
+// one (runtime.Callers), which reads the binary's function table (pclntab)
+// for each frame walked, and a child's handler records no source. The two
+// lines of every run ("subagent started", "subagent finished") were what
+// made a child read agentd's own pages of that table: the kernel maps 64
+// KiB around each fault, and the warm pool's next child, which logged its
+// rehearsal's line, held three such windows that no other process mapped,
+// 192 KiB of its private memory (docs/performance.md, figure 9); each child
+// that ran faulted them in again.
+func logInfo(log *slog.Logger, msg string, args ...any) {
+	ctx := context.Background() // what log.Info passes its handler
+	h := log.Handler()
+	if !h.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	r := slog.NewRecord(time.Now(), slog.LevelInfo, msg, 0)
+	r.Add(args...)
+	_ = h.Handle(ctx, r)
 }
 
 // idleAfter is how long a model call runs before the child returns its
@@ -321,14 +342,16 @@ func offeredTools(p *api.SpawnPayload) []intelligence.ToolSpec {
 			servers = append(servers, r.Server)
 		}
 	}
-	var out []intelligence.ToolSpec
-	var tools []api.ToolSpec
-	for _, t := range api.SelfToolSpecs() {
+	self := api.SelfToolSpecs()
+	tools := make([]api.ToolSpec, 0, len(self)+len(p.Tools))
+	for _, t := range self {
 		if p.Agent.AllowsSelfTool(t.Name) { // a declared agent type may offer fewer
 			tools = append(tools, t)
 		}
 	}
-	for _, t := range append(tools, p.Tools...) {
+	tools = append(tools, p.Tools...)
+	out := make([]intelligence.ToolSpec, 0, len(tools))
+	for _, t := range tools {
 		if t.Name == api.ToolResourceRead {
 			if len(servers) > 0 {
 				t.Description += " MCP servers whose resources you may read: " + strings.Join(servers, ", ") + "."

@@ -48,5 +48,5 @@ func logMemClasses(log *slog.Logger, when string) {
 	for k, v := range m {
 		attrs = append(attrs, k, v)
 	}
-	log.Info("memory classes", attrs...)
+	logInfo(log, "memory classes", attrs...) // unwinds no stack: maps no pages into the child it measures
 }

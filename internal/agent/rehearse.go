@@ -25,9 +25,12 @@ import (
 // cold gets its payload at once and skips it: its payload's run builds the
 // same caches.
 //
-// It does no I/O: events, tool calls and logs go nowhere, and it never
-// touches the control channel. It returns the sample run's result.
-func rehearse() api.SubagentResult {
+// It does no I/O: events, tool calls and logs go nowhere (its log line goes
+// to h, which Serve makes a handler like its own over io.Discard, so that
+// the run's first line finds that code paged in; logInfo, so that it maps
+// none of the function table), and it never touches the control channel.
+// It returns the sample run's result.
+func rehearse(h slog.Handler) api.SubagentResult {
 	sample := api.SpawnPayload{
 		AgentID: "0", AgentPath: "0",
 		Contract:     api.OutputContract{Objective: "rehearse the warm path", OutputFormat: api.OutputFormat{Kind: api.FormatText}},
@@ -50,7 +53,7 @@ func rehearse() api.SubagentResult {
 	if api.DecodeParams(f, &p) != nil || p.Validate() != nil {
 		return failed
 	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil)).With("run_id", p.Telemetry.RunID, "agent_path", p.AgentPath)
+	log := slog.New(h).With("run_id", p.Telemetry.RunID, "agent_path", p.AgentPath)
 	model, err := intelligence.New(p.Intelligence, "")
 	if err != nil {
 		return failed
@@ -59,7 +62,7 @@ func rehearse() api.SubagentResult {
 	ctx, cancel := context.WithTimeout(unsampled(), time.Minute)
 	defer cancel()
 	res := loop.Run(ctx)
-	log.Info("subagent finished", "status", res.Status, "steps", res.Usage.Steps)
+	logInfo(log, "subagent finished", "status", res.Status, "steps", res.Usage.Steps)
 	_ = w.Send(api.MethodEvent, 0, api.LoopEvent{Step: 1, Kind: api.EventModel, UsageDelta: res.Usage})
 	_ = w.Send(api.MethodResult, 0, res)
 	return res

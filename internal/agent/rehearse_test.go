@@ -1,7 +1,11 @@
 package agent
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +26,7 @@ func TestRehearsalRecordsNoSpans(t *testing.T) {
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 
-	if res := rehearse(); res.Status != api.StatusCompleted {
+	if res := rehearse(slog.DiscardHandler); res.Status != api.StatusCompleted {
 		t.Fatalf("rehearsal ended %s: %s", res.Status, res.Detail)
 	}
 	if n := len(rec.Ended()) + len(rec.Started()); n != 0 {
@@ -126,5 +130,66 @@ func TestChildRefusesAnotherFirstFrame(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `first frame is \"ctrl/resume\", want \"spawn\"`) || strings.Contains(logs.String(), `"rehearsed"`) {
 		t.Fatalf("log:\n%s", logs.String())
+	}
+}
+
+// infoRecorder is a handler at Info, as a child's is: it keeps the
+// message and program counter of each record it is handed.
+type infoRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+	pcs  []uintptr
+}
+
+func (h *infoRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h *infoRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
+	h.pcs = append(h.pcs, r.PC)
+	return nil
+}
+
+func (h *infoRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *infoRecorder) WithGroup(string) slog.Handler      { return h }
+
+// The rehearsal logs its line into the handler Serve gives it (a twin of the
+// run's, over io.Discard), and unwinds no stack for it: slog.Logger's
+// methods take the caller's program counter with runtime.Callers, which
+// read agentd's own pages of the binary's function table, and the pool's
+// next child alone then mapped three 64 KiB windows of it, 192 KiB of its
+// private memory (figure 9).
+func TestRehearsalLogsWithoutUnwinding(t *testing.T) {
+	h := &infoRecorder{}
+	if res := rehearse(h); res.Status != api.StatusCompleted {
+		t.Fatalf("rehearsal ended %s: %s", res.Status, res.Detail)
+	}
+	if len(h.msgs) == 0 {
+		t.Fatal("the rehearsal logged nothing: the run's log handler is not rehearsed")
+	}
+	for i, pc := range h.pcs {
+		if pc != 0 {
+			t.Errorf("%q was logged with the caller's pc %#x: the stack was unwound for it", h.msgs[i], pc)
+		}
+	}
+}
+
+// logInfo is log.Info without the caller's program counter: the same
+// record otherwise, and nothing when the handler is not at Info.
+func TestLogInfoUnwindsNoStack(t *testing.T) {
+	h := &infoRecorder{}
+	logInfo(slog.New(h), "subagent started", "depth", 1)
+	if len(h.msgs) != 1 || h.msgs[0] != "subagent started" || h.pcs[0] != 0 {
+		t.Fatalf("records %q, pcs %#x; want one \"subagent started\" with pc 0", h.msgs, h.pcs)
+	}
+	var out bytes.Buffer
+	logInfo(slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn})), "subagent started")
+	if out.Len() != 0 {
+		t.Fatalf("a handler at Warn was handed %s", out.String())
+	}
+	logInfo(slog.New(slog.NewJSONHandler(&out, nil)).With("run_id", "r"), "subagent finished", "steps", 2)
+	if s := out.String(); !strings.Contains(s, `"msg":"subagent finished","run_id":"r","steps":2}`) || !strings.Contains(s, `"level":"INFO"`) {
+		t.Fatalf("logged %s", s)
 	}
 }

@@ -223,6 +223,27 @@ func TestOfferedToolsIncludeSelfTools(t *testing.T) {
 	}
 }
 
+// offeredTools makes its two lists once, at their size: grown by append,
+// they left garbage every run (the warm pool's rehearsal among them, whose
+// garbage stays on a waiting child's heap: figure 9). What it allocates
+// beyond the self-tools' specs and the model's names for the tools is the
+// two lists and resource.read's description.
+func TestOfferedToolsAllocatesItsListsOnce(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes what is allocated")
+	}
+	p := payload()
+	p.Tools = []api.ToolSpec{{Name: "github/search", InputSchema: json.RawMessage(`{}`)}, {Name: "github/read", InputSchema: json.RawMessage(`{}`)}}
+	self := testing.AllocsPerRun(50, func() { api.SelfToolSpecs() })
+	names := 0.0
+	for _, s := range append(api.SelfToolSpecs(), p.Tools...) {
+		names += testing.AllocsPerRun(50, func() { intelligence.ModelToolName(s.Name) })
+	}
+	if n := testing.AllocsPerRun(50, func() { offeredTools(p) }) - self - names; n > 3 {
+		t.Fatalf("offeredTools allocated %v times beyond the specs and names, want at most 3", n)
+	}
+}
+
 // TestOfferedToolsOfAnAgentType: a declared agent type that lists its
 // self-tools is offered only those (and its granted tools).
 func TestOfferedToolsOfAnAgentType(t *testing.T) {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,5 +154,82 @@ func TestOnlyTheWarmPoolsNextChildRehearses(t *testing.T) {
 	got = rehearsed()
 	if len(got) != 2 || got[1] == head || !slices.Contains(testkit.Children(s.cmd.Process.Pid), got[1]) {
 		t.Fatalf("after the take of %d: rehearsed %v, want it and one waiting child", head, got)
+	}
+}
+
+// The warm pool's next child in line maps no more of agentd's function table
+// (the binary's .gopclntab) after its rehearsal than a child that did not
+// rehearse: the rehearsal logged its line through slog.Logger, which unwinds
+// the stack for the caller's program counter and so read the table's pages
+// of agentd's own functions, and the kernel mapped 64 KiB around each fault:
+// 320 KiB more of the table, 192 KiB of it mapped by no other process, the
+// head's private memory (performance.md, figure 9).
+func TestWarmPoolsHeadMapsNoMoreFunctionTable(t *testing.T) {
+	t.Parallel()
+	f, err := elf.Open(agentdBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := f.Section(".gopclntab")
+	f.Close()
+	if sec == nil {
+		t.Fatal("agentd has no .gopclntab")
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(opToken+" operator admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &opService{t: t, service: startServiceAs(t, agentdBin, []string{api.EnvChildMemStats + "=1"},
+		"--bearer-tokens-file", tokens, "--warm-pool", "2", "--intelligence", "builtin:wait", "--store", "memory")}
+	// mapped is how many bytes of the table's pages the process maps
+	// (/proc/PID/pagemap: bit 63, present).
+	mapped := func(pid int) int {
+		pm, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pm.Close()
+		page := uint64(os.Getpagesize())
+		first, last := sec.Addr/page, (sec.Addr+sec.Size-1)/page
+		b := make([]byte, 8*(last-first+1))
+		if _, err := pm.ReadAt(b, int64(8*first)); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i := 0; i < len(b); i += 8 {
+			if binary.LittleEndian.Uint64(b[i:])>>63 == 1 {
+				n++
+			}
+		}
+		return n * int(page)
+	}
+	// The other child is compared once it waits in the pool (it sent
+	// ctrl/ready) and what it maps has not changed for 200 ms (it builds its
+	// tracer provider after ctrl/ready; then it runs nothing).
+	head, other, last := 0, 0, 0
+	var since time.Time
+	testkit.WaitFor(t, 20*time.Second, "the pool's head rehearsed, the other child settled", func() bool {
+		for _, r := range s.logs.Records("memory classes") {
+			if pid, _ := r["pid"].(float64); r["at"] == "rehearsed" {
+				head = int(pid)
+			}
+		}
+		for _, k := range testkit.Children(s.cmd.Process.Pid) {
+			if k != head {
+				other = k
+			}
+		}
+		if wp := s.tree().WarmPool; head == 0 || other == 0 || wp == nil || wp.Idle != 2 {
+			return false
+		}
+		if n := mapped(other); n != last {
+			last, since = n, time.Now()
+			return false
+		}
+		return time.Since(since) >= 200*time.Millisecond
+	})
+	h, o := mapped(head), mapped(other)
+	if h-o >= 64<<10 {
+		t.Fatalf("the head (%d) maps %d KiB of the function table, a child that did not rehearse (%d) %d KiB", head, h>>10, other, o>>10)
 	}
 }

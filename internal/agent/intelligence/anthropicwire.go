@@ -435,7 +435,7 @@ func convertMessage(mr *msgResponse, req *Request) *Response {
 		for _, tc := range out.ToolCalls {
 			text += tc.Name + string(tc.Args)
 		}
-		out.Usage = messageUsage(estimateTokens(requestText(req)), estimateTokens(text), 0, 0)
+		out.Usage = messageUsage(requestTokens(req), estimateTokens(text), 0, 0)
 	}
 	return out
 }

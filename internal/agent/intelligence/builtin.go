@@ -78,7 +78,7 @@ func describeLine(l string) string {
 
 // usageOf is a builtin model's deterministic usage for one call.
 func usageOf(req *Request, out string) api.Usage {
-	return api.Usage{TokensIn: estimateTokens(requestText(req)), TokensOut: estimateTokens(out)}
+	return api.Usage{TokensIn: requestTokens(req), TokensOut: estimateTokens(out)}
 }
 
 // waitModel is "builtin:wait": its one model call blocks until the run is

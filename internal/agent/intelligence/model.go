@@ -218,11 +218,15 @@ func Check(spec api.Intelligence) error {
 // per four bytes, rounded up.
 func estimateTokens(s string) int64 { return int64((len(s) + 3) / 4) }
 
-func requestText(req *Request) string {
-	var b strings.Builder
-	b.WriteString(req.System)
+// requestTokens is estimateTokens of the request's text (its system prompt
+// and every message's content), counted without writing that text out: a
+// builtin:demo step, the warm pool's rehearsal among them, built the whole
+// request as one string to take its length (12 KiB of fresh heap pages in
+// the rehearsing child, figure 9).
+func requestTokens(req *Request) int64 {
+	n := len(req.System)
 	for _, m := range req.Messages {
-		b.WriteString(m.Content)
+		n += len(m.Content)
 	}
-	return b.String()
+	return int64((n + 3) / 4)
 }

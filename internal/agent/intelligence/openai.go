@@ -428,7 +428,7 @@ func convertCompletion(cr *chatResponse, req *Request) (*Response, error) {
 		for _, tc := range out.ToolCalls {
 			text += tc.Name + string(tc.Args)
 		}
-		out.Usage = api.Usage{TokensIn: estimateTokens(requestText(req)), TokensOut: estimateTokens(text)}
+		out.Usage = api.Usage{TokensIn: requestTokens(req), TokensOut: estimateTokens(text)}
 	}
 	return out, nil
 }

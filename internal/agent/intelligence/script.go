@@ -630,7 +630,7 @@ func (m *scriptedModel) Complete(ctx context.Context, req *Request) (*Response, 
 	}
 	if w := m.ContextWindow(); w > 0 {
 		// As a real model would: a request over the window is an error.
-		if n := estimateTokens(requestText(req)); n > w {
+		if n := requestTokens(req); n > w {
 			return nil, fmt.Errorf("agent: builtin:script: the request of about %d tokens exceeds the context window of %d tokens", n, w)
 		}
 	}
