@@ -11,8 +11,12 @@
 // It imports only os, runtime and strings, so that Go's initialization order
 // (packages by import path, each once its imports are done) runs it before
 // the packages that allocate the most at init (protobuf's and gRPC's
-// registries, the SQLite driver, prometheus): the table is not mapped before
-// the rate is 0. cmd/agentd imports it for its side effect.
+// registries, the SQLite driver, prometheus; 100 KB of agentd's 690 KB of
+// init allocations come before it). The runtime records one last sample on
+// each P as it next allocates after the change, which maps the table, but
+// only those few buckets' pages become resident (16-20 KiB measured, where
+// 144 KiB at 50 live children and 250-300 at 200 had). cmd/agentd imports
+// it for its side effect.
 //
 // Sampling stays as configured when GODEBUG sets memprofilerate (the
 // operator's choice) or when EnvMemDump is set (a child's memory dump, whose
