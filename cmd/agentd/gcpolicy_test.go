@@ -16,7 +16,7 @@ func TestGCPercentFor(t *testing.T) {
 		live uint64
 		want int
 	}{
-		{0, 100}, {1 << 20, 100}, {4 << 20, 100}, {5 << 20, 80}, {6 << 20, 60}, {8 << 20, 50}, {64 << 20, 50}, {1 << 30, 50},
+		{0, 100}, {1 << 20, 100}, {2 << 20, 100}, {5 << 19, 80}, {3 << 20, 60}, {4 << 20, 50}, {8 << 20, 50}, {64 << 20, 50}, {1 << 30, 50},
 	} {
 		if got := gcPercentFor(c.live); got != c.want {
 			t.Errorf("gcPercentFor(%d MiB) = %d, want %d", c.live>>20, got, c.want)

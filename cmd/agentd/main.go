@@ -12,6 +12,7 @@ import (
 	"github.com/agentd/agentd/cmd/agentd/client"
 	"github.com/agentd/agentd/cmd/agentd/internal/cli"
 	"github.com/agentd/agentd/internal/agent"
+	_ "github.com/agentd/agentd/internal/noprofile" // no heap profile sampling, from init on
 )
 
 func main() {

@@ -25,17 +25,28 @@ const DefaultStepBudget = 1 << 20
 // blocks the supervisor.
 const stepQueue = 4096
 
+// stepBatch is how many steps the writer takes into one batch of writes.
+const stepBatch = 256
+
 // StepRecorder is the supervisor's StepObserver that keeps every tree's
 // steps in a tasks.StepStore, where the console's task pages read them:
 // each subagent's start and end, its model calls and its tool calls, in
 // the order the supervisor heard them, written by one goroutine of its own
 // in batches. Its Observer methods never block. Create
 // it with NewStepRecorder and Close it after the supervisor stops.
+//
+// The queue holds only the steps waiting: it was a channel of stepQueue
+// steps, 256 KiB allocated at start, the largest single object of a
+// supervisor's live heap with 50 children waiting on their models (issue
+// 35), which the collector's goal counted as live however few steps waited.
 type StepRecorder struct {
 	store   tasks.StepStore
 	budget  int64
 	log     *slog.Logger
-	ch      chan queuedStep
+	mu      sync.Mutex
+	queue   []queuedStep  // steps waiting for the writer, at most stepQueue; under mu
+	closed  bool          // under mu
+	wake    chan struct{} // one token: the queue has steps, or the recorder closed
 	done    chan struct{}
 	once    sync.Once
 	dropped atomic.Int64
@@ -61,7 +72,7 @@ func NewStepRecorder(s tasks.StepStore, budget int64, log *slog.Logger) *StepRec
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &StepRecorder{store: s, budget: budget, log: log, ch: make(chan queuedStep, stepQueue), done: make(chan struct{})}
+	r := &StepRecorder{store: s, budget: budget, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go r.run()
 	return r
 }
@@ -72,8 +83,21 @@ func (r *StepRecorder) Dropped() int64 { return r.dropped.Load() }
 // Close writes the steps queued and stops the recorder; later steps are
 // dropped. It is idempotent.
 func (r *StepRecorder) Close() {
-	r.once.Do(func() { close(r.ch) })
+	r.once.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
+		r.signal()
+	})
 	<-r.done
+}
+
+// signal wakes the writer, unless a wake is pending already.
+func (r *StepRecorder) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Flush returns once every step queued before it is written (tests, and a
@@ -93,35 +117,47 @@ func (r *StepRecorder) Flush(ctx context.Context) error {
 
 func (r *StepRecorder) run() {
 	defer close(r.done)
-	for q := range r.ch {
-		n := int64(1)
-		batch := map[a2a.TaskID][]tasks.StepRecord{q.root: {q.rec}}
-		order := []a2a.TaskID{q.root}
-	more:
-		for range 255 {
-			select {
-			case q, ok := <-r.ch:
-				if !ok {
-					break more
-				}
-				if _, seen := batch[q.root]; !seen {
-					order = append(order, q.root)
-				}
-				batch[q.root] = append(batch[q.root], q.rec)
-				n++
-			default:
-				break more
-			}
+	for range r.wake {
+		r.mu.Lock()
+		steps, closed := r.queue, r.closed
+		r.queue = nil // a burst's backing array goes with its steps
+		r.mu.Unlock()
+		for len(steps) > 0 {
+			n := min(len(steps), stepBatch)
+			r.write(steps[:n])
+			steps = steps[n:]
 		}
-		for _, root := range order {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := r.store.AddSteps(ctx, root, batch[root], r.budget); err != nil {
-				r.log.Warn("steps not stored", "task_id", string(root), "steps", len(batch[root]), "err", err)
+		if closed {
+			r.mu.Lock()
+			left := len(r.queue)
+			r.mu.Unlock()
+			if left == 0 {
+				return
 			}
-			cancel()
+			r.signal()
 		}
-		r.pending.Add(-n)
 	}
+}
+
+// write stores a batch of steps, each tree's in one write, in the order
+// their roots were first heard.
+func (r *StepRecorder) write(steps []queuedStep) {
+	batch := map[a2a.TaskID][]tasks.StepRecord{}
+	var order []a2a.TaskID
+	for _, q := range steps {
+		if _, seen := batch[q.root]; !seen {
+			order = append(order, q.root)
+		}
+		batch[q.root] = append(batch[q.root], q.rec)
+	}
+	for _, root := range order {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := r.store.AddSteps(ctx, root, batch[root], r.budget); err != nil {
+			r.log.Warn("steps not stored", "task_id", string(root), "steps", len(batch[root]), "err", err)
+		}
+		cancel()
+	}
+	r.pending.Add(-int64(len(steps)))
 }
 
 // add queues s, a step of node n.
@@ -134,18 +170,21 @@ func (r *StepRecorder) add(n supervisor.NodeInfo, s api.Step) {
 	if err != nil {
 		return
 	}
-	r.pending.Add(1)
-	defer func() { // a step after Close is dropped
-		if recover() != nil {
-			r.pending.Add(-1)
-		}
-	}()
-	select {
-	case r.ch <- queuedStep{root: a2a.TaskID(n.RootHandle), rec: tasks.StepRecord{Kind: s.Kind, Body: b}}:
-	default:
-		r.pending.Add(-1)
+	q := queuedStep{root: a2a.TaskID(n.RootHandle), rec: tasks.StepRecord{Kind: s.Kind, Body: b}}
+	r.mu.Lock()
+	switch {
+	case r.closed: // a step after Close is dropped
+		r.mu.Unlock()
+		return
+	case len(r.queue) >= stepQueue:
+		r.mu.Unlock()
 		r.dropped.Add(1)
+		return
 	}
+	r.queue = append(r.queue, q)
+	r.pending.Add(1)
+	r.mu.Unlock()
+	r.signal()
 }
 
 // NodeStarted records the subagent's start with its objective.

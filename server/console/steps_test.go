@@ -3,7 +3,9 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,5 +69,76 @@ func TestStepRecorder(t *testing.T) {
 	}
 	if r.Dropped() != 0 {
 		t.Errorf("dropped %d", r.Dropped())
+	}
+}
+
+// gatedSteps is a StepStore whose AddSteps waits for its gate once it has
+// said it was entered, and counts the steps it is given.
+type gatedSteps struct {
+	entered chan struct{}
+	gate    chan struct{}
+	mu      sync.Mutex
+	n       int
+}
+
+func (g *gatedSteps) AddSteps(_ context.Context, _ a2a.TaskID, recs []tasks.StepRecord, _ int64) error {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	<-g.gate
+	g.mu.Lock()
+	g.n += len(recs)
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *gatedSteps) Steps(context.Context, a2a.TaskID, int64, int) ([]tasks.StepRecord, error) {
+	return nil, nil
+}
+
+// The recorder's queue holds only the steps waiting (issue 35: it was a
+// channel of stepQueue steps, 256 KiB allocated at start): a new recorder
+// allocates a few hundred bytes; while its store does not keep up, stepQueue
+// steps wait and the rest are dropped and counted, the supervisor never
+// blocked; once the store goes on, every queued step is written; a step
+// after Close is dropped.
+func TestStepRecorderQueue(t *testing.T) {
+	g := &gatedSteps{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := NewStepRecorder(g, 0, nil)
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<10 {
+		t.Errorf("NewStepRecorder allocated %d B, want at most 16 KiB", got)
+	}
+	n := supervisor.NodeInfo{Handle: "root", RootHandle: "root"}
+	r.NodeStep(n, api.Step{Kind: api.StepModel})
+	select {
+	case <-g.entered: // the writer holds the first step, in the store
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer did not take the first step")
+	}
+	for range stepQueue + 5 {
+		r.NodeStep(n, api.Step{Kind: api.StepModel})
+	}
+	if d := r.Dropped(); d != 5 {
+		t.Errorf("dropped %d, want 5", d)
+	}
+	close(g.gate)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	r.NodeStep(n, api.Step{Kind: api.StepModel})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n != 1+stepQueue {
+		t.Errorf("stored %d steps, want %d", g.n, 1+stepQueue)
+	}
+	if d := r.Dropped(); d != 5 {
+		t.Errorf("dropped %d after Close, want 5", d)
 	}
 }

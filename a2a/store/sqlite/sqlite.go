@@ -425,13 +425,17 @@ func isConstraint(err error) bool {
 // MiB for the writer and 2 MiB for each reader the caches were most of the
 // 10 MiB the supervisor grew by from idle to 50 live tasks of 64 KiB
 // messages (the messages' pages written, and read back once when each
-// child is given its objective). The writer keeps the most, the hot b-tree
-// pages its batches write; a reader's lookups are by key; the checkpointer
-// copies the WAL into the database through the OS's file cache. A page
-// not cached is read from the OS's file cache: figure 6's sqlite rows and
-// BenchmarkSend showed no loss past their noise at these sizes.
+// child is given its objective). A reader's lookups are by key; the
+// checkpointer copies the WAL into the database through the OS's file
+// cache. The writer's cache, at 1 MiB, was full after the first dozen such
+// tasks, of their messages' overflow pages, written once and not read
+// again by it: 2 MiB of the C heap, most of the store's share of what the
+// supervisor grew by from idle to 50 live tasks; at 256 KiB it still holds
+// the b-tree pages its batches write. A page not cached is read from the
+// OS's file cache: figure 6's sqlite rows and BenchmarkSend showed no loss
+// past their noise at these sizes.
 const (
-	writerCacheKiB       = 1024
+	writerCacheKiB       = 256
 	readerCacheKiB       = 512
 	checkpointerCacheKiB = 256
 )
