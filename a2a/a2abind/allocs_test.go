@@ -41,12 +41,13 @@ func (instantRun) Cancel(string)              {}
 // TestExecuteAllocs pins what one blocking send costs the executor and the
 // engine in memory, everything but the provider's run: a task of one turn
 // (working, the distillate, completed) allocates at most 83 times and 6700
-// bytes (81 and 6465 measured). Before, it was 87 and 7369: the executor
+// bytes (79 and 6316 measured). Before, it was 87 and 7369: the executor
 // kept a copy of each running task's request (about 770 bytes, for as long
 // as the task ran) for CheckFollowUp, and built the "task accepted"
 // record's attributes for a logger that drops them (5 allocations); the
 // request is now shared with CheckFollowUp under a lock, and the record is
-// built only for a logger that keeps it.
+// built only for a logger that keeps it (and the distillate's text is read
+// without json.Unmarshal: api's TestResultBodyTextAllocs).
 func TestExecuteAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
