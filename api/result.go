@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // TerminalStatus is the closed set of ways a subagent run ends
@@ -157,11 +158,38 @@ func (b ResultBody) Text() string {
 	if b.Reference != nil {
 		return b.Reference.Summary
 	}
-	var s string
-	if len(b.Inline) > 0 && b.Inline[0] == '"' && json.Unmarshal(b.Inline, &s) == nil {
-		return s
+	if len(b.Inline) > 0 && b.Inline[0] == '"' {
+		if s, ok := unescapedText(b.Inline); ok {
+			return s
+		}
+		var s string
+		if json.Unmarshal(b.Inline, &s) == nil {
+			return s
+		}
 	}
 	return string(b.Inline)
+}
+
+// unescapedText returns the text of lit when lit is a JSON string literal and
+// nothing more, without an escape or a control character, in valid UTF-8:
+// the common inline text, which json.Unmarshal decodes to exactly that,
+// after a pass of its own over the literal and a decoder's allocations.
+// Anything else is not ok, and json.Unmarshal decides.
+func unescapedText(lit []byte) (string, bool) {
+	n := len(lit)
+	if n < 2 || lit[0] != '"' || lit[n-1] != '"' {
+		return "", false
+	}
+	body := lit[1 : n-1]
+	for _, c := range body {
+		if c == '"' || c == '\\' || c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
 }
 
 type resultBodyJSON struct {

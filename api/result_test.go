@@ -77,3 +77,43 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 }
+
+// textByUnmarshal is ResultBody.Text as json.Unmarshal alone decides it.
+func textByUnmarshal(b ResultBody) string {
+	if b.Reference != nil {
+		return b.Reference.Summary
+	}
+	var s string
+	if len(b.Inline) > 0 && b.Inline[0] == '"' && json.Unmarshal(b.Inline, &s) == nil {
+		return s
+	}
+	return string(b.Inline)
+}
+
+// FuzzResultBodyText: Text reads an inline body as json.Unmarshal does,
+// whatever the bytes (escapes, quotes inside, control characters, invalid
+// UTF-8, space after the literal, no literal at all).
+func FuzzResultBodyText(f *testing.F) {
+	for _, s := range []string{`"ok"`, `""`, `"a\"b"`, `"a"b"`, "\"a\x01b\"", "\"\xff\"", `"ok" `, `"é ✓"`, `"`, `42`, `{"a":1}`, `"\u00e9"`, "\"\x7f\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, inline []byte) {
+		b := ResultBody{Inline: inline}
+		if got, want := b.Text(), textByUnmarshal(b); got != want {
+			t.Fatalf("Text of %q = %q, json.Unmarshal reads %q", inline, got, want)
+		}
+	})
+}
+
+// TestResultBodyTextAllocs: an inline text without escapes is read with one
+// allocation, its string (json.Unmarshal made 3, with a pass of its own over
+// the literal): the distillate of every task's artifact.
+func TestResultBodyTextAllocs(t *testing.T) {
+	if raceOn {
+		t.Skip("the race detector allocates")
+	}
+	b := InlineText("a distillate of a few words")
+	if n := testing.AllocsPerRun(100, func() { _ = b.Text() }); n > 1 {
+		t.Errorf("Text of an inline string: %v allocations, want 1", n)
+	}
+}

@@ -135,14 +135,67 @@ func (a *Auth) Middleware(next http.Handler) http.Handler {
 			id = &Identity{ID: id.ID, Auth: id.Auth, Role: tlsconfig.RolePeer}
 			log.Debug("operator role not granted to a cross-site request", "spiffe_id", id.ID, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 		}
-		log.Debug("request authenticated", "spiffe_id", id.ID, "auth", id.Auth, "role", id.Role.String())
+		if log.Enabled(r.Context(), slog.LevelDebug) { // its attributes are built only for a record kept
+			log.Debug("request authenticated", "spiffe_id", id.ID, "auth", id.Auth, "role", id.Role.String())
+		}
 		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id, r.Header)))
 	})
 }
 
 // authenticate returns the caller's identity, or an HTTP status and a reason.
+// The client certificate's outcome is kept for the request's connection
+// when the server keeps one (connAuth): found on its first request, not on
+// every one.
 func (a *Auth) authenticate(r *http.Request) (*Identity, int, string) {
-	return a.authenticateOn(r, nil)
+	return a.authenticateOn(r, connIdentityOf(r.Context(), a))
+}
+
+// connAuthKey carries a connection's connAuth in the contexts of its
+// requests (withConnAuth, ConnLimits.Server's ConnContext).
+type connAuthKey struct{}
+
+// connAuth is what one HTTP connection's client certificate makes of its
+// caller, for each Auth that served a request of it (connIdentity): a
+// connection's TLS state is the same for all its requests, HTTP/1.1 ones in
+// turn and HTTP/2 ones at once. It is safe for concurrent use.
+type connAuth struct {
+	mu   sync.Mutex
+	auth *Auth         // the first Auth to ask (the service has one)
+	id   *connIdentity // its outcome
+	more map[*Auth]*connIdentity
+}
+
+// withConnAuth returns a connection's context (http.Server.ConnContext)
+// carrying a connAuth for its requests.
+func withConnAuth(ctx context.Context) context.Context {
+	return context.WithValue(ctx, connAuthKey{}, &connAuth{})
+}
+
+// connIdentityOf returns the connIdentity for a of the connection whose
+// request context is ctx, or nil when its server keeps none.
+func connIdentityOf(ctx context.Context, a *Auth) *connIdentity {
+	ca, _ := ctx.Value(connAuthKey{}).(*connAuth)
+	if ca == nil {
+		return nil
+	}
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	switch {
+	case ca.auth == nil:
+		ca.auth, ca.id = a, new(connIdentity)
+		return ca.id
+	case ca.auth == a:
+		return ca.id
+	}
+	if ca.more == nil {
+		ca.more = make(map[*Auth]*connIdentity)
+	}
+	id := ca.more[a]
+	if id == nil {
+		id = new(connIdentity)
+		ca.more[a] = id
+	}
+	return id
 }
 
 // authenticateOn is authenticate for a request on a connection whose client
@@ -185,7 +238,8 @@ func (a *Auth) authenticateOn(r *http.Request, conn *connIdentity) (*Identity, i
 // A connection's TLS state cannot change once its handshake is done, nor can
 // an Auth's Policy, so it is found on the connection's first request that
 // carries no bearer token and kept for the rest (the gRPC binding's
-// connections, splitTLSInfo). The zero value is ready; nil keeps nothing.
+// connections, splitTLSInfo; an HTTP connection's, connAuth). The zero
+// value is ready; nil keeps nothing.
 type connIdentity struct {
 	once   sync.Once
 	id     *Identity

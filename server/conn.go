@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,8 +85,11 @@ func (l ConnLimits) Validate() error {
 
 // Server returns an http.Server for h within these limits: the header and
 // idle timeouts, and the body deadline (set on every request that has a
-// body; the JSON-RPC endpoint lifts it once the body is in). log receives
-// the server's own errors. Serve it on Listener(ln).
+// body; the JSON-RPC endpoint lifts it once the body is in). Each of its
+// connections keeps what its client certificate makes of its caller
+// (connAuth), so that Auth checks the certificate on a connection's first
+// request only. log receives the server's own errors. Serve it on
+// Listener(ln).
 func (l ConnLimits) Server(h http.Handler, log *slog.Logger) *http.Server {
 	l = l.withDefaults()
 	if log == nil {
@@ -96,6 +100,7 @@ func (l ConnLimits) Server(h http.Handler, log *slog.Logger) *http.Server {
 		ReadHeaderTimeout: l.HeaderTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ConnContext:       func(ctx context.Context, _ net.Conn) context.Context { return withConnAuth(ctx) },
 	}
 }
 

@@ -125,10 +125,15 @@ const CodeVersionNotSupported = a2av1.CodeVersionNotSupported
 // request (A2A 1.0 section 3.6); an empty one means 0.3.
 const VersionHeader = "A2A-Version"
 
+// versionKey is VersionHeader as http.Header keeps it (A2a-Version): looked
+// up by it, a request's header is found without its name canonicalized anew
+// (an allocation a request).
+var versionKey = http.CanonicalHeaderKey(VersionHeader)
+
 // requestVersion reads the A2A-Version header: "" for none, else "0.3" or
 // "1.0" (a patch number is ignored). Any other version is an error.
 func requestVersion(h http.Header) (string, error) {
-	v := strings.TrimSpace(h.Get(VersionHeader))
+	v := strings.TrimSpace(h.Get(versionKey))
 	if v == "" {
 		return "", nil
 	}
@@ -220,6 +225,7 @@ type Method func(ctx context.Context, params json.RawMessage) (any, error)
 type rpcHandler struct {
 	h          a2asrv.RequestHandler
 	methods    map[string]rpcMethod        // the method table (methodTable)
+	names      map[string]string           // each of its names, by itself (methodName)
 	maxMessage int                         // the largest message admitted, encoded (Config.MaxMessage)
 	maxBody    int64                       // BodyLimit(maxMessage)
 	reserve    func(int64) (func(), error) // Config.ReserveMessage; nil reserves nothing
@@ -294,14 +300,29 @@ func (rh *rpcHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(id) == 0 {
 		id = nullID
 	}
-	version, okVersion := stringValue(env.jsonrpc)
-	method, okMethod := stringValue(env.method)
-	if !okVersion || version != "2.0" || !okMethod || method == "" {
+	okVersion := string(env.jsonrpc) == `"2.0"` // as every client writes it; else read as JSON reads it
+	if !okVersion {
+		version, ok := stringValue(env.jsonrpc)
+		okVersion = ok && version == "2.0"
+	}
+	method, okMethod := rh.methodName(env.method)
+	if !okVersion || !okMethod || method == "" {
 		writeRPC(w, id, nil, &RPCError{Code: CodeInvalidRequest, Message: "invalid request: want jsonrpc \"2.0\" and a method name"}, toRPCError)
 		return
 	}
 	telemetry.NoteRPCMethod(w, rh.metricMethod(method))
 	rh.serveMethod(w, r, id, method, env.params)
+}
+
+// methodName is the request's method, as stringValue reads it; a name of
+// the method table is the table's own string, not a copy of the body's.
+func (rh *rpcHandler) methodName(raw []byte) (string, bool) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		if name, ok := rh.names[string(raw[1:len(raw)-1])]; ok {
+			return name, true
+		}
+	}
+	return stringValue(raw)
 }
 
 // writeSSE streams events as server-sent events, each a JSON-RPC response

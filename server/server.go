@@ -93,7 +93,12 @@ func Handler(cfg Config) http.Handler {
 	if err != nil {
 		panic("server: agent card does not encode: " + err.Error())
 	}
-	rpc := &rpcHandler{h: cfg.Handler, methods: methodTable(cfg.Methods, cfg.Log), maxMessage: cfg.MaxMessage, maxBody: BodyLimit(cfg.MaxMessage), keepAlive: cfg.SSEKeepAlive, reserve: cfg.ReserveMessage}
+	methods := methodTable(cfg.Methods, cfg.Log)
+	names := make(map[string]string, len(methods))
+	for name := range methods {
+		names[name] = name
+	}
+	rpc := &rpcHandler{h: cfg.Handler, methods: methods, names: names, maxMessage: cfg.MaxMessage, maxBody: BodyLimit(cfg.MaxMessage), keepAlive: cfg.SSEKeepAlive, reserve: cfg.ReserveMessage}
 	auth := cfg.Auth
 	if auth == nil {
 		auth = &Auth{Open: true, Log: cfg.Log}
@@ -102,7 +107,8 @@ func Handler(cfg Config) http.Handler {
 	gs := telemetry.ServeA2A(cfg.Metrics, grpcHTTP(auth, newGRPC(cfg.Handler, cfg.MaxMessage, nil, cfg.ReserveMessage), unary, cfg.Log))
 	r := chi.NewRouter()
 	r.Use(checkOrigin)
-	r.Method(http.MethodPost, "/", telemetry.ServeA2A(cfg.Metrics, auth.Middleware(rpc)))
+	endpoint := telemetry.ServeA2A(cfg.Metrics, auth.Middleware(rpc))
+	r.Method(http.MethodPost, "/", endpoint)
 	serveCard := cachedJSON(card, time.Now()) // cardcache.go: Cache-Control, ETag, 304
 	if cfg.CardFunc != nil {
 		serveCard = dynamicCard(cfg.CardFunc, cfg.Log)
@@ -133,12 +139,21 @@ func Handler(cfg Config) http.Handler {
 		// authorization as tasks/get on the task that stored the blob.
 		r.Method(http.MethodGet, BlobPath, auth.Middleware(serveBlob(cfg.Blobs, cfg.Handler)))
 	}
+	// The JSON-RPC endpoint, which every A2A 0.3 and 1.0 JSON-RPC call
+	// reaches, is served as the router serves it (the origin check, then
+	// the route's handler) without the router's per-request work: its
+	// routing context, a copy of the request that carries it, the route's
+	// lookup.
+	rpcEndpoint := checkOrigin(endpoint)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if isGRPC(req) { // the gRPC binding (grpc.go), whatever the path
+		switch {
+		case isGRPC(req): // the gRPC binding (grpc.go), whatever the path
 			gs.ServeHTTP(w, req)
-			return
+		case req.Method == http.MethodPost && req.URL.Path == "/" && req.URL.RawPath == "":
+			rpcEndpoint.ServeHTTP(w, req)
+		default:
+			r.ServeHTTP(w, req)
 		}
-		r.ServeHTTP(w, req)
 	})
 }
 

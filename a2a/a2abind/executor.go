@@ -85,7 +85,7 @@ type ExecutorConfig struct {
 // concurrent use.
 type Executor struct {
 	cfg  ExecutorConfig
-	next nextTurns // each running task's next turn (followup.go)
+	next nextTurns // each running task's request, for its next turn (followup.go)
 }
 
 // NewExecutor returns an executor.
@@ -226,7 +226,9 @@ func (x *Executor) execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		// it; the turns after see its head (clip), read back from the task
 		// store if it keeps it (ObjectiveFrom) when a follow-up needs it.
 		objective := req.Payload.Contract.Objective
+		x.next.mu.Lock() // CheckFollowUp reads the Payload (nextTurns)
 		req.Payload.Contract.Objective = ""
+		x.next.mu.Unlock()
 		asked, readAsked := "", req.ObjectiveFrom
 		if readAsked == nil {
 			asked = clip(objective)
@@ -296,9 +298,10 @@ func (x *Executor) endTurn(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	if err := q.Write(ctx, interim); err != nil {
 		return false, err
 	}
+	x.next.mu.Lock() // CheckFollowUp reads the Payload (nextTurns)
 	req.Payload.Contract.Objective = objective
 	req.Payload.Seed.Slices = append(slices.Clip(baseSeed), *turns...)
-	x.next.set(reqCtx.TaskID, req)
+	x.next.mu.Unlock()
 	return true, nil
 }
 
@@ -423,13 +426,15 @@ func (x *Executor) startTurn(ctx context.Context, reqCtx *a2asrv.RequestContext,
 			working.Metadata = CallerMetadata(ctx) // who asked, on the task
 			working.Metadata[api.MetaStarted] = time.Now().UTC().Format(time.RFC3339Nano)
 		}
-		provider := req.Provider
-		if p, err := x.cfg.Router.Route(req); err == nil {
-			provider = p.Name()
+		if x.cfg.Log.Enabled(ctx, slog.LevelInfo) { // its attributes are built only for a record kept
+			provider := req.Provider
+			if p, err := x.cfg.Router.Route(req); err == nil {
+				provider = p.Name()
+			}
+			x.cfg.Log.InfoContext(ctx, LogTaskAccepted, "task_id", string(reqCtx.TaskID), "run_id", req.Payload.Telemetry.RunID,
+				"spiffe_id", working.Metadata[api.MetaCaller], "caller_auth", working.Metadata[api.MetaCallerAuth],
+				"provider", provider, "depth", req.Depth, "hops", req.Hops, "rerun", rerun)
 		}
-		x.cfg.Log.InfoContext(ctx, LogTaskAccepted, "task_id", string(reqCtx.TaskID), "run_id", req.Payload.Telemetry.RunID,
-			"spiffe_id", working.Metadata[api.MetaCaller], "caller_auth", working.Metadata[api.MetaCallerAuth],
-			"provider", provider, "depth", req.Depth, "hops", req.Hops, "rerun", rerun)
 		if err := q.Write(ctx, working); err != nil {
 			run.Cancel("task event refused")
 			<-run.Done()

@@ -23,24 +23,25 @@ import (
 // their labels.
 const turnReserve = 2 * 2 * (6*(maxSeedText+len(" [clipped]")) + 128)
 
-// nextTurns holds each running task's next turn as it stands, its
-// objective aside (the follow-ups give it). It is safe for concurrent use;
-// the zero value is empty.
+// nextTurns holds each running task's request, its run's own (by pointer,
+// not a copy of it a task), from which CheckFollowUp sizes the task's next
+// turn. From set on, the run changes the request's Payload only with mu
+// held, and CheckFollowUp copies the Payload with mu held. It is safe for
+// concurrent use; the zero value is empty.
 type nextTurns struct {
-	mu sync.Mutex // guards m
-	m  map[a2a.TaskID]delegate.Request
+	mu sync.Mutex // guards m, and the Payload of each request in it
+	m  map[a2a.TaskID]*delegate.Request
 }
 
+// set makes r the request of task id's next turn; its Payload changes only
+// with n.mu held from now on.
 func (n *nextTurns) set(id a2a.TaskID, r *delegate.Request) {
-	req := *r
-	req.Payload.Contract.Objective = "" // the follow-ups give it (CheckFollowUp)
-	req.ObjectiveFrom = nil
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.m == nil {
-		n.m = make(map[a2a.TaskID]delegate.Request)
+		n.m = make(map[a2a.TaskID]*delegate.Request)
 	}
-	n.m[id] = req
+	n.m[id] = r
 }
 
 func (n *nextTurns) drop(id a2a.TaskID) {
@@ -49,11 +50,16 @@ func (n *nextTurns) drop(id a2a.TaskID) {
 	delete(n.m, id)
 }
 
-func (n *nextTurns) get(id a2a.TaskID) (delegate.Request, bool) {
+// payload returns a copy of the payload of task id's next turn as it
+// stands.
+func (n *nextTurns) payload(id a2a.TaskID) (api.SpawnPayload, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	req, ok := n.m[id]
-	return req, ok
+	r, ok := n.m[id]
+	if !ok {
+		return api.SpawnPayload{}, false
+	}
+	return r.Payload, true
 }
 
 var _ tasks.FollowUpChecker = (*Executor)(nil)
@@ -64,11 +70,10 @@ var _ tasks.FollowUpChecker = (*Executor)(nil)
 // limit (ExecutorConfig.MaxFrame), less turnReserve for the turns still to
 // join its seed. A task not running here is not checked.
 func (x *Executor) CheckFollowUp(id a2a.TaskID, waiting []*a2a.Message) error {
-	req, ok := x.next.get(id)
+	p, ok := x.next.payload(id)
 	if !ok {
 		return nil
 	}
-	p := req.Payload
 	p.Contract.Objective = followUpObjective(waiting)
 	n, err := api.FrameSize(api.MethodSpawn, 0, &p)
 	if err != nil {

@@ -29,6 +29,9 @@ func startDelegateSpan(ctx context.Context, taskID a2a.TaskID, tp string) (conte
 // spanTurn records a finished turn on the delegation span.
 func spanTurn(ctx context.Context, provider string, res api.SubagentResult) {
 	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return // it takes nothing: build nothing for it
+	}
 	span.SetAttributes(attribute.String("agentd.status", string(res.Status)))
 	if provider != "" {
 		span.SetAttributes(attribute.String("agentd.provider", provider))

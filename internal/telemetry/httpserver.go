@@ -43,8 +43,7 @@ func ServeA2A(m *Metrics, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx := ExtractHTTP(r.Context(), r.Header)
-		ctx, span := Tracer().Start(ctx, "a2a", trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("rpc.system", "jsonrpc"), attribute.String("http.request.method", r.Method)))
+		ctx, span := Tracer().Start(ctx, "a2a", serverSpanOptions(r.Method)...)
 		rec := &rpcRecorder{ResponseWriter: w}
 		defer func() {
 			method := rec.method
@@ -56,19 +55,44 @@ func ServeA2A(m *Metrics, next http.Handler) http.Handler {
 				status = http.StatusOK
 			}
 			code := CodeLabel(rec.code, rec.codeSet, status)
-			span.SetName(method)
-			span.SetAttributes(attribute.String("rpc.method", method), attribute.Int("http.response.status_code", status))
-			if rec.codeSet && rec.code != 0 {
-				span.SetAttributes(attribute.Int("rpc.jsonrpc.error_code", rec.code))
-				span.SetStatus(codes.Error, "JSON-RPC error "+strconv.Itoa(rec.code))
-			} else if status >= 400 {
-				span.SetStatus(codes.Error, http.StatusText(status))
+			if span.IsRecording() { // a span that records nothing takes nothing: build nothing for it
+				span.SetName(method)
+				span.SetAttributes(attribute.String("rpc.method", method), attribute.Int("http.response.status_code", status))
+				if rec.codeSet && rec.code != 0 {
+					span.SetAttributes(attribute.Int("rpc.jsonrpc.error_code", rec.code))
+					span.SetStatus(codes.Error, "JSON-RPC error "+strconv.Itoa(rec.code))
+				} else if status >= 400 {
+					span.SetStatus(codes.Error, http.StatusText(status))
+				}
 			}
 			span.End()
 			m.ObserveRequest(method, code, time.Since(start))
 		}()
 		next.ServeHTTP(rec, r.WithContext(ctx))
 	})
+}
+
+// serverSpanOptions are the start options of the server span of a request
+// of this HTTP method: built once for the methods the endpoints serve
+// (options are immutable, so the spans share them), else for the request.
+func serverSpanOptions(method string) []trace.SpanStartOption {
+	switch method {
+	case http.MethodPost:
+		return postSpanOptions
+	case http.MethodGet:
+		return getSpanOptions
+	}
+	return newServerSpanOptions(method)
+}
+
+var (
+	postSpanOptions = newServerSpanOptions(http.MethodPost)
+	getSpanOptions  = newServerSpanOptions(http.MethodGet)
+)
+
+func newServerSpanOptions(method string) []trace.SpanStartOption {
+	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("rpc.system", "jsonrpc"), attribute.String("http.request.method", method))}
 }
 
 // rpcRecorder is the ResponseWriter ServeA2A passes on: it remembers the

@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentd/agentd/internal/testkit"
 )
@@ -98,5 +100,38 @@ agent_a2a_requests_total{code="ok",method="message/stream"} 1
 	}
 	if n := testutil.CollectAndCount(m.duration); n != 4 {
 		t.Fatalf("%d duration series, want 4", n)
+	}
+}
+
+// headerWriter is a ResponseWriter that keeps headers and drops the rest.
+type headerWriter struct{ h http.Header }
+
+func (w *headerWriter) Header() http.Header         { return w.h }
+func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *headerWriter) WriteHeader(int)             {}
+
+// TestServeA2ANonRecordingAllocs: a request whose server span records
+// nothing (no exporter: serve's no-op tracer provider, or none installed, as
+// figure 2's front runs) costs ServeA2A its recorder, the request's copy
+// with the span's context and the span: the span's start options are built
+// once, not per request; its name, attributes and status are not built for
+// a span that drops them; and a request without a traceparent is not
+// searched for one by a name canonicalized anew. With the no-op provider 9
+// allocations a request before, 3 now (none installed: 11, 5).
+func TestServeA2ANonRecordingAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	h := ServeA2A(nil, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		NoteRPCMethod(w, "message/send")
+		NoteRPCCode(w, 0)
+	}))
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	w := &headerWriter{h: http.Header{}}
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(noop.NewTracerProvider()) // as serve runs without an exporter
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	if n := testing.AllocsPerRun(100, func() { h.ServeHTTP(w, r) }); n > 3 {
+		t.Errorf("ServeA2A: %v allocations a request, want at most 3", n)
 	}
 }

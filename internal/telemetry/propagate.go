@@ -78,5 +78,10 @@ func InjectHTTP(ctx context.Context, h http.Header) {
 // ExtractHTTP returns ctx carrying the remote span context of h's traceparent
 // header, if it has a valid one.
 func ExtractHTTP(ctx context.Context, h http.Header) context.Context {
+	if len(h["Traceparent"]) == 0 {
+		// No traceparent, which the propagator reads first (it looks for
+		// it under this key, canonicalizing its own name anew each time).
+		return ctx
+	}
 	return w3c.Extract(ctx, propagation.HeaderCarrier(h))
 }
