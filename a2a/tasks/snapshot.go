@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -69,17 +70,20 @@ func Apply(old *a2a.Task, ev a2a.Event) (*a2a.Task, error) {
 	return &t, nil
 }
 
+// mergeMeta is old with add's entries over it: old when add is empty, add
+// itself when old is (an event's metadata becomes the snapshot's as it is:
+// an event written is the engine's, and no one changes it after, since its
+// subscribers and webhooks read it meanwhile), else a new map.
 func mergeMeta(old, add map[string]any) map[string]any {
-	if len(add) == 0 {
+	switch {
+	case len(add) == 0:
 		return old
+	case len(old) == 0:
+		return add
 	}
 	m := make(map[string]any, len(old)+len(add))
-	for k, v := range old {
-		m[k] = v
-	}
-	for k, v := range add {
-		m[k] = v
-	}
+	maps.Copy(m, old)
+	maps.Copy(m, add)
 	return m
 }
 

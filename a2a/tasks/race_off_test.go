@@ -1,0 +1,5 @@
+//go:build !race
+
+package tasks
+
+const raceEnabled = false
