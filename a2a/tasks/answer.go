@@ -32,10 +32,10 @@ type asking struct {
 	// last is the answers of the latest question, kept once it is
 	// answered, so an executor that waits after the answer came gets it.
 	last chan *a2a.Message
-	// interrupt is closed while the task is in an interrupted state
-	// (input-required, auth-required); nil until someone waits on it.
-	interrupt chan struct{}
-	closed    bool // interrupt is closed
+	// interrupted: the task is in an interrupted state (input-required,
+	// auth-required). Its turns into and out of one are counted by the
+	// task's stall, which wakes a blocking send's wait (waitStop).
+	interrupted bool
 }
 
 // interruptedState reports whether s ends a blocking wait without ending the
@@ -52,30 +52,17 @@ func (lt *liveTask) noteStateLocked(s a2a.TaskState) {
 			a.answers = make(chan *a2a.Message, 1)
 			a.last = a.answers
 		}
-		if !a.closed {
-			if a.interrupt == nil {
-				a.interrupt = make(chan struct{})
-			}
-			close(a.interrupt)
-			a.closed = true
+		if !a.interrupted {
+			a.interrupted = true
+			lt.stall.turn()
 		}
 		return
 	}
 	a.answers = nil
-	if a.closed {
-		a.interrupt, a.closed = nil, false
+	if a.interrupted {
+		a.interrupted = false
+		lt.stall.turn()
 	}
-}
-
-// interrupted returns a channel closed while the task is in an interrupted
-// state.
-func (lt *liveTask) interrupted() <-chan struct{} {
-	lt.mu.Lock()
-	defer lt.mu.Unlock()
-	if lt.asking.interrupt == nil {
-		lt.asking.interrupt = make(chan struct{})
-	}
-	return lt.asking.interrupt
 }
 
 // answerLocked takes msg as the answer of the input-required task lt: it is

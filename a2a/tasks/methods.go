@@ -59,7 +59,7 @@ func (e *Engine) OnSendMessage(ctx context.Context, params *a2a.MessageSendParam
 	}
 	// The task's end or interruption (input-required), unless its writes
 	// wait for an unavailable store for the store wait.
-	if err := e.waitStop(ctx, lt, timeout, lt.interrupted()); err != nil {
+	if err := e.waitStop(ctx, lt, timeout, true); err != nil {
 		return nil, err
 	}
 	t, err := e.seen(ctx, lt, e.answerBy())

@@ -9,6 +9,9 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	"github.com/agentd/agentd/a2a/a2atest"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // frontExec writes what a2abind's executor writes for figure 2's task of
@@ -74,10 +77,12 @@ func sendCost(tb testing.TB) (allocs, bytes float64) {
 // (sendCost); the test's message and frontExec's events are 17 allocations
 // and about 1500 bytes of it. Before, 54 and 4461 measured: a status
 // update's metadata was copied into a task that had none (mergeMeta: 2
-// allocations, 336 bytes, TestApplyTakesEventMetadata).
+// allocations, 336 bytes, TestApplyTakesEventMetadata); its wait made an
+// interrupt channel besides the stall's (waitStop: 1 allocation, 96
+// bytes, TestWaitStopSeesAnInterruptThatEnded).
 const (
-	maxSendAllocs = 52
-	maxSendBytes  = 4150
+	maxSendAllocs = 51
+	maxSendBytes  = 4050
 )
 
 // TestSendAllocs pins what one blocking send costs the engine and the
@@ -139,5 +144,48 @@ func TestApplyTakesEventMetadata(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = Apply(old, ev) }); n != 1 {
 		t.Errorf("Apply of a status update with metadata to a task without: %.0f allocations, want 1", n)
+	}
+}
+
+// TestWaitStopSeesAnInterruptThatEnded: a blocking send's wait returns
+// once its task was interrupted (input-required) since the wait began,
+// even if it was answered (working again) before the wait looked, and at
+// once when the task is interrupted as it begins; a wait without
+// atInterrupt goes on until the task ends. The wait makes one channel (the
+// stall's wake), where it made two (an interrupt channel too).
+func TestWaitStopSeesAnInterruptThatEnded(t *testing.T) {
+	e := NewEngine(NewMemoryStore(10, time.Hour), frontExec{}, nil)
+	lt := &liveTask{task: &a2a.Task{ID: "t1"}, done: make(chan struct{})}
+	waiting := func() bool { lt.stall.mu.Lock(); defer lt.stall.mu.Unlock(); return lt.stall.wake != nil }
+	stop, end := make(chan error, 1), make(chan error, 1)
+	go func() { stop <- e.waitStop(context.Background(), lt, nil, true) }()
+	testkit.WaitFor(t, a2atest.Wait, "the wait", waiting)
+	go func() { end <- e.waitEnd(context.Background(), lt, nil) }()
+	lt.mu.Lock()
+	lt.noteStateLocked(a2a.TaskStateInputRequired)
+	lt.noteStateLocked(a2a.TaskStateWorking)
+	lt.mu.Unlock()
+	select {
+	case err := <-stop:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(a2atest.Wait):
+		t.Fatal("the wait missed the interrupt")
+	}
+	lt.mu.Lock()
+	lt.noteStateLocked(a2a.TaskStateInputRequired)
+	lt.mu.Unlock()
+	if err := e.waitStop(context.Background(), lt, nil, true); err != nil { // interrupted now: at once
+		t.Fatal(err)
+	}
+	select {
+	case err := <-end:
+		t.Fatalf("waitEnd returned %v before the task ended", err)
+	default:
+	}
+	close(lt.done)
+	if err := <-end; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -44,12 +44,23 @@ func (e *Engine) unanswered(what string) error {
 func (e *Engine) answerBy() time.Time { return time.Now().Add(e.storeWait) }
 
 // stall records whether a write of a task waits for an unavailable store
-// (putRetrying), for the callers that wait for the task's end. Its zero
-// value is no write waiting; it is safe for concurrent use.
+// (putRetrying), and the task's turns into and out of an interrupted state
+// (noteStateLocked), for the callers that wait for the task's end or
+// interruption (waitStop). Its zero value is no write waiting, the task
+// not interrupted; it is safe for concurrent use.
 type stall struct {
-	mu    sync.Mutex    // guards since, begun
+	mu    sync.Mutex    // guards since, wake, turns
 	since time.Time     // when the waiting write first failed; zero: none waits
-	begun chan struct{} // closed when one begins to wait; a new one after it ends
+	wake  chan struct{} // closed when a write begins to wait or the task is interrupted; nil until a waiter needs one
+	turns uint64        // the task's turns into and out of an interrupted state: odd while it is in one
+}
+
+// wakeLocked wakes the waiters (state's channel). s.mu is held.
+func (s *stall) wakeLocked() {
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
 }
 
 // begin records that a write waits for the store, from now if none did.
@@ -60,61 +71,82 @@ func (s *stall) begin() {
 		return
 	}
 	s.since = time.Now()
-	if s.begun == nil {
-		s.begun = make(chan struct{})
-	}
-	close(s.begun)
+	s.wakeLocked()
 }
 
 // end records that no write waits for the store.
 func (s *stall) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.since.IsZero() {
-		return
-	}
-	s.since, s.begun = time.Time{}, make(chan struct{})
+	s.since = time.Time{}
 }
 
-// state returns since when a write has waited (zero for none), and a channel
-// closed when one begins.
-func (s *stall) state() (time.Time, <-chan struct{}) {
+// turn records that the task went into or out of an interrupted state; the
+// waiters are woken when it goes in.
+func (s *stall) turn() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.begun == nil {
-		s.begun = make(chan struct{})
+	s.turns++
+	if s.turns%2 == 1 {
+		s.wakeLocked()
 	}
-	return s.since, s.begun
+}
+
+// state returns since when a write has waited (zero for none), the task's
+// turns into and out of an interrupted state so far, and a channel closed
+// when a write begins to wait or the task is interrupted.
+func (s *stall) state() (time.Time, uint64, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wake == nil {
+		s.wake = make(chan struct{})
+	}
+	return s.since, s.turns, s.wake
 }
 
 // waitEnd waits until lt ends, timeout fires or ctx ends; it answers
 // ErrStoreUnavailable once a write of lt has waited for the store for the
 // store wait (the task cannot move on meanwhile).
 func (e *Engine) waitEnd(ctx context.Context, lt *liveTask, timeout <-chan time.Time) error {
-	return e.waitStop(ctx, lt, timeout, nil)
+	return e.waitStop(ctx, lt, timeout, false)
 }
 
-// waitStop is waitEnd that also returns when interrupted is closed (the
-// task is input-required: answer.go).
-func (e *Engine) waitStop(ctx context.Context, lt *liveTask, timeout <-chan time.Time, interrupted <-chan struct{}) error {
-	for {
-		since, begun := lt.stall.state()
+// waitStop is waitEnd that, with atInterrupt, also returns once the task is
+// in an interrupted state (input-required: answer.go), or has been since
+// the wait began.
+func (e *Engine) waitStop(ctx context.Context, lt *liveTask, timeout <-chan time.Time, atInterrupt bool) error {
+	var turns uint64
+	for first := true; ; first = false {
+		select {
+		case <-lt.done: // ended: nothing to wait for, nor a channel to make
+			return nil
+		default:
+		}
+		since, n, wake := lt.stall.state()
+		if first {
+			turns = n
+		}
+		if atInterrupt && (n%2 == 1 || n != turns) {
+			return nil
+		}
 		var giveUp <-chan time.Time
 		var t *time.Timer
 		if !since.IsZero() {
 			t = time.NewTimer(time.Until(since.Add(e.storeWait)))
-			giveUp, begun = t.C, nil
+			giveUp = t.C
 		}
 		select {
 		case <-lt.done:
-		case <-interrupted:
 		case <-timeout:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-begun:
+		case <-wake:
+			if t != nil {
+				t.Stop()
+			}
 			continue
 		case <-giveUp:
-			if s, _ := lt.stall.state(); !s.IsZero() && time.Since(s) >= e.storeWait {
+			if s, _, _ := lt.stall.state(); !s.IsZero() && time.Since(s) >= e.storeWait {
 				return e.unanswered("the task's writes wait for the store")
 			}
 			continue // that write ended; another may wait now
