@@ -48,9 +48,11 @@ type messageKey struct{ owner, id string }
 
 type storedTask struct {
 	task  *a2a.Task
-	owner string       // the authenticated caller that created it; "" for none
-	push  []PushTarget // webhooks, in registration order
-	steps stepLog      // what its tree did (StepStore), gone with it
+	owner string                   // the authenticated caller that created it; "" for none
+	msgID string                   // its idempotency key (MessageKey), kept so that evicting it reads nothing of the task
+	ent   budget.Entry[a2a.TaskID] // its count and size in the ledger (AdmitEntry)
+	push  []PushTarget             // webhooks, in registration order
+	steps stepLog                  // what its tree did (StepStore), gone with it
 
 	// The size of a prefix of the task's history, so a snapshot that only
 	// appends to it is sized by its new messages (and its status and
@@ -148,8 +150,8 @@ func (s *MemoryStore) Create(_ context.Context, t *a2a.Task, owner string) error
 	if id, ok := s.messages[key]; ok && key.id != "" {
 		return &DuplicateError{Existing: id, MessageID: key.id}
 	}
-	st := &storedTask{owner: owner}
-	evicted, err := s.led.Admit(t.ID, owner, st.measure(t))
+	st := &storedTask{owner: owner, msgID: key.id}
+	evicted, err := s.led.AdmitEntry(&st.ent, t.ID, owner, st.measure(t))
 	switch {
 	case errors.Is(err, budget.ErrFull):
 		return fmt.Errorf("%w: %w", ErrStoreFull, err)
@@ -177,7 +179,7 @@ func (s *MemoryStore) Put(_ context.Context, t *a2a.Task) error {
 	if err != nil {
 		return err
 	}
-	s.dropLocked(s.led.Resize(t.ID, st.measure(t)))
+	s.dropLocked(s.led.ResizeEntry(&st.ent, st.measure(t)))
 	s.setLocked(st, t, now)
 	return nil
 }
@@ -204,14 +206,14 @@ func (st *storedTask) measure(t *a2a.Task) int64 {
 func (s *MemoryStore) setLocked(st *storedTask, t *a2a.Task, now time.Time) {
 	st.task = t
 	if t.Status.State.Terminal() {
-		s.led.Finish(t.ID, now)
+		s.led.FinishEntry(&st.ent, now)
 	}
 }
 
 func (s *MemoryStore) dropLocked(ids []a2a.TaskID) {
 	for _, id := range ids {
 		if st, ok := s.tasks[id]; ok {
-			delete(s.messages, messageKey{st.owner, MessageKey(st.task)})
+			delete(s.messages, messageKey{st.owner, st.msgID})
 			delete(s.tasks, id)
 		}
 	}

@@ -172,6 +172,42 @@ func TestStoreBoundedAndEvictsFinishedFirst(t *testing.T) {
 	}
 }
 
+// TestStoreEvictionForgetsTheMessageKey: an evicted task's idempotency key
+// (its first message's id when it was created) goes with it, whatever its
+// last snapshot holds (the store keeps the key: eviction reads nothing of
+// the task, whose snapshot is cold by then), so the message sent again
+// makes a new task; the caller's other tasks keep theirs.
+func TestStoreEvictionForgetsTheMessageKey(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore(2, 0)
+	task := func(id, msg string) *a2a.Task {
+		return &a2a.Task{ID: a2a.TaskID(id), Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted},
+			History: []*a2a.Message{{ID: msg, Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.TextPart{Text: "x"}}}}}
+	}
+	for _, tk := range []*a2a.Task{task("t1", "m1"), task("t2", "m2")} {
+		if err := s.Create(ctx, tk, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// t1 ends with a snapshot whose history no longer starts with m1.
+	if err := s.Put(ctx, &a2a.Task{ID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, task("t3", "m3"), "alice"); err != nil { // evicts t1
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, "t1"); err == nil {
+		t.Fatal("t1 not evicted")
+	}
+	if len(s.messages) != 2 {
+		t.Fatalf("%d idempotency keys held for 2 tasks: %v", len(s.messages), s.messages)
+	}
+	var dup *DuplicateError
+	if err := s.Create(ctx, task("t4", "m2"), "alice"); !errors.As(err, &dup) || dup.Existing != "t2" {
+		t.Fatalf("m2 sent again: %v, want a duplicate of t2", err)
+	}
+}
+
 func TestStoreRetention(t *testing.T) {
 	ctx := context.Background()
 	s := NewMemoryStore(10, time.Minute)

@@ -39,7 +39,6 @@
 package budget
 
 import (
-	"container/list"
 	"errors"
 	"fmt"
 	"time"
@@ -75,27 +74,79 @@ var (
 // that owns it calls it under its own lock. Create it with New.
 type Ledger[K comparable] struct {
 	lim      Limits
-	entries  map[K]*entry[K]
+	entries  map[K]*Entry[K]
 	owners   map[string]*owner[K]
 	count    int
 	bytes    int64
-	finished list.List // *entry[K], in finishing order: expiry and the over-quota walk
+	finished finishedList[K] // in finishing order: expiry and the over-quota walk
+	scratch  []*Entry[K]     // plan's list, reused: a plan lives within one call of Admit
 }
 
-type entry[K comparable] struct {
+// Entry is one entry the ledger tracks. An entry admitted by key (Admit,
+// Load) is the ledger's, found by its key; one admitted by AdmitEntry lives
+// in the caller's own record of it (a store's value, found by the store's
+// map) and is known to the ledger by that handle only, which spares a
+// lookup in the ledger's map on each of its changes. Its zero value is
+// ready for AdmitEntry.
+type Entry[K comparable] struct {
 	key        K
 	owner      *owner[K]
 	size       int64
 	finishedAt time.Time
-	all, mine  *list.Element // in Ledger.finished and owner.finished, once finished
+	finished   bool
+	links      [2]link[K] // its places in Ledger.finished and owner.finished, once finished
 }
 
 type owner[K comparable] struct {
 	name     string
 	count    int
 	bytes    int64
-	finished list.List // *entry[K], oldest first
+	finished finishedList[K] // oldest first
 }
+
+// newOwner is a new owner that holds nothing yet.
+func newOwner[K comparable](name string) *owner[K] {
+	return &owner[K]{name: name, finished: finishedList[K]{i: 1}}
+}
+
+// link is an entry's place in a finishedList.
+type link[K comparable] struct{ prev, next *Entry[K] }
+
+// finishedList is a list of finished entries, oldest first, threaded
+// through the entries themselves (link i of each: 0 for the ledger's list,
+// 1 for their owner's), so that a finish allocates nothing.
+type finishedList[K comparable] struct {
+	front, back *Entry[K]
+	i           int
+}
+
+func (q *finishedList[K]) pushBack(e *Entry[K]) {
+	e.links[q.i] = link[K]{prev: q.back}
+	if q.back != nil {
+		q.back.links[q.i].next = e
+	} else {
+		q.front = e
+	}
+	q.back = e
+}
+
+func (q *finishedList[K]) remove(e *Entry[K]) {
+	lk := &e.links[q.i]
+	if lk.prev != nil {
+		lk.prev.links[q.i].next = lk.next
+	} else {
+		q.front = lk.next
+	}
+	if lk.next != nil {
+		lk.next.links[q.i].prev = lk.prev
+	} else {
+		q.back = lk.prev
+	}
+	*lk = link[K]{}
+}
+
+// next is the entry after e in the list.
+func (q *finishedList[K]) next(e *Entry[K]) *Entry[K] { return e.links[q.i].next }
 
 // New returns an empty ledger with these limits (checked by Validate; New
 // panics on limits that do not validate: they are the caller's
@@ -104,7 +155,7 @@ func New[K comparable](l Limits) *Ledger[K] {
 	if err := l.Validate(); err != nil {
 		panic(err)
 	}
-	return &Ledger[K]{lim: l, entries: make(map[K]*entry[K]), owners: make(map[string]*owner[K])}
+	return &Ledger[K]{lim: l, entries: make(map[K]*Entry[K]), owners: make(map[string]*owner[K])}
 }
 
 // Limits returns the ledger's bounds.
@@ -150,12 +201,26 @@ func (l *Ledger[K]) Admit(key K, ownerName string, size int64) ([]K, error) {
 	if _, dup := l.entries[key]; dup {
 		return nil, fmt.Errorf("budget: %v is held already", key)
 	}
+	e := &Entry[K]{}
+	keys, err := l.AdmitEntry(e, key, ownerName, size)
+	if err == nil {
+		l.entries[key] = e
+	}
+	return keys, err
+}
+
+// AdmitEntry is Admit of an entry held in e (its zero value, not held
+// already), which the caller keeps and names in ResizeEntry and
+// FinishEntry: the ledger does not look it up by key (Resize, Finish,
+// Finished and Remove do not know it), and the caller makes sure the key is
+// not held already.
+func (l *Ledger[K]) AdmitEntry(e *Entry[K], key K, ownerName string, size int64) ([]K, error) {
 	if size > l.lim.QuotaBytes {
 		return nil, fmt.Errorf("%w: %d bytes, quota %d", ErrTooLarge, size, l.lim.QuotaBytes)
 	}
 	o := l.owners[ownerName]
 	if o == nil {
-		o = &owner[K]{name: ownerName}
+		o = newOwner[K](ownerName)
 	}
 	plan, err := l.plan(o, 1, size)
 	if err != nil {
@@ -165,9 +230,10 @@ func (l *Ledger[K]) Admit(key K, ownerName string, size int64) ([]K, error) {
 		return nil, err
 	}
 	keys := l.evict(plan)
+	clear(plan) // the scratch holds no entry that went
+	l.scratch = plan[:0]
 	l.owners[ownerName] = o
-	e := &entry[K]{key: key, owner: o, size: size}
-	l.entries[key] = e
+	*e = Entry[K]{key: key, owner: o, size: size}
 	o.count++
 	o.bytes += size
 	l.count++
@@ -184,10 +250,10 @@ func (l *Ledger[K]) Load(key K, ownerName string, size int64, finished bool, at 
 	}
 	o := l.owners[ownerName]
 	if o == nil {
-		o = &owner[K]{name: ownerName}
+		o = newOwner[K](ownerName)
 		l.owners[ownerName] = o
 	}
-	l.entries[key] = &entry[K]{key: key, owner: o, size: size}
+	l.entries[key] = &Entry[K]{key: key, owner: o, size: size}
 	o.count++
 	o.bytes += size
 	l.count++
@@ -199,12 +265,17 @@ func (l *Ledger[K]) Load(key K, ownerName string, size int64, finished bool, at 
 
 // plan chooses the finished entries that go to make room for count more
 // entries and bytes more bytes of owner o, without changing anything.
-func (l *Ledger[K]) plan(o *owner[K], count int, bytes int64) ([]*entry[K], error) {
-	var plan []*entry[K]
+func (l *Ledger[K]) plan(o *owner[K], count int, bytes int64) ([]*Entry[K], error) {
+	plan := l.scratch[:0]
+	refuse := func(err error) ([]*Entry[K], error) {
+		clear(plan) // the scratch holds no entry
+		l.scratch = plan[:0]
+		return nil, err
+	}
 	oc, ob := o.count+count, o.bytes+bytes
 	tc, tb := l.count+count, l.bytes+bytes
-	own := o.finished.Front()
-	take := func(e *entry[K]) {
+	own := o.finished.front
+	take := func(e *Entry[K]) {
 		plan = append(plan, e)
 		tc, tb = tc-1, tb-e.size
 	}
@@ -213,17 +284,17 @@ func (l *Ledger[K]) plan(o *owner[K], count int, bytes int64) ([]*entry[K], erro
 			if l.noQuota() {
 				break // no quota of its own: the store's bounds decide
 			}
-			return nil, fmt.Errorf("%w: %d entries, %d bytes held (quota %d, %d bytes)", ErrQuota, o.count, o.bytes, l.lim.QuotaCount, l.lim.QuotaBytes)
+			return refuse(fmt.Errorf("%w: %d entries, %d bytes held (quota %d, %d bytes)", ErrQuota, o.count, o.bytes, l.lim.QuotaCount, l.lim.QuotaBytes))
 		}
-		e := own.Value.(*entry[K])
+		e := own
 		take(e)
 		oc, ob = oc-1, ob-e.size
-		own = own.Next()
+		own = o.finished.next(own)
 	}
 	full := func() bool { return (count > 0 && tc > l.lim.MaxCount) || tb > l.lim.MaxBytes }
 	for full() && own != nil {
-		take(own.Value.(*entry[K]))
-		own = own.Next()
+		take(own)
+		own = o.finished.next(own)
 	}
 	if !full() {
 		return plan, nil
@@ -237,8 +308,7 @@ func (l *Ledger[K]) plan(o *owner[K], count int, bytes int64) ([]*entry[K], erro
 	}
 	sc, sb := l.share(n)
 	usage := map[*owner[K]][2]int64{}
-	for el := l.finished.Front(); el != nil && full(); el = el.Next() {
-		e := el.Value.(*entry[K])
+	for e := l.finished.front; e != nil && full(); e = l.finished.next(e) {
 		p := e.owner
 		if p == o {
 			continue // o's own are in the plan already
@@ -254,12 +324,12 @@ func (l *Ledger[K]) plan(o *owner[K], count int, bytes int64) ([]*entry[K], erro
 		usage[p] = [2]int64{u[0] - 1, u[1] - e.size}
 	}
 	if full() {
-		return nil, fmt.Errorf("%w: %d entries, %d bytes held (bounds %d, %d bytes)", ErrFull, l.count, l.bytes, l.lim.MaxCount, l.lim.MaxBytes)
+		return refuse(fmt.Errorf("%w: %d entries, %d bytes held (bounds %d, %d bytes)", ErrFull, l.count, l.bytes, l.lim.MaxCount, l.lim.MaxBytes))
 	}
 	return plan, nil
 }
 
-func (l *Ledger[K]) evict(plan []*entry[K]) []K {
+func (l *Ledger[K]) evict(plan []*Entry[K]) []K {
 	keys := make([]K, 0, len(plan))
 	for _, e := range plan {
 		l.remove(e)
@@ -277,6 +347,11 @@ func (l *Ledger[K]) Resize(key K, size int64) []K {
 	if e == nil {
 		return nil
 	}
+	return l.ResizeEntry(e, size)
+}
+
+// ResizeEntry is Resize of the held entry e.
+func (l *Ledger[K]) ResizeEntry(e *Entry[K], size int64) []K {
 	d := size - e.size
 	e.size = size
 	e.owner.bytes += d
@@ -286,10 +361,9 @@ func (l *Ledger[K]) Resize(key K, size int64) []K {
 	}
 	// Make room for nothing more: only the byte bound is over.
 	o := e.owner
-	var plan []*entry[K]
+	var plan []*Entry[K]
 	tb := l.bytes
-	for el := o.finished.Front(); el != nil && tb > l.lim.MaxBytes; el = el.Next() {
-		f := el.Value.(*entry[K])
+	for f := o.finished.front; f != nil && tb > l.lim.MaxBytes; f = o.finished.next(f) {
 		if f == e {
 			continue
 		}
@@ -298,8 +372,7 @@ func (l *Ledger[K]) Resize(key K, size int64) []K {
 	}
 	sc, sb := l.share(len(l.owners))
 	usage := map[*owner[K]][2]int64{}
-	for el := l.finished.Front(); el != nil && tb > l.lim.MaxBytes; el = el.Next() {
-		f := el.Value.(*entry[K])
+	for f := l.finished.front; f != nil && tb > l.lim.MaxBytes; f = l.finished.next(f) {
 		p := f.owner
 		if p == o {
 			continue
@@ -320,19 +393,25 @@ func (l *Ledger[K]) Resize(key K, size int64) []K {
 
 // Finish makes a held entry evictable from at on; it is finished once.
 func (l *Ledger[K]) Finish(key K, at time.Time) {
-	e := l.entries[key]
-	if e == nil || e.all != nil {
+	if e := l.entries[key]; e != nil {
+		l.FinishEntry(e, at)
+	}
+}
+
+// FinishEntry is Finish of the held entry e.
+func (l *Ledger[K]) FinishEntry(e *Entry[K], at time.Time) {
+	if e.finished {
 		return
 	}
-	e.finishedAt = at
-	e.all = l.finished.PushBack(e)
-	e.mine = e.owner.finished.PushBack(e)
+	e.finishedAt, e.finished = at, true
+	l.finished.pushBack(e)
+	e.owner.finished.pushBack(e)
 }
 
 // Finished reports whether a held entry has finished, and when.
 func (l *Ledger[K]) Finished(key K) (time.Time, bool) {
 	e := l.entries[key]
-	if e == nil || e.all == nil {
+	if e == nil || !e.finished {
 		return time.Time{}, false
 	}
 	return e.finishedAt, true
@@ -350,11 +429,10 @@ func (l *Ledger[K]) Remove(key K) {
 func (l *Ledger[K]) Expire(cutoff time.Time) []K {
 	var keys []K
 	for {
-		el := l.finished.Front()
-		if el == nil {
+		e := l.finished.front
+		if e == nil {
 			return keys
 		}
-		e := el.Value.(*entry[K])
 		if e.finishedAt.After(cutoff) {
 			return keys
 		}
@@ -363,16 +441,16 @@ func (l *Ledger[K]) Expire(cutoff time.Time) []K {
 	}
 }
 
-func (l *Ledger[K]) remove(e *entry[K]) {
+func (l *Ledger[K]) remove(e *Entry[K]) {
 	delete(l.entries, e.key)
 	o := e.owner
 	o.count--
 	o.bytes -= e.size
 	l.count--
 	l.bytes -= e.size
-	if e.all != nil {
-		l.finished.Remove(e.all)
-		o.finished.Remove(e.mine)
+	if e.finished {
+		l.finished.remove(e)
+		o.finished.remove(e)
 	}
 	if o.count == 0 {
 		delete(l.owners, o.name)

@@ -197,3 +197,76 @@ func TestMemoryDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitEntry: entries held by handle (AdmitEntry, ResizeEntry,
+// FinishEntry) go as the policy says, oldest finished first, a running one
+// never, and the ledger does not know them by key.
+func TestAdmitEntry(t *testing.T) {
+	led := New[string](Limits{3, 100, 3, 100})
+	ents := make([]Entry[string], 6)
+	admit := func(i int) []string {
+		t.Helper()
+		keys, err := led.AdmitEntry(&ents[i], fmt.Sprint("e", i), "a", 10)
+		if err != nil {
+			t.Fatalf("e%d: %v", i, err)
+		}
+		return keys
+	}
+	for i := range 3 {
+		admit(i)
+	}
+	led.FinishEntry(&ents[2], t0)
+	led.FinishEntry(&ents[0], t0.Add(time.Second))
+	led.FinishEntry(&ents[0], t0.Add(2*time.Second)) // finished once
+	if got := admit(3); !slices.Equal(got, []string{"e2"}) {
+		t.Fatalf("admitting e3 evicted %v, want e2 (the oldest finished)", got)
+	}
+	if got := admit(4); !slices.Equal(got, []string{"e0"}) {
+		t.Fatalf("admitting e4 evicted %v, want e0", got)
+	}
+	if _, err := led.AdmitEntry(&ents[5], "e5", "a", 10); !errors.Is(err, ErrFull) {
+		t.Fatalf("three running entries: %v, want ErrFull", err)
+	}
+	led.FinishEntry(&ents[3], t0)
+	if got := led.ResizeEntry(&ents[1], 95); !slices.Equal(got, []string{"e3"}) { // 95+10+10 > 100: a finished one goes, not the resized
+		t.Fatalf("the growth evicted %v, want e3", got)
+	}
+	if c, b := led.Total(); c != 2 || b != 105 {
+		t.Fatalf("total %d entries, %d bytes; want 2, 105", c, b)
+	}
+	if _, ok := led.Finished("e0"); ok || len(led.entries) != 0 {
+		t.Fatal("the ledger knows an entry held by handle by its key")
+	}
+}
+
+// TestAdmitEntryAllocs: admitting an entry held by handle that evicts one,
+// then its growth and finish, allocate only the evicted keys returned (an
+// entry of the ledger's own, two list elements and the plan's list were
+// three more).
+func TestAdmitEntryAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	led := New[string](Limits{4, 1 << 20, 4, 1 << 20})
+	const n = 200
+	ents, names := make([]Entry[string], n), make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprint("e", i)
+	}
+	i := 0
+	step := func() {
+		keys, err := led.AdmitEntry(&ents[i], names[i], "a", 10)
+		if err != nil || (i >= 4 && len(keys) != 1) {
+			t.Fatalf("e%d: evicted %v, %v", i, keys, err)
+		}
+		led.ResizeEntry(&ents[i], 12)
+		led.FinishEntry(&ents[i], t0)
+		i++
+	}
+	for range 8 {
+		step()
+	}
+	if got := testing.AllocsPerRun(100, step); got != 1 {
+		t.Errorf("an admission that evicts, a growth, a finish: %.0f allocations, want 1", got)
+	}
+}
