@@ -797,7 +797,7 @@ func (e *Engine) startWatched(ctx context.Context, params *a2a.MessageSendParams
 	lt.mu.Lock()
 	e.hollowLocked(lt) // the store holds the message now; the run has it in reqCtx
 	lt.mu.Unlock()
-	l.start(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
+	l.start(execCtx, cancel, lt, reqCtx, nil)
 	return lt, nil
 }
 
@@ -835,7 +835,8 @@ func (l *launch) register(lt *liveTask) {
 }
 
 // start runs execute on lt in the background (run), lt live from now on
-// if it was not already.
+// if it was not already; execute nil runs the engine's executor on reqCtx
+// (Execute), without a function of its own to allocate.
 func (l *launch) start(ctx context.Context, cancel context.CancelCauseFunc, lt *liveTask, reqCtx *a2asrv.RequestContext, execute func(context.Context, queue) error) {
 	if !l.registered {
 		l.register(lt)
@@ -1034,7 +1035,12 @@ func (e *Engine) run(ctx context.Context, cancel context.CancelCauseFunc, lt *li
 			go e.endLater(context.WithoutCancel(ctx), lt, next, ev)
 		}
 	}()
-	err = execute(ctx, queue{e: e, lt: lt})
+	q := queue{e: e, lt: lt}
+	if execute == nil {
+		err = e.exec.Execute(ctx, reqCtx, q.events())
+		return
+	}
+	err = execute(ctx, q)
 }
 
 // endLater stores the end of a task that the store was unavailable for

@@ -206,7 +206,7 @@ func (e *Engine) claimQueued(sq SharedQueue) bool {
 	reqCtx := &a2asrv.RequestContext{Message: t.History[0], TaskID: t.ID, ContextID: t.ContextID, Metadata: md}
 	e.log.Info("task claimed from the shared admission queue", "task_id", string(t.ID), "caller", run.Owner,
 		"queued_for", time.Since(StatusTime(t)).String(), "start_took", time.Since(claimed).String())
-	l.start(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
+	l.start(execCtx, cancel, lt, reqCtx, nil)
 	return true
 }
 

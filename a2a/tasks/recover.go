@@ -258,7 +258,7 @@ func (e *Engine) requeue(ctx context.Context, d Durable, t *a2a.Task) (bool, err
 	lt := &liveTask{task: &next, done: make(chan struct{}), cancelExec: cancel, ticket: ticket, owner: owner, push: len(targets) > 0}
 	reqCtx := &a2asrv.RequestContext{Message: t.History[0], TaskID: t.ID, ContextID: t.ContextID, Metadata: t.Metadata}
 	e.log.Info("queued task queued again", "task_id", string(t.ID))
-	l.start(execCtx, cancel, lt, reqCtx, func(ctx context.Context, q queue) error { return e.exec.Execute(ctx, reqCtx, q.events()) })
+	l.start(execCtx, cancel, lt, reqCtx, nil)
 	return true, nil
 }
 
