@@ -71,7 +71,7 @@ func startHeapPolicy(log *slog.Logger) (stop func()) {
 		return func() {}
 	}
 	hp := &heapPolicy{percent: 100, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
-	log.Info("heap policy", "headroom", "max(4MiB, live/2)", "gogc_min", minGCPercent, "gogc_max", 100)
+	log.Info("heap policy", "headroom", "max(2MiB, live/2)", "gogc_min", minGCPercent, "gogc_max", 100)
 	hp.arm()
 	return func() {
 		hp.mu.Lock()
