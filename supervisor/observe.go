@@ -61,8 +61,19 @@ func endSpawnSpan(n *node, res api.SubagentResult) {
 
 // nodeLogger is the logger of n's supervision: its run_id, agent_path and
 // task_id, and the trace_id and span_id of its spawn span.
+//
+// Its attributes are kept as given (the payload's and the node's own strings,
+// no copies) and formatted only when a line is written (attrsHandler): a
+// logger made with With formats them at once into a copy of the handler (a
+// JSON handler's clone and its preformatted buffer, twice per node with the
+// pid's), about 900 bytes of the supervisor's heap per live child (issue 35)
+// for the few lines a node writes.
 func (s *Supervisor) nodeLogger(n *node) *slog.Logger {
-	log := s.log.With("run_id", n.payload.Telemetry.RunID, "agent_path", n.payload.AgentPath, "task_id", n.handle)
+	log := slog.New(&attrsHandler{inner: s.log.Handler(), attrs: []slog.Attr{
+		slog.String("run_id", n.payload.Telemetry.RunID),
+		slog.String("agent_path", n.payload.AgentPath),
+		slog.String("task_id", n.handle),
+	}})
 	if n.span != nil {
 		log = telemetry.WithSpan(log, n.span.SpanContext())
 	}
@@ -325,4 +336,37 @@ func withRemoteText(ctx context.Context, fn func(step int, text string)) context
 func RemoteText(ctx context.Context) func(step int, text string) {
 	fn, _ := ctx.Value(remoteTextKey{}).(func(step int, text string))
 	return fn
+}
+
+// attrsHandler is inner with attrs added to every record, as
+// inner.WithAttrs(attrs) would add them (the same lines, field for field),
+// kept unformatted until a record is handled: WithAttrs adds to the list
+// without formatting, WithGroup formats them (a group needs them before it).
+type attrsHandler struct {
+	inner slog.Handler
+	attrs []slog.Attr
+}
+
+// Enabled reports whether inner handles level.
+func (h *attrsHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.inner.Enabled(ctx, level)
+}
+
+// Handle writes r through inner with h's attributes.
+func (h *attrsHandler) Handle(ctx context.Context, r slog.Record) error {
+	return h.inner.WithAttrs(h.attrs).Handle(ctx, r)
+}
+
+// WithAttrs returns h with attrs after its own, still unformatted.
+func (h *attrsHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	all := make([]slog.Attr, 0, len(h.attrs)+len(attrs))
+	return &attrsHandler{inner: h.inner, attrs: append(append(all, h.attrs...), attrs...)}
+}
+
+// WithGroup returns inner with h's attributes and the group opened after them.
+func (h *attrsHandler) WithGroup(name string) slog.Handler {
+	return h.inner.WithAttrs(h.attrs).WithGroup(name)
 }
