@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agentd/agentd/api"
 )
@@ -15,18 +14,23 @@ import (
 // (StartRequest.ObjectiveFrom: the A2A task's first message, kept by a
 // durable task store), and a nested subagent whose ObjectiveKeeper can (the
 // nested task's first message), keep, once the child has its payload, only
-// the objective's first objectiveHead bytes when it is over leaveObjectiveAbove:
-// NodeInfo.Objective is then that head (every display of it clips shorter),
-// and what needs the whole payload again (a suspended root given its
-// process back, the record of a waiting tree) reads the objective back
-// (wholeObjective).
+// the objective's first objectiveHead characters when it is over
+// leaveObjectiveAbove: NodeInfo.Objective is then that head (every display of
+// a node's objective, a2a.Tree's and the console's ended list, clips it to
+// api.MaxTreeObjective characters, with "…" when there were more: one
+// character more than that shows as the whole does), and what needs the
+// whole payload again (a suspended root given its process back, the record
+// of a waiting tree) reads the objective back (wholeObjective).
 
 const (
 	// leaveObjectiveAbove is the size over which an objective is left to
 	// the node's objectiveFrom once its child has it.
 	leaveObjectiveAbove = 16 << 10
-	// objectiveHead is how much of a left objective the node keeps.
-	objectiveHead = 1 << 10
+	// objectiveHead is how many characters of a left objective the node
+	// keeps: a display's clip and one more, so that it shows cut (issue 35:
+	// 1 KiB, about 860 bytes of the supervisor's heap per live child more
+	// than an ASCII head's 161).
+	objectiveHead = api.MaxTreeObjective + 1
 )
 
 // leaveObjective keeps only the head of n's objective, when it can be read
@@ -47,12 +51,21 @@ func (n *node) leaveObjective() {
 			n.payloadBytes.Store(size)
 		}
 	}
-	head := o[:objectiveHead]
-	for !utf8.ValidString(head) {
-		head = head[:len(head)-1]
-	}
-	n.payload.Contract.Objective = strings.Clone(head) // not a slice of the whole
+	n.payload.Contract.Objective = strings.Clone(objectiveHeadOf(o)) // not a slice of the whole
 	n.objectiveLeft = true
+}
+
+// objectiveHeadOf is o's first objectiveHead characters (runes as a range
+// over o decodes them, an invalid byte one), or o if it has no more.
+func objectiveHeadOf(o string) string {
+	c := 0
+	for i := range o {
+		if c == objectiveHead {
+			return o[:i]
+		}
+		c++
+	}
+	return o
 }
 
 // wholeObjective sets p's objective, a copy of n's payload, to n's whole

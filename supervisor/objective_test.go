@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/testkit"
@@ -39,7 +40,7 @@ func (k *keeper) KeptObjective(n NodeInfo) func(context.Context) (string, error)
 }
 
 // A nested subagent's large objective is its ObjectiveKeeper's once its
-// child has it: the node keeps its first objectiveHead bytes, as a root's
+// child has it: the node keeps its first objectiveHead characters, as a root's
 // does with StartRequest.ObjectiveFrom (issue 35: in trees of a root and 8
 // children, each child's 64 KiB objective was held by the supervisor for
 // its whole life, about 72 KB of heap a nested child). The child got it
@@ -68,7 +69,7 @@ func TestNestedObjectiveLeftToItsKeeper(t *testing.T) {
 		return false
 	})
 	testkit.WaitFor(t, 5*time.Second, "the nested node's objective cut to its head", func() bool {
-		return len(nested.info().Objective) <= objectiveHead
+		return utf8.RuneCountInString(nested.info().Objective) <= objectiveHead
 	})
 	k.mu.Lock()
 	if got := k.kept[nested.handle]; len(got) < len(big) {
@@ -113,7 +114,7 @@ func TestLeaveObjectiveCountsThePayloadWithoutCopyingIt(t *testing.T) {
 	if got := n.payloadBytes.Load(); got != int64(len(whole)) {
 		t.Fatalf("payload size %d, json.Marshal's %d", got, len(whole))
 	}
-	if len(n.payload.Contract.Objective) > objectiveHead {
+	if utf8.RuneCountInString(n.payload.Contract.Objective) > objectiveHead {
 		t.Fatalf("objective kept whole (%d bytes)", len(n.payload.Contract.Objective))
 	}
 	if n.encodedSize() != int64(len(whole)) {
@@ -124,5 +125,47 @@ func TestLeaveObjectiveCountsThePayloadWithoutCopyingIt(t *testing.T) {
 	}
 	if size, err := jsonSize(func() {}); err == nil {
 		t.Fatalf("jsonSize of a func: %d, no error", size)
+	}
+}
+
+// A left objective's head is its first api.MaxTreeObjective characters and
+// one more: every display of a node's objective (a2a.Tree's, the console's
+// ended list: clip below, as theirs) shows it as it shows the whole, "…"
+// included, and an ASCII head holds 161 bytes of the supervisor's heap per
+// live child, where a 1 KiB head held 1024 (issue 35).
+func TestLeftObjectiveShowsAsTheWhole(t *testing.T) {
+	clip := func(s string, n int) string { // server's and server/console's
+		if utf8.RuneCountInString(s) <= n {
+			return s
+		}
+		return string([]rune(s)[:n-1]) + "…"
+	}
+	for _, c := range []struct {
+		name, unit string
+		maxHead    int // bytes
+	}{
+		{"ascii", "the long objective, line after line. ", api.MaxTreeObjective + 1},
+		{"two-byte", "l'objectif très détaillé é ", 2 * (api.MaxTreeObjective + 1)},
+		{"four-byte", "🙂 objective ", 4 * (api.MaxTreeObjective + 1)},
+		{"invalid bytes", "objective \xff\xfe half \xe2\x82 ", api.MaxTreeObjective + 1},
+	} {
+		big := strings.Repeat(c.unit, 1+(leaveObjectiveAbove/len(c.unit)))
+		n := newNode("h", nil, testPayload(big, time.Minute))
+		n.objectiveFrom = func(context.Context) (string, error) { return big, nil }
+		n.leaveObjective()
+		head := n.info().Objective
+		if len(head) > c.maxHead || !strings.HasPrefix(big, head) {
+			t.Errorf("%s: head of %d bytes (at most %d), a prefix of the whole: %v", c.name, len(head), c.maxHead, strings.HasPrefix(big, head))
+		}
+		if got, want := clip(head, api.MaxTreeObjective), clip(big, api.MaxTreeObjective); got != want {
+			t.Errorf("%s: the head shows as %q, the whole as %q", c.name, got, want)
+		}
+	}
+	small := strings.Repeat("x", leaveObjectiveAbove)
+	n := newNode("h", nil, testPayload(small, time.Minute))
+	n.objectiveFrom = func(context.Context) (string, error) { return small, nil }
+	n.leaveObjective()
+	if n.info().Objective != small {
+		t.Errorf("a %d-byte objective (not over leaveObjectiveAbove) was cut", len(small))
 	}
 }
