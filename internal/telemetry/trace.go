@@ -39,8 +39,8 @@ type Export int
 
 // The export modes, from the environment.
 const (
-	// ExportNone records spans (so trace ids reach logs and peers) but sends
-	// them nowhere: no OTEL_EXPORTER_OTLP_* variable is set, or
+	// ExportNone gives spans ids (so trace ids reach logs and peers) but
+	// records and sends nothing: no OTEL_EXPORTER_OTLP_* variable is set, or
 	// OTEL_TRACES_EXPORTER is "none".
 	ExportNone Export = iota
 	// ExportOTLP sends spans over OTLP/HTTP as the OTEL_EXPORTER_OTLP_*
@@ -136,9 +136,10 @@ type Provider struct {
 // propagator, as the environment says (see ExportFromEnv): with an
 // OTEL_EXPORTER_OTLP_* variable set, a batching OTLP/HTTP exporter configured
 // by the standard variables, over TLS 1.3 at least when the endpoint is https
-// (see otlpTLSConfig); without one, a provider that records spans,
-// giving trace and span ids to logs and peers, and exports nothing (no
-// exporter, no goroutine). Shutdown flushes and stops it.
+// (see otlpTLSConfig); without one, a provider whose spans record nothing
+// but have ids, giving trace and span ids to logs and peers, sampled as
+// OTEL_TRACES_SAMPLER says (idProvider: no exporter, no goroutine).
+// Shutdown flushes and stops the exporter.
 func Setup(ctx context.Context, o Options) (*Provider, error) {
 	environ := o.Environ
 	if environ == nil {
@@ -157,27 +158,27 @@ func Setup(ctx context.Context, o Options) (*Provider, error) {
 		otel.SetTracerProvider(noop.NewTracerProvider())
 		return &Provider{export: mode}, nil
 	}
-	var opts []sdktrace.TracerProviderOption
-	if mode == ExportOTLP {
-		tlsCfg, err := otlpTLSConfig(environ)
-		if err != nil {
-			return nil, err
-		}
-		var expOpts []otlptracehttp.Option
-		if tlsCfg != nil {
-			expOpts = append(expOpts, otlptracehttp.WithTLSClientConfig(tlsCfg))
-		}
-		exp, err := otlptracehttp.New(ctx, expOpts...)
-		if err != nil {
-			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
-		}
-		res, err := newResource(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	if mode == ExportNone {
+		otel.SetTracerProvider(newIDProvider(environ))
+		return &Provider{export: mode}, nil
 	}
-	tp := sdktrace.NewTracerProvider(opts...)
+	tlsCfg, err := otlpTLSConfig(environ)
+	if err != nil {
+		return nil, err
+	}
+	var expOpts []otlptracehttp.Option
+	if tlsCfg != nil {
+		expOpts = append(expOpts, otlptracehttp.WithTLSClientConfig(tlsCfg))
+	}
+	exp, err := otlptracehttp.New(ctx, expOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
+	}
+	res, err := newResource(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	return &Provider{tp: tp, export: mode}, nil
 }

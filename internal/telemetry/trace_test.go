@@ -93,8 +93,9 @@ func TestSetupExportsOverOTLP(t *testing.T) {
 	}
 }
 
-// Without an OTLP variable nothing is exported, but spans are still recorded
-// with fresh ids, so trace ids reach logs and peers.
+// Without an OTLP variable nothing is exported, but spans still get fresh
+// ids, so trace ids reach logs and peers; they record nothing (issue 35: a
+// recorded span no processor reads held about 700 bytes while it lived).
 func TestSetupWithoutExporterStillMintsIDs(t *testing.T) {
 	tp, err := Setup(context.Background(), Options{Environ: []string{"PATH=/bin"}})
 	if err != nil {
@@ -103,10 +104,29 @@ func TestSetupWithoutExporterStillMintsIDs(t *testing.T) {
 	if tp.Export() != ExportNone {
 		t.Fatalf("export %v, want none", tp.Export())
 	}
-	_, span := Tracer().Start(context.Background(), "x")
+	ctx, span := Tracer().Start(context.Background(), "x")
 	defer span.End()
-	if !span.SpanContext().IsValid() || !span.IsRecording() {
-		t.Fatalf("span context %v recording %v: want a valid, recorded span", span.SpanContext(), span.IsRecording())
+	if !span.SpanContext().IsValid() || span.IsRecording() || !span.SpanContext().IsSampled() {
+		t.Fatalf("span context %v recording %v: want a valid, sampled span that records nothing", span.SpanContext(), span.IsRecording())
+	}
+	_, child := Tracer().Start(ctx, "child")
+	if child.SpanContext().TraceID() != span.SpanContext().TraceID() || child.SpanContext().SpanID() == span.SpanContext().SpanID() || !child.SpanContext().IsValid() {
+		t.Fatalf("child %v of %v: want the same trace, a span of its own", child.SpanContext(), span.SpanContext())
+	}
+	if got := Traceparent(ctx); got != "00-"+span.SpanContext().TraceID().String()+"-"+span.SpanContext().SpanID().String()+"-01" {
+		t.Fatalf("traceparent for peers %q", got)
+	}
+	for _, c := range []struct{ parent, flags string }{{"01", "01"}, {"00", "00"}} {
+		in := WithTraceparent(context.Background(), "00-"+testTrace+"-"+testSpan+"-"+c.parent)
+		_, s := Tracer().Start(in, "under a caller")
+		if got := Traceparent(trace.ContextWithSpan(context.Background(), s)); !strings.HasPrefix(got, "00-"+testTrace+"-") || strings.Contains(got, testSpan) || !strings.HasSuffix(got, "-"+c.flags) {
+			t.Errorf("under a caller's %s: traceparent %q, want its trace, a new span, flags %s", c.parent, got, c.flags)
+		}
+	}
+	if !raceEnabled {
+		if n := testing.AllocsPerRun(100, func() { Tracer().Start(ctx, "child") }); n > 3 {
+			t.Errorf("a span without an exporter: %v allocations, want at most 3", n)
+		}
 	}
 	if err := tp.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
@@ -225,3 +245,30 @@ func spanByName(t *testing.T, rec *tracetest.SpanRecorder, name string) sdktrace
 }
 
 var _ trace.Tracer = Tracer()
+
+// Without an exporter the sampled flag children and peers get is still the
+// OTEL_TRACES_SAMPLER variables' (as the OpenTelemetry SDK reads them; a bad
+// one is its default, parentbased_always_on).
+func TestSetupWithoutExporterSamples(t *testing.T) {
+	for _, c := range []struct {
+		env     []string
+		sampled bool
+	}{
+		{[]string{"PATH=/bin"}, true},
+		{[]string{"OTEL_TRACES_SAMPLER=always_off"}, false},
+		{[]string{"OTEL_TRACES_SAMPLER=parentbased_always_off"}, false},
+		{[]string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0"}, false},
+		{[]string{"OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=1"}, true},
+		{[]string{"OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=2"}, true},
+		{[]string{"OTEL_TRACES_SAMPLER=jaeger_remote"}, true},
+		{[]string{"OTEL_TRACES_SAMPLER=ALWAYS_ON"}, true},
+	} {
+		if _, err := Setup(context.Background(), Options{Environ: c.env}); err != nil {
+			t.Fatal(err)
+		}
+		_, s := Tracer().Start(context.Background(), "root")
+		if !s.SpanContext().IsValid() || s.SpanContext().IsSampled() != c.sampled {
+			t.Errorf("%v: span context %v, want valid, sampled %v", c.env, s.SpanContext(), c.sampled)
+		}
+	}
+}
