@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -439,9 +440,33 @@ func startMockLLM(t *testing.T, config string) string {
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// mock-llm takes its port from PORT and cannot be handed a listener: a
+	// port found free here can be taken by another test's process before
+	// node binds it (one run saw this test's health poll reach another
+	// package's model server on the port it had picked, and mock-llm exit
+	// with EADDRINUSE). Such a start is tried again on another port.
+	for attempt := 1; ; attempt++ {
+		url, err := startMockLLMOnce(t, node, main, cfg)
+		if err == nil {
+			return url + "/v1"
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			t.Fatal(err)
+		}
+		t.Logf("mock-llm start %d: %v; trying another port", attempt, err)
+	}
+}
+
+// errPortTaken is a mock-llm start that lost its port to another process.
+var errPortTaken = errors.New("mock-llm: its port was taken (EADDRINUSE)")
+
+// startMockLLMOnce starts mock-llm on a port found free and waits until it
+// serves: errPortTaken when it could not bind the port. The process, served
+// or not, is killed and reaped at cleanup.
+func startMockLLMOnce(t *testing.T, node, main, cfg string) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
@@ -450,25 +475,51 @@ func startMockLLM(t *testing.T, config string) string {
 	var out testkit.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		cmd.Wait()
+		<-exited
 		if t.Failed() {
-			t.Logf("mock-llm output:\n%s", out.String())
+			t.Logf("mock-llm output (port %d):\n%s", port, out.String())
 		}
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	testkit.WaitFor(t, 20*time.Second, "mock-llm serving", func() bool {
-		resp, err := http.Get(url + "/health")
-		if err != nil {
-			return false
+	deadline := time.Now().Add(20 * time.Second)
+	// A poll is bounded: a port taken by another process may accept and
+	// never answer.
+	client := &http.Client{Timeout: time.Second}
+	for {
+		// node logs a failed listen, and may exit or live on.
+		if strings.Contains(out.String(), "EADDRINUSE") {
+			return "", fmt.Errorf("%w: port %d", errPortTaken, port)
 		}
-		resp.Body.Close()
-		return resp.StatusCode < 500
-	})
-	return url + "/v1"
+		select {
+		case <-exited: // its output is whole (Wait copied it all)
+			if strings.Contains(out.String(), "EADDRINUSE") {
+				return "", fmt.Errorf("%w: port %d", errPortTaken, port)
+			}
+			return "", fmt.Errorf("mock-llm exited before serving:\n%s", out.String())
+		default:
+		}
+		// Its own answer, not another server's on a port it lost.
+		if resp, err := client.Get(url + "/health"); err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"healthy"`) {
+				return url, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("mock-llm serving on port %d: not within 20s", port)
+		}
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // TestStreamingFromTheMockLLM: the third-party mock model server streams
