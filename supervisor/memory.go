@@ -57,8 +57,9 @@ func (s *Supervisor) WatchMemory(ctx context.Context, p MemoryPolicy) {
 	tick := time.NewTicker(p.Interval)
 	defer tick.Stop()
 	warned := false
+	var m memSampler
 	for {
-		if err := s.sampleMemory(p); err != nil && !warned {
+		if err := s.sampleMemory(p, &m); err != nil && !warned {
 			warned = true
 			p.Log.Warn("memory sample not read", "err", err)
 		}
@@ -70,18 +71,52 @@ func (s *Supervisor) WatchMemory(ctx context.Context, p MemoryPolicy) {
 	}
 }
 
-// sampleMemory takes one sample and applies the policy.
-func (s *Supervisor) sampleMemory(p MemoryPolicy) error {
-	me, err := memlimit.ReadRollup(0)
+// memSampler is what WatchMemory keeps from one sample to the next, so
+// that a sample, which reads every live child's memory, allocates next to
+// nothing: the /proc reader's buffer, the nodes, the children's PSS.
+type memSampler struct {
+	rd    memlimit.Reader
+	nodes []*node
+	kids  []sampledChild
+	pss   map[int]uint64 // a child's PSS by pid, when the sample reads the process tree
+}
+
+// sampledChild is a live child and its PSS in one sample.
+type sampledChild struct {
+	n   *node
+	pss uint64
+}
+
+// sampleMemory takes one sample and applies the policy. Without p.Usage the
+// memory in use is the process tree's, and each child's PSS is read once
+// for both the total and the child's share.
+func (s *Supervisor) sampleMemory(p MemoryPolicy, m *memSampler) error {
+	me, err := m.rd.Rollup(0)
 	if err != nil {
 		return err
 	}
-	type child struct {
-		n   *node
-		pss uint64
+	var total uint64
+	if p.Usage == nil {
+		pids, err := m.rd.Children()
+		if err != nil {
+			return err
+		}
+		if m.pss == nil {
+			m.pss = make(map[int]uint64)
+		}
+		clear(m.pss)
+		total = me.RSS
+		for _, pid := range pids {
+			if r, err := m.rd.Rollup(pid); err == nil { // a child that ended meanwhile counts 0
+				total += r.PSS
+				m.pss[pid] = r.PSS
+			}
+		}
 	}
-	var kids []child
-	for _, n := range s.liveNodes() {
+	m.nodes = s.appendLiveNodes(m.nodes[:0])
+	defer clear(m.nodes) // keeps no ended node from the collector
+	m.kids = m.kids[:0]
+	for _, n := range m.nodes {
 		pr := n.getProc()
 		if pr == nil || pr.pid <= 0 || n.stopping() {
 			continue
@@ -91,23 +126,26 @@ func (s *Supervisor) sampleMemory(p MemoryPolicy) error {
 			continue
 		default:
 		}
-		if r, err := memlimit.ReadRollup(pr.pid); err == nil {
-			kids = append(kids, child{n, r.PSS})
+		if p.Usage == nil {
+			if pss, ok := m.pss[pr.pid]; ok {
+				m.kids = append(m.kids, sampledChild{n, pss})
+			}
+		} else if r, err := m.rd.Rollup(pr.pid); err == nil {
+			m.kids = append(m.kids, sampledChild{n, r.PSS})
 		}
 	}
-	var total uint64
+	kids := m.kids
+	defer clear(m.kids)
 	if p.Usage != nil {
 		if total, err = p.Usage(); err != nil {
 			return err
 		}
-	} else if total, _, err = memlimit.TreeUsage(); err != nil {
-		return err
 	}
 	if p.Observe != nil {
 		p.Observe(total, me.RSS)
 	}
 	pressure := p.Limit > 0 && total+p.ChildCost > p.Limit
-	var worst *child
+	var worst *sampledChild
 	var worstShare, worstOver uint64
 	var fair uint64
 	if p.FairShare && pressure && len(kids) > 0 && p.Limit > me.RSS {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -68,17 +69,19 @@ func TestMemoryPolicyPressure(t *testing.T) {
 	// share counts the payload's bytes: 1 MiB a child and 1 MiB a byte is
 	// above it too).
 	quiet := &atomic.Int64{}
+	var m memSampler
 	for _, p := range []MemoryPolicy{{Limit: 1, ChildCost: 64 << 20}, {Limit: 1, ChildCost: 1 << 20, ChildFactor: 1 << 20}, {Limit: 1 << 40, ChildCost: 1 << 20}} {
 		p.Log, p.Observe = s.log, func(uint64, uint64) { quiet.Add(1) }
-		if err := s.sampleMemory(p); err != nil {
+		if err := s.sampleMemory(p, &m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if isDone(r) || quiet.Load() != 3 {
 		t.Fatalf("a child within its share was stopped (done %v) or samples were missed (%d)", isDone(r), quiet.Load())
 	}
-	// The pod at its limit, the child over a 16 MiB share: it is stopped.
-	watch(t, s, MemoryPolicy{Interval: 10 * time.Millisecond, ChildCost: 16 << 20, Usage: func() (uint64, error) { return 1 << 30, nil }, Limit: 1 << 30})
+	// The pod (the process tree, whose read gives each child's PSS too) at
+	// its limit, the child over a 16 MiB share: it is stopped.
+	watch(t, s, MemoryPolicy{Interval: 10 * time.Millisecond, ChildCost: 16 << 20, Limit: 1})
 	res := result(t, r, 30*time.Second)
 	if res.Status != api.StatusCrashed || res.Cause != api.CauseMemoryExceeded || !strings.Contains(res.Detail, "furthest over its share of 16 MiB") {
 		t.Fatalf("result = %+v (child PSS %d MiB), want crashed with cause %s", res, pss>>20, api.CauseMemoryExceeded)
@@ -105,7 +108,7 @@ func TestMemoryPolicyFairShare(t *testing.T) {
 	// fair share (the limit less the supervisor's RSS: 16 MiB) below.
 	limit := me.RSS + 16<<20
 	p := MemoryPolicy{Limit: limit, ChildCost: 64 << 20, Usage: func() (uint64, error) { return limit, nil }, Log: s.log}
-	if err := s.sampleMemory(p); err != nil {
+	if err := s.sampleMemory(p, &memSampler{}); err != nil {
 		t.Fatal(err)
 	}
 	if isDone(r) {
@@ -116,5 +119,37 @@ func TestMemoryPolicyFairShare(t *testing.T) {
 	res := result(t, r, 30*time.Second)
 	if res.Status != api.StatusCrashed || res.Cause != api.CauseMemoryExceeded {
 		t.Fatalf("result = %+v, want crashed with cause %s", res, api.CauseMemoryExceeded)
+	}
+}
+
+// A sample reads each child's memory once, at the cost of its path: each
+// further child of the process (here a sleep, no node of the tree) adds
+// about one allocation to a sample of the process tree. It added about a
+// dozen, twice for a node's child, when each read went through os.ReadFile
+// and a line scanner, which made the memory watch most of what the
+// supervisor allocated while its children waited on their models.
+func TestSampleMemoryAllocsPerChild(t *testing.T) {
+	s := growing(t, 1)
+	p := MemoryPolicy{Log: s.log, Limit: 1 << 40, ChildCost: 1 << 20, Observe: func(total, self uint64) {}}
+	var m memSampler
+	sample := func() {
+		if err := s.sampleMemory(p, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sample()
+	before := testing.AllocsPerRun(20, sample)
+	const extra = 8
+	for range extra {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Skipf("no sleep binary to be a child: %v", err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	sample()
+	after := testing.AllocsPerRun(20, sample)
+	if per := (after - before) / extra; per > 1.5 {
+		t.Fatalf("a sample allocates %.1f more times a child (%.0f with %d more children, %.0f before), want about 1", per, after, extra, before)
 	}
 }

@@ -146,10 +146,12 @@ func (s *Supervisor) toldOf(n *node, paused bool, gen uint64) bool {
 	return ps.paused == paused && ps.gen == gen
 }
 
-func (s *Supervisor) liveNodes() []*node {
+func (s *Supervisor) liveNodes() []*node { return s.appendLiveNodes(nil) }
+
+// appendLiveNodes appends every node in the tree to out.
+func (s *Supervisor) appendLiveNodes(out []*node) []*node {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*node, 0, len(s.nodes))
 	for _, n := range s.nodes {
 		out = append(out, n)
 	}

@@ -37,6 +37,7 @@ func main() {
 	fs.DurationVar(&cfg.ThroughputDuration, "throughput-duration", 0, "throughput: load window per service and round (default 10s)")
 	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "front, store: write each server's CPU profile here (created)")
 	liveN := fs.String("live-n", "50,100,200", "live: comma-separated numbers of subagents held in a model call at once (e.g. 50,100,200,400)")
+	fs.DurationVar(&cfg.LiveSettle, "live-settle", 0, "live: how long the subagents have all been in their model calls when they are measured (default 3s: a model call lasts seconds)")
 	fs.IntVar(&cfg.LivePodRuns, "live-pod-runs", bench.LivePodRuns, "live: runs sent at once to agentd serve in a 1 GiB memory cgroup (needs root; else the row says why not; -1: no pod row)")
 	figures := fs.String("figures", "", "comma-separated figures to run (spawn, front, e2e, teardown, memory, store, throughput, stream, live); default all")
 	if err := fs.Parse(os.Args[1:]); err != nil {

@@ -3,8 +3,11 @@ package main
 import (
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +55,87 @@ func TestHeapPolicyFollowsTheLiveHeap(t *testing.T) {
 	stop()
 	if got := gogc(); got != 100 {
 		t.Errorf("GOGC %d after stop, want 100", got)
+	}
+}
+
+// TestQuietReleaseStep: a release comes after quietIntervals quiet
+// intervals with enough to give back, not while busy, not twice within
+// quietSpacing, and again after it once the process was quiet again.
+func TestQuietReleaseStep(t *testing.T) {
+	var q quietRelease
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	var allocs uint64
+	step := func(d time.Duration, alloc, reclaimable uint64) bool {
+		allocs += alloc
+		return q.step(at(d), allocs, reclaimable)
+	}
+	for i, c := range []struct {
+		d                  time.Duration
+		alloc, reclaimable uint64
+		want               bool
+	}{
+		{0, quietAlloc, 8 << 20, false},                          // busy
+		{500 * time.Millisecond, 0, 8 << 20, false},              // quiet once
+		{time.Second, quietAlloc - 1, 8 << 20, true},             // quiet twice: release
+		{1500 * time.Millisecond, 0, 8 << 20, false},             // quiet once since
+		{2 * time.Second, 0, 8 << 20, false},                     // twice, but within quietSpacing
+		{quietSpacing, 0, 8 << 20, false},                        // still within it
+		{quietSpacing + time.Second, 0, quietReclaim - 1, false}, // past it, too little to give back
+		{quietSpacing + 2*time.Second, 0, quietReclaim, true},    // enough
+		{quietSpacing + 3*time.Second, 1 << 30, 64 << 20, false}, // busy again
+		{2*quietSpacing + 4*time.Second, 0, 64 << 20, false},     // quiet once
+		{2*quietSpacing + 5*time.Second, 0, 64 << 20, true},      // twice
+	} {
+		if got := step(c.d, c.alloc, c.reclaimable); got != c.want {
+			t.Fatalf("step %d (%s, %d allocated, %d reclaimable) = %v, want %v", i, c.d, c.alloc, c.reclaimable, got, c.want)
+		}
+	}
+}
+
+// TestQuietReleaseReturnsFreePages: a quiet process whose heap has free
+// pages gives them back to the system with a collection of its own (a
+// forced one, which nothing else in the process runs), and stops when told.
+// It runs in a process of its own (quietReleaseHelper): the package's other
+// tests allocate, collect and set memory limits while they run.
+func TestQuietReleaseReturnsFreePages(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestQuietReleaseHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), envQuietHelper+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestQuietReleaseHelper") {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+}
+
+const envQuietHelper = "AGENTD_TEST_QUIET_RELEASE"
+
+// TestQuietReleaseHelper is TestQuietReleaseReturnsFreePages's process.
+func TestQuietReleaseHelper(t *testing.T) {
+	if os.Getenv(envQuietHelper) == "" {
+		t.Skip("the process of TestQuietReleaseReturnsFreePages")
+	}
+	read := func(name string) uint64 {
+		s := []metrics.Sample{{Name: name}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	garbage := make([][]byte, 64)
+	for i := range garbage {
+		garbage[i] = make([]byte, 256<<10)
+	}
+	runtime.KeepAlive(garbage)
+	garbage = nil
+	runtime.GC() // the 16 MiB are free pages now, most not yet returned
+	forced := read("/gc/cycles/forced:gc-cycles")
+	if free := read("/memory/classes/heap/free:bytes"); free < 4<<20 {
+		t.Fatalf("only %d KiB of free heap pages to start with", free>>10)
+	}
+	stop := startQuietRelease(slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Millisecond)
+	defer stop()
+	if !testkit.Poll(10*time.Second, func() bool {
+		return read("/gc/cycles/forced:gc-cycles") > forced && read("/memory/classes/heap/free:bytes") < 4<<20
+	}) {
+		t.Fatalf("the quiet process kept %d KiB of free heap pages (forced collections %d, %d before)",
+			read("/memory/classes/heap/free:bytes")>>10, read("/gc/cycles/forced:gc-cycles"), forced)
 	}
 }

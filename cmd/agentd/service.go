@@ -180,6 +180,7 @@ func buildService(ctx context.Context, c *serveConfig, log *slog.Logger, stderr 
 	waitWatch := s.admission.watchMemory(watching, s.sup, &c.Admission, uint64(s.budgets.maxMessage), log)
 	s.closers.add(func() { stopWatch(); waitWatch() })
 	s.closers.add(startHeapPolicy(log))
+	s.closers.add(startQuietRelease(log, quietInterval))
 
 	if err := router.Register(delegate.Local{Sup: s.sup}); err != nil {
 		return nil, err

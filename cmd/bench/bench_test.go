@@ -61,7 +61,7 @@ func TestHarnessSmoke(t *testing.T) {
 		TreeSize: 4, DrainGrace: 50 * time.Millisecond, KillGrace: 50 * time.Millisecond,
 		LiveChildren: 2, Tasks: 300, TaskCapacity: 100, StoreTasks: 50,
 		ThroughputConc: 4, ThroughputDuration: 300 * time.Millisecond,
-		LiveN: []int{9}, LivePodRuns: 12,
+		LiveN: []int{9}, LivePodRuns: 12, LiveSettle: time.Millisecond,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

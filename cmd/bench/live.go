@@ -428,6 +428,15 @@ func liveOnce(ctx context.Context, cfg Config, n int, tree bool, logw io.Writer)
 	}); err != nil {
 		return lm, fmt.Errorf("%w (%d of %d held)", err, model.held.Load(), procs)
 	}
+	// They are measured once they have waited LiveSettle, as a subagent
+	// waits on its model for seconds: the spawns' garbage collected, and
+	// the supervisor's free heap returned once it went quiet (as a
+	// child's is once its model call has lasted 100 ms).
+	select {
+	case <-ctx.Done():
+		return lm, ctx.Err()
+	case <-time.After(cfg.LiveSettle):
+	}
 	kids := testkit.Children(srv.pid())
 	if len(kids) != procs {
 		return lm, fmt.Errorf("%d children, want %d", len(kids), procs)

@@ -92,6 +92,7 @@ type Config struct {
 	StoreTasks    int           `json:"store_tasks"`    // store: completed tasks the durable stores hold before figure 6 measures (memory holds Tasks); default 10000
 	LiveN         []int         `json:"live_n"`         // live: the numbers of subagents held in a model call; default 50, 100, 200
 	LivePodRuns   int           `json:"live_pod_runs"`  // live: runs sent at once to the service in a 1 GiB memory cgroup; default LivePodRuns
+	LiveSettle    time.Duration `json:"live_settle"`    // live: how long the subagents have all been in their model calls when they are measured; default 3s
 
 	ThroughputConc     int           `json:"throughput_conc"`     // throughput: workers sending at once; default 32
 	ThroughputDuration time.Duration `json:"throughput_duration"` // throughput: the load window per service and round; default 10s
@@ -129,6 +130,7 @@ func (c *Config) setDefaults() {
 	def(&c.ThroughputConc, 32)
 	defD(&c.ThroughputDuration, 10*time.Second)
 	def(&c.StoreTasks, 10000)
+	defD(&c.LiveSettle, 3*time.Second)
 	if c.LivePodRuns == 0 {
 		c.LivePodRuns = LivePodRuns
 	}
