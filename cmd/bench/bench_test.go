@@ -81,7 +81,7 @@ func TestHarnessSmoke(t *testing.T) {
 	}
 	table := out.String()
 	t.Logf("table:\n%s", table)
-	want := map[string]int{"| 1 |": 4, "| 2 |": 8, "| 3 |": 3, "| 4 |": 2, "| 5 |": 4, "| 6 |": 6, "| 7 |": 2, "| 8 |": 2, "| 9 |": 8}
+	want := map[string]int{"| 1 |": 4, "| 2 |": 8, "| 3 |": 3, "| 4 |": 2, "| 5 |": 4, "| 6 |": 6, "| 7 |": 2, "| 8 |": 2, "| 9 |": 10}
 	for prefix, n := range want {
 		if got := strings.Count(table, "\n"+prefix); got != n {
 			t.Errorf("%d rows of figure %s, want %d", got, prefix, n)
@@ -158,7 +158,8 @@ func TestStats(t *testing.T) {
 func TestLiveRowsSlope(t *testing.T) {
 	const mib = 1 << 20
 	m := func(procs int, rss, anon float64) liveMeasure {
-		return liveMeasure{Procs: procs, SupRSS: rss * mib, SupIdleRSS: 20 * mib, SupAnon: anon * mib, SupIdleAnon: 4 * mib, SumPSS: float64(procs) * 3 * mib, SumPriv: float64(procs) * 3 * mib}
+		return liveMeasure{Procs: procs, SupRSS: rss * mib, SupIdleRSS: 20 * mib, SupAnon: anon * mib, SupIdleAnon: 4 * mib, SumPSS: float64(procs) * 3 * mib, SumPriv: float64(procs) * 3 * mib,
+			SupAfterRSS: 30 * mib, SupAfterAnon: 10 * mib}
 	}
 	round := liveRound{Flat: map[int]liveMeasure{50: m(50, 40, 20), 400: m(400, 60, 40)}, Tree: map[int]liveMeasure{}, FloorPriv: 2 * mib, FloorPSS: 2 * mib, IdlePriv: 2100 << 10, IdlePSS: 4 * mib}
 	raw, err := json.Marshal([]liveRound{round})
@@ -177,6 +178,7 @@ func TestLiveRowsSlope(t *testing.T) {
 		"from 50 to 400 subagents: the supervisor per added child | RSS +20.0 MiB, anonymous +20.0 MiB over 350 children | +59 KiB RSS per added child (anonymous +59 KiB); goal <= 64 KiB: met",
 		"+410 KiB RSS per child (anonymous: +328 KiB; 20.0 MiB, idle 4.0 MiB); goal <= 64 KiB: missed",
 		"2.1 MiB private (2100 KiB), 4.0 MiB PSS; goal <= 2 MiB: missed",
+		"50 subagents (flat runs): the supervisor once they had all ended | RSS 30.0 MiB (anonymous 10.0 MiB): 10.0 MiB over idle, kept for having served them | while they waited: +205 KiB RSS per child over it (anonymous +205 KiB); no goal",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("rows lack %q:\n%s", want, text.String())

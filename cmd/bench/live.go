@@ -62,10 +62,16 @@ type liveMeasure struct {
 	SupIdleRSS  float64 `json:"sup_idle"` // its RSS before the first message
 	SupAnon     float64 `json:"sup_anon"` // its anonymous RSS (RssAnon: not the binary's pages, which the children share)
 	SupIdleAnon float64 `json:"sup_idle_anon"`
-	SumPSS      float64 `json:"sum_pss"`     // the children's PSS, summed
-	SumPriv     float64 `json:"sum_private"` // the children's private memory (clean + dirty), summed
-	MaxPSS      float64 `json:"max_pss"`     // the largest child's PSS
-	MaxPriv     float64 `json:"max_private"` // the largest child's private memory
+	// SupAfterRSS and SupAfterAnon are its RSS and anonymous RSS once the
+	// run's children have all ended and LiveSettle has passed: what it keeps
+	// for having served them (code paged in, the collector's state, the
+	// store's caches, the ended tasks).
+	SupAfterRSS  float64 `json:"sup_after"`
+	SupAfterAnon float64 `json:"sup_after_anon"`
+	SumPSS       float64 `json:"sum_pss"`     // the children's PSS, summed
+	SumPriv      float64 `json:"sum_private"` // the children's private memory (clean + dirty), summed
+	MaxPSS       float64 `json:"max_pss"`     // the largest child's PSS
+	MaxPriv      float64 `json:"max_private"` // the largest child's private memory
 }
 
 // liveRound is one round of figure 9.
@@ -469,6 +475,17 @@ func liveOnce(ctx context.Context, cfg Config, n int, tree bool, logw io.Writer)
 	if err := poll(ctx, 5*time.Minute, 20*time.Millisecond, "children ended", func() bool { return srv.children() == 0 }); err != nil {
 		return lm, err
 	}
+	select {
+	case <-ctx.Done():
+		return lm, ctx.Err()
+	case <-time.After(cfg.LiveSettle):
+	}
+	if lm.SupAfterRSS, err = rss(srv.pid()); err != nil {
+		return lm, err
+	}
+	if lm.SupAfterAnon, err = rssAnon(srv.pid()); err != nil {
+		return lm, err
+	}
 	return lm, nil
 }
 
@@ -530,6 +547,15 @@ func liveRows(raw json.RawMessage, cfg Config) ([]row, error) {
 				row{fig: 9, what: fmt.Sprintf("live: %d subagents in a model call (%s; 64 KiB conversation, 16 KiB tool result): the supervisor", int(procs), variant.name),
 					other: fmt.Sprintf("RSS %s (idle %s), Go heap %s", fmtMiB(supRSS), fmtMiB(supIdle), fmtMiB(get(func(m liveMeasure) float64 { return m.SupHeap }))),
 					ratio: fmt.Sprintf("+%s RSS per child%s; %s", kib(perSup), perAnon, supGoal)},
+			)
+			if after := get(func(m liveMeasure) float64 { return m.SupAfterRSS }); after > 0 {
+				afterAnon := get(func(m liveMeasure) float64 { return m.SupAfterAnon })
+				rows = append(rows, row{fig: 9,
+					what:  fmt.Sprintf("live: %d subagents (%s): the supervisor once they had all ended", int(procs), variant.name),
+					other: fmt.Sprintf("RSS %s (anonymous %s): %s over idle, kept for having served them", fmtMiB(after), fmtMiB(afterAnon), fmtMiB(after-supIdle)),
+					ratio: fmt.Sprintf("while they waited: +%s RSS per child over it (anonymous +%s); no goal", kib((supRSS-after)/procs), kib((supAnon-afterAnon)/procs))})
+			}
+			rows = append(rows,
 				row{fig: 9, what: fmt.Sprintf("live: %d subagents (%s): the children", int(procs), variant.name),
 					other: fmt.Sprintf("PSS %s, private %s in all; largest %s PSS, %s private", fmtMiB(sumPSS), fmtMiB(sumPriv),
 						fmtMiB(get(func(m liveMeasure) float64 { return m.MaxPSS })), fmtMiB(get(func(m liveMeasure) float64 { return m.MaxPriv }))),
