@@ -475,10 +475,11 @@ func liveOnce(ctx context.Context, cfg Config, n int, tree bool, logw io.Writer)
 	if err := poll(ctx, 5*time.Minute, 20*time.Millisecond, "children ended", func() bool { return srv.children() == 0 }); err != nil {
 		return lm, err
 	}
+	// Twice the settle: their ends were a burst of their own.
 	select {
 	case <-ctx.Done():
 		return lm, ctx.Err()
-	case <-time.After(cfg.LiveSettle):
+	case <-time.After(2 * cfg.LiveSettle):
 	}
 	if lm.SupAfterRSS, err = rss(srv.pid()); err != nil {
 		return lm, err
