@@ -178,7 +178,7 @@ func TestLiveRowsSlope(t *testing.T) {
 		"from 50 to 400 subagents: the supervisor per added child | RSS +20.0 MiB, anonymous +20.0 MiB over 350 children | +59 KiB RSS per added child (anonymous +59 KiB); goal <= 64 KiB: met",
 		"+410 KiB RSS per child (anonymous: +328 KiB; 20.0 MiB, idle 4.0 MiB); goal <= 64 KiB: missed",
 		"2.1 MiB private (2100 KiB), 4.0 MiB PSS; goal <= 2 MiB: missed",
-		"50 subagents (flat runs): the supervisor once they had all ended | RSS 30.0 MiB (anonymous 10.0 MiB): 10.0 MiB over idle, kept for having served them | while they waited: +205 KiB RSS per child over it (anonymous +205 KiB); no goal",
+		"50 subagents (flat runs): the supervisor once they had all ended | RSS 30.0 MiB (anonymous 10.0 MiB), read twice the settle after their ends | +205 KiB RSS per ended subagent over idle (anonymous +123 KiB): what their runs left; no goal",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("rows lack %q:\n%s", want, text.String())

@@ -553,8 +553,8 @@ func liveRows(raw json.RawMessage, cfg Config) ([]row, error) {
 				afterAnon := get(func(m liveMeasure) float64 { return m.SupAfterAnon })
 				rows = append(rows, row{fig: 9,
 					what:  fmt.Sprintf("live: %d subagents (%s): the supervisor once they had all ended", int(procs), variant.name),
-					other: fmt.Sprintf("RSS %s (anonymous %s): %s over idle, kept for having served them", fmtMiB(after), fmtMiB(afterAnon), fmtMiB(after-supIdle)),
-					ratio: fmt.Sprintf("while they waited: +%s RSS per child over it (anonymous +%s); no goal", kib((supRSS-after)/procs), kib((supAnon-afterAnon)/procs))})
+					other: fmt.Sprintf("RSS %s (anonymous %s), read twice the settle after their ends", fmtMiB(after), fmtMiB(afterAnon)),
+					ratio: fmt.Sprintf("+%s RSS per ended subagent over idle (anonymous +%s): what their runs left; no goal", kib((after-supIdle)/procs), kib((afterAnon-supIdleAnon)/procs))})
 			}
 			rows = append(rows,
 				row{fig: 9, what: fmt.Sprintf("live: %d subagents (%s): the children", int(procs), variant.name),
