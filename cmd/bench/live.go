@@ -231,6 +231,7 @@ type slowModel struct {
 	ln      net.Listener
 	srv     *http.Server
 	held    atomic.Int64
+	finals  atomic.Int64 // final answers given (after release)
 	mu      sync.Mutex
 	release chan struct{}
 	pad     string // LiveConversation bytes of text
@@ -331,6 +332,7 @@ func (m *slowModel) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeChat(w, map[string]any{"role": "assistant", "content": "done"}, "stop")
+	m.finals.Add(1)
 }
 
 func toolCall(id, name, args string) map[string]any {
