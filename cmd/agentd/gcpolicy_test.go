@@ -59,36 +59,34 @@ func TestHeapPolicyFollowsTheLiveHeap(t *testing.T) {
 }
 
 // TestQuietReleaseStep: a release comes after quietIntervals quiet
-// intervals with enough to give back, not while busy, not twice within
-// quietSpacing, and again after it once the process was quiet again.
+// intervals with enough to give back (quietReclaim, and a quarter of the
+// live heap), not while busy, not twice within quietSpacing, and again
+// after it once the process was quiet again.
 func TestQuietReleaseStep(t *testing.T) {
 	var q quietRelease
 	t0 := time.Unix(1000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	var allocs uint64
-	step := func(d time.Duration, alloc, reclaimable uint64) bool {
-		allocs += alloc
-		return q.step(at(d), allocs, reclaimable)
-	}
 	for i, c := range []struct {
-		d                  time.Duration
-		alloc, reclaimable uint64
-		want               bool
+		d                        time.Duration
+		alloc, reclaimable, live uint64
+		want                     bool
 	}{
-		{0, quietAlloc, 8 << 20, false},                          // busy
-		{500 * time.Millisecond, 0, 8 << 20, false},              // quiet once
-		{time.Second, quietAlloc - 1, 8 << 20, true},             // quiet twice: release
-		{1500 * time.Millisecond, 0, 8 << 20, false},             // quiet once since
-		{2 * time.Second, 0, 8 << 20, false},                     // twice, but within quietSpacing
-		{quietSpacing, 0, 8 << 20, false},                        // still within it
-		{quietSpacing + time.Second, 0, quietReclaim - 1, false}, // past it, too little to give back
-		{quietSpacing + 2*time.Second, 0, quietReclaim, true},    // enough
-		{quietSpacing + 3*time.Second, 1 << 30, 64 << 20, false}, // busy again
-		{2*quietSpacing + 4*time.Second, 0, 64 << 20, false},     // quiet once
-		{2*quietSpacing + 5*time.Second, 0, 64 << 20, true},      // twice
+		{0, quietAlloc, 8 << 20, 4 << 20, false},                                    // busy
+		{500 * time.Millisecond, 0, 8 << 20, 4 << 20, false},                        // quiet once
+		{time.Second, quietAlloc - 1, 8 << 20, 4 << 20, true},                       // quiet twice: release
+		{1500 * time.Millisecond, 0, 8 << 20, 4 << 20, false},                       // quiet once since
+		{2 * time.Second, 0, 8 << 20, 4 << 20, false},                               // twice, but within quietSpacing
+		{time.Second + quietSpacing - time.Millisecond, 0, 8 << 20, 4 << 20, false}, // still within it
+		{quietSpacing + 2*time.Second, 0, quietReclaim - 1, 0, false},               // past it, too little to give back
+		{quietSpacing + 3*time.Second, 0, 7 << 20, 32 << 20, false},                 // under a quarter of a large live heap
+		{quietSpacing + 4*time.Second, 0, quietReclaim, 4 << 20, true},              // enough
+		{quietSpacing + 5*time.Second, 1 << 30, 64 << 20, 4 << 20, false},           // busy again
+		{2*quietSpacing + 6*time.Second, 0, 64 << 20, 4 << 20, false},               // quiet once
+		{2*quietSpacing + 7*time.Second, 0, 64 << 20, 4 << 20, true},                // twice
 	} {
-		if got := step(c.d, c.alloc, c.reclaimable); got != c.want {
-			t.Fatalf("step %d (%s, %d allocated, %d reclaimable) = %v, want %v", i, c.d, c.alloc, c.reclaimable, got, c.want)
+		allocs += c.alloc
+		if got := q.step(t0.Add(c.d), allocs, c.reclaimable, c.live); got != c.want {
+			t.Fatalf("step %d (%s, %d allocated, %d reclaimable, %d live) = %v, want %v", i, c.d, c.alloc, c.reclaimable, c.live, got, c.want)
 		}
 	}
 }

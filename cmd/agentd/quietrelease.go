@@ -17,7 +17,10 @@ import (
 // to find the garbage. With 200 children waiting that was about 2 MiB the
 // supervisor held for nothing, all the wait. So when the supervisor has
 // allocated less than quietAlloc in each of quietIntervals intervals in a
-// row, and a collection could give back at least quietReclaim, it collects
+// row, and a collection could give back at least quietReclaim (and a
+// quarter of the live heap: a collection costs in proportion to what is
+// live, so a large heap, a memory store of many tasks, is collected for
+// nothing less than a burst's worth of pages), it collects
 // once and returns its free pages (debug.FreeOSMemory, about a millisecond
 // on its heap of a few MiB), at most once every quietSpacing. A service
 // under load is never quiet, and pays nothing. The same holds after a burst
@@ -39,9 +42,10 @@ type quietRelease struct {
 	last      time.Time // the last release
 }
 
-// step takes one interval's reading (the heap's cumulative allocation, and
-// what a collection could give back) at now, and says whether to release.
-func (q *quietRelease) step(now time.Time, allocs, reclaimable uint64) bool {
+// step takes one interval's reading (the heap's cumulative allocation, what
+// a collection could give back, the live heap at the last collection) at
+// now, and says whether to release.
+func (q *quietRelease) step(now time.Time, allocs, reclaimable, live uint64) bool {
 	delta := allocs - q.allocs
 	q.allocs = allocs
 	if delta >= quietAlloc {
@@ -49,25 +53,25 @@ func (q *quietRelease) step(now time.Time, allocs, reclaimable uint64) bool {
 		return false
 	}
 	q.intervals++
-	if q.intervals < quietIntervals || reclaimable < quietReclaim || (!q.last.IsZero() && now.Sub(q.last) < quietSpacing) {
+	if q.intervals < quietIntervals || reclaimable < max(quietReclaim, live/4) || (!q.last.IsZero() && now.Sub(q.last) < quietSpacing) {
 		return false
 	}
 	q.last, q.intervals = now, 0
 	return true
 }
 
-// heapReclaimable reads the heap's cumulative allocation and what a
-// collection could give back: its free pages not yet returned to the system
-// and the objects the last collection did not find live (before any
-// collection, none are known to be garbage).
-func heapReclaimable(s []metrics.Sample) (allocs, reclaimable uint64) {
+// heapReclaimable reads the heap's cumulative allocation, what a collection
+// could give back (its free pages not yet returned to the system and the
+// objects the last collection did not find live; before any collection,
+// none are known to be garbage) and the live heap the last collection found.
+func heapReclaimable(s []metrics.Sample) (allocs, reclaimable, live uint64) {
 	metrics.Read(s)
 	allocs, free, objects, live := s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64(), s[3].Value.Uint64()
 	reclaimable = free
 	if live > 0 && objects > live {
 		reclaimable += objects - live
 	}
-	return allocs, reclaimable
+	return allocs, reclaimable, live
 }
 
 // startQuietRelease releases the heap's free pages each time the process
@@ -84,7 +88,7 @@ func startQuietRelease(log *slog.Logger, interval time.Duration) (stop func()) {
 			{Name: "/gc/heap/live:bytes"},
 		}
 		var q quietRelease
-		q.allocs, _ = heapReclaimable(s)
+		q.allocs, _, _ = heapReclaimable(s)
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
@@ -92,12 +96,12 @@ func startQuietRelease(log *slog.Logger, interval time.Duration) (stop func()) {
 			case <-done:
 				return
 			case now := <-tick.C:
-				allocs, reclaimable := heapReclaimable(s)
-				if q.step(now, allocs, reclaimable) {
+				allocs, reclaimable, live := heapReclaimable(s)
+				if q.step(now, allocs, reclaimable, live) {
 					debug.FreeOSMemory()
 					log.Debug("quiet: heap released", "reclaimable_kib", reclaimable>>10)
 					// The release's own allocation is not the service's.
-					q.allocs, _ = heapReclaimable(s)
+					q.allocs, _, _ = heapReclaimable(s)
 				}
 			}
 		}
