@@ -14,8 +14,8 @@ import (
 // into while it started them (the requests, the payloads, the spawns' own
 // garbage) stay resident: the runtime returns to the system only what lies
 // beyond its next heap goal, and with nothing allocated no collection comes
-// to find the garbage. With 200 children waiting that was about 2 MiB the
-// supervisor held for nothing, all the wait. So when the supervisor has
+// to find the garbage. With 200 children waiting that was about 3 MiB the
+// supervisor held for nothing, all the wait, and with 400 about 5 MiB. So when the supervisor has
 // allocated less than quietAlloc in each of quietIntervals intervals in a
 // row, and a collection could give back at least quietReclaim (and a
 // quarter of the live heap: a collection costs in proportion to what is

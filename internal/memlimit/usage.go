@@ -249,25 +249,3 @@ func appendPids(out []int, b []byte) []int {
 		}
 	}
 }
-
-// TreeUsage is the process tree's memory in use: the calling process's RSS
-// plus each of its children's PSS (a child that ended meanwhile counts 0).
-// It returns the total and the calling process's RSS.
-func TreeUsage() (total, self uint64, err error) {
-	var r Reader
-	me, err := r.Rollup(0)
-	if err != nil {
-		return 0, 0, err
-	}
-	kids, err := r.Children()
-	if err != nil {
-		return 0, 0, err
-	}
-	total = me.RSS
-	for _, pid := range kids {
-		if c, err := r.Rollup(pid); err == nil {
-			total += c.PSS
-		}
-	}
-	return total, me.RSS, nil
-}

@@ -68,31 +68,35 @@ func TestCgroupUsage(t *testing.T) {
 	}
 }
 
-// TestTreeUsage: the tree's usage counts a real child's PSS beside the
-// process's own RSS.
-func TestTreeUsage(t *testing.T) {
+// TestReaderChildren: a Reader lists a real child among the process's
+// children and reads its memory, as the free function does.
+func TestReaderChildren(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {
 		t.Skipf("no sleep binary to be a child: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	kids, err := Children()
+	var r Reader
+	kids, err := r.Children()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(kids, cmd.Process.Pid) {
 		t.Fatalf("children %v lack the child %d", kids, cmd.Process.Pid)
 	}
-	child, err := ReadRollup(cmd.Process.Pid)
+	if free, err := Children(); err != nil || !slices.Contains(free, cmd.Process.Pid) {
+		t.Fatalf("Children() = %v, %v: the child %d is not among them", free, err, cmd.Process.Pid)
+	}
+	child, err := r.Rollup(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	total, self, err := TreeUsage()
+	self, err := r.Rollup(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if child.PSS == 0 || self == 0 || total < self+child.PSS/2 {
-		t.Fatalf("total %d, self %d, child's PSS %d: the child is not counted", total, self, child.PSS)
+	if child.PSS == 0 || child.RSS < child.PSS || self.RSS == 0 {
+		t.Fatalf("child %+v, self %+v", child, self)
 	}
 }
 
