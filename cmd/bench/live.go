@@ -63,7 +63,7 @@ type liveMeasure struct {
 	SupAnon     float64 `json:"sup_anon"` // its anonymous RSS (RssAnon: not the binary's pages, which the children share)
 	SupIdleAnon float64 `json:"sup_idle_anon"`
 	// SupAfterRSS and SupAfterAnon are its RSS and anonymous RSS once the
-	// run's children have all ended and LiveSettle has passed: what it keeps
+	// run's children have all ended and twice LiveSettle has passed: what it keeps
 	// for having served them (code paged in, the collector's state, the
 	// store's caches, the ended tasks).
 	SupAfterRSS  float64 `json:"sup_after"`

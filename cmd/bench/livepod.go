@@ -202,8 +202,19 @@ func livePodOnce(ctx context.Context, cfg Config, logw io.Writer) (livePod, erro
 	// limit through that burst as well.
 	peakWS.Store(0)
 	model.releaseAll()
+	// Done once no run is left: every accepted run answered, or the
+	// service's children down to its pool for livePodSettle (a run that
+	// ended otherwise, say stopped for memory, gives no final answer).
+	var emptySince time.Time
 	err = poll(ctx, 10*time.Minute, 100*time.Millisecond, "every accepted run ended", func() bool {
-		return model.finals.Load() >= int64(lp.Accepted) && srv.children() <= defaultWarmPool
+		if srv.children() > defaultWarmPool {
+			emptySince = time.Time{}
+			return false
+		}
+		if emptySince.IsZero() {
+			emptySince = time.Now()
+		}
+		return model.finals.Load() >= int64(lp.Accepted) || time.Since(emptySince) >= livePodSettle
 	})
 	close(quit)
 	<-sampled
