@@ -137,3 +137,15 @@ func TestQuietReleaseHelper(t *testing.T) {
 			read("/memory/classes/heap/free:bytes")>>10, read("/gc/cycles/forced:gc-cycles"), forced)
 	}
 }
+
+// TestQuietReleaseOffWithGOGCOff: an operator's GOGC=off asks for no
+// collection, and the quiet release does not start.
+func TestQuietReleaseOffWithGOGCOff(t *testing.T) {
+	t.Setenv("GOGC", "off")
+	var logs strings.Builder
+	stop := startQuietRelease(slog.New(slog.NewTextHandler(&logs, nil)), time.Millisecond)
+	stop()
+	if !strings.Contains(logs.String(), `off="GOGC=off"`) {
+		t.Fatalf("log %q does not say the release is off", logs.String())
+	}
+}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"time"
 )
 
@@ -76,8 +78,14 @@ func heapReclaimable(s []metrics.Sample) (allocs, reclaimable, live uint64) {
 
 // startQuietRelease releases the heap's free pages each time the process
 // goes quiet (quietRelease), every interval, until the returned function is
-// called.
+// called. With GOGC=off the operator has asked for no collection, and it
+// does not start.
 func startQuietRelease(log *slog.Logger, interval time.Duration) (stop func()) {
+	if strings.EqualFold(os.Getenv("GOGC"), "off") {
+		log.Info("quiet release", "off", "GOGC=off")
+		return func() {}
+	}
+	log.Info("quiet release", "quiet_below_kib", quietAlloc>>10, "interval", interval.String(), "min_reclaim_kib", quietReclaim>>10, "spacing", quietSpacing.String())
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ended)
