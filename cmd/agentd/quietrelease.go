@@ -17,18 +17,19 @@ import (
 // garbage) stay resident: the runtime returns to the system only what lies
 // beyond its next heap goal, and with nothing allocated no collection comes
 // to find the garbage. With 200 children waiting that was about 3 MiB the
-// supervisor held for nothing, all the wait, and with 400 about 5 MiB. So when the supervisor has
-// allocated less than quietAlloc in each of quietIntervals intervals in a
-// row, and a collection could give back at least quietReclaim (and a
-// quarter of the live heap: a collection costs in proportion to what is
-// live, so a large heap, a memory store of many tasks, is collected for
-// nothing less than a burst's worth of pages), it collects
-// once and returns its free pages (debug.FreeOSMemory, about a millisecond
-// on its heap of a few MiB), at most once every quietSpacing. A service
-// under load is never quiet, and pays nothing. The same holds after a burst
-// of runs ends: 400 of figure 9's ending together left the supervisor at
-// 123 MiB RSS (its heap had grown into 100 MiB while it wrote their
-// results), which it kept until a release took it to 39 MiB.
+// supervisor held for nothing, all the wait, and with 400 about 5 MiB.
+//
+// So when the supervisor has allocated less than quietAlloc in each of
+// quietIntervals intervals in a row, and a collection could give back at
+// least quietReclaim and a quarter of the live heap (a collection costs in
+// proportion to what is live, so a large heap, a memory store of many
+// tasks, is not collected for less than a burst's worth of pages), it
+// collects once and returns its free pages (debug.FreeOSMemory, about a
+// millisecond on a heap of a few MiB), at most once every quietSpacing. A
+// service under load is never quiet, and pays nothing. The same holds after
+// a burst of runs ends: 400 of figure 9's ending together left the
+// supervisor at 123 MiB RSS (its heap had grown into 100 MiB while it wrote
+// their results), which it kept until a release took it to 39 MiB.
 const (
 	quietInterval  = 500 * time.Millisecond
 	quietIntervals = 2
