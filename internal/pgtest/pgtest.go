@@ -11,12 +11,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -114,13 +114,22 @@ func New(o Options) (*Server, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("pgtest: initdb: %v\n%s", err, out))
 	}
-	if s.port, err = freePort(); err != nil {
-		return fail(err)
+	// A port below the ephemeral range (testkit.FreePort), so that no other
+	// test's listener takes it before postgres binds it, or while it
+	// restarts on it; taken by another test process all the same, postgres
+	// is started again on another.
+	for attempt := 1; ; attempt++ {
+		if s.port, err = testkit.FreePort(); err != nil {
+			return fail(err)
+		}
+		err = s.start()
+		if err == nil {
+			return s, nil
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "Address already in use") {
+			return fail(err)
+		}
 	}
-	if err := s.start(); err != nil {
-		return fail(err)
-	}
-	return s, nil
 }
 
 // Close stops the server (a fast shutdown, in which the postmaster reaps its
@@ -141,15 +150,6 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
 	}
 	return cmd
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Restart starts the server again, after Stop or Kill, on the same data and

@@ -1,7 +1,8 @@
 // Package testkit holds the small helpers the tests of every package share:
 // a buffer safe for concurrent writes (a log sink, a process's output), the
 // JSON log records in it, polling until a condition holds, looks at processes
-// and process groups through /proc (Linux), and a span recorder installed as
+// and process groups through /proc (Linux), a port for a server that must be
+// told it before it binds it (FreePort), and a span recorder installed as
 // the global tracer provider. The A2A packages' own helpers (messages, sends,
 // a fake provider, a plain A2A peer) are in internal/a2atest.
 //

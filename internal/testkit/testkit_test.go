@@ -2,9 +2,11 @@ package testkit
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,5 +144,41 @@ func TestProcesses(t *testing.T) {
 	WaitGroupGone(f, pid)
 	if f.msg != "" || !GroupGone(pid) {
 		t.Fatalf("reaped child's group: %q", f.msg)
+	}
+}
+
+// TestFreePort: a port below the ephemeral range, bindable, and never the
+// same twice; binding port 0 meanwhile never yields it.
+func TestFreePort(t *testing.T) {
+	low := ephemeralLow()
+	if low <= freePortFloor+1000 {
+		t.Skipf("ephemeral range starts at %d: FreePort binds port 0", low)
+	}
+	seen := map[int]bool{}
+	for range 50 {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p < freePortFloor || p >= low || seen[p] {
+			t.Fatalf("port %d: outside [%d, %d) or given twice", p, freePortFloor, low)
+		}
+		seen[p] = true
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Fatalf("port %d cannot be bound: %v", p, err)
+		}
+		ln.Close()
+	}
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if seen[p] {
+			t.Fatalf("a bind to port 0 was given %d, which FreePort had handed out", p)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 
 	"github.com/agentd/agentd/a2a/a2atest"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // send sends text with message metadata and returns the finished task.
@@ -103,14 +103,16 @@ func TestPlainA2AServerAsPeer(t *testing.T) {
 	}
 }
 
+// freePort is a port for a process that must be told it before it binds it
+// (testkit.FreePort: below the ephemeral range, which the tests' other
+// listeners are served from).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // A routes everything to B and B everything to A: the A to B to A cycle is

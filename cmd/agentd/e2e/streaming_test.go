@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -441,10 +440,12 @@ func startMockLLM(t *testing.T, config string) string {
 		t.Fatal(err)
 	}
 	// mock-llm takes its port from PORT and cannot be handed a listener: a
-	// port found free here can be taken by another test's process before
-	// node binds it (one run saw this test's health poll reach another
-	// package's model server on the port it had picked, and mock-llm exit
-	// with EADDRINUSE). Such a start is tried again on another port.
+	// port found free by binding port 0 could be taken by another test's
+	// process before node binds it (one run saw this test's health poll
+	// reach another package's model server on the port it had picked, and
+	// mock-llm exit with EADDRINUSE). The port comes from below the
+	// ephemeral range (testkit.FreePort), where no such listener is served;
+	// a start that loses it all the same is tried again on another port.
 	for attempt := 1; ; attempt++ {
 		url, err := startMockLLMOnce(t, node, main, cfg)
 		if err == nil {
@@ -464,12 +465,10 @@ var errPortTaken = errors.New("mock-llm: its port was taken (EADDRINUSE)")
 // serves: errPortTaken when it could not bind the port. The process, served
 // or not, is killed and reaped at cleanup.
 func startMockLLMOnce(t *testing.T, node, main, cfg string) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testkit.FreePort()
 	if err != nil {
 		return "", err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	cmd := exec.Command(node, main, "--config", cfg)
 	cmd.Env = append(os.Environ(), "HOST=127.0.0.1", fmt.Sprintf("PORT=%d", port))
 	var out testkit.Buffer
