@@ -349,12 +349,11 @@ func writeChat(w http.ResponseWriter, msg map[string]any, finish string) {
 
 // freePort returns a loopback address nothing listens on now.
 func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testkit.FreePort() // not the next ephemeral port, which another test's listener could take first
 	if err != nil {
 		return "", err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }
 
 // heapInuse reads go_memstats_heap_inuse_bytes from a /metrics listener.

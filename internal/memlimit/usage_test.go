@@ -71,11 +71,7 @@ func TestCgroupUsage(t *testing.T) {
 // TestReaderChildren: a Reader lists a real child among the process's
 // children and reads its memory, as the free function does.
 func TestReaderChildren(t *testing.T) {
-	cmd := exec.Command("sleep", "30")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("no sleep binary to be a child: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cmd := sleepChild(t)
 	var r Reader
 	kids, err := r.Children()
 	if err != nil {
@@ -196,11 +192,7 @@ func FuzzAppendPids(f *testing.F) {
 // dozen allocations through os.ReadFile and a scanner); a pid with no
 // process is an error that names it.
 func TestReaderAllocs(t *testing.T) {
-	cmd := exec.Command("sleep", "30")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("no sleep binary to be a child: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cmd := sleepChild(t)
 	var r Reader
 	if _, err := r.Rollup(cmd.Process.Pid); err != nil {
 		t.Fatal(err)
@@ -215,4 +207,15 @@ func TestReaderAllocs(t *testing.T) {
 	if _, err := r.Rollup(1 << 30); err == nil || !strings.Contains(err.Error(), "process 1073741824") {
 		t.Fatalf("a pid with no process: %v", err)
 	}
+}
+
+// sleepChild starts a child that waits, killed and reaped at the test's end.
+func sleepChild(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep binary to be a child: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
 }
