@@ -119,7 +119,7 @@ func New(o Options) (*Server, error) {
 	// restarts on it; taken by another test process all the same, postgres
 	// is started again on another.
 	for attempt := 1; ; attempt++ {
-		if s.port, err = testkit.FreePort(); err != nil {
+		if s.port, err = freePort(); err != nil {
 			return fail(err)
 		}
 		err = s.start()
@@ -129,8 +129,13 @@ func New(o Options) (*Server, error) {
 		if attempt == 3 || !strings.Contains(err.Error(), "Address already in use") {
 			return fail(err)
 		}
+		s.Stop() // the postmaster has exited: forget it, so that start runs again
 	}
 }
+
+// freePort is where New finds its port (a test's stand-in can hand it a
+// taken one).
+var freePort = testkit.FreePort
 
 // Close stops the server (a fast shutdown, in which the postmaster reaps its
 // backends, so none is left to whoever reaps orphans) and removes its
@@ -190,7 +195,11 @@ func (s *Server) start() error {
 	s.mu.Unlock()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := pgx.Connect(context.Background(), s.dsn("postgres"))
+		// Each try bounded: whatever holds the port may accept and never
+		// answer (a listener that took it before postgres could bind it).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c, err := pgx.Connect(ctx, s.dsn("postgres"))
+		cancel()
 		if err == nil {
 			c.Close(context.Background())
 			return nil

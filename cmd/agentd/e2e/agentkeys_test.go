@@ -148,6 +148,13 @@ func TestDeclaredEndpointKeys(t *testing.T) {
 		seen.Lock()
 		defer seen.Unlock()
 		for _, pid := range childrenOf(s.cmd.Process.Pid) {
+			environ, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+			if err != nil {
+				continue // reaped meanwhile
+			}
+			if !slices.Contains(strings.Split(string(environ), "\x00"), api.EnvSubagent+"=1") {
+				continue // forked, not yet exec'd: its argv and environ are still the supervisor's
+			}
 			cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 			if err != nil {
 				continue // reaped meanwhile
@@ -158,7 +165,6 @@ func TestDeclaredEndpointKeys(t *testing.T) {
 					seen.problems = append(seen.problems, "key on the argv of "+strconv.Itoa(pid))
 				}
 			}
-			environ, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 			for _, kv := range strings.Split(string(environ), "\x00") {
 				if strings.HasPrefix(kv, "E2E_DECL_") {
 					seen.problems = append(seen.problems, "the supervisor's variable in a child: "+kv)

@@ -86,15 +86,19 @@ func TestChildGODEBUGLeadsTheOperators(t *testing.T) {
 		{[]string{"GODEBUG=madvdontneed=1", "AGENT_CHILD_MEMDUMP=" + t.TempDir()}, "GODEBUG=madvdontneed=1"},
 	} {
 		s := startServiceAs(t, agentdBin, c.env, "--warm-pool", "1", "--intelligence", "builtin:wait", "--store", "memory")
-		var kids []int
-		testkit.WaitFor(t, 20*time.Second, "the pool's child", func() bool {
-			kids = testkit.Children(s.cmd.Process.Pid)
-			return len(kids) == 1
+		// The child counts once it has exec'd: between fork and exec its
+		// environ is still the supervisor's (one run read that, the
+		// operator's GODEBUG alone).
+		var b []byte
+		testkit.WaitFor(t, 20*time.Second, "the pool's child, exec'd", func() bool {
+			kids := testkit.Children(s.cmd.Process.Pid)
+			if len(kids) != 1 {
+				return false
+			}
+			var err error
+			b, err = os.ReadFile(fmt.Sprintf("/proc/%d/environ", kids[0]))
+			return err == nil && slices.Contains(strings.Split(string(b), "\x00"), api.EnvSubagent+"=1")
 		})
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", kids[0]))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var got []string
 		for _, kv := range strings.Split(string(b), "\x00") {
 			if strings.HasPrefix(kv, "GODEBUG=") {
