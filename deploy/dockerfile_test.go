@@ -182,7 +182,8 @@ var goDirective = regexp.MustCompile(`(?m)^go (\S+)$`)
 
 // checkDockerfile checks the image recipe src against the rendered base s
 // and the main module's Go version: multi-stage; a static build
-// (CGO_ENABLED=0) on that Go version; a distroless (or scratch) final stage
+// (CGO_ENABLED=0) on that Go version with the Makefile's collector
+// (GOEXPERIMENT=nogreenteagc); a distroless (or scratch) final stage
 // with no RUN, running as uid 65532 with agentd as its exec-form entrypoint;
 // and agreement with the Deployment (user, ports, args).
 func checkDockerfile(src []byte, s *set, goVersion string) error {
@@ -224,6 +225,9 @@ func checkDockerfile(src []byte, s *set, goVersion string) error {
 	}
 	if gb.env["CGO_ENABLED"] != "0" {
 		fail("go build runs with CGO_ENABLED=%q, want 0 (a static binary)", gb.env["CGO_ENABLED"])
+	}
+	if !slices.Contains(strings.Split(gb.env["GOEXPERIMENT"], ","), "nogreenteagc") {
+		fail("go build runs with GOEXPERIMENT=%q, want nogreenteagc (the Makefile's collector)", gb.env["GOEXPERIMENT"])
 	}
 	if len(cp.SourcePaths) != 1 || cp.SourcePaths[0] != gb.output {
 		fail("COPY --from=%s %v, but go build writes %q", cp.From, cp.SourcePaths, gb.output)
@@ -315,6 +319,7 @@ func TestDockerfileChecksCatchBreakage(t *testing.T) {
 	cases := map[string][2]string{
 		"root user":             {"USER 65532:65532\n", ""},
 		"cgo enabled":           {"CGO_ENABLED=0 go build", "CGO_ENABLED=1 go build"},
+		"green tea collector":   {"GOEXPERIMENT=nogreenteagc CGO_ENABLED=0", "CGO_ENABLED=0"},
 		"shell-form entrypoint": {`ENTRYPOINT ["/usr/local/bin/agentd"]`, "ENTRYPOINT /usr/local/bin/agentd"},
 		"entrypoint elsewhere":  {`ENTRYPOINT ["/usr/local/bin/agentd"]`, `ENTRYPOINT ["/agentd"]`},
 		"full base image":       {"FROM gcr.io/distroless/static-debian12:nonroot", "FROM debian:bookworm-slim"},

@@ -54,6 +54,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -245,6 +246,7 @@ func Run(ctx context.Context, cfg Config, out, logw io.Writer) error {
 		}
 	}
 	m := machine()
+	m.agentd = builtWith(cfg.Agentd)
 	var rows []row
 	for _, f := range figures {
 		if len(want) > 0 && !want[f.name] {
@@ -289,6 +291,23 @@ type machineInfo struct {
 	goVersion  string
 	loadBefore string
 	loadAfter  string
+	agentd     string // how the agentd measured was built (builtWith)
+}
+
+// builtWith says which Go and which GOEXPERIMENT built the binary at path:
+// the collector it runs with moves figure 9 (Makefile, GOEXPERIMENT).
+func builtWith(path string) string {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return "unknown"
+	}
+	exp := "none"
+	for _, s := range bi.Settings {
+		if s.Key == "GOEXPERIMENT" {
+			exp = s.Value
+		}
+	}
+	return bi.GoVersion + ", GOEXPERIMENT " + exp
 }
 
 func machine() machineInfo {
@@ -318,8 +337,8 @@ func loadAvg() string {
 }
 
 func writeTable(w io.Writer, m machineInfo, cfg Config, rows []row) {
-	fmt.Fprintf(w, "agentd bench: %d CPUs (%s), %s, load %s before and %s after; every figure the median of %d rounds\n\n",
-		m.cpus, m.model, m.goVersion, m.loadBefore, m.loadAfter, cfg.Rounds)
+	fmt.Fprintf(w, "agentd bench: %d CPUs (%s), %s (agentd: %s), load %s before and %s after; every figure the median of %d rounds\n\n",
+		m.cpus, m.model, m.goVersion, m.agentd, m.loadBefore, m.loadAfter, cfg.Rounds)
 	fmt.Fprintln(w, "| # | what | p50 | p99 | other | ratio (same run, interleaved) |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
 	for _, r := range rows {

@@ -45,9 +45,13 @@ func TestMain(m *testing.M) {
 	// own here, never the user's (startService also gives each service a
 	// --state-dir of its own).
 	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	// The build tags of the Makefile's GO_TAGS and the image: the tests run
-	// the binary that ships.
+	// The build tags of the Makefile's GO_TAGS and the image, and their
+	// GOEXPERIMENT unless the caller chose one: the tests run the binary
+	// that ships.
 	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", agentdBin, "..")
+	if os.Getenv("GOEXPERIMENT") == "" {
+		build.Env = append(os.Environ(), "GOEXPERIMENT=nogreenteagc")
+	}
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build agentd:", err)
