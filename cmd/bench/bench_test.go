@@ -92,7 +92,7 @@ func TestHarnessSmoke(t *testing.T) {
 			t.Errorf("table has %s:\n%s", bad, table)
 		}
 	}
-	for _, s := range []string{"100 tasks held", "drain grace 50ms + kill grace 50ms", "CPUs (", "(agentd: go1", ", GOEXPERIMENT ", "; 0 errors; CPU per task", "9 subagents in a model call (trees of a root and 8 children", "(anonymous: +", " KiB), ", "the warm pool's next child in line, after its rehearsal"} {
+	for _, s := range []string{"100 tasks held", "drain grace 50ms + kill grace 50ms", "CPUs (", "(agentd: go1", "; 0 errors; CPU per task", "9 subagents in a model call (trees of a root and 8 children", "(anonymous: +", " KiB), ", "the warm pool's next child in line, after its rehearsal"} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q", s)
 		}

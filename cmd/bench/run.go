@@ -294,20 +294,15 @@ type machineInfo struct {
 	agentd     string // how the agentd measured was built (builtWith)
 }
 
-// builtWith says which Go and which GOEXPERIMENT built the binary at path:
-// the collector it runs with moves figure 9 (Makefile, GOEXPERIMENT).
+// builtWith is the Go version that built the binary at path, with the
+// experiments it set ("go1.26.8-X:nogreenteagc"): the collector it runs
+// with moves figure 9 (Makefile, GOEXPERIMENT).
 func builtWith(path string) string {
 	bi, err := buildinfo.ReadFile(path)
 	if err != nil {
 		return "unknown"
 	}
-	exp := "none"
-	for _, s := range bi.Settings {
-		if s.Key == "GOEXPERIMENT" {
-			exp = s.Value
-		}
-	}
-	return bi.GoVersion + ", GOEXPERIMENT " + exp
+	return bi.GoVersion
 }
 
 func machine() machineInfo {
