@@ -656,7 +656,12 @@
     if (v === "history") loadHistory(false);
     if (v === "audit") loadAudit(false);
     if (v === "task") openTask(id);
-    else task.id = "";
+    else {
+      // Leaving the task's page: a reload taskSnapshot scheduled for it
+      // must not run with no task (it asked for /ui/api/task?id=, a 400).
+      task.id = "";
+      clearTimeout(task.timer);
+    }
   }
   function go(href) {
     history.pushState(null, "", href);
@@ -782,6 +787,7 @@
   }
   async function loadTask(focus) {
     const id = task.id;
+    if (!id) return;
     const seq = ++task.seq;
     try {
       const data = await getJSON("/ui/api/task?id=" + encodeURIComponent(id));
