@@ -146,7 +146,7 @@ func hex4(b []byte) rune {
 }
 
 // decodeSpawnParams decodes the spawn frame's params into p, as
-// api.DecodeParams does, with a large objective (at least half the
+// api.DecodeParams does (by decodeSpawn's types), with a large objective (at least half the
 // params, figure 9's 64 KiB) lifted into the params' memory: params must
 // be the frame body's, which nothing else reads or writes.
 func decodeSpawnParams(params []byte, p *api.SpawnPayload) error {
@@ -158,7 +158,7 @@ func decodeSpawnParams(params []byte, p *api.SpawnPayload) error {
 		}
 		if json.Unmarshal(params, &at) == nil && len(at.Contract.Objective) >= len(params)/2 {
 			if rest, obj, ok := liftString(params, at.Contract.Objective); ok {
-				if err := json.Unmarshal(rest, p); err != nil {
+				if err := decodeSpawn(rest, p); err != nil {
 					return fmt.Errorf("%s params: %w", api.MethodSpawn, err)
 				}
 				p.Contract.Objective = obj
@@ -166,7 +166,10 @@ func decodeSpawnParams(params []byte, p *api.SpawnPayload) error {
 			}
 		}
 	}
-	return api.DecodeParams(&api.Frame{Method: api.MethodSpawn, Params: params}, p)
+	if err := decodeSpawn(params, p); err != nil {
+		return fmt.Errorf("%s params: %w", api.MethodSpawn, err)
+	}
+	return nil
 }
 
 // errorMark is what toolText puts before an error result's text.

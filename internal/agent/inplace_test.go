@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"runtime/metrics"
@@ -118,15 +119,26 @@ func quote(s string) string {
 	return string(b)
 }
 
+// spawnFrameBody is the body of the spawn frame for p (its length prefix
+// cut), as the supervisor writes it.
+func spawnFrameBody(t *testing.T, p *api.SpawnPayload) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := api.NewFrameWriter(&buf, 0).Send(api.MethodSpawn, 0, p); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() < 4 {
+		t.Fatalf("a frame of %d bytes", buf.Len())
+	}
+	return buf.Bytes()[4:]
+}
+
 // spawnFrameParams is the params of a spawn frame for p, as the supervisor
 // writes it.
 func spawnFrameParams(t *testing.T, p *api.SpawnPayload) []byte {
 	t.Helper()
-	var buf frameCapture
-	if err := api.NewFrameWriter(&buf, 0).Send(api.MethodSpawn, 0, p); err != nil {
-		t.Fatal(err)
-	}
-	f, err := api.DecodeFrameBody(buf.body())
+	body := spawnFrameBody(t, p)
+	f, err := api.DecodeFrameBody(body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,27 +30,20 @@ import (
 // the run's first line finds that code paged in; logInfo, so that it maps
 // none of the function table), and it never touches the control channel.
 // It returns the sample run's result.
+//
+// The spawn frame it decodes is written out (rehearsalSpawn), not encoded
+// here: a child decodes spawn payloads (decodeSpawn) and never encodes one,
+// and encoding the sample built encoding/json's encoders for all of
+// api.SpawnPayload, which decodeSpawn exists not to build.
 func rehearse(h slog.Handler) api.SubagentResult {
-	sample := api.SpawnPayload{
-		AgentID: "0", AgentPath: "0",
-		Contract:     api.OutputContract{Objective: "rehearse the warm path", OutputFormat: api.OutputFormat{Kind: api.FormatText}},
-		Seed:         api.ContextSeed{Slices: []api.SeedSlice{{Label: "sample", Content: api.SeedContent{Text: "sample"}}}},
-		Limits:       api.Limits{MaxSteps: 2, MaxTokens: 10000, Deadline: api.Duration(time.Minute), MaxChildren: 1, DistillateBudget: api.DefaultDistillateBudget},
-		Telemetry:    api.Telemetry{RunID: "rehearsal"},
-		Intelligence: api.Intelligence{Endpoint: "builtin:demo"},
-	}
 	w := api.NewFrameWriter(io.Discard, 0)
-	var buf frameCapture
 	failed := api.SubagentResult{Status: api.StatusCrashed, Distillate: api.InlineText("")}
-	if err := api.NewFrameWriter(&buf, 0).Send(api.MethodSpawn, 0, sample); err != nil {
-		return failed
-	}
-	f, err := api.DecodeFrameBody(buf.body())
+	f, err := api.DecodeFrameBody([]byte(rehearsalSpawn))
 	if err != nil {
 		return failed
 	}
 	var p api.SpawnPayload
-	if api.DecodeParams(f, &p) != nil || p.Validate() != nil {
+	if decodeSpawnParams(f.Params, &p) != nil || p.Validate() != nil { // as a payload is decoded: its caches are what the run needs
 		return failed
 	}
 	log := slog.New(h).With("run_id", p.Telemetry.RunID, "agent_path", p.AgentPath)
@@ -67,6 +60,12 @@ func rehearse(h slog.Handler) api.SubagentResult {
 	_ = w.Send(api.MethodResult, 0, res)
 	return res
 }
+
+// rehearsalSpawn is the body of the spawn frame the rehearsal decodes: what
+// the supervisor sends for a sample payload (one step of builtin:demo, a
+// text contract, one seed slice), byte for byte as api's FrameWriter encodes
+// it (TestRehearsalSpawnIsEncoded holds it to that).
+const rehearsalSpawn = `{"jsonrpc":"2.0","method":"spawn","params":{"agent_id":"0","agent_path":"0","depth":0,"contract":{"objective":"rehearse the warm path","output_format":{"kind":"text"}},"seed":{"slices":[{"label":"sample","content":{"text":"sample"}}]},"scope":{"tags":{"untrusted_input":false,"sensitive":false,"egress":false}},"limits":{"max_steps":2,"max_tokens":10000,"deadline":"1m0s","max_children":1,"distillate_budget":8000},"telemetry":{"run_id":"rehearsal"},"intelligence":{"endpoint":"builtin:demo"}}}`
 
 // unsampled returns a context whose parent span is not sampled: with the
 // parent-based sampler, nothing the rehearsal starts is recorded or exported.
@@ -86,19 +85,3 @@ func (silent) CallTool(context.Context, string, json.RawMessage) (api.ToolResult
 }
 
 func (silent) Event(int, string, api.Usage) {}
-
-// frameCapture keeps the one frame written to it.
-type frameCapture struct{ b []byte }
-
-func (c *frameCapture) Write(p []byte) (int, error) {
-	c.b = append(c.b, p...)
-	return len(p), nil
-}
-
-// body is the frame without its length prefix.
-func (c *frameCapture) body() []byte {
-	if len(c.b) < 4 {
-		return nil
-	}
-	return c.b[4:]
-}

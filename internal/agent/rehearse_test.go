@@ -193,3 +193,22 @@ func TestLogInfoUnwindsNoStack(t *testing.T) {
 		t.Fatalf("logged %s", s)
 	}
 }
+
+// The spawn frame the rehearsal decodes is written out, not encoded in the
+// child: it must stay what the supervisor sends for the sample, byte for
+// byte, so that the rehearsal decodes what a payload's decoding meets (a
+// field added to the payload changes the encoding and fails this until the
+// literal is written again).
+func TestRehearsalSpawnIsEncoded(t *testing.T) {
+	sample := &api.SpawnPayload{
+		AgentID: "0", AgentPath: "0",
+		Contract:     api.OutputContract{Objective: "rehearse the warm path", OutputFormat: api.OutputFormat{Kind: api.FormatText}},
+		Seed:         api.ContextSeed{Slices: []api.SeedSlice{{Label: "sample", Content: api.SeedContent{Text: "sample"}}}},
+		Limits:       api.Limits{MaxSteps: 2, MaxTokens: 10000, Deadline: api.Duration(time.Minute), MaxChildren: 1, DistillateBudget: api.DefaultDistillateBudget},
+		Telemetry:    api.Telemetry{RunID: "rehearsal"},
+		Intelligence: api.Intelligence{Endpoint: "builtin:demo"},
+	}
+	if got, want := rehearsalSpawn, string(spawnFrameBody(t, sample)); got != want {
+		t.Fatalf("rehearsalSpawn is\n%s\nthe sample encodes as\n%s", got, want)
+	}
+}
