@@ -155,13 +155,17 @@ func TestStats(t *testing.T) {
 	}
 }
 
+// The supervisor's rows: over idle at each N (no goal), the slope between
+// two Ns, and the line fitted over them all, whose slope the goal is held
+// to; the pool's next child in line beside the idle child's goal.
 func TestLiveRowsSlope(t *testing.T) {
 	const mib = 1 << 20
 	m := func(procs int, rss, anon float64) liveMeasure {
 		return liveMeasure{Procs: procs, SupRSS: rss * mib, SupIdleRSS: 20 * mib, SupAnon: anon * mib, SupIdleAnon: 4 * mib, SumPSS: float64(procs) * 3 * mib, SumPriv: float64(procs) * 3 * mib,
 			SupAfterRSS: 30 * mib, SupAfterAnon: 10 * mib}
 	}
-	round := liveRound{Flat: map[int]liveMeasure{50: m(50, 40, 20), 400: m(400, 60, 40)}, Tree: map[int]liveMeasure{}, FloorPriv: 2 * mib, FloorPSS: 2 * mib, IdlePriv: 2100 << 10, IdlePSS: 4 * mib}
+	round := liveRound{Flat: map[int]liveMeasure{50: m(50, 40, 20), 400: m(400, 60, 40)}, Tree: map[int]liveMeasure{}, FloorPriv: 2 * mib, FloorPSS: 2 * mib, IdlePriv: 2100 << 10, IdlePSS: 4 * mib,
+		HeadPriv: 2200 << 10, HeadAnon: 2136 << 10}
 	raw, err := json.Marshal([]liveRound{round})
 	if err != nil {
 		t.Fatal(err)
@@ -176,12 +180,36 @@ func TestLiveRowsSlope(t *testing.T) {
 	}
 	for _, want := range []string{
 		"from 50 to 400 subagents: the supervisor per added child | RSS +20.0 MiB, anonymous +20.0 MiB over 350 children | +59 KiB RSS per added child (anonymous +59 KiB); goal <= 64 KiB: met",
-		"+410 KiB RSS per child (anonymous: +328 KiB; 20.0 MiB, idle 4.0 MiB); goal <= 64 KiB: missed",
+		"+410 KiB RSS per child over idle (anonymous: +328 KiB; 20.0 MiB, idle 4.0 MiB): the one-time growth counted in; no goal (the fitted row)",
 		"2.1 MiB private (2100 KiB), 4.0 MiB PSS; goal <= 2 MiB: missed",
+		"2.1 MiB private (2200 KiB), 2136 KiB anonymous; +100 KiB over the idle child: what its rehearsal builds for the run it is next to take, no goal",
+		// 40 MiB at 50 and 60 at 400: 20 MiB over 350 children, 58.5 KiB a
+		// child, and 37.1 MiB at none, 17.1 over the idle 20 MiB.
+		"flat runs, fitted over 50, 400 subagents: the supervisor per live child | RSS 37.1 MiB + N x 59 KiB, largest residual 0 KiB; the one-time growth over idle (20.0 MiB) 17.1 MiB, anonymous 13.1 MiB | +59 KiB RSS per live child (anonymous +59 KiB); goal <= 64 KiB: met",
 		"50 subagents (flat runs): the supervisor once they had all ended | RSS 30.0 MiB (anonymous 10.0 MiB), read twice the settle after their ends | +205 KiB RSS per ended subagent over idle (anonymous +123 KiB): what their runs left; no goal",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("rows lack %q:\n%s", want, text.String())
 		}
+	}
+}
+
+// The fitted line's slope is the supervisor's memory per live child: a
+// slope over 64 KiB misses the goal however small the one-time growth; one
+// N alone fits no line.
+func TestLiveFitRow(t *testing.T) {
+	const mib = 1 << 20
+	if _, ok := liveFitRow("flat runs", []liveSlopePoint{{procs: 50, rss: 30 * mib, anon: 8 * mib}}, 24*mib, 4*mib); ok {
+		t.Error("a line fitted through one N")
+	}
+	// 48 KiB a child over 24 MiB, one point 2 MiB above the line.
+	pts := []liveSlopePoint{{50, 24*mib + 50*48<<10, 4 * mib}, {200, 24*mib + 200*48<<10 + 2*mib, 4 * mib}, {400, 24*mib + 400*48<<10, 4 * mib}}
+	r, ok := liveFitRow("flat runs", pts, 24*mib, 4*mib)
+	if !ok || !strings.HasSuffix(r.ratio, "goal <= 64 KiB: met") || !strings.Contains(r.what, "fitted over 50, 200, 400 subagents") {
+		t.Fatalf("row %+v", r)
+	}
+	steep := []liveSlopePoint{{50, 10 * mib, 4 * mib}, {400, 40 * mib, 4 * mib}}
+	if r, _ := liveFitRow("trees", steep, 5*mib, 4*mib); !strings.HasPrefix(r.ratio, "+88 KiB RSS per live child") || !strings.HasSuffix(r.ratio, "goal <= 64 KiB: missed") {
+		t.Fatalf("steep row %+v", r)
 	}
 }
