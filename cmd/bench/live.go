@@ -602,12 +602,12 @@ type liveSlopePoint struct{ procs, rss, anon float64 }
 // the least-squares line of its RSS over every N measured (at least two),
 // RSS = base + N x slope. The slope is what each live child costs it. The
 // base over its idle RSS is what it grows by once, whatever N: the pages of
-// the binary its first serving maps (the function table's, for the stack
-// growth of SQLite's calls), its first collection's metadata, SQLite's caches
-// and connections; a figure over idle divided by N counts that growth in,
-// as if each child at that N brought its share of it (at 50, 80 KiB of each
-// child's 115-130; docs/performance.md, figure 9). The largest residual
-// shows how well a line fits.
+// the binary's function table its first serving maps (stack growth through
+// SQLite's calls) and its first collection's metadata; a figure over idle
+// divided by N counts that growth in, as if each child at that N brought
+// its share of it (at 45-50, 80-90 KiB of each child's 107-123;
+// docs/performance.md, figure 9). The largest residual shows how well a
+// line fits.
 func liveFitRow(name string, pts []liveSlopePoint, idle, idleAnon float64) (row, bool) {
 	if len(pts) < 2 {
 		return row{}, false

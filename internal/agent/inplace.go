@@ -146,9 +146,10 @@ func hex4(b []byte) rune {
 }
 
 // decodeSpawnParams decodes the spawn frame's params into p, as
-// api.DecodeParams does (by decodeSpawn's types), with a large objective (at least half the
-// params, figure 9's 64 KiB) lifted into the params' memory: params must
-// be the frame body's, which nothing else reads or writes.
+// api.DecodeParams does (through decodeSpawn's wire types), with a large
+// objective (at least half the params, figure 9's 64 KiB) lifted into the
+// params' memory: params must be the frame body's, which nothing else
+// reads or writes.
 func decodeSpawnParams(params []byte, p *api.SpawnPayload) error {
 	if len(params) >= liftMin {
 		var at struct {

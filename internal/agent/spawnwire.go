@@ -10,12 +10,12 @@ import (
 // type's fields and an encoder for every field's type, and so for every
 // type reachable from it, whether the input holds them or not; it keeps
 // them in its cache for the process's life. Decoding api.SpawnPayload
-// built them for the whole payload's graph: 72 KiB of a child's heap, most
-// of its rehearsal's (figure 9). A child decodes its payload once, and most
+// built them for the whole payload's graph: 70 KiB allocated, most of a
+// rehearsal's (figure 9). A child decodes its payload once, and most
 // payloads carry no declared agent, no resumed conversation and no
-// fallback model or breaker state: spawnWire leaves those as spans of the
+// fallback model or breaker state: spawnWire leaves those as slices of the
 // input and decodes each only when it is there, and a child without them
-// builds 49 KiB (its heap in a model call 17 KiB smaller).
+// allocates 50 KiB (in a model call it is 16 to 20 KiB smaller).
 //
 // The wire types embed the api types and shadow the rare fields with
 // fields of the same JSON names: encoding/json takes the outer field and
