@@ -531,8 +531,7 @@ func liveRows(raw json.RawMessage, cfg Config) ([]row, error) {
 		name string
 		get  func(liveRound) map[int]liveMeasure
 	}{{"flat runs", func(r liveRound) map[int]liveMeasure { return r.Flat }}, {"trees of a root and 8 children", func(r liveRound) map[int]liveMeasure { return r.Tree }}} {
-		var prev *liveSlopePoint
-		var points []liveSlopePoint
+		var points []liveSlopePoint // one for each N, in cfg.LiveN's order
 		var idle, idleAnon []float64
 		for _, n := range cfg.LiveN {
 			if _, ok := variant.get(rounds[0])[n]; !ok {
@@ -571,8 +570,8 @@ func liveRows(raw json.RawMessage, cfg Config) ([]row, error) {
 			// What one more live child costs the supervisor: the slope
 			// between two Ns, without what it holds however many it runs
 			// (warmed page caches, code first run, the collector's base).
-			here := &liveSlopePoint{procs: procs, rss: supRSS, anon: supAnon}
-			if prev != nil && procs > prev.procs {
+			if len(points) > 0 && procs > points[len(points)-1].procs {
+				prev := points[len(points)-1]
 				d := procs - prev.procs
 				slope := (supRSS - prev.rss) / d
 				slopeGoal := "goal <= 64 KiB: met"
@@ -584,8 +583,7 @@ func liveRows(raw json.RawMessage, cfg Config) ([]row, error) {
 					other: fmt.Sprintf("RSS +%s, anonymous +%s over %d children", fmtMiB(supRSS-prev.rss), fmtMiB(supAnon-prev.anon), int(d)),
 					ratio: fmt.Sprintf("+%s RSS per added child (anonymous +%s); %s", kib(slope), kib((supAnon-prev.anon)/d), slopeGoal)})
 			}
-			prev = here
-			points = append(points, *here)
+			points = append(points, liveSlopePoint{procs: procs, rss: supRSS, anon: supAnon})
 			idle, idleAnon = append(idle, supIdle), append(idleAnon, supIdleAnon)
 		}
 		if r, ok := liveFitRow(variant.name, points, median(idle), median(idleAnon)); ok {
